@@ -1,0 +1,151 @@
+"""`@ai`: a typed Python function whose body is a language-model call.
+
+The docstring is the instruction; the signature gives the named, typed inputs
+and the typed output. A call goes: bind inputs → resolve settings and plugins
+→ ``before_call`` → lay out messages → (``request`` → model → tools)* → read
+the output → record. See `functai.calls.run`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import typing
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar, overload
+
+from ..layers import Layer
+from .layout import Template
+from .outputs import output_schema
+from .records import CallRecord
+
+R = TypeVar("R")
+
+
+class Result(NamedTuple):
+    """A call's value and its record: ``value, record = fn.run(...)``."""
+
+    value: Any
+    record: CallRecord
+
+
+def _tool_name(tool: object) -> str:
+    name = getattr(tool, "name", None) or getattr(tool, "__name__", None)
+    if not isinstance(name, str):
+        raise TypeError(f"tools must be @functai.tool functions or AI functions, not {tool!r}")
+    return name
+
+
+class AIFunction:
+    """A function answered by a language model. Made by `ai`."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        tools: Sequence[Any] = (),
+        layout: Template | None = None,
+        own: Layer,
+    ) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name: str = fn.__name__
+        self.module: str = fn.__module__
+        doc = inspect.getdoc(fn)
+        if not doc or not doc.strip():
+            raise TypeError(f"@ai function {self.name} needs a docstring: it is the instruction the model follows")
+        self.instruction: str = doc.strip()
+        self.signature = inspect.signature(fn)
+        for param in self.signature.parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+                raise TypeError(f"@ai function {self.name}: inputs must be named; {param} is not supported")
+        try:
+            hints = typing.get_type_hints(fn)
+        except Exception as error:
+            raise TypeError(f"@ai function {self.name}: cannot resolve its annotations: {error}") from error
+        self.output_type: Any = hints.get("return", str)
+        self.output_schema = output_schema(self.output_type)
+        self.input_names: tuple[str, ...] = tuple(self.signature.parameters)
+        if not isinstance(layout, (Template, type(None))):
+            raise TypeError(f"layout must be a functai.Template, not {type(layout).__name__}")
+        if layout is not None:
+            layout.check(self.input_names, self.name)
+        self.layout = layout
+        self.tools: tuple[Any, ...] = tuple(tools)
+        self.tool_names: tuple[str, ...] = tuple(_tool_name(t) for t in self.tools)
+        if len(set(self.tool_names)) != len(self.tool_names):
+            raise TypeError(f"@ai function {self.name}: two tools share a name: {self.tool_names}")
+        self.own = own
+        self.version: str = self._version()
+
+    def _version(self) -> str:
+        """A stable hash of what defines the function — computed without plugins."""
+        tools = [f"{name}@{getattr(tool, 'version', '')}" for name, tool in zip(self.tool_names, self.tools)]
+        parts = {
+            "function": f"{self.module}.{self.fn.__qualname__}",
+            "signature": str(self.signature),
+            "output": self.output_schema,
+            "instruction": self.instruction,
+            "tools": tools,
+            "layout": None if self.layout is None else [self.layout.system, self.layout.user],
+        }
+        blob = json.dumps(parts, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(*args, **kwargs).value
+
+    def run(self, *args: Any, **kwargs: Any) -> Result:
+        """Call the function and return its value with the call's record.
+
+        On failure the raised `FunctAIError` carries the record as ``.record``.
+        """
+        from .run import run_call
+
+        return run_call(self, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<AI function {self.module}.{self.name} {self.version}>"
+
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+
+@overload
+def ai(fn: Callable[..., R], /) -> AIFunction: ...
+
+
+@overload
+def ai(
+    *, tools: Sequence[Any] = ..., layout: Template | None = ..., plugins: Sequence[Any] | None = ..., **settings: Any
+) -> Callable[[Callable[..., R]], AIFunction]: ...
+
+
+def ai(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    tools: Sequence[Any] = (),
+    layout: Template | None = None,
+    **settings: Any,
+) -> Any:
+    """Make a typed function an AI function: ``@ai`` or ``@ai(**settings)``.
+
+    ``tools`` and ``layout`` define the function (they are part of its
+    ``version``); every other keyword is a setting of the function's own
+    layer, ``plugins`` included.
+    """
+    if "program_plugins" in settings:
+        raise TypeError("program_plugins is for a host's layers (configure, settings, a conversation), not @ai")
+
+    def decorate(f: Callable[..., Any]) -> AIFunction:
+        name = getattr(f, "__name__", repr(f))
+        own = Layer.make(f"@ai function {name}", **settings)
+        return AIFunction(f, tools=tools, layout=layout, own=own)
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate

@@ -1,0 +1,114 @@
+"""Layouts: how a call's instruction and inputs become messages.
+
+- The default layout: the instruction (plus sections) as the system message,
+  the inputs as the user message.
+- `Template`: the user writes the messages, with ``{instruction}`` and input
+  slots.
+- A baked student (``lm=baked("model")``) reads only the inputs message it
+  was trained on.
+
+A layout that would drop the instruction refuses a call whose instruction a
+plugin changed (``spec/plugins.md`` §9): the record would say it was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from typing import Any, Iterable, Mapping
+
+import attrs
+
+from .outputs import to_jsonable
+
+
+class Baked(str):
+    """A model name for a baked student: it reads only its trained message."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"baked({str.__repr__(self)})"
+
+
+def baked(model: str) -> Baked:
+    """Name a student model that was trained on the inputs message alone."""
+    if not isinstance(model, str) or not model.strip():
+        raise TypeError(f"baked() needs a model name, not {model!r}")
+    return Baked(model)
+
+
+def _slots(text: str | None) -> set[str]:
+    if text is None:
+        return set()
+    return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
+
+
+@attrs.frozen
+class Template:
+    """Messages written by hand: ``{instruction}`` and ``{input_name}`` slots."""
+
+    system: str | None = None
+    user: str = "{instruction}"
+
+    def slots(self) -> set[str]:
+        return _slots(self.system) | _slots(self.user)
+
+    def writes_instruction(self) -> bool:
+        return "instruction" in self.slots()
+
+    def check(self, inputs: Iterable[str], function: str) -> None:
+        """Refuse slots that name no input (at decoration time)."""
+        known = set(inputs) | {"instruction"}
+        unknown = self.slots() - known
+        if unknown:
+            raise TypeError(
+                f"Template of {function} has slots {sorted(unknown)} that are not inputs; "
+                f"known slots: {sorted(known)}"
+            )
+
+
+def render_value(value: Any) -> str:
+    """An input as the model reads it: text as-is, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(to_jsonable(value), ensure_ascii=False)
+
+
+def inputs_message(inputs: Mapping[str, Any]) -> str:
+    """The default user message: one ``name: value`` line per input."""
+    return "\n".join(f"{name}: {render_value(value)}" for name, value in inputs.items())
+
+
+def full_instruction(instruction: str, sections: Iterable[str]) -> str:
+    """The instruction followed by the sections, joined by blank lines."""
+    return "\n\n".join((instruction, *sections))
+
+
+def drops_instruction(layout: Template | None, lm: str | None) -> str | None:
+    """Why this layout would drop the instruction, or None if it writes it."""
+    if isinstance(lm, Baked):
+        return f"the baked student {str(lm)!r} reads only its trained inputs message"
+    if layout is not None and not layout.writes_instruction():
+        return "the function's Template never writes {instruction}"
+    return None
+
+
+def messages(
+    layout: Template | None, lm: str | None, instruction: str, inputs: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The messages of a call, before any tool steps or re-asks."""
+    if isinstance(lm, Baked):
+        return [{"role": "user", "content": inputs_message(inputs)}]
+    if layout is None:
+        return [
+            {"role": "system", "content": instruction},
+            {"role": "user", "content": inputs_message(inputs)},
+        ]
+    slots = {name: render_value(value) for name, value in inputs.items()}
+    slots["instruction"] = instruction
+    out = []
+    if layout.system is not None:
+        out.append({"role": "system", "content": layout.system.format_map(slots)})
+    out.append({"role": "user", "content": layout.user.format_map(slots)})
+    return out

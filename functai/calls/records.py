@@ -1,0 +1,138 @@
+"""Call records, and the call log that keeps them as JSON lines.
+
+Every call produces a `CallRecord`. With ``log_calls="folder/"`` each record
+is appended to ``folder/calls.jsonl`` as one line, written with a single
+``write`` under an exclusive lock (so concurrent processes never interleave
+lines); `read_calls` yields them back, skipping a torn last line.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+from typing import Any, Iterator
+
+import attrs
+
+LOG_FILE = "calls.jsonl"
+
+
+@attrs.define(eq=False)
+class CallRecord:
+    """What happened in one AI function call."""
+
+    id: str
+    function: str
+    version: str
+    inputs: dict[str, Any]
+    started: str
+    parent: str | None = None
+    path: str = ""
+    module: str = ""
+    output: Any = None
+    error: dict[str, Any] | None = None
+    instruction: str | None = None
+    model: str | None = None
+    settings: dict[str, Any] = attrs.field(factory=dict)
+    usage: dict[str, int] = attrs.field(factory=dict)
+    seconds: float | None = None
+    tool_calls: list[dict[str, Any]] = attrs.field(factory=list)
+    conversation: dict[str, Any] | None = None
+    changes: list[dict[str, Any]] = attrs.field(factory=list)
+    sections: list[str] = attrs.field(factory=list)
+    replayable: bool = True
+    attempts: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON data (``replayable`` only when false)."""
+        from .outputs import to_jsonable
+
+        data = attrs.asdict(self, recurse=False)
+        data["inputs"] = to_jsonable(self.inputs)
+        data["output"] = to_jsonable(self.output)
+        if self.replayable:
+            del data["replayable"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CallRecord":
+        """Rebuild a record; keys this version does not know are skipped."""
+        known = {f.name for f in attrs.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def size(value: Any) -> int:
+    """How many characters a value takes as text (what ``log_content=False`` keeps)."""
+    if isinstance(value, str):
+        return len(value)
+    return len(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def without_content(record: CallRecord) -> None:
+    """Replace values with their sizes, and drop the content of changes."""
+    record.inputs = {name: {"chars": size(value)} for name, value in record.inputs.items()}
+    if record.output is not None:
+        record.output = {"chars": size(record.output)}
+    if record.instruction is not None:
+        record.instruction = {"chars": size(record.instruction)}  # type: ignore[assignment]
+    record.sections = [{"chars": size(s)} for s in record.sections]  # type: ignore[misc]
+    record.changes = [{k: v for k, v in item.items() if k != "change"} for item in record.changes]
+    for call in record.tool_calls:
+        for key in ("input", "output"):
+            if key in call and call[key] is not None:
+                call[key] = {"chars": size(call[key])}
+
+
+class _Log:
+    """An append-only JSON-lines file kept open for the process."""
+
+    def __init__(self, folder: str) -> None:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        self.path = os.path.join(folder, LOG_FILE)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def append(self, data: dict[str, Any]) -> None:
+        line = (json.dumps(data, ensure_ascii=False, default=str) + "\n").encode()
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            os.write(self.fd, line)
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+_logs_lock = threading.Lock()
+_logs: dict[str, _Log] = {}
+
+
+def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
+    """Append one record to the call log in ``folder``."""
+    key = os.fspath(folder)
+    log = _logs.get(key)
+    if log is None:
+        with _logs_lock:
+            log = _logs.get(key) or _logs.setdefault(key, _Log(key))
+    log.append(record.to_dict())
+
+
+def read_calls(folder: str | os.PathLike[str]) -> Iterator[CallRecord]:
+    """Yield the records of the call log in ``folder``, oldest first.
+
+    A line that is not a whole JSON object (a crash mid-write) is skipped.
+    """
+    path = os.path.join(os.fspath(folder), LOG_FILE)
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and "id" in data:
+                yield CallRecord.from_dict(data)

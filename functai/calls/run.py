@@ -1,0 +1,260 @@
+"""One call of an AI function, from bound inputs to a recorded value.
+
+bind → resolve layers → ``before_call`` → layout (refusing one that would drop
+a changed instruction) → [``request`` → client → tools]* → read the output,
+asking again with the reason when it cannot be read → record.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextvars import ContextVar
+from datetime import datetime, timezone
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import FunctAIError, OutputError
+from ..hooks.change import Change
+from ..hooks.events import CallEvent, RequestEvent
+from ..hooks.fold import call_handler, fold, record as change_record, refuse
+from ..hooks.plugin import Plugin
+from ..models import providers
+from ..models.request import MODEL_SETTINGS, Client, Reply, Request
+from ..layers import Resolved, resolve
+from . import layout as layouts
+from . import records
+from .outputs import describe, read_output
+
+if TYPE_CHECKING:
+    from .function import AIFunction, Result
+
+
+class Frame:
+    """The call in progress in this context (for ``parent`` and ``path``)."""
+
+    __slots__ = ("record", "path")
+
+    def __init__(self, record: records.CallRecord, path: str) -> None:
+        self.record = record
+        self.path = path
+
+
+current: ContextVar[Frame | None] = ContextVar("functai_call", default=None)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) -> "Result":
+    from .function import Result
+
+    try:
+        bound = fn.signature.bind(*args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"{fn.name}{fn.signature}: {error}") from None
+    bound.apply_defaults()
+    inputs = dict(bound.arguments)
+    resolved = resolve(fn.own)
+    frame = current.get()
+    path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
+    record = records.CallRecord(
+        id=os.urandom(8).hex(),
+        function=fn.name,
+        module=fn.module,
+        version=fn.version,
+        inputs=inputs,
+        started=_now(),
+        parent=frame.record.id if frame is not None else None,
+        path=path,
+    )
+    started = time.perf_counter()
+    token = current.set(Frame(record, path))
+    try:
+        value = _ask(fn, inputs, resolved, record, path)
+        record.output = value
+        return Result(value, record)
+    except FunctAIError as error:
+        record.error = {"code": error.code, "message": error.message}
+        if error.record is None:
+            error.record = record
+        raise
+    except Exception as error:
+        record.error = {"code": "exception", "message": f"{type(error).__name__}: {error}"}
+        raise
+    finally:
+        current.reset(token)
+        record.seconds = round(time.perf_counter() - started, 6)
+        _finish(record, resolved)
+
+
+def _finish(record: records.CallRecord, resolved: Resolved) -> None:
+    if not resolved.get("log_content"):
+        records.without_content(record)
+    folder = resolved.get("log_calls")
+    if folder:
+        records.append(folder, record)
+
+
+def _apply_before_call(fn: "AIFunction") -> Any:
+    def apply(plugin: Plugin, change: Change, event: CallEvent) -> None:
+        if change.tools is not None:
+            for name in change.tools:
+                if name not in event.all_tools:
+                    have = ", ".join(event.all_tools) or "none"
+                    raise refuse(plugin, "before_call", "tools", f"{name!r} is not one of {fn.name}'s tools ({have})")
+            event.tools = change.tools
+        if change.instruction is not None:
+            event.instruction = change.instruction
+        if change.sections is not None:
+            event.sections = event.sections + change.sections
+        if change.lm is not None:
+            event.lm = change.lm
+        if change.settings is not None:
+            event.settings = MappingProxyType({**event.settings, **change.settings})
+
+    return apply
+
+
+def _client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tuple[Client, str]:
+    client = values.get("client")
+    if client is not None:
+        return client, str(lm) if lm else getattr(client, "name", type(client).__name__)
+    if not lm:
+        raise FunctAIError(
+            f"no model is configured for {fn.name}: set lm=... (functai.configure, functai.settings, "
+            "@ai, or the FUNCTAI_LM environment variable) or give client=...",
+            code="no-model",
+        )
+    return providers.client_for(lm, values)
+
+
+def _refuse_dropped_instruction(record: records.CallRecord, why: str) -> FunctAIError:
+    changers = [
+        c for c in record.changes if c["hook"] in ("before_call", "context")
+        and ("instruction" in c["change"] or "sections" in c["change"])
+    ]
+    first = changers[0] if changers else {"plugin": None, "version": "", "hook": "before_call"}
+    names = ", ".join(sorted({repr(c["plugin"]) for c in changers})) or "a plugin"
+    plugin = Plugin(first["plugin"], version=first["version"] or "0.0.0") if first["plugin"] else None
+    message = (
+        f"{why}, so the instruction changed by {names} would not reach the model while the record says it "
+        "was sent; write {instruction} in the layout, or keep these plugins off this function"
+    )
+    if plugin is None:
+        return FunctAIError(message, code="plugin-change")
+    return refuse(plugin, first["hook"], "instruction", message)
+
+
+def _request_hook(resolved: Resolved, request: Request, record: records.CallRecord, fn: "AIFunction", path: str) -> Request:
+    handlers = resolved.plan.handlers["request"]
+    if not handlers:
+        return request
+    event = RequestEvent(request=request, function=fn.name, path=path)
+    for plugin, handler in handlers:
+        result = call_handler(plugin, "request", handler, event)
+        if result is None:
+            continue
+        if not isinstance(result, Request):
+            raise refuse(
+                plugin, "request", None,
+                f"a request handler must return a functai.Request or None, not {type(result).__name__}",
+            )
+        event.request = result
+        record.changes.append(change_record(plugin, "request", {"request": "replaced"}))
+        record.replayable = False
+    return event.request
+
+
+def _reask(reply: str | None, reason: str, fn: "AIFunction") -> list[dict[str, Any]]:
+    want = "only the JSON value" if fn.output_schema is not None else "the answer"
+    return [
+        {"role": "assistant", "content": reply or ""},
+        {
+            "role": "user",
+            "content": f"Your reply could not be read as {describe(fn.output_type)}: {reason}. Reply again with {want}.",
+        },
+    ]
+
+
+def _add_usage(record: records.CallRecord, reply: Reply) -> None:
+    for key, count in reply.usage.items():
+        record.usage[key] = record.usage.get(key, 0) + count
+
+
+def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord, path: str) -> Any:
+    values = resolved.values
+    lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
+    model_settings = {k: v for k, v in values.items() if k in MODEL_SETTINGS}
+    instruction, sections, tools = fn.instruction, (), fn.tool_names
+
+    handlers = resolved.plan.handlers["before_call"]
+    if handlers:
+        event = CallEvent(
+            function=fn.name,
+            program=fn,
+            inputs=MappingProxyType(inputs),
+            instruction=instruction,
+            sections=(),
+            lm=lm,
+            settings=MappingProxyType(model_settings),
+            tools=tools,
+            all_tools=fn.tool_names,
+            path=path,
+        )
+        fold("before_call", handlers, event, record.changes, _apply_before_call(fn))
+        instruction, sections, lm, tools = event.instruction, event.sections, event.lm, event.tools
+        model_settings = dict(event.settings)
+
+    final = layouts.full_instruction(instruction, sections) if sections else instruction
+    if final != fn.instruction:
+        why = layouts.drops_instruction(fn.layout, lm)
+        if why is not None:
+            raise _refuse_dropped_instruction(record, why)
+    record.instruction = final
+    record.settings = model_settings
+    client, model = _client(values, lm, fn)
+    record.model = str(lm) if lm else model
+
+    from .tools import ToolRunner
+
+    runner = ToolRunner(fn, tools, record, path, values, resolved.plan)
+    messages = layouts.messages(fn.layout, lm, final, inputs)
+    retries = values["retries"]
+    max_steps = values["max_steps"]
+    reasks = steps = 0
+    while True:
+        request = Request(
+            model=model,
+            messages=messages,
+            tools=runner.schemas,
+            settings=model_settings,
+            output_schema=fn.output_schema,
+        )
+        request = _request_hook(resolved, request, record, fn, path)
+        record.attempts += 1
+        reply = client.complete(request)
+        _add_usage(record, reply)
+        if reply.tool_calls:
+            steps += 1
+            if steps > max_steps:
+                raise FunctAIError(
+                    f"{fn.name} asked for tools more than max_steps={max_steps} times; raise max_steps or "
+                    "check why the model keeps asking",
+                    code="max-steps",
+                )
+            messages = [*messages, *runner.run(reply)]
+            continue
+        text = reply.text if reply.text is not None else ""
+        try:
+            return read_output(text, fn.output_type)
+        except OutputError as error:
+            if reasks >= retries:
+                raise OutputError(
+                    f"{fn.name}: the model's reply could not be read as {describe(fn.output_type)} "
+                    f"after {reasks + 1} attempts: {error.message}",
+                    reply=text,
+                ) from None
+            reasks += 1
+            messages = [*messages, *_reask(reply.text, error.message, fn)]

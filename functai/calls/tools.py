@@ -1,0 +1,305 @@
+"""Tools, and running the tools a model asks for.
+
+``@tool`` makes a typed Python function a tool (its schema from the signature
+and docstring); an AI function can be a tool too. `ToolRunner` runs one
+reply's tool calls in order, each through ``tool_call`` (inputs merged, the
+first block or refusal ends the hook; the approval plugin last) and
+``tool_result`` (output replaced), and records each in the call's record.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import typing
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from ..errors import FunctAIError, PluginError
+from ..hooks.events import ToolCallEvent, ToolResultEvent
+from ..hooks.fold import call_handler, check_change, record as change_record
+from ..hooks.order import Plan
+from ..log import warn
+from ..models.request import Reply, ToolCall
+from .outputs import output_schema, to_jsonable
+from .records import CallRecord
+
+if TYPE_CHECKING:
+    from .function import AIFunction
+
+EFFECTS = ("reads", "changes")
+
+REFUSED = "The person did not allow this call."
+CHECK_FAILED = "a check failed"
+
+
+def blocked_text(plugin: str, reason: str) -> str:
+    """What the model is shown for a blocked tool call."""
+    return f"This call was blocked ({plugin}): {reason}"
+
+
+def refused_text(reason: str | None) -> str:
+    """What the model is shown when a person refused a tool call."""
+    return REFUSED + (f" Reason: {reason}" if reason else "")
+
+
+def _input_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
+    signature = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as error:
+        raise TypeError(f"tool {name}: cannot resolve its annotations: {error}") from error
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise TypeError(f"tool {name}: inputs must be named; {param} is not supported")
+        tp = hints.get(param.name, str)
+        properties[param.name] = output_schema(tp) or {"type": "string"}
+        if param.default is param.empty:
+            required.append(param.name)
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+class Tool:
+    """A Python function the model may ask to run. Made by `tool`."""
+
+    def __init__(self, fn: Callable[..., Any], *, effects: str | None = None) -> None:
+        if effects is not None and effects not in EFFECTS:
+            raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
+        self.fn = fn
+        self.name: str = fn.__name__
+        self.effects = effects
+        self.description: str = (inspect.getdoc(fn) or "").strip()
+        self.parameters = _input_schema(fn, self.name)
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def invoke(self, input: Mapping[str, Any]) -> Any:
+        return self.fn(**input)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name} effects={self.effects}>"
+
+
+def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None) -> Any:
+    """``@tool`` or ``@tool(effects="reads" | "changes")``: a tool from a typed function.
+
+    Undeclared effects are unknown, and every approval rule treats them like
+    ``"changes"``.
+    """
+    if fn is not None:
+        return Tool(fn, effects=effects)
+    if effects is not None and effects not in EFFECTS:
+        raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
+    return lambda f: Tool(f, effects=effects)
+
+
+def _as_tool(item: Any) -> Any:
+    """A tool for the runner: a `Tool`, or an AI function used as one."""
+    if isinstance(item, Tool):
+        return item
+    from .function import AIFunction
+
+    if isinstance(item, AIFunction):
+        return _ProgramTool(item)
+    raise TypeError(f"{item!r} is not a tool: use @functai.tool or an AI function")
+
+
+class _ProgramTool:
+    """An AI function used directly as a tool of another."""
+
+    effects = None
+
+    def __init__(self, program: "AIFunction") -> None:
+        self.program = program
+        self.name = program.name
+        self.description = program.instruction
+        self.parameters = _input_schema(program.fn, program.name)
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def invoke(self, input: Mapping[str, Any]) -> Any:
+        return self.program(**input)
+
+
+def output_text(value: Any) -> str:
+    """A tool's result as the model reads it."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(to_jsonable(value), ensure_ascii=False)
+
+
+class ApprovalError(FunctAIError):
+    """A tool call needed a person's approval and nobody could be asked."""
+
+    code = "approval-required"
+
+    def __init__(self, message: str, *, approval: dict[str, Any]) -> None:
+        super().__init__(message)
+        #: What was to be approved: name, input, effects, path, plugin, question.
+        self.approval = approval
+
+
+class ToolRunner:
+    """Runs the tool calls of one AI function call."""
+
+    def __init__(
+        self,
+        fn: "AIFunction",
+        offered: Sequence[str],
+        record: CallRecord,
+        path: str,
+        settings: Mapping[str, Any],
+        plan: Plan,
+    ) -> None:
+        self.fn = fn
+        self.record = record
+        self.path = path
+        self.settings = settings
+        self.plan = plan
+        self.invocations = 0
+        by_name = dict(zip(fn.tool_names, fn.tools))
+        self.tools = {name: _as_tool(by_name[name]) for name in offered}
+        self.schemas = tuple(t.schema() for t in self.tools.values())
+
+    def run(self, reply: Reply) -> list[dict[str, Any]]:
+        """Run a reply's tool calls in order; the messages that report them."""
+        messages: list[dict[str, Any]] = [
+            {
+                "role": "assistant",
+                "content": reply.text,
+                "tool_calls": [{"id": c.id, "name": c.name, "input": dict(c.input)} for c in reply.tool_calls],
+            }
+        ]
+        for call in reply.tool_calls:
+            self.invocations += 1
+            content = self._one(call, self.invocations)
+            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
+        return messages
+
+    def _one(self, call: ToolCall, invocation: int) -> str:
+        entry: dict[str, Any] = {"name": call.name, "id": call.id, "input": dict(call.input)}
+        self.record.tool_calls.append(entry)
+        found = self.tools.get(call.name)
+        if found is None:
+            have = ", ".join(self.tools) or "none"
+            entry["error"] = "no such tool"
+            entry["output"] = f"There is no tool named {call.name!r}. Tools you can use: {have}."
+            return entry["output"]
+
+        event = ToolCallEvent(
+            name=call.name,
+            input=MappingProxyType(dict(call.input)),
+            effects=found.effects,
+            path=f"{self.path}/{call.name}",
+            invocation=invocation,
+            id=call.id,
+            function=self.fn.name,
+            settings=self.settings,
+            ask_person=_ask_person,
+        )
+        stopped = self._tool_call_hook(event, entry)
+        entry["input"] = dict(event.input)
+        if stopped is not None:
+            entry["output"] = stopped
+            return stopped
+
+        try:
+            value = found.invoke(dict(event.input))
+        except (ApprovalError, KeyboardInterrupt):
+            raise
+        except FunctAIError as error:
+            if error.code in ("approval-required", "turn-waiting"):
+                raise
+            entry["error"] = f"{error.code}: {error.message}"
+            value = f"The tool failed: {error.message}"
+        except Exception as error:
+            entry["error"] = f"{type(error).__name__}: {error}"
+            value = f"The tool failed: {type(error).__name__}: {error}"
+        text = output_text(value)
+        text = self._tool_result_hook(call, event, invocation, text)
+        entry["output"] = text
+        return text
+
+    def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> str | None:
+        """Fold ``tool_call``; the text the model is shown if the tool may not run."""
+        for plugin, handler in self.plan.handlers["tool_call"]:
+            event._refusal = None
+            try:
+                result = call_handler(plugin, "tool_call", handler, event)
+                change = check_change(plugin, "tool_call", result)
+            except PluginError as error:
+                if getattr(error, "code", None) != "plugin-failed":
+                    raise
+                cause = error.__cause__ or error
+                warn("hook failed", plugin=plugin.name, version=plugin.version, hook="tool_call",
+                     function=self.fn.name, error=f"{type(cause).__name__}: {cause}")
+                entry["blocked"] = plugin.name
+                entry["block_reason"] = CHECK_FAILED
+                self.record.changes.append(change_record(plugin, "tool_call", {"block": CHECK_FAILED}))
+                return blocked_text(plugin.name, CHECK_FAILED)
+            if change is not None:
+                if change.inputs is not None:
+                    event.input = MappingProxyType({**event.input, **change.inputs})
+                self.record.changes.append(change_record(plugin, "tool_call", change.to_data()))
+                if change.block is not None:
+                    entry["blocked"] = plugin.name
+                    entry["block_reason"] = change.block
+                    return blocked_text(plugin.name, change.block)
+            refusal = event._refusal
+            if refusal is not None:
+                entry["refused"] = plugin.name
+                if refusal:
+                    entry["refuse_reason"] = refusal
+                return refused_text(refusal or None)
+        return None
+
+    def _tool_result_hook(self, call: ToolCall, event: ToolCallEvent, invocation: int, text: str) -> str:
+        handlers = self.plan.handlers["tool_result"]
+        if not handlers:
+            return text
+        result = ToolResultEvent(
+            name=call.name,
+            input=event.input,
+            output=text,
+            path=event.path,
+            invocation=invocation,
+            function=self.fn.name,
+        )
+        for plugin, handler in handlers:
+            change = check_change(plugin, "tool_result", call_handler(plugin, "tool_result", handler, result))
+            if change is not None:
+                result.output = change.output  # type: ignore[assignment]
+                self.record.changes.append(change_record(plugin, "tool_result", change.to_data()))
+        return result.output
+
+
+
+def _ask_person(event: ToolCallEvent, reason: str | None, decide: Callable[[Any], Any] | None) -> bool:
+    """``tool.ask``: ``decide`` answers at once; otherwise nobody can be asked here."""
+    if decide is not None:
+        answer = decide(event)
+        if answer is True:
+            return True
+        event._refusal = answer if isinstance(answer, str) and answer else ""
+        return False
+    approval = {
+        "name": event.name,
+        "input": to_jsonable(dict(event.input)),
+        "effects": event.effects,
+        "path": event.path,
+        "plugin": event._plugin,
+        "question": reason,
+    }
+    raise ApprovalError(
+        f"the tool call {event.path} needs a person's approval (asked by plugin {event._plugin!r}"
+        f"{': ' + reason if reason else ''}), and nobody can be asked in a plain call; answer with "
+        "approve=<function>, or make the call inside a conversation turn so it can wait",
+        approval=approval,
+    )

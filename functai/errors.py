@@ -1,0 +1,72 @@
+"""The errors functai raises: every one is a `FunctAIError` with a `code`.
+
+Codes are stable strings (``plugin-change``, ``model-http`` …) so programs can
+branch on them; messages are for people and say what to fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FunctAIError(Exception):
+    """Base of every functai error; ``code`` names what went wrong."""
+
+    code: str = "functai-error"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.message = message
+        #: The call record of the failed call, when there is one.
+        self.record: Any = details.pop("record", None)
+        self.details = details
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
+
+
+class PluginError(FunctAIError):
+    """A plugin could not be registered, loaded or run.
+
+    ``plugin`` and ``hook`` name where it happened (either may be None when
+    the error is about something not yet tied to one, such as a bad name).
+    """
+
+    code = "plugin-failed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        plugin: str | None = None,
+        hook: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code)
+        self.plugin = plugin
+        self.hook = hook
+        self.field = field
+
+
+class OutputError(FunctAIError):
+    """The model's reply could not be read as the function's output type."""
+
+    code = "output-invalid"
+
+    def __init__(self, message: str, *, reply: str | None = None) -> None:
+        super().__init__(message)
+        #: The model's last reply, as text.
+        self.reply = reply
+
+
+class ModelError(FunctAIError):
+    """A model client could not get a reply (HTTP status, network, protocol)."""
+
+    code = "model-error"
+
+    def __init__(self, message: str, *, code: str = "model-error", status: int | None = None) -> None:
+        super().__init__(message, code=code)
+        self.status = status

@@ -1,0 +1,189 @@
+"""Turning what users put in a ``plugins`` setting into `Plugin` objects.
+
+An item is a `Plugin`, a pluggy-style module or object whose functions carry
+``@functai.hookimpl`` (validated by pluggy against the hookspecs), a path to
+a Python file that defines ``plugin``, or the name of an installed plugin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+from types import ModuleType
+from typing import Any, Callable, Sequence
+
+import pluggy
+
+from ..errors import PluginError
+from . import specs
+from .plugin import Plugin, check_name
+
+_lock = threading.Lock()
+_adapted: dict[int, tuple[object, Plugin]] = {}
+_files: dict[str, tuple[int, int, Plugin]] = {}
+
+
+def _default_name(obj: object) -> str:
+    if isinstance(obj, ModuleType):
+        raw = obj.__name__.rsplit(".", 1)[-1]
+    else:
+        raw = type(obj).__name__
+    return raw.lower()
+
+
+def from_hookimpls(obj: object, *, name: str | None = None, version: str | None = None) -> Plugin:
+    """A `Plugin` with one handler per ``@functai.hookimpl`` function of ``obj``.
+
+    The name is ``name``, else ``obj.plugin_name``, else the module's last
+    name part (or the class name), lower-cased; the version is ``version``,
+    else ``obj.plugin_version`` or ``obj.__version__``, else ``"0.0.0"``.
+    """
+    with _lock:
+        cached = _adapted.get(id(obj))
+        if cached is not None and cached[0] is obj and name is None and version is None:
+            return cached[1]
+    plugin_name = name or getattr(obj, "plugin_name", None) or _default_name(obj)
+    check_name(plugin_name)
+    plugin_version = version or getattr(obj, "plugin_version", None) or getattr(obj, "__version__", None) or "0.0.0"
+
+    manager = pluggy.PluginManager("functai")
+    manager.add_hookspecs(specs)
+    try:
+        manager.register(obj, name=plugin_name)
+        manager.check_pending()
+    except pluggy.PluginValidationError as error:
+        unknown = [n for n in dir(obj) if manager.parse_hookimpl_opts(obj, n) is not None and n not in specs.HOOKS]
+        what = f"unknown hook {unknown[0]!r}" if unknown else str(error)
+        raise PluginError(
+            f"plugin {plugin_name!r} failed pluggy validation: {what}. Hooks are: {', '.join(specs.HOOKS)}; "
+            "each takes the one argument its hookspec names",
+            code="plugin-hook",
+            plugin=plugin_name,
+            hook=unknown[0] if unknown else None,
+        ) from error
+
+    plugin = Plugin(plugin_name, version=str(plugin_version))
+    found = False
+    for hook in specs.HOOKS:
+        for impl in getattr(manager.hook, hook).get_hookimpls():
+            if impl.hookwrapper or impl.wrapper:
+                raise PluginError(
+                    f"plugin {plugin_name!r}: {hook} is a pluggy wrapper; functai runs plain handlers "
+                    "in its own order — drop wrapper=True/hookwrapper=True",
+                    code="plugin-hook",
+                    plugin=plugin_name,
+                    hook=hook,
+                )
+            plugin.on(hook, _as_handler(impl.function, impl.argnames))
+            found = True
+    if not found:
+        raise TypeError(f"{obj!r} is not a plugin: it has no function marked @functai.hookimpl")
+    with _lock:
+        if name is None and version is None:
+            _adapted[id(obj)] = (obj, plugin)
+    return plugin
+
+
+def _as_handler(fn: Callable[..., Any], argnames: Sequence[str]) -> Callable[[Any], Any]:
+    if argnames:
+        return fn
+    return lambda event: fn()
+
+
+def load_plugin(path: str | os.PathLike[str]) -> Plugin:
+    """Load the ``plugin`` a Python file defines.
+
+    Loading runs the file: load only code you trust. Cached by path and
+    modification time, so a file is run again only after it changes.
+    """
+    full = os.path.abspath(os.fspath(path))
+    try:
+        stat = os.stat(full)
+    except OSError as error:
+        raise PluginError(
+            f"no plugin file at {full}: {error.strerror}; check the path in your plugins setting",
+            code="plugin-load",
+        ) from None
+    with _lock:
+        cached = _files.get(full)
+        if cached is not None and cached[0] == stat.st_mtime_ns and cached[1] == stat.st_size:
+            return cached[2]
+
+    module_name = "functai_plugin_file_" + hashlib.sha1(full.encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(module_name, full)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"cannot load {full} as a Python file", code="plugin-load")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        sys.modules.pop(module_name, None)
+        raise PluginError(
+            f"plugin file {full} failed to load: {type(error).__name__}: {error}",
+            code="plugin-load",
+        ) from error
+    found = getattr(module, "plugin", None)
+    if found is None:
+        raise PluginError(
+            f"plugin file {full} defines no `plugin`; add `plugin = Plugin(...)` (or a module/object with hookimpls)",
+            code="plugin-load",
+        )
+    try:
+        plugin = found if isinstance(found, Plugin) else from_hookimpls(found)
+    except TypeError as error:
+        raise PluginError(f"plugin file {full}: `plugin` is not a plugin ({error})", code="plugin-load") from error
+    with _lock:
+        _files[full] = (stat.st_mtime_ns, stat.st_size, plugin)
+    return plugin
+
+
+def _looks_like_path(item: str) -> bool:
+    return item.endswith(".py") or os.sep in item or "/" in item
+
+
+def installed_plugin(name: str) -> Plugin:
+    """The installed plugin of that name (entry-point group ``functai``)."""
+    from .installed import installed
+
+    return installed().plugin(name)
+
+
+def as_plugins(value: object, where: str) -> tuple[Plugin, ...]:
+    """Validate a ``plugins`` setting and turn its items into Plugins.
+
+    The same plugin listed twice runs once; two different plugins with one
+    name in one layer refuse ``plugin-name``.
+    """
+    if isinstance(value, (Plugin, str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(
+            f"plugins ({where}) must be a list, not {type(value).__name__}; write plugins=[...]"
+        )
+    out: list[Plugin] = []
+    by_name: dict[str, Plugin] = {}
+    for item in value:
+        if isinstance(item, Plugin):
+            plugin = item
+        elif isinstance(item, (str, os.PathLike)):
+            text = os.fspath(item)
+            plugin = load_plugin(text) if _looks_like_path(text) else installed_plugin(text)
+        elif item is None or isinstance(item, (int, float, bool, dict, list, tuple, set)):
+            raise TypeError(f"plugins ({where}): {item!r} is not a plugin, a module with hookimpls, or a path")
+        else:
+            plugin = from_hookimpls(item)
+        seen = by_name.get(plugin.name)
+        if seen is plugin:
+            continue
+        if seen is not None:
+            raise PluginError(
+                f"two different plugins named {plugin.name!r} in the plugins of {where}; "
+                "rename one or list it once",
+                code="plugin-name",
+                plugin=plugin.name,
+            )
+        by_name[plugin.name] = plugin
+        out.append(plugin)
+    return tuple(out)

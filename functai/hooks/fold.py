@@ -1,0 +1,99 @@
+"""Running a hook: call each handler in order and fold its change in.
+
+One handler at a time: a handler's change is checked and applied to the
+event before the next handler runs, so every handler sees the event as the
+ones before it left it. Every applied change is appended to the call's
+``changes`` as ``{"plugin", "version", "hook", "change"}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from ..errors import FunctAIError, PluginError
+from .change import HOOK_FIELDS, Change
+from .events import Event
+from .order import Handler
+from .plugin import Plugin
+
+#: Checks and applies one change to the event; raises `refuse(...)` when it does not fit.
+Apply = Callable[[Plugin, Change, Any], None]
+
+
+def refuse(plugin: Plugin, hook: str, field: str | None, message: str) -> PluginError:
+    """A ``plugin-change`` error naming the plugin, the hook and the field."""
+    where = f"plugin {plugin.name!r} {plugin.version} in {hook}"
+    what = f" (field {field!r})" if field else ""
+    return PluginError(
+        f"{where}{what}: {message}. Nothing was sent; fix what the handler returns.",
+        code="plugin-change",
+        plugin=plugin.name,
+        hook=hook,
+        field=field,
+    )
+
+
+def failed(plugin: Plugin, hook: str, error: BaseException) -> PluginError:
+    """A ``plugin-failed`` error for a handler that raised (chain the original)."""
+    return PluginError(
+        f"plugin {plugin.name!r} {plugin.version} raised in {hook}: {type(error).__name__}: {error}. "
+        "The call was stopped, since the change it meant to make did not happen; "
+        "fix the plugin or remove it from the plugins setting.",
+        code="plugin-failed",
+        plugin=plugin.name,
+        hook=hook,
+    )
+
+
+def call_handler(plugin: Plugin, hook: str, handler: Callable[[Any], Any], event: Event) -> Any:
+    """Run one handler; turn what it raises into the right functai error."""
+    event._plugin = plugin.name
+    try:
+        return handler(event)
+    except PluginError as error:
+        if error.code == "plugin-change" and error.plugin is None:
+            raise refuse(plugin, hook, error.field, error.message) from error
+        raise
+    except FunctAIError:
+        raise
+    except Exception as error:
+        raise failed(plugin, hook, error) from error
+    finally:
+        event._plugin = None
+
+
+def record(plugin: Plugin, hook: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": data}
+
+
+def check_change(plugin: Plugin, hook: str, result: object) -> Change | None:
+    """The handler's result as a Change that sets something, or None."""
+    if result is None:
+        return None
+    if not isinstance(result, Change):
+        raise refuse(plugin, hook, None, f"a handler must return functai.Change or None, not {type(result).__name__}")
+    fields = result.fields_set()
+    if not fields:
+        return None
+    allowed = HOOK_FIELDS[hook]
+    for field in fields:
+        if field not in allowed:
+            takes = ", ".join(sorted(allowed)) or "no fields (it only hears)"
+            raise refuse(plugin, hook, field, f"{hook} does not take {field!r}; it takes {takes}")
+    return result
+
+
+def fold(
+    hook: str,
+    handlers: Sequence[Handler],
+    event: Event,
+    changes: list[dict[str, Any]],
+    apply: Apply,
+) -> None:
+    """Run ``handlers`` for a changing hook whose handlers return Changes."""
+    for plugin, handler in handlers:
+        change = check_change(plugin, hook, call_handler(plugin, hook, handler, event))
+        if change is None:
+            continue
+        apply(plugin, change, event)
+        changes.append(record(plugin, hook, change.to_data()))

@@ -1,0 +1,81 @@
+"""The per-call order of plugins (``spec/plugins.md`` §4).
+
+Layers run innermost first: the function's own, then each enclosing block
+(innermost first), then the process, then installed plugins. A plugin set in
+several layers runs once, in its outermost layer. The installed plugin named
+``approval`` runs after every other ``tool_call`` handler.
+
+Plans are cached by the identity of the layers, which are immutable tuples
+made when a setting is set, so the per-call cost is one dict lookup.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+from .plugin import Plugin
+from .specs import HOOKS
+
+Handler = tuple[Plugin, Callable[[Any], Any]]
+
+APPROVAL = "approval"
+
+
+class Plan:
+    """The plugins of one call, in order, and their handlers by hook."""
+
+    __slots__ = ("plugins", "handlers")
+
+    def __init__(self, plugins: tuple[Plugin, ...], approval: Plugin | None) -> None:
+        self.plugins = plugins
+        self.handlers: dict[str, tuple[Handler, ...]] = {}
+        for hook in HOOKS:
+            found = [(p, fn) for p in plugins if p is not approval for fn in p.handlers(hook)]
+            if approval is not None:
+                found.extend((approval, fn) for fn in approval.handlers(hook))
+            self.handlers[hook] = tuple(found)
+
+
+def make_plan(
+    own: Sequence[Plugin],
+    blocks: Sequence[Sequence[Plugin]],
+    process: Sequence[Plugin],
+    installed: Sequence[Plugin],
+) -> Plan:
+    """Order the layers' plugins; ``blocks`` are given innermost first."""
+    layers = [own, *blocks, process, installed]
+    seen: set[str] = set()
+    kept_outer_first: list[list[Plugin]] = []
+    for layer in reversed(layers):
+        kept = [p for p in layer if p.name not in seen]
+        seen.update(p.name for p in kept)
+        kept_outer_first.append(kept)
+    ordered = tuple(p for kept in reversed(kept_outer_first) for p in kept)
+    approval = next((p for p in installed if p.name == APPROVAL), None)
+    return Plan(ordered, approval)
+
+
+_cache_lock = threading.Lock()
+_cache: dict[tuple[int, ...], tuple[tuple[object, ...], Plan]] = {}
+_CACHE_SIZE = 512
+
+
+def cached_plan(
+    own: tuple[Plugin, ...],
+    blocks: tuple[tuple[Plugin, ...], ...],
+    process: tuple[Plugin, ...],
+    installed: tuple[Plugin, ...],
+) -> Plan:
+    """`make_plan`, remembered for these exact layer tuples."""
+    parts = (own, *blocks, process, installed)
+    key = tuple(map(id, parts))
+    hit = _cache.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], parts)) and len(hit[0]) == len(parts):
+        return hit[1]
+    plan = make_plan(own, blocks, process, installed)
+    with _cache_lock:
+        if len(_cache) >= _CACHE_SIZE:
+            _cache.clear()
+        _cache[key] = (parts, plan)
+    return plan

@@ -1,0 +1,119 @@
+"""`Plugin`: a named, versioned set of handlers for hooks."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, TypeVar
+
+from ..errors import PluginError
+from .specs import HOOKS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")
+
+#: The plugin API versions this runtime implements.
+API_VERSIONS = frozenset({1})
+
+
+def check_name(name: object) -> str:
+    """Return ``name`` if it is a valid plugin name, else refuse ``plugin-name``."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise PluginError(
+            f"invalid plugin name {name!r}: use 1-64 characters, a lower-case letter first, "
+            "then lower-case letters, digits, '_' or '-'",
+            code="plugin-name",
+            plugin=name if isinstance(name, str) else None,
+        )
+    return name
+
+
+def check_hook(hook: str, plugin: str | None) -> str:
+    """Return ``hook`` if it names a hook, else refuse ``plugin-hook``."""
+    if hook not in HOOKS:
+        import difflib
+
+        close = difflib.get_close_matches(str(hook), HOOKS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; hooks are: {', '.join(HOOKS)}"
+        raise PluginError(
+            f"plugin {plugin!r} registers a handler for {hook!r}, which is not a hook{hint}",
+            code="plugin-hook",
+            plugin=plugin,
+            hook=str(hook),
+        )
+    return hook
+
+
+class Plugin:
+    """A named, versioned set of hook handlers.
+
+    >>> modes = Plugin("modes", version="1.0.0")
+    >>> @modes.before_call
+    ... def careful(call):
+    ...     return Change(sections=["Answer carefully."])
+    >>> modes
+    Plugin("modes", 1.0.0: before_call)
+    """
+
+    __slots__ = ("name", "version", "api", "description", "_handlers")
+
+    def __init__(
+        self,
+        name: str,
+        version: str = "0.0.0",
+        api: int = 1,
+        description: str = "",
+        **handlers: Callable[[Any], Any],
+    ) -> None:
+        self.name = check_name(name)
+        if not isinstance(version, str) or not version.strip():
+            raise TypeError(f"plugin {name!r}: version must be a non-empty string, not {version!r}")
+        if isinstance(api, bool) or api not in API_VERSIONS:
+            raise PluginError(
+                f"plugin {name!r} was written for plugin API {api!r}; this functai implements API "
+                f"{', '.join(map(str, sorted(API_VERSIONS)))} — use a version of the plugin written for it",
+                code="plugin-api",
+                plugin=name,
+            )
+        self.version = version
+        self.api = api
+        self.description = description
+        self._handlers: dict[str, list[Callable[[Any], Any]]] = {}
+        for hook, fn in handlers.items():
+            self.on(hook, fn)
+
+    def on(self, hook: str, fn: F) -> F:
+        """Register ``fn`` as a handler for ``hook``; returns ``fn``."""
+        check_hook(hook, self.name)
+        if not callable(fn):
+            raise TypeError(f"plugin {self.name!r}: the {hook} handler must be callable, not {type(fn).__name__}")
+        self._handlers.setdefault(hook, []).append(fn)
+        return fn
+
+    def handlers(self, hook: str) -> tuple[Callable[[Any], Any], ...]:
+        """This plugin's handlers for ``hook``, in registration order."""
+        return tuple(self._handlers.get(hook, ()))
+
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        """The hooks this plugin has handlers for, in hook-table order."""
+        return tuple(hook for hook in HOOKS if hook in self._handlers)
+
+    def __repr__(self) -> str:
+        hooks = ", ".join(self.hooks)
+        return f'Plugin("{self.name}", {self.version}{": " + hooks if hooks else ""})'
+
+
+def _decorator(hook: str) -> Callable[[Plugin, F], F]:
+    def register(self: Plugin, fn: F) -> F:
+        return self.on(hook, fn)
+
+    register.__name__ = hook
+    register.__qualname__ = f"Plugin.{hook}"
+    register.__doc__ = f"Decorator: register the function as a ``{hook}`` handler."
+    return register
+
+
+for _hook in HOOKS:
+    setattr(Plugin, _hook, _decorator(_hook))
+del _hook

@@ -1,0 +1,119 @@
+"""The hook table, declared with pluggy: one function per hook, in the order
+they fire. This module is the single source of hook names and argument names;
+`docs/hooks.md` is generated from these docstrings (``python -m functai.hooks.docs``).
+
+Each hook is given one argument, the **event**. A changing hook's handler
+returns a `functai.Change` (or None); ``request`` returns a replacement
+`functai.Request` (or None); ``turn_end`` only hears.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("functai")
+hookimpl = pluggy.HookimplMarker("functai")
+
+
+@hookspec
+def turn_start(turn):  # type: ignore[no-untyped-def]
+    """A conversation turn is about to be sent, before it is recorded.
+
+    Event: ``inputs`` (dict by name), ``conversation`` (id), ``parent`` (the
+    turn it would continue, or None), ``program`` (the AI function).
+
+    Change: ``inputs`` — replaces inputs by name; each name must be an input of
+    the function.
+    """
+
+
+@hookspec
+def context(context):  # type: ignore[no-untyped-def]
+    """The earlier turns a turn will be shown have been picked by the
+    conversation's rule.
+
+    Event: ``turns`` (the picked turns, oldest first; each with ``id``,
+    ``inputs``, ``outputs``, ``without``), ``sections`` (so far),
+    ``conversation``, ``parent``, ``program``.
+
+    Change: ``keep`` (ids of done turns of the branch to show), ``without``
+    (field names left out of earlier turns), ``sections`` (appended to the
+    instruction).
+    """
+
+
+@hookspec
+def before_call(call):  # type: ignore[no-untyped-def]
+    """Any AI function call is about to be laid out and asked.
+
+    Event: ``function`` (name), ``program``, ``inputs`` (bound, by name),
+    ``instruction`` (as it stands), ``sections`` (so far), ``lm`` (model name
+    as it stands), ``settings`` (model settings as they stand), ``tools``
+    (names offered as they stand), ``all_tools`` (the function's own tool
+    names), ``path`` (e.g. ``support/answer``), ``conversation`` and ``turn``
+    (ids, or None outside a conversation).
+
+    Change: ``instruction``, ``sections``, ``lm``, ``settings``, ``tools``.
+    """
+
+
+@hookspec
+def request(request):  # type: ignore[no-untyped-def]
+    """A request is about to be sent to the model client (every attempt: the
+    first send, re-asks, each tool step).
+
+    Event: ``request`` (the `functai.Request` about to be sent), ``function``,
+    ``path``.
+
+    Return a replacement `functai.Request`, or None. A replaced request marks
+    the call's record ``replayable: false``.
+    """
+
+
+@hookspec
+def tool_call(tool):  # type: ignore[no-untyped-def]
+    """The model asked for a tool, which has not run yet.
+
+    Event: ``name``, ``input`` (as it stands), ``effects`` (``"reads"``,
+    ``"changes"`` or None), ``path`` (the call path plus the tool name),
+    ``invocation`` (1, 2, … within the asking call), ``id`` (the model's
+    tool-call id), ``function``, ``settings``; method
+    ``ask(reason=None, *, decide=None)`` asks a person.
+
+    Change: ``inputs`` (merged into the tool's input), ``block`` (the tool may
+    not run, and why; the first block ends the hook).
+    """
+
+
+@hookspec
+def tool_result(result):  # type: ignore[no-untyped-def]
+    """A tool ran.
+
+    Event: ``name``, ``input`` (what actually ran), ``output`` (text as it
+    stands), ``path``, ``invocation``, ``function``.
+
+    Change: ``output`` — the tool's result as the model is shown it.
+    """
+
+
+@hookspec
+def turn_end(turn):  # type: ignore[no-untyped-def]
+    """A turn ended (done, failed or stopped), before its end is recorded.
+
+    Event: ``turn`` (id), ``state``, ``inputs``, ``outputs`` (``{}`` unless
+    done), ``conversation``, ``parent``; method ``turns()`` (done turns of the
+    branch, this one last when done).
+
+    Hears only: a raising handler is reported and changes nothing.
+    """
+
+
+#: Hook names in the order they are declared above (the hook-table order).
+HOOKS: tuple[str, ...] = tuple(
+    name for name, value in list(globals().items()) if callable(value) and hasattr(value, "functai_spec")
+)
+
+#: The one argument each hook's handler is given, by hook.
+ARGUMENT: dict[str, str] = {
+    name: globals()[name].__code__.co_varnames[0] for name in HOOKS
+}

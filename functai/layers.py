@@ -1,0 +1,250 @@
+"""Settings layers: the process, blocks, the function's own.
+
+``configure(**s)`` sets the process layer; ``with settings(**s):`` pushes a
+block layer (a contextvar, so threads and asyncio tasks each see their own
+blocks); ``@ai(**s)`` is the function's own layer. For ordinary settings the
+closest layer that sets a value wins (a conversation's beats the function's
+own). ``plugins`` is different: each layer's list is a plugin layer of its own
+(``spec/plugins.md`` §4).
+
+Every value is checked when it is set, so a mistake shows where it was made.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import threading
+from contextvars import ContextVar, Token
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import attrs
+
+from .hooks.adapt import as_plugins
+from .hooks.installed import installed
+from .hooks.order import Plan, cached_plan
+from .hooks.plugin import Plugin
+from .models.request import MODEL_SETTINGS
+
+
+def _number(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+
+
+def _count(minimum: int) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        if value < minimum:
+            raise ValueError(f"{name} must be at least {minimum}, not {value}")
+
+    return check
+
+
+def _text(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(f"{name} must be a non-empty string, not {value!r}")
+
+
+def _flag(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {value!r}")
+
+
+def _client(name: str, value: Any) -> None:
+    if not callable(getattr(value, "complete", None)):
+        raise TypeError(f"client must have a complete(request) method (a model client), not {type(value).__name__}")
+
+
+def _stop(name: str, value: Any) -> None:
+    if isinstance(value, str):
+        return
+    if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):
+        raise TypeError("stop must be a string or a list of strings")
+
+
+def _folder(name: str, value: Any) -> None:
+    if value is not False and not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a folder path (or False), not {type(value).__name__}")
+
+
+def _names(name: str, value: Any) -> None:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):
+        raise TypeError(f"{name} must be a list of plugin names")
+
+
+APPROVE_RULES = ("changes", "all")
+
+
+def _approve(name: str, value: Any) -> None:
+    if callable(value):
+        return
+    if isinstance(value, str):
+        if value not in APPROVE_RULES:
+            raise ValueError(
+                f"approve={value!r} is not a rule: use 'changes', 'all', a list of tool names or paths, or a function"
+            )
+        return
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) and item for item in value):
+        return
+    raise TypeError(
+        f"approve must be 'changes', 'all', a list of tool names or paths, or a function; not {type(value).__name__}"
+    )
+
+
+#: Every setting name, with the check its value must pass.
+CHECKS: dict[str, Callable[[str, Any], None]] = {
+    "lm": _text,
+    "client": _client,
+    "temperature": _number,
+    "max_tokens": _count(1),
+    "top_p": _number,
+    "seed": _count(-(2**63)),
+    "stop": _stop,
+    "presence_penalty": _number,
+    "frequency_penalty": _number,
+    "reasoning_effort": _text,
+    "retries": _count(0),
+    "max_steps": _count(1),
+    "program_plugins": _flag,
+    "log_calls": _folder,
+    "log_content": _flag,
+    "approve": _approve,
+    "base_url": _text,
+    "api_key": _text,
+    "timeout": _number,
+    "http_retries": _count(0),
+    "workers": _count(1),
+    "load_plugins": _names,
+    "disable_plugins": _names,
+}
+assert MODEL_SETTINGS <= CHECKS.keys()
+
+#: All names ``configure``/``settings``/``@ai`` accept (``plugins`` included).
+SETTING_NAMES: frozenset[str] = frozenset(CHECKS) | {"plugins"}
+
+#: Defaults for settings no layer sets.
+DEFAULTS: Mapping[str, Any] = MappingProxyType({"retries": 1, "max_steps": 8, "log_content": True})
+
+
+def check_name(name: str) -> None:
+    """Refuse an unknown setting name with a `TypeError` naming the closest one."""
+    if name not in SETTING_NAMES:
+        close = difflib.get_close_matches(name, SETTING_NAMES, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise TypeError(f"unknown setting {name!r}{hint}")
+
+
+@attrs.frozen
+class Layer:
+    """One settings layer: ordinary values, and its plugin list (None when unset)."""
+
+    values: Mapping[str, Any] = attrs.field(factory=dict)
+    plugins: tuple[Plugin, ...] | None = None
+
+    @classmethod
+    def make(cls, where: str, base: "Layer | None" = None, **settings: Any) -> "Layer":
+        """Check ``settings`` and return a layer; with ``base``, update it (None unsets)."""
+        values = dict(base.values) if base is not None else {}
+        plugins = base.plugins if base is not None else None
+        for name, value in settings.items():
+            check_name(name)
+            if name == "plugins":
+                plugins = None if value is None else as_plugins(value, where)
+            elif value is None:
+                values.pop(name, None)
+            else:
+                CHECKS[name](name, value)
+                values[name] = value
+        return cls(MappingProxyType(values), plugins)
+
+
+EMPTY = Layer(MappingProxyType({}), None)
+_NO_PLUGINS: tuple[Plugin, ...] = ()
+
+_process_lock = threading.Lock()
+_process: Layer = EMPTY
+_blocks: ContextVar[tuple[Layer, ...]] = ContextVar("functai_blocks", default=())
+
+
+def configure(**settings: Any) -> None:
+    """Set settings for the whole process (the outermost settings layer).
+
+    Each call updates the values it names; ``name=None`` unsets one.
+    """
+    global _process
+    with _process_lock:
+        _process = Layer.make("configure()", _process, **settings)
+
+
+def reset() -> None:
+    """Forget every ``configure`` setting (tests use this to isolate themselves)."""
+    global _process
+    with _process_lock:
+        _process = EMPTY
+
+
+class settings:
+    """``with functai.settings(**s):`` — a block layer for the code inside.
+
+    Values are checked here, when the block is written, not when it is entered.
+    """
+
+    def __init__(self, **settings: Any) -> None:
+        self.layer = Layer.make("a settings() block", **settings)
+        self._tokens: list[Token[tuple[Layer, ...]]] = []
+
+    def __enter__(self) -> "settings":
+        self._tokens.append(_blocks.set(_blocks.get() + (self.layer,)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _blocks.reset(self._tokens.pop())
+
+
+@attrs.frozen
+class Resolved:
+    """What one call runs with: merged settings and the plugin plan."""
+
+    values: Mapping[str, Any]
+    plan: Plan
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+
+_resolved_lock = threading.Lock()
+_resolved: dict[tuple[int, ...], tuple[tuple[object, ...], Resolved]] = {}
+
+
+def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
+    """Merge the layers around a call of a function whose own layer is ``own``."""
+    blocks = _blocks.get()
+    process = _process
+    inst = installed()
+    parts: tuple[object, ...] = (own, conversation, blocks, process, inst)
+    key = tuple(map(id, parts))
+    hit = _resolved.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
+        return hit[1]
+
+    values: dict[str, Any] = dict(DEFAULTS)
+    for layer in (process, *blocks, own, conversation):
+        if layer is not None:
+            values.update(layer.values)
+    host_layers = [layer for layer in (conversation, *reversed(blocks)) if layer is not None]
+    drop_own = any(layer.values.get("program_plugins") is False for layer in (*host_layers, process))
+    plan = cached_plan(
+        _NO_PLUGINS if drop_own else (own.plugins or _NO_PLUGINS),
+        tuple(layer.plugins for layer in host_layers if layer.plugins),
+        process.plugins or _NO_PLUGINS,
+        inst.plugins,
+    )
+    result = Resolved(MappingProxyType(values), plan)
+    with _resolved_lock:
+        if len(_resolved) >= 512:
+            _resolved.clear()
+        _resolved[key] = (parts, result)
+    return result

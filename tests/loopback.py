@@ -1,0 +1,274 @@
+"""A real HTTP server on 127.0.0.1 that speaks the chat-completions protocol.
+
+Tests script its answers and read back what it received, so a client is
+exercised over real sockets without a network or a model::
+
+    with LoopbackServer() as server:
+        server.script(Scripted(body=completion("hi")))
+        client = OpenAIClient(base_url=server.url, api_key="k")
+        ...
+        assert server.requests[0].body["model"] == "m"
+
+Any path is accepted; ``server.url`` ends in ``/v1`` like OpenAI's.
+Import it from a test in ``tests/`` with ``from loopback import ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Callable, Iterator
+
+__all__ = [
+    "LoopbackServer",
+    "Received",
+    "Scripted",
+    "completion",
+    "tool_call",
+    "error_body",
+    "refused_url",
+]
+
+
+@dataclass
+class Scripted:
+    """One scripted answer.
+
+    ``body`` is sent as JSON unless it is ``bytes``/``str`` (sent raw).
+    ``delay`` waits before answering (cut short when the server closes);
+    ``drop`` closes the connection without any answer.
+    """
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    drop: bool = False
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request the server got. Header names are lower-case."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    raw: bytes
+    body: Any  # parsed JSON, or None if the body was not JSON
+
+
+Responder = Callable[[Received], Scripted]
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # dropped or timed-out connections are expected in tests
+
+
+class LoopbackServer:
+    """A threaded HTTP server answering from a script, recording every request.
+
+    Answers come from `script` in order; when the script is empty, from
+    ``default`` (a `Scripted` or a function of the `Received` request), else
+    an HTTP 400 saying the script ran out (400 so clients do not retry it).
+    """
+
+    def __init__(self, default: Scripted | Responder | None = None) -> None:
+        self.default = default
+        self.requests: list[Received] = []
+        self._script: deque[Scripted] = deque()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self) -> LoopbackServer:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, like real servers
+            disable_nagle_algorithm = True  # else ~40 ms per answer (Nagle + delayed ACK)
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                owner._handle(self)
+
+            do_GET = do_PUT = do_DELETE = do_PATCH = do_POST  # noqa: N815
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass  # keep test output clean
+
+        server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.01}, name="loopback", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> LoopbackServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "server not started"
+        return int(self._server.server_address[1])
+
+    @property
+    def root(self) -> str:
+        """``http://127.0.0.1:PORT`` with no path."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """An OpenAI-style base URL: ``http://127.0.0.1:PORT/v1``."""
+        return f"{self.root}/v1"
+
+    # -- scripting ---------------------------------------------------------
+
+    def script(self, *responses: Scripted) -> None:
+        """Queue answers, given in order."""
+        with self._lock:
+            self._script.extend(responses)
+
+    def reply(self, content: str | None = "ok", **kwargs: Any) -> None:
+        """Queue one successful chat completion (see `completion` for kwargs)."""
+        self.script(Scripted(body=completion(content, **kwargs)))
+
+    @property
+    def pending(self) -> int:
+        """Scripted answers not yet used."""
+        with self._lock:
+            return len(self._script)
+
+    def bodies(self) -> Iterator[Any]:
+        """The JSON bodies received, in order."""
+        return (r.body for r in list(self.requests))
+
+    # -- serving -----------------------------------------------------------
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        received = Received(
+            method=handler.command,
+            path=handler.path,
+            headers={k.lower(): v for k, v in handler.headers.items()},
+            raw=raw,
+            body=body,
+        )
+        with self._lock:
+            self.requests.append(received)
+            answer = self._script.popleft() if self._script else None
+        if answer is None:
+            default = self.default
+            if callable(default):
+                answer = default(received)
+            elif default is not None:
+                answer = default
+            else:
+                answer = Scripted(status=400, body=error_body("loopback: no scripted response left"))
+        if answer.delay:
+            self._closing.wait(answer.delay)
+        if answer.drop:
+            handler.close_connection = True
+            try:
+                handler.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        if isinstance(answer.body, bytes):
+            payload, ctype = answer.body, "application/octet-stream"
+        elif isinstance(answer.body, str):
+            payload, ctype = answer.body.encode(), "text/plain; charset=utf-8"
+        elif answer.body is None:
+            payload, ctype = b"", "text/plain"
+        else:
+            payload, ctype = json.dumps(answer.body).encode(), "application/json"
+        try:
+            handler.send_response(answer.status)
+            headers = {"Content-Type": ctype, **answer.headers}
+            for name, value in headers.items():
+                handler.send_header(name, value)
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            handler.wfile.write(payload)
+        except OSError:
+            pass  # the client gave up (timeout) before we answered
+
+
+# -- wire helpers ----------------------------------------------------------
+
+
+def completion(
+    content: str | None = "ok",
+    *,
+    tool_calls: list[dict[str, Any]] | None = None,
+    finish_reason: str | None = "stop",
+    usage: dict[str, int] | None = None,
+    model: str = "loopback",
+) -> dict[str, Any]:
+    """A chat-completions response body with one choice."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls is not None:
+        message["tool_calls"] = tool_calls
+    body: dict[str, Any] = {
+        "id": "chatcmpl-loopback",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def tool_call(id: str, name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:  # noqa: A002
+    """One wire tool call; a dict ``arguments`` is JSON-encoded, a string is sent as-is."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def error_body(message: str, type: str = "invalid_request_error", code: str | None = None) -> dict[str, Any]:  # noqa: A002
+    """OpenAI's error shape: ``{"error": {"message", "type", "code"}}``."""
+    return {"error": {"message": message, "type": type, "param": None, "code": code}}
+
+
+def refused_url() -> tuple[str, socket.socket]:
+    """A base URL on which connections are refused, and the socket holding the port.
+
+    The socket is bound but not listening, so the port stays ours (no race
+    with other tests) and connecting is refused at once. Close it when done.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return f"http://127.0.0.1:{sock.getsockname()[1]}/v1", sock
