@@ -1,0 +1,72 @@
+"""Change: every field checked when made; per-hook fields checked when folded."""
+
+import pytest
+
+from functai import Change, PluginError
+
+
+def _refused(field, **kwargs):
+    with pytest.raises(PluginError) as info:
+        Change(**kwargs)
+    assert info.value.code == "plugin-change"
+    assert info.value.field == field
+    return info.value
+
+
+def test_unset_fields_change_nothing():
+    assert Change().fields_set() == ()
+    assert Change().to_data() == {}
+    assert Change(sections=["", "  "]).fields_set() == ()
+
+
+def test_sections_refuse_a_bare_string_and_drop_blanks():
+    assert "wrap it in a list" in _refused("sections", sections="Answer carefully.").message
+    assert Change(sections=["a", " ", "b"]).sections == ("a", "b")
+    _refused("sections", sections=["ok", 3])
+
+
+@pytest.mark.parametrize("field", ["instruction", "lm", "block"])
+def test_text_fields_must_be_non_empty_strings(field):
+    _refused(field, **{field: ""})
+    _refused(field, **{field: 5})
+
+
+def test_output_may_be_empty_text_but_must_be_text():
+    assert Change(output="").output == ""
+    _refused("output", output=3)
+
+
+def test_settings_unknown_key_refuses_and_lists_the_known():
+    error = _refused("settings", settings={"temprature": 0})
+    assert "temprature" in error.message and "temperature" in error.message
+    assert Change(settings={"temperature": 0, "seed": 1}).settings == {"temperature": 0, "seed": 1}
+    _refused("settings", settings=[("temperature", 0)])
+
+
+def test_names_lists():
+    assert Change(tools=["a"]).tools == ("a",)
+    _refused("tools", tools="a")
+    _refused("keep", keep="t1")
+    assert Change(keep=[]).keep == ()
+
+
+def test_without_is_a_list_or_a_map_of_lists():
+    assert Change(without=["notes"]).without == ("notes",)
+    assert Change(without={"t1": ["notes"]}).without == {"t1": ("notes",)}
+    _refused("without", without="notes")
+    _refused("without", without={"t1": "notes"})
+
+
+def test_inputs_is_a_dict_by_name():
+    assert Change(inputs={"to": "x"}).inputs == {"to": "x"}
+    _refused("inputs", inputs=["to"])
+
+
+def test_change_is_frozen_data():
+    import attrs
+
+    change = Change(sections=["a"], lm="m", settings={"temperature": 0.5})
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        change.lm = "other"
+    assert change.to_data() == {"sections": ["a"], "lm": "m", "settings": {"temperature": 0.5}}
+    assert change == Change(sections=["a"], lm="m", settings={"temperature": 0.5})
