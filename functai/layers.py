@@ -210,6 +210,8 @@ class Resolved:
 
     values: Mapping[str, Any]
     plan: Plan
+    #: The model settings among ``values`` (read-only: copy before changing).
+    model_settings: Mapping[str, Any]
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
@@ -224,11 +226,12 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
     blocks = _blocks.get()
     process = _process
     inst = installed()
-    parts: tuple[object, ...] = (own, conversation, blocks, process, inst)
-    key = tuple(map(id, parts))
+    key = (id(own), id(conversation), id(blocks), id(process), id(inst))
     hit = _resolved.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
-        return hit[1]
+    if hit is not None:
+        parts = hit[0]
+        if parts[0] is own and parts[1] is conversation and parts[2] is blocks and parts[3] is process and parts[4] is inst:
+            return hit[1]
 
     values: dict[str, Any] = dict(DEFAULTS)
     for layer in (process, *blocks, own, conversation):
@@ -242,9 +245,10 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
         process.plugins or _NO_PLUGINS,
         inst.plugins,
     )
-    result = Resolved(MappingProxyType(values), plan)
+    model_settings = {k: v for k, v in values.items() if k in MODEL_SETTINGS}
+    result = Resolved(MappingProxyType(values), plan, model_settings)
     with _resolved_lock:
         if len(_resolved) >= 512:
             _resolved.clear()
-        _resolved[key] = (parts, result)
+        _resolved[key] = ((own, conversation, blocks, process, inst), result)
     return result

@@ -373,3 +373,24 @@ def test_unknown_provider_is_a_clear_error():
         capital("Peru")
     assert info.value.code == "model-provider"
     assert "nowhere" in info.value.message
+
+
+def test_binding_matches_python():
+    lm = scripted(*["ok"] * 6)
+
+    @ai
+    def f(a: str, b: int = 2, *, c: str = "c", d: str) -> str:
+        """F."""
+
+    def sent():
+        return lm.requests[-1].messages[1]["content"]
+
+    f("x", d="dd")
+    assert sent() == "a: x\nb: 2\nc: c\nd: dd"
+    f(d="dd", c="cc", a="x", b=5)
+    assert sent() == "a: x\nb: 5\nc: cc\nd: dd"
+    f("x", 3, d="dd")
+    assert sent() == "a: x\nb: 3\nc: c\nd: dd"
+    for args, kwargs in [(("x",), {}), (("x", 1, "c"), {"d": "d"}), (("x",), {"a": "y", "d": "d"}), ((), {"d": "d", "zz": 1})]:
+        with pytest.raises(TypeError, match=r"^f\("):
+            f(*args, **kwargs)

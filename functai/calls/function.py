@@ -13,21 +13,15 @@ import hashlib
 import inspect
 import json
 import typing
-from typing import Any, Callable, NamedTuple, Sequence, TypeVar, overload
+from typing import Any, Callable, Sequence, TypeVar, overload
 
 from ..layers import Layer
 from .layout import Template
 from .outputs import output_schema
-from .records import CallRecord
+from .records import Result
+from .run import run_call
 
 R = TypeVar("R")
-
-
-class Result(NamedTuple):
-    """A call's value and its record: ``value, record = fn.run(...)``."""
-
-    value: Any
-    record: CallRecord
 
 
 def _tool_name(tool: object) -> str:
@@ -78,6 +72,39 @@ class AIFunction:
             raise TypeError(f"@ai function {self.name}: two tools share a name: {self.tool_names}")
         self.own = own
         self.version: str = self._version()
+        params = self.signature.parameters.values()
+        self._positional = sum(1 for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
+        self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        self._schemas: dict[tuple[str, ...], tuple[dict[str, Any], ...]] = {}
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Inputs by name, in signature order, defaults filled in — as Python binds them."""
+        names = self.input_names
+        if len(args) <= self._positional and all(k in self._defaults or k in names for k in kwargs):
+            inputs = dict(zip(names, args))
+            if not kwargs and len(inputs) == len(names):
+                return inputs
+            if not inputs.keys() & kwargs.keys():
+                inputs.update(kwargs)
+                missing = [n for n in names if n not in inputs]
+                if all(n in self._defaults for n in missing):
+                    inputs.update((n, self._defaults[n]) for n in missing)
+                    return {n: inputs[n] for n in names}
+        try:  # let inspect say exactly what is wrong
+            self.signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{self.name}{self.signature}: {error}") from None
+        raise AssertionError("bind: the fast path refused what inspect accepts")  # pragma: no cover
+
+    def tool_schemas(self, offered: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+        """The JSON schemas of the tools offered to the model, made once per choice of tools."""
+        found = self._schemas.get(offered)
+        if found is None:
+            from .tools import as_tool
+
+            by_name = dict(zip(self.tool_names, self.tools))
+            found = self._schemas[offered] = tuple(as_tool(by_name[name]).schema() for name in offered)
+        return found
 
     def _version(self) -> str:
         """A stable hash of what defines the function — computed without plugins."""
@@ -101,8 +128,6 @@ class AIFunction:
 
         On failure the raised `FunctAIError` carries the record as ``.record``.
         """
-        from .run import run_call
-
         return run_call(self, args, kwargs)
 
     def __repr__(self) -> str:

@@ -911,7 +911,15 @@ def to_jsonable(value: Any) -> Any:
     and sets lists, dict keys strings; anything else that json cannot write
     becomes its repr, so recording never fails.
     """
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if t is dict and all(type(k) is str and type(v) in _PLAIN for k, v in value.items()):
+        return value  # the common case on every recorded call: nothing to convert
     return _jsonable(value, set())
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _jsonable(value: Any, seen: set[int]) -> Any:

@@ -12,9 +12,11 @@ import fcntl
 import json
 import os
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import attrs
+
+from .outputs import to_jsonable
 
 LOG_FILE = "calls.jsonl"
 
@@ -47,9 +49,7 @@ class CallRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON data (``replayable`` only when false)."""
-        from .outputs import to_jsonable
-
-        data = attrs.asdict(self, recurse=False)
+        data = {name: getattr(self, name) for name in _FIELDS}
         data["inputs"] = to_jsonable(self.inputs)
         data["output"] = to_jsonable(self.output)
         if self.replayable:
@@ -61,6 +61,16 @@ class CallRecord:
         """Rebuild a record; keys this version does not know are skipped."""
         known = {f.name for f in attrs.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_FIELDS = tuple(f.name for f in attrs.fields(CallRecord))
+
+
+class Result(NamedTuple):
+    """A call's value and its record: ``value, record = fn.run(...)``."""
+
+    value: Any
+    record: CallRecord
 
 
 def size(value: Any) -> int:
@@ -85,6 +95,9 @@ def without_content(record: CallRecord) -> None:
                 call[key] = {"chars": size(call[key])}
 
 
+_encoder = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 class _Log:
     """An append-only JSON-lines file kept open for the process."""
 
@@ -94,7 +107,7 @@ class _Log:
         self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def append(self, data: dict[str, Any]) -> None:
-        line = (json.dumps(data, ensure_ascii=False, default=str) + "\n").encode()
+        line = (_encoder.encode(data) + "\n").encode()
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         try:
             os.write(self.fd, line)

@@ -26,8 +26,10 @@ from . import layout as layouts
 from . import records
 from .outputs import describe, read_output
 
+from .tools import ToolRunner
+
 if TYPE_CHECKING:
-    from .function import AIFunction, Result
+    from .function import AIFunction
 
 
 class Frame:
@@ -43,19 +45,21 @@ class Frame:
 current: ContextVar[Frame | None] = ContextVar("functai_call", default=None)
 
 
+_second = (-1, "")
+
+
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    """The time as ISO 8601 UTC with milliseconds (the seconds part is made once a second)."""
+    global _second
+    now = time.time()
+    whole = int(now)
+    if whole != _second[0]:
+        _second = (whole, datetime.fromtimestamp(whole, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{_second[1]}.{int((now - whole) * 1000):03d}+00:00"
 
 
-def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) -> "Result":
-    from .function import Result
-
-    try:
-        bound = fn.signature.bind(*args, **kwargs)
-    except TypeError as error:
-        raise TypeError(f"{fn.name}{fn.signature}: {error}") from None
-    bound.apply_defaults()
-    inputs = dict(bound.arguments)
+def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) -> records.Result:
+    inputs = fn.bind(args, kwargs)
     resolved = resolve(fn.own)
     frame = current.get()
     path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
@@ -74,7 +78,7 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     try:
         value = _ask(fn, inputs, resolved, record, path)
         record.output = value
-        return Result(value, record)
+        return records.Result(value, record)
     except FunctAIError as error:
         record.error = {"code": error.code, "message": error.message}
         if error.record is None:
@@ -90,31 +94,29 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
 
 def _finish(record: records.CallRecord, resolved: Resolved) -> None:
-    if not resolved.get("log_content"):
+    values = resolved.values
+    if not values["log_content"]:
         records.without_content(record)
-    folder = resolved.get("log_calls")
+    folder = values.get("log_calls")
     if folder:
         records.append(folder, record)
 
 
-def _apply_before_call(fn: "AIFunction") -> Any:
-    def apply(plugin: Plugin, change: Change, event: CallEvent) -> None:
-        if change.tools is not None:
-            for name in change.tools:
-                if name not in event.all_tools:
-                    have = ", ".join(event.all_tools) or "none"
-                    raise refuse(plugin, "before_call", "tools", f"{name!r} is not one of {fn.name}'s tools ({have})")
-            event.tools = change.tools
-        if change.instruction is not None:
-            event.instruction = change.instruction
-        if change.sections is not None:
-            event.sections = event.sections + change.sections
-        if change.lm is not None:
-            event.lm = change.lm
-        if change.settings is not None:
-            event.settings = MappingProxyType({**event.settings, **change.settings})
-
-    return apply
+def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None:
+    if change.tools is not None:
+        for name in change.tools:
+            if name not in event.all_tools:
+                have = ", ".join(event.all_tools) or "none"
+                raise refuse(plugin, "before_call", "tools", f"{name!r} is not one of {event.function}'s tools ({have})")
+        event.tools = change.tools
+    if change.instruction is not None:
+        event.instruction = change.instruction
+    if change.sections is not None:
+        event.sections = event.sections + change.sections
+    if change.lm is not None:
+        event.lm = change.lm
+    if change.settings is not None:
+        event.settings = MappingProxyType({**event.settings, **change.settings})
 
 
 def _client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tuple[Client, str]:
@@ -186,7 +188,7 @@ def _add_usage(record: records.CallRecord, reply: Reply) -> None:
 def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord, path: str) -> Any:
     values = resolved.values
     lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
-    model_settings = {k: v for k, v in values.items() if k in MODEL_SETTINGS}
+    model_settings = dict(resolved.model_settings)
     instruction, sections, tools = fn.instruction, (), fn.tool_names
 
     handlers = resolved.plan.handlers["before_call"]
@@ -198,12 +200,12 @@ def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: r
             instruction=instruction,
             sections=(),
             lm=lm,
-            settings=MappingProxyType(model_settings),
+            settings=MappingProxyType(resolved.model_settings),
             tools=tools,
             all_tools=fn.tool_names,
             path=path,
         )
-        fold("before_call", handlers, event, record.changes, _apply_before_call(fn))
+        fold("before_call", handlers, event, record.changes, _apply_before_call)
         instruction, sections, lm, tools = event.instruction, event.sections, event.lm, event.tools
         model_settings = dict(event.settings)
 
@@ -217,9 +219,8 @@ def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: r
     client, model = _client(values, lm, fn)
     record.model = str(lm) if lm else model
 
-    from .tools import ToolRunner
-
-    runner = ToolRunner(fn, tools, record, path, values, resolved.plan)
+    runner: ToolRunner | None = None
+    schemas = fn.tool_schemas(tools)
     messages = layouts.messages(fn.layout, lm, final, inputs)
     retries = values["retries"]
     max_steps = values["max_steps"]
@@ -228,7 +229,7 @@ def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: r
         request = Request(
             model=model,
             messages=messages,
-            tools=runner.schemas,
+            tools=schemas,
             settings=model_settings,
             output_schema=fn.output_schema,
         )
@@ -244,6 +245,8 @@ def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: r
                     "check why the model keeps asking",
                     code="max-steps",
                 )
+            if runner is None:
+                runner = ToolRunner(fn, tools, record, path, values, resolved.plan)
             messages = [*messages, *runner.run(reply)]
             continue
         text = reply.text if reply.text is not None else ""

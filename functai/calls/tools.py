@@ -99,7 +99,7 @@ def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None)
     return lambda f: Tool(f, effects=effects)
 
 
-def _as_tool(item: Any) -> Any:
+def as_tool(item: Any) -> Any:
     """A tool for the runner: a `Tool`, or an AI function used as one."""
     if isinstance(item, Tool):
         return item
@@ -165,7 +165,7 @@ class ToolRunner:
         self.plan = plan
         self.invocations = 0
         by_name = dict(zip(fn.tool_names, fn.tools))
-        self.tools = {name: _as_tool(by_name[name]) for name in offered}
+        self.tools = {name: as_tool(by_name[name]) for name in offered}
         self.schemas = tuple(t.schema() for t in self.tools.values())
 
     def run(self, reply: Reply) -> list[dict[str, Any]]:

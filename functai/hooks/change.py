@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 
+from ..calls.outputs import to_jsonable
 from ..errors import PluginError
 from ..models.request import MODEL_SETTINGS
 
@@ -35,17 +36,16 @@ def _text(field: str, *, allow_empty: bool = False):  # type: ignore[no-untyped-
 
 def _names(field: str, *, drop_blank: bool = False):  # type: ignore[no-untyped-def]
     def check(value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            raise _refuse(field, f"must be a list of strings, not {type(value).__name__} (wrap it in a list)")
+        kind = type(value)
+        if kind is not list and kind is not tuple:
+            if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+                raise _refuse(field, f"must be a list of strings, not {kind.__name__} (wrap it in a list)")
         items = tuple(value)
         for item in items:
-            if not isinstance(item, str):
+            if type(item) is not str and not isinstance(item, str):
                 raise _refuse(field, f"must hold only strings, got {type(item).__name__}")
-        if drop_blank:
-            items = tuple(item for item in items if item.strip())
-            return items or None
+            if drop_blank and not item.strip():
+                return tuple(i for i in items if i.strip()) or None
         return items
 
     return check
@@ -84,7 +84,21 @@ def _without(value: Any) -> Any:
     return _names("without")(value)
 
 
-@attrs.frozen(kw_only=True)
+_CHECKS: dict[str, Any] = {
+    "instruction": _text("instruction"),
+    "sections": _names("sections", drop_blank=True),
+    "lm": _text("lm"),
+    "settings": _settings,
+    "tools": _names("tools"),
+    "keep": _names("keep"),
+    "without": _without,
+    "inputs": _inputs,
+    "block": _text("block"),
+    "output": _text("output", allow_empty=True),
+}
+
+
+@attrs.frozen(init=False, slots=False)
 class Change:
     """A handler's change. Every field is optional; unset fields change nothing.
 
@@ -92,31 +106,68 @@ class Change:
     which hook takes which field and how changes combine.
     """
 
-    instruction: str | None = attrs.field(default=None, converter=_text("instruction"))
-    sections: tuple[str, ...] | None = attrs.field(default=None, converter=_names("sections", drop_blank=True))
-    lm: str | None = attrs.field(default=None, converter=_text("lm"))
-    settings: dict[str, Any] | None = attrs.field(default=None, converter=_settings)
-    tools: tuple[str, ...] | None = attrs.field(default=None, converter=_names("tools"))
-    keep: tuple[str, ...] | None = attrs.field(default=None, converter=_names("keep"))
-    without: tuple[str, ...] | dict[str, tuple[str, ...]] | None = attrs.field(default=None, converter=_without)
-    inputs: dict[str, Any] | None = attrs.field(default=None, converter=_inputs)
-    block: str | None = attrs.field(default=None, converter=_text("block"))
-    output: str | None = attrs.field(default=None, converter=_text("output", allow_empty=True))
+    instruction: str | None = None
+    sections: tuple[str, ...] | None = None
+    lm: str | None = None
+    settings: dict[str, Any] | None = None
+    tools: tuple[str, ...] | None = None
+    keep: tuple[str, ...] | None = None
+    without: tuple[str, ...] | dict[str, tuple[str, ...]] | None = None
+    inputs: dict[str, Any] | None = None
+    block: str | None = None
+    output: str | None = None
+
+    def __init__(
+        self,
+        *,
+        instruction: str | None = None,
+        sections: Sequence[str] | None = None,
+        lm: str | None = None,
+        settings: Mapping[str, Any] | None = None,
+        tools: Sequence[str] | None = None,
+        keep: Sequence[str] | None = None,
+        without: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        block: str | None = None,
+        output: str | None = None,
+    ) -> None:
+        # One Change is made per handler per call, and it usually sets one or
+        # two fields: only the set fields are checked and stored in the
+        # instance dict (in declaration order); unset ones read the class
+        # default, None. So ``fields_set`` is just the dict's keys.
+        given = self.__dict__
+        if instruction is not None:
+            given["instruction"] = _CHECKS["instruction"](instruction)
+        if sections is not None and (sections := _CHECKS["sections"](sections)) is not None:
+            given["sections"] = sections
+        if lm is not None:
+            given["lm"] = _CHECKS["lm"](lm)
+        if settings is not None and (settings := _CHECKS["settings"](settings)) is not None:
+            given["settings"] = settings
+        if tools is not None:
+            given["tools"] = _CHECKS["tools"](tools)
+        if keep is not None:
+            given["keep"] = _CHECKS["keep"](keep)
+        if without is not None and (without := _CHECKS["without"](without)) is not None:
+            given["without"] = without
+        if inputs is not None and (inputs := _CHECKS["inputs"](inputs)) is not None:
+            given["inputs"] = inputs
+        if block is not None:
+            given["block"] = _CHECKS["block"](block)
+        if output is not None:
+            given["output"] = _CHECKS["output"](output)
 
     def fields_set(self) -> tuple[str, ...]:
         """Names of the fields this change sets, in declaration order."""
-        return tuple(name for name in _FIELD_NAMES if getattr(self, name) is not None)
+        return tuple(self.__dict__)
 
     def to_data(self) -> dict[str, Any]:
         """The change as JSON data: only the fields it sets."""
-        from ..calls.outputs import to_jsonable
-
         data: dict[str, Any] = {}
-        for name in self.fields_set():
-            value = getattr(self, name)
+        for name, value in self.__dict__.items():
             if isinstance(value, tuple):
                 value = list(value)
-            elif name == "without" and isinstance(value, dict):
+            elif name == "without":
                 value = {turn: list(names) for turn, names in value.items()}
             elif name == "inputs":
                 value = to_jsonable(value)
@@ -124,7 +175,9 @@ class Change:
         return data
 
 
-_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in attrs.fields(Change))
+for _field in attrs.fields(Change):
+    setattr(Change, _field.name, None)  # the default every unset field reads
+del _field
 
 #: The Change fields each hook takes (``request`` takes a Request instead; ``turn_end`` only hears).
 HOOK_FIELDS: dict[str, frozenset[str]] = {

@@ -45,19 +45,31 @@ def failed(plugin: Plugin, hook: str, error: BaseException) -> PluginError:
     )
 
 
+def handler_error(plugin: Plugin, hook: str, error: Exception) -> Exception:
+    """What to raise for an exception from a handler.
+
+    A bad Change made inside the handler is named after its plugin and hook;
+    other functai errors pass through unchanged; anything else is
+    ``plugin-failed`` (the caller chains the original).
+    """
+    if isinstance(error, PluginError) and error.code == "plugin-change" and error.plugin is None:
+        wrapped = refuse(plugin, hook, error.field, error.message)
+        wrapped.__cause__ = error
+        return wrapped
+    if isinstance(error, FunctAIError):
+        return error
+    wrapped = failed(plugin, hook, error)
+    wrapped.__cause__ = error
+    return wrapped
+
+
 def call_handler(plugin: Plugin, hook: str, handler: Callable[[Any], Any], event: Event) -> Any:
     """Run one handler; turn what it raises into the right functai error."""
     event._plugin = plugin.name
     try:
         return handler(event)
-    except PluginError as error:
-        if error.code == "plugin-change" and error.plugin is None:
-            raise refuse(plugin, hook, error.field, error.message) from error
-        raise
-    except FunctAIError:
-        raise
     except Exception as error:
-        raise failed(plugin, hook, error) from error
+        raise handler_error(plugin, hook, error)
     finally:
         event._plugin = None
 
@@ -90,10 +102,26 @@ def fold(
     changes: list[dict[str, Any]],
     apply: Apply,
 ) -> None:
-    """Run ``handlers`` for a changing hook whose handlers return Changes."""
+    """Run ``handlers`` for a changing hook whose handlers return Changes.
+
+    This loop runs for every handler of every call, so the common case — a
+    Change whose fields the hook takes — is checked inline.
+    """
+    allowed = HOOK_FIELDS[hook]
     for plugin, handler in handlers:
-        change = check_change(plugin, hook, call_handler(plugin, hook, handler, event))
-        if change is None:
+        event._plugin = plugin.name
+        try:
+            result = handler(event)
+        except Exception as error:
+            raise handler_error(plugin, hook, error)
+        if result is None:
             continue
-        apply(plugin, change, event)
-        changes.append(record(plugin, hook, change.to_data()))
+        if result.__class__ is not Change or not result.__dict__.keys() <= allowed:
+            result = check_change(plugin, hook, result)
+            if result is None:
+                continue
+        elif not result.__dict__:
+            continue
+        apply(plugin, result, event)
+        changes.append({"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": result.to_data()})
+    event._plugin = None

@@ -1,6 +1,6 @@
 """The hook table, declared with pluggy: one function per hook, in the order
 they fire. This module is the single source of hook names and argument names;
-`docs/hooks.md` is generated from these docstrings (``python -m functai.hooks.docs``).
+`docs/hooks.md` is generated from these docstrings (``python -m functai.hooks.reference``).
 
 Each hook is given one argument, the **event**. A changing hook's handler
 returns a `functai.Change` (or None); ``request`` returns a replacement

@@ -17,8 +17,14 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 import attrs
 
 
-def _tuple_of_dicts(items: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
-    return tuple(dict(item) for item in items)
+def _tuple(items: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
+    if type(items) is tuple:
+        return items  # type: ignore[return-value]
+    return tuple(items)  # type: ignore[arg-type]
+
+
+def _dict(value: Mapping[str, Any]) -> dict[str, Any]:
+    return value if type(value) is dict else dict(value)  # type: ignore[return-value]
 
 
 @attrs.frozen
@@ -31,6 +37,8 @@ class ToolCall:
 
 
 def _tool_calls(items: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+    if not items:
+        return ()
     for item in items:
         if not isinstance(item, ToolCall):
             raise TypeError(f"tool_calls must hold ToolCall objects, got {type(item).__name__}")
@@ -42,11 +50,11 @@ class Request:
     """What is sent to a model: the same shape whatever the provider."""
 
     model: str
-    messages: tuple[dict[str, Any], ...] = attrs.field(converter=_tuple_of_dicts)
+    messages: tuple[dict[str, Any], ...] = attrs.field(converter=_tuple)
     #: Tools offered, each ``{"name", "description", "parameters"}`` (a JSON schema).
-    tools: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_tuple_of_dicts)
+    tools: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_tuple)
     #: Model settings: temperature, max_tokens, top_p, seed, stop, …
-    settings: dict[str, Any] = attrs.field(factory=dict, converter=dict)
+    settings: dict[str, Any] = attrs.field(factory=dict, converter=_dict)
     #: JSON schema of the answer, or None for plain text.
     output_schema: dict[str, Any] | None = None
 
@@ -58,7 +66,7 @@ class Reply:
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tool_calls)
     #: Token counts: ``{"input_tokens": n, "output_tokens": n}`` when known.
-    usage: dict[str, int] = attrs.field(factory=dict, converter=dict)
+    usage: dict[str, int] = attrs.field(factory=dict, converter=_dict)
     finish_reason: str | None = None
 
 
