@@ -12,14 +12,11 @@ Every value is checked when it is set, so a mistake shows where it was made.
 
 from __future__ import annotations
 
-import difflib
 import os
 import threading
 from contextvars import ContextVar, Token
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
-
-import attrs
 
 from .hooks.adapt import as_plugins
 from .hooks.installed import installed
@@ -132,17 +129,27 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType({"retries": 1, "max_steps": 8, "l
 def check_name(name: str) -> None:
     """Refuse an unknown setting name with a `TypeError` naming the closest one."""
     if name not in SETTING_NAMES:
+        import difflib
+
         close = difflib.get_close_matches(name, SETTING_NAMES, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise TypeError(f"unknown setting {name!r}{hint}")
 
 
-@attrs.frozen
 class Layer:
-    """One settings layer: ordinary values, and its plugin list (None when unset)."""
+    """One settings layer: ordinary values, and its plugin list (None when unset).
 
-    values: Mapping[str, Any] = attrs.field(factory=dict)
-    plugins: tuple[Plugin, ...] | None = None
+    Immutable by convention; layers are compared by identity (see `resolve`).
+    """
+
+    __slots__ = ("values", "plugins")
+
+    def __init__(self, values: Mapping[str, Any], plugins: tuple[Plugin, ...] | None = None) -> None:
+        self.values = values
+        self.plugins = plugins
+
+    def __repr__(self) -> str:
+        return f"Layer({dict(self.values)!r}, plugins={self.plugins!r})"
 
     @classmethod
     def make(cls, where: str, base: "Layer | None" = None, **settings: Any) -> "Layer":
@@ -204,14 +211,16 @@ class settings:
         _blocks.reset(self._tokens.pop())
 
 
-@attrs.frozen
 class Resolved:
     """What one call runs with: merged settings and the plugin plan."""
 
-    values: Mapping[str, Any]
-    plan: Plan
-    #: The model settings among ``values`` (read-only: copy before changing).
-    model_settings: Mapping[str, Any]
+    __slots__ = ("values", "plan", "model_settings")
+
+    def __init__(self, values: Mapping[str, Any], plan: Plan, model_settings: Mapping[str, Any]) -> None:
+        self.values = values
+        self.plan = plan
+        #: The model settings among ``values`` (read-only: copy before changing).
+        self.model_settings = model_settings
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)

@@ -9,7 +9,6 @@ the output → record. See `functai.calls.run`.
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import json
 import typing
@@ -118,6 +117,7 @@ class AIFunction:
             "layout": None if self.layout is None else [self.layout.system, self.layout.user],
         }
         blob = json.dumps(parts, sort_keys=True, default=str).encode()
+        import hashlib  # here, not at import: hashlib's import is slow and only decoration needs it
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -14,7 +14,6 @@ plugin changed (``spec/plugins.md`` §9): the record would say it was sent.
 from __future__ import annotations
 
 import json
-import string
 from typing import Any, Iterable, Mapping
 
 import attrs
@@ -41,6 +40,8 @@ def baked(model: str) -> Baked:
 def _slots(text: str | None) -> set[str]:
     if text is None:
         return set()
+    import string
+
     return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 from contextvars import ContextVar
-from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -20,7 +19,7 @@ from ..hooks.events import CallEvent, RequestEvent
 from ..hooks.fold import call_handler, fold, record as change_record, refuse
 from ..hooks.plugin import Plugin
 from ..models import providers
-from ..models.request import MODEL_SETTINGS, Client, Reply, Request
+from ..models.request import Client, Reply, Request
 from ..layers import Resolved, resolve
 from . import layout as layouts
 from . import records
@@ -54,7 +53,7 @@ def _now() -> str:
     now = time.time()
     whole = int(now)
     if whole != _second[0]:
-        _second = (whole, datetime.fromtimestamp(whole, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
     return f"{_second[1]}.{int((now - whole) * 1000):03d}+00:00"
 
 

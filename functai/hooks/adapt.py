@@ -7,7 +7,6 @@ a Python file that defines ``plugin``, or the name of an installed plugin.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import sys
@@ -111,6 +110,8 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
         cached = _files.get(full)
         if cached is not None and cached[0] == stat.st_mtime_ns and cached[1] == stat.st_size:
             return cached[2]
+
+    import hashlib
 
     module_name = "functai_plugin_file_" + hashlib.sha1(full.encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(module_name, full)

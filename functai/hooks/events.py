@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Protocol
 
-import attrs
-
 
 class Memory(Protocol):
     """Where a conversation keeps entries (conversations provide it)."""
@@ -20,12 +18,23 @@ class Memory(Protocol):
     def remember(self, plugin: str, kind: str, data: Any) -> None: ...
 
 
-@attrs.define(slots=True, eq=False)
 class Event:
-    """Base of every event: ``entries(kind)`` reads this plugin's entries."""
+    """Base of every event: ``entries(kind)`` reads this plugin's entries.
 
-    _plugin: str | None = attrs.field(default=None, init=False, repr=False)
-    _memory: Memory | None = attrs.field(default=None, init=False, repr=False)
+    Plain slotted classes (not attrs): one is made per hook per call, and
+    their classes are built at ``import functai``, which must stay light.
+    """
+
+    __slots__ = ("_plugin", "_memory")
+    _fields: tuple[str, ...] = ()
+
+    def __init__(self, **fields: Any) -> None:
+        self._plugin: str | None = None
+        self._memory: Memory | None = None
+        for name in self._fields:
+            setattr(self, name, fields.pop(name, None))
+        if fields:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(fields)[0]!r}")
 
     def entries(self, kind: str) -> list[dict[str, Any]]:
         """This plugin's entries of ``kind`` on the current branch, oldest first."""
@@ -33,71 +42,95 @@ class Event:
             return []
         return self._memory.entries(self._plugin, kind)
 
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        return f"{type(self).__name__}({shown})"
 
-class _Remembers:
+
+class _Remembers(Event):
     __slots__ = ()
 
     def remember(self, kind: str, data: Any) -> None:
         """Keep an entry at the current turn, under this handler's plugin."""
-        memory = self._memory  # type: ignore[attr-defined]
-        if memory is None or self._plugin is None:  # type: ignore[attr-defined]
+        if self._memory is None or self._plugin is None:
             raise ValueError("remember() works only inside a conversation turn")
-        memory.remember(self._plugin, kind, data)  # type: ignore[attr-defined]
+        self._memory.remember(self._plugin, kind, data)
 
 
-@attrs.define(slots=True, eq=False)
 class TurnStartEvent(Event):
-    inputs: Mapping[str, Any]
-    conversation: str
-    parent: str | None
-    program: Any
+    """``turn_start``: a conversation turn is about to be sent."""
+
+    _fields = ("inputs", "conversation", "parent", "program")
+    __slots__ = _fields
 
 
-@attrs.define(slots=True, eq=False)
 class ContextEvent(Event):
-    turns: tuple[Any, ...]
-    sections: tuple[str, ...]
-    conversation: str
-    parent: str | None
-    program: Any
+    """``context``: the earlier turns a turn will be shown have been picked."""
+
+    _fields = ("turns", "sections", "conversation", "parent", "program")
+    __slots__ = _fields
 
 
-@attrs.define(slots=True, eq=False)
-class CallEvent(_Remembers, Event):
-    function: str
-    program: Any
-    inputs: Mapping[str, Any]
-    instruction: str
-    sections: tuple[str, ...]
-    lm: str | None
-    settings: Mapping[str, Any]
-    tools: tuple[str, ...]
-    all_tools: tuple[str, ...]
-    path: str
-    conversation: str | None = None
-    turn: str | None = None
+class CallEvent(_Remembers):
+    """``before_call``: an AI function call is about to be laid out and asked."""
+
+    _fields = (
+        "function", "program", "inputs", "instruction", "sections", "lm", "settings",
+        "tools", "all_tools", "path", "conversation", "turn",
+    )
+    __slots__ = _fields
+
+    def __init__(
+        self,
+        *,
+        function: str,
+        program: Any,
+        inputs: Mapping[str, Any],
+        instruction: str,
+        sections: tuple[str, ...],
+        lm: str | None,
+        settings: Mapping[str, Any],
+        tools: tuple[str, ...],
+        all_tools: tuple[str, ...],
+        path: str,
+        conversation: str | None = None,
+        turn: str | None = None,
+    ) -> None:
+        # Spelled out (not Event.__init__): this event is made on every call with a before_call handler.
+        self._plugin = None
+        self._memory = None
+        self.function = function
+        self.program = program
+        self.inputs = inputs
+        self.instruction = instruction
+        self.sections = sections
+        self.lm = lm
+        self.settings = settings
+        self.tools = tools
+        self.all_tools = all_tools
+        self.path = path
+        self.conversation = conversation
+        self.turn = turn
 
 
-@attrs.define(slots=True, eq=False)
 class RequestEvent(Event):
-    request: Any
-    function: str
-    path: str
+    """``request``: a request is about to be sent to the model client."""
+
+    _fields = ("request", "function", "path")
+    __slots__ = _fields
 
 
-@attrs.define(slots=True, eq=False)
-class ToolCallEvent(_Remembers, Event):
-    name: str
-    input: Mapping[str, Any]
-    effects: str | None
-    path: str
-    invocation: int
-    id: str
-    function: str
-    settings: Mapping[str, Any]
-    _ask: Callable[..., bool] | None = attrs.field(default=None, repr=False, alias="ask_person")
-    #: Set by ``ask`` when a person refused: the reason, or "" for none.
-    _refusal: str | None = attrs.field(default=None, init=False, repr=False)
+class ToolCallEvent(_Remembers):
+    """``tool_call``: the model asked for a tool, which has not run yet."""
+
+    _fields = ("name", "input", "effects", "path", "invocation", "id", "function", "settings")
+    __slots__ = (*_fields, "_ask", "_refusal")
+
+    def __init__(self, *, ask_person: Callable[..., bool] | None = None, **fields: Any) -> None:
+        super().__init__(**fields)
+        self._ask = ask_person
+        #: Set by ``ask`` when a person refused: the reason, or "" for none.
+        self._refusal: str | None = None
 
     def ask(self, reason: str | None = None, *, decide: Callable[["ToolCallEvent"], Any] | None = None) -> bool:
         """Ask a person whether this tool call may run; True to allow."""
@@ -106,25 +139,22 @@ class ToolCallEvent(_Remembers, Event):
         return self._ask(self, reason, decide)
 
 
-@attrs.define(slots=True, eq=False)
-class ToolResultEvent(_Remembers, Event):
-    name: str
-    input: Mapping[str, Any]
-    output: str
-    path: str
-    invocation: int
-    function: str
+class ToolResultEvent(_Remembers):
+    """``tool_result``: a tool ran."""
+
+    _fields = ("name", "input", "output", "path", "invocation", "function")
+    __slots__ = _fields
 
 
-@attrs.define(slots=True, eq=False)
-class TurnEndEvent(_Remembers, Event):
-    turn: str
-    state: str
-    inputs: Mapping[str, Any]
-    outputs: Mapping[str, Any]
-    conversation: str
-    parent: str | None
-    _turns: Callable[[], list[Any]] | None = attrs.field(default=None, repr=False, alias="branch_turns")
+class TurnEndEvent(_Remembers):
+    """``turn_end``: a turn ended (done, failed or stopped)."""
+
+    _fields = ("turn", "state", "inputs", "outputs", "conversation", "parent")
+    __slots__ = (*_fields, "_turns")
+
+    def __init__(self, *, branch_turns: Callable[[], list[Any]] | None = None, **fields: Any) -> None:
+        super().__init__(**fields)
+        self._turns = branch_turns
 
     def turns(self) -> list[Any]:
         """Done turns of the branch, this one last when done."""

@@ -1,0 +1,52 @@
+"""How long ``import functai`` takes, and that it scans no entry points.
+
+Runs ``python -X importtime -c "import functai"`` in fresh interpreters and
+reports the median cumulative time of the ``functai`` package (µs → ms).
+
+    python benchmarks/bench_import.py [--runs 21]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+
+
+def cumulative_ms() -> float:
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import functai"], capture_output=True, text=True, check=True
+    ).stderr
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 3 and parts[2] == "functai":
+            return int(parts[1]) / 1000
+    raise RuntimeError("functai not in -X importtime output")
+
+
+def entry_point_scans() -> int:
+    code = (
+        "import importlib.metadata as m\n"
+        "calls = []\n"
+        "real = m.entry_points\n"
+        "m.entry_points = lambda *a, **k: calls.append(1) or real(*a, **k)\n"
+        "import functai\n"
+        "print(len(calls))\n"
+    )
+    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=21)
+    args = parser.parse_args(argv)
+    times = [cumulative_ms() for _ in range(args.runs)]
+    print(f"import functai: median {statistics.median(times):.1f} ms cumulative "
+          f"(min {min(times):.1f}, max {max(times):.1f}, {args.runs} fresh interpreters)")
+    print(f"entry-point scans during import: {entry_point_scans()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
