@@ -30,10 +30,14 @@ def section_plugin(i: int) -> Plugin:
     return Plugin(f"section-{i}", before_call=lambda call: Change(sections=[f"Rule {i}."]))
 
 
-def case(plugins: int, log_folder: str | None = None) -> Callable[[int], float]:
+def quiet_plugin(i: int) -> Plugin:
+    return Plugin(f"quiet-{i}", before_call=lambda call: None)
+
+
+def case(plugins: int, log_folder: str | None = None, make: Callable[[int], Plugin] = section_plugin) -> Callable[[int], float]:
     lm = ScriptedLM(reply=lambda request: "Lima")
     settings = functai.settings(
-        client=lm, plugins=[section_plugin(i) for i in range(plugins)], **({"log_calls": log_folder} if log_folder else {})
+        client=lm, plugins=[make(i) for i in range(plugins)], **({"log_calls": log_folder} if log_folder else {})
     )
 
     def run(calls: int) -> float:
@@ -58,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             "no plugins": case(0),
             "1 plugin (a section)": case(1),
             "10 plugins (a section each)": case(10),
+            "10 plugins (returning None)": case(10, make=quiet_plugin),
             "no plugins, log_calls on": case(0, folder),
         }
         for run in cases.values():

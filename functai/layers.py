@@ -214,13 +214,15 @@ class settings:
 class Resolved:
     """What one call runs with: merged settings and the plugin plan."""
 
-    __slots__ = ("values", "plan", "model_settings")
+    __slots__ = ("values", "plan", "model_settings", "settings_view")
 
     def __init__(self, values: Mapping[str, Any], plan: Plan, model_settings: Mapping[str, Any]) -> None:
         self.values = values
         self.plan = plan
         #: The model settings among ``values`` (read-only: copy before changing).
         self.model_settings = model_settings
+        #: A read-only view of them, as a before_call event shows them.
+        self.settings_view = MappingProxyType(model_settings)
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)

@@ -102,20 +102,21 @@ def _finish(record: records.CallRecord, resolved: Resolved) -> None:
 
 
 def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None:
-    if change.tools is not None:
-        for name in change.tools:
-            if name not in event.all_tools:
-                have = ", ".join(event.all_tools) or "none"
-                raise refuse(plugin, "before_call", "tools", f"{name!r} is not one of {event.function}'s tools ({have})")
-        event.tools = change.tools
-    if change.instruction is not None:
-        event.instruction = change.instruction
-    if change.sections is not None:
-        event.sections = event.sections + change.sections
-    if change.lm is not None:
-        event.lm = change.lm
-    if change.settings is not None:
-        event.settings = MappingProxyType({**event.settings, **change.settings})
+    for field, value in change.__dict__.items():  # only the fields the change sets
+        if field == "sections":
+            event.sections = event.sections + value
+        elif field == "instruction":
+            event.instruction = value
+        elif field == "lm":
+            event.lm = value
+        elif field == "settings":
+            event.settings = MappingProxyType({**event.settings, **value})
+        elif field == "tools":
+            for name in value:
+                if name not in event.all_tools:
+                    have = ", ".join(event.all_tools) or "none"
+                    raise refuse(plugin, "before_call", "tools", f"{name!r} is not one of {event.function}'s tools ({have})")
+            event.tools = value
 
 
 def _client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tuple[Client, str]:
@@ -187,8 +188,8 @@ def _add_usage(record: records.CallRecord, reply: Reply) -> None:
 def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord, path: str) -> Any:
     values = resolved.values
     lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
-    model_settings = dict(resolved.model_settings)
     instruction, sections, tools = fn.instruction, (), fn.tool_names
+    settings_view = resolved.settings_view
 
     handlers = resolved.plan.handlers["before_call"]
     if handlers:
@@ -199,14 +200,16 @@ def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: r
             instruction=instruction,
             sections=(),
             lm=lm,
-            settings=MappingProxyType(resolved.model_settings),
+            settings=settings_view,
             tools=tools,
             all_tools=fn.tool_names,
             path=path,
         )
         fold("before_call", handlers, event, record.changes, _apply_before_call)
-        instruction, sections, lm, tools = event.instruction, event.sections, event.lm, event.tools
-        model_settings = dict(event.settings)
+        instruction, sections, lm, tools, settings_view = (
+            event.instruction, event.sections, event.lm, event.tools, event.settings
+        )
+    model_settings = dict(resolved.model_settings if settings_view is resolved.settings_view else settings_view)
 
     final = layouts.full_instruction(instruction, sections) if sections else instruction
     if final != fn.instruction:
