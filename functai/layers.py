@@ -254,7 +254,7 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
         _NO_PLUGINS if drop_own else (own.plugins or _NO_PLUGINS),
         tuple(layer.plugins for layer in host_layers if layer.plugins),
         process.plugins or _NO_PLUGINS,
-        inst.plugins,
+        inst.layer(values.get("load_plugins"), values.get("disable_plugins")),
     )
     model_settings = {k: v for k, v in values.items() if k in MODEL_SETTINGS}
     result = Resolved(MappingProxyType(values), plan, model_settings)

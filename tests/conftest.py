@@ -1,12 +1,27 @@
 import pytest
 
 from functai import layers
+from functai.hooks import installed
+from functai.models import providers
 
 
 @pytest.fixture(autouse=True)
-def _isolated_settings(monkeypatch):
-    """Every test starts with no process settings and no FUNCTAI_LM."""
+def _isolated(monkeypatch):
+    """Every test starts with no process settings, no FUNCTAI_LM, and no installed plugins."""
     monkeypatch.delenv("FUNCTAI_LM", raising=False)
     layers.reset()
+    previous = installed.use(installed.Installed.of([]))
     yield
+    installed.use(previous)
     layers.reset()
+    providers.close_clients()
+
+
+@pytest.fixture
+def install():
+    """Make plugins look installed (the outermost layer), as pip would."""
+
+    def install(*plugins):
+        installed.use(installed.Installed.of(plugins))
+
+    return install

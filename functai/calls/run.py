@@ -187,6 +187,13 @@ def _add_usage(record: records.CallRecord, reply: Reply) -> None:
 
 def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord, path: str) -> Any:
     values = resolved.values
+    if resolved.plan.approval is None and values.get("approve") is not None:
+        raise FunctAIError(
+            f"approve is set for {fn.name}, but no approval plugin is installed, and approval never turns "
+            "off silently: pip install functai-approval (or another distribution whose entry point "
+            "'approval' is in the group 'functai'), or remove the approve setting",
+            code="approval-missing",
+        )
     lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
     instruction, sections, tools = fn.instruction, (), fn.tool_names
     settings_view = resolved.settings_view

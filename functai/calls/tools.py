@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 EFFECTS = ("reads", "changes")
 
+#: Settings never shown to plugins in tool events.
+SECRET_SETTINGS = frozenset({"api_key", "client"})
+
 REFUSED = "The person did not allow this call."
 CHECK_FAILED = "a check failed"
 
@@ -161,7 +164,8 @@ class ToolRunner:
         self.fn = fn
         self.record = record
         self.path = path
-        self.settings = settings
+        # Plugins are trusted, but a key has no business in a tool event.
+        self.settings = MappingProxyType({k: v for k, v in settings.items() if k not in SECRET_SETTINGS})
         self.plan = plan
         self.invocations = 0
         by_name = dict(zip(fn.tool_names, fn.tools))

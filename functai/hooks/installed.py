@@ -1,34 +1,227 @@
 """Installed plugins: the outermost layer, found through entry points.
 
-Discovery is lazy: nothing here runs at ``import functai``. This first cut
-knows no installed plugins; entry-point discovery (group ``functai``) fills
-`Installed` in later without changing its interface.
+A pip package exposes a plugin in the entry-point group ``functai``; the
+entry-point name is the plugin's name. Discovery is lazy (never at
+``import functai``) and happens once per process. Controls, read then:
+
+- ``FUNCTAI_LOAD_PLUGINS`` — unset: all; empty: none; ``a,b``: only these;
+- ``FUNCTAI_DISABLE_PLUGINS=a,b`` — never imported, so they cost nothing.
+
+The settings ``load_plugins`` / ``disable_plugins`` narrow the set further
+per call. A plugin that fails to load is reported naming its entry point
+and distribution, and every call refuses ``plugin-load`` until it is fixed
+or disabled: a guard that did not load must not look like a guard that
+passed.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from typing import Any, Iterable, Sequence
 
 from ..errors import PluginError
-from .plugin import Plugin
+from .plugin import Plugin, check_name
+
+GROUP = "functai"
+
+LOADED, BLOCKED, DISABLED, FAILED = "loaded", "blocked", "disabled", "failed"
+
+
+def entry_points(group: str) -> list[Any]:
+    """The entry points of ``group``, sorted by name (a stable order)."""
+    try:
+        import importlib_metadata as metadata  # the backport, newer than some stdlib versions
+    except ImportError:  # pragma: no cover - depends on the environment
+        import importlib.metadata as metadata  # type: ignore[no-redef]
+    return sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)
+
+
+def _names(raw: str | None) -> frozenset[str] | None:
+    if raw is None:
+        return None
+    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+
+
+class InstalledPlugin:
+    """One entry point of the ``functai`` group, and what became of it."""
+
+    __slots__ = ("name", "value", "distribution", "dist_version", "state", "reason", "plugin", "_entry_point")
+
+    def __init__(self, entry_point: Any) -> None:
+        self.name: str = entry_point.name
+        self.value: str = entry_point.value
+        dist = getattr(entry_point, "dist", None)
+        self.distribution: str | None = getattr(dist, "name", None)
+        self.dist_version: str | None = getattr(dist, "version", None)
+        self.state: str = BLOCKED
+        self.reason: str | None = None
+        self.plugin: Plugin | None = None
+        self._entry_point = entry_point
+
+    @property
+    def version(self) -> str | None:
+        return self.plugin.version if self.plugin is not None else self.dist_version
+
+    def where(self) -> str:
+        return f"entry point {self.name!r} ({self.value}) of distribution {self.distribution or 'unknown'!r}"
+
+    def load(self) -> None:
+        """Import the entry point and turn its object into a Plugin (once)."""
+        from .adapt import from_hookimpls
+
+        try:
+            check_name(self.name)
+            found = self._entry_point.load()
+            if isinstance(found, Plugin):
+                if found.name != self.name:
+                    raise TypeError(f"it gives Plugin {found.name!r}; the entry-point name must be the plugin's name")
+                plugin = found
+                if plugin.version == "0.0.0" and self.dist_version:
+                    plugin = _with_version(plugin, self.dist_version)
+            else:
+                declared = getattr(found, "plugin_version", None) or getattr(found, "__version__", None)
+                plugin = from_hookimpls(found, name=self.name, version=str(declared or self.dist_version or "0.0.0"))
+        except Exception as error:  # an import error, a wrong object, failed pluggy validation
+            self.state = FAILED
+            self.reason = f"{type(error).__name__}: {error}"
+            from ..log import warn
+
+            warn("plugin failed to load", plugin=self.name, distribution=self.distribution, reason=self.reason)
+            return
+        self.plugin = plugin
+        self.state = LOADED
+        from ..log import info
+
+        info("plugin loaded", plugin=self.name, version=plugin.version, distribution=self.distribution)
+
+    def as_dict(self) -> dict[str, Any]:
+        plugin = self.plugin
+        return {
+            "name": self.name,
+            "version": self.version,
+            "distribution": self.distribution,
+            "hooks": list(plugin.hooks) if plugin is not None else [],
+            "api": plugin.api if plugin is not None else None,
+            "state": self.state,
+            "reason": self.reason,
+            "entry_point": self.value,
+        }
+
+
+class _Given:
+    """An entry point stand-in for a plugin given directly."""
+
+    def __init__(self, plugin: Plugin, distribution: str) -> None:
+        self.name = plugin.name
+        self.value = f"<given {plugin!r}>"
+        self.dist = type("Dist", (), {"name": distribution, "version": plugin.version})()
+        self._plugin = plugin
+
+    def load(self) -> Plugin:
+        return self._plugin
+
+
+def _with_version(plugin: Plugin, version: str) -> Plugin:
+    copy = Plugin(plugin.name, version=version, api=plugin.api, description=plugin.description)
+    for hook in plugin.hooks:
+        for handler in plugin.handlers(hook):
+            copy.on(hook, handler)
+    return copy
 
 
 class Installed:
-    """The installed plugins of this process, found once."""
+    """The installed plugins of this process."""
 
-    def __init__(self, plugins: tuple[Plugin, ...] = ()) -> None:
-        self.plugins = plugins
+    def __init__(self, found: Sequence[InstalledPlugin] = ()) -> None:
+        self.found: tuple[InstalledPlugin, ...] = tuple(found)
+        self._lock = threading.Lock()
+        self._layers: dict[tuple[Any, Any], tuple[Plugin, ...]] = {}
+        #: The installed layer with no settings narrowing it (what calls usually run with).
+        self.plugins: tuple[Plugin, ...] = ()
+        self.failure: PluginError | None = None
+        self._settle()
+
+    @classmethod
+    def of(cls, plugins: Sequence[Plugin], distribution: str = "test") -> "Installed":
+        """Installed plugins given directly, as if pip had installed them (for tests)."""
+        found = []
+        for plugin in plugins:
+            item = InstalledPlugin(_Given(plugin, distribution))
+            item.plugin, item.state = plugin, LOADED
+            found.append(item)
+        return cls(found)
+
+    @classmethod
+    def discover(cls, group: str = GROUP) -> "Installed":
+        load = _names(os.environ.get("FUNCTAI_LOAD_PLUGINS"))
+        disable = _names(os.environ.get("FUNCTAI_DISABLE_PLUGINS")) or frozenset()
+        found = []
+        for entry_point in entry_points(group):
+            item = InstalledPlugin(entry_point)
+            if item.name in disable:
+                item.state, item.reason = DISABLED, "FUNCTAI_DISABLE_PLUGINS"
+            elif load is not None and item.name not in load:
+                item.state, item.reason = BLOCKED, "not in FUNCTAI_LOAD_PLUGINS"
+            else:
+                item.load()
+            found.append(item)
+        return cls(found)
+
+    def _settle(self) -> None:
+        failed = [item for item in self.found if item.state == FAILED]
+        self.failure = _failure(failed) if failed else None
+        self.plugins = tuple(item.plugin for item in self.found if item.plugin is not None)
+
+    def layer(self, load: Iterable[str] | None = None, disable: Iterable[str] | None = None) -> tuple[Plugin, ...]:
+        """The installed plugins a call runs with, narrowed by the settings.
+
+        Refuses ``plugin-load`` while a plugin that would run failed to load.
+        """
+        if load is None and not disable:
+            if self.failure is not None:
+                raise self.failure
+            return self.plugins
+        key = (None if load is None else frozenset(load), frozenset(disable or ()))
+        wanted = [
+            item for item in self.found
+            if (key[0] is None or item.name in key[0]) and item.name not in key[1]
+        ]
+        failed = [item for item in wanted if item.state == FAILED]
+        if failed:
+            raise _failure(failed)
+        return tuple(item.plugin for item in wanted if item.plugin is not None)
 
     def plugin(self, name: str) -> Plugin:
-        for plugin in self.plugins:
-            if plugin.name == name:
-                return plugin
+        """The loaded installed plugin called ``name``."""
+        for item in self.found:
+            if item.name == name:
+                if item.plugin is not None:
+                    return item.plugin
+                raise PluginError(
+                    f"installed plugin {name!r} is {item.state}"
+                    + (f" ({item.reason})" if item.reason else "") + f"; {item.where()}",
+                    code="plugin-load",
+                    plugin=name,
+                )
         raise PluginError(
             f"no installed plugin named {name!r}; install the package that provides it "
-            "(entry-point group 'functai'), or give a Plugin or a file path instead",
+            f"(entry-point group {GROUP!r}), or give a Plugin or a file path instead",
             code="plugin-load",
             plugin=name,
         )
+
+
+def _failure(failed: Sequence[InstalledPlugin]) -> PluginError:
+    first = failed[0]
+    others = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    return PluginError(
+        f"installed plugin {first.name!r} failed to load{others}: {first.reason}; {first.where()}. "
+        "Calls refuse to run until it is fixed, uninstalled, or disabled with "
+        f"FUNCTAI_DISABLE_PLUGINS={first.name} (see `functai plugins`)",
+        code="plugin-load",
+        plugin=first.name,
+    )
 
 
 _lock = threading.Lock()
@@ -36,10 +229,21 @@ _installed: Installed | None = None
 
 
 def installed() -> Installed:
-    """The installed plugins, found on first use and cached for the process."""
+    """The installed plugins, discovered on first use and kept for the process."""
     global _installed
-    if _installed is None:
+    found = _installed
+    if found is None:
         with _lock:
             if _installed is None:
-                _installed = Installed()
-    return _installed
+                _installed = Installed.discover()
+            found = _installed
+    return found
+
+
+def use(found: Installed | None) -> Installed | None:
+    """Replace the installed plugins of this process (None: discover again on
+    next use); returns the previous ones. Tests and the pytest plugin use it."""
+    global _installed
+    with _lock:
+        previous, _installed = _installed, found
+    return previous

@@ -25,10 +25,12 @@ APPROVAL = "approval"
 class Plan:
     """The plugins of one call, in order, and their handlers by hook."""
 
-    __slots__ = ("plugins", "handlers")
+    __slots__ = ("plugins", "handlers", "approval")
 
     def __init__(self, plugins: tuple[Plugin, ...], approval: Plugin | None) -> None:
         self.plugins = plugins
+        #: The installed plugin named ``approval``, which runs last in ``tool_call``.
+        self.approval = approval
         self.handlers: dict[str, tuple[Handler, ...]] = {}
         for hook in HOOKS:
             found = [(p, fn) for p in plugins if p is not approval for fn in p.handlers(hook)]

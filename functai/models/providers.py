@@ -119,3 +119,14 @@ def client_for(lm: str, settings: Mapping[str, Any]) -> tuple[Client, str]:
         with _lock:
             client = _clients.setdefault(key, client)
     return client, model
+
+
+def close_clients() -> None:
+    """Close and forget the clients made so far (their connections too)."""
+    with _lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        close = getattr(client, "close", None)
+        if close is not None:
+            close()
