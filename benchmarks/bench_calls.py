@@ -18,7 +18,42 @@ from typing import Callable
 import functai
 from functai import Change, Plugin, ai
 from functai.layers import reset
-from functai.testing import ScriptedLM
+from functai.testing import ScriptedLM, tool_call
+
+
+@functai.tool(effects="reads")
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return "value"
+
+
+@ai(tools=[lookup])
+def researched(question: str) -> str:
+    """Answer, looking things up."""
+
+
+def tool_round_trip(request):
+    """First ask for the tool, then answer once its result is in."""
+    if request.messages[-1]["role"] == "tool":
+        return "done"
+    return tool_call("lookup", {"key": "k"})
+
+
+def tool_case(plugins: int) -> Callable[[int], float]:
+    lm = ScriptedLM(reply=tool_round_trip)
+    settings = functai.settings(
+        client=lm, plugins=[Plugin(f"guard-{i}", tool_call=lambda t: None) for i in range(plugins)]
+    )
+
+    def run(calls: int) -> float:
+        with settings:
+            lm.requests.clear()
+            start = time.perf_counter()
+            for _ in range(calls):
+                researched("q")
+            return (time.perf_counter() - start) / calls * 1e6
+
+    return run
 
 
 @ai
@@ -64,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             "10 plugins (a section each)": case(10),
             "10 plugins (returning None)": case(10, make=quiet_plugin),
             "no plugins, log_calls on": case(0, folder),
+            "one-tool round trip, 0 tool_call plugins": tool_case(0),
+            "one-tool round trip, 10 tool_call plugins": tool_case(10),
         }
         for run in cases.values():
             run(200)  # warm caches
