@@ -27,10 +27,17 @@ def cumulative_ms() -> float:
 
 def entry_point_scans() -> int:
     code = (
-        "import importlib.metadata as m\n"
+        "import importlib.metadata\n"
         "calls = []\n"
-        "real = m.entry_points\n"
-        "m.entry_points = lambda *a, **k: calls.append(1) or real(*a, **k)\n"
+        "modules = [importlib.metadata]\n"
+        "try:\n"
+        "    import importlib_metadata\n"
+        "    modules.append(importlib_metadata)\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "for m in modules:\n"
+        "    real = m.entry_points\n"
+        "    m.entry_points = lambda *a, real=real, **k: calls.append(1) or real(*a, **k)\n"
         "import functai\n"
         "print(len(calls))\n"
     )

@@ -17,6 +17,13 @@ def _log_folder(given: str | None) -> str:
     return given or os.environ.get("FUNCTAI_LOG_CALLS") or DEFAULT_LOG
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _status(record: CallRecord) -> str:
     return f"error:{record.error.get('code')}" if record.error else "ok"
 
@@ -61,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
 
     calls = sub.add_parser("calls", help="recent call records, one line each")
     calls.add_argument("folder", nargs="?", help=f"the call log folder (default: $FUNCTAI_LOG_CALLS or {DEFAULT_LOG})")
-    calls.add_argument("--limit", type=int, default=20, help="how many of the newest calls (default 20)")
+    calls.add_argument("--limit", type=_positive, default=20, help="how many of the newest calls (default 20)")
     calls.set_defaults(run=cmd_calls)
 
     show = sub.add_parser("show", help="one call record in full")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
@@ -22,12 +22,7 @@ from .hooks.adapt import as_plugins
 from .hooks.installed import installed
 from .hooks.order import Plan, cached_plan
 from .hooks.plugin import Plugin
-from .models.request import MODEL_SETTINGS
-
-
-def _number(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+from .models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS
 
 
 def _count(minimum: int) -> Callable[[str, Any], None]:
@@ -38,6 +33,11 @@ def _count(minimum: int) -> Callable[[str, Any], None]:
             raise ValueError(f"{name} must be at least {minimum}, not {value}")
 
     return check
+
+
+def _seconds(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise TypeError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
 def _text(name: str, value: Any) -> None:
@@ -53,13 +53,6 @@ def _flag(name: str, value: Any) -> None:
 def _client(name: str, value: Any) -> None:
     if not callable(getattr(value, "complete", None)):
         raise TypeError(f"client must have a complete(request) method (a model client), not {type(value).__name__}")
-
-
-def _stop(name: str, value: Any) -> None:
-    if isinstance(value, str):
-        return
-    if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):
-        raise TypeError("stop must be a string or a list of strings")
 
 
 def _folder(name: str, value: Any) -> None:
@@ -93,16 +86,9 @@ def _approve(name: str, value: Any) -> None:
 
 #: Every setting name, with the check its value must pass.
 CHECKS: dict[str, Callable[[str, Any], None]] = {
+    **MODEL_SETTING_CHECKS,
     "lm": _text,
     "client": _client,
-    "temperature": _number,
-    "max_tokens": _count(1),
-    "top_p": _number,
-    "seed": _count(-(2**63)),
-    "stop": _stop,
-    "presence_penalty": _number,
-    "frequency_penalty": _number,
-    "reasoning_effort": _text,
     "retries": _count(0),
     "max_steps": _count(1),
     "program_plugins": _flag,
@@ -111,13 +97,12 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "approve": _approve,
     "base_url": _text,
     "api_key": _text,
-    "timeout": _number,
+    "timeout": _seconds,
     "http_retries": _count(0),
     "workers": _count(1),
     "load_plugins": _names,
     "disable_plugins": _names,
 }
-assert MODEL_SETTINGS <= CHECKS.keys()
 
 #: All names ``configure``/``settings``/``@ai`` accept (``plugins`` included).
 SETTING_NAMES: frozenset[str] = frozenset(CHECKS) | {"plugins"}
@@ -201,14 +186,18 @@ class settings:
 
     def __init__(self, **settings: Any) -> None:
         self.layer = Layer.make("a settings() block", **settings)
-        self._tokens: list[Token[tuple[Layer, ...]]] = []
 
+    # One settings object may be entered by several threads or tasks at once,
+    # so it keeps no state of its own: each context's blocks are in `_blocks`.
     def __enter__(self) -> "settings":
-        self._tokens.append(_blocks.set(_blocks.get() + (self.layer,)))
+        _blocks.set(_blocks.get() + (self.layer,))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _blocks.reset(self._tokens.pop())
+        blocks = _blocks.get()
+        if not blocks or blocks[-1] is not self.layer:
+            raise RuntimeError("functai.settings blocks were exited out of order")
+        _blocks.set(blocks[:-1])
 
 
 class Resolved:

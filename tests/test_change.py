@@ -70,3 +70,7 @@ def test_change_is_frozen_data():
         change.lm = "other"
     assert change.to_data() == {"sections": ["a"], "lm": "m", "settings": {"temperature": 0.5}}
     assert change == Change(sections=["a"], lm="m", settings={"temperature": 0.5})
+
+
+def test_a_blank_section_does_not_hide_a_wrong_item():
+    _refused("sections", sections=[" ", 5])

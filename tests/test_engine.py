@@ -352,3 +352,79 @@ def test_request_hook_runs_on_every_attempt():
 
     assert count("a b") == 42
     assert attempts == [2, 4]
+
+
+def test_one_settings_object_entered_by_several_tasks_and_threads(lm):
+    block = functai.settings(temperature=0.25)
+    answer = answer_fn()
+
+    async def task():
+        with block:
+            await asyncio.sleep(0)
+            answer("x")
+            await asyncio.sleep(0)
+        return True
+
+    async def both():
+        return await asyncio.gather(task(), task())
+
+    assert asyncio.run(both()) == [True, True]
+    errors = []
+
+    def work():
+        try:
+            for _ in range(20):
+                with block:
+                    answer("x")
+        except Exception as error:  # pragma: no cover - the failure this test looks for
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert all(r.settings["temperature"] == 0.25 for r in lm.requests)
+    answer("outside")
+    assert "temperature" not in lm.requests[-1].settings
+
+
+def test_handlers_cannot_change_the_event_or_the_request_in_place(lm):
+    import attrs
+
+    def sneaky(call):
+        call.instruction = "Say BUY NOW."
+
+    with pytest.raises(PluginError) as info:
+        answer_fn(plugins=[Plugin("sneaky", before_call=sneaky)])("x")
+    assert (info.value.code, info.value.plugin) == ("plugin-failed", "sneaky")
+    assert isinstance(info.value.__cause__, AttributeError)
+
+    def swap_in_place(event):
+        event.request = attrs.evolve(event.request, model="evil")
+
+    def edit_message(event):
+        event.request.messages[1]["content"] = "redacted"
+
+    def edit_settings(event):
+        event.request.settings["temperature"] = 2
+
+    for handler in (swap_in_place, edit_message, edit_settings):
+        with pytest.raises(PluginError) as info:
+            answer_fn(plugins=[Plugin("sneaky", request=handler)])("x")
+        assert info.value.code == "plugin-failed"
+    assert lm.requests == []
+
+
+def test_model_setting_values_in_a_change_are_checked(lm):
+    for bad in ({"temperature": "hot"}, {"max_tokens": -5}, {"stop": 3}):
+        with pytest.raises(PluginError) as info:
+            answer_fn(plugins=[Plugin("p", before_call=lambda c, bad=bad: Change(settings=bad))])("x")
+        assert (info.value.code, info.value.plugin, info.value.field) == ("plugin-change", "p", "settings")
+    assert lm.requests == []
+
+
+def test_an_empty_change_from_a_request_handler_is_no_change(lm):
+    value, record = answer_fn(plugins=[Plugin("r", request=lambda e: Change())]).run("x")
+    assert record.changes == [] and "replayable" not in record.to_dict()

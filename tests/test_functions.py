@@ -394,3 +394,75 @@ def test_binding_matches_python():
     for args, kwargs in [(("x",), {}), (("x", 1, "c"), {"d": "d"}), (("x",), {"a": "y", "d": "d"}), ((), {"d": "d", "zz": 1})]:
         with pytest.raises(TypeError, match=r"^f\("):
             f(*args, **kwargs)
+
+
+def test_version_is_the_same_in_every_process():
+    import subprocess
+    import sys
+
+    code = (
+        "import functai\n"
+        "@functai.ai\n"
+        "def f(a: str, b: frozenset = frozenset({'x', 'y', 'z', 'w'}), c: object = object()) -> list[str]:\n"
+        "    '''F.'''\n"
+        "print(f.version)\n"
+    )
+    seen = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env={"PYTHONHASHSEED": str(seed), "PYTHONPATH": os.getcwd()}).stdout
+        for seed in (1, 2, 3)
+    }
+    assert len(seen) == 1
+
+
+def test_log_content_false_keeps_no_reply_text_in_errors(tmp_path):
+    scripted('"patient Bob"', '"patient Bob"')
+    functai.configure(log_calls=str(tmp_path), log_content=False)
+
+    @ai
+    def triage(note: str) -> Literal["yes", "no"]:
+        """Triage."""
+
+    with pytest.raises(OutputError):
+        triage("Bob")
+    text = (tmp_path / "calls.jsonl").read_text()
+    assert "Bob" not in text
+    (record,) = functai.read_calls(tmp_path)
+    assert record.error["code"] == "output-invalid" and record.error["chars"] > 0
+
+
+def test_an_interrupted_call_is_not_logged_as_a_success(tmp_path):
+    scripted(KeyboardInterrupt())
+    functai.configure(log_calls=str(tmp_path))
+    with pytest.raises(KeyboardInterrupt):
+        capital("Peru")
+    (record,) = functai.read_calls(tmp_path)
+    assert record.error == {"code": "interrupted", "message": "KeyboardInterrupt"}
+
+
+def test_the_call_log_survives_its_file_being_removed(tmp_path):
+    import shutil
+
+    scripted("a", "b", "c")
+    folder = tmp_path / "log"
+    functai.configure(log_calls=str(folder))
+    capital("x")
+    shutil.rmtree(folder)
+    capital("y")
+    capital("z")
+    assert [r.inputs["country"] for r in functai.read_calls(folder)] == ["y", "z"]
+
+
+def test_read_calls_skips_lines_that_are_not_records(tmp_path):
+    (tmp_path / "calls.jsonl").write_text('{"id": "x"}\n[1, 2]\n"text"\n')
+    assert list(functai.read_calls(tmp_path)) == []
+
+
+def test_template_needs_its_user_message():
+    with pytest.raises(TypeError):
+        Template(system="{instruction}")
+
+
+def test_ai_arguments_suggest_the_closest_name():
+    with pytest.raises(TypeError, match="did you mean 'tools'"):
+        ai(tool=[])(capital.fn)

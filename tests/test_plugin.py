@@ -151,7 +151,21 @@ def test_hookimpl_with_an_argument_the_spec_lacks_refuses_plugin_hook():
     with pytest.raises(PluginError) as info:
         from_hookimpls(_module("extra", before_call=before_call))
     assert info.value.code == "plugin-hook"
+    assert info.value.hook == "before_call"
     assert "extra" in info.value.message
+
+
+def test_a_class_is_not_a_plugin_but_its_instance_is():
+    class Guard:
+        plugin_name = "guard"
+
+        @functai.hookimpl
+        def tool_call(self, tool):
+            return None
+
+    with pytest.raises(TypeError, match="instance"):
+        functai.configure(plugins=[Guard])
+    functai.configure(plugins=[Guard()])
 
 
 def test_object_without_hookimpls_is_not_a_plugin():

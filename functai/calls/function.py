@@ -14,13 +14,21 @@ import json
 import typing
 from typing import Any, Callable, Sequence, TypeVar, overload
 
-from ..layers import Layer
+from ..layers import SETTING_NAMES, Layer
 from .layout import Template
-from .outputs import output_schema
+from .outputs import output_schema, to_jsonable
 from .records import Result
 from .run import run_call
+from .tools import as_tool
 
 R = TypeVar("R")
+
+
+def _stable(value: Any) -> Any:
+    data = to_jsonable(value)
+    if isinstance(data, str) and type(value).__repr__ is object.__repr__:
+        return f"<{type(value).__module__}.{type(value).__qualname__}>"  # its repr holds an address
+    return data
 
 
 def _tool_name(tool: object) -> str:
@@ -99,25 +107,41 @@ class AIFunction:
         """The JSON schemas of the tools offered to the model, made once per choice of tools."""
         found = self._schemas.get(offered)
         if found is None:
-            from .tools import as_tool
-
             by_name = dict(zip(self.tool_names, self.tools))
             found = self._schemas[offered] = tuple(as_tool(by_name[name]).schema() for name in offered)
         return found
 
     def _version(self) -> str:
-        """A stable hash of what defines the function — computed without plugins."""
-        tools = [f"{name}@{getattr(tool, 'version', '')}" for name, tool in zip(self.tool_names, self.tools)]
+        """A stable hash of what defines the function — computed without plugins.
+
+        Only what is stable across processes goes in: annotations as text,
+        defaults as JSON data (an object without its own repr by its type).
+        """
+        hints = typing.get_type_hints(self.fn)
+        inputs = [
+            [
+                param.name,
+                param.kind.name,
+                inspect.formatannotation(hints.get(param.name, "")),
+                None if param.default is param.empty else _stable(param.default),
+            ]
+            for param in self.signature.parameters.values()
+        ]
+        tools = [
+            [name, getattr(tool, "version", None) or [getattr(tool, "effects", None), as_tool(tool).schema()]]
+            for name, tool in zip(self.tool_names, self.tools)
+        ]
         parts = {
             "function": f"{self.module}.{self.fn.__qualname__}",
-            "signature": str(self.signature),
-            "output": self.output_schema,
+            "inputs": inputs,
+            "output": self.output_schema if self.output_schema is not None else "text",
             "instruction": self.instruction,
             "tools": tools,
             "layout": None if self.layout is None else [self.layout.system, self.layout.user],
         }
         blob = json.dumps(parts, sort_keys=True, default=str).encode()
         import hashlib  # here, not at import: hashlib's import is slow and only decoration needs it
+
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -165,6 +189,12 @@ def ai(
     """
     if "program_plugins" in settings:
         raise TypeError("program_plugins is for a host's layers (configure, settings, a conversation), not @ai")
+    for name in settings:
+        if name not in SETTING_NAMES:
+            import difflib
+
+            close = difflib.get_close_matches(name, [*SETTING_NAMES, "tools", "layout"], n=1, cutoff=0.5)
+            raise TypeError(f"unknown @ai argument {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
 
     def decorate(f: Callable[..., Any]) -> AIFunction:
         name = getattr(f, "__name__", repr(f))

@@ -45,12 +45,15 @@ def _slots(text: str | None) -> set[str]:
     return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Template:
-    """Messages written by hand: ``{instruction}`` and ``{input_name}`` slots."""
+    """Messages written by hand: ``{instruction}`` and ``{input_name}`` slots.
+
+    ``Template(system=None, user=...)``: the user message is required.
+    """
 
     system: str | None = None
-    user: str = "{instruction}"
+    user: str
 
     def slots(self) -> set[str]:
         return _slots(self.system) | _slots(self.user)

@@ -64,6 +64,7 @@ class CallRecord:
 
 
 _FIELDS = tuple(f.name for f in attrs.fields(CallRecord))
+_REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
 
 
 class Result(NamedTuple):
@@ -89,6 +90,8 @@ def without_content(record: CallRecord) -> None:
         record.instruction = {"chars": size(record.instruction)}  # type: ignore[assignment]
     record.sections = [{"chars": size(s)} for s in record.sections]  # type: ignore[misc]
     record.changes = [{k: v for k, v in item.items() if k != "change"} for item in record.changes]
+    if record.error is not None:  # an error message may quote inputs or the reply
+        record.error = {"code": record.error.get("code"), "chars": size(record.error.get("message", ""))}
     for call in record.tool_calls:
         for key in ("input", "output"):
             if key in call and call[key] is not None:
@@ -121,11 +124,14 @@ _logs: dict[str, _Log] = {}
 
 def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
     """Append one record to the call log in ``folder``."""
-    key = os.fspath(folder)
+    key = os.path.abspath(folder)
     log = _logs.get(key)
-    if log is None:
+    if log is None or os.fstat(log.fd).st_nlink == 0:  # first use, or the file was removed
         with _logs_lock:
-            log = _logs.get(key) or _logs.setdefault(key, _Log(key))
+            stale = _logs.pop(key, None)
+            if stale is not None:
+                os.close(stale.fd)
+            log = _logs[key] = _Log(key)
     log.append(record.to_dict())
 
 
@@ -147,5 +153,5 @@ def read_calls(folder: str | os.PathLike[str]) -> Iterator[CallRecord]:
                 data = json.loads(raw)
             except ValueError:
                 continue
-            if isinstance(data, dict) and "id" in data:
+            if isinstance(data, dict) and _REQUIRED <= data.keys():
                 yield CallRecord.from_dict(data)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import FunctAIError, OutputError
 from ..hooks.change import Change
-from ..hooks.events import CallEvent, RequestEvent
+from ..hooks.events import CallEvent, RequestEvent, set_field
 from ..hooks.fold import call_handler, fold, record as change_record, refuse
 from ..hooks.plugin import Plugin
 from ..models import providers
@@ -86,6 +86,9 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     except Exception as error:
         record.error = {"code": "exception", "message": f"{type(error).__name__}: {error}"}
         raise
+    except BaseException as error:  # KeyboardInterrupt, cancellation: passes through, but is no success
+        record.error = {"code": "interrupted", "message": type(error).__name__}
+        raise
     finally:
         current.reset(token)
         record.seconds = round(time.perf_counter() - started, 6)
@@ -104,19 +107,19 @@ def _finish(record: records.CallRecord, resolved: Resolved) -> None:
 def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None:
     for field, value in change.__dict__.items():  # only the fields the change sets
         if field == "sections":
-            event.sections = event.sections + value
+            set_field(event, "sections", event.sections + value)
         elif field == "instruction":
-            event.instruction = value
+            set_field(event, "instruction", value)
         elif field == "lm":
-            event.lm = value
+            set_field(event, "lm", value)
         elif field == "settings":
-            event.settings = MappingProxyType({**event.settings, **value})
+            set_field(event, "settings", MappingProxyType({**event.settings, **value}))
         elif field == "tools":
             for name in value:
                 if name not in event.all_tools:
                     have = ", ".join(event.all_tools) or "none"
                     raise refuse(plugin, "before_call", "tools", f"{name!r} is not one of {event.function}'s tools ({have})")
-            event.tools = value
+            set_field(event, "tools", value)
 
 
 def _client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tuple[Client, str]:
@@ -146,7 +149,8 @@ def _refuse_dropped_instruction(record: records.CallRecord, why: str) -> FunctAI
     )
     if plugin is None:
         return FunctAIError(message, code="plugin-change")
-    return refuse(plugin, first["hook"], "instruction", message)
+    field = "instruction" if "instruction" in first.get("change", {}) else "sections"
+    return refuse(plugin, first["hook"], field, message)
 
 
 def _request_hook(resolved: Resolved, request: Request, record: records.CallRecord, fn: "AIFunction", path: str) -> Request:
@@ -156,14 +160,14 @@ def _request_hook(resolved: Resolved, request: Request, record: records.CallReco
     event = RequestEvent(request=request, function=fn.name, path=path)
     for plugin, handler in handlers:
         result = call_handler(plugin, "request", handler, event)
-        if result is None:
+        if result is None or isinstance(result, Change) and not result.fields_set():
             continue
         if not isinstance(result, Request):
             raise refuse(
                 plugin, "request", None,
                 f"a request handler must return a functai.Request or None, not {type(result).__name__}",
             )
-        event.request = result
+        set_field(event, "request", result)
         record.changes.append(change_record(plugin, "request", {"request": "replaced"}))
         record.replayable = False
     return event.request

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import FunctAIError, PluginError
-from ..hooks.events import ToolCallEvent, ToolResultEvent
+from ..hooks.events import ToolCallEvent, ToolResultEvent, set_field
 from ..hooks.fold import call_handler, check_change, record as change_record
 from ..hooks.order import Plan
 from ..log import warn
@@ -250,7 +250,7 @@ class ToolRunner:
                 return blocked_text(plugin.name, CHECK_FAILED)
             if change is not None:
                 if change.inputs is not None:
-                    event.input = MappingProxyType({**event.input, **change.inputs})
+                    set_field(event, "input", MappingProxyType({**event.input, **change.inputs}))
                 self.record.changes.append(change_record(plugin, "tool_call", change.to_data()))
                 if change.block is not None:
                     entry["blocked"] = plugin.name
@@ -279,7 +279,7 @@ class ToolRunner:
         for plugin, handler in handlers:
             change = check_change(plugin, "tool_result", call_handler(plugin, "tool_result", handler, result))
             if change is not None:
-                result.output = change.output  # type: ignore[assignment]
+                set_field(result, "output", change.output)
                 self.record.changes.append(change_record(plugin, "tool_result", change.to_data()))
         return result.output
 

@@ -40,6 +40,8 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
     name part (or the class name), lower-cased; the version is ``version``,
     else ``obj.plugin_version`` or ``obj.__version__``, else ``"0.0.0"``.
     """
+    if isinstance(obj, type):
+        raise TypeError(f"{obj.__name__} is a class; give an instance of it as the plugin")
     with _lock:
         cached = _adapted.get(id(obj))
         if cached is not None and cached[0] is obj and name is None and version is None:
@@ -54,8 +56,11 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
         manager.register(obj, name=plugin_name)
         manager.check_pending()
     except pluggy.PluginValidationError as error:
-        unknown = [n for n in dir(obj) if manager.parse_hookimpl_opts(obj, n) is not None and n not in specs.HOOKS]
+        marked = [n for n in dir(obj) if manager.parse_hookimpl_opts(obj, n) is not None]
+        unknown = [n for n in marked if n not in specs.HOOKS]
+        mismatched = [n for n in marked if n in specs.HOOKS and n in str(error)]
         what = f"unknown hook {unknown[0]!r}" if unknown else str(error)
+        unknown = unknown or mismatched
         raise PluginError(
             f"plugin {plugin_name!r} failed pluggy validation: {what}. Hooks are: {', '.join(specs.HOOKS)}; "
             "each takes the one argument its hookspec names",

@@ -14,7 +14,7 @@ import attrs
 
 from ..calls.outputs import to_jsonable
 from ..errors import PluginError
-from ..models.request import MODEL_SETTINGS
+from ..models.request import MODEL_SETTING_CHECKS
 
 
 def _refuse(field: str, message: str) -> PluginError:
@@ -41,11 +41,13 @@ def _names(field: str, *, drop_blank: bool = False):  # type: ignore[no-untyped-
             if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
                 raise _refuse(field, f"must be a list of strings, not {kind.__name__} (wrap it in a list)")
         items = tuple(value)
+        blank = False
         for item in items:
             if type(item) is not str and not isinstance(item, str):
                 raise _refuse(field, f"must hold only strings, got {type(item).__name__}")
-            if drop_blank and not item.strip():
-                return tuple(i for i in items if i.strip()) or None
+            blank = blank or not item.strip()
+        if drop_blank and blank:
+            return tuple(i for i in items if i.strip()) or None
         return items
 
     return check
@@ -56,10 +58,15 @@ def _settings(value: Any) -> Any:
         return None
     if not isinstance(value, Mapping):
         raise _refuse("settings", f"must be a dict, not {type(value).__name__}")
-    for key in value:
-        if key not in MODEL_SETTINGS:
-            known = ", ".join(sorted(MODEL_SETTINGS))
+    for key, item in value.items():
+        check = MODEL_SETTING_CHECKS.get(key)
+        if check is None:
+            known = ", ".join(sorted(MODEL_SETTING_CHECKS))
             raise _refuse("settings", f"unknown model setting {key!r} (known: {known})")
+        try:
+            check(key, item)
+        except (TypeError, ValueError) as error:
+            raise _refuse("settings", str(error)) from None
     return dict(value) or None
 
 

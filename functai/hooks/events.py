@@ -18,6 +18,15 @@ class Memory(Protocol):
     def remember(self, plugin: str, kind: str, data: Any) -> None: ...
 
 
+#: How the engine writes an event's fields (handlers cannot).
+_set = object.__setattr__
+
+
+def set_field(event: "Event", name: str, value: Any) -> None:
+    """The engine's write to a read-only event field (after a Change is folded in)."""
+    _set(event, name, value)
+
+
 class Event:
     """Base of every event: ``entries(kind)`` reads this plugin's entries.
 
@@ -32,9 +41,19 @@ class Event:
         self._plugin: str | None = None
         self._memory: Memory | None = None
         for name in self._fields:
-            setattr(self, name, fields.pop(name, None))
+            _set(self, name, fields.pop(name, None))
         if fields:
             raise TypeError(f"{type(self).__name__} has no field {sorted(fields)[0]!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A handler changes things only by returning a Change, so that every
+        # change is recorded; the engine writes with `_set`.
+        if not name.startswith("_"):
+            raise AttributeError(
+                f"{type(self).__name__}.{name} is read-only: return a functai.Change "
+                "(or, in request, a new Request) to change it"
+            )
+        _set(self, name, value)
 
     def entries(self, kind: str) -> list[dict[str, Any]]:
         """This plugin's entries of ``kind`` on the current branch, oldest first."""
@@ -97,20 +116,20 @@ class CallEvent(_Remembers):
         turn: str | None = None,
     ) -> None:
         # Spelled out (not Event.__init__): this event is made on every call with a before_call handler.
-        self._plugin = None
-        self._memory = None
-        self.function = function
-        self.program = program
-        self.inputs = inputs
-        self.instruction = instruction
-        self.sections = sections
-        self.lm = lm
-        self.settings = settings
-        self.tools = tools
-        self.all_tools = all_tools
-        self.path = path
-        self.conversation = conversation
-        self.turn = turn
+        _set(self, "_plugin", None)
+        _set(self, "_memory", None)
+        _set(self, "function", function)
+        _set(self, "program", program)
+        _set(self, "inputs", inputs)
+        _set(self, "instruction", instruction)
+        _set(self, "sections", sections)
+        _set(self, "lm", lm)
+        _set(self, "settings", settings)
+        _set(self, "tools", tools)
+        _set(self, "all_tools", all_tools)
+        _set(self, "path", path)
+        _set(self, "conversation", conversation)
+        _set(self, "turn", turn)
 
 
 class RequestEvent(Event):

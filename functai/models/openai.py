@@ -358,7 +358,7 @@ def wire_message(message: Mapping[str, Any]) -> dict[str, Any]:
                 {
                     "id": call["id"],
                     "type": "function",
-                    "function": {"name": call["name"], "arguments": json.dumps(call.get("input") or {})},
+                    "function": {"name": call["name"], "arguments": json.dumps(dict(call.get("input") or {}))},
                 }
                 for call in message["tool_calls"]
             ],

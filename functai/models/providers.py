@@ -49,10 +49,17 @@ class OpenAICompatible:
         "lmstudio": "http://localhost:1234/v1",
     }
 
+    def __init__(self) -> None:
+        self._clients: dict[tuple[Any, ...], Client] = {}
+
     @providerimpl(trylast=True)
     def functai_client(self, provider: str, model: str, settings: Mapping[str, Any]) -> Client | None:
         if provider not in self.BASE_URLS:
             return None
+        key = (provider, *sorted(settings.items()))
+        found = self._clients.get(key)
+        if found is not None:  # one client (one connection pool) serves every model of a server
+            return found
         from .openai import OpenAIClient
 
         options: dict[str, Any] = {"name": provider}
@@ -65,7 +72,7 @@ class OpenAICompatible:
             options["timeout"] = float(settings["timeout"])
         if settings.get("http_retries") is not None:
             options["max_retries"] = settings["http_retries"]
-        return OpenAIClient(**options)
+        return self._clients.setdefault(key, OpenAIClient(**options))
 
 
 _lock = threading.Lock()
@@ -105,7 +112,7 @@ def client_for(lm: str, settings: Mapping[str, Any]) -> tuple[Client, str]:
     """The client for model name ``lm`` and the model name to send it."""
     provider, model = split(lm)
     wanted = {name: settings[name] for name in CLIENT_SETTINGS if settings.get(name) is not None}
-    key = (provider, *sorted(wanted.items()))
+    key = (provider, model, *sorted(wanted.items()))
     client = _clients.get(key)
     if client is None:
         client = manager().hook.functai_client(provider=provider, model=model, settings=wanted)
@@ -124,8 +131,12 @@ def client_for(lm: str, settings: Mapping[str, Any]) -> tuple[Client, str]:
 def close_clients() -> None:
     """Close and forget the clients made so far (their connections too)."""
     with _lock:
-        clients = list(_clients.values())
+        clients = {id(c): c for c in _clients.values()}.values()
         _clients.clear()
+        if _manager is not None:
+            for plugin in _manager.get_plugins():
+                if isinstance(plugin, OpenAICompatible):
+                    plugin._clients.clear()
     for client in clients:
         close = getattr(client, "close", None)
         if close is not None:

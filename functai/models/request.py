@@ -12,15 +12,28 @@ plain dicts so a `request` hook can rewrite them with `attrs.evolve`:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
 
 
-def _tuple(items: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
-    if type(items) is tuple:
-        return items  # type: ignore[return-value]
-    return tuple(items)  # type: ignore[arg-type]
+def _frozen(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A read-only view of one message or tool: a request is changed only by replacing it."""
+    if type(item) is MappingProxyType:
+        return item
+    calls = item.get("tool_calls")
+    if calls is not None:
+        item = {**item, "tool_calls": tuple(_frozen(call) for call in calls)}
+    return MappingProxyType(dict(item))
+
+
+def _tuple(items: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return tuple(_frozen(item) for item in items)
+
+
+def _view(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return value if type(value) is MappingProxyType else MappingProxyType(dict(value))
 
 
 def _dict(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -47,14 +60,19 @@ def _tool_calls(items: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
 
 @attrs.frozen
 class Request:
-    """What is sent to a model: the same shape whatever the provider."""
+    """What is sent to a model: the same shape whatever the provider.
+
+    Messages, tools and settings are read-only views: a ``request`` hook
+    changes a request by returning a new one (``attrs.evolve``), which is
+    recorded.
+    """
 
     model: str
-    messages: tuple[dict[str, Any], ...] = attrs.field(converter=_tuple)
+    messages: tuple[Mapping[str, Any], ...] = attrs.field(converter=_tuple)
     #: Tools offered, each ``{"name", "description", "parameters"}`` (a JSON schema).
-    tools: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_tuple)
+    tools: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_tuple)
     #: Model settings: temperature, max_tokens, top_p, seed, stop, …
-    settings: dict[str, Any] = attrs.field(factory=dict, converter=_dict)
+    settings: Mapping[str, Any] = attrs.field(factory=dict, converter=_view)
     #: JSON schema of the answer, or None for plain text.
     output_schema: dict[str, Any] | None = None
 
@@ -77,17 +95,44 @@ class Client(Protocol):
     def complete(self, request: Request) -> Reply: ...
 
 
+def _number(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, not {value!r}")
+
+
+def _whole(minimum: int) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {value!r}")
+        if value < minimum:
+            raise ValueError(f"{name} must be at least {minimum}, not {value}")
+
+    return check
+
+
+def _stop(name: str, value: Any) -> None:
+    if isinstance(value, str):
+        return
+    if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):
+        raise TypeError(f"stop must be a string or a list of strings, not {value!r}")
+
+
+def _word(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(f"{name} must be a non-empty string, not {value!r}")
+
+
 #: Settings that are passed to the model with each request (``Request.settings``)
-#: and that a ``before_call`` change may set.
-MODEL_SETTINGS: frozenset[str] = frozenset(
-    {
-        "temperature",
-        "max_tokens",
-        "top_p",
-        "seed",
-        "stop",
-        "presence_penalty",
-        "frequency_penalty",
-        "reasoning_effort",
-    }
-)
+#: and that a ``before_call`` change may set, with the check each value must pass.
+MODEL_SETTING_CHECKS: dict[str, Callable[[str, Any], None]] = {
+    "temperature": _number,
+    "max_tokens": _whole(1),
+    "top_p": _number,
+    "seed": _whole(-(2**63)),
+    "stop": _stop,
+    "presence_penalty": _number,
+    "frequency_penalty": _number,
+    "reasoning_effort": _word,
+}
+
+MODEL_SETTINGS: frozenset[str] = frozenset(MODEL_SETTING_CHECKS)
