@@ -9,7 +9,7 @@ from .calls.function import AIFunction, Result, ai
 from .calls.layout import Template, baked
 from .calls.records import CallRecord, read_calls
 from .calls.tools import ApprovalError, Tool, tool
-from .errors import FunctAIError, ModelError, OutputError, PluginError
+from .errors import FunctAIError, ModelError, OutputError, PluginError, Waiting
 from .hooks.adapt import load_plugin
 from .hooks.change import Change
 from .hooks.plugin import Plugin
@@ -20,11 +20,41 @@ from .layers import configure, settings
 
 __version__ = "0.1.0"
 
+#: Names imported on first use, so ``import functai`` stays light.
+_LAZY = {
+    "Conversation": "functai.conversations",
+    "Turn": "functai.conversations",
+    "Store": "functai.conversations",
+    "MemoryStore": "functai.conversations",
+    "FolderStore": "functai.conversations",
+    "all_turns": "functai.conversations",
+    "last_turns": "functai.conversations",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'functai' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 __all__ = [
     "AIFunction",
     "ApprovalError",
     "CallRecord",
     "Change",
+    "Conversation",
+    "FolderStore",
+    "MemoryStore",
+    "Store",
+    "Turn",
+    "Waiting",
+    "all_turns",
+    "last_turns",
     "FunctAIError",
     "HOOKS",
     "ModelError",

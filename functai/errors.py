@@ -70,3 +70,21 @@ class ModelError(FunctAIError):
     def __init__(self, message: str, *, code: str = "model-error", status: int | None = None) -> None:
         super().__init__(message, code=code)
         self.status = status
+
+
+class Waiting(FunctAIError):
+    """A conversation turn waits for a person's answer to an approval.
+
+    The turn is saved; answer it (``turn.approve()`` / ``turn.deny()``) and
+    ``turn.resume()`` it — from this process or any other that opens the
+    conversation.
+    """
+
+    code = "turn-waiting"
+
+    def __init__(self, message: str, *, approvals: list[dict[str, Any]], turn: Any = None) -> None:
+        super().__init__(message)
+        #: What waits: each ``{"key", "name", "input", "effects", "path", "plugin", "question"}``.
+        self.approvals = approvals
+        #: The waiting `Turn` (set by the conversation).
+        self.turn = turn

@@ -190,14 +190,25 @@ class settings:
     # One settings object may be entered by several threads or tasks at once,
     # so it keeps no state of its own: each context's blocks are in `_blocks`.
     def __enter__(self) -> "settings":
-        _blocks.set(_blocks.get() + (self.layer,))
+        push_block(self.layer)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        blocks = _blocks.get()
-        if not blocks or blocks[-1] is not self.layer:
-            raise RuntimeError("functai.settings blocks were exited out of order")
-        _blocks.set(blocks[:-1])
+        pop_block(self.layer)
+
+
+def push_block(layer: Layer) -> Layer:
+    """Enter a block layer by hand (conversations use this for the calls inside a turn)."""
+    _blocks.set(_blocks.get() + (layer,))
+    return layer
+
+
+def pop_block(layer: Layer) -> None:
+    """Leave the block `push_block` entered; blocks leave in the reverse order they entered."""
+    blocks = _blocks.get()
+    if not blocks or blocks[-1] is not layer:
+        raise RuntimeError("functai.settings blocks were exited out of order")
+    _blocks.set(blocks[:-1])
 
 
 class Resolved:

@@ -154,6 +154,26 @@ class AIFunction:
         """
         return run_call(self, args, kwargs)
 
+    def conversation(
+        self,
+        id: str,
+        store: Any = None,
+        *,
+        plugins: Sequence[Any] | None = None,
+        context: Any = None,
+        **settings: Any,
+    ) -> Any:
+        """A conversation of this function: ``chat = fn.conversation("alex", store="chats/")``.
+
+        ``store``: None (this process's memory), a folder path, or a `Store`.
+        ``context``: `functai.all_turns()` (default) or `functai.last_turns(n)`.
+        ``plugins`` and other settings form the conversation's layer, the
+        innermost block around its turns.
+        """
+        from ..conversations.conversation import Conversation
+
+        return Conversation(self, id, store=store, plugins=plugins, context=context, **settings)
+
     def __repr__(self) -> str:
         return f"<AI function {self.module}.{self.name} {self.version}>"
 

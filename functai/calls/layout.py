@@ -14,7 +14,7 @@ plugin changed (``spec/plugins.md`` §9): the record would say it was sent.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -99,20 +99,30 @@ def drops_instruction(layout: Template | None, lm: str | None) -> str | None:
 
 
 def messages(
-    layout: Template | None, lm: str | None, instruction: str, inputs: Mapping[str, Any]
+    layout: Template | None,
+    lm: str | None,
+    instruction: str,
+    inputs: Mapping[str, Any],
+    history: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """The messages of a call, before any tool steps or re-asks."""
+    """The messages of a call, before any tool steps or re-asks.
+
+    ``history`` (a conversation's earlier turns, as user/assistant messages)
+    goes before the call's own user message.
+    """
     if isinstance(lm, Baked):
-        return [{"role": "user", "content": inputs_message(inputs)}]
+        return [*history, {"role": "user", "content": inputs_message(inputs)}]
     if layout is None:
         return [
             {"role": "system", "content": instruction},
+            *history,
             {"role": "user", "content": inputs_message(inputs)},
         ]
     slots = {name: render_value(value) for name, value in inputs.items()}
     slots["instruction"] = instruction
-    out = []
+    out: list[dict[str, Any]] = []
     if layout.system is not None:
         out.append({"role": "system", "content": layout.system.format_map(slots)})
+    out.extend(history)
     out.append({"role": "user", "content": layout.user.format_map(slots)})
     return out

@@ -20,11 +20,11 @@ from ..hooks.fold import call_handler, fold, record as change_record, refuse
 from ..hooks.plugin import Plugin
 from ..models import providers
 from ..models.request import Client, Reply, Request
-from ..layers import Resolved, resolve
+from ..layers import Resolved, pop_block, push_block, resolve
 from . import layout as layouts
 from . import records
 from .outputs import describe, read_output
-
+from .scope import TurnScope, current_turn
 from .tools import ToolRunner
 
 if TYPE_CHECKING:
@@ -34,11 +34,13 @@ if TYPE_CHECKING:
 class Frame:
     """The call in progress in this context (for ``parent`` and ``path``)."""
 
-    __slots__ = ("record", "path")
+    __slots__ = ("record", "path", "ordinal")
 
-    def __init__(self, record: records.CallRecord, path: str) -> None:
+    def __init__(self, record: records.CallRecord, path: str, ordinal: int) -> None:
         self.record = record
         self.path = path
+        #: The call's ordinal inside its conversation turn (0 outside one).
+        self.ordinal = ordinal
 
 
 current: ContextVar[Frame | None] = ContextVar("functai_call", default=None)
@@ -59,7 +61,14 @@ def _now() -> str:
 
 def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) -> records.Result:
     inputs = fn.bind(args, kwargs)
-    resolved = resolve(fn.own)
+    scope = current_turn.get()
+    own_turn = scope is not None and not scope.claimed and fn is scope.program
+    if own_turn:
+        # The turn's own call: the conversation's settings beat the function's own.
+        scope.claimed = True  # type: ignore[union-attr]
+        resolved = resolve(fn.own, scope.layer)  # type: ignore[union-attr]
+    else:
+        resolved = resolve(fn.own)
     frame = current.get()
     path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
     record = records.CallRecord(
@@ -72,10 +81,19 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         parent=frame.record.id if frame is not None else None,
         path=path,
     )
+    ordinal = 0
+    block = None
+    if scope is not None:
+        ordinal = scope.begin_call()
+        if own_turn:
+            record.conversation = {"id": scope.conversation, "turn": scope.turn, "parent": scope.parent}
+            record.changes.extend(scope.changes)
+            record.sections = list(scope.sections)
+            block = push_block(scope.layer)  # calls inside the turn see the conversation as a block
     started = time.perf_counter()
-    token = current.set(Frame(record, path))
+    token = current.set(Frame(record, path, ordinal))
     try:
-        value = _ask(fn, inputs, resolved, record, path)
+        value = _ask(fn, inputs, resolved, record, path, scope if own_turn else None, ordinal)
         record.output = value
         return records.Result(value, record)
     except FunctAIError as error:
@@ -91,6 +109,8 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         raise
     finally:
         current.reset(token)
+        if block is not None:
+            pop_block(block)
         record.seconds = round(time.perf_counter() - started, 6)
         _finish(record, resolved)
 
@@ -189,8 +209,18 @@ def _add_usage(record: records.CallRecord, reply: Reply) -> None:
         record.usage[key] = record.usage.get(key, 0) + count
 
 
-def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord, path: str) -> Any:
+def _ask(
+    fn: "AIFunction",
+    inputs: dict[str, Any],
+    resolved: Resolved,
+    record: records.CallRecord,
+    path: str,
+    own_turn: TurnScope | None,
+    ordinal: int,
+) -> Any:
+    """The call itself. ``own_turn`` is the turn when this is a turn's own call."""
     values = resolved.values
+    scope = current_turn.get()
     if resolved.plan.approval is None and values.get("approve") is not None:
         raise FunctAIError(
             f"approve is set for {fn.name}, but no approval plugin is installed, and approval never turns "
@@ -199,7 +229,8 @@ def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: r
             code="approval-missing",
         )
     lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
-    instruction, sections, tools = fn.instruction, (), fn.tool_names
+    instruction, tools = fn.instruction, fn.tool_names
+    sections: tuple[str, ...] = tuple(own_turn.sections) if own_turn is not None else ()
     settings_view = resolved.settings_view
 
     handlers = resolved.plan.handlers["before_call"]
@@ -209,13 +240,17 @@ def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: r
             program=fn,
             inputs=MappingProxyType(inputs),
             instruction=instruction,
-            sections=(),
+            sections=sections,
             lm=lm,
             settings=settings_view,
             tools=tools,
             all_tools=fn.tool_names,
             path=path,
+            conversation=scope.conversation if scope is not None else None,
+            turn=scope.turn if scope is not None else None,
         )
+        if scope is not None:
+            set_field(event, "_memory", scope.memory)
         fold("before_call", handlers, event, record.changes, _apply_before_call)
         instruction, sections, lm, tools, settings_view = (
             event.instruction, event.sections, event.lm, event.tools, event.settings
@@ -234,7 +269,8 @@ def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: r
 
     runner: ToolRunner | None = None
     schemas = fn.tool_schemas(tools)
-    messages = layouts.messages(fn.layout, lm, final, inputs)
+    history = own_turn.history if own_turn is not None else ()
+    messages = layouts.messages(fn.layout, lm, final, inputs, history)
     retries = values["retries"]
     max_steps = values["max_steps"]
     reasks = steps = 0
@@ -248,7 +284,7 @@ def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: r
         )
         request = _request_hook(resolved, request, record, fn, path)
         record.attempts += 1
-        reply = client.complete(request)
+        reply = client.complete(request) if scope is None else scope.complete(client, request)
         _add_usage(record, reply)
         if reply.tool_calls:
             steps += 1
@@ -259,7 +295,7 @@ def _ask(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: r
                     code="max-steps",
                 )
             if runner is None:
-                runner = ToolRunner(fn, tools, record, path, values, resolved.plan)
+                runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal)
             messages = [*messages, *runner.run(reply)]
             continue
         text = reply.text if reply.text is not None else ""

@@ -9,13 +9,14 @@ first block or refusal ends the hook; the approval plugin last) and
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import typing
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..errors import FunctAIError, PluginError
+from ..errors import FunctAIError, PluginError, Waiting
 from ..hooks.events import ToolCallEvent, ToolResultEvent, set_field
 from ..hooks.fold import call_handler, check_change, record as change_record
 from ..hooks.order import Plan
@@ -23,6 +24,7 @@ from ..log import warn
 from ..models.request import Reply, ToolCall
 from .outputs import output_schema, to_jsonable
 from .records import CallRecord
+from .scope import TurnScope
 
 if TYPE_CHECKING:
     from .function import AIFunction
@@ -34,6 +36,10 @@ SECRET_SETTINGS = frozenset({"api_key", "client"})
 
 REFUSED = "The person did not allow this call."
 CHECK_FAILED = "a check failed"
+INTERRUPTED = (
+    "This tool call was interrupted before it finished (the process stopped); "
+    "it may or may not have taken effect."
+)
 
 
 def blocked_text(plugin: str, reason: str) -> str:
@@ -160,8 +166,12 @@ class ToolRunner:
         path: str,
         settings: Mapping[str, Any],
         plan: Plan,
+        scope: TurnScope | None = None,
+        ordinal: int = 0,
     ) -> None:
         self.fn = fn
+        self.scope = scope
+        self.ordinal = ordinal
         self.record = record
         self.path = path
         # Plugins are trusted, but a key has no business in a tool event.
@@ -190,6 +200,31 @@ class ToolRunner:
     def _one(self, call: ToolCall, invocation: int) -> str:
         entry: dict[str, Any] = {"name": call.name, "id": call.id, "input": dict(call.input)}
         self.record.tool_calls.append(entry)
+        scope = self.scope
+        site = f"{self.ordinal}.{invocation}"  # where in the turn: the asking call, then the invocation
+        if scope is not None:
+            recorded = scope.recorded_tool(site)
+            if recorded is not None:
+                return self._reuse(entry, site, recorded)
+        first_change = len(self.record.changes)
+        text = self._run_one(call, invocation, entry, site)
+        if scope is not None:
+            scope.tool_done(site, entry, self.record.changes[first_change:])
+        return text
+
+    def _reuse(self, entry: dict[str, Any], site: str, recorded: Mapping[str, Any]) -> str:
+        """A tool call that ran (or started) before this turn was resumed: never run it twice."""
+        if recorded.get("state") == "done":
+            entry.clear()
+            entry.update(recorded["entry"])
+            self.record.changes.extend(recorded.get("changes", ()))
+            return entry["output"]
+        entry["error"] = "interrupted"
+        entry["output"] = INTERRUPTED
+        self.scope.tool_done(site, entry, ())  # type: ignore[union-attr]
+        return INTERRUPTED
+
+    def _run_one(self, call: ToolCall, invocation: int, entry: dict[str, Any], site: str) -> str:
         found = self.tools.get(call.name)
         if found is None:
             have = ", ".join(self.tools) or "none"
@@ -206,14 +241,18 @@ class ToolRunner:
             id=call.id,
             function=self.fn.name,
             settings=self.settings,
-            ask_person=_ask_person,
+            ask_person=functools.partial(_ask_person, self.scope, site),
         )
+        if self.scope is not None:
+            set_field(event, "_memory", self.scope.memory)
         stopped = self._tool_call_hook(event, entry)
         entry["input"] = dict(event.input)
         if stopped is not None:
             entry["output"] = stopped
             return stopped
 
+        if self.scope is not None and found.effects != "reads":
+            self.scope.tool_started(site, entry)
         try:
             value = found.invoke(dict(event.input))
         except (ApprovalError, KeyboardInterrupt):
@@ -276,6 +315,8 @@ class ToolRunner:
             invocation=invocation,
             function=self.fn.name,
         )
+        if self.scope is not None:
+            set_field(result, "_memory", self.scope.memory)
         for plugin, handler in handlers:
             change = check_change(plugin, "tool_result", call_handler(plugin, "tool_result", handler, result))
             if change is not None:
@@ -285,15 +326,15 @@ class ToolRunner:
 
 
 
-def _ask_person(event: ToolCallEvent, reason: str | None, decide: Callable[[Any], Any] | None) -> bool:
-    """``tool.ask``: ``decide`` answers at once; otherwise nobody can be asked here."""
+def _ask_person(
+    scope: TurnScope | None, site: str, event: ToolCallEvent, reason: str | None, decide: Callable[[Any], Any] | None
+) -> bool:
+    """``tool.ask``: ``decide`` answers at once; in a turn, a recorded answer
+    does, or the turn waits; in a plain call nobody can be asked."""
     if decide is not None:
-        answer = decide(event)
-        if answer is True:
-            return True
-        event._refusal = answer if isinstance(answer, str) and answer else ""
-        return False
+        return _decided(event, decide(event))
     approval = {
+        "key": f"{site}.{event._plugin}",
         "name": event.name,
         "input": to_jsonable(dict(event.input)),
         "effects": event.effects,
@@ -301,9 +342,26 @@ def _ask_person(event: ToolCallEvent, reason: str | None, decide: Callable[[Any]
         "plugin": event._plugin,
         "question": reason,
     }
+    if scope is not None:
+        answered = scope.answer(approval["key"])
+        if answered is not None:
+            allowed, why = answered
+            return _decided(event, True if allowed else (why or False))
+        raise Waiting(
+            f"the tool call {event.path} waits for a person's approval (asked by plugin {event._plugin!r})",
+            approvals=[approval],
+        )
+    del approval["key"]
     raise ApprovalError(
         f"the tool call {event.path} needs a person's approval (asked by plugin {event._plugin!r}"
         f"{': ' + reason if reason else ''}), and nobody can be asked in a plain call; answer with "
         "approve=<function>, or make the call inside a conversation turn so it can wait",
         approval=approval,
     )
+
+
+def _decided(event: ToolCallEvent, answer: Any) -> bool:
+    if answer is True:
+        return True
+    event._refusal = answer if isinstance(answer, str) and answer else ""
+    return False

@@ -1,0 +1,54 @@
+"""The seam between a call and the conversation turn it runs in.
+
+A conversation sets `current_turn` while one of its turns runs. The call
+pipeline asks it for what the turn shows (earlier turns, context sections),
+for replies and tool results already recorded (so a resumed turn never pays
+or runs twice), and for answers to approvals. Calls outside a turn see None.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any, Mapping, Protocol, Sequence
+
+from ..models.request import Client, Reply, Request
+
+
+class TurnScope(Protocol):
+    """What a running turn offers the calls inside it."""
+
+    program: Any
+    layer: Any
+    conversation: str
+    turn: str
+    parent: str | None
+    #: Set by the pipeline when the turn's own call starts (the first call of `program`).
+    claimed: bool
+    #: The turn's turn_start and context changes, first in its call's record.
+    changes: Sequence[Mapping[str, Any]]
+    #: The context sections the turn is shown.
+    sections: Sequence[str]
+    #: The earlier turns as prior user/assistant messages.
+    history: Sequence[Mapping[str, Any]]
+    memory: Any
+
+    def begin_call(self) -> int:
+        """The ordinal of a call inside the turn (1, 2, …; stable when resumed)."""
+
+    def complete(self, client: Client, request: Request) -> Reply:
+        """Answer from a recorded reply when there is one, else ask and record."""
+
+    def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
+        """The recorded run of the tool call at ``site``, if it ran (or started) before."""
+
+    def tool_started(self, site: str, entry: Mapping[str, Any]) -> None:
+        """Record that a tool that changes things is about to run."""
+
+    def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
+        """Record a tool call's outcome (what the model was shown, and the changes made)."""
+
+    def answer(self, key: str) -> tuple[bool, str | None] | None:
+        """A person's recorded answer to the approval ``key``: (allowed, reason)."""
+
+
+current_turn: ContextVar[TurnScope | None] = ContextVar("functai_turn", default=None)

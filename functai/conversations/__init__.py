@@ -1,0 +1,16 @@
+"""Conversations: turns of an AI function in a tree, kept in a store."""
+
+from .conversation import Conversation, Turn, all_turns, last_turns
+from .store import FolderStore, MemoryStore, Store, StoreConflict, open_store
+
+__all__ = [
+    "Conversation",
+    "FolderStore",
+    "MemoryStore",
+    "Store",
+    "StoreConflict",
+    "Turn",
+    "all_turns",
+    "last_turns",
+    "open_store",
+]

@@ -1,0 +1,559 @@
+"""Conversations: turns of one AI function, in a tree, kept in a store.
+
+``chat = fn.conversation("alex", store="tutoring/")`` is a *view*: it sends
+turns (``chat(...)``) and continues its own branch. Each turn runs:
+
+    turn_start (inputs) → pick earlier turns → context (keep/without/sections)
+    → record the turn → the call (shown those turns) → turn_end → record its end
+
+A turn whose tool call needs a person's answer **waits**: it is saved, the
+caller gets `functai.Waiting`, and any process that opens the conversation can
+answer and resume it; replies and tool results already recorded are reused.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from ..calls import layout as layouts
+from ..calls.outputs import to_jsonable
+from ..calls.scope import current_turn
+from ..errors import FunctAIError, PluginError, Waiting
+from ..hooks.change import Change
+from ..hooks.events import ContextEvent, TurnEndEvent, TurnStartEvent, set_field
+from ..hooks.fold import fold, refuse
+from ..hooks.plugin import Plugin
+from ..layers import Layer, resolve
+from ..log import warn
+from ..models.request import Client, Reply, Request, ToolCall
+from .history import DONE, FAILED, FORMAT, RUNNING, STOPPED, WAITING, History, TurnData
+from .store import Store, StoreConflict, open_store
+
+if TYPE_CHECKING:
+    from ..calls.function import AIFunction
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
+
+
+def check_id(conversation: object) -> str:
+    if not isinstance(conversation, str) or not _ID.match(conversation):
+        raise FunctAIError(
+            f"invalid conversation id {conversation!r}: use 1-200 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit",
+            code="conversation-id",
+        )
+    return conversation
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}+00:00"
+
+
+def _new_id() -> str:
+    return os.urandom(6).hex()
+
+
+# -- what earlier turns a turn is shown ---------------------------------------------
+
+
+class all_turns:
+    """Show a turn every done turn of its branch."""
+
+    limit: int | None = None
+
+    def __repr__(self) -> str:
+        return "all_turns()"
+
+
+class last_turns(all_turns):
+    """Show a turn the last ``n`` done turns of its branch."""
+
+    def __init__(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"last_turns(n) needs a whole number n >= 0, not {n!r}")
+        self.limit = n
+
+    def __repr__(self) -> str:
+        return f"last_turns({self.limit})"
+
+
+class ShownTurn:
+    """An earlier turn as a ``context`` handler sees it."""
+
+    __slots__ = ("id", "inputs", "outputs", "without")
+
+    def __init__(self, turn: TurnData, without: Sequence[str]) -> None:
+        self.id = turn.id
+        self.inputs = MappingProxyType(turn.inputs)
+        self.outputs = MappingProxyType(turn.outputs)
+        self.without = tuple(without)
+
+    def __repr__(self) -> str:
+        return f"ShownTurn({self.id!r}, without={list(self.without)})"
+
+
+def outputs_of(value: Any) -> dict[str, Any]:
+    """A turn's outputs by name: a record's fields, or ``{"output": value}``."""
+    data = to_jsonable(value)
+    if isinstance(data, dict) and not isinstance(value, dict):
+        return data
+    return {"output": data}
+
+
+def history_messages(history: History, shown: Sequence[str], without: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
+    """Earlier turns as prior user/assistant messages; fields left out are absent."""
+    messages: list[dict[str, Any]] = []
+    for turn_id in shown:
+        turn = history.turns[turn_id]
+        left_out = set(without.get(turn_id, ()))
+        inputs = {k: v for k, v in turn.inputs.items() if k not in left_out}
+        outputs = {k: v for k, v in turn.outputs.items() if k not in left_out}
+        if inputs:
+            messages.append({"role": "user", "content": layouts.inputs_message(inputs)})
+        if outputs:
+            text = layouts.render_value(outputs["output"]) if set(outputs) == {"output"} else layouts.render_value(outputs)
+            messages.append({"role": "assistant", "content": text})
+    return messages
+
+
+# -- turns ------------------------------------------------------------------------------
+
+
+class Turn:
+    """One turn of a conversation: a call of its function."""
+
+    def __init__(self, chat: "Conversation", data: TurnData) -> None:
+        self._chat = chat
+        self._data = data
+
+    id = property(lambda self: self._data.id)
+    parent = property(lambda self: self._data.parent)
+    state = property(lambda self: self._data.state, doc="done, failed, stopped, waiting or running")
+    inputs = property(lambda self: MappingProxyType(self._data.inputs))
+    outputs = property(lambda self: MappingProxyType(self._data.outputs))
+    approvals = property(lambda self: list(self._data.approvals), doc="what a waiting turn waits for")
+
+    def approve(self, approval: Mapping[str, Any] | str | None = None, *, by: str | None = None) -> "Turn":
+        """Allow a waiting approval (all of them when none is named)."""
+        self._chat._answer(self.id, approval, allow=True, reason=None, by=by)
+        return self
+
+    def deny(
+        self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None, by: str | None = None
+    ) -> "Turn":
+        """Refuse a waiting approval (all of them when none is named)."""
+        self._chat._answer(self.id, approval, allow=False, reason=reason, by=by)
+        return self
+
+    def resume(self) -> Any:
+        """Go on with a waiting turn whose approvals are answered; returns the answer."""
+        return self._chat._resume(self.id)
+
+    def __repr__(self) -> str:
+        return f"Turn({self.id!r}, {self.state}, parent={self.parent!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Turn) and other.id == self.id and other._chat.id == self._chat.id
+
+    def __hash__(self) -> int:
+        return hash((self._chat.id, self.id))
+
+
+class _Memory:
+    """Entries for the events of one turn (kept at that turn, read on its branch)."""
+
+    def __init__(self, chat: "Conversation", turn_id: str) -> None:
+        self.chat = chat
+        self.turn_id = turn_id
+
+    def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
+        return self.chat._history.entries_on(self.chat._history.branch(self.turn_id), plugin, kind)
+
+    def remember(self, plugin: str, kind: str, data: Any) -> None:
+        self.chat._append_entry(plugin, kind, data, self.turn_id)
+
+
+class _TurnScope:
+    """A running turn, as the calls inside it see it (see `functai.calls.scope`)."""
+
+    def __init__(self, chat: "Conversation", data: TurnData) -> None:
+        self.chat = chat
+        self.program = chat.program
+        self.layer = chat.layer
+        self.conversation = chat.id
+        self.turn = data.id
+        self.parent = data.parent
+        self.claimed = False
+        self.changes = list(data.changes)
+        self.sections = list(data.sections)
+        self.history = history_messages(chat._history, data.shown, data.without)
+        self.memory = _Memory(chat, data.id)
+        self.data = data
+        self.calls = 0
+        self.requests = 0
+
+    def begin_call(self) -> int:
+        self.calls += 1
+        return self.calls
+
+    def complete(self, client: Client, request: Request) -> Reply:
+        self.requests += 1
+        if self.requests <= len(self.data.replies):  # paid for before the turn waited
+            saved = self.data.replies[self.requests - 1]
+            return Reply(
+                text=saved.get("text"),
+                tool_calls=tuple(ToolCall(c["id"], c["name"], c.get("input") or {}) for c in saved.get("tool_calls", ())),
+                usage=saved.get("usage") or {},
+                finish_reason=saved.get("finish_reason"),
+            )
+        reply = client.complete(request)
+        saved = {
+            "text": reply.text,
+            "tool_calls": [{"id": c.id, "name": c.name, "input": to_jsonable(dict(c.input))} for c in reply.tool_calls],
+            "usage": dict(reply.usage),
+            "finish_reason": reply.finish_reason,
+        }
+        self.chat._append({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
+        self.data.replies.append(saved)
+        return reply
+
+    def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
+        return self.data.tools.get(site)
+
+    def tool_started(self, site: str, entry: Mapping[str, Any]) -> None:
+        self.chat._append(
+            {"kind": "tool", "turn": self.turn, "site": site, "state": "started", "entry": to_jsonable(dict(entry))},
+            sync=True,  # a crash while it runs must be visible
+        )
+
+    def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
+        record = {"kind": "tool", "turn": self.turn, "site": site, "state": "done",
+                  "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes))}
+        self.chat._append(record)
+        self.data.tools[site] = record
+
+    def answer(self, key: str) -> tuple[bool, str | None] | None:
+        return self.data.answers.get(key)
+
+
+# -- the view ---------------------------------------------------------------------------
+
+
+class Conversation:
+    """A view of one conversation: sends turns and continues its branch."""
+
+    def __init__(
+        self,
+        program: "AIFunction",
+        id: str,
+        *,
+        store: None | str | os.PathLike[str] | Store = None,
+        context: all_turns | None = None,
+        plugins: Sequence[Any] | None = None,
+        follow: bool = True,
+        tip: str | None = None,
+        layer: Layer | None = None,
+        **settings: Any,
+    ) -> None:
+        self.program = program
+        self.id = check_id(id)
+        self.store: Store = open_store(store)
+        if context is not None and not isinstance(context, all_turns):
+            raise TypeError("context must be functai.all_turns() or functai.last_turns(n)")
+        self.context = context or all_turns()
+        if layer is None:
+            options = dict(settings)
+            if plugins is not None:
+                options["plugins"] = plugins
+            layer = Layer.make(f"conversation {id!r}", **options)
+        self.layer = layer
+        self._follow = follow
+        self._history = History()
+        self._refresh()
+        self._tip = tip if tip is not None else (self._history.newest_done_below(None) if follow else None)
+
+    # -- reading -----------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        self._history.apply_all(self.store.read(self.id, self._history.count))
+
+    def _turn(self, turn_id: str) -> Turn:
+        return Turn(self, self._history.turns[turn_id])
+
+    @property
+    def head(self) -> Turn | None:
+        """The newest turn of this view's branch."""
+        self._refresh()
+        return None if self._tip is None else self._turn(self._tip)
+
+    @property
+    def turns(self) -> list[Turn]:
+        """The turns of this view's branch, oldest first."""
+        self._refresh()
+        return [self._turn(t) for t in self._history.branch(self._tip)]
+
+    def turn(self, turn_id: str) -> Turn:
+        """Any turn of the conversation by id."""
+        self._refresh()
+        if turn_id not in self._history.turns:
+            raise FunctAIError(f"conversation {self.id!r} has no turn {turn_id!r}", code="conversation-turn")
+        return self._turn(turn_id)
+
+    def all_turns(self) -> list[Turn]:
+        """Every turn of the conversation, in the order they were sent."""
+        self._refresh()
+        return [self._turn(t) for t in self._history.order]
+
+    def continue_from(self, turn: Turn | str) -> "Conversation":
+        """A view whose next turn continues exactly from ``turn`` (a branch)."""
+        turn_id = turn.id if isinstance(turn, Turn) else turn
+        self._refresh()
+        data = self._history.turns.get(turn_id)
+        if data is None or data.state != DONE:
+            state = "missing" if data is None else data.state
+            raise FunctAIError(
+                f"turn {turn_id!r} is {state}; only a done turn can be continued from", code="conversation-parent"
+            )
+        view = Conversation.__new__(Conversation)
+        view.program, view.id, view.store, view.context, view.layer = (
+            self.program, self.id, self.store, self.context, self.layer,
+        )
+        view._follow = False
+        view._history = self._history
+        view._tip = turn_id
+        return view
+
+    # -- entries ------------------------------------------------------------------
+
+    def remember(self, plugin: str, kind: str, data: Any, turn: Turn | str | None = None) -> None:
+        """Keep an entry for ``plugin`` at ``turn`` (or for every branch with no turn)."""
+        turn_id = turn.id if isinstance(turn, Turn) else turn
+        self._append_entry(plugin, kind, data, turn_id)
+
+    def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
+        """``plugin``'s entries of ``kind`` on this view's branch, oldest first."""
+        self._refresh()
+        return self._history.entries_on(self._history.branch(self._tip), plugin, kind)
+
+    def _append_entry(self, plugin: str, kind: str, data: Any, turn_id: str | None) -> None:
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("an entry's kind must be a non-empty string")
+        self._append({"kind": "entry", "plugin": plugin, "entry": kind, "turn": turn_id,
+                      "data": to_jsonable(data), "at": _now()})
+
+    # -- writing ------------------------------------------------------------------
+
+    def _append(self, record: dict[str, Any], *, sync: bool = False) -> None:
+        record = {"functai_conversation": FORMAT, **record}
+        self.store.append(self.id, [record], sync=sync)
+        self._refresh()
+
+    def _header(self) -> dict[str, Any]:
+        return {"functai_conversation": FORMAT, "kind": "conversation", "id": self.id,
+                "function": f"{self.program.module}:{self.program.fn.__qualname__}",
+                "version": self.program.version, "at": _now()}
+
+    # -- sending a turn --------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Send one turn; returns its answer."""
+        inputs = self.program.bind(args, kwargs)
+        while True:
+            self._refresh()
+            if self._tip is not None and self._history.turns[self._tip].state == WAITING:
+                raise FunctAIError(
+                    f"conversation {self.id!r} waits for an answer on turn {self._tip!r}; answer it "
+                    "(turn.approve() or turn.deny(), then turn.resume()) before sending another",
+                    code="conversation-busy",
+                )
+            parent = self._parent()
+            record, live_inputs = self._prepare(inputs, parent)
+            expect = self._history.count
+            records = [record] if expect else [self._header(), record]
+            try:
+                self.store.append(self.id, records, expect=expect)
+            except StoreConflict:
+                continue  # someone else wrote: read what they wrote and decide the parent again
+            break
+        self._refresh()
+        self._tip = record["turn"]
+        return self._run(self._history.turns[record["turn"]], live_inputs)
+
+    def _parent(self) -> str | None:
+        """The turn a new turn continues: this view's newest done turn (following the branch forward)."""
+        history = self._history
+        tip = self._tip
+        while tip is not None and history.turns[tip].state != DONE:  # failed and stopped turns are never parents
+            tip = history.turns[tip].parent
+        if self._follow:
+            tip = history.newest_done_below(tip)
+        return tip
+
+    def _prepare(self, inputs: dict[str, Any], parent: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Run turn_start and context; the turn's record, and its inputs as Python values."""
+        plan = resolve(self.program.own, self.layer).plan
+        changes: list[dict[str, Any]] = []
+        program = self.program
+
+        handlers = plan.handlers["turn_start"]
+        if handlers:
+            event = TurnStartEvent(inputs=MappingProxyType(inputs), conversation=self.id, parent=parent, program=program)
+
+            def apply_inputs(plugin: Plugin, change: Change, ev: TurnStartEvent) -> None:
+                for name in change.inputs or {}:
+                    if name not in program.input_names:
+                        raise refuse(plugin, "turn_start", "inputs",
+                                     f"{name!r} is not an input of {program.name} ({', '.join(program.input_names)})")
+                set_field(ev, "inputs", MappingProxyType({**ev.inputs, **(change.inputs or {})}))
+
+            fold("turn_start", handlers, event, changes, apply_inputs)
+            inputs = dict(event.inputs)
+
+        branch = self._history.done_ancestors(parent)
+        picked = branch if self.context.limit is None else branch[len(branch) - self.context.limit :] if self.context.limit else []
+        shown, without, sections = list(picked), {}, []
+        context: dict[str, Any] | None = None
+        handlers = plan.handlers["context"]
+        if handlers:
+            shown, without, sections = self._context_hooks(handlers, branch, picked, parent, changes)
+            context = {"turns": shown, "without": without, "sections": sections}
+        record: dict[str, Any] = {
+            "functai_conversation": FORMAT, "kind": "turn", "turn": _new_id(), "parent": parent,
+            "inputs": to_jsonable(inputs), "changes": changes, "shown": shown, "without": without,
+            "sections": sections, "at": _now(),
+        }
+        if context is not None:
+            record["context"] = context
+        return record, inputs
+
+    def _context_hooks(
+        self, handlers: Sequence[Any], branch: list[str], picked: list[str], parent: str | None,
+        changes: list[dict[str, Any]],
+    ) -> tuple[list[str], dict[str, list[str]], list[str]]:
+        history = self._history
+        on_branch = set(branch)
+        state: dict[str, Any] = {"keep": list(picked), "without": {}}
+
+        def turns() -> tuple[ShownTurn, ...]:
+            return tuple(ShownTurn(history.turns[t], state["without"].get(t, ())) for t in state["keep"])
+
+        event = ContextEvent(turns=turns(), sections=(), conversation=self.id, parent=parent, program=self.program)
+
+        def apply(plugin: Plugin, change: Change, ev: ContextEvent) -> None:
+            if change.keep is not None:
+                for turn_id in change.keep:
+                    if turn_id not in on_branch:
+                        raise refuse(plugin, "context", "keep", f"{turn_id!r} is not a done turn of this branch")
+                state["keep"] = [t for t in branch if t in set(change.keep)]
+                state["without"] = {t: names for t, names in state["without"].items() if t in state["keep"]}
+            if change.without is not None:
+                targets = change.without if isinstance(change.without, dict) else {t: change.without for t in state["keep"]}
+                for turn_id, names in targets.items():
+                    if turn_id not in state["keep"]:
+                        raise refuse(plugin, "context", "without", f"{turn_id!r} is not a turn shown to this one")
+                    state["without"][turn_id] = sorted(set(state["without"].get(turn_id, ())) | set(names))
+            if change.sections is not None:
+                set_field(ev, "sections", ev.sections + change.sections)
+            set_field(ev, "turns", turns())
+
+        fold("context", handlers, event, changes, apply)
+        return list(state["keep"]), {t: list(n) for t, n in state["without"].items() if n}, list(event.sections)
+
+    # -- running a turn ------------------------------------------------------------------
+
+    def _run(self, data: TurnData, inputs: Mapping[str, Any] | None = None) -> Any:
+        """Run a turn's call: a new turn with its inputs, a resumed one with those recorded."""
+        scope = _TurnScope(self, data)
+        token = current_turn.set(scope)
+        try:
+            value = self.program(**(inputs if inputs is not None else data.inputs))
+        except Waiting as waiting:
+            self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, "at": _now()}, sync=True)
+            waiting.turn = self._turn(data.id)
+            raise
+        except Exception as error:
+            self._end(data, FAILED, {}, error)
+            raise
+        except BaseException as error:
+            self._end(data, STOPPED, {}, error)
+            raise
+        finally:
+            current_turn.reset(token)
+        self._end(data, DONE, outputs_of(value), None)
+        return value
+
+    def _end(self, data: TurnData, state: str, outputs: dict[str, Any], error: BaseException | None) -> None:
+        """Run turn_end (it only hears), then record the end, fsync'ed before it is reported."""
+        plan = resolve(self.program.own, self.layer).plan
+        handlers = plan.handlers["turn_end"]
+        if handlers:
+            history = self._history
+
+            def branch_turns() -> list[Turn]:
+                done = history.done_ancestors(data.parent)
+                if state == DONE:
+                    done.append(data.id)
+                return [self._turn(t) for t in done]
+
+            event = TurnEndEvent(turn=data.id, state=state, inputs=MappingProxyType(data.inputs),
+                                 outputs=MappingProxyType(outputs), conversation=self.id, parent=data.parent,
+                                 branch_turns=branch_turns)
+            set_field(event, "_memory", _Memory(self, data.id))
+            for plugin, handler in handlers:
+                set_field(event, "_plugin", plugin.name)
+                try:
+                    handler(event)
+                except Exception as failure:  # turn_end hears: a failure is reported, the turn stays as it is
+                    warn("hook failed", plugin=plugin.name, version=plugin.version, hook="turn_end",
+                         conversation=self.id, turn=data.id, error=f"{type(failure).__name__}: {failure}")
+        record: dict[str, Any] = {"kind": "end", "turn": data.id, "state": state, "outputs": outputs, "at": _now()}
+        if error is not None:
+            record["error"] = {"code": getattr(error, "code", type(error).__name__), "message": str(error)}
+        self._append(record, sync=True)
+
+    # -- waiting turns ---------------------------------------------------------------------
+
+    def _answer(self, turn_id: str, approval: Mapping[str, Any] | str | None, *, allow: bool,
+                reason: str | None, by: str | None) -> None:
+        self._refresh()
+        data = self._history.turns.get(turn_id)
+        if data is None or data.state != WAITING:
+            raise FunctAIError(f"turn {turn_id!r} is not waiting", code="turn-not-waiting")
+        keys = [a["key"] for a in data.approvals]
+        if approval is not None:
+            key = approval if isinstance(approval, str) else approval.get("key")
+            if key not in keys:
+                raise FunctAIError(f"turn {turn_id!r} does not wait for {key!r}; it waits for {keys}",
+                                   code="turn-not-waiting")
+            keys = [key]
+        for key in keys:
+            self._append({"kind": "answer", "turn": turn_id, "key": key, "allow": allow, "reason": reason,
+                          "by": by, "at": _now()}, sync=True)
+
+    def _resume(self, turn_id: str) -> Any:
+        while True:
+            self._refresh()
+            data = self._history.turns.get(turn_id)
+            if data is None or data.state != WAITING:
+                raise FunctAIError(f"turn {turn_id!r} is not waiting", code="turn-not-waiting")
+            unanswered = [a["key"] for a in data.approvals if a["key"] not in data.answers]
+            if unanswered:
+                raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
+                                   code="turn-waiting")
+            expect = self._history.count
+            try:  # claim the turn, so two processes never resume it both
+                self.store.append(self.id, [{"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id,
+                                             "at": _now()}], expect=expect)
+            except StoreConflict:
+                continue
+            break
+        self._refresh()
+        self._tip = turn_id
+        return self._run(self._history.turns[turn_id])
+
+    def __repr__(self) -> str:
+        return f"<conversation {self.id!r} of {self.program.name}, head={self._tip!r}>"

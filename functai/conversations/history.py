@@ -1,0 +1,154 @@
+"""A conversation's state, rebuilt from its records.
+
+Records are appended, never rewritten, so the state is a fold over them:
+turns (a tree by ``parent``), their states, the replies and tool runs a
+waiting turn already paid for, approvals and answers, and entries. Kinds and
+keys this version does not know are skipped, so newer writers do not break
+older readers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+#: The record format version every record carries.
+FORMAT = 1
+
+DONE, FAILED, STOPPED, WAITING, RUNNING = "done", "failed", "stopped", "waiting", "running"
+
+
+class TurnData:
+    """What the records say of one turn."""
+
+    __slots__ = (
+        "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown",
+        "without", "sections", "approvals", "answers", "replies", "tools", "error", "at", "resumes",
+    )
+
+    def __init__(self, record: Mapping[str, Any], order: int) -> None:
+        self.id: str = record["turn"]
+        self.parent: str | None = record.get("parent")
+        self.inputs: dict[str, Any] = dict(record.get("inputs") or {})
+        self.outputs: dict[str, Any] = {}
+        self.state: str = RUNNING
+        self.order = order
+        self.changes: list[dict[str, Any]] = list(record.get("changes") or [])
+        self.context: dict[str, Any] | None = record.get("context")
+        #: Ids of the earlier turns shown, oldest first (after the rule and the context hooks).
+        self.shown: list[str] = list(record.get("shown") or [])
+        self.without: dict[str, list[str]] = dict(record.get("without") or {})
+        self.sections: list[str] = list(record.get("sections") or [])
+        self.approvals: list[dict[str, Any]] = []
+        self.answers: dict[str, tuple[bool, str | None]] = {}
+        self.replies: list[dict[str, Any]] = []
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.error: dict[str, Any] | None = None
+        self.at: str | None = record.get("at")
+        self.resumes = 0
+
+
+class History:
+    """The fold of a conversation's records; `apply` takes each new one."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.header: dict[str, Any] | None = None
+        self.turns: dict[str, TurnData] = {}
+        self.order: list[str] = []
+        self.children: dict[str | None, list[str]] = {}
+        self.entries: list[dict[str, Any]] = []
+
+    def apply_all(self, records: Iterable[Mapping[str, Any]]) -> None:
+        for record in records:
+            self.apply(record)
+
+    def apply(self, record: Mapping[str, Any]) -> None:
+        self.count += 1
+        if record.get("functai_conversation") != FORMAT:
+            return  # a format this version does not read
+        kind = record.get("kind")
+        if kind == "conversation":
+            self.header = dict(record)
+            return
+        if kind == "entry":
+            self.entries.append(
+                {"plugin": record.get("plugin"), "kind": record.get("entry"), "turn": record.get("turn"),
+                 "data": record.get("data"), "at": record.get("at")}
+            )
+            return
+        if kind == "turn":
+            turn = TurnData(record, len(self.order))
+            self.turns[turn.id] = turn
+            self.order.append(turn.id)
+            self.children.setdefault(turn.parent, []).append(turn.id)
+            return
+        turn = self.turns.get(record.get("turn", ""))
+        if turn is None:
+            return
+        if kind == "reply":
+            turn.replies.append(dict(record.get("reply") or {}))
+        elif kind == "tool":
+            turn.tools[record["site"]] = dict(record)
+        elif kind == "wait":
+            turn.state = WAITING
+            turn.approvals = [dict(a) for a in record.get("approvals") or []]
+        elif kind == "answer":
+            turn.answers[record["key"]] = (bool(record.get("allow")), record.get("reason"))
+        elif kind == "resume":
+            turn.state = RUNNING
+            turn.resumes += 1
+        elif kind == "end":
+            turn.state = record.get("state", FAILED)
+            turn.outputs = dict(record.get("outputs") or {})
+            turn.error = record.get("error")
+
+    # -- branches -------------------------------------------------------------
+
+    def branch(self, turn_id: str | None) -> list[str]:
+        """The path from the root to ``turn_id``, oldest first (empty for None)."""
+        path: list[str] = []
+        while turn_id is not None:
+            path.append(turn_id)
+            turn_id = self.turns[turn_id].parent
+        path.reverse()
+        return path
+
+    def done_ancestors(self, turn_id: str | None, limit: int | None = None) -> list[str]:
+        """Up to ``limit`` done turns ending at ``turn_id``, oldest first.
+
+        Walks parents only, so it costs in proportion to what it returns,
+        not to the whole conversation.
+        """
+        found: list[str] = []
+        while turn_id is not None and (limit is None or len(found) < limit):
+            turn = self.turns[turn_id]
+            if turn.state == DONE:
+                found.append(turn_id)
+            turn_id = turn.parent
+        found.reverse()
+        return found
+
+    def newest_done_below(self, turn_id: str | None) -> str | None:
+        """The newest done turn at or below ``turn_id`` (anywhere, for None)."""
+        floor = -1 if turn_id is None else self.turns[turn_id].order
+        for candidate in reversed(self.order[floor + 1 :]):
+            turn = self.turns[candidate]
+            if turn.state != DONE:
+                continue
+            walk: str | None = candidate
+            while walk is not None and walk != turn_id and self.turns[walk].order > floor:
+                walk = self.turns[walk].parent
+            if walk == turn_id:
+                return candidate
+        if turn_id is not None and self.turns[turn_id].state == DONE:
+            return turn_id
+        return None
+
+    def entries_on(self, branch: Iterable[str], plugin: str, kind: str) -> list[dict[str, Any]]:
+        """A plugin's entries of ``kind`` that belong to the branch, oldest first."""
+        on = set(branch)
+        return [
+            {"turn": e["turn"], "data": e["data"], "at": e["at"]}
+            for e in self.entries
+            if e["plugin"] == plugin and e["kind"] == kind and (e["turn"] is None or e["turn"] in on)
+        ]

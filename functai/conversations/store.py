@@ -1,0 +1,520 @@
+"""Where conversations are kept: one append-only log of JSON records each.
+
+The conversation logic decides what records mean; a store only keeps them
+safely and in order. Every store follows the `Store` protocol, so another
+backend (a database, say) can be plugged in with `open_store`.
+
+`FolderStore` keeps one JSON-lines file per conversation, ``<id>.jsonl``:
+
+* each append is one ``os.write`` of whole lines under an exclusive
+  ``flock``, so concurrent writers (threads or processes) never interleave;
+* ``expect=`` makes an append a compare-and-set on the record count, so two
+  processes sending to one conversation never lose a record;
+* a line that is not a complete JSON object (a crash mid-write, garbage) is
+  skipped by readers and never counted, and the next append terminates it
+  rather than gluing a record onto it;
+* a per-conversation index (bytes parsed so far, the valid lines) makes an
+  append or a read cost what is new, not the whole file.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import re
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import FunctAIError
+
+__all__ = [
+    "FolderStore",
+    "MemoryStore",
+    "Store",
+    "StoreConflict",
+    "check_conversation_id",
+    "open_store",
+]
+
+#: What a conversation id may look like; it becomes a file name.
+CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+SUFFIX = ".jsonl"
+
+#: Written after a torn last line before appending. A NUL is never valid
+#: JSON (not outside a string, not raw inside one), so whatever the torn
+#: bytes were (even a whole object missing only its newline) the terminated
+#: line stays invalid: it is never counted, before or after the repair.
+_TORN_END = b"\x00\n"
+
+_CHUNK = 1 << 20
+
+
+class StoreConflict(FunctAIError):
+    """An ``append(..., expect=n)`` found a count other than ``n``; nothing was appended.
+
+    ``count`` is the store's current record count: read from there and retry.
+    """
+
+    code = "store-conflict"
+
+    def __init__(self, message: str | None = None, *, count: int, conversation: str | None = None) -> None:
+        if message is None:
+            where = f" in conversation {conversation!r}" if conversation is not None else ""
+            message = f"the store holds {count} records{where}, not the expected number; read again and retry"
+        super().__init__(message)
+        self.count = count
+        self.conversation = conversation
+
+
+@runtime_checkable
+class Store(Protocol):
+    """An append-only log of JSON-object records per conversation id.
+
+    Write your own store by implementing these five methods with the same
+    guarantees: records come back in append order as fresh dicts (changing
+    them changes nothing stored), an append is all-or-none, and ``expect``
+    is checked and the records appended as one atomic step.
+    """
+
+    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+        """The records from index ``start`` (0-based, append order); ``[]`` for an unknown conversation."""
+        ...
+
+    def count(self, conversation: str) -> int:
+        """How many records the conversation holds (0 when unknown)."""
+        ...
+
+    def append(
+        self,
+        conversation: str,
+        records: Sequence[dict[str, Any]],
+        *,
+        expect: int | None = None,
+        sync: bool = False,
+    ) -> int:
+        """Append ``records`` atomically and return the new count.
+
+        With ``expect`` not None and the current count different, append
+        nothing and raise `StoreConflict` carrying the current count.
+        ``sync=True`` makes the records durable (fsync) before returning.
+        """
+        ...
+
+    def sync(self, conversation: str) -> None:
+        """Make what was appended so far durable (a no-op where nothing is on disk)."""
+        ...
+
+    def conversations(self) -> list[str]:
+        """The ids of the conversations held, sorted."""
+        ...
+
+
+def check_conversation_id(conversation: object) -> str:
+    """Refuse an id that could name anything but one file in the store's folder."""
+    if not isinstance(conversation, str) or CONVERSATION_ID.fullmatch(conversation) is None:
+        raise FunctAIError(
+            f"conversation id {conversation!r} is not allowed: use 1 to 200 letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit",
+            code="conversation-id",
+        )
+    return conversation
+
+
+def _line(record: object) -> str:
+    """One record as one JSON line (without the newline), as every store writes it."""
+    if not isinstance(record, dict):
+        raise TypeError(f"a store record must be a dict, not {type(record).__name__}")
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: escape it so the line stays valid UTF-8
+        text = json.dumps(record, ensure_ascii=True, separators=(",", ":"), default=str)
+    return text
+
+
+def _record(line: str) -> dict[str, Any]:
+    return json.loads(line)  # type: ignore[no-any-return]
+
+
+def _check_start(start: int) -> int:
+    if start < 0:
+        raise ValueError(f"start must be 0 or more, not {start}")
+    return start
+
+
+# Locks are reset in a forked child: a lock held by another thread at fork
+# time would otherwise never be released there.
+_forkable: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    global _folder_stores_lock
+    _folder_stores_lock = threading.Lock()
+    for store in list(_forkable):
+        store._reset_locks()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+class MemoryStore:
+    """Conversations in process memory, for tests and for calls that need no history on disk.
+
+    Records are kept as their JSON text, so what goes in is copied (and
+    shaped exactly as `FolderStore` would shape it) and every read returns
+    new dicts. One lock makes it safe to share between threads.
+    """
+
+    def __init__(self) -> None:
+        self._lines: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+        _forkable.add(self)
+
+    def _reset_locks(self) -> None:
+        self._lock = threading.Lock()
+
+    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+        check_conversation_id(conversation)
+        _check_start(start)
+        with self._lock:
+            lines = self._lines.get(conversation, [])[start:]
+        return [_record(line) for line in lines]
+
+    def count(self, conversation: str) -> int:
+        check_conversation_id(conversation)
+        with self._lock:
+            return len(self._lines.get(conversation, ()))
+
+    def append(
+        self,
+        conversation: str,
+        records: Sequence[dict[str, Any]],
+        *,
+        expect: int | None = None,
+        sync: bool = False,
+    ) -> int:
+        check_conversation_id(conversation)
+        new = [_line(record) for record in records]  # before the lock: a bad record appends nothing
+        with self._lock:
+            lines = self._lines.get(conversation, [])
+            if expect is not None and len(lines) != expect:
+                raise StoreConflict(count=len(lines), conversation=conversation)
+            if new:
+                lines.extend(new)
+                self._lines[conversation] = lines
+            return len(lines)
+
+    def sync(self, conversation: str) -> None:
+        check_conversation_id(conversation)
+
+    def conversations(self) -> list[str]:
+        with self._lock:
+            return sorted(c for c, lines in self._lines.items() if lines)
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self._lines)} conversations)"
+
+
+@dataclass
+class _Index:
+    """What one process knows of one conversation file.
+
+    ``offset`` is how many bytes were parsed: always just after a newline,
+    so a torn last line is re-read once it is terminated. ``lines`` holds
+    the text of the valid records, in order; the count is their number.
+    """
+
+    dev: int
+    ino: int
+    offset: int = 0
+    lines: list[str] = field(default_factory=list)
+
+
+def _parse_lines(data: bytes, into: list[str]) -> None:
+    """Add the lines of ``data`` (complete lines, newline-separated) that are JSON objects."""
+    for raw in data.split(b"\n"):
+        try:
+            text = raw.decode("utf-8")
+            if isinstance(json.loads(text), dict):
+                into.append(text)
+        except ValueError:  # not UTF-8, not JSON: a torn or foreign line
+            continue
+
+
+class FolderStore:
+    """Conversations as JSON-lines files in one folder, safe across threads and processes.
+
+    The folder is created (mode 0700) on the first append; files are 0600.
+    Each file is opened per operation, so a store survives ``fork`` and a
+    file deleted or replaced underneath is noticed (its index is rebuilt).
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(os.fspath(folder))
+        self._indexes: dict[str, _Index] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        _forkable.add(self)
+
+    def _reset_locks(self) -> None:
+        self._locks = {}
+        self._locks_lock = threading.Lock()
+
+    def _lock(self, conversation: str) -> threading.Lock:
+        with self._locks_lock:
+            lock = self._locks.get(conversation)
+            if lock is None:
+                lock = self._locks[conversation] = threading.Lock()
+            return lock
+
+    def path_for(self, conversation: str) -> Path:
+        """The file that holds ``conversation``: ``<folder>/<id>.jsonl``."""
+        return self.folder / (check_conversation_id(conversation) + SUFFIX)
+
+    # -- the index ---------------------------------------------------------
+
+    def _refresh(self, conversation: str, fd: int, st: os.stat_result) -> _Index:
+        """Bring the index up to date with the file; the caller holds a flock on ``fd``."""
+        index = self._indexes.get(conversation)
+        if (
+            index is None
+            or (index.dev, index.ino) != (st.st_dev, st.st_ino)
+            or st.st_size < index.offset
+            or (index.offset > 0 and os.pread(fd, 1, index.offset - 1) != b"\n")
+        ):  # first sight, replaced, shrunk or rewritten: start again
+            index = self._indexes[conversation] = _Index(st.st_dev, st.st_ino)
+        position = index.offset
+        pending = b""
+        while position < st.st_size:
+            chunk = os.pread(fd, min(_CHUNK, st.st_size - position), position)
+            if not chunk:
+                break
+            position += len(chunk)
+            data = pending + chunk
+            end = data.rfind(b"\n")
+            if end < 0:
+                pending = data
+                continue
+            _parse_lines(data[:end], index.lines)
+            index.offset += end + 1
+            pending = data[end + 1 :]
+        return index
+
+    def _read_index(self, conversation: str) -> _Index | None:
+        """The up-to-date index, or None when the conversation has no file."""
+        path = self.path_for(conversation)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            self._indexes.pop(conversation, None)
+            return None
+        try:
+            st = os.fstat(fd)
+            index = self._indexes.get(conversation)
+            if (
+                index is not None
+                and (index.dev, index.ino) == (st.st_dev, st.st_ino)
+                and st.st_size == index.offset
+            ):
+                return index  # nothing new: no lock needed, parsed bytes never change
+            fcntl.flock(fd, fcntl.LOCK_SH)  # writers hold LOCK_EX while writing: no half appends
+            try:
+                return self._refresh(conversation, fd, os.fstat(fd))
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    # -- the Store protocol --------------------------------------------------
+
+    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+        _check_start(start)
+        with self._lock(conversation):
+            index = self._read_index(conversation)
+            lines = index.lines[start:] if index is not None else []
+        return [_record(line) for line in lines]
+
+    def count(self, conversation: str) -> int:
+        with self._lock(conversation):
+            index = self._read_index(conversation)
+            return len(index.lines) if index is not None else 0
+
+    def append(
+        self,
+        conversation: str,
+        records: Sequence[dict[str, Any]],
+        *,
+        expect: int | None = None,
+        sync: bool = False,
+    ) -> int:
+        path = self.path_for(conversation)
+        lines = [_line(record) for record in records]  # a bad record appends nothing
+        with self._lock(conversation):
+            if not lines:  # nothing to write: check, but create no file
+                index = self._read_index(conversation)
+                current = len(index.lines) if index is not None else 0
+                if expect is not None and current != expect:
+                    raise StoreConflict(count=current, conversation=conversation)
+                if sync and index is not None:
+                    self.sync(conversation)
+                return current
+            if expect is not None and expect != 0 and not os.path.exists(path):
+                raise StoreConflict(count=0, conversation=conversation)  # and create no file
+            for _ in range(100):
+                fd, created = self._open_for_append(path)
+                try:
+                    if created:
+                        os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
+                        _fsync_folder(self.folder)  # the file's existence is durable too
+                    count = self._append_locked(conversation, fd, path, lines, expect, sync)
+                finally:
+                    os.close(fd)
+                if count is not None:
+                    return count
+            raise FunctAIError(f"could not append to {path}: it keeps being replaced", code="store-io")
+
+    def _append_locked(
+        self, conversation: str, fd: int, path: Path, lines: list[str], expect: int | None, sync: bool
+    ) -> int | None:
+        """Append under LOCK_EX; None when ``fd`` is no longer the file at ``path`` (retry)."""
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            st = os.fstat(fd)
+            try:
+                now = os.stat(path)
+            except FileNotFoundError:
+                return None  # deleted while we waited for the lock
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                return None  # replaced while we waited for the lock
+            index = self._refresh(conversation, fd, st)
+            current = len(index.lines)
+            if expect is not None and current != expect:
+                raise StoreConflict(count=current, conversation=conversation)
+            torn = st.st_size > index.offset  # bytes after the last newline
+            data = (_TORN_END if torn else b"") + "".join(line + "\n" for line in lines).encode("utf-8")
+            _write_all(fd, data, st.st_size)
+            if sync:
+                os.fsync(fd)
+            index.offset = st.st_size + len(data)
+            index.lines.extend(lines)
+            return len(index.lines)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _open_for_append(self, path: Path) -> tuple[int, bool]:
+        """An fd on the conversation file, creating it (and the folder); True if created here."""
+        flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
+        for _ in range(100):
+            try:
+                return os.open(path, flags), False
+            except FileNotFoundError:
+                pass
+            self._make_folder()
+            try:
+                return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
+            except FileExistsError:
+                continue  # another writer created it just now: open theirs
+        raise FunctAIError(f"could not open {path}: it keeps appearing and disappearing", code="store-io")
+
+    def _make_folder(self) -> None:
+        try:
+            os.makedirs(self.folder, mode=0o700)
+        except FileExistsError:
+            return
+        os.chmod(self.folder, 0o700)  # the umask may have narrowed it; only ours are touched
+
+    def sync(self, conversation: str) -> None:
+        path = self.path_for(conversation)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def conversations(self) -> list[str]:
+        try:
+            names = os.listdir(self.folder)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        ids = (name[: -len(SUFFIX)] for name in names if name.endswith(SUFFIX))
+        return sorted(i for i in ids if CONVERSATION_ID.fullmatch(i))
+
+    def __repr__(self) -> str:
+        return f"FolderStore({str(self.folder)!r})"
+
+
+def _write_all(fd: int, data: bytes, size_before: int) -> None:
+    """Write ``data`` at the end of the file, or leave the file as it was.
+
+    One ``os.write`` is the rule; a short write (a full disk) is continued,
+    and if that fails the bytes written are cut off again. We hold LOCK_EX
+    and readers read new bytes only under LOCK_SH, so nobody saw them.
+    """
+    written = 0
+    try:
+        while written < len(data):
+            n = os.write(fd, data[written:])
+            if n == 0:
+                raise OSError(errno.EIO, "write returned 0")
+            written += n
+    except BaseException:
+        if written:
+            try:
+                os.ftruncate(fd, size_before)
+            except OSError:
+                pass
+        raise
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on a folder
+        pass
+    finally:
+        os.close(fd)
+
+
+_shared_memory = MemoryStore()
+_folder_stores: dict[str, FolderStore] = {}
+_folder_stores_lock = threading.Lock()
+
+
+def open_store(store: None | str | os.PathLike[str] | Store) -> Store:
+    """The store a conversation should use.
+
+    None is the one process-wide `MemoryStore` (so two views of a
+    conversation in one process see each other); a folder path is the
+    `FolderStore` for it, one per absolute path (so its index is shared);
+    a `Store` is used as it is.
+    """
+    if store is None:
+        return _shared_memory
+    if isinstance(store, (str, os.PathLike)):
+        path = os.fspath(store)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        key = os.path.abspath(path)
+        with _folder_stores_lock:
+            found = _folder_stores.get(key)
+            if found is None:
+                found = _folder_stores[key] = FolderStore(key)
+            return found
+    if isinstance(store, Store):
+        return store
+    raise TypeError(f"a store is None, a folder path or a Store, not {type(store).__name__}")
