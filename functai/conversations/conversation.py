@@ -218,8 +218,7 @@ class _TurnScope:
             "finish_reason": reply.finish_reason,
         }
         self.chat._append({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
-        self.data.replies.append(saved)
-        return reply
+        return reply  # the append's refresh added it to self.data.replies
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
         return self.data.tools.get(site)
@@ -233,8 +232,7 @@ class _TurnScope:
     def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
         record = {"kind": "tool", "turn": self.turn, "site": site, "state": "done",
                   "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes))}
-        self.chat._append(record)
-        self.data.tools[site] = record
+        self.chat._append(record)  # its refresh records it in self.data.tools
 
     def answer(self, key: str) -> tuple[bool, str | None] | None:
         return self.data.answers.get(key)
@@ -272,9 +270,10 @@ class Conversation:
             layer = Layer.make(f"conversation {id!r}", **options)
         self.layer = layer
         self._follow = follow
+        self._forked = False
         self._history = History()
         self._refresh()
-        self._tip = tip if tip is not None else (self._history.newest_done_below(None) if follow else None)
+        self._tip = tip if tip is not None else self._history.newest_below(None, done=False)
 
     # -- reading -----------------------------------------------------------------
 
@@ -323,6 +322,7 @@ class Conversation:
             self.program, self.id, self.store, self.context, self.layer,
         )
         view._follow = False
+        view._forked = False
         view._history = self._history
         view._tip = turn_id
         return view
@@ -372,6 +372,8 @@ class Conversation:
                 )
             parent = self._parent()
             record, live_inputs = self._prepare(inputs, parent)
+            if not self._follow and not self._forked:
+                record["fork"] = True
             expect = self._history.count
             records = [record] if expect else [self._header(), record]
             try:
@@ -381,6 +383,7 @@ class Conversation:
             break
         self._refresh()
         self._tip = record["turn"]
+        self._forked = True
         return self._run(self._history.turns[record["turn"]], live_inputs)
 
     def _parent(self) -> str | None:
@@ -390,7 +393,7 @@ class Conversation:
         while tip is not None and history.turns[tip].state != DONE:  # failed and stopped turns are never parents
             tip = history.turns[tip].parent
         if self._follow:
-            tip = history.newest_done_below(tip)
+            tip = history.newest_below(tip)
         return tip
 
     def _prepare(self, inputs: dict[str, Any], parent: str | None) -> tuple[dict[str, Any], dict[str, Any]]:

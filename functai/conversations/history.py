@@ -22,7 +22,7 @@ class TurnData:
 
     __slots__ = (
         "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown",
-        "without", "sections", "approvals", "answers", "replies", "tools", "error", "at", "resumes",
+        "without", "sections", "approvals", "answers", "replies", "tools", "error", "at", "resumes", "fork",
     )
 
     def __init__(self, record: Mapping[str, Any], order: int) -> None:
@@ -45,6 +45,9 @@ class TurnData:
         self.error: dict[str, Any] | None = None
         self.at: str | None = record.get("at")
         self.resumes = 0
+        #: The first turn of a branch made with ``continue_from``: views that follow the
+        #: conversation forward never follow into it.
+        self.fork: bool = bool(record.get("fork"))
 
 
 class History:
@@ -128,19 +131,21 @@ class History:
         found.reverse()
         return found
 
-    def newest_done_below(self, turn_id: str | None) -> str | None:
-        """The newest done turn at or below ``turn_id`` (anywhere, for None)."""
+    def newest_below(self, turn_id: str | None, *, done: bool = True) -> str | None:
+        """The newest (done, unless ``done=False``) turn at or below ``turn_id``
+        (anywhere, for None), not inside a branch forked off with ``continue_from``."""
         floor = -1 if turn_id is None else self.turns[turn_id].order
         for candidate in reversed(self.order[floor + 1 :]):
-            turn = self.turns[candidate]
-            if turn.state != DONE:
+            if done and self.turns[candidate].state != DONE:
                 continue
             walk: str | None = candidate
             while walk is not None and walk != turn_id and self.turns[walk].order > floor:
+                if self.turns[walk].fork:
+                    break
                 walk = self.turns[walk].parent
             if walk == turn_id:
                 return candidate
-        if turn_id is not None and self.turns[turn_id].state == DONE:
+        if turn_id is not None and (not done or self.turns[turn_id].state == DONE):
             return turn_id
         return None
 

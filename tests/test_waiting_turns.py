@@ -1,0 +1,190 @@
+"""Waiting turns: saved, answered and resumed — in this process or another one."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import functai_approval
+import pytest
+
+import functai
+from functai import FunctAIError, Waiting
+from functai.testing import ScriptedLM, tool_call
+
+SHOP = textwrap.dedent('''
+    import os
+    from functai import ai, tool
+
+    @tool(effects="changes")
+    def refund(order: str) -> str:
+        """Refund an order."""
+        with open(os.environ["SHOP_LEDGER"], "a") as ledger:
+            ledger.write(order + "\\n")
+        return f"refunded {order}"
+
+    @tool(effects="reads")
+    def order_status(order: str) -> str:
+        """Look an order up."""
+        return "delivered"
+
+    @ai(tools=[refund, order_status])
+    def support(request: str) -> str:
+        """Support the customer."""
+
+    @ai
+    def echo(text: str) -> str:
+        """Echo."""
+''')
+
+
+@pytest.fixture
+def shop(tmp_path, monkeypatch, install):
+    (tmp_path / "shop.py").write_text(SHOP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("SHOP_LEDGER", str(tmp_path / "ledger.txt"))
+    sys.modules.pop("shop", None)
+    install(functai_approval.plugin)
+    import shop
+
+    yield shop
+    sys.modules.pop("shop", None)
+
+
+def ledger(tmp_path):
+    path = tmp_path / "ledger.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def run_python(code, tmp_path):
+    env = {**os.environ, "SHOP_LEDGER": str(tmp_path / "ledger.txt"),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    env.pop("FUNCTAI_LOAD_PLUGINS", None)
+    env.pop("FUNCTAI_DISABLE_PLUGINS", None)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()
+
+
+def test_a_waiting_turn_answered_and_resumed_in_process(shop, tmp_path):
+    lm = ScriptedLM([tool_call("order_status", {"order": "A1"}), tool_call("refund", {"order": "A1"}), "Refunded A1."])
+    functai.configure(client=lm)
+    chat = shop.support.conversation("c1", approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("Refund A1, please")
+    waiting = info.value
+    assert waiting.code == "turn-waiting"
+    assert waiting.turn.state == "waiting" and chat.head == waiting.turn
+    (approval,) = waiting.approvals
+    assert {k: approval[k] for k in ("name", "input", "effects", "path", "plugin")} == {
+        "name": "refund", "input": {"order": "A1"}, "effects": "changes", "path": "support/refund",
+        "plugin": "approval"}
+    assert ledger(tmp_path) == [] and len(lm.requests) == 2
+
+    with pytest.raises(FunctAIError) as busy:
+        chat("Something else")
+    assert busy.value.code == "conversation-busy"
+    with pytest.raises(FunctAIError) as early:
+        waiting.turn.resume()
+    assert early.value.code == "turn-waiting"
+
+    waiting.turn.approve(by="manager")
+    assert waiting.turn.resume() == "Refunded A1."
+    assert ledger(tmp_path) == ["A1"]
+    assert len(lm.requests) == 3  # the two replies paid for were reused
+    assert chat.head.state == "done" and chat.head.outputs == {"output": "Refunded A1."}
+
+
+def test_a_denied_approval_shows_the_model_the_refusal(shop, tmp_path):
+    lm = ScriptedLM([tool_call("refund", {"order": "A1"}), "I could not refund it."])
+    functai.configure(client=lm)
+    chat = shop.support.conversation("c2", approve=["refund"])
+    with pytest.raises(Waiting) as info:
+        chat("Refund A1")
+    info.value.turn.deny(reason="refunds need a receipt")
+    assert info.value.turn.resume() == "I could not refund it."
+    assert ledger(tmp_path) == []
+    tool_message = [m for m in lm.requests[-1].messages if m["role"] == "tool"][0]
+    assert tool_message["content"] == "The person did not allow this call. Reason: refunds need a receipt"
+
+
+def test_a_waiting_turn_resumed_by_a_second_os_process(shop, tmp_path):
+    store = str(tmp_path / "store")
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"})]))
+    chat = shop.support.conversation("c3", store=store, approve="changes")
+    with pytest.raises(Waiting):
+        chat("Refund A1")
+    assert ledger(tmp_path) == []
+
+    out = run_python(f'''
+        import functai, shop
+        from functai.testing import ScriptedLM
+        lm = ScriptedLM(["Refunded A1."])
+        functai.configure(client=lm)
+        chat = shop.support.conversation("c3", store={store!r}, approve="changes")
+        turn = chat.head
+        print(turn.state, [a["name"] for a in turn.approvals])
+        turn.approve(by="manager")
+        print(turn.resume())
+        print(len(lm.requests))
+    ''', tmp_path)
+    assert out == ["waiting ['refund']", "Refunded A1.", "1"]
+    assert ledger(tmp_path) == ["A1"]  # ran exactly once, in the second process
+    assert chat.head.state == "done" and chat.head.outputs == {"output": "Refunded A1."}
+    records = [json.loads(line) for line in (tmp_path / "store" / "c3.jsonl").read_text().splitlines()]
+    tools = [(r["state"], r["entry"]["name"]) for r in records if r["kind"] == "tool"]
+    assert tools == [("started", "refund"), ("done", "refund")]
+    answers = [r for r in records if r["kind"] == "answer"]
+    assert answers[0]["by"] == "manager" and answers[0]["allow"] is True
+
+
+def test_a_tool_that_started_but_never_finished_is_not_run_again(shop, tmp_path):
+    store = str(tmp_path / "store")
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"})]))
+    chat = shop.support.conversation("c4", store=store, approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("Refund A1")
+    info.value.turn.approve()
+    # Resume in a process that dies inside the tool (after "started" is recorded).
+    run_python(f'''
+        import os, functai, shop
+        from functai.testing import ScriptedLM
+        functai.configure(client=ScriptedLM([]))
+        def crash(order):
+            os._exit(0)
+        shop.refund.fn = crash
+        chat = shop.support.conversation("c4", store={store!r}, approve="changes")
+        chat.head.resume()
+    ''', tmp_path)
+    records = [json.loads(line) for line in (tmp_path / "store" / "c4.jsonl").read_text().splitlines()]
+    assert [r["state"] for r in records if r["kind"] == "tool"] == ["started"]
+    # Another resume: the turn is marked resumed but not ended, so nothing may run it twice.
+    functai.configure(client=ScriptedLM(["It may not have gone through."]))
+    view = shop.support.conversation("c4", store=store)
+    assert view.head.state == "running"
+
+
+def test_two_processes_sending_200_turns_each_lose_nothing(shop, tmp_path):
+    store = str(tmp_path / "store")
+    code = f'''
+        import sys, functai, shop
+        from functai.testing import ScriptedLM
+        functai.configure(client=ScriptedLM(reply=lambda request: "ok"))
+        chat = shop.echo.conversation("shared", store={store!r}, context=functai.last_turns(3))
+        for i in range(200):
+            chat(f"{{sys.argv[1]}}-{{i}}")
+    '''
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), tag], env=env, stderr=subprocess.PIPE)
+             for tag in ("p", "q")]
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()
+    lines = (tmp_path / "store" / "shared.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line well-formed
+    turns = [r for r in records if r["kind"] == "turn"]
+    assert sorted(t["inputs"]["text"] for t in turns) == sorted(f"{p}-{i}" for p in "pq" for i in range(200))
+    ends = {r["turn"]: r["state"] for r in records if r["kind"] == "end"}
+    assert len(ends) == 400 and set(ends.values()) == {"done"}
+    view = shop.echo.conversation("shared", store=store)
+    assert len(view.all_turns()) == 400
