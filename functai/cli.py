@@ -6,9 +6,12 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence, TextIO
+from typing import TYPE_CHECKING, Sequence, TextIO
 
 from .calls.records import CallRecord, read_calls
+
+if TYPE_CHECKING:
+    from .conversations.history import History
 
 DEFAULT_LOG = "calls"
 
@@ -56,6 +59,109 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _short(value: object, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _history(store_arg: str, conversation: str) -> "History | None":
+    from .conversations.history import History
+    from .conversations.store import open_store
+
+    history = History()
+    history.apply_all(open_store(store_arg).read(conversation))
+    return history if history.count else None
+
+
+def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
+    history = _history(args.store, args.id)
+    if history is None:
+        print(f"no conversation {args.id!r} in {args.store}", file=sys.stderr)
+        return 1
+    header = history.header or {}
+    print(f"conversation {args.id} ({header.get('function', '?')}, {len(history.order)} turns)", file=out)
+
+    def show(turn_id: str, prefix: str, last: bool) -> None:
+        turn = history.turns[turn_id]
+        branch = "└─ " if last else "├─ "
+        what = _short({k: v for k, v in turn.inputs.items()})
+        if turn.state == "done":
+            what += f"  → {_short(turn.outputs.get('output', turn.outputs))}"
+        elif turn.state == "waiting":
+            asks = ", ".join(f"{a['name']} {_short(a['input'], 40)} ({a['plugin']})" for a in turn.approvals)
+            what += f"  waits for: {asks}"
+        elif turn.error:
+            what += f"  ({turn.error.get('code')})"
+        print(f"{prefix}{branch}{turn_id} {turn.state:<8} {what}", file=out)
+        children = history.children.get(turn_id, [])
+        for i, child in enumerate(children):
+            show(child, prefix + ("   " if last else "│  "), i == len(children) - 1)
+
+    roots = history.children.get(None, [])
+    for i, root in enumerate(roots):
+        show(root, "", i == len(roots) - 1)
+    if history.entries:
+        print("entries:", file=out)
+        for entry in history.entries:
+            where = f"@{entry['turn']}" if entry["turn"] else "(every branch)"
+            print(f"  {entry['plugin']}/{entry['kind']} {where}: {_short(entry['data'])}", file=out)
+    return 0
+
+
+def _import_program(reference: str) -> object:
+    import importlib
+
+    module_name, _, qualname = reference.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    target: object = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
+    from .errors import FunctAIError, Waiting
+
+    history = _history(args.store, args.id)
+    if history is None:
+        print(f"no conversation {args.id!r} in {args.store}", file=sys.stderr)
+        return 1
+    reference = (history.header or {}).get("function")
+    if not reference:
+        print(f"conversation {args.id!r} does not record its function", file=sys.stderr)
+        return 1
+    program = _import_program(reference)
+    chat = program.conversation(args.id, store=args.store)  # type: ignore[attr-defined]
+    waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
+    if not waiting:
+        print(f"nothing waits in conversation {args.id!r}", file=out)
+        return 1
+    status = 0
+    for turn in waiting:
+        for approval in turn.approvals:
+            verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
+            print(f"{turn.id}: {approval['name']} {_short(approval['input'], 40)} — {verdict}", file=out)
+        if args.deny is not None:
+            turn.deny(reason=args.deny or None, by=args.by)
+        else:
+            turn.approve(by=args.by)
+        try:
+            answer = turn.resume()
+        except Waiting as again:
+            asks = ", ".join(a["name"] for a in again.approvals)
+            print(f"{turn.id}: waits again, for {asks}", file=out)
+            status = 3
+            continue
+        except FunctAIError as error:
+            print(f"{turn.id}: failed: {error}", file=out)
+            status = 2
+            continue
+        print(f"{turn.id}: {_short(answer, 200)}", file=out)
+    return status
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from .demo import main as demo
 
@@ -75,6 +181,18 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument("id", help="the call id (a unique prefix is enough)")
     show.add_argument("--log", help=f"the call log folder (default: $FUNCTAI_LOG_CALLS or {DEFAULT_LOG})")
     show.set_defaults(run=cmd_show)
+
+    conversation = sub.add_parser("conversation", help="a conversation's turn tree, with states and entries")
+    conversation.add_argument("store", help="the store folder")
+    conversation.add_argument("id", help="the conversation id")
+    conversation.set_defaults(run=cmd_conversation)
+
+    approve = sub.add_parser("approve", help="answer a waiting turn's approvals and resume it")
+    approve.add_argument("store", help="the store folder")
+    approve.add_argument("id", help="the conversation id")
+    approve.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
+    approve.add_argument("--by", help="who answers (kept with the answer)")
+    approve.set_defaults(run=cmd_approve)
 
     demo = sub.add_parser("demo", help="run a small program (offline unless FUNCTAI_LM names a model)")
     demo.set_defaults(run=cmd_demo)

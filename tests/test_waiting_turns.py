@@ -14,8 +14,13 @@ from functai import FunctAIError, Waiting
 from functai.testing import ScriptedLM, tool_call
 
 SHOP = textwrap.dedent('''
-    import os
+    import json, os
+    import functai
     from functai import ai, tool
+    from functai.testing import ScriptedLM
+
+    if os.environ.get("SHOP_SCRIPT"):  # the CLI's process answers from this script
+        functai.configure(client=ScriptedLM(json.loads(os.environ["SHOP_SCRIPT"])))
 
     @tool(effects="changes")
     def refund(order: str) -> str:
@@ -188,3 +193,37 @@ def test_two_processes_sending_200_turns_each_lose_nothing(shop, tmp_path):
     assert len(ends) == 400 and set(ends.values()) == {"done"}
     view = shop.echo.conversation("shared", store=store)
     assert len(view.all_turns()) == 400
+
+
+def functai_cli(args, tmp_path, script=None):
+    env = {**os.environ, "SHOP_LEDGER": str(tmp_path / "ledger.txt"),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    if script is not None:
+        env["SHOP_SCRIPT"] = json.dumps(script)
+    return subprocess.run([sys.executable, "-m", "functai", *args], capture_output=True, text=True, env=env,
+                          cwd=str(tmp_path))
+
+
+def test_the_cli_shows_the_tree_and_approves_from_another_process(shop, tmp_path):
+    store = str(tmp_path / "store")
+    functai.configure(client=ScriptedLM(["A1", tool_call("refund", {"order": "A1"})]))
+    chat = shop.support.conversation("c5", store=store, approve="changes")
+    chat("hello")
+    chat.remember("notes", "mode", "careful")
+    with pytest.raises(Waiting):
+        chat("Refund A1")
+    shown = functai_cli(["conversation", store, "c5"], tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "conversation c5 (shop:support, 2 turns)"
+    assert " done " in lines[1] and "→ A1" in lines[1]
+    assert " waiting " in lines[2] and "waits for: refund" in lines[2] and "(approval)" in lines[2]
+    assert 'notes/mode (every branch): careful' in shown.stdout
+
+    done = functai_cli(["approve", store, "c5", "--deny", "no receipt", "--by", "ops"], tmp_path,
+                       script=["Sorry, no refund without a receipt."])
+    assert done.returncode == 0, done.stderr
+    assert "refund" in done.stdout and "denied (no receipt)" in done.stdout
+    assert "Sorry, no refund without a receipt." in done.stdout
+    assert ledger(tmp_path) == []  # the denial held, though the CLI's process sets no approve rule
+    assert chat.head.state == "done"

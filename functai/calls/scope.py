@@ -50,5 +50,11 @@ class TurnScope(Protocol):
     def answer(self, key: str) -> tuple[bool, str | None] | None:
         """A person's recorded answer to the approval ``key``: (allowed, reason)."""
 
+    def refusal(self, site: str) -> tuple[str, str | None] | None:
+        """A recorded refusal of the tool call at ``site``: (plugin, reason).
+
+        It holds even when the process that resumes the turn would not ask.
+        """
+
 
 current_turn: ContextVar[TurnScope | None] = ContextVar("functai_turn", default=None)

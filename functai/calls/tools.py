@@ -246,6 +246,13 @@ class ToolRunner:
         if self.scope is not None:
             set_field(event, "_memory", self.scope.memory)
         stopped = self._tool_call_hook(event, entry)
+        if stopped is None and self.scope is not None:
+            refused = self.scope.refusal(site)
+            if refused is not None:  # a person said no before this process resumed the turn
+                entry["refused"], reason = refused
+                if reason:
+                    entry["refuse_reason"] = reason
+                stopped = refused_text(reason)
         entry["input"] = dict(event.input)
         if stopped is not None:
             entry["output"] = stopped

@@ -237,6 +237,13 @@ class _TurnScope:
     def answer(self, key: str) -> tuple[bool, str | None] | None:
         return self.data.answers.get(key)
 
+    def refusal(self, site: str) -> tuple[str, str | None] | None:
+        for approval in self.data.approvals:
+            key = approval["key"]
+            if key.startswith(site + ".") and self.data.answers.get(key, (True, None))[0] is False:
+                return approval["plugin"], self.data.answers[key][1]
+        return None
+
 
 # -- the view ---------------------------------------------------------------------------
 
