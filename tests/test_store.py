@@ -241,9 +241,9 @@ def test_appending_to_a_long_conversation_parses_only_whats_new(tmp_path, monkey
     parsed: list[int] = []
     real = store_module._parse_lines
 
-    def counting(data, into):
+    def counting(data, into, fresh):
         parsed.append(len(data))
-        return real(data, into)
+        return real(data, into, fresh)
 
     monkeypatch.setattr(store_module, "_parse_lines", counting)
     reader = FolderStore(tmp_path)

@@ -423,13 +423,13 @@ class Conversation:
             fold("turn_start", handlers, event, changes, apply_inputs)
             inputs = dict(event.inputs)
 
-        branch = self._history.done_ancestors(parent)
-        picked = branch if self.context.limit is None else branch[len(branch) - self.context.limit :] if self.context.limit else []
+        # Walks parents only as far as the rule needs: the cost follows the branch, not the conversation.
+        picked = self._history.done_ancestors(parent, self.context.limit)
         shown, without, sections = list(picked), {}, []
         context: dict[str, Any] | None = None
         handlers = plan.handlers["context"]
         if handlers:
-            shown, without, sections = self._context_hooks(handlers, branch, picked, parent, changes)
+            shown, without, sections = self._context_hooks(handlers, picked, parent, changes)
             context = {"turns": shown, "without": without, "sections": sections}
         record: dict[str, Any] = {
             "functai_conversation": FORMAT, "kind": "turn", "turn": _new_id(), "parent": parent,
@@ -441,11 +441,10 @@ class Conversation:
         return record, inputs
 
     def _context_hooks(
-        self, handlers: Sequence[Any], branch: list[str], picked: list[str], parent: str | None,
-        changes: list[dict[str, Any]],
+        self, handlers: Sequence[Any], picked: list[str], parent: str | None, changes: list[dict[str, Any]],
     ) -> tuple[list[str], dict[str, list[str]], list[str]]:
         history = self._history
-        on_branch = set(branch)
+        branch: list[str] = []  # the whole branch, walked only if a handler keeps turns
         state: dict[str, Any] = {"keep": list(picked), "without": {}}
 
         def turns() -> tuple[ShownTurn, ...]:
@@ -455,6 +454,9 @@ class Conversation:
 
         def apply(plugin: Plugin, change: Change, ev: ContextEvent) -> None:
             if change.keep is not None:
+                if not branch:
+                    branch.extend(history.done_ancestors(parent))
+                on_branch = set(branch)
                 for turn_id in change.keep:
                     if turn_id not in on_branch:
                         raise refuse(plugin, "context", "keep", f"{turn_id!r} is not a done turn of this branch")

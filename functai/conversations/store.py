@@ -236,17 +236,23 @@ class _Index:
     ino: int
     offset: int = 0
     lines: list[str] = field(default_factory=list)
+    #: The records parsed by the last refresh (lines[fresh_from:]), handed out
+    #: once by `read` so an open parses each line once, not twice.
+    fresh: list[dict[str, Any]] = field(default_factory=list)
+    fresh_from: int = 0
 
 
-def _parse_lines(data: bytes, into: list[str]) -> None:
+def _parse_lines(data: bytes, into: list[str], parsed: list[dict[str, Any]]) -> None:
     """Add the lines of ``data`` (complete lines, newline-separated) that are JSON objects."""
     for raw in data.split(b"\n"):
         try:
             text = raw.decode("utf-8")
-            if isinstance(json.loads(text), dict):
-                into.append(text)
+            record = json.loads(text)
         except ValueError:  # not UTF-8, not JSON: a torn or foreign line
             continue
+        if isinstance(record, dict):
+            into.append(text)
+            parsed.append(record)
 
 
 class FolderStore:
@@ -293,6 +299,7 @@ class FolderStore:
             index = self._indexes[conversation] = _Index(st.st_dev, st.st_ino)
         position = index.offset
         pending = b""
+        index.fresh, index.fresh_from = [], len(index.lines)
         while position < st.st_size:
             chunk = os.pread(fd, min(_CHUNK, st.st_size - position), position)
             if not chunk:
@@ -303,7 +310,7 @@ class FolderStore:
             if end < 0:
                 pending = data
                 continue
-            _parse_lines(data[:end], index.lines)
+            _parse_lines(data[:end], index.lines, index.fresh)
             index.offset += end + 1
             pending = data[end + 1 :]
         return index
@@ -339,8 +346,13 @@ class FolderStore:
         _check_start(start)
         with self._lock(conversation):
             index = self._read_index(conversation)
-            lines = index.lines[start:] if index is not None else []
-        return [_record(line) for line in lines]
+            if index is None:
+                return []
+            first, fresh = index.fresh_from, index.fresh
+            index.fresh = []
+            if start < first or len(fresh) != len(index.lines) - first:
+                return [_record(line) for line in index.lines[start:]]
+        return fresh[start - first :]
 
     def count(self, conversation: str) -> int:
         with self._lock(conversation):
@@ -405,6 +417,7 @@ class FolderStore:
                 os.fsync(fd)
             index.offset = st.st_size + len(data)
             index.lines.extend(lines)
+            index.fresh = []
             return len(index.lines)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
