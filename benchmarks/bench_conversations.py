@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, values in results.items():
             print(f"| {name} | {statistics.median(values):.0f} | {min(values):.0f} | {max(values):.0f} |")
         fsync = statistics.median(results["folder (fsync)"]) - statistics.median(results["folder (fsync skipped)"])
-        print(f"fsync's share: {fsync:.0f} µs per turn (two fsyncs: the turn's end, and the folder's on creation only)")
+        print(f"fsync share: {fsync:.0f} µs per turn (one fsync per turn, at its end)")
 
         memory = MemoryStore()
         build(memory, "big", 10_000)
