@@ -5,6 +5,7 @@ The public API is what this module exports (and `functai.testing`).
 
 from __future__ import annotations
 
+from .builtins import compaction, delegate
 from .calls.function import AIFunction, Result, ai
 from .calls.layout import Template, baked
 from .calls.records import CallRecord, read_calls
@@ -28,6 +29,7 @@ _LAZY = {
     "MemoryStore": "functai.conversations",
     "FolderStore": "functai.conversations",
     "all_turns": "functai.conversations",
+    "current_turn": "functai.conversations",
     "last_turns": "functai.conversations",
 }
 
@@ -69,6 +71,9 @@ __all__ = [
     "ToolCall",
     "ai",
     "baked",
+    "compaction",
+    "current_turn",
+    "delegate",
     "configure",
     "hookimpl",
     "load_plugin",

@@ -12,6 +12,7 @@ from .calls.records import CallRecord, read_calls
 
 if TYPE_CHECKING:
     from .conversations.history import History
+    from .hooks.installed import Installed
 
 DEFAULT_LOG = "calls"
 
@@ -162,6 +163,110 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
     return status
 
 
+BUILTINS_GROUP = "functai.builtins"
+
+
+def _discover() -> "Installed":
+    """A fresh discovery (not the process's cached one), quiet on stdout.
+
+    A plugin that fails to load is logged (structlog prints to stdout when the
+    application has not configured it) and warned about; the listing says the
+    same, so the log goes to stderr and the warning is not repeated.
+    """
+    import contextlib
+    import warnings
+
+    from .hooks.installed import Installed
+
+    with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return Installed.discover()
+
+
+def _builtins() -> list[dict[str, object]]:
+    from .hooks.installed import entry_points
+
+    found = entry_points(BUILTINS_GROUP)
+    rows = []
+    for entry_point in found:
+        dist = getattr(entry_point, "dist", None)
+        rows.append({
+            "name": entry_point.name,
+            "distribution": getattr(dist, "name", None),
+            "version": getattr(dist, "version", None),
+            "entry_point": entry_point.value,
+            "providers": sum(1 for other in found if other.name == entry_point.name),
+        })
+    return rows
+
+
+def _state(plugin: dict[str, object]) -> str:
+    state = str(plugin["state"])
+    return f"{state}: {plugin['reason']}" if plugin["state"] == "failed" else (
+        f"{state} ({plugin['reason']})" if plugin["reason"] else state
+    )
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+        print(("  ".join(cells) + "  " + row[-1]).rstrip(), file=out)
+
+
+def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
+    """List installed plugins with their state; exit 0 even when one failed (a diagnostic)."""
+    from .hooks.installed import FAILED, GROUP
+
+    found = _discover()
+    plugins = []
+    for item in found.found:
+        data = item.as_dict()
+        data["distribution_version"] = item.dist_version
+        plugins.append(data)
+    builtins = _builtins()
+    if args.json:
+        print(json.dumps({"plugins": plugins, "builtins": builtins}, indent=2, ensure_ascii=False), file=out)
+        return 0
+
+    if not plugins:
+        print(f"no installed plugins (entry-point group {GROUP!r})", file=out)
+    else:
+        print(f"installed plugins (entry-point group {GROUP!r}):", file=out)
+        rows = [["NAME", "VERSION", "DISTRIBUTION", "API", "HOOKS", "STATE"]]
+        for plugin in plugins:
+            rows.append([
+                str(plugin["name"]),
+                str(plugin["version"] or "-"),
+                str(plugin["distribution"] or "-"),
+                "-" if plugin["api"] is None else str(plugin["api"]),
+                ",".join(plugin["hooks"]) or "-",  # type: ignore[arg-type]
+                _state(plugin),
+            ])
+        _table(rows, out)
+    failed = [str(plugin["name"]) for plugin in plugins if plugin["state"] == FAILED]
+    if failed:
+        already = [name for name in (os.environ.get("FUNCTAI_DISABLE_PLUGINS") or "").split(",") if name.strip()]
+        disable = ",".join(dict.fromkeys([*already, *failed]))
+        print(
+            f"{len(failed)} plugin{'s' if len(failed) > 1 else ''} failed to load ({', '.join(failed)}): every call "
+            f"refuses plugin-load until {'they are' if len(failed) > 1 else 'it is'} fixed, uninstalled, "
+            f"or disabled with FUNCTAI_DISABLE_PLUGINS={disable}",
+            file=out,
+        )
+    if builtins:
+        print(f"\nbuilt-in factories (entry-point group {BUILTINS_GROUP!r}):", file=out)
+        rows = [["NAME", "DISTRIBUTION", "VERSION", "ENTRY POINT"]]
+        for row in builtins:
+            note = ""
+            if row["providers"] != 1:
+                note = f"  ({row['providers']} distributions provide {row['name']!r}: uninstall all but one)"
+            rows.append([str(row["name"]), str(row["distribution"] or "-"), str(row["version"] or "-"),
+                         f"{row['entry_point']}{note}"])
+        _table(rows, out)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from .demo import main as demo
 
@@ -193,6 +298,10 @@ def parser() -> argparse.ArgumentParser:
     approve.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
     approve.add_argument("--by", help="who answers (kept with the answer)")
     approve.set_defaults(run=cmd_approve)
+
+    plugins = sub.add_parser("plugins", help="installed plugins and their state (works while one is broken)")
+    plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plugins.set_defaults(run=cmd_plugins)
 
     demo = sub.add_parser("demo", help="run a small program (offline unless FUNCTAI_LM names a model)")
     demo.set_defaults(run=cmd_demo)

@@ -90,6 +90,8 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             record.changes.extend(scope.changes)
             record.sections = list(scope.sections)
             block = push_block(scope.layer)  # calls inside the turn see the conversation as a block
+        else:
+            record.conversation = {"id": scope.conversation, "turn": scope.turn}  # a call inside a turn
     started = time.perf_counter()
     token = current.set(Frame(record, path, ordinal))
     try:

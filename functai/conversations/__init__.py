@@ -1,6 +1,6 @@
 """Conversations: turns of an AI function in a tree, kept in a store."""
 
-from .conversation import Conversation, Turn, all_turns, last_turns
+from .conversation import Conversation, Turn, all_turns, current_turn, last_turns
 from .store import FolderStore, MemoryStore, Store, StoreConflict, open_store
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "StoreConflict",
     "Turn",
     "all_turns",
+    "current_turn",
     "last_turns",
     "open_store",
 ]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..calls import layout as layouts
 from ..calls.outputs import to_jsonable
-from ..calls.scope import current_turn
+from ..calls.scope import current_turn as current_scope
 from ..errors import FunctAIError, PluginError, Waiting
 from ..hooks.change import Change
 from ..hooks.events import ContextEvent, TurnEndEvent, TurnStartEvent, set_field
@@ -153,6 +153,11 @@ class Turn:
         """Go on with a waiting turn whose approvals are answered; returns the answer."""
         return self._chat._resume(self.id)
 
+    @property
+    def conversation(self) -> "Conversation":
+        """The view this turn was read through (its store, entries, branches)."""
+        return self._chat
+
     def __repr__(self) -> str:
         return f"Turn({self.id!r}, {self.state}, parent={self.parent!r})"
 
@@ -166,7 +171,7 @@ class Turn:
 class _Memory:
     """Entries for the events of one turn (kept at that turn, read on its branch)."""
 
-    def __init__(self, chat: "Conversation", turn_id: str) -> None:
+    def __init__(self, chat: "Conversation", turn_id: str | None) -> None:
         self.chat = chat
         self.turn_id = turn_id
 
@@ -174,6 +179,8 @@ class _Memory:
         return self.chat._history.entries_on(self.chat._history.branch(self.turn_id), plugin, kind)
 
     def remember(self, plugin: str, kind: str, data: Any) -> None:
+        if self.turn_id is None:
+            raise ValueError("remember() needs a turn")
         self.chat._append_entry(plugin, kind, data, self.turn_id)
 
 
@@ -245,6 +252,18 @@ class _TurnScope:
         return None
 
 
+def current_turn() -> Turn | None:
+    """The conversation turn running now (in this thread or task), or None.
+
+    For code that runs inside a turn — a tool, say — and needs its
+    conversation: ``current_turn().conversation.store``, ``.entries(...)``.
+    """
+    scope = current_scope.get()
+    if not isinstance(scope, _TurnScope):
+        return None
+    return scope.chat._turn(scope.turn)
+
+
 # -- the view ---------------------------------------------------------------------------
 
 
@@ -314,12 +333,13 @@ class Conversation:
         self._refresh()
         return [self._turn(t) for t in self._history.order]
 
-    def continue_from(self, turn: Turn | str) -> "Conversation":
-        """A view whose next turn continues exactly from ``turn`` (a branch)."""
+    def continue_from(self, turn: Turn | str | None) -> "Conversation":
+        """A view whose next turn continues exactly from ``turn`` (a branch);
+        ``None`` starts a new tree in the same conversation."""
         turn_id = turn.id if isinstance(turn, Turn) else turn
         self._refresh()
-        data = self._history.turns.get(turn_id)
-        if data is None or data.state != DONE:
+        data = self._history.turns.get(turn_id) if turn_id is not None else None
+        if turn_id is not None and (data is None or data.state != DONE):
             state = "missing" if data is None else data.state
             raise FunctAIError(
                 f"turn {turn_id!r} is {state}; only a done turn can be continued from", code="conversation-parent"
@@ -412,6 +432,7 @@ class Conversation:
         handlers = plan.handlers["turn_start"]
         if handlers:
             event = TurnStartEvent(inputs=MappingProxyType(inputs), conversation=self.id, parent=parent, program=program)
+            set_field(event, "_memory", _Memory(self, parent))
 
             def apply_inputs(plugin: Plugin, change: Change, ev: TurnStartEvent) -> None:
                 for name in change.inputs or {}:
@@ -451,6 +472,7 @@ class Conversation:
             return tuple(ShownTurn(history.turns[t], state["without"].get(t, ())) for t in state["keep"])
 
         event = ContextEvent(turns=turns(), sections=(), conversation=self.id, parent=parent, program=self.program)
+        set_field(event, "_memory", _Memory(self, parent))  # entries of the branch the turn continues
 
         def apply(plugin: Plugin, change: Change, ev: ContextEvent) -> None:
             if change.keep is not None:
@@ -480,23 +502,25 @@ class Conversation:
     def _run(self, data: TurnData, inputs: Mapping[str, Any] | None = None) -> Any:
         """Run a turn's call: a new turn with its inputs, a resumed one with those recorded."""
         scope = _TurnScope(self, data)
-        token = current_turn.set(scope)
+        token = current_scope.set(scope)  # turn_end runs inside the turn too: its calls are the turn's
         try:
-            value = self.program(**(inputs if inputs is not None else data.inputs))
-        except Waiting as waiting:
-            self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, "at": _now()}, sync=True)
-            waiting.turn = self._turn(data.id)
-            raise
-        except Exception as error:
-            self._end(data, FAILED, {}, error)
-            raise
-        except BaseException as error:
-            self._end(data, STOPPED, {}, error)
-            raise
+            try:
+                value = self.program(**(inputs if inputs is not None else data.inputs))
+            except Waiting as waiting:
+                self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, "at": _now()},
+                             sync=True)
+                waiting.turn = self._turn(data.id)
+                raise
+            except Exception as error:
+                self._end(data, FAILED, {}, error)
+                raise
+            except BaseException as error:
+                self._end(data, STOPPED, {}, error)
+                raise
+            self._end(data, DONE, outputs_of(value), None)
+            return value
         finally:
-            current_turn.reset(token)
-        self._end(data, DONE, outputs_of(value), None)
-        return value
+            current_scope.reset(token)
 
     def _end(self, data: TurnData, state: str, outputs: dict[str, Any], error: BaseException | None) -> None:
         """Run turn_end (it only hears), then record the end, fsync'ed before it is reported."""

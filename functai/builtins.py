@@ -1,0 +1,82 @@
+"""The built-in factories, found by name among installed distributions.
+
+``functai.compaction(...)`` and ``functai.delegate(...)`` resolve, on first
+use, to the entry point of that name in the group ``functai.builtins``;
+installing another distribution that registers the name swaps it. With none
+installed they say which distribution to install.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from .errors import FunctAIError
+
+GROUP = "functai.builtins"
+
+#: The distribution that provides each built-in, for the error that names it.
+DISTRIBUTIONS = {"compaction": "functai-compaction", "delegate": "functai-delegate"}
+
+_lock = threading.Lock()
+_found: dict[str, Callable[..., Any]] = {}
+
+
+def builtin(name: str) -> Callable[..., Any]:
+    """The installed factory called ``name`` (looked up once per process)."""
+    factory = _found.get(name)
+    if factory is not None:
+        return factory
+    from .hooks.installed import entry_points
+
+    matches = [ep for ep in entry_points(GROUP) if ep.name == name]
+    distribution = DISTRIBUTIONS.get(name, f"a distribution providing {name!r}")
+    if not matches:
+        raise FunctAIError(
+            f"functai.{name} is provided by an installed distribution, and none is installed: "
+            f"pip install {distribution} (or another distribution whose entry point {name!r} is in the "
+            f"group {GROUP!r})",
+            code="builtin-missing",
+        )
+    if len(matches) > 1:
+        dists = ", ".join(sorted(getattr(ep.dist, "name", "?") for ep in matches))
+        raise FunctAIError(
+            f"{len(matches)} installed distributions provide functai.{name} ({dists}); uninstall all but one",
+            code="builtin-ambiguous",
+        )
+    try:
+        factory = matches[0].load()
+    except Exception as error:
+        raise FunctAIError(
+            f"functai.{name} could not be loaded from {getattr(matches[0].dist, 'name', '?')}: "
+            f"{type(error).__name__}: {error}",
+            code="plugin-load",
+        ) from error
+    with _lock:
+        _found[name] = factory
+    return factory
+
+
+def forget() -> None:
+    """Look the factories up again on next use (tests)."""
+    with _lock:
+        _found.clear()
+
+
+def compaction(*args: Any, **kwargs: Any) -> Any:
+    """A plugin that keeps a long conversation short by folding old turns into a summary.
+
+    ``compaction(keep=20, every=10, summarize=None, lm=None, name="compaction")``
+    — provided by ``functai-compaction`` (or whichever distribution registers
+    ``compaction``).
+    """
+    return builtin("compaction")(*args, **kwargs)
+
+
+def delegate(*args: Any, **kwargs: Any) -> Any:
+    """Another AI function as a tool that remembers, per branch, what it was asked.
+
+    ``delegate(program, name=None, description=None)`` — provided by
+    ``functai-delegate`` (or whichever distribution registers ``delegate``).
+    """
+    return builtin("delegate")(*args, **kwargs)

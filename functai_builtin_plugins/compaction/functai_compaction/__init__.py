@@ -1,0 +1,95 @@
+"""functai's compaction plugin, written with functai's public API only.
+
+Its ``turn_end`` handler folds old turns into a summary entry; its
+``context`` handler shows the latest summary of the branch as a section and
+keeps only the turns after it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Mapping, Sequence
+
+import functai
+from functai import Change, Plugin
+
+__version__ = "0.1.0"
+
+#: ``summarize(earlier_summary_text, rows) -> text``
+Summarizer = Callable[[str, Sequence[Mapping[str, Any]]], str]
+
+
+def _summarizer(lm: str | None) -> Summarizer:
+    """The default summarizer: an AI function, so plugins and records apply to it."""
+
+    def summarize_conversation(earlier_summary: str, turns: list[dict[str, Any]]) -> str:
+        """Summarize a conversation so it can go on without its old turns.
+
+        Start from the earlier summary (it may be empty) and add what the new
+        turns said: facts, decisions, open questions, names and numbers that
+        later turns may need. Be brief and concrete; write plain prose.
+        """
+
+    program = functai.ai(**({"lm": lm} if lm else {}))(summarize_conversation)
+    return lambda earlier, rows: program(earlier_summary=earlier, turns=[dict(row) for row in rows])
+
+
+def compaction(
+    keep: int = 20,
+    every: int = 10,
+    summarize: Summarizer | None = None,
+    lm: str | None = None,
+    name: str = "compaction",
+) -> Plugin:
+    """A plugin that folds all but the last ``keep`` turns into a summary,
+    once ``keep + every`` done turns of a branch are unsummarized."""
+    for label, value, least in (("keep", keep, 0), ("every", every, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"compaction({label}=...) must be a whole number >= {least}, not {value!r}")
+    summarizer = summarize if summarize is not None else _summarizer(lm)
+    plugin = Plugin(name, version=__version__, description=f"compaction(keep={keep}, every={every})")
+
+    @plugin.turn_end
+    def fold_old_turns(turn: Any) -> None:
+        if turn.state != "done":
+            return
+        summaries = turn.entries("summary")
+        latest = summaries[-1]["data"] if summaries else None
+        done = turn.turns()
+        ids = [t.id for t in done]
+        start = ids.index(latest["through"]) + 1 if latest and latest["through"] in ids else 0
+        unsummarized = done[start:]
+        if len(unsummarized) < keep + every:
+            return
+        folded = unsummarized[: len(unsummarized) - keep]
+        rows = [{**t.inputs, **t.outputs} for t in folded]
+        earlier = latest["text"] if latest else ""
+        try:
+            text = summarizer(earlier, rows)
+        except Exception as error:
+            warnings.warn(
+                f"functai: plugin {name!r}: the summarizer failed ({type(error).__name__}: {error}); "
+                "the turns stay unsummarized",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return
+        if not isinstance(text, str) or not text.strip():
+            warnings.warn(f"functai: plugin {name!r}: the summarizer returned blank text; nothing was folded",
+                          RuntimeWarning, stacklevel=2)
+            return
+        turns_so_far = (latest["turns"] if latest else 0) + len(folded)
+        turn.remember("summary", {"through": folded[-1].id, "text": text.strip(), "turns": turns_so_far})
+
+    @plugin.context
+    def show_the_summary(context: Any) -> Change | None:
+        summaries = context.entries("summary")
+        if not summaries:
+            return None
+        latest = summaries[-1]["data"]
+        ids = [t.id for t in context.turns]
+        after = ids[ids.index(latest["through"]) + 1 :] if latest["through"] in ids else ids
+        section = f"Earlier in this conversation ({latest['turns']} turns, summarized):\n{latest['text']}"
+        return Change(keep=after, sections=[section])
+
+    return plugin

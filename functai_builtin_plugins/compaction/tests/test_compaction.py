@@ -1,0 +1,100 @@
+"""compaction(keep=2, every=2) over six turns, exactly as the spec's worked example."""
+
+import functai
+import pytest
+from functai import Change, Plugin, ai
+from functai.testing import ScriptedLM
+from functai_compaction import compaction
+
+
+@ai
+def tutor(question: str) -> str:
+    """Tutor the student."""
+
+
+def user_questions(request):
+    return [m["content"] for m in request.messages[1:-1] if m["role"] == "user"]
+
+
+def test_the_worked_example():
+    lm = ScriptedLM(reply=lambda request: f"A{len(lm.requests)}")
+    calls = []
+
+    def summarize(earlier, rows):
+        calls.append((earlier, [row["question"] for row in rows]))
+        return f"{earlier} + {'/'.join(row['question'] for row in rows)}".strip(" +")
+
+    with functai.settings(client=lm):
+        chat = tutor.conversation("w", plugins=[compaction(keep=2, every=2, summarize=summarize)])
+        for i in range(1, 5):
+            chat(f"Q{i}")
+        entries = chat.entries("compaction", "summary")
+        t = [turn.id for turn in chat.turns]
+        assert [e["data"] for e in entries] == [{"through": t[1], "text": "Q1/Q2", "turns": 2}]
+        assert entries[0]["turn"] == t[3]  # kept at the turn whose end folded them
+        chat("Q5")
+        fifth = lm.requests[-1]
+        assert fifth.messages[0]["content"] == (
+            "Tutor the student.\n\nEarlier in this conversation (2 turns, summarized):\nQ1/Q2"
+        )
+        assert user_questions(fifth) == ["question: Q3", "question: Q4"]
+        assert len(chat.entries("compaction", "summary")) == 1  # 3 unsummarized after turn 5: no fold
+        chat("Q6")
+        t = [turn.id for turn in chat.turns]
+        assert [e["data"] for e in chat.entries("compaction", "summary")] == [
+            {"through": t[1], "text": "Q1/Q2", "turns": 2},
+            {"through": t[3], "text": "Q1/Q2 + Q3/Q4", "turns": 4},
+        ]
+        assert calls == [("", ["Q1", "Q2"]), ("Q1/Q2", ["Q3", "Q4"])]
+        chat("Q7")
+        assert user_questions(lm.requests[-1]) == ["question: Q5", "question: Q6"]
+        assert "(4 turns, summarized):\nQ1/Q2 + Q3/Q4" in lm.requests[-1].messages[0]["content"]
+
+        branch = chat.continue_from(chat.turns[0])
+        branch("B2")
+        assert branch.entries("compaction", "summary") == []
+        assert "summarized" not in lm.requests[-1].messages[0]["content"]
+        assert user_questions(lm.requests[-1]) == ["question: Q1"]
+
+
+def test_the_default_summarizer_is_an_ai_function_recorded_in_the_turn(tmp_path):
+    def reply(request):
+        if request.messages[0]["content"].startswith("Summarize a conversation"):
+            return "They asked about fractions."
+        return "ok"
+
+    lm = ScriptedLM(reply=reply)
+    styled = Plugin("style", before_call=lambda call: Change(sections=["Be brief."]))
+    with functai.settings(client=lm, log_calls=str(tmp_path), plugins=[styled]):
+        chat = tutor.conversation("d", plugins=[compaction(keep=1, every=1)])
+        chat("Q1")
+        chat("Q2")
+    summary = chat.entries("compaction", "summary")[0]["data"]
+    assert summary["text"] == "They asked about fractions." and summary["turns"] == 1
+    records = list(functai.read_calls(tmp_path))
+    summarizer = [r for r in records if r.function == "summarize_conversation"]
+    assert len(summarizer) == 1
+    assert summarizer[0].conversation == {"id": "d", "turn": chat.head.id}
+    assert summarizer[0].instruction.endswith("Be brief.")  # before_call plugins apply to it
+    assert summarizer[0].inputs["turns"] == [{"question": "Q1", "output": "ok"}]
+
+
+@pytest.mark.parametrize("bad", [lambda e, r: "  ", lambda e, r: 1 / 0])
+def test_a_failing_or_blank_summarizer_is_reported_and_the_turn_stays_done(bad):
+    with functai.settings(client=ScriptedLM(reply=lambda request: "ok")):
+        chat = tutor.conversation("f", plugins=[compaction(keep=0, every=1, summarize=bad)])
+        with pytest.warns(RuntimeWarning, match="compaction"):
+            chat("Q1")
+    assert chat.head.state == "done"
+    assert chat.entries("compaction", "summary") == []
+
+
+def test_arguments_are_checked():
+    with pytest.raises(ValueError):
+        compaction(keep=-1)
+    with pytest.raises(ValueError):
+        compaction(every=0)
+
+
+def test_the_builtin_factory_resolves_to_this_distribution():
+    assert repr(functai.compaction(keep=3, every=1)) == 'Plugin("compaction", 0.1.0: context, turn_end)'

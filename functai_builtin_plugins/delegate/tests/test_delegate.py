@@ -1,0 +1,77 @@
+"""delegate: another AI function as a tool, remembering per branch."""
+
+import functai
+from functai import ai
+from functai.testing import ScriptedLM, tool_call
+from functai_delegate import delegate
+
+
+@ai
+def research(query: str) -> str:
+    """Look things up in the notes."""
+
+
+researcher = delegate(research, description="Look things up in the notes.")
+
+
+@ai(tools=[researcher])
+def assistant(request: str) -> str:
+    """Help with the request."""
+
+
+def model():
+    """The assistant delegates each request; the researcher answers R1, R2, …"""
+    answers = {"n": 0}
+
+    def reply(request):
+        system = request.messages[0]["content"]
+        if system.startswith("Look things up"):
+            answers["n"] += 1
+            return f"R{answers['n']}"
+        if request.messages[-1]["role"] == "tool":
+            return "done: " + request.messages[-1]["content"]
+        asked = request.messages[-1]["content"].removeprefix("request: ")
+        return tool_call("research", {"query": asked})
+
+    return ScriptedLM(reply=reply)
+
+
+def research_history(request):
+    return [(m["role"], m["content"]) for m in request.messages[1:]]
+
+
+def test_a_delegate_remembers_on_its_branch_only(tmp_path):
+    lm = model()
+    store = str(tmp_path / "store")
+    with functai.settings(client=lm, log_calls=str(tmp_path / "calls")):
+        chat = assistant.conversation("alex", store=store)
+        assert chat("first") == "done: R1"
+        assert chat("second") == "done: R2"
+        second_research = [r for r in lm.requests if r.messages[0]["content"].startswith("Look")][-1]
+        assert research_history(second_research) == [
+            ("user", "query: first"), ("assistant", "R1"), ("user", "query: second"),
+        ]
+        branch = chat.continue_from(chat.turns[0])
+        assert branch("other") == "done: R3"
+        third_research = [r for r in lm.requests if r.messages[0]["content"].startswith("Look")][-1]
+        assert research_history(third_research) == [
+            ("user", "query: first"), ("assistant", "R1"), ("user", "query: other"),
+        ]
+    sub = research.conversation("alex.research", store=store)
+    assert len(sub.all_turns()) == 3
+    records = {r.id: r for r in functai.read_calls(tmp_path / "calls")}
+    delegated = [r for r in records.values() if r.function == "research"]
+    assert all(records[r.parent].function == "assistant" for r in delegated)  # under the asking call
+    assert {r.conversation["id"] for r in delegated} == {"alex.research"}
+
+
+def test_outside_a_conversation_it_is_a_plain_call():
+    lm = model()
+    with functai.settings(client=lm):
+        assert assistant("hello") == "done: R1"
+    assert researcher.name == "research" and researcher.description == "Look things up in the notes."
+    assert researcher.parameters["properties"] == {"query": {"type": "string"}}
+
+
+def test_the_builtin_factory_resolves_to_this_distribution():
+    assert functai.delegate(research).__class__.__name__ == "Delegate"
