@@ -60,7 +60,7 @@ def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     try:
         yield
     finally:
-        installed.use(installed_before)
+        pass
         with layers._process_lock:
             layers._process = settings_before
         providers.close_clients()

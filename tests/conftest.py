@@ -2,6 +2,7 @@ import pytest
 
 from functai import layers
 from functai.hooks import installed
+from functai.conversations.store import MemoryStore
 from functai.models import providers
 
 
@@ -11,6 +12,7 @@ def _isolated(monkeypatch):
     monkeypatch.delenv("FUNCTAI_LM", raising=False)
     layers.reset()
     previous = installed.use(installed.Installed.of([]))
+    monkeypatch.setattr("functai.conversations.store._shared_memory", MemoryStore())  # conversation ids are per test
     yield
     installed.use(previous)
     layers.reset()

@@ -25,7 +25,7 @@ def test_the_worked_example():
         return f"{earlier} + {'/'.join(row['question'] for row in rows)}".strip(" +")
 
     with functai.settings(client=lm):
-        chat = tutor.conversation("w", plugins=[compaction(keep=2, every=2, summarize=summarize)])
+        chat = tutor.conversation("w", store=functai.MemoryStore(), plugins=[compaction(keep=2, every=2, summarize=summarize)])
         for i in range(1, 5):
             chat(f"Q{i}")
         entries = chat.entries("compaction", "summary")
@@ -66,7 +66,7 @@ def test_the_default_summarizer_is_an_ai_function_recorded_in_the_turn(tmp_path)
     lm = ScriptedLM(reply=reply)
     styled = Plugin("style", before_call=lambda call: Change(sections=["Be brief."]))
     with functai.settings(client=lm, log_calls=str(tmp_path), plugins=[styled]):
-        chat = tutor.conversation("d", plugins=[compaction(keep=1, every=1)])
+        chat = tutor.conversation("d", store=functai.MemoryStore(), plugins=[compaction(keep=1, every=1)])
         chat("Q1")
         chat("Q2")
     summary = chat.entries("compaction", "summary")[0]["data"]
@@ -82,7 +82,7 @@ def test_the_default_summarizer_is_an_ai_function_recorded_in_the_turn(tmp_path)
 @pytest.mark.parametrize("bad", [lambda e, r: "  ", lambda e, r: 1 / 0])
 def test_a_failing_or_blank_summarizer_is_reported_and_the_turn_stays_done(bad):
     with functai.settings(client=ScriptedLM(reply=lambda request: "ok")):
-        chat = tutor.conversation("f", plugins=[compaction(keep=0, every=1, summarize=bad)])
+        chat = tutor.conversation("f", store=functai.MemoryStore(), plugins=[compaction(keep=0, every=1, summarize=bad)])
         with pytest.warns(RuntimeWarning, match="compaction"):
             chat("Q1")
     assert chat.head.state == "done"
