@@ -7,8 +7,9 @@ entry-point scan), everything else only when a test asks for a fixture, and
 it changes nothing unless a fixture is used.
 
 - ``functai_isolated``: no process settings, no ``FUNCTAI_LM`` /
-  ``FUNCTAI_LOAD_PLUGINS`` / ``FUNCTAI_DISABLE_PLUGINS``, and no installed
-  plugins for the test; everything as it was afterwards.
+  ``FUNCTAI_LOAD_PLUGINS`` / ``FUNCTAI_DISABLE_PLUGINS``, no installed
+  plugins, and an empty default conversation store for the test; everything
+  as it was afterwards.
 - ``scripted_lm``: ``scripted_lm(["reply", ...])`` or ``scripted_lm(reply=fn)``
   makes a `functai.testing.ScriptedLM` the process ``client``.
 - ``installed_plugins``: ``installed_plugins(plugin, module, "entry-point", name=module)``
@@ -42,17 +43,21 @@ def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A test that cannot see, or leave behind, process-wide functai state.
 
     The process settings start empty, the ``FUNCTAI_*`` variables that pick a
-    model or plugins are unset, and no installed plugin runs (so a plugin
-    pip-installed on the developer's machine cannot change the result). The
-    previous settings and installed plugins come back afterwards, and model
-    clients made during the test are closed.
+    model or plugins are unset, no installed plugin runs (so a plugin
+    pip-installed on the developer's machine cannot change the result), and
+    conversations opened without a store start from an empty in-memory store
+    (so conversation ``"alex"`` of one test is not continued by the next).
+    The previous state comes back afterwards, and model clients made during
+    the test are closed.
     """
     from . import layers
+    from .conversations import store
     from .hooks import installed
     from .models import providers
 
     for name in ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(store, "_shared_memory", store.MemoryStore())
     with layers._process_lock:
         settings_before = layers._process
     layers.reset()
@@ -60,7 +65,7 @@ def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     try:
         yield
     finally:
-        pass
+        installed.use(installed_before)
         with layers._process_lock:
             layers._process = settings_before
         providers.close_clients()

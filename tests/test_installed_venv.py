@@ -35,14 +35,54 @@ PROGRAM = textwrap.dedent('''
 ''')
 
 
+BUILTINS = [str(ROOT / "functai_builtin_plugins" / name) for name in ("approval", "compaction", "delegate")]
+
+
 @pytest.fixture(scope="session")
 def venv(tmp_path_factory):
     path = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     python = path / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, str(ROOT), str(ROOT / "functai_builtin_plugins" / "approval")], check=True)
+    subprocess.run([*pip(python, "install"), "setuptools>=64", "wheel"], check=True)
+    subprocess.run([*pip(python, "install"), str(ROOT), *BUILTINS], check=True)
     return python
+
+
+def pip(python, *args):
+    return [str(python), "-m", "pip", *args, "-q", "--disable-pip-version-check"]
+
+
+def package(tmp_path, distribution, module_source, entry_points):
+    """A real pip-installable distribution in a folder: one module and its entry points."""
+    module = distribution.replace("-", "_")
+    folder = tmp_path / distribution
+    folder.mkdir()
+    (folder / f"{module}.py").write_text(textwrap.dedent(module_source))
+    groups = "".join(
+        f'[project.entry-points."{group}"]\n' + "".join(f'{name} = "{target}"\n' for name, target in items.items())
+        for group, items in entry_points.items()
+    )
+    (folder / "pyproject.toml").write_text(textwrap.dedent(f"""
+        [build-system]
+        requires = ["setuptools>=64"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "{distribution}"
+        version = "1.2.3"
+
+        [tool.setuptools]
+        py-modules = ["{module}"]
+    """) + groups)
+    return str(folder)
+
+
+def install(python, *folders):
+    subprocess.run([*pip(python, "install", "--no-build-isolation"), *folders], check=True)
+
+
+def uninstall(python, *distributions):
+    subprocess.run([*pip(python, "uninstall", "-y"), *distributions], check=True)
 
 
 def run(python, code, **env):
@@ -58,11 +98,92 @@ def test_installed_approval_is_found_and_uninstalling_it_makes_approve_refuse(ve
     assert run(venv, PROGRAM).startswith("approval-required |")
     assert run(venv, PROGRAM, FUNCTAI_DISABLE_PLUGINS="approval").startswith("approval-missing |")
     assert run(venv, PROGRAM, FUNCTAI_LOAD_PLUGINS="").startswith("approval-missing |")
-    subprocess.run([str(venv), "-m", "pip", "uninstall", "-q", "-y", "functai-approval"], check=True)
+    uninstall(venv, "functai-approval")
     try:
         out = run(venv, PROGRAM)
         assert out.startswith("approval-missing |") and "functai-approval" in out
     finally:
-        subprocess.run([str(venv), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        str(ROOT / "functai_builtin_plugins" / "approval")], check=True)
+        install(venv, BUILTINS[0])
     assert run(venv, PROGRAM).startswith("approval-required |")
+
+
+SHOW_SYSTEM = textwrap.dedent('''
+    import functai
+    from functai.testing import ScriptedLM
+
+    @functai.ai
+    def answer(question: str) -> str:
+        """Answer."""
+
+    lm = ScriptedLM(["ok"])
+    functai.configure(client=lm)
+    try:
+        value, record = answer.run("q")
+        print(repr(lm.requests[0].messages[0]["content"]), [(c["plugin"], c["version"]) for c in record.changes])
+    except functai.FunctAIError as error:
+        print(error.code, "|", error.message)
+''')
+
+
+def test_an_installed_third_party_plugin_applies_and_can_be_turned_off(venv, tmp_path):
+    install(venv, package(tmp_path, "functai-shout", '''
+        import functai
+
+        @functai.hookimpl
+        def before_call(call):
+            return functai.Change(sections=["SHOUT."])
+    ''', {"functai": {"shout": "functai_shout"}}))
+    try:
+        assert run(venv, SHOW_SYSTEM) == "'Answer.\\n\\nSHOUT.' [('shout', '1.2.3')]"
+        assert run(venv, SHOW_SYSTEM, FUNCTAI_DISABLE_PLUGINS="shout") == "'Answer.' []"
+        assert run(venv, SHOW_SYSTEM, FUNCTAI_LOAD_PLUGINS="") == "'Answer.' []"
+        assert run(venv, SHOW_SYSTEM, FUNCTAI_LOAD_PLUGINS="approval,shout").endswith("[('shout', '1.2.3')]")
+        assert run(venv, SHOW_SYSTEM.replace("functai.configure(client=lm)",
+                                             "functai.configure(client=lm, disable_plugins=['shout'])")) == "'Answer.' []"
+    finally:
+        uninstall(venv, "functai-shout")
+
+
+def test_a_broken_plugin_fails_closed_and_functai_plugins_still_works(venv, tmp_path):
+    install(venv, package(tmp_path, "functai-broken", '''
+        import a_module_that_does_not_exist
+    ''', {"functai": {"broken": "functai_broken"}}))
+    try:
+        out = run(venv, SHOW_SYSTEM)
+        assert out.startswith("plugin-load |")
+        assert "functai-broken" in out and "'broken'" in out and "FUNCTAI_DISABLE_PLUGINS=broken" in out
+        listing = subprocess.run([str(venv.parent / "functai"), "plugins"], capture_output=True, text=True,
+                                 env={k: v for k, v in os.environ.items() if not k.startswith("FUNCTAI_")})
+        assert listing.returncode == 0, listing.stderr
+        assert "broken" in listing.stdout and "failed" in listing.stdout and "approval" in listing.stdout
+        assert run(venv, SHOW_SYSTEM, FUNCTAI_DISABLE_PLUGINS="broken") == "'Answer.' []"
+    finally:
+        uninstall(venv, "functai-broken")
+
+
+COMPACTION = textwrap.dedent('''
+    import functai
+    try:
+        print(repr(functai.compaction(keep=2, every=2)))
+    except functai.FunctAIError as error:
+        print(error.code, "|", error.message)
+''')
+
+
+def test_uninstalling_compaction_names_it_and_a_replacement_is_used(venv, tmp_path):
+    assert run(venv, COMPACTION) == 'Plugin("compaction", 0.1.0: context, turn_end)'
+    uninstall(venv, "functai-compaction")
+    try:
+        out = run(venv, COMPACTION)
+        assert out.startswith("builtin-missing |") and "pip install functai-compaction" in out
+        install(venv, package(tmp_path, "my-compaction", '''
+            import functai
+
+            def compaction(keep=20, every=10, **options):
+                return functai.Plugin("compaction", version="9.0.0", turn_end=lambda turn: None)
+        ''', {"functai.builtins": {"compaction": "my_compaction:compaction"}}))
+        assert run(venv, COMPACTION) == 'Plugin("compaction", 9.0.0: turn_end)'
+        uninstall(venv, "my-compaction")
+    finally:
+        install(venv, BUILTINS[1])
+    assert run(venv, COMPACTION) == 'Plugin("compaction", 0.1.0: context, turn_end)'

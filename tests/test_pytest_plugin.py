@@ -57,12 +57,19 @@ INNER = textwrap.dedent('''
         ]
         functai.configure(plugins=[shout], temperature=0.5)  # left behind on purpose
 
+    def test_3b_a_conversation_without_a_store(scripted_lm):
+        scripted_lm(["Lima"])
+        chat = capital.conversation("alex")
+        chat("Peru")
+        assert len(chat.all_turns()) == 1
+
     def test_4_does_not_leak_into_the_next_test(scripted_lm, call_records):
         lm = scripted_lm(["Lima"])
         assert capital("Peru") == "Lima"
         assert "SHOUT" not in system(lm)
         assert "temperature" not in lm.requests[0].settings
         assert len(call_records) == 1 and call_records.last().changes == []
+        assert capital.conversation("alex").all_turns() == []  # the default store starts empty
 
     def test_5_the_script_answers_in_order_and_records_requests(scripted_lm):
         lm = scripted_lm(reply=lambda request: "Paris" if "France" in str(request.messages) else "?")
@@ -96,7 +103,7 @@ def test_fixtures_isolate_each_test_and_leave_the_outer_state_alone(pytester, mo
     lm, inst = _outer_state()
     pytester.makepyfile(test_inner=INNER)
     result = pytester.runpytest("-p", "no:cacheprovider", "-v")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
     # Back out here: the outer settings, installed plugins and environment are as they were.
     assert installed.installed() is inst
     assert os.environ["FUNCTAI_LM"] == "outer/env"
