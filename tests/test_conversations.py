@@ -150,7 +150,7 @@ def test_turn_start_rewrites_inputs_in_order_and_is_recorded(tmp_path):
     turn = chat.head
     assert turn.inputs == {"topic": "FRACTIONS", "level": "advanced"}
     (record,) = functai.read_calls(tmp_path / "calls")
-    assert record.conversation == {"id": "g", "turn": turn.id, "parent": None}
+    assert record.conversation == {"id": "g", "turn": turn.id, "parent": None, "store": "memory"}
     assert [(c["plugin"], c["hook"], c["change"]) for c in record.changes] == [
         ("one", "turn_start", {"inputs": {"level": "advanced"}}),
         ("two", "turn_start", {"inputs": {"topic": "FRACTIONS"}}),

@@ -86,11 +86,13 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     if scope is not None:
         ordinal = scope.begin_call()
         if own_turn:
-            record.conversation = {"id": scope.conversation, "turn": scope.turn, "parent": scope.parent}
+            if scope.conversation is not None:
+                record.conversation = {"id": scope.conversation, "turn": scope.turn, "parent": scope.parent,
+                                       "store": scope.store}
             record.changes.extend(scope.changes)
             record.sections = list(scope.sections)
             block = push_block(scope.layer)  # calls inside the turn see the conversation as a block
-        else:
+        elif scope.conversation is not None:
             record.conversation = {"id": scope.conversation, "turn": scope.turn}  # a call inside a turn
     started = time.perf_counter()
     token = current.set(Frame(record, path, ordinal))

@@ -19,9 +19,13 @@ class TurnScope(Protocol):
 
     program: Any
     layer: Any
-    conversation: str
-    turn: str
+    conversation: str | None
+    turn: str | None
     parent: str | None
+    #: How the call record names the store (see `functai.conversations.store.store_reference`).
+    store: str | None
+    #: Whether an approval with nobody to decide makes the turn wait (else: approval-required).
+    waits: bool
     #: Set by the pipeline when the turn's own call starts (the first call of `program`).
     claimed: bool
     #: The turn's turn_start and context changes, first in its call's record.

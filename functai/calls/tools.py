@@ -349,7 +349,7 @@ def _ask_person(
         "plugin": event._plugin,
         "question": reason,
     }
-    if scope is not None:
+    if scope is not None and scope.waits:
         answered = scope.answer(approval["key"])
         if answered is not None:
             allowed, why = answered

@@ -31,7 +31,7 @@ from ..layers import Layer, resolve
 from ..log import warn
 from ..models.request import Client, Reply, Request, ToolCall
 from .history import DONE, FAILED, FORMAT, RUNNING, STOPPED, WAITING, History, TurnData
-from .store import Store, StoreConflict, open_store
+from .store import Store, StoreConflict, open_store, store_reference
 
 if TYPE_CHECKING:
     from ..calls.function import AIFunction
@@ -194,6 +194,8 @@ class _TurnScope:
         self.conversation = chat.id
         self.turn = data.id
         self.parent = data.parent
+        self.store = store_reference(chat.store)
+        self.waits = True
         self.claimed = False
         self.changes = list(data.changes)
         self.sections = list(data.sections)

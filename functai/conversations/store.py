@@ -508,6 +508,21 @@ _folder_stores: dict[str, FolderStore] = {}
 _folder_stores_lock = threading.Lock()
 
 
+def store_reference(store: Store) -> str | None:
+    """How a call record names a store so it can be opened again: a folder
+    path, ``"memory"`` for this process's shared memory store, else None."""
+    if isinstance(store, FolderStore):
+        return str(store.folder)
+    if store is _shared_memory:
+        return "memory"
+    return None
+
+
+def open_reference(reference: str) -> Store:
+    """The store a call record names (see `store_reference`)."""
+    return _shared_memory if reference == "memory" else open_store(reference)
+
+
 def open_store(store: None | str | os.PathLike[str] | Store) -> Store:
     """The store a conversation should use.
 
