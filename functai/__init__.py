@@ -30,6 +30,9 @@ _LAZY = {
     "FolderStore": "functai.conversations",
     "all_turns": "functai.conversations",
     "current_turn": "functai.conversations",
+    "rate": "functai.evaluation",
+    "evaluate": "functai.evaluation",
+    "optimize": "functai.evaluation",
     "last_turns": "functai.conversations",
 }
 
@@ -74,6 +77,9 @@ __all__ = [
     "compaction",
     "current_turn",
     "delegate",
+    "evaluate",
+    "optimize",
+    "rate",
     "configure",
     "hookimpl",
     "load_plugin",

@@ -197,6 +197,14 @@ class settings:
         pop_block(self.layer)
 
 
+def current_values() -> dict[str, Any]:
+    """The settings the process and the enclosing blocks set here (no function's own)."""
+    values: dict[str, Any] = dict(DEFAULTS)
+    for layer in (_process, *_blocks.get()):
+        values.update(layer.values)
+    return values
+
+
 def push_block(layer: Layer) -> Layer:
     """Enter a block layer by hand (conversations use this for the calls inside a turn)."""
     _blocks.set(_blocks.get() + (layer,))

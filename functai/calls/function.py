@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import types
 import typing
 from typing import Any, Callable, Sequence, TypeVar, overload
 
@@ -153,6 +154,22 @@ class AIFunction:
         On failure the raised `FunctAIError` carries the record as ``.record``.
         """
         return run_call(self, args, kwargs)
+
+    def with_instruction(self, instruction: str) -> "AIFunction":
+        """The same function — signature, tools, layout, plugins, settings — with
+        another instruction (so another ``version``)."""
+        if not isinstance(instruction, str) or not instruction.strip():
+            raise TypeError("an instruction is non-empty text")
+        original = self.fn
+        copy = types.FunctionType(
+            original.__code__, original.__globals__, original.__name__, original.__defaults__, original.__closure__
+        )
+        copy.__kwdefaults__ = original.__kwdefaults__
+        copy.__annotations__ = dict(original.__annotations__)
+        copy.__qualname__ = original.__qualname__
+        copy.__module__ = original.__module__
+        copy.__doc__ = instruction
+        return AIFunction(copy, tools=self.tools, layout=self.layout, own=self.own)
 
     def conversation(
         self,

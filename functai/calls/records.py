@@ -46,6 +46,8 @@ class CallRecord:
     sections: list[str] = attrs.field(factory=list)
     replayable: bool = True
     attempts: int = 0
+    #: The latest rating, when read with ``read_calls(..., rated=True)`` (never written to the log).
+    rating: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON data (``replayable`` only when false)."""
@@ -54,6 +56,8 @@ class CallRecord:
         data["output"] = to_jsonable(self.output)
         if self.replayable:
             del data["replayable"]
+        if self.rating is None:
+            del data["rating"]
         return data
 
     @classmethod
@@ -104,9 +108,9 @@ _encoder = json.JSONEncoder(ensure_ascii=False, default=str)
 class _Log:
     """An append-only JSON-lines file kept open for the process."""
 
-    def __init__(self, folder: str) -> None:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        self.path = os.path.join(folder, LOG_FILE)
+    def __init__(self, path: str) -> None:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        self.path = path
         self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def append(self, data: dict[str, Any]) -> None:
@@ -124,7 +128,12 @@ _logs: dict[str, _Log] = {}
 
 def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
     """Append one record to the call log in ``folder``."""
-    key = os.path.abspath(folder)
+    append_line(os.path.join(folder, LOG_FILE), record.to_dict())
+
+
+def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+    """Append one JSON line to the file at ``path`` (one write, under an exclusive lock)."""
+    key = os.path.abspath(path)
     log = _logs.get(key)
     if log is None or os.fstat(log.fd).st_nlink == 0:  # first use, or the file was removed
         with _logs_lock:
@@ -132,14 +141,37 @@ def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
             if stale is not None:
                 os.close(stale.fd)
             log = _logs[key] = _Log(key)
-    log.append(record.to_dict())
+    log.append(data)
 
 
-def read_calls(folder: str | os.PathLike[str]) -> Iterator[CallRecord]:
+def read_calls(
+    folder: str | os.PathLike[str], *, rated: bool = False, function: Any = None
+) -> Iterator[CallRecord]:
     """Yield the records of the call log in ``folder``, oldest first.
 
-    A line that is not a whole JSON object (a crash mid-write) is skipped.
+    ``rated=True`` yields only rated calls, each with its latest ``rating``;
+    ``function`` (an AI function, or ``"module:name"``) keeps the calls of
+    that function — every version of it. A line that is not a whole JSON
+    object (a crash mid-write) is skipped.
     """
+    if function is not None:
+        module, _, name = (function if isinstance(function, str) else f"{function.module}:{function.name}").rpartition(":")
+        records = (r for r in read_calls(folder) if r.function == name and (not module or r.module == module))
+    else:
+        records = _read_log(folder)
+    if not rated:
+        yield from records
+        return
+    from ..evaluation.ratings import read_ratings
+
+    ratings = read_ratings(folder)
+    for record in records:
+        if record.id in ratings:
+            record.rating = attrs.asdict(ratings[record.id][-1])
+            yield record
+
+
+def _read_log(folder: str | os.PathLike[str]) -> Iterator[CallRecord]:
     path = os.path.join(os.fspath(folder), LOG_FILE)
     try:
         handle = open(path, "rb")

@@ -1,0 +1,240 @@
+"""``evaluate``: ask a function again on rated calls (or given rows) and score it.
+
+The program under test is the function as it is now — its current
+instruction — so an improved instruction is what is measured. Rated calls
+are asked again as they were shown (see `functai.evaluation.replay`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import attrs
+
+from ..calls.outputs import to_jsonable
+from ..calls.records import CallRecord, read_calls
+from ..calls.scope import current_turn
+from ..errors import FunctAIError
+from ..layers import current_values
+from ..log import warn
+from .ratings import _log_folder
+from .replay import NotReplayable, ReplayedTurn, shown
+
+#: ``metric(expected, got) -> bool | float`` (1.0 / True is a pass).
+Metric = Callable[[Any, Any], Any]
+
+
+@attrs.frozen
+class Row:
+    """One thing to ask: inputs, what is expected, and (for a rated call) how it was shown."""
+
+    inputs: Mapping[str, Any]
+    expected: Any = None
+    #: False when the row only knows a wrong answer (a bad rating without a correction).
+    agree: bool = True
+    record: str | None = None
+    rating: Mapping[str, Any] | None = None
+    history: Sequence[Mapping[str, Any]] = ()
+    sections: Sequence[str] = ()
+
+
+@attrs.frozen
+class RowResult:
+    inputs: Mapping[str, Any]
+    expected: Any
+    got: Any
+    passed: float
+    #: The id of the new call's record.
+    call: str | None
+    #: The rated call this row came from, if any.
+    record: str | None = None
+    error: str | None = None
+
+
+@attrs.frozen
+class Evaluation:
+    """A score (the mean of the rows' results), its 95% interval, and every row."""
+
+    score: float
+    interval: tuple[float, float]
+    rows: list[RowResult]
+    #: Rated calls left out because they could not be asked again as they were: (call id, why).
+    skipped: list[tuple[str, str]] = attrs.field(factory=list)
+
+    def table(self) -> str:
+        lines = [f"score {self.score:.3f}  (95% interval {self.interval[0]:.3f}–{self.interval[1]:.3f}, "
+                 f"{len(self.rows)} rows, {len(self.skipped)} skipped)"]
+        for row in self.rows:
+            mark = "pass" if row.passed >= 1 else ("fail" if row.passed <= 0 else f"{row.passed:.2f}")
+            inputs = ", ".join(f"{k}={_short(v)}" for k, v in row.inputs.items())
+            lines.append(f"  {mark:<5} {inputs:<40} expected {_short(row.expected):<24} got {_short(row.got)}"
+                         + (f"  [{row.error}]" if row.error else ""))
+        for call, why in self.skipped:
+            lines.append(f"  skip  {call}: {why}")
+        return "\n".join(lines)
+
+
+def _short(value: Any, width: int = 24) -> str:
+    text = value if isinstance(value, str) else repr(to_jsonable(value))
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def rows_from_log(fn: Any, log: str | os.PathLike[str] | None = None) -> tuple[list[Row], list[tuple[str, str]]]:
+    """The rated calls of every version of ``fn`` in the call log, rebuilt as rows."""
+    rows: list[Row] = []
+    skipped: list[tuple[str, str]] = []
+    for record in read_calls(_log_folder(log), rated=True, function=fn):
+        try:
+            history, sections = shown(record)
+        except NotReplayable as error:
+            warn("rated call left out", call=record.id, reason=error.message)
+            skipped.append((record.id, error.message))
+            continue
+        rows.append(_rated_row(record, history, sections))
+    return rows, skipped
+
+
+def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list[str]) -> Row:
+    rating = record.rating or {}
+    if rating.get("good"):
+        expected, agree = record.output, True
+    elif rating.get("correction") is not None:
+        expected, agree = rating["correction"], True
+    else:
+        expected, agree = record.output, False  # only known to be wrong: a different answer agrees
+    return Row(inputs=dict(record.inputs), expected=expected, agree=agree, record=record.id, rating=rating,
+               history=history, sections=sections)
+
+
+def _given_rows(rows: Iterable[Any]) -> list[Row]:
+    out = []
+    for row in rows:
+        if isinstance(row, Row):
+            out.append(row)
+        elif isinstance(row, Mapping) and "inputs" in row:
+            out.append(Row(inputs=dict(row["inputs"]), expected=row.get("expected")))
+        elif isinstance(row, (tuple, list)) and len(row) == 2:
+            out.append(Row(inputs=dict(row[0]), expected=row[1]))
+        else:
+            raise TypeError(f"a row is {{'inputs': {{...}}, 'expected': ...}} or (inputs, expected), not {row!r}")
+    return out
+
+
+def exact(expected: Any, got: Any) -> bool:
+    """The default metric: the same value (as JSON data; text compared without outer whitespace)."""
+    got, expected = to_jsonable(got), to_jsonable(expected)
+    if isinstance(got, str) and isinstance(expected, str):
+        return got.strip() == expected.strip()
+    return bool(got == expected)
+
+
+def interval(values: Sequence[float]) -> tuple[float, float]:
+    """A 95% interval for the mean: Wilson's for pass/fail rows, else the normal one."""
+    n = len(values)
+    if n == 0:
+        return (0.0, 0.0)
+    mean = sum(values) / n
+    z = 1.959964
+    if all(v in (0.0, 1.0) for v in values):
+        centre = (mean + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(mean * (1 - mean) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return (max(0.0, centre - half), min(1.0, centre + half))
+    if n == 1:
+        return (mean, mean)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return (mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n))
+
+
+def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
+    scope = ReplayedTurn(fn, row.history, row.sections)
+    token = current_turn.set(scope)
+    try:
+        got, record = fn.run(**row.inputs)
+    except FunctAIError as error:
+        record_id = error.record.id if error.record is not None else None
+        return RowResult(row.inputs, row.expected, None, 0.0, record_id, row.record, f"{error.code}: {error.message}")
+    except Exception as error:
+        return RowResult(row.inputs, row.expected, None, 0.0, None, row.record, f"{type(error).__name__}: {error}")
+    finally:
+        current_turn.reset(token)
+    if metric is not None:
+        passed = float(metric(row.expected, got))
+    else:
+        same = exact(row.expected, got)
+        passed = float(same if row.agree else not same)
+    return RowResult(row.inputs, row.expected, got, passed, record.id, row.record)
+
+
+class _Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    def __init__(self, total: int, label: str, show: bool | None) -> None:
+        self.total, self.label, self.done = total, label, 0
+        self.show = sys.stderr.isatty() if show is None else show
+        self.lock = threading.Lock()
+        self._draw()
+
+    def step(self) -> None:
+        with self.lock:
+            self.done += 1
+            self._draw()
+
+    def _draw(self) -> None:
+        if not self.show or not self.total:
+            return
+        filled = int(30 * self.done / self.total)
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}")
+        if self.done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def evaluate(
+    fn: Any,
+    rows: Iterable[Any] | None = None,
+    metric: Metric | None = None,
+    *,
+    workers: int | None = None,
+    log: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
+) -> Evaluation:
+    """Score ``fn`` as it is now.
+
+    ``rows``: None for the rated calls in the call log of every function with
+    ``fn``'s module and name (each asked again as it was shown), or given
+    rows — ``{"inputs": {...}, "expected": ...}`` or ``(inputs, expected)``.
+    ``metric(expected, got)`` returns a bool or a number (default: the same
+    value, or, for a call rated bad without a correction, a different one).
+    Rows run in ``workers`` threads (default: the ``workers`` setting, else 4),
+    each in a copy of the caller's settings context.
+    """
+    skipped: list[tuple[str, str]] = []
+    if rows is None:
+        todo, skipped = rows_from_log(fn, log)
+    else:
+        todo = _given_rows(rows)
+    count = workers or current_values().get("workers") or 4
+    bar = _Progress(len(todo), f"evaluating {fn.name}", progress)
+
+    def one(row: Row) -> RowResult:
+        try:
+            return _ask(fn, row, metric)
+        finally:
+            bar.step()
+
+    if count == 1 or len(todo) <= 1:
+        results = [one(row) for row in todo]
+    else:
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, one, row) for row in todo]
+            results = [future.result() for future in futures]
+    values = [r.passed for r in results]
+    score = sum(values) / len(values) if values else 0.0
+    return Evaluation(score=score, interval=interval(values), rows=results, skipped=skipped)

@@ -1,0 +1,92 @@
+"""``optimize``: propose better instructions, measure each, keep the best.
+
+A teacher — an AI function with its own ``lm`` — reads the current
+instruction and how it did, and proposes candidates; each candidate is a new
+version of the function (same signature, tools, plugins and settings) and is
+measured with `evaluate` on the same rows.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+import attrs
+
+from ..calls.function import AIFunction, ai
+from ..calls.outputs import to_jsonable
+from .evaluate import Evaluation, Metric, evaluate, rows_from_log
+
+
+@attrs.frozen
+class Candidate:
+    instruction: str
+    score: float
+    evaluation: Evaluation
+
+
+@attrs.frozen
+class Optimization:
+    """The best function found, and how every instruction scored."""
+
+    best: AIFunction
+    baseline: Candidate
+    candidates: list[Candidate]
+
+    @property
+    def scores(self) -> list[tuple[str, float]]:
+        return [(c.instruction, c.score) for c in (self.baseline, *self.candidates)]
+
+
+def _teacher(lm: str | None) -> AIFunction:
+    def propose_instructions(instruction: str, results: list[dict[str, Any]], count: int) -> list[str]:
+        """Propose improved instructions for a program that a language model follows.
+
+        You get its current instruction and its results on examples (inputs,
+        what was expected, what it answered, whether that passed). Write
+        `count` alternative instructions, each complete on its own, that
+        would make the failing examples pass without breaking the passing
+        ones. Keep what works; be specific about what went wrong.
+        """
+
+    return ai(**({"lm": lm} if lm else {}))(propose_instructions)
+
+
+def optimize(
+    fn: AIFunction,
+    rows: Iterable[Any] | None = None,
+    *,
+    teacher_lm: str | None = None,
+    candidates: int = 3,
+    metric: Metric | None = None,
+    workers: int | None = None,
+    log: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
+) -> Optimization:
+    """Return a new AI function with the best instruction found (or ``fn``
+    itself when no candidate beats it), with the scores of every candidate."""
+    if not isinstance(fn, AIFunction):
+        raise TypeError(f"optimize() takes an AI function, not {fn!r}")
+    if rows is None:
+        todo, _ = rows_from_log(fn, log)
+    else:
+        todo = list(rows)
+    baseline_eval = evaluate(fn, todo, metric, workers=workers, progress=progress)
+    baseline = Candidate(fn.instruction, baseline_eval.score, baseline_eval)
+    results = [
+        {"inputs": to_jsonable(dict(r.inputs)), "expected": to_jsonable(r.expected), "got": to_jsonable(r.got),
+         "passed": r.passed >= 1}
+        for r in baseline_eval.rows
+    ]
+    proposals = _teacher(teacher_lm)(instruction=fn.instruction, results=results, count=candidates)
+    scored: list[Candidate] = []
+    best, best_score = fn, baseline.score
+    for text in dict.fromkeys(p.strip() for p in proposals if isinstance(p, str) and p.strip()):
+        if text == fn.instruction:
+            continue
+        variant = fn.with_instruction(text)
+        result = evaluate(variant, todo, metric, workers=workers, progress=progress)
+        scored.append(Candidate(text, result.score, result))
+        if result.score > best_score:
+            best, best_score = variant, result.score
+    return Optimization(best=best, baseline=baseline, candidates=scored)

@@ -1,0 +1,102 @@
+"""Ratings: a person's verdict on a call, kept beside the call log.
+
+``rate(record_or_id, good=True, correction=None, by=None)`` appends one JSON
+line to ``<log folder>/ratings.jsonl``. A call may be rated many times; the
+latest rating by the same person wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import attrs
+
+from ..calls.outputs import to_jsonable
+from ..calls.records import LOG_FILE, CallRecord, append_line, read_calls
+from ..errors import FunctAIError
+from ..layers import current_values
+
+RATINGS_FILE = "ratings.jsonl"
+
+
+@attrs.frozen
+class Rating:
+    """One person's verdict on one call."""
+
+    call: str
+    good: bool
+    correction: Any = None
+    by: str | None = None
+    at: str = ""
+
+
+def _log_folder(log: str | os.PathLike[str] | None) -> str:
+    folder = log if log is not None else current_values().get("log_calls")
+    if not folder:
+        raise FunctAIError(
+            "ratings are kept beside the call log, and no call log is configured: "
+            "set functai.configure(log_calls='calls/') or pass log=...",
+            code="no-call-log",
+        )
+    return os.fspath(folder)
+
+
+def rate(
+    record_or_id: CallRecord | str,
+    good: bool = True,
+    correction: Any = None,
+    by: str | None = None,
+    *,
+    log: str | os.PathLike[str] | None = None,
+) -> Rating:
+    """Rate a logged call: good or bad, optionally with the answer it should have given."""
+    if not isinstance(good, bool):
+        raise TypeError(f"good must be True or False, not {good!r}")
+    call_id = record_or_id.id if isinstance(record_or_id, CallRecord) else record_or_id
+    if not isinstance(call_id, str) or not call_id:
+        raise TypeError(f"rate() takes a call record or a call id, not {record_or_id!r}")
+    folder = _log_folder(log)
+    if not any(record.id == call_id for record in read_calls(folder)):
+        raise FunctAIError(
+            f"no call {call_id!r} in the call log {os.path.join(folder, LOG_FILE)}; rate a logged call "
+            "(log_calls must be set when it runs)",
+            code="unknown-call",
+        )
+    rating = Rating(
+        call=call_id,
+        good=good,
+        correction=to_jsonable(correction),
+        by=by,
+        at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+    )
+    append_line(os.path.join(folder, RATINGS_FILE), attrs.asdict(rating))
+    return rating
+
+
+def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
+    """Each call's ratings, one per person (the latest wins), oldest first."""
+    path = os.path.join(os.fspath(folder), RATINGS_FILE)
+    latest: dict[tuple[str, str | None], Rating] = {}
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return {}
+    with handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                data = json.loads(raw)
+                rating = Rating(call=data["call"], good=bool(data["good"]), correction=data.get("correction"),
+                                by=data.get("by"), at=data.get("at", ""))
+            except (ValueError, KeyError, TypeError):
+                continue
+            latest.pop((rating.call, rating.by), None)
+            latest[(rating.call, rating.by)] = rating
+    by_call: dict[str, list[Rating]] = {}
+    for rating in latest.values():
+        by_call.setdefault(rating.call, []).append(rating)
+    return by_call

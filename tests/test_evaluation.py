@@ -1,0 +1,175 @@
+"""Ratings, evaluation and the optimizer: rated calls asked again as they were shown."""
+
+import json
+import os
+
+import pytest
+from functai_compaction import compaction
+
+import functai
+from functai import Change, FunctAIError, Plugin, ai
+from functai.testing import ScriptedLM
+
+
+def tutor_v1():
+    @ai
+    def tutor(question: str) -> str:
+        """Tutor the student (first version)."""
+
+    return tutor
+
+
+def tutor_v2():
+    @ai
+    def tutor(question: str) -> str:
+        """Tutor the student, step by step (improved)."""
+
+    return tutor
+
+
+def summarizing(request):
+    if request.messages[0]["content"].startswith("Summarize a conversation"):
+        return "They covered Q1 and Q2."
+    return "A" + request.messages[-1]["content"].removeprefix("question: Q")
+
+
+def test_a_rated_turn_is_asked_again_as_it_was_shown_and_nothing_else(tmp_path):
+    log, store = str(tmp_path / "calls"), str(tmp_path / "store")
+    old_host = Plugin("old-host", before_call=lambda c: Change(sections=["OLD HOST RULE."], lm="host-model"))
+    with functai.settings(client=ScriptedLM(reply=summarizing), log_calls=log, plugins=[old_host]):
+        chat = tutor_v1().conversation("alex", store=store, plugins=[compaction(keep=2, every=2)])
+        for i in range(1, 6):
+            chat(f"Q{i}")
+    fifth = [r for r in functai.read_calls(log) if r.function == "tutor"][-1]
+    assert fifth.inputs == {"question": "Q5"} and "(2 turns, summarized)" in fifth.sections[0]
+    functai.rate(fifth, good=True, by="teacher", log=log)
+    records_before = (tmp_path / "store" / "alex.jsonl").read_text()
+
+    new_host = Plugin("new-host", before_call=lambda c: Change(sections=["NEW HOST RULE."]))
+    lm = ScriptedLM(reply=lambda request: "A5")
+    with functai.settings(client=lm, lm="evaluating-model", log_calls=log, plugins=[new_host]):
+        result = functai.evaluate(tutor_v2(), workers=1)
+    assert len(lm.requests) == 1  # one model request in total: no summarizer, nothing else
+    request = lm.requests[0]
+    system = request.messages[0]["content"]
+    assert system.startswith("Tutor the student, step by step (improved).")  # the current instruction
+    assert "Earlier in this conversation (2 turns, summarized):\nThey covered Q1 and Q2." in system
+    assert "NEW HOST RULE." in system and "OLD HOST RULE." not in system
+    assert request.model == "evaluating-model"
+    assert [m["content"] for m in request.messages[1:]] == ["question: Q3", "A3", "question: Q4", "A4", "question: Q5"]
+    assert not any("Q1" in m["content"] or "Q2" in m["content"] for m in request.messages[1:])
+    assert (tmp_path / "store" / "alex.jsonl").read_text() == records_before  # no turn added, nothing written
+    assert result.score == 1.0 and result.skipped == []
+    (row,) = result.rows
+    assert (row.inputs, row.expected, row.got, row.passed, row.record) == ({"question": "Q5"}, "A5", "A5", 1.0, fifth.id)
+    new_call = next(r for r in functai.read_calls(log) if r.id == row.call)
+    assert new_call.conversation is None and new_call.changes[0]["plugin"] == "new-host"
+
+
+def test_a_rated_call_whose_shown_turn_was_removed_is_reported_and_left_out(tmp_path):
+    log, store = str(tmp_path / "calls"), str(tmp_path / "store")
+    with functai.settings(client=ScriptedLM(reply=summarizing), log_calls=log):
+        tutor = tutor_v1()
+        chat = tutor.conversation("b", store=store)
+        chat("Q1")
+        chat("Q2")
+        plain = tutor.run("Q9").record
+    second = [r for r in functai.read_calls(log) if r.conversation and r.inputs == {"question": "Q2"}][0]
+    functai.rate(second, good=True, log=log)
+    functai.rate(plain, good=False, correction="A9!", log=log)
+    path = tmp_path / "store" / "b.jsonl"
+    first_turn = chat.turns[0].id
+    kept = [line for line in path.read_text().splitlines() if json.loads(line).get("turn") != first_turn]
+    path.write_text("\n".join(kept) + "\n")
+    with functai.settings(client=ScriptedLM(reply=lambda r: "A9!")):
+        with pytest.warns(RuntimeWarning, match="left out"):
+            result = functai.evaluate(tutor, log=log, workers=1)
+    assert [call for call, _ in result.skipped] == [second.id]
+    assert "no longer in conversation" in result.skipped[0][1]
+    assert [(r.record, r.expected, r.passed) for r in result.rows] == [(plain.id, "A9!", 1.0)]
+
+
+def test_ratings_latest_by_the_same_person_wins_and_unknown_calls_are_refused(tmp_path):
+    log = str(tmp_path)
+    with functai.settings(client=ScriptedLM(["A1"]), log_calls=log):
+        record = tutor_v1().run("Q1").record
+    functai.rate(record, good=True, by="ann", log=log)
+    functai.rate(record.id, good=False, correction="better", by="ann", log=log)
+    functai.rate(record.id, good=True, by="bob", log=log)
+    ratings = functai.evaluation.read_ratings(log)[record.id]
+    assert [(r.by, r.good, r.correction) for r in ratings] == [("ann", False, "better"), ("bob", True, None)]
+    (rated,) = functai.read_calls(log, rated=True, function="test_evaluation:tutor")
+    assert rated.id == record.id and rated.rating["by"] == "bob"
+    with pytest.raises(FunctAIError) as info:
+        functai.rate("no-such-call", good=True, log=log)
+    assert info.value.code == "unknown-call"
+    with pytest.raises(FunctAIError) as info:
+        functai.rate(record, good=True)
+    assert info.value.code == "no-call-log"
+
+
+def test_given_rows_a_metric_and_parallel_workers():
+    import threading
+
+    threads = set()
+
+    def reply(request):
+        threads.add(threading.get_ident())
+        text = request.messages[-1]["content"]
+        return str(len(text.removeprefix("text: ").split()))
+
+    @ai
+    def count(text: str) -> int:
+        """Count the words."""
+
+    rows = [({"text": "a b"}, 2), ({"text": "a b c"}, 3), ({"text": "a"}, 5), {"inputs": {"text": "x y z w"}, "expected": 4}]
+    with functai.settings(client=ScriptedLM(reply=reply)):
+        result = functai.evaluate(count, rows, workers=3)
+        close = functai.evaluate(count, rows, metric=lambda expected, got: 1 - abs(expected - got) / 10, workers=2)
+    assert [r.passed for r in result.rows] == [1.0, 1.0, 0.0, 1.0]
+    assert result.score == 0.75 and result.interval[0] < 0.75 < result.interval[1]
+    assert [r.got for r in result.rows] == [2, 3, 1, 4] and all(r.call for r in result.rows)
+    assert close.score == pytest.approx((1 + 1 + 0.6 + 1) / 4)
+    assert len(threads) >= 2
+
+
+def test_workers_see_the_callers_settings_blocks():
+    @ai
+    def echo(text: str) -> str:
+        """Echo."""
+
+    lm = ScriptedLM(reply=lambda request: request.messages[-1]["content"].removeprefix("text: "))
+    with functai.settings(client=lm, temperature=0.3):
+        functai.evaluate(echo, [({"text": str(i)}, str(i)) for i in range(6)], workers=3)
+    assert {r.settings.get("temperature") for r in lm.requests} == {0.3}
+
+
+def test_optimize_picks_the_better_of_two_candidate_instructions():
+    @ai
+    def sentiment(text: str) -> str:
+        """Classify."""
+
+    def reply(request):
+        system = request.messages[0]["content"]
+        if system.startswith("Propose improved instructions"):
+            return json.dumps(["Say the sentiment.", "Say the sentiment in one lower-case word: good or bad."])
+        text = request.messages[-1]["content"]
+        if system.startswith("Say the sentiment in one lower-case word"):
+            return "good" if "love" in text else "bad"
+        if system.startswith("Say the sentiment."):
+            return "Good!" if "love" in text else "bad"
+        return "unsure"
+
+    rows = [({"text": "I love it"}, "good"), ({"text": "I hate it"}, "bad")]
+    with functai.settings(client=ScriptedLM(reply=reply)):
+        result = functai.optimize(sentiment, rows, teacher_lm="teacher-model", candidates=2, workers=1)
+    assert result.scores == [
+        ("Classify.", 0.0),
+        ("Say the sentiment.", 0.5),
+        ("Say the sentiment in one lower-case word: good or bad.", 1.0),
+    ]
+    best = result.best
+    assert best.instruction == "Say the sentiment in one lower-case word: good or bad."
+    assert best.version != sentiment.version and best.__name__ == "sentiment"
+    with functai.settings(client=ScriptedLM(reply=reply)):
+        assert best(text="I love it") == "good"
