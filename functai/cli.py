@@ -167,18 +167,16 @@ BUILTINS_GROUP = "functai.builtins"
 
 
 def _discover() -> "Installed":
-    """A fresh discovery (not the process's cached one), quiet on stdout.
+    """A fresh discovery (not the process's cached one).
 
-    A plugin that fails to load is logged (structlog prints to stdout when the
-    application has not configured it) and warned about; the listing says the
-    same, so the log goes to stderr and the warning is not repeated.
+    A plugin that fails to load is warned about; the listing says the same,
+    so the warning is not repeated.
     """
-    import contextlib
     import warnings
 
     from .hooks.installed import Installed
 
-    with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return Installed.discover()
 

@@ -18,8 +18,14 @@ def logger() -> Any:
 
 
 def warn(event: str, **fields: Any) -> None:
-    """A structlog warning event and a Python warning saying the same."""
-    logger().warning(event, **fields)
+    """A Python warning, and a structlog warning event when the application configured structlog.
+
+    Unconfigured structlog prints to stdout; a library must not write there.
+    """
+    import structlog
+
+    if structlog.is_configured():
+        logger().warning(event, **fields)
     where = " ".join(f"{k}={v}" for k, v in fields.items())
     warnings.warn(f"functai: {event}: {where}", RuntimeWarning, stacklevel=3)
 

@@ -6,6 +6,8 @@ import pytest
 
 from functai_approval import matches, plugin, selects
 
+pytestmark = pytest.mark.usefixtures("functai_isolated")  # functai's pytest plugin
+
 REFUND = SimpleNamespace(name="refund", effects="changes", path="support/answer/refund")
 STATUS = SimpleNamespace(name="order_status", effects="reads", path="support/answer/order_status")
 EMAIL = SimpleNamespace(name="send_email", effects=None, path="support/send_email")

@@ -6,6 +6,8 @@ from functai import Change, Plugin, ai
 from functai.testing import ScriptedLM
 from functai_compaction import compaction
 
+pytestmark = pytest.mark.usefixtures("functai_isolated")  # functai's pytest plugin
+
 
 @ai
 def tutor(question: str) -> str:

@@ -1,9 +1,12 @@
 """delegate: another AI function as a tool, remembering per branch."""
 
+import pytest
 import functai
 from functai import ai
 from functai.testing import ScriptedLM, tool_call
 from functai_delegate import delegate
+
+pytestmark = pytest.mark.usefixtures("functai_isolated")  # functai's pytest plugin
 
 
 @ai
