@@ -133,7 +133,12 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
     if not reference:
         print(f"conversation {args.id!r} does not record its function", file=sys.stderr)
         return 1
-    program = _import_program(reference)
+    try:
+        program = _import_program(reference)
+    except (ImportError, AttributeError) as error:
+        print(f"cannot import {reference} (the conversation's function): {error}; run this where it is importable",
+              file=sys.stderr)
+        return 1
     chat = program.conversation(args.id, store=args.store)  # type: ignore[attr-defined]
     waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
     if not waiting:
@@ -265,6 +270,41 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_rate(args: argparse.Namespace, out: TextIO) -> int:
+    from .errors import FunctAIError
+    from .evaluation import rate
+
+    folder = _log_folder(args.log)
+    matches = {r.id for r in read_calls(folder) if r.id.startswith(args.id)}
+    if len(matches) > 1:
+        print(f"{args.id!r} matches {len(matches)} calls; give more of the id", file=sys.stderr)
+        return 1
+    try:
+        rating = rate(matches.pop() if matches else args.id, good=args.good, correction=args.correction,
+                      by=args.by, log=folder)
+    except FunctAIError as error:
+        print(error, file=sys.stderr)
+        return 1
+    verdict = "good" if rating.good else "bad"
+    fix = f", correction {_short(rating.correction)}" if rating.correction is not None else ""
+    print(f"rated {rating.call} {verdict}{fix}" + (f" (by {rating.by})" if rating.by else ""), file=out)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
+    from .errors import FunctAIError
+    from .evaluation import evaluate
+
+    program = _import_program(args.function)
+    try:
+        result = evaluate(program, log=_log_folder(args.log), workers=args.workers)
+    except FunctAIError as error:
+        print(error, file=sys.stderr)
+        return 1
+    print(result.table(), file=out)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from .demo import main as demo
 
@@ -300,6 +340,22 @@ def parser() -> argparse.ArgumentParser:
     plugins = sub.add_parser("plugins", help="installed plugins and their state (works while one is broken)")
     plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
     plugins.set_defaults(run=cmd_plugins)
+
+    rate = sub.add_parser("rate", help="rate a logged call, good or bad")
+    rate.add_argument("id", help="the call id (a unique prefix is enough)")
+    verdict = rate.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--good", dest="good", action="store_true", help="the answer was good")
+    verdict.add_argument("--bad", dest="good", action="store_false", help="the answer was bad")
+    rate.add_argument("--correction", help="the answer it should have given")
+    rate.add_argument("--by", help="who rates")
+    rate.add_argument("--log", help=f"the call log folder (default: $FUNCTAI_LOG_CALLS or {DEFAULT_LOG})")
+    rate.set_defaults(run=cmd_rate)
+
+    evaluate = sub.add_parser("evaluate", help="ask a function again on its rated calls; print the score")
+    evaluate.add_argument("function", help="MODULE:FUNCTION (importable from here)")
+    evaluate.add_argument("--log", help=f"the call log folder (default: $FUNCTAI_LOG_CALLS or {DEFAULT_LOG})")
+    evaluate.add_argument("--workers", type=_positive, default=None, help="rows asked at once (default 4)")
+    evaluate.set_defaults(run=cmd_evaluate)
 
     demo = sub.add_parser("demo", help="run a small program (offline unless FUNCTAI_LM names a model)")
     demo.set_defaults(run=cmd_demo)

@@ -1,9 +1,10 @@
 """``functai demo``: a small real program, on a real model or a scripted one.
 
-It runs AI functions with plugins in three layers (the function's own, a
-block, the process) and prints what each call's record says shaped it. The
-model is the one ``FUNCTAI_LM`` names; with none configured it runs on a
-scripted offline model, and says so.
+AI functions with plugins in three layers (the function's own, a block, the
+process), a tool guarded by a plugin, and a conversation kept in a folder
+store with compaction and a delegate — then what the records say shaped
+each answer. The model is the one ``FUNCTAI_LM`` names; with none configured
+the demo runs on a scripted offline model, and says so.
 """
 
 from __future__ import annotations
@@ -11,19 +12,28 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from typing import Any, TextIO
 
 import functai
-from functai import Change, Plugin, ai
+from functai import Change, FunctAIError, Plugin, ai, tool
 from functai.models.request import Request
-from functai.testing import ScriptedLM
+from functai.testing import ScriptedLM, tool_call
+
+NOTES = {"fractions": "A fraction is a part of a whole: 1/2 is one of two equal parts."}
 
 
-def _offline_reply(request: Request) -> str:
-    system = request.messages[0]["content"] if request.messages else ""
-    if "Rate how clear" in system:
-        return "4"
-    return "A plugin is a named set of hooks that returns its changes as data, so every answer can be traced."
+@tool(effects="reads")
+def read_note(topic: str) -> str:
+    """Read the course note on a topic."""
+    return NOTES.get(topic, "no note on that topic")
+
+
+@tool(effects="changes")
+def delete_note(topic: str) -> str:
+    """Delete the course note on a topic."""
+    NOTES.pop(topic, None)
+    return "deleted"
 
 
 house_style = Plugin("house-style", version="1.0.0", description="The program's own voice.")
@@ -44,6 +54,33 @@ def rate_clarity(text: str) -> int:
     """Rate how clear the text is, from 1 (muddled) to 5 (crystal clear)."""
 
 
+@ai
+def research(query: str) -> str:
+    """Look the query up in the course notes and report what they say."""
+
+
+def _offline_reply(request: Request) -> Any:
+    """A scripted model good enough to show every part of the program."""
+    system = str(request.messages[0]["content"])
+    last = request.messages[-1]
+    if system.startswith("Rate how clear"):
+        return "4"
+    if system.startswith("Summarize a conversation"):
+        return "The student asked about fractions and halves; the tutor used the notes."
+    if system.startswith("Look the query up"):
+        return "The notes say: " + NOTES.get("fractions", "nothing")
+    if system.startswith("Tutor the student"):
+        if last["role"] == "tool":
+            return "Here is what I found: " + str(last["content"])[:60]
+        question = str(last["content"])
+        if "delete" in question:
+            return tool_call("delete_note", {"topic": "fractions"})
+        if "notes" in question:
+            return tool_call("research", {"query": "fractions"})
+        return f"Let's work on that ({question.removeprefix('question: ')})."
+    return "A plugin is a named set of hooks that returns its changes as data, so every answer can be traced."
+
+
 def main(out: TextIO = sys.stdout) -> int:
     lm = os.environ.get("FUNCTAI_LM")
     if lm:
@@ -54,18 +91,58 @@ def main(out: TextIO = sys.stdout) -> int:
         settings = {"client": ScriptedLM(reply=_offline_reply)}
 
     audit = Plugin("audit", version="0.2.0", before_call=lambda call: Change(settings={"temperature": 0}))
-    functai.configure(plugins=[audit], **settings)
+    guard = Plugin(
+        "no-deletes",
+        tool_call=lambda t: Change(block="deleting notes is not allowed here") if t.name == "delete_note" else None,
+    )
+    functai.configure(plugins=[audit, guard], **settings)  # the process layer
     careful = Plugin("careful", before_call=lambda call: Change(sections=["Avoid jargon."]))
 
-    with functai.settings(plugins=[careful]):
+    print("\n1. An AI function with plugins in three layers", file=out)
+    with functai.settings(plugins=[careful]):  # a block layer
         answer, record = explain.run("plugins in functai")
-    print(f"\nexplain('plugins in functai') -> {answer!r}", file=out)
-    score, scored = rate_clarity.run(answer)
-    print(f"rate_clarity(...) -> {score!r}", file=out)
-
-    print("\nWhat shaped the first call (its record's changes, in the order they ran):", file=out)
+    print(f"   explain('plugins in functai') -> {answer!r}", file=out)
+    print(f"   rate_clarity(...) -> {rate_clarity(answer)!r}", file=out)
+    print("   what shaped it (the record's changes, in the order they ran):", file=out)
     for change in record.changes:
-        print(f"  {change['plugin']} {change['version']} {change['hook']}: {json.dumps(change['change'])}", file=out)
-    print("\nThe first call's record:", file=out)
-    print(json.dumps(record.to_dict(), indent=2, ensure_ascii=False), file=out)
+        print(f"     {change['plugin']} {change['version']} {change['hook']}: {json.dumps(change['change'])}", file=out)
+
+    print("\n2. A conversation with a guarded tool, a delegate and compaction", file=out)
+    try:
+        extras = [functai.compaction(keep=2, every=2)]
+        researcher = functai.delegate(research, description="Look things up in the course notes.")
+    except FunctAIError as error:
+        print(f"   (skipped: {error.message})", file=out)
+        return 0
+
+    @ai(tools=[read_note, delete_note, researcher])
+    def tutor(question: str) -> str:
+        """Tutor the student, building on what was said before."""
+
+    store = tempfile.mkdtemp(prefix="functai-demo-")
+    chat = tutor.conversation("demo", store=store, plugins=extras)
+    for question in ("What is a fraction?", "Check the notes on fractions, please.", "Is 2/4 a half?",
+                     "Please delete the fractions note.", "What did we cover?"):
+        value, turn_record = _turn(chat, question)
+        print(f"   > {question}\n     {value}", file=out)
+        for call in turn_record.tool_calls if turn_record else ():
+            status = f"blocked by {call['blocked']}" if "blocked" in call else "ran"
+            print(f"     [tool {call['name']} {status}]", file=out)
+    summaries = chat.entries("compaction", "summary")
+    if summaries:
+        latest = summaries[-1]["data"]
+        print(f"   compaction folded {latest['turns']} turns into: {latest['text']!r}", file=out)
+    print(f"\n   The conversation is in {store}; see it with:  functai conversation {store} demo", file=out)
+    from .cli import main as cli
+
+    cli(["conversation", store, "demo"], out)
     return 0
+
+
+def _turn(chat: Any, question: str) -> tuple[Any, Any]:
+    """Send a turn and find its call's record (logged to a scratch folder)."""
+    folder = tempfile.mkdtemp(prefix="functai-demo-calls-")
+    with functai.settings(log_calls=folder):
+        value = chat(question)
+    records = [r for r in functai.read_calls(folder) if r.conversation and "parent" in r.conversation]
+    return value, records[-1] if records else None

@@ -92,6 +92,9 @@ def test_demo_runs_offline_and_says_so():
     )
     assert out.returncode == 0, out.stderr
     assert "scripted offline model" in out.stdout
-    for plugin in ("house-style", "careful", "audit"):  # own, block, process
-        assert plugin in out.stdout
-    assert '"changes"' in out.stdout
+    for plugin in ("house-style 1.0.0 before_call", "careful 0.0.0 before_call", "audit 0.2.0 before_call"):
+        assert plugin in out.stdout  # own, block, process
+    assert "[tool delete_note blocked by no-deletes]" in out.stdout
+    assert "[tool research ran]" in out.stdout
+    assert "compaction folded 2 turns" in out.stdout
+    assert "conversation demo (" in out.stdout and "delegate/delegate @" in out.stdout

@@ -173,3 +173,32 @@ def test_optimize_picks_the_better_of_two_candidate_instructions():
     assert best.version != sentiment.version and best.__name__ == "sentiment"
     with functai.settings(client=ScriptedLM(reply=reply)):
         assert best(text="I love it") == "good"
+
+
+def test_the_cli_rates_and_evaluates(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from functai.cli import main
+
+    (tmp_path / "quiz.py").write_text(
+        "import functai\n\n@functai.ai\ndef capital(country: str) -> str:\n    '''The capital city.'''\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    sys.modules.pop("quiz", None)
+    import quiz
+
+    log = str(tmp_path / "calls")
+    with functai.settings(client=ScriptedLM(["Lima", "Paris?"]), log_calls=log):
+        lima = quiz.capital.run("Peru").record
+        paris = quiz.capital.run("France").record
+    assert main(["rate", lima.id[:8], "--good", "--by", "ann", "--log", log]) == 0
+    assert main(["rate", paris.id, "--bad", "--correction", "Paris", "--log", log]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"rated {lima.id} good (by ann)", f"rated {paris.id} bad, correction Paris"]
+    assert main(["rate", "nope", "--good", "--log", log]) == 1
+    functai.configure(client=ScriptedLM(reply=lambda r: "Lima" if "Peru" in r.messages[-1]["content"] else "Paris"))
+    assert main(["evaluate", "quiz:capital", "--log", log, "--workers", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("score 1.000") and "2 rows, 0 skipped" in out[0]
+    assert out[1].split()[:2] == ["pass", "country=Peru"] and out[2].split()[:2] == ["pass", "country=France"]
+    sys.modules.pop("quiz", None)
