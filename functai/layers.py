@@ -22,17 +22,7 @@ from .hooks.adapt import as_plugins
 from .hooks.installed import installed
 from .hooks.order import Plan, cached_plan
 from .hooks.plugin import Plugin
-from .models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS
-
-
-def _count(minimum: int) -> Callable[[str, Any], None]:
-    def check(name: str, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-        if value < minimum:
-            raise ValueError(f"{name} must be at least {minimum}, not {value}")
-
-    return check
+from .models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS, whole as _whole
 
 
 def _seconds(name: str, value: Any) -> None:
@@ -89,8 +79,8 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     **MODEL_SETTING_CHECKS,
     "lm": _text,
     "client": _client,
-    "retries": _count(0),
-    "max_steps": _count(1),
+    "retries": _whole(0),
+    "max_steps": _whole(1),
     "program_plugins": _flag,
     "log_calls": _folder,
     "log_content": _flag,
@@ -98,8 +88,8 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "base_url": _text,
     "api_key": _text,
     "timeout": _seconds,
-    "http_retries": _count(0),
-    "workers": _count(1),
+    "http_retries": _whole(0),
+    "workers": _whole(1),
     "load_plugins": _names,
     "disable_plugins": _names,
 }

@@ -172,7 +172,13 @@ def read_calls(
 
 
 def _read_log(folder: str | os.PathLike[str]) -> Iterator[CallRecord]:
-    path = os.path.join(os.fspath(folder), LOG_FILE)
+    for data in read_lines(os.path.join(os.fspath(folder), LOG_FILE)):
+        if _REQUIRED <= data.keys():
+            yield CallRecord.from_dict(data)
+
+
+def read_lines(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, skipping any other line and a torn last one."""
     try:
         handle = open(path, "rb")
     except FileNotFoundError:
@@ -185,5 +191,5 @@ def _read_log(folder: str | os.PathLike[str]) -> Iterator[CallRecord]:
                 data = json.loads(raw)
             except ValueError:
                 continue
-            if isinstance(data, dict) and _REQUIRED <= data.keys():
-                yield CallRecord.from_dict(data)
+            if isinstance(data, dict):
+                yield data

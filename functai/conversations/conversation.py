@@ -14,7 +14,6 @@ answer and resume it; replies and tool results already recorded are reused.
 from __future__ import annotations
 
 import os
-import re
 import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -31,23 +30,10 @@ from ..layers import Layer, resolve
 from ..log import warn
 from ..models.request import Client, Reply, Request, ToolCall
 from .history import DONE, FAILED, FORMAT, RUNNING, STOPPED, WAITING, History, TurnData
-from .store import Store, StoreConflict, open_store, store_reference
+from .store import Store, StoreConflict, check_conversation_id, open_store, store_reference
 
 if TYPE_CHECKING:
     from ..calls.function import AIFunction
-
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
-
-
-def check_id(conversation: object) -> str:
-    if not isinstance(conversation, str) or not _ID.match(conversation):
-        raise FunctAIError(
-            f"invalid conversation id {conversation!r}: use 1-200 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit",
-            code="conversation-id",
-        )
-    return conversation
-
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}+00:00"
@@ -286,7 +272,7 @@ class Conversation:
         **settings: Any,
     ) -> None:
         self.program = program
-        self.id = check_id(id)
+        self.id = check_conversation_id(id)
         self.store: Store = open_store(store)
         if context is not None and not isinstance(context, all_turns):
             raise TypeError("context must be functai.all_turns() or functai.last_turns(n)")

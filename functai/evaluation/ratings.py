@@ -7,7 +7,6 @@ latest rating by the same person wins.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import attrs
 
 from ..calls.outputs import to_jsonable
-from ..calls.records import LOG_FILE, CallRecord, append_line, read_calls
+from ..calls.records import LOG_FILE, CallRecord, append_line, read_calls, read_lines
 from ..errors import FunctAIError
 from ..layers import current_values
 
@@ -78,24 +77,15 @@ def rate(
 
 def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
     """Each call's ratings, one per person (the latest wins), oldest first."""
-    path = os.path.join(os.fspath(folder), RATINGS_FILE)
     latest: dict[tuple[str, str | None], Rating] = {}
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        return {}
-    with handle:
-        for raw in handle:
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                data = json.loads(raw)
-                rating = Rating(call=data["call"], good=bool(data["good"]), correction=data.get("correction"),
-                                by=data.get("by"), at=data.get("at", ""))
-            except (ValueError, KeyError, TypeError):
-                continue
-            latest.pop((rating.call, rating.by), None)
-            latest[(rating.call, rating.by)] = rating
+    for data in read_lines(os.path.join(os.fspath(folder), RATINGS_FILE)):
+        try:
+            rating = Rating(call=data["call"], good=bool(data["good"]), correction=data.get("correction"),
+                            by=data.get("by"), at=data.get("at", ""))
+        except (KeyError, TypeError):
+            continue
+        latest.pop((rating.call, rating.by), None)  # the latest by each person wins, in its own place
+        latest[(rating.call, rating.by)] = rating
     by_call: dict[str, list[Rating]] = {}
     for rating in latest.values():
         by_call.setdefault(rating.call, []).append(rating)

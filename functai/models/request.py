@@ -100,7 +100,9 @@ def _number(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a number, not {value!r}")
 
 
-def _whole(minimum: int) -> Callable[[str, Any], None]:
+def whole(minimum: int) -> Callable[[str, Any], None]:
+    """A check that a setting is an int of at least ``minimum``."""
+
     def check(name: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be an int, not {value!r}")
@@ -126,9 +128,9 @@ def _word(name: str, value: Any) -> None:
 #: and that a ``before_call`` change may set, with the check each value must pass.
 MODEL_SETTING_CHECKS: dict[str, Callable[[str, Any], None]] = {
     "temperature": _number,
-    "max_tokens": _whole(1),
+    "max_tokens": whole(1),
     "top_p": _number,
-    "seed": _whole(-(2**63)),
+    "seed": whole(-(2**63)),
     "stop": _stop,
     "presence_penalty": _number,
     "frequency_penalty": _number,
