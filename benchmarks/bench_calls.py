@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 times[name].append(run(args.calls))
     base = statistics.median(times["no plugins"])
     print(f"python {sys.version.split()[0]}, {args.rounds} interleaved rounds x {args.calls} calls")
-    print(f"| case | µs per call (median) | min | max | vs no plugins |")
+    print("| case | µs per call (median) | min | max | vs no plugins |")
     print("|---|---|---|---|---|")
     for name, values in times.items():
         median = statistics.median(values)

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import functai
-from functai import Change, Plugin, PluginError, Request, ai
+from functai import Change, Plugin, PluginError, ai
 from functai.testing import ScriptedLM
 
 

@@ -1,7 +1,6 @@
 """Ratings, evaluation and the optimizer: rated calls asked again as they were shown."""
 
 import json
-import os
 
 import pytest
 from functai_compaction import compaction

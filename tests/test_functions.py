@@ -260,7 +260,7 @@ def test_baked_student_reads_only_the_inputs_message_and_refuses_changes():
 
 
 def test_record_fields():
-    lm = scripted("42")
+    scripted("42")
 
     @ai(temperature=0)
     def count(text: str) -> int:

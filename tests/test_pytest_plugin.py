@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import functai
-from functai import Change, Plugin, ai
+from functai import Plugin, ai
 from functai.hooks import installed
 from functai.testing import ScriptedLM
 

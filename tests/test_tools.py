@@ -1,6 +1,5 @@
 """Tools, the tool loop, the tool hooks, and approval."""
 
-import warnings
 
 import functai_approval
 import pytest

@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import time
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..calls import layout as layouts
 from ..calls.outputs import to_jsonable
 from ..calls.scope import current_turn as current_scope
-from ..errors import FunctAIError, PluginError, Waiting
+from ..errors import FunctAIError, Waiting
 from ..hooks.change import Change
 from ..hooks.events import ContextEvent, TurnEndEvent, TurnStartEvent, set_field
 from ..hooks.fold import fold, refuse
@@ -29,7 +29,7 @@ from ..hooks.plugin import Plugin
 from ..layers import Layer, resolve
 from ..log import warn
 from ..models.request import Client, Reply, Request, ToolCall
-from .history import DONE, FAILED, FORMAT, RUNNING, STOPPED, WAITING, History, TurnData
+from .history import DONE, FAILED, FORMAT, STOPPED, WAITING, History, TurnData
 from .store import Store, StoreConflict, check_conversation_id, open_store, store_reference
 
 if TYPE_CHECKING:
