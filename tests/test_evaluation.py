@@ -201,3 +201,31 @@ def test_the_cli_rates_and_evaluates(tmp_path, monkeypatch, capsys):
     assert out[0].startswith("score 1.000") and "2 rows, 0 skipped" in out[0]
     assert out[1].split()[:2] == ["pass", "country=Peru"] and out[2].split()[:2] == ["pass", "country=France"]
     sys.modules.pop("quiz", None)
+
+
+def test_a_call_whose_request_was_replaced_is_a_row_but_never_a_worked_example(tmp_path):
+    import attrs
+
+    log = str(tmp_path)
+    swap = Plugin("swap", request=lambda e: attrs.evolve(e.request, model="other"))
+    with functai.settings(client=ScriptedLM(["A1", "A2"]), log_calls=log):
+        tutor = tutor_v1()
+        replaced = tutor.run("Q1").record
+        with functai.settings(plugins=[swap]):
+            hidden = tutor.run("Q2").record
+    assert hidden.replayable is False
+    functai.rate(replaced, good=True, log=log)
+    functai.rate(hidden, good=True, log=log)
+    seen = []
+
+    def reply(request):
+        system = request.messages[0]["content"]
+        if system.startswith("Propose improved instructions"):
+            seen.append(request.messages[-1]["content"])
+            return json.dumps([])
+        return "A" + request.messages[-1]["content"].removeprefix("question: Q")
+
+    with functai.settings(client=ScriptedLM(reply=reply)):
+        result = functai.optimize(tutor, log=log, workers=1)
+    assert [row.record for row in result.baseline.evaluation.rows] == [replaced.id, hidden.id]  # both asked
+    assert "Q1" in seen[0] and "Q2" not in seen[0]  # only one is shown to the teacher

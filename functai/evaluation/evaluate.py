@@ -42,6 +42,8 @@ class Row:
     rating: Mapping[str, Any] | None = None
     history: Sequence[Mapping[str, Any]] = ()
     sections: Sequence[str] = ()
+    #: False when a request handler replaced the rated call's request: still a row, never a worked example.
+    replayable: bool = True
 
 
 @attrs.frozen
@@ -110,7 +112,7 @@ def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list
     else:
         expected, agree = record.output, False  # only known to be wrong: a different answer agrees
     return Row(inputs=dict(record.inputs), expected=expected, agree=agree, record=record.id, rating=rating,
-               history=history, sections=sections)
+               history=history, sections=sections, replayable=record.replayable)
 
 
 def _given_rows(rows: Iterable[Any]) -> list[Row]:

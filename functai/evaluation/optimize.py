@@ -15,7 +15,7 @@ import attrs
 
 from ..calls.function import AIFunction, ai
 from ..calls.outputs import to_jsonable
-from .evaluate import Evaluation, Metric, evaluate, rows_from_log
+from .evaluate import Evaluation, Metric, Row, evaluate, rows_from_log
 
 
 @attrs.frozen
@@ -73,10 +73,12 @@ def optimize(
         todo = list(rows)
     baseline_eval = evaluate(fn, todo, metric, workers=workers, progress=progress)
     baseline = Candidate(fn.instruction, baseline_eval.score, baseline_eval)
-    results = [
+    rows_by_record = {row.record: row for row in todo if isinstance(row, Row)}
+    results = [  # the teacher's worked examples: never a call whose request a plugin replaced
         {"inputs": to_jsonable(dict(r.inputs)), "expected": to_jsonable(r.expected), "got": to_jsonable(r.got),
          "passed": r.passed >= 1}
         for r in baseline_eval.rows
+        if r.record is None or rows_by_record.get(r.record, Row(inputs={})).replayable
     ]
     proposals = _teacher(teacher_lm)(instruction=fn.instruction, results=results, count=candidates)
     scored: list[Candidate] = []
