@@ -210,11 +210,11 @@ def test_a_call_whose_request_was_replaced_is_a_row_but_never_a_worked_example(t
     swap = Plugin("swap", request=lambda e: attrs.evolve(e.request, model="other"))
     with functai.settings(client=ScriptedLM(["A1", "A2"]), log_calls=log):
         tutor = tutor_v1()
-        replaced = tutor.run("Q1").record
+        plain = tutor.run("Q1").record
         with functai.settings(plugins=[swap]):
             hidden = tutor.run("Q2").record
     assert hidden.replayable is False
-    functai.rate(replaced, good=True, log=log)
+    functai.rate(plain, good=True, log=log)
     functai.rate(hidden, good=True, log=log)
     seen = []
 
@@ -227,5 +227,5 @@ def test_a_call_whose_request_was_replaced_is_a_row_but_never_a_worked_example(t
 
     with functai.settings(client=ScriptedLM(reply=reply)):
         result = functai.optimize(tutor, log=log, workers=1)
-    assert [row.record for row in result.baseline.evaluation.rows] == [replaced.id, hidden.id]  # both asked
+    assert [row.record for row in result.baseline.evaluation.rows] == [plain.id, hidden.id]  # both asked
     assert "Q1" in seen[0] and "Q2" not in seen[0]  # only one is shown to the teacher
