@@ -229,3 +229,14 @@ def test_a_call_whose_request_was_replaced_is_a_row_but_never_a_worked_example(t
         result = functai.optimize(tutor, log=log, workers=1)
     assert [row.record for row in result.baseline.evaluation.rows] == [plain.id, hidden.id]  # both asked
     assert "Q1" in seen[0] and "Q2" not in seen[0]  # only one is shown to the teacher
+
+
+def test_a_torn_last_line_never_swallows_the_next_rating(tmp_path):
+    log = str(tmp_path)
+    with functai.settings(client=ScriptedLM(["A1", "A2"]), log_calls=log):
+        one, two = tutor_v1().run("Q1").record, tutor_v1().run("Q2").record
+    functai.rate(one, good=True, log=log)
+    with open(tmp_path / "ratings.jsonl", "a") as handle:
+        handle.write('{"call": "torn", "go')  # a crash mid-write
+    functai.rate(two, good=False, log=log)
+    assert set(functai.evaluation.read_ratings(log)) == {one.id, two.id}

@@ -227,3 +227,77 @@ def test_the_cli_shows_the_tree_and_approves_from_another_process(shop, tmp_path
     assert "Sorry, no refund without a receipt." in done.stdout
     assert ledger(tmp_path) == []  # the denial held, though the CLI's process sets no approve rule
     assert chat.head.state == "done"
+
+
+def test_a_wait_inside_a_nested_ai_function_tool_resumes_it(shop, tmp_path, install):
+    import functai_approval
+
+    from functai import ai
+
+    install(functai_approval.plugin)
+
+    @ai(tools=[shop.support])
+    def desk(request: str) -> str:
+        """Desk: hand requests to support."""
+
+    def reply(request):
+        system, last = request.messages[0]["content"], request.messages[-1]
+        if system.startswith("Desk"):
+            return "desk: " + last["content"] if last["role"] == "tool" else tool_call("support", {"request": "A1"})
+        return "support: " + last["content"] if last["role"] == "tool" else tool_call("refund", {"order": "A1"})
+
+    functai.configure(client=ScriptedLM(reply=reply))
+    chat = desk.conversation("nested", approve=["refund"])
+    with pytest.raises(Waiting) as info:
+        chat("refund A1")
+    info.value.turn.approve()
+    assert info.value.turn.resume() == "desk: support: refunded A1"
+    assert ledger(tmp_path) == ["A1"]
+
+
+def test_resuming_where_the_approve_rule_is_not_set_keeps_the_turns_rule(shop, tmp_path):
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), tool_call("refund", {"order": "B2"}),
+                                         "done"]))
+    chat = shop.support.conversation("rule", approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("refund A1 and B2")
+    info.value.turn.approve()
+    bare = shop.support.conversation("rule")  # a process that knows nothing of approve="changes"
+    with pytest.raises(Waiting) as again:
+        bare.head.resume()
+    assert [a["input"] for a in again.value.approvals] == [{"order": "B2"}]
+    assert ledger(tmp_path) == ["A1"]  # B2 was never approved, so it never ran
+
+
+def test_a_turn_that_waited_with_plugins_is_not_resumed_without_them(shop):
+    from functai import Plugin
+
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"})]))
+    guard = Plugin("guard", tool_call=lambda t: None)
+    chat = shop.support.conversation("plugins", approve="changes", plugins=[guard])
+    with pytest.raises(Waiting) as info:
+        chat("refund A1")
+    info.value.turn.approve()
+    with pytest.raises(FunctAIError) as refused:
+        shop.support.conversation("plugins", approve="changes").head.resume()
+    assert refused.value.code == "resume-settings" and "guard" in refused.value.message
+
+
+def test_conversation_busy_holds_for_every_view(shop):
+    functai.configure(client=ScriptedLM(["hello", tool_call("refund", {"order": "A1"})]))
+    first = shop.support.conversation("busy")
+    first("hi")
+    second = shop.support.conversation("busy", approve="changes")
+    with pytest.raises(Waiting):
+        second("refund A1")
+    with pytest.raises(FunctAIError) as info:
+        first("something else")
+    assert info.value.code == "conversation-busy"
+
+
+def test_a_conversation_id_belongs_to_one_function(shop, tmp_path):
+    functai.configure(client=ScriptedLM(["ok"]))
+    shop.echo.conversation("mine", store=str(tmp_path / "s"))("hello")
+    with pytest.raises(FunctAIError) as info:
+        shop.support.conversation("mine", store=str(tmp_path / "s"))
+    assert info.value.code == "conversation-function" and "shop:echo" in info.value.message

@@ -111,12 +111,15 @@ class _Log:
     def __init__(self, path: str) -> None:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         self.path = path
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
 
     def append(self, data: dict[str, Any]) -> None:
         line = (_encoder.encode(data) + "\n").encode()
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         try:
+            end = os.fstat(self.fd).st_size
+            if end and os.pread(self.fd, 1, end - 1) != b"\n":
+                line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
             os.write(self.fd, line)
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)

@@ -48,6 +48,10 @@ class TurnScope(Protocol):
     def tool_started(self, site: str, entry: Mapping[str, Any]) -> None:
         """Record that a tool that changes things is about to run."""
 
+    def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
+        """Record that a call inside the tool made the turn wait: resuming runs the tool again
+        (the calls inside it reuse what they recorded)."""
+
     def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
         """Record a tool call's outcome (what the model was shown, and the changes made)."""
 

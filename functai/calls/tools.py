@@ -204,7 +204,7 @@ class ToolRunner:
         site = f"{self.ordinal}.{invocation}"  # where in the turn: the asking call, then the invocation
         if scope is not None:
             recorded = scope.recorded_tool(site)
-            if recorded is not None:
+            if recorded is not None and recorded.get("state") != "suspended":
                 return self._reuse(entry, site, recorded)
         first_change = len(self.record.changes)
         text = self._run_one(call, invocation, entry, site)
@@ -262,6 +262,10 @@ class ToolRunner:
             self.scope.tool_started(site, entry)
         try:
             value = found.invoke(dict(event.input))
+        except Waiting:
+            if self.scope is not None:  # a call inside the tool waits: on resume the tool runs again
+                self.scope.tool_suspended(site, entry)
+            raise
         except (ApprovalError, KeyboardInterrupt):
             raise
         except FunctAIError as error:

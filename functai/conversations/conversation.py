@@ -26,7 +26,7 @@ from ..hooks.change import Change
 from ..hooks.events import ContextEvent, TurnEndEvent, TurnStartEvent, set_field
 from ..hooks.fold import fold, refuse
 from ..hooks.plugin import Plugin
-from ..layers import Layer, resolve
+from ..layers import Layer, pop_block, push_block, resolve
 from ..log import warn
 from ..models.request import Client, Reply, Request, ToolCall
 from .history import DONE, FAILED, FORMAT, STOPPED, WAITING, History, TurnData
@@ -34,6 +34,10 @@ from .store import Store, StoreConflict, check_conversation_id, open_store, stor
 
 if TYPE_CHECKING:
     from ..calls.function import AIFunction
+
+#: How a wait record names an approve rule that is a function (it cannot be stored).
+FUNCTION_RULE = "<function>"
+
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}+00:00"
@@ -122,6 +126,11 @@ class Turn:
     inputs = property(lambda self: MappingProxyType(self._data.inputs))
     outputs = property(lambda self: MappingProxyType(self._data.outputs))
     approvals = property(lambda self: list(self._data.approvals), doc="what a waiting turn waits for")
+
+    @property
+    def answers(self) -> dict[str, dict[str, Any]]:
+        """The answers given to this turn's approvals, by key: ``{"allow": bool, "reason": str | None}``."""
+        return {key: {"allow": allow, "reason": reason} for key, (allow, reason) in self._data.answers.items()}
 
     def approve(self, approval: Mapping[str, Any] | str | None = None, *, by: str | None = None) -> "Turn":
         """Allow a waiting approval (all of them when none is named)."""
@@ -224,6 +233,10 @@ class _TurnScope:
             sync=True,  # a crash while it runs must be visible
         )
 
+    def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
+        self.chat._append({"kind": "tool", "turn": self.turn, "site": site, "state": "suspended",
+                           "entry": to_jsonable(dict(entry))})
+
     def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
         record = {"kind": "tool", "turn": self.turn, "site": site, "state": "done",
                   "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes))}
@@ -287,6 +300,14 @@ class Conversation:
         self._forked = False
         self._history = History()
         self._refresh()
+        header = self._history.header
+        mine = f"{program.module}:{program.fn.__qualname__}"
+        if header is not None and header.get("function") != mine:
+            raise FunctAIError(
+                f"conversation {self.id!r} belongs to {header.get('function')}, not {mine}; "
+                "a conversation is a series of turns of one function — use another id",
+                code="conversation-function",
+            )
         self._tip = tip if tip is not None else self._history.newest_below(None, done=False)
 
     # -- reading -----------------------------------------------------------------
@@ -379,9 +400,10 @@ class Conversation:
         inputs = self.program.bind(args, kwargs)
         while True:
             self._refresh()
-            if self._tip is not None and self._history.turns[self._tip].state == WAITING:
+            newest = self._history.newest_below(self._tip, done=False) if self._follow else self._tip
+            if newest is not None and self._history.turns[newest].state == WAITING:
                 raise FunctAIError(
-                    f"conversation {self.id!r} waits for an answer on turn {self._tip!r}; answer it "
+                    f"conversation {self.id!r} waits for an answer on turn {newest!r}; answer it "
                     "(turn.approve() or turn.deny(), then turn.resume()) before sending another",
                     code="conversation-busy",
                 )
@@ -495,8 +517,8 @@ class Conversation:
             try:
                 value = self.program(**(inputs if inputs is not None else data.inputs))
             except Waiting as waiting:
-                self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, "at": _now()},
-                             sync=True)
+                self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, **self._ran_with(),
+                              "at": _now()}, sync=True)
                 waiting.turn = self._turn(data.id)
                 raise
             except Exception as error:
@@ -527,13 +549,17 @@ class Conversation:
                                  outputs=MappingProxyType(outputs), conversation=self.id, parent=data.parent,
                                  branch_turns=branch_turns)
             set_field(event, "_memory", _Memory(self, data.id))
-            for plugin, handler in handlers:
-                set_field(event, "_plugin", plugin.name)
-                try:
-                    handler(event)
-                except Exception as failure:  # turn_end hears: a failure is reported, the turn stays as it is
-                    warn("hook failed", plugin=plugin.name, version=plugin.version, hook="turn_end",
-                         conversation=self.id, turn=data.id, error=f"{type(failure).__name__}: {failure}")
+            block = push_block(self.layer)  # what turn_end handlers call runs with the conversation's settings
+            try:
+                for plugin, handler in handlers:
+                    set_field(event, "_plugin", plugin.name)
+                    try:
+                        handler(event)
+                    except Exception as failure:  # turn_end hears: a failure is reported, the turn stays as it is
+                        warn("hook failed", plugin=plugin.name, version=plugin.version, hook="turn_end",
+                             conversation=self.id, turn=data.id, error=f"{type(failure).__name__}: {failure}")
+            finally:
+                pop_block(block)
         record: dict[str, Any] = {"kind": "end", "turn": data.id, "state": state, "outputs": outputs, "at": _now()}
         if error is not None:
             record["error"] = {"code": getattr(error, "code", type(error).__name__), "message": str(error)}
@@ -558,6 +584,37 @@ class Conversation:
             self._append({"kind": "answer", "turn": turn_id, "key": key, "allow": allow, "reason": reason,
                           "by": by, "at": _now()}, sync=True)
 
+    def _ran_with(self) -> dict[str, Any]:
+        """The approve rule and plugins a turn of this view runs with (kept when it waits)."""
+        resolved = resolve(self.program.own, self.layer)
+        rule = resolved.values.get("approve")
+        return {
+            "approve": FUNCTION_RULE if callable(rule) else (list(rule) if isinstance(rule, (list, tuple)) else rule),
+            "plugins": [plugin.name for plugin in resolved.plan.plugins],
+        }
+
+    def _resume_layer(self, data: TurnData) -> Layer:
+        """This view's layer, checked against what the turn waited with: a process that
+        resumes a turn never runs it with less approval or fewer guards than it started with."""
+        waited = data.waited_with
+        now = self._ran_with()
+        missing = [name for name in waited.get("plugins", ()) if name not in now["plugins"]]
+        if missing:
+            raise FunctAIError(
+                f"turn {data.id!r} waited while running with the plugins {missing}, which this process does not "
+                "run; resume it where they are set (open the conversation with the same plugins)",
+                code="resume-settings",
+            )
+        rule = waited.get("approve")
+        if rule is None or now["approve"] is not None:
+            return self.layer
+        if rule == FUNCTION_RULE:
+            raise FunctAIError(
+                f"turn {data.id!r} waited under approve=<a function>; resume it where that approve function is set",
+                code="resume-settings",
+            )
+        return Layer.make(f"conversation {self.id!r}", self.layer, approve=rule)
+
     def _resume(self, turn_id: str) -> Any:
         while True:
             self._refresh()
@@ -568,6 +625,7 @@ class Conversation:
             if unanswered:
                 raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
                                    code="turn-waiting")
+            layer = self._resume_layer(data)
             expect = self._history.count
             try:  # claim the turn, so two processes never resume it both
                 self.store.append(self.id, [{"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id,
@@ -577,7 +635,11 @@ class Conversation:
             break
         self._refresh()
         self._tip = turn_id
-        return self._run(self._history.turns[turn_id])
+        if layer is self.layer:
+            return self._run(self._history.turns[turn_id])
+        view = self.continue_from(None)  # a view that carries the turn's approve rule for this run
+        view.layer, view._tip = layer, turn_id
+        return view._run(view._history.turns[turn_id])
 
     def __repr__(self) -> str:
         return f"<conversation {self.id!r} of {self.program.name}, head={self._tip!r}>"

@@ -23,6 +23,7 @@ class TurnData:
     __slots__ = (
         "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown",
         "without", "sections", "approvals", "answers", "replies", "tools", "error", "at", "resumes", "fork",
+        "waited_with",
     )
 
     def __init__(self, record: Mapping[str, Any], order: int) -> None:
@@ -48,6 +49,8 @@ class TurnData:
         #: The first turn of a branch made with ``continue_from``: views that follow the
         #: conversation forward never follow into it.
         self.fork: bool = bool(record.get("fork"))
+        #: What the turn ran with when it waited: ``{"approve": rule, "plugins": [names]}``.
+        self.waited_with: dict[str, Any] = {}
 
 
 class History:
@@ -95,6 +98,7 @@ class History:
         elif kind == "wait":
             turn.state = WAITING
             turn.approvals = [dict(a) for a in record.get("approvals") or []]
+            turn.waited_with = {"approve": record.get("approve"), "plugins": list(record.get("plugins") or [])}
         elif kind == "answer":
             turn.answers[record["key"]] = (bool(record.get("allow")), record.get("reason"))
         elif kind == "resume":

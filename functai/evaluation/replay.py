@@ -57,6 +57,9 @@ class ReplayedTurn:
     def tool_started(self, site: str, entry: Mapping[str, Any]) -> None:
         return None
 
+    def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
+        return None
+
     def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
         return None
 

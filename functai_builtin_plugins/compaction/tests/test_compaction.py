@@ -100,3 +100,18 @@ def test_arguments_are_checked():
 
 def test_the_builtin_factory_resolves_to_this_distribution():
     assert repr(functai.compaction(keep=3, every=1)) == 'Plugin("compaction", 0.1.0: context, turn_end)'
+
+
+def test_the_summarizer_runs_with_the_conversations_settings_and_plugins():
+    def reply(request):
+        return "Summary." if request.messages[0]["content"].startswith("Summarize") else "ok"
+
+    lm = ScriptedLM(reply=reply)
+    redact = Plugin("redact", before_call=lambda call: Change(sections=["Redact card numbers."]))
+    chat = tutor.conversation("s", store=functai.MemoryStore(), client=lm,
+                              plugins=[redact, compaction(keep=1, every=1)])
+    chat("Q1")
+    chat("Q2")
+    summarizer = [r for r in lm.requests if r.messages[0]["content"].startswith("Summarize")]
+    assert len(summarizer) == 1 and summarizer[0].messages[0]["content"].endswith("Redact card numbers.")
+    assert chat.entries("compaction", "summary")[0]["data"]["text"] == "Summary."

@@ -44,10 +44,38 @@ class Delegate(functai.Tool):
         mine = [e["data"] for e in chat.entries(ENTRIES, ENTRIES) if e["data"].get("tool") == self.name]
         sub_id = f"{chat.id}.{self.name}"
         sub = self.program.conversation(sub_id, store=chat.store)
-        view = sub.continue_from(mine[-1]["turn"] if mine else None)
-        value = view(**inputs)
-        chat.remember(ENTRIES, ENTRIES, {"tool": self.name, "conversation": sub_id, "turn": view.head.id}, turn=turn)
+        waiting = self._waiting_sub_turn(turn, sub_id)
+        try:
+            if waiting is not None:  # the asking turn was resumed: answer and resume the sub-turn it waited on
+                sub_turn = sub.turn(waiting)
+                for approval in sub_turn.approvals:
+                    given = turn.answers[f"{sub_id}/{waiting}/{approval['key']}"]
+                    if given["allow"]:
+                        sub_turn.approve(approval)
+                    else:
+                        sub_turn.deny(approval, reason=given["reason"])
+                value, asked = sub_turn.resume(), waiting
+            else:
+                view = sub.continue_from(mine[-1]["turn"] if mine else None)
+                value = view(**inputs)
+                asked = view.head.id
+        except functai.Waiting as wait:  # the asking turn waits too; its answers come back here on resume
+            prefix = f"{sub_id}/{wait.turn.id}/"
+            raise functai.Waiting(
+                f"{self.name} (delegated) waits: {wait.message}",
+                approvals=[{**approval, "key": prefix + approval["key"]} for approval in wait.approvals],
+            ) from None
+        chat.remember(ENTRIES, ENTRIES, {"tool": self.name, "conversation": sub_id, "turn": asked}, turn=turn)
         return value
+
+    @staticmethod
+    def _waiting_sub_turn(turn: Any, sub_id: str) -> str | None:
+        """The sub-turn the asking turn waited on, if it is being resumed after such a wait."""
+        for approval in turn.approvals:
+            head, _, rest = approval["key"].partition("/")
+            if head == sub_id and turn.answers.get(approval["key"]) is not None:
+                return rest.partition("/")[0]
+        return None
 
 
 def delegate(program: functai.AIFunction, name: str | None = None, description: str | None = None) -> Delegate:

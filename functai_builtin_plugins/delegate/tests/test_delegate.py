@@ -2,6 +2,7 @@
 
 import pytest
 import functai
+import pytest
 from functai import ai
 from functai.testing import ScriptedLM, tool_call
 from functai_delegate import delegate
@@ -78,3 +79,56 @@ def test_outside_a_conversation_it_is_a_plain_call():
 
 def test_the_builtin_factory_resolves_to_this_distribution():
     assert functai.delegate(research).__class__.__name__ == "Delegate"
+
+
+refunds = []
+
+
+@functai.tool(effects="changes")
+def refund(order: str) -> str:
+    """Refund an order."""
+    refunds.append(order)
+    return f"refunded {order}"
+
+
+@ai(tools=[refund])
+def clerk(request: str) -> str:
+    """Clerk: refund orders."""
+
+
+desk = delegate(clerk)
+
+
+@ai(tools=[desk])
+def front(request: str) -> str:
+    """Front desk: pass refunds to the clerk."""
+
+
+@pytest.fixture
+def install_approval(installed_plugins):
+    installed_plugins("approval")  # the installed functai-approval, loaded as functai loads it
+
+
+def test_an_approval_inside_a_delegate_makes_the_asking_turn_wait_and_resume(install_approval):
+    def reply(request):
+        system = request.messages[0]["content"]
+        last = request.messages[-1]
+        if system.startswith("Clerk"):
+            return "clerk done: " + last["content"] if last["role"] == "tool" else tool_call("refund", {"order": "A1"})
+        if last["role"] == "tool":
+            return "front done: " + last["content"]
+        return tool_call("clerk", {"request": "refund A1"})
+
+    refunds.clear()
+    with functai.settings(client=ScriptedLM(reply=reply)):
+        chat = front.conversation("desk", store=functai.MemoryStore(), approve=["refund"])
+        with pytest.raises(functai.Waiting) as info:
+            chat("Refund A1")
+        (approval,) = info.value.approvals
+        assert approval["name"] == "refund" and approval["key"].startswith("desk.clerk/")
+        assert refunds == []
+        info.value.turn.approve()
+        assert info.value.turn.resume() == "front done: clerk done: refunded A1"
+    assert refunds == ["A1"]
+    sub = clerk.conversation("desk.clerk", store=chat.store)
+    assert [t.state for t in sub.all_turns()] == ["done"]
