@@ -29,7 +29,7 @@ def _frozen(item: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _tuple(items: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
-    return tuple(_frozen(item) for item in items)
+    return tuple(map(_frozen, items))
 
 
 def _view(value: Mapping[str, Any]) -> Mapping[str, Any]:
