@@ -466,3 +466,24 @@ def test_template_needs_its_user_message():
 def test_ai_arguments_suggest_the_closest_name():
     with pytest.raises(TypeError, match="did you mean 'tools'"):
         ai(tool=[])(capital.fn)
+
+
+def test_two_processes_logging_at_once_never_interleave_lines(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, functai\n"
+        "from functai.testing import ScriptedLM\n"
+        "@functai.ai\n"
+        "def echo(text: str) -> str:\n"
+        "    '''Echo.'''\n"
+        f"functai.configure(client=ScriptedLM(reply=lambda r: 'x' * 3000), log_calls={str(tmp_path)!r})\n"
+        "for i in range(200):\n"
+        "    echo(sys.argv[1] + str(i))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, tag], env={**os.environ, "PYTHONPATH": os.getcwd()})
+             for tag in "pq"]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    lines = (tmp_path / "calls.jsonl").read_text().splitlines()
+    assert len(lines) == 400 and all(json.loads(line)["output"] == "x" * 3000 for line in lines)

@@ -8,7 +8,6 @@ lines); `read_calls` yields them back, skipping a torn last line.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import threading
@@ -106,23 +105,24 @@ _encoder = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 class _Log:
-    """An append-only JSON-lines file kept open for the process."""
+    """An append-only JSON-lines file kept open for the process.
+
+    Each line goes out in one ``write`` to a file opened with ``O_APPEND``,
+    so lines from concurrent writers (threads or processes) never
+    interleave; a torn last line left by a crash is ended before the next.
+    """
 
     def __init__(self, path: str) -> None:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         self.path = path
         self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        self.end = -1  # where our last line ended: the tail needs no check while nobody else wrote
 
-    def append(self, data: dict[str, Any]) -> None:
-        line = (_encoder.encode(data) + "\n").encode()
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        try:
-            end = os.fstat(self.fd).st_size
-            if end and os.pread(self.fd, 1, end - 1) != b"\n":
-                line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
-            os.write(self.fd, line)
-        finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+    def append(self, line: bytes, size: int) -> None:
+        if size and size != self.end and os.pread(self.fd, 1, size - 1) != b"\n":
+            line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
+        os.write(self.fd, line)
+        self.end = size + len(line)
 
 
 _logs_lock = threading.Lock()
@@ -135,16 +135,21 @@ def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
 
 
 def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
-    """Append one JSON line to the file at ``path`` (one write, under an exclusive lock)."""
-    key = os.path.abspath(path)
+    """Append one JSON line to the file at ``path``."""
+    line = (_encoder.encode(data) + "\n").encode()
+    key = os.fspath(path)
+    if not os.path.isabs(key):
+        key = os.path.abspath(key)
     log = _logs.get(key)
-    if log is None or os.fstat(log.fd).st_nlink == 0:  # first use, or the file was removed
+    stat = os.fstat(log.fd) if log is not None else None
+    if stat is None or stat.st_nlink == 0:  # first use, or the file was removed
         with _logs_lock:
             stale = _logs.pop(key, None)
             if stale is not None:
                 os.close(stale.fd)
             log = _logs[key] = _Log(key)
-    log.append(data)
+        stat = os.fstat(log.fd)
+    log.append(line, stat.st_size)
 
 
 def read_calls(
