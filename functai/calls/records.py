@@ -8,6 +8,7 @@ lines); `read_calls` yields them back, skipping a torn last line.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -107,9 +108,9 @@ _encoder = json.JSONEncoder(ensure_ascii=False, default=str)
 class _Log:
     """An append-only JSON-lines file kept open for the process.
 
-    Each line goes out in one ``write`` to a file opened with ``O_APPEND``,
-    so lines from concurrent writers (threads or processes) never
-    interleave; a torn last line left by a crash is ended before the next.
+    Each line goes out in one ``write`` under an exclusive lock, so lines
+    from concurrent writers (threads or processes) never interleave, and a
+    torn last line left by a crash is ended before the next one.
     """
 
     def __init__(self, path: str) -> None:
@@ -118,11 +119,21 @@ class _Log:
         self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         self.end = -1  # where our last line ended: the tail needs no check while nobody else wrote
 
-    def append(self, line: bytes, size: int) -> None:
-        if size and size != self.end and os.pread(self.fd, 1, size - 1) != b"\n":
-            line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
-        os.write(self.fd, line)
-        self.end = size + len(line)
+    def append(self, line: bytes) -> bool:
+        """Write ``line``; False when the file was removed (the caller reopens it)."""
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            stat = os.fstat(self.fd)
+            if stat.st_nlink == 0:
+                return False
+            size = stat.st_size
+            if size and size != self.end and os.pread(self.fd, 1, size - 1) != b"\n":
+                line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
+            os.write(self.fd, line)
+            self.end = size + len(line)
+            return True
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
 
 
 _logs_lock = threading.Lock()
@@ -141,15 +152,14 @@ def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     if not os.path.isabs(key):
         key = os.path.abspath(key)
     log = _logs.get(key)
-    stat = os.fstat(log.fd) if log is not None else None
-    if stat is None or stat.st_nlink == 0:  # first use, or the file was removed
-        with _logs_lock:
-            stale = _logs.pop(key, None)
-            if stale is not None:
-                os.close(stale.fd)
-            log = _logs[key] = _Log(key)
-        stat = os.fstat(log.fd)
-    log.append(line, stat.st_size)
+    if log is not None and log.append(line):
+        return
+    with _logs_lock:  # first use, or the file was removed: open it (again)
+        stale = _logs.pop(key, None)
+        if stale is not None:
+            os.close(stale.fd)
+        log = _logs[key] = _Log(key)
+    log.append(line)
 
 
 def read_calls(
