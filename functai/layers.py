@@ -222,9 +222,6 @@ class Resolved:
         #: A read-only view of them, as a before_call event shows them.
         self.settings_view = MappingProxyType(model_settings)
 
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.values.get(name, default)
-
 
 _resolved_lock = threading.Lock()
 _resolved: dict[tuple[int, ...], tuple[tuple[object, ...], Resolved]] = {}
