@@ -353,14 +353,18 @@ class Conversation:
             raise FunctAIError(
                 f"turn {turn_id!r} is {state}; only a done turn can be continued from", code="conversation-parent"
             )
+        return self._pinned(turn_id, self.layer)
+
+    def _pinned(self, tip: str | None, layer: Layer) -> "Conversation":
+        """A view sharing this one's history, staying on the branch at ``tip``."""
         view = Conversation.__new__(Conversation)
         view.program, view.id, view.store, view.context, view.layer = (
-            self.program, self.id, self.store, self.context, self.layer,
+            self.program, self.id, self.store, self.context, layer,
         )
         view._follow = False
         view._forked = False
         view._history = self._history
-        view._tip = turn_id
+        view._tip = tip
         return view
 
     # -- entries ------------------------------------------------------------------
@@ -635,11 +639,8 @@ class Conversation:
             break
         self._refresh()
         self._tip = turn_id
-        if layer is self.layer:
-            return self._run(self._history.turns[turn_id])
-        view = self.continue_from(None)  # a view that carries the turn's approve rule for this run
-        view.layer, view._tip = layer, turn_id
-        return view._run(view._history.turns[turn_id])
+        view = self if layer is self.layer else self._pinned(turn_id, layer)  # carries the turn's approve rule
+        return view._run(self._history.turns[turn_id])
 
     def __repr__(self) -> str:
         return f"<conversation {self.id!r} of {self.program.name}, head={self._tip!r}>"
