@@ -249,10 +249,7 @@ class ToolRunner:
         if stopped is None and self.scope is not None:
             refused = self.scope.refusal(site)
             if refused is not None:  # a person said no before this process resumed the turn
-                entry["refused"], reason = refused
-                if reason:
-                    entry["refuse_reason"] = reason
-                stopped = refused_text(reason)
+                stopped = _refused(entry, *refused)
         entry["input"] = dict(event.input)
         if stopped is not None:
             entry["output"] = stopped
@@ -266,11 +263,9 @@ class ToolRunner:
             if self.scope is not None:  # a call inside the tool waits: on resume the tool runs again
                 self.scope.tool_suspended(site, entry)
             raise
-        except (ApprovalError, KeyboardInterrupt):
+        except ApprovalError:
             raise
         except FunctAIError as error:
-            if error.code in ("approval-required", "turn-waiting"):
-                raise
             entry["error"] = f"{error.code}: {error.message}"
             value = f"The tool failed: {error.message}"
         except Exception as error:
@@ -306,12 +301,8 @@ class ToolRunner:
                     entry["blocked"] = plugin.name
                     entry["block_reason"] = change.block
                     return blocked_text(plugin.name, change.block)
-            refusal = event._refusal
-            if refusal is not None:
-                entry["refused"] = plugin.name
-                if refusal:
-                    entry["refuse_reason"] = refusal
-                return refused_text(refusal or None)
+            if event._refusal is not None:
+                return _refused(entry, plugin.name, event._refusal or None)
         return None
 
     def _tool_result_hook(self, call: ToolCall, event: ToolCallEvent, invocation: int, text: str) -> str:
@@ -335,6 +326,14 @@ class ToolRunner:
                 self.record.changes.append(change_record(plugin, "tool_result", change.to_data()))
         return result.output
 
+
+
+def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:
+    """Record a person's refusal of a tool call; what the model is shown."""
+    entry["refused"] = plugin
+    if reason:
+        entry["refuse_reason"] = reason
+    return refused_text(reason)
 
 
 def _ask_person(
