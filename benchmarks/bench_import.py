@@ -9,14 +9,18 @@ reports the median cumulative time of the ``functai`` package (µs → ms).
 from __future__ import annotations
 
 import argparse
+import pathlib
 import statistics
 import subprocess
 import sys
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
 
 def cumulative_ms() -> float:
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import functai"], capture_output=True, text=True, check=True
+        [sys.executable, "-X", "importtime", "-c", "import functai"], capture_output=True, text=True, check=True,
+        cwd=ROOT,
     ).stderr
     for line in out.splitlines():
         parts = [p.strip() for p in line.split("|")]
@@ -41,7 +45,8 @@ def entry_point_scans() -> int:
         "import functai\n"
         "print(len(calls))\n"
     )
-    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              cwd=ROOT).stdout)
 
 
 def main(argv: list[str] | None = None) -> int:
