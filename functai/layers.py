@@ -84,6 +84,7 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "program_plugins": _flag,
     "log_calls": _folder,
     "log_content": _flag,
+    "record_timing": _flag,
     "approve": _approve,
     "base_url": _text,
     "api_key": _text,

@@ -46,6 +46,8 @@ class CallRecord:
     sections: list[str] = attrs.field(factory=list)
     replayable: bool = True
     attempts: int = 0
+    #: Hearing handlers that ran, with their time: only with ``record_timing=True``.
+    heard: list[dict[str, Any]] = attrs.field(factory=list)
     #: The latest rating, when read with ``read_calls(..., rated=True)`` (never written to the log).
     rating: dict[str, Any] | None = None
 
@@ -58,6 +60,8 @@ class CallRecord:
             del data["replayable"]
         if self.rating is None:
             del data["rating"]
+        if not self.heard:
+            del data["heard"]
         return data
 
     @classmethod

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import FunctAIError, OutputError
 from ..hooks.change import Change
-from ..hooks.events import CallEvent, RequestEvent, set_field
+from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
 from ..hooks.fold import call_handler, fold, record as change_record, refuse
+from ..hooks.hear import hear
 from ..hooks.plugin import Plugin
 from ..models import providers
 from ..models.request import Client, Reply, Request
@@ -123,6 +124,13 @@ def _finish(record: records.CallRecord, resolved: Resolved) -> None:
     values = resolved.values
     if not values["log_content"]:
         records.without_content(record)
+    handlers = resolved.plan.handlers["call_end"]
+    if handlers:  # after the content is dropped: handlers see the record as it is written
+        event = CallEndEvent(record=RecordView(record), function=record.function, path=record.path,
+                             error=record.error["code"] if record.error else None, seconds=record.seconds,
+                             usage=MappingProxyType(dict(record.usage)))
+        hear("call_end", handlers, event, record.heard if values.get("record_timing") else None,
+             function=record.function, call=record.id)
     folder = values.get("log_calls")
     if folder:
         records.append(folder, record)
@@ -277,6 +285,8 @@ def _ask(
     messages = layouts.messages(fn.layout, lm, final, inputs, history)
     retries = values["retries"]
     max_steps = values["max_steps"]
+    heard_reply = resolved.plan.handlers["reply"]
+    sent = 0.0
     reasks = steps = 0
     while True:
         request = Request(
@@ -288,8 +298,15 @@ def _ask(
         )
         request = _request_hook(resolved, request, record, fn, path)
         record.attempts += 1
+        if heard_reply:
+            sent = time.perf_counter()
         reply = client.complete(request) if scope is None else scope.complete(client, request)
         _add_usage(record, reply)
+        if heard_reply:
+            event = ReplyEvent(request=request, reply=reply, seconds=round(time.perf_counter() - sent, 6),
+                               attempt=record.attempts, function=fn.name, path=path)
+            hear("reply", heard_reply, event, record.heard if values.get("record_timing") else None,
+                 function=fn.name, call=record.id)
         if reply.tool_calls:
             steps += 1
             if steps > max_steps:

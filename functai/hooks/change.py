@@ -186,13 +186,15 @@ for _field in attrs.fields(Change):
     setattr(Change, _field.name, None)  # the default every unset field reads
 del _field
 
-#: The Change fields each hook takes (``request`` takes a Request instead; ``turn_end`` only hears).
+#: The Change fields each hook takes (``request`` takes a Request instead; ``reply``, ``call_end`` and ``turn_end`` only hear).
 HOOK_FIELDS: dict[str, frozenset[str]] = {
     "turn_start": frozenset({"inputs"}),
     "context": frozenset({"keep", "without", "sections"}),
     "before_call": frozenset({"instruction", "sections", "lm", "settings", "tools"}),
     "request": frozenset(),
+    "reply": frozenset(),
     "tool_call": frozenset({"inputs", "block"}),
     "tool_result": frozenset({"output"}),
+    "call_end": frozenset(),
     "turn_end": frozenset(),
 }

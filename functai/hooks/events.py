@@ -7,6 +7,7 @@ a handler from changing anything except by returning a Change.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, Callable, Mapping, Protocol
 
 
@@ -34,7 +35,8 @@ class Event:
     their classes are built at ``import functai``, which must stay light.
     """
 
-    __slots__ = ("_plugin", "_memory")
+    #: ``_us``: how long the last handler took, set only when ``record_timing`` is on.
+    __slots__ = ("_plugin", "_memory", "_us")
     _fields: tuple[str, ...] = ()
 
     def __init__(self, **fields: Any) -> None:
@@ -139,6 +141,13 @@ class RequestEvent(Event):
     __slots__ = _fields
 
 
+class ReplyEvent(Event):
+    """``reply``: the model answered a request (hears only)."""
+
+    _fields = ("request", "reply", "seconds", "attempt", "function", "path")
+    __slots__ = _fields
+
+
 class ToolCallEvent(_Remembers):
     """``tool_call``: the model asked for a tool, which has not run yet."""
 
@@ -163,6 +172,52 @@ class ToolResultEvent(_Remembers):
 
     _fields = ("name", "input", "output", "path", "invocation", "function")
     __slots__ = _fields
+
+
+class CallEndEvent(Event):
+    """``call_end``: an AI function call ended, done or failed (hears only)."""
+
+    _fields = ("record", "function", "path", "error", "seconds", "usage")
+    __slots__ = _fields
+
+
+def frozen(value: Any) -> Any:
+    """A read-only deep view of JSON-like data: dicts as mapping proxies, lists as tuples."""
+    if isinstance(value, dict):
+        return MappingProxyType({key: frozen(item) for key, item in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen(item) for item in value)
+    return value
+
+
+class RecordView:
+    """A call record that a hearing handler can read but not change.
+
+    Attributes are the record's, as read-only views; ``to_dict()`` gives a
+    copy as JSON data.
+    """
+
+    __slots__ = ("_record",)
+
+    def __init__(self, record: Any) -> None:
+        _set(self, "_record", record)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return frozen(getattr(self._record, name))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"the record a call_end handler is given is read-only ({name!r})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A copy of the record as JSON data (what the call log keeps)."""
+        import copy
+
+        return copy.deepcopy(self._record.to_dict())
+
+    def __repr__(self) -> str:
+        return f"RecordView({self._record.id}, {self._record.path})"
 
 
 class TurnEndEvent(_Remembers):

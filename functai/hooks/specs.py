@@ -4,7 +4,9 @@ they fire. This module is the single source of hook names and argument names;
 
 Each hook is given one argument, the **event**. A changing hook's handler
 returns a `functai.Change` (or None); ``request`` returns a replacement
-`functai.Request` (or None); ``turn_end`` only hears.
+`functai.Request` (or None); ``reply``, ``call_end`` and ``turn_end`` only
+hear: what they return is ignored, and one that raises is reported (a
+warning naming plugin and hook) and changes nothing.
 """
 
 from __future__ import annotations
@@ -71,6 +73,22 @@ def request(request):  # type: ignore[no-untyped-def]
 
 
 @hookspec
+def reply(reply):  # type: ignore[no-untyped-def]
+    """The model answered a request (every attempt: the first send, re-asks,
+    each tool step), before the reply is read or its tools run.
+
+    Event: ``request`` (the `functai.Request` that was sent), ``reply`` (the
+    `functai.Reply`: ``text``, ``tool_calls``, ``usage``, ``finish_reason``),
+    ``seconds`` (how long the model client took), ``attempt`` (1, 2, … within
+    the call), ``function``, ``path``.
+
+    Hears only: a raising handler is reported and changes nothing; nothing is
+    added to ``changes``. Made for tracing, cost and latency plugins, which
+    need no ``request`` handler (that would make every call unreplayable).
+    """
+
+
+@hookspec
 def tool_call(tool):  # type: ignore[no-untyped-def]
     """The model asked for a tool, which has not run yet.
 
@@ -93,6 +111,21 @@ def tool_result(result):  # type: ignore[no-untyped-def]
     stands), ``path``, ``invocation``, ``function``.
 
     Change: ``output`` — the tool's result as the model is shown it.
+    """
+
+
+@hookspec
+def call_end(call):  # type: ignore[no-untyped-def]
+    """An AI function call ended, done or failed, before its record is written.
+
+    Event: ``record`` (the call's record, read-only, as it will be written:
+    without content when ``log_content=False``), ``function``, ``path``,
+    ``error`` (the error code, or None when the call is done), ``seconds``,
+    ``usage`` (token counts summed over the call's replies).
+
+    Hears only: a raising handler is reported and changes nothing; nothing is
+    added to ``changes``. Runs for every call — nested ones, a turn's, a
+    delegate's — after the call has left its place in the call tree.
     """
 
 

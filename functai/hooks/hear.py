@@ -1,0 +1,69 @@
+"""Running a hook that only hears (``reply``, ``call_end``).
+
+A hearing handler cannot change the call: what it returns is ignored, and
+one that raises is reported — a structlog warning event and a Python warning
+naming the plugin and the hook — and the call goes on as if it had not run.
+Nothing is added to the record's ``changes``; with ``record_timing`` on, each
+handler's run is added to ``heard`` with its time.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from ..log import warn
+from .events import Event
+from .order import Handler
+
+
+def hear(
+    hook: str,
+    handlers: Sequence[Handler],
+    event: Event,
+    heard: list[dict[str, Any]] | None = None,
+    **where: Any,
+) -> None:
+    """Run each handler of ``hook`` on ``event``; report, never raise, what they raise.
+
+    ``heard`` (only when timing is on) gets ``{"plugin", "version", "hook", "µs"}``
+    per handler; ``where`` names the call in a failure's warning.
+    """
+    for plugin, handler in handlers:
+        event._plugin = plugin.name
+        started = time.perf_counter_ns() if heard is not None else 0
+        try:
+            result = handler(event)
+            if result is not None and hasattr(result, "__await__"):
+                run_awaitable(result)
+        except Exception as error:
+            warn("hook failed", plugin=plugin.name, version=plugin.version, hook=hook,
+                 error=f"{type(error).__name__}: {error}", **where)
+        if heard is not None:
+            heard.append({"plugin": plugin.name, "version": plugin.version, "hook": hook,
+                          "µs": round((time.perf_counter_ns() - started) / 1000, 1)})
+    event._plugin = None
+
+
+def run_awaitable(awaitable: Any) -> Any:
+    """Run an ``async def`` handler's coroutine to its end from a plain call.
+
+    In a thread with no running event loop it runs in a new loop; inside a
+    running loop (a plain call made from async code) it runs in a loop of its
+    own on a helper thread, since the caller's loop cannot be re-entered.
+    """
+    import asyncio
+
+    async def wait() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    import concurrent.futures
+    import contextvars
+
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(context.run, asyncio.run, wait()).result()
