@@ -81,6 +81,9 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "client": _client,
     "retries": _whole(0),
     "max_steps": _whole(1),
+    "max_depth": _whole(1),
+    "max_requests": _whole(1),
+    "check_inputs": _flag,
     "program_plugins": _flag,
     "log_calls": _folder,
     "log_content": _flag,
@@ -99,7 +102,9 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
 SETTING_NAMES: frozenset[str] = frozenset(CHECKS) | {"plugins"}
 
 #: Defaults for settings no layer sets.
-DEFAULTS: Mapping[str, Any] = MappingProxyType({"retries": 1, "max_steps": 8, "log_content": True})
+DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {"retries": 1, "max_steps": 8, "max_depth": 8, "max_requests": 50, "check_inputs": True, "log_content": True}
+)
 
 
 def check_name(name: str) -> None:

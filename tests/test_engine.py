@@ -304,6 +304,30 @@ def test_request_replacement_is_sent_and_marks_the_record_not_replayable(lm):
     assert record.changes == [{"plugin": "swap", "version": "2.0", "hook": "request", "change": {"request": "replaced"}}]
 
 
+def test_a_request_handed_back_unchanged_is_not_a_replacement(lm):
+    import attrs
+
+    def same(event):
+        return event.request
+
+    def equal(event):  # a new object, equal to the one it was given
+        return attrs.evolve(event.request)
+
+    def then_swap(event):
+        return attrs.evolve(event.request, model="other-model")
+
+    answer = answer_fn(plugins=[Plugin("same", request=same), Plugin("equal", request=equal)])
+    value, record = answer.run("x")
+    assert record.changes == [] and record.replayable is True
+    assert "replayable" not in record.to_dict()
+    # Only a different request is a replacement, recorded once for the plugin that made it.
+    answer = answer_fn(plugins=[Plugin("equal", request=equal), Plugin("swap", request=then_swap),
+                                Plugin("same", request=same)])
+    value, record = answer.run("x")
+    assert [(c["plugin"], c["change"]) for c in record.changes] == [("swap", {"request": "replaced"})]
+    assert record.replayable is False and lm.requests[-1].model == "other-model"
+
+
 def test_a_replayable_record_has_no_replayable_key(lm):
     assert "replayable" not in answer_fn().run("x").record.to_dict()
 

@@ -32,16 +32,44 @@ if TYPE_CHECKING:
     from .function import AIFunction
 
 
+class Budget:
+    """The model requests an outermost call and every call nested in it may still make."""
+
+    __slots__ = ("used", "limit", "function")
+
+    def __init__(self, limit: int, function: str) -> None:
+        self.used = 0
+        self.limit = limit
+        self.function = function
+
+    def spend(self, fn: "AIFunction") -> None:
+        """Count one model request; refuse ``max-requests`` past the limit."""
+        self.used += 1
+        if self.used > self.limit:
+            inside = "" if fn.name == self.function else f" (the last asked by {fn.name}, nested in it)"
+            raise FunctAIError(
+                f"{self.function} made max_requests={self.limit} model requests, counting every AI function "
+                f"called inside it{inside}, and needed another; raise max_requests, or check why the calls keep "
+                "asking (an AI function that calls itself as a tool?)",
+                code="max-requests",
+            )
+
+
 class Frame:
-    """The call in progress in this context (for ``parent`` and ``path``)."""
+    """The call in progress in this context (for ``parent``, ``path`` and the limits on nesting)."""
 
-    __slots__ = ("record", "path", "ordinal")
+    __slots__ = ("record", "path", "ordinal", "depth", "budget")
 
-    def __init__(self, record: records.CallRecord, path: str, ordinal: int) -> None:
+    def __init__(self, record: records.CallRecord, path: str, ordinal: int, depth: int = 1,
+                 budget: Budget | None = None) -> None:
         self.record = record
         self.path = path
         #: The call's ordinal inside its conversation turn (0 outside one).
         self.ordinal = ordinal
+        #: 1 for an outermost call, 2 for a call nested in it, …
+        self.depth = depth
+        #: Shared by the outermost call and every call nested in it.
+        self.budget = budget
 
 
 current: ContextVar[Frame | None] = ContextVar("functai_call", default=None)
@@ -96,8 +124,19 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         elif scope.conversation is not None:
             record.conversation = {"id": scope.conversation, "turn": scope.turn}  # a call inside a turn
     started = time.perf_counter()
-    token = current.set(Frame(record, path, ordinal))
+    values = resolved.values
+    if frame is None:
+        depth, budget = 1, Budget(values["max_requests"], fn.name)
+    else:
+        depth, budget = frame.depth + 1, frame.budget
+    token = current.set(Frame(record, path, ordinal, depth, budget))
     try:
+        if depth > values["max_depth"]:
+            raise FunctAIError(
+                f"{path} is {depth} AI function calls deep, past max_depth={values['max_depth']}; raise max_depth, "
+                "or check why the calls keep nesting (an AI function that calls itself as a tool?)",
+                code="max-depth",
+            )
         value = _ask(fn, inputs, resolved, record, path, scope if own_turn else None, ordinal)
         record.output = value
         return records.Result(value, record)
@@ -194,6 +233,8 @@ def _request_hook(resolved: Resolved, request: Request, record: records.CallReco
         result = call_handler(plugin, "request", handler, event)
         if result is None or isinstance(result, Change) and not result.fields_set():
             continue
+        if result is event.request or (isinstance(result, Request) and result == event.request):
+            continue  # handed back unchanged: not a replacement, nothing to record
         if not isinstance(result, Request):
             raise refuse(
                 plugin, "request", None,
@@ -233,6 +274,7 @@ def _ask(
     """The call itself. ``own_turn`` is the turn when this is a turn's own call."""
     values = resolved.values
     scope = current_turn.get()
+    budget = current.get().budget  # type: ignore[union-attr]
     if resolved.plan.approval is None and values.get("approve") is not None:
         raise FunctAIError(
             f"approve is set for {fn.name}, but no approval plugin is installed, and approval never turns "
@@ -297,6 +339,7 @@ def _ask(
             output_schema=fn.output_schema,
         )
         request = _request_hook(resolved, request, record, fn, path)
+        budget.spend(fn)
         record.attempts += 1
         if heard_reply:
             sent = time.perf_counter()

@@ -34,6 +34,10 @@ EFFECTS = ("reads", "changes")
 #: Settings never shown to plugins in tool events.
 SECRET_SETTINGS = frozenset({"api_key", "client"})
 
+#: Codes that end the outermost call instead of being shown to the model as a failed tool:
+#: nobody could be asked, or the calls ran away.
+RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests"})
+
 REFUSED = "The person did not allow this call."
 CHECK_FAILED = "a check failed"
 INTERRUPTED = (
@@ -263,11 +267,14 @@ class ToolRunner:
             if self.scope is not None:  # a call inside the tool waits: on resume the tool runs again
                 self.scope.tool_suspended(site, entry)
             raise
-        except ApprovalError:
-            raise
         except FunctAIError as error:
+            if error.code in RISING:
+                entry["error"] = f"{error.code}: {error.message}"
+                raise
             entry["error"] = f"{error.code}: {error.message}"
             value = f"The tool failed: {error.message}"
+        except RecursionError:
+            raise  # runaway nesting, not the tool's answer
         except Exception as error:
             entry["error"] = f"{type(error).__name__}: {error}"
             value = f"The tool failed: {type(error).__name__}: {error}"
