@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from typing import Any, TextIO
 
 import functai
@@ -71,7 +70,7 @@ def _offline_reply(request: Request) -> Any:
         return "The notes say: " + NOTES.get("fractions", "nothing")
     if system.startswith("Tutor the student"):
         if last["role"] == "tool":
-            return "Here is what I found: " + str(last["content"])[:60]
+            return "Here is what I found: " + str(last["content"])
         question = str(last["content"])
         if "delete" in question:
             return tool_call("delete_note", {"topic": "fractions"})
@@ -81,7 +80,19 @@ def _offline_reply(request: Request) -> Any:
     return "A plugin is a named set of hooks that returns its changes as data, so every answer can be traced."
 
 
-def main(out: TextIO = sys.stdout) -> int:
+LAYERS = (  # innermost first, the order their handlers run in
+    ("the function's own", "@ai(plugins=[...])"),
+    ("a conversation's", "fn.conversation(..., plugins=[...])"),
+    ("a block", "with functai.settings(plugins=[...])"),
+    ("the process", "functai.configure(plugins=[...])"),
+    ("installed", "entry points of pip-installed packages"),
+)
+
+
+def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
+    """Run the demo, keeping its call log in ``folder/calls`` and its conversation in ``folder/conversations``."""
+    calls = os.path.join(folder, "calls")
+    store = os.path.join(folder, "conversations")
     lm = os.environ.get("FUNCTAI_LM")
     if lm:
         print(f"Model: {lm} (from FUNCTAI_LM)", file=out)
@@ -95,17 +106,20 @@ def main(out: TextIO = sys.stdout) -> int:
         "no-deletes",
         tool_call=lambda t: Change(block="deleting notes is not allowed here") if t.name == "delete_note" else None,
     )
-    functai.configure(plugins=[audit, guard], **settings)  # the process layer
+    functai.configure(plugins=[audit, guard], log_calls=calls, **settings)  # the process layer
     careful = Plugin("careful", before_call=lambda call: Change(sections=["Avoid jargon."]))
+    layer_of = {"house-style": 0, "careful": 2, "audit": 3, "no-deletes": 3}
 
     print("\n1. An AI function with plugins in three layers", file=out)
     with functai.settings(plugins=[careful]):  # a block layer
         answer, record = explain.run("plugins in functai")
     print(f"   explain('plugins in functai') -> {answer!r}", file=out)
     print(f"   rate_clarity(...) -> {rate_clarity(answer)!r}", file=out)
-    print("   what shaped it (the record's changes, in the order they ran):", file=out)
+    print("   what shaped it (the record's changes, in the order they ran, innermost layer first):", file=out)
     for change in record.changes:
+        where = LAYERS[layer_of[change["plugin"]]] if change["plugin"] in layer_of else LAYERS[4]
         print(f"     {change['plugin']} {change['version']} {change['hook']}: {json.dumps(change['change'])}", file=out)
+        print(f"       (layer: {where[0]}, {where[1]})", file=out)
 
     print("\n2. A conversation with a guarded tool, a delegate and compaction", file=out)
     try:
@@ -113,17 +127,21 @@ def main(out: TextIO = sys.stdout) -> int:
         researcher = functai.delegate(research, description="Look things up in the course notes.")
     except FunctAIError as error:
         print(f"   (skipped: {error.message})", file=out)
+        _next_steps(out, folder, calls, record.id, None, None)
         return 0
+    print("   plugins: compaction (layer: a conversation's), no-deletes (layer: the process) guards the tools",
+          file=out)
 
     @ai(tools=[read_note, delete_note, researcher])
     def tutor(question: str) -> str:
         """Tutor the student, building on what was said before."""
 
-    store = tempfile.mkdtemp(prefix="functai-demo-")
-    chat = tutor.conversation("demo", store=store, plugins=extras)
+    conversation = _fresh_id(store)
+    chat = tutor.conversation(conversation, store=store, plugins=extras)
     for question in ("What is a fraction?", "Check the notes on fractions, please.", "Is 2/4 a half?",
                      "Please delete the fractions note.", "What did we cover?"):
-        value, turn_record = _turn(chat, question)
+        value = chat(question)
+        turn_record = _turn_record(calls, conversation)
         print(f"   > {question}\n     {value}", file=out)
         for call in turn_record.tool_calls if turn_record else ():
             status = f"blocked by {call['blocked']}" if "blocked" in call else "ran"
@@ -132,17 +150,42 @@ def main(out: TextIO = sys.stdout) -> int:
     if summaries:
         latest = summaries[-1]["data"]
         print(f"   compaction folded {latest['turns']} turns into: {latest['text']!r}", file=out)
-    print(f"\n   The conversation is in {store}; see it with:  functai conversation {store} demo", file=out)
+    print("\n   The conversation, as `functai conversation` shows it:", file=out)
     from .cli import main as cli
 
-    cli(["conversation", store, "demo"], out)
+    cli(["conversation", store, conversation], out)
+    _next_steps(out, folder, calls, record.id, store, conversation)
     return 0
 
 
-def _turn(chat: Any, question: str) -> tuple[Any, Any]:
-    """Send a turn and find its call's record (logged to a scratch folder)."""
-    folder = tempfile.mkdtemp(prefix="functai-demo-calls-")
-    with functai.settings(log_calls=folder):
-        value = chat(question)
-    records = [r for r in functai.read_calls(folder) if r.conversation and "parent" in r.conversation]
-    return value, records[-1] if records else None
+def _fresh_id(store: str) -> str:
+    """``demo-1``, ``demo-2`` …: each run starts its own conversation in a kept folder."""
+    from .conversations.store import open_store
+
+    taken = set(open_store(store).conversations()) if os.path.isdir(store) else set()
+    number = 1
+    while f"demo-{number}" in taken:
+        number += 1
+    return f"demo-{number}"
+
+
+def _turn_record(calls: str, conversation: str) -> Any:
+    """The newest call record of a turn's own call in ``conversation``."""
+    found = None
+    for record in functai.read_calls(calls):
+        if record.conversation and record.conversation.get("id") == conversation and "parent" in record.conversation:
+            found = record
+    return found
+
+
+def _next_steps(out: TextIO, folder: str, calls: str, call: str, store: str | None, conversation: str | None) -> None:
+    from .cli.common import table
+
+    rows = [
+        [f"functai calls {calls}", "# every call, one line each"],
+        [f"functai show {call} --log {calls}", "# the first call: what shaped its answer"],
+    ]
+    if store and conversation:
+        rows.append([f"functai conversation {store} {conversation}", "# the turn tree and the plugins' entries"])
+    print(f"\nEverything the demo did is kept in {folder}{os.sep}. Look at it with:", file=out)
+    table(rows, out, indent="   ")

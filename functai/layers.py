@@ -152,8 +152,22 @@ class Layer:
 EMPTY = Layer(MappingProxyType({}), None)
 _NO_PLUGINS: tuple[Plugin, ...] = ()
 
+#: Environment variables that give the process layer its starting value, and the setting each sets.
+ENVIRONMENT: Mapping[str, str] = MappingProxyType({"FUNCTAI_LOG_CALLS": "log_calls"})
+
+
+def from_environment() -> Layer:
+    """The process layer as the environment starts it (``FUNCTAI_LOG_CALLS=calls/`` logs every call).
+
+    A value ``configure`` sets replaces it; ``configure(log_calls=None)`` unsets it.
+    """
+    values = {setting: os.environ[name] for name, setting in ENVIRONMENT.items() if os.environ.get(name)}
+    # Not checked here: a bad value must not make `import functai` fail; the call that uses it says why.
+    return Layer(MappingProxyType(values), None) if values else EMPTY
+
+
 _process_lock = threading.Lock()
-_process: Layer = EMPTY
+_process: Layer = from_environment()
 _blocks: ContextVar[tuple[Layer, ...]] = ContextVar("functai_blocks", default=())
 
 
@@ -168,10 +182,11 @@ def configure(**settings: Any) -> None:
 
 
 def reset() -> None:
-    """Forget every ``configure`` setting (tests use this to isolate themselves)."""
+    """Forget every ``configure`` setting: back to the process layer the environment gives
+    (tests use this to isolate themselves)."""
     global _process
     with _process_lock:
-        _process = EMPTY
+        _process = from_environment()
 
 
 class settings:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .testing import Scripted, ScriptedLM
 
 #: Environment variables that would let the machine running the tests change them.
-ENVIRONMENT = ("FUNCTAI_LM", "FUNCTAI_LOAD_PLUGINS", "FUNCTAI_DISABLE_PLUGINS")
+ENVIRONMENT = ("FUNCTAI_LM", "FUNCTAI_LOAD_PLUGINS", "FUNCTAI_DISABLE_PLUGINS", "FUNCTAI_LOG_CALLS")
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A test that cannot see, or leave behind, process-wide functai state.
 
     The process settings start empty, the ``FUNCTAI_*`` variables that pick a
-    model or plugins are unset, no installed plugin runs (so a plugin
+    model, plugins or a call log are unset, no installed plugin runs (so a plugin
     pip-installed on the developer's machine cannot change the result), and
     conversations opened without a store start from an empty in-memory store
     (so conversation ``"alex"`` of one test is not continued by the next).

@@ -161,3 +161,49 @@ def test_a_distribution_providing_a_builtin_twice_is_flagged(monkeypatch, capsys
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out
     assert out.count("(2 distributions provide 'compaction': uninstall all but one)") == 2
+
+
+def test_a_plugin_that_exits_at_import_is_a_load_failure_not_the_end_of_the_listing(monkeypatch, capsys):
+    exits = [
+        EntryPoint("quits", "functai_quits:plugin", SystemExit(3), "functai-quits"),
+        EntryPoint("modes", "functai_modes:plugin", Plugin("modes", version="0.3.0"), "functai-modes"),
+    ]
+    monkeypatch.setattr(installed, "entry_points", lambda group: exits if group == "functai" else [])
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "failed: SystemExit: 3" in out and "modes" in out
+    with pytest.warns(RuntimeWarning, match="plugin failed to load: plugin=quits"):
+        found = installed.Installed.discover()
+    with pytest.raises(functai.FunctAIError) as refused:  # calls fail closed
+        found.layer()
+    assert refused.value.code == "plugin-load" and "'quits'" in refused.value.message
+
+
+def test_ctrl_c_while_a_plugin_imports_still_stops(monkeypatch):
+    stop = [EntryPoint("slow", "functai_slow:plugin", KeyboardInterrupt(), "functai-slow")]
+    monkeypatch.setattr(installed, "entry_points", lambda group: stop if group == "functai" else [])
+    with pytest.raises(KeyboardInterrupt):
+        installed.Installed.discover()
+
+
+def test_with_several_broken_plugins_the_error_says_to_disable_them_all(monkeypatch):
+    broken = [
+        EntryPoint("first", "a:plugin", ImportError("no a"), "functai-a"),
+        EntryPoint("fine", "f:plugin", Plugin("fine"), "functai-fine"),
+        EntryPoint("second", "b:plugin", SyntaxError("bad b"), "functai-b"),
+        EntryPoint("third", "c:plugin", SystemExit("c quits"), "functai-c"),
+    ]
+    monkeypatch.setattr(installed, "entry_points", lambda group: broken if group == "functai" else [])
+    monkeypatch.setenv("FUNCTAI_DISABLE_PLUGINS", "off")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        found = installed.Installed.discover()
+    with pytest.raises(functai.FunctAIError) as refused:
+        found.layer()
+    message = refused.value.message
+    assert "(and 2 more: second, third)" in message
+    assert "until they are fixed" in message
+    assert "FUNCTAI_DISABLE_PLUGINS=off,first,second,third " in message
+    with pytest.raises(functai.FunctAIError) as narrowed:  # narrowed by settings: only those that would run
+        found.layer(disable=["first"])
+    assert "FUNCTAI_DISABLE_PLUGINS=off,second,third " in narrowed.value.message

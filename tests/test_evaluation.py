@@ -194,7 +194,7 @@ def test_the_cli_rates_and_evaluates(tmp_path, monkeypatch, capsys):
     assert main(["rate", lima.id[:8], "--good", "--by", "ann", "--log", log]) == 0
     assert main(["rate", paris.id, "--bad", "--correction", "Paris", "--log", log]) == 0
     assert capsys.readouterr().out.splitlines() == [f"rated {lima.id} good (by ann)", f"rated {paris.id} bad, correction Paris"]
-    assert main(["rate", "nope", "--good", "--log", log]) == 1
+    assert main(["rate", "nope", "--good", "--log", log]) == 2  # an id that names no call: a command-line mistake
     functai.configure(client=ScriptedLM(reply=lambda r: "Lima" if "Peru" in r.messages[-1]["content"] else "Paris"))
     assert main(["evaluate", "quiz:capital", "--log", log, "--workers", "1"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -82,7 +82,9 @@ class InstalledPlugin:
             else:
                 declared = getattr(found, "plugin_version", None) or getattr(found, "__version__", None)
                 plugin = from_hookimpls(found, name=self.name, version=str(declared or self.dist_version or "0.0.0"))
-        except Exception as error:  # an import error, a wrong object, failed pluggy validation
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # an import error, a wrong object, failed validation, even SystemExit
             self.state = FAILED
             self.reason = f"{type(error).__name__}: {error}"
             from ..log import warn
@@ -214,11 +216,15 @@ class Installed:
 
 def _failure(failed: Sequence[InstalledPlugin]) -> PluginError:
     first = failed[0]
-    others = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    names = [item.name for item in failed]
+    others = f" (and {len(failed) - 1} more: {', '.join(names[1:])})" if len(failed) > 1 else ""
+    them = "they are" if len(failed) > 1 else "it is"
+    already = sorted(_names(os.environ.get("FUNCTAI_DISABLE_PLUGINS")) or ())
+    disable = ",".join(dict.fromkeys([*already, *names]))  # following the advice keeps what is disabled now
     return PluginError(
         f"installed plugin {first.name!r} failed to load{others}: {first.reason}; {first.where()}. "
-        "Calls refuse to run until it is fixed, uninstalled, or disabled with "
-        f"FUNCTAI_DISABLE_PLUGINS={first.name} (see `functai plugins`)",
+        f"Calls refuse to run until {them} fixed, uninstalled, or disabled with "
+        f"FUNCTAI_DISABLE_PLUGINS={disable} (see `functai plugins`)",
         code="plugin-load",
         plugin=first.name,
     )

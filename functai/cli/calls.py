@@ -1,0 +1,143 @@
+"""``functai calls`` (recent call records) and ``functai show ID`` (one record, read by a person)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, TextIO
+
+from ..calls.records import CallRecord, read_calls
+from .common import LOG_HELP, CLIError, log_folder, plural, positive, short, table
+
+
+def register(commands: Any) -> None:
+    calls = commands.add_parser("calls", help="recent call records, one line each")
+    calls.add_argument("folder", nargs="?", help=LOG_HELP)
+    calls.add_argument("--limit", type=positive, default=20, help="how many of the newest calls (default 20)")
+    calls.set_defaults(run=cmd_calls)
+
+    show = commands.add_parser("show", help="one call record, readable (or --json)")
+    show.add_argument("id", help="the call id (a unique prefix is enough)")
+    show.add_argument("--log", help=LOG_HELP)
+    show.add_argument("--json", action="store_true", help="print the raw record as JSON")
+    show.set_defaults(run=cmd_show)
+
+
+def status(record: CallRecord) -> str:
+    return f"error:{record.error.get('code')}" if record.error else "ok"
+
+
+def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
+    folder = log_folder(args.folder)
+    records = list(read_calls(folder))
+    if not records:
+        print(f"no calls recorded in {folder}/", file=out)
+        return 0
+    rows = [["STARTED", "ID", "FUNCTION", "MODEL", "SECONDS", "STATUS", "CHANGES", "TOOLS"]]
+    for record in records[-args.limit :]:
+        rows.append([
+            record.started, record.id, record.path or record.function, record.model or "-",
+            f"{record.seconds:.3f}" if record.seconds is not None else "-", status(record),
+            str(len(record.changes)), str(len(record.tool_calls)),
+        ])
+    table(rows, out)
+    return 0
+
+
+def find(folder: str, prefix: str) -> CallRecord:
+    """The one logged call whose id starts with ``prefix``."""
+    found = {r.id: r for r in read_calls(folder) if r.id.startswith(prefix)}
+    if not found:
+        raise CLIError(f"no call with id {prefix!r} in {folder}/", code="not-found",
+                       hint=f"`functai calls {folder}` lists the recent ones")
+    if len(found) > 1:
+        raise CLIError(f"{prefix!r} matches {len(found)} calls", code="ambiguous-id", hint="give more of the id")
+    return next(iter(found.values()))
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    record = find(log_folder(args.log), args.id)
+    if args.json:
+        print(json.dumps(record.to_dict(), indent=2, ensure_ascii=False), file=out)
+    else:
+        render(record, out)
+    return 0
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict) and set(value) == {"chars"}:
+        return f"({value['chars']} characters, not kept: log_content=False)"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _block(title: str, text: str, out: TextIO) -> None:
+    print(f"{title}:", file=out)
+    for line in text.splitlines() or [""]:
+        print(f"  {line}", file=out)
+
+
+def render(record: CallRecord, out: TextIO) -> None:
+    """The record as a person reads it: what was asked, what shaped it, what came back."""
+    fields = [
+        ("call", record.id + (f" (inside {record.parent})" if record.parent else "")),
+        ("function", f"{record.module}:{record.function}" if record.module else record.function),
+        ("version", record.version),
+        ("path", record.path or record.function),
+        ("model", record.model or "-"),
+        ("started", record.started),
+        ("timing", (f"{record.seconds:.3f}s" if record.seconds is not None else "-")
+         + f", {plural(record.attempts, 'model request')}"),
+    ]
+    if record.usage:
+        fields.append(("usage", ", ".join(f"{k} {v}" for k, v in record.usage.items())))
+    if record.settings:
+        fields.append(("settings", ", ".join(f"{k}={_text(v)}" for k, v in record.settings.items())))
+    if record.conversation:
+        fields.append(("conversation", ", ".join(f"{k} {v}" for k, v in record.conversation.items() if v)))
+    if not record.replayable:
+        fields.append(("replayable", "no (a plugin replaced the request)"))
+    if record.rating:
+        fields.append(("rating", "good" if record.rating.get("good") else "bad"))
+    width = max(len(name) for name, _ in fields) + 1
+    for name, value in fields:
+        print(f"{name + ':':<{width}} {value}", file=out)
+    print("inputs:", file=out)
+    for name, value in record.inputs.items():
+        print(f"  {name} = {_text(value)}", file=out)
+    if record.instruction is not None:
+        _block("instruction", _text(record.instruction), out)
+    if record.sections:
+        print("sections:", file=out)
+        for section in record.sections:
+            lines = _text(section).splitlines() or [""]
+            print(f"  - {lines[0]}", file=out)
+            for line in lines[1:]:
+                print(f"    {line}", file=out)
+    if record.changes:
+        print("changes, by plugin:", file=out)
+        by_plugin: dict[str, list[dict[str, Any]]] = {}
+        for change in record.changes:
+            by_plugin.setdefault(f"{change['plugin']} {change.get('version', '')}".strip(), []).append(change)
+        for plugin, changes in by_plugin.items():
+            print(f"  {plugin}", file=out)
+            for change in changes:
+                what = _text(change["change"]) if "change" in change else "(content not kept)"
+                print(f"    {change['hook']}: {what}", file=out)
+    if record.tool_calls:
+        print("tool calls:", file=out)
+        for call in record.tool_calls:
+            print(f"  {call['name']}({_text(call.get('input'))})", file=out)
+            if "blocked" in call:
+                why = call.get("block_reason")
+                print(f"    blocked by {call['blocked']}" + (f": {_text(why)}" if why else ""), file=out)
+            elif "refused" in call:
+                why = call.get("refuse_reason")
+                print(f"    refused by {call['refused']}" + (f": {_text(why)}" if why else ""), file=out)
+            elif "error" in call:
+                print(f"    failed: {_text(call['error'])}", file=out)
+            else:
+                print(f"    -> {_text(call.get('output'))}", file=out)
+    if record.error:
+        print(f"error: [{record.error.get('code')}] {_text(record.error.get('message', ''))}", file=out)
+    else:
+        _block("value", _text(record.output), out)

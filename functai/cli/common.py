@@ -1,0 +1,168 @@
+"""What the command modules share: the error they raise, and small readers and printers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from ..conversations.history import History
+
+#: Exit statuses: a failure at run time, and a command line that names something wrong.
+RUNTIME, INPUT = 1, 2
+
+DEFAULT_LOG = "calls"
+LOG_HELP = f"the call log folder (default: $FUNCTAI_LOG_CALLS or {DEFAULT_LOG})"
+
+
+class CLIError(Exception):
+    """A command cannot go on: reported as ``functai: error [code]: message`` (and a hint).
+
+    ``status`` is the exit status: `INPUT` (2) when the command line names
+    something wrong, `RUNTIME` (1) when running it failed.
+    """
+
+    def __init__(self, message: str, *, code: str, status: int = INPUT, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.code, self.status, self.hint = message, code, status, hint
+
+
+def log_folder(given: str | None) -> str:
+    """The call log folder a command reads: the one given, else $FUNCTAI_LOG_CALLS, else ``calls``."""
+    folder = given or os.environ.get("FUNCTAI_LOG_CALLS") or DEFAULT_LOG
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise CLIError(f"{folder} is a file, not a call log folder", code="not-a-folder",
+                       hint="give the folder that log_calls= (or FUNCTAI_LOG_CALLS) names")
+    return folder
+
+
+def store_folder(given: str) -> str:
+    """A conversation store folder that exists (a command never creates one by reading it)."""
+    if not os.path.exists(given):
+        raise CLIError(f"no store folder {given}", code="not-found",
+                       hint="give the folder passed as store= when the conversation was made")
+    if not os.path.isdir(given):
+        raise CLIError(f"{given} is a file, not a store folder", code="not-a-folder",
+                       hint="give the folder passed as store= when the conversation was made")
+    return given
+
+
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def short(value: object, width: int = 60) -> str:
+    """``value`` on one line, at most ``width`` characters, cut at a word where it must be cut."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    if space > width // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def table(rows: list[list[str]], out: TextIO, indent: str = "") -> None:
+    """Print rows in aligned columns (the last column is left ragged)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+        print((indent + "  ".join([*cells, row[-1]])).rstrip(), file=out)
+
+
+def history(store: str, conversation: str) -> "History":
+    """The records of a conversation folded into its state; refuses one that is not there."""
+    from ..conversations.history import History
+    from ..conversations.store import check_conversation_id, open_store
+
+    check_conversation_id(conversation)
+    found = History()
+    found.apply_all(open_store(store_folder(store)).read(conversation))
+    if not found.count:
+        raise CLIError(f"no conversation {conversation!r} in {store}", code="not-found",
+                       hint=_known(store))
+    return found
+
+
+def _known(store: str) -> str | None:
+    from ..conversations.store import open_store
+
+    names = open_store(store).conversations()
+    if not names:
+        return "the store holds no conversations"
+    listed = ", ".join(names[:5]) + (f" (and {len(names) - 5} more)" if len(names) > 5 else "")
+    return f"the store holds: {listed}"
+
+
+def import_program(reference: str, what: str = "function") -> Any:
+    """The object ``MODULE:NAME`` names, importable from the current folder; refuses clearly."""
+    import importlib
+
+    module_name, colon, qualname = reference.partition(":")
+    if not colon or not module_name or not qualname or not all(qualname.split(".")):
+        raise CLIError(f"{reference!r} is not MODULE:{what.upper()}", code="usage",
+                       hint=f"name the {what} as module:name, e.g. support_app:answer")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
+            raise CLIError(f"no module named {module_name!r}", code="not-found",
+                           hint="run this where the module is importable (its folder, or with PYTHONPATH)") from None
+        raise CLIError(f"importing {module_name!r} failed: {error}", code="import-failed", status=RUNTIME) from error
+    except Exception as error:
+        raise CLIError(f"importing {module_name!r} failed: {type(error).__name__}: {error}",
+                       code="import-failed", status=RUNTIME, hint="run it again with --debug to see where") from error
+    for part in qualname.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise CLIError(f"{module_name!r} has no {qualname!r}", code="not-found") from None
+    return target
+
+
+def ai_function(reference: str) -> Any:
+    """The AI function ``MODULE:FUNCTION`` names."""
+    from ..calls.function import AIFunction
+
+    found = import_program(reference)
+    if not isinstance(found, AIFunction):
+        raise CLIError(f"{reference} is a {type(found).__name__}, not an AI function (made with @ai)",
+                       code="not-ai-function")
+    return found
+
+
+def require_model(fn: Any) -> None:
+    """Refuse ``no-model`` (and ``plugin-load``) now, before a command changes anything.
+
+    The same layers a call resolves, without sending anything: a model given
+    by ``lm``/``client`` in any layer or by ``FUNCTAI_LM``.
+    """
+    from ..errors import FunctAIError
+    from ..layers import resolve
+
+    values = resolve(fn.own).values
+    if values.get("client") is not None or values.get("lm") or os.environ.get("FUNCTAI_LM"):
+        return
+    raise FunctAIError(
+        f"no model is configured for {fn.name}: set FUNCTAI_LM (e.g. FUNCTAI_LM=openai/gpt-4.1-mini), "
+        "or configure lm=... in the module that defines it",
+        code="no-model",
+    )

@@ -1,0 +1,115 @@
+"""``functai conversation`` (a turn tree) and ``functai approve`` (answer a waiting turn, resume it)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .common import RUNTIME, CLIError, ai_function, history, plural, require_model, short
+
+if TYPE_CHECKING:
+    from ..conversations.history import History
+
+
+def register(commands: Any) -> None:
+    conversation = commands.add_parser("conversation", help="a conversation's turn tree, with states and entries")
+    conversation.add_argument("store", help="the store folder")
+    conversation.add_argument("id", help="the conversation id")
+    conversation.set_defaults(run=cmd_conversation)
+
+    approve = commands.add_parser(
+        "approve", help="answer a waiting turn's approvals and resume it",
+        description="Answer every waiting turn's approvals and resume it. Exit status: 0 answered and done, "
+        "1 a turn failed, 2 bad input, 3 a turn waits again.",
+    )
+    approve.add_argument("store", help="the store folder")
+    approve.add_argument("id", help="the conversation id")
+    approve.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
+    approve.add_argument("--by", help="who answers (kept with the answer)")
+    approve.set_defaults(run=cmd_approve)
+
+
+def _describe(turn: Any) -> str:
+    what = short(dict(turn.inputs))
+    if turn.state == "done":
+        what += f"  → {short(turn.outputs.get('output', turn.outputs))}"
+    elif turn.state == "waiting":
+        asks = ", ".join(f"{a['name']} {short(a['input'], 40)} ({a['plugin']})" for a in turn.approvals)
+        what += f"  waits for: {asks}"
+    elif turn.error:
+        what += f"  ({turn.error.get('code')})"
+    return what
+
+
+def tree(found: "History", out: TextIO) -> None:
+    """Print the turn tree, depth first; a loop, not recursion, so any depth prints."""
+    roots = found.children.get(None, [])
+    # Each item: (turn id, the prefix of its line, whether it is its parent's last child).
+    stack = [(root, "", i == len(roots) - 1) for i, root in reversed(list(enumerate(roots)))]
+    while stack:
+        turn_id, prefix, last = stack.pop()
+        turn = found.turns[turn_id]
+        print(f"{prefix}{'└─ ' if last else '├─ '}{turn_id} {turn.state:<8} {_describe(turn)}", file=out)
+        children = found.children.get(turn_id, [])
+        below = prefix + ("   " if last else "│  ")
+        stack.extend((child, below, i == len(children) - 1) for i, child in reversed(list(enumerate(children))))
+
+
+def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
+    found = history(args.store, args.id)
+    header = found.header or {}
+    print(f"conversation {args.id} ({header.get('function', '?')}, {plural(len(found.order), 'turn')})", file=out)
+    tree(found, out)
+    if found.entries:
+        print("entries:", file=out)
+        for entry in found.entries:
+            where = f"@{entry['turn']}" if entry["turn"] else "(every branch)"
+            print(f"  {entry['plugin']}/{entry['kind']} {where}: {short(entry['data'])}", file=out)
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
+    from ..errors import FunctAIError, Waiting
+
+    found = history(args.store, args.id)
+    reference = (found.header or {}).get("function")
+    if not reference:
+        raise CLIError(f"conversation {args.id!r} does not record its function", code="conversation-function",
+                       status=RUNTIME)
+    if not any(turn.state == "waiting" for turn in found.turns.values()):
+        raise CLIError(f"nothing waits in conversation {args.id!r}", code="nothing-waiting", status=RUNTIME,
+                       hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
+    try:
+        program = ai_function(reference)
+    except CLIError as error:
+        error.hint = f"{reference} is the conversation's function: run this where it is importable"
+        raise
+    require_model(program)  # before any answer is recorded: an answer that cannot resume strands the turn
+    chat = program.conversation(args.id, store=args.store)
+    waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
+    waits_again = False
+    failures: list[tuple[str, FunctAIError]] = []
+    for turn in waiting:
+        for approval in turn.approvals:
+            verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
+            print(f"{turn.id}: {approval['name']} {short(approval['input'], 40)} — {verdict}", file=out)
+        if args.deny is not None:
+            turn.deny(reason=args.deny or None, by=args.by)
+        else:
+            turn.approve(by=args.by)
+        try:
+            answer = turn.resume()
+        except Waiting as again:
+            print(f"{turn.id}: waits again, for {', '.join(a['name'] for a in again.approvals)}", file=out)
+            waits_again = True
+            continue
+        except FunctAIError as error:
+            print(f"{turn.id}: failed [{error.code}]", file=out)
+            failures.append((turn.id, error))
+            continue
+        print(f"{turn.id}: {short(answer, 200)}", file=out)
+    if failures:
+        turn_id, error = failures[0]
+        more = f" (and {len(failures) - 1} more turns failed)" if len(failures) > 1 else ""
+        raise CLIError(f"turn {turn_id} failed: {error.message}{more}", code=error.code, status=RUNTIME)
+    return 3 if waits_again else 0

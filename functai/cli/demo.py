@@ -1,0 +1,37 @@
+"""``functai demo``: the README's first command."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+DEFAULT_FOLDER = "functai-demo"
+
+
+def register(commands: Any) -> None:
+    demo = commands.add_parser(
+        "demo", help="run a small program (offline unless FUNCTAI_LM names a model)",
+        description="Run a small program: AI functions with plugins in three layers, a guarded tool, and a "
+        "conversation with compaction and a delegate. Its call log and conversation store are kept in "
+        f"--log (default ./{DEFAULT_FOLDER}/) to look at afterwards.",
+    )
+    demo.add_argument("--log", default=DEFAULT_FOLDER, metavar="DIR",
+                      help=f"where the demo keeps its call log and conversation (default ./{DEFAULT_FOLDER}/)")
+    demo.set_defaults(run=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    import os
+
+    from ..demo import main as demo
+    from ..errors import FunctAIError
+    from .common import RUNTIME, CLIError
+
+    if os.path.exists(args.log) and not os.path.isdir(args.log):
+        raise CLIError(f"{args.log} is a file, not a folder", code="not-a-folder",
+                       hint="give --log a folder (it is made when missing)")
+    try:
+        return demo(out, folder=args.log)
+    except FunctAIError as error:
+        hint = "unset FUNCTAI_LM to run the demo on its scripted offline model" if os.environ.get("FUNCTAI_LM") else None
+        raise CLIError(error.message, code=error.code, status=RUNTIME, hint=hint) from error

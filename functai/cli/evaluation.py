@@ -1,0 +1,50 @@
+"""``functai rate`` (a verdict on a logged call) and ``functai evaluate`` (ask a function again on them)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+from .calls import find
+from .common import LOG_HELP, ai_function, log_folder, positive, require_model, short
+
+
+def register(commands: Any) -> None:
+    rate = commands.add_parser("rate", help="rate a logged call, good or bad")
+    rate.add_argument("id", help="the call id (a unique prefix is enough)")
+    verdict = rate.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--good", dest="good", action="store_true", help="the answer was good")
+    verdict.add_argument("--bad", dest="good", action="store_false", help="the answer was bad")
+    rate.add_argument("--correction", help="the answer it should have given")
+    rate.add_argument("--by", help="who rates")
+    rate.add_argument("--log", help=LOG_HELP)
+    rate.set_defaults(run=cmd_rate)
+
+    evaluate = commands.add_parser("evaluate", help="ask a function again on its rated calls; print the score")
+    evaluate.add_argument("function", help="MODULE:FUNCTION (importable from here)")
+    evaluate.add_argument("--log", help=LOG_HELP)
+    evaluate.add_argument("--workers", type=positive, default=None, help="rows asked at once (default 4)")
+    evaluate.set_defaults(run=cmd_evaluate)
+
+
+def cmd_rate(args: argparse.Namespace, out: TextIO) -> int:
+    from ..evaluation import rate
+
+    folder = log_folder(args.log)
+    record = find(folder, args.id)
+    rating = rate(record.id, good=args.good, correction=args.correction, by=args.by, log=folder)
+    verdict = "good" if rating.good else "bad"
+    fix = f", correction {short(rating.correction)}" if rating.correction is not None else ""
+    print(f"rated {rating.call} {verdict}{fix}" + (f" (by {rating.by})" if rating.by else ""), file=out)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
+    from ..evaluation import evaluate
+
+    program = ai_function(args.function)
+    folder = log_folder(args.log)
+    require_model(program)  # a score of rows that all failed no-model would say nothing true
+    result = evaluate(program, log=folder, workers=args.workers)
+    print(result.table(), file=out)
+    return 0

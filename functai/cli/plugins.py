@@ -1,0 +1,113 @@
+"""``functai plugins``: installed plugins and their state, working while one is broken."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .common import plural, table
+
+if TYPE_CHECKING:
+    from ..hooks.installed import Installed
+
+BUILTINS_GROUP = "functai.builtins"
+
+
+def register(commands: Any) -> None:
+    plugins = commands.add_parser("plugins", help="installed plugins and their state (works while one is broken)")
+    plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plugins.set_defaults(run=cmd_plugins)
+
+
+def discover() -> "Installed":
+    """A fresh discovery (not the process's cached one).
+
+    A plugin that fails to load is warned about; the listing says the same,
+    so the warning is not repeated.
+    """
+    import warnings
+
+    from ..hooks.installed import Installed
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return Installed.discover()
+
+
+def builtins() -> list[dict[str, object]]:
+    from ..hooks.installed import entry_points
+
+    found = entry_points(BUILTINS_GROUP)
+    rows = []
+    for entry_point in found:
+        dist = getattr(entry_point, "dist", None)
+        rows.append({
+            "name": entry_point.name,
+            "distribution": getattr(dist, "name", None),
+            "version": getattr(dist, "version", None),
+            "entry_point": entry_point.value,
+            "providers": sum(1 for other in found if other.name == entry_point.name),
+        })
+    return rows
+
+
+def _state(plugin: dict[str, object]) -> str:
+    state = str(plugin["state"])
+    return f"{state}: {plugin['reason']}" if plugin["state"] == "failed" else (
+        f"{state} ({plugin['reason']})" if plugin["reason"] else state
+    )
+
+
+def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
+    """List installed plugins with their state; exit 0 even when one failed (a diagnostic)."""
+    from ..hooks.installed import FAILED, GROUP
+
+    found = discover()
+    plugins = []
+    for item in found.found:
+        data = item.as_dict()
+        data["distribution_version"] = item.dist_version
+        plugins.append(data)
+    factories = builtins()
+    if args.json:
+        print(json.dumps({"plugins": plugins, "builtins": factories}, indent=2, ensure_ascii=False), file=out)
+        return 0
+
+    if not plugins:
+        print(f"no installed plugins (entry-point group {GROUP!r})", file=out)
+    else:
+        print(f"installed plugins (entry-point group {GROUP!r}):", file=out)
+        rows = [["NAME", "VERSION", "DISTRIBUTION", "API", "HOOKS", "STATE"]]
+        for plugin in plugins:
+            rows.append([
+                str(plugin["name"]),
+                str(plugin["version"] or "-"),
+                str(plugin["distribution"] or "-"),
+                "-" if plugin["api"] is None else str(plugin["api"]),
+                ",".join(plugin["hooks"]) or "-",  # type: ignore[arg-type]
+                _state(plugin),
+            ])
+        table(rows, out)
+    failed = [str(plugin["name"]) for plugin in plugins if plugin["state"] == FAILED]
+    if failed:
+        already = [name for name in (os.environ.get("FUNCTAI_DISABLE_PLUGINS") or "").split(",") if name.strip()]
+        disable = ",".join(dict.fromkeys([*already, *failed]))
+        print(
+            f"{plural(len(failed), 'plugin')} failed to load ({', '.join(failed)}): every call "
+            f"refuses plugin-load until {'they are' if len(failed) > 1 else 'it is'} fixed, uninstalled, "
+            f"or disabled with FUNCTAI_DISABLE_PLUGINS={disable}",
+            file=out,
+        )
+    if factories:
+        print(f"\nbuilt-in factories (entry-point group {BUILTINS_GROUP!r}):", file=out)
+        rows = [["NAME", "DISTRIBUTION", "VERSION", "ENTRY POINT"]]
+        for row in factories:
+            note = ""
+            if row["providers"] != 1:
+                note = f"  ({row['providers']} distributions provide {row['name']!r}: uninstall all but one)"
+            rows.append([str(row["name"]), str(row["distribution"] or "-"), str(row["version"] or "-"),
+                         f"{row['entry_point']}{note}"])
+        table(rows, out)
+    return 0

@@ -1,0 +1,258 @@
+"""The command line never shows a user a traceback: one line ``functai: error [code]: message``,
+exit 2 for a command line that names something wrong, 1 for a failure at run time."""
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import functai_approval
+import pytest
+
+import functai
+from functai import Waiting
+from functai.cli import main
+from functai.testing import ScriptedLM, tool_call
+
+APP = textwrap.dedent('''
+    import functai
+    from functai import ai, tool
+
+    @tool(effects="changes")
+    def refund(order: str) -> str:
+        """Refund an order."""
+        return f"refunded {order}"
+
+    @ai(tools=[refund])
+    def support(request: str) -> str:
+        """Support the customer."""
+
+    def plain(text: str) -> str:
+        return text
+
+    answer = support
+''')
+
+LINE = re.compile(r"^functai: error \[([a-z-]+)\]: \S.*$")
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch, install):
+    """A folder with an app module, a call log, a store with a waiting turn and one done, and a plain file."""
+    (tmp_path / "support_app.py").write_text(APP)
+    (tmp_path / "broken_app.py").write_text("raise RuntimeError('the module itself is broken')\n")
+    (tmp_path / "needs_yaml.py").write_text("import yaml_not_installed_here\n")
+    (tmp_path / "afile.txt").write_text("not a folder\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("support_app", "broken_app", "needs_yaml"):
+        sys.modules.pop(name, None)
+    install(functai_approval.plugin)
+    import support_app
+
+    functai.configure(client=ScriptedLM(["hi", tool_call("refund", {"order": "A1"})]), log_calls=str(tmp_path / "calls"))
+    chat = support_app.support.conversation("c1", store=str(tmp_path / "store"), approve="changes")
+    chat("hello")
+    with pytest.raises(Waiting):
+        chat("refund A1")
+    functai.configure(client=None)  # the CLI's process has no model unless a case gives one
+    yield tmp_path
+    for name in ("support_app", "broken_app", "needs_yaml"):
+        sys.modules.pop(name, None)
+
+
+def run(argv):
+    out, err = io.StringIO(), io.StringIO()
+    status = main(argv, out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def first_id(folder):
+    return next(iter(functai.read_calls(folder))).id
+
+
+# (argv, exit status, code): every subcommand, given something wrong.
+CASES = [
+    ([], 2, "usage"),
+    (["nosuch"], 2, "usage"),
+    (["calls", "--limit", "x"], 2, "usage"),
+    (["calls", "--limit", "0"], 2, "usage"),
+    (["calls", "afile.txt"], 2, "not-a-folder"),
+    (["calls", "--bogus"], 2, "usage"),
+    (["show"], 2, "usage"),
+    (["show", "nothere", "--log", "calls"], 2, "not-found"),
+    (["show", "", "--log", "calls"], 2, "ambiguous-id"),
+    (["show", "abc", "--log", "afile.txt"], 2, "not-a-folder"),
+    (["conversation", "afile.txt", "c1"], 2, "not-a-folder"),
+    (["conversation", "nostore", "c1"], 2, "not-found"),
+    (["conversation", "store", "../../etc/passwd"], 2, "conversation-id"),
+    (["conversation", "store", ""], 2, "conversation-id"),
+    (["conversation", "store", "nobody"], 2, "not-found"),
+    (["conversation", "store"], 2, "usage"),
+    (["approve", "afile.txt", "c1"], 2, "not-a-folder"),
+    (["approve", "store", "bad id!"], 2, "conversation-id"),
+    (["approve", "store", "nobody"], 2, "not-found"),
+    (["approve", "store", "c1"], 1, "no-model"),
+    (["approve", "store", "c1", "--deny", "x", "extra"], 2, "usage"),
+    (["plugins", "--bogus"], 2, "usage"),
+    (["plugins", "extra"], 2, "usage"),
+    (["rate", "nothere", "--good", "--log", "calls"], 2, "not-found"),
+    (["rate", "{first}"], 2, "usage"),  # neither --good nor --bad
+    (["rate", "{first}", "--good", "--bad", "--log", "calls"], 2, "usage"),
+    (["rate", "x", "--good", "--log", "afile.txt"], 2, "not-a-folder"),
+    (["evaluate", "nomod:fn"], 2, "not-found"),
+    (["evaluate", "support_app"], 2, "usage"),
+    (["evaluate", "support_app:"], 2, "usage"),
+    (["evaluate", ":support"], 2, "usage"),
+    (["evaluate", "support_app:nothere"], 2, "not-found"),
+    (["evaluate", "support_app:plain"], 2, "not-ai-function"),
+    (["evaluate", "broken_app:f"], 1, "import-failed"),
+    (["evaluate", "needs_yaml:f"], 1, "import-failed"),
+    (["evaluate", "support_app:support", "--log", "calls"], 1, "no-model"),
+    (["evaluate", "support_app:support", "--workers", "none"], 2, "usage"),
+    (["demo", "--log", "afile.txt"], 2, "not-a-folder"),
+    (["demo", "extra"], 2, "usage"),
+]
+
+
+@pytest.mark.parametrize("argv, status, code", CASES, ids=[" ".join(c[0]) or "(nothing)" for c in CASES])
+def test_every_subcommand_with_bad_input_fails_in_one_coded_line(world, argv, status, code):
+    argv = [arg.replace("{first}", first_id(world / "calls")) for arg in argv]
+    got, out, err = run(argv)
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = err.splitlines()
+    assert lines, "nothing said on stderr"
+    match = LINE.match(lines[0])
+    assert match, lines[0]
+    assert (got, match.group(1)) == (status, code), err
+    assert all(line.startswith("  hint: ") for line in lines[1:]), err
+    assert "_positive" not in err and "Namespace" not in err
+
+
+def test_a_bad_number_is_explained_without_internal_names(world):
+    status, _, err = run(["calls", "--limit", "x"])
+    assert status == 2
+    assert err.splitlines()[0] == "functai: error [usage]: argument --limit: expected a whole number, not 'x'"
+    assert err.splitlines()[1] == "  hint: see `functai calls --help`"
+
+
+def test_approve_without_a_model_refuses_before_recording_the_answer(world):
+    store = world / "store" / "c1.jsonl"
+    before = store.read_bytes()
+    status, out, err = run(["approve", str(world / "store"), "c1"])
+    assert status == 1 and err.startswith("functai: error [no-model]: no model is configured for support")
+    assert store.read_bytes() == before  # nothing recorded: the turn still waits, and can be answered later
+    assert out == ""
+    functai.configure(client=ScriptedLM(["Refunded A1."]))
+    status, out, err = run(["approve", str(world / "store"), "c1", "--by", "ops"])
+    assert (status, err) == (0, ""), err
+    assert "refund" in out and "approved" in out and "Refunded A1." in out
+
+
+def test_approve_reports_a_turn_that_fails_after_resuming_in_one_line(world):
+    functai.configure(client=ScriptedLM([]))  # a model that has nothing left to say
+    status, out, err = run(["approve", str(world / "store"), "c1"])
+    assert status == 1
+    assert LINE.match(err.splitlines()[0]).group(1) == "scripted-exhausted"
+    assert "failed [scripted-exhausted]" in out
+
+
+def test_approve_with_nothing_waiting(world):
+    functai.configure(client=ScriptedLM(["Refunded."]))
+    assert run(["approve", str(world / "store"), "c1"])[0] == 0
+    status, _, err = run(["approve", str(world / "store"), "c1"])
+    assert status == 1 and err.startswith("functai: error [nothing-waiting]: nothing waits in conversation 'c1'")
+
+
+def test_evaluate_without_a_model_exits_1_not_a_score_of_zero(world):
+    functai.configure(client=ScriptedLM(["Lima"]), log_calls=str(world / "calls"))
+    import support_app
+
+    support_app.support("capital of Peru?")
+    record = list(functai.read_calls(world / "calls"))[-1]
+    functai.rate(record, good=True, log=str(world / "calls"))
+    functai.configure(client=None)
+    status, out, err = run(["evaluate", "support_app:support", "--log", str(world / "calls")])
+    assert (status, out) == (1, "")
+    assert "score" not in err and err.startswith("functai: error [no-model]: ")
+    functai.configure(client=ScriptedLM(["Lima"]))
+    status, out, err = run(["evaluate", "support_app:support", "--log", str(world / "calls")])
+    assert status == 0 and "1.000" in out, err
+
+
+def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(world, monkeypatch):
+    from functai.cli import calls
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(calls, "table", broken)
+    status, _, err = run(["calls", "calls"])
+    assert status == 1 and "Traceback" not in err
+    assert err.splitlines()[0] == "functai: error [internal]: ZeroDivisionError: division by zero"
+    assert "--debug" in err.splitlines()[1]
+    for argv in (["--debug", "calls", "calls"], ["calls", "calls", "--debug"]):
+        status, _, err = run(argv)
+        assert status == 1
+        assert err.startswith("Traceback (most recent call last):") and "ZeroDivisionError" in err
+        assert err.splitlines()[-1] == "functai: error [internal]: ZeroDivisionError: division by zero"
+
+
+def test_debug_shows_the_traceback_of_a_coded_error_too(world):
+    status, _, err = run(["--debug", "evaluate", "broken_app:f"])
+    assert status == 1 and "Traceback" in err and "RuntimeError: the module itself is broken" in err
+    assert err.splitlines()[-1].startswith("functai: error [import-failed]: ")
+
+
+def test_help_still_exits_0(capsys):
+    assert main(["--help"]) == 0
+    assert main(["calls", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: functai calls" in out
+
+
+def _cli(args, cwd, **env):
+    return subprocess.run([sys.executable, "-m", "functai", *args], capture_output=True, text=True, cwd=cwd,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env})
+
+
+def test_the_console_command_reports_in_one_line(tmp_path):
+    (tmp_path / "afile.txt").write_text("x")
+    for args, status, code in ((["calls", "afile.txt"], 2, "not-a-folder"),
+                               (["conversation", "afile.txt", "c1"], 2, "not-a-folder"),
+                               (["evaluate", "nomod:fn"], 2, "not-found"),
+                               (["calls", "--limit", "x"], 2, "usage")):
+        done = _cli(args, tmp_path)
+        assert done.returncode == status and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith(f"functai: error [{code}]: ")
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`functai plugins --json | head`: the reader is gone before functai writes."""
+    read, write = os.pipe()
+    os.close(read)  # nobody will ever read: the first write fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "functai", "plugins", "--json"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    finally:
+        os.close(write)
+    assert done.returncode == 1
+    assert done.stderr == ""  # no traceback, no "Exception ignored" at exit
+
+
+def test_a_pipe_closed_midway_ends_quietly(tmp_path):
+    folder = tmp_path / "calls"
+    folder.mkdir()
+    line = json.dumps({"id": "0" * 16, "function": "f", "version": "v", "inputs": {}, "started": "2026"})
+    (folder / "calls.jsonl").write_text((line + "\n") * 20000)
+    proc = subprocess.Popen([sys.executable, "-m", "functai", "calls", str(folder), "--limit", "20000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 1
+    assert first.split()[0] == "STARTED" and err == ""
