@@ -164,10 +164,17 @@ def test_a_tool_that_started_but_never_finished_is_not_run_again(shop, tmp_path)
     ''', tmp_path)
     records = [json.loads(line) for line in (tmp_path / "store" / "c4.jsonl").read_text().splitlines()]
     assert [r["state"] for r in records if r["kind"] == "tool"] == ["started"]
-    # Another resume: the turn is marked resumed but not ended, so nothing may run it twice.
-    functai.configure(client=ScriptedLM(["It may not have gone through."]))
-    view = shop.support.conversation("c4", store=store)
-    assert view.head.state == "running"
+    # The process is gone: opening the conversation marks the turn interrupted, and a resume
+    # tells the model the tool's result is unknown instead of running it again.
+    lm = ScriptedLM(["It may not have gone through."])
+    functai.configure(client=lm)
+    view = shop.support.conversation("c4", store=store, approve="changes")
+    assert view.head.state == "interrupted" and "is gone" in view.head.why
+    assert view.head.resume() == "It may not have gone through."
+    assert ledger(tmp_path) == []
+    (tool_message,) = [m for m in lm.requests[-1].messages if m["role"] == "tool"]
+    assert tool_message["content"] == (
+        "The tool was started but its result is unknown; it may or may not have taken effect.")
 
 
 def test_two_processes_sending_200_turns_each_lose_nothing(shop, tmp_path):
@@ -301,3 +308,87 @@ def test_a_conversation_id_belongs_to_one_function(shop, tmp_path):
     with pytest.raises(FunctAIError) as info:
         shop.support.conversation("mine", store=str(tmp_path / "s"))
     assert info.value.code == "conversation-function" and "shop:echo" in info.value.message
+
+
+def test_a_turn_resumed_with_a_narrower_rule_keeps_the_care_it_started_with(shop, tmp_path):
+    """Started under approve="all", resumed where approve=["order_status"]: refund is still asked about."""
+    functai.configure(client=ScriptedLM([tool_call("order_status", {"order": "A1"}),
+                                         tool_call("refund", {"order": "A1"}), "Refunded."]))
+    chat = shop.support.conversation("care", approve="all")
+    with pytest.raises(Waiting) as info:
+        chat("refund A1")
+    assert [a["name"] for a in info.value.approvals] == ["order_status"]
+    info.value.turn.approve()
+    narrower = shop.support.conversation("care", approve=["order_status"])
+    with pytest.raises(Waiting) as again:
+        narrower.head.resume()
+    assert [a["name"] for a in again.value.approvals] == ["refund"]  # the recorded "all" selects it
+    assert ledger(tmp_path) == []
+    again.value.turn.approve()
+    assert narrower.head.resume() == "Refunded."
+    assert ledger(tmp_path) == ["A1"]
+
+
+def test_a_resumed_turn_runs_a_tool_only_when_both_rules_allow_it(shop, tmp_path):
+    """Started under approve="all" (a person asks), resumed under an approve function that
+    allows everything: refund is put to the function *and* still waits for a person."""
+    functai.configure(client=ScriptedLM([tool_call("order_status", {"order": "A1"}),
+                                         tool_call("refund", {"order": "A1"}), "Done."]))
+    chat = shop.support.conversation("both", approve="all")
+    with pytest.raises(Waiting) as info:
+        chat("refund A1")
+    info.value.turn.approve()
+    asked = []
+
+    def decide(tool):
+        asked.append(tool.name)
+        return True
+
+    view = shop.support.conversation("both", approve=decide)
+    with pytest.raises(Waiting) as again:
+        view.head.resume()
+    assert asked == ["refund"]  # the function decides what it selects (order_status only reads)
+    assert [a["name"] for a in again.value.approvals] == ["refund"]  # and the recorded rule asks a person
+    assert ledger(tmp_path) == []
+    again.value.turn.deny(reason="no")
+    assert view.head.resume() == "Done."
+    assert ledger(tmp_path) == []
+
+
+def test_an_interrupted_turn_is_not_resumed_without_the_plugins_it_started_with(shop, tmp_path):
+    store = str(tmp_path / "store")
+    run_python(f'''
+        import os, functai, shop
+        from functai import Plugin
+        from functai.testing import ScriptedLM, tool_call
+        functai.configure(client=ScriptedLM([tool_call("refund", {{"order": "A1"}})]))
+        shop.refund.fn = lambda order: os._exit(0)   # the process dies inside the tool
+        guard = Plugin("guard", tool_call=lambda t: None)
+        shop.support.conversation("guarded", store={store!r}, plugins=[guard])("refund A1")
+    ''', tmp_path)
+    view = shop.support.conversation("guarded", store=store)
+    assert view.head.state == "interrupted"
+    with pytest.raises(FunctAIError) as refused:
+        view.head.resume()
+    assert refused.value.code == "resume-settings" and "guard" in refused.value.message
+    assert view.head.state == "interrupted"  # nothing was claimed
+
+
+def test_a_turn_that_waits_and_resumes_has_one_call_record(shop, tmp_path):
+    log = tmp_path / "calls"
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "Refunded A1."]),
+                      log_calls=str(log))
+    chat = shop.support.conversation("one-record", approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("Refund A1")
+    assert list(functai.read_calls(str(log))) == []  # nothing yet: the turn has not ended
+    info.value.turn.approve(by="manager")
+    assert info.value.turn.resume() == "Refunded A1."
+    (record,) = functai.read_calls(str(log))
+    assert record.id == chat.head.call and record.error is None and record.output == "Refunded A1."
+    (waited,) = record.conversation["waited"]
+    assert [a["name"] for a in waited["approvals"]] == ["refund"]
+    key = waited["approvals"][0]["key"]
+    assert waited["answers"][key]["allow"] is True and waited["answers"][key]["by"] == "manager"
+    assert [(t["name"], t["output"]) for t in record.tool_calls] == [("refund", "refunded A1")]
+    assert record.attempts == 2 and record.started <= waited["at"]

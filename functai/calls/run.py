@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..errors import FunctAIError, OutputError
+from ..errors import FunctAIError, OutputError, Waiting
 from ..hooks.change import Change
 from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
 from ..hooks.fold import call_handler, fold, record as change_record, refuse
@@ -115,9 +115,17 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     if scope is not None:
         ordinal = scope.begin_call()
         if own_turn:
+            # One record per turn, however often it waits: a resumed turn keeps its id and start.
+            record.id = getattr(scope, "call_id", None) or record.id
+            if getattr(scope, "call_started", None):
+                record.started = scope.call_started  # type: ignore[assignment]
+            else:
+                scope.call_started = record.started  # type: ignore[union-attr]
             if scope.conversation is not None:
                 record.conversation = {"id": scope.conversation, "turn": scope.turn, "parent": scope.parent,
                                        "store": scope.store}
+                if getattr(scope, "waited", None):
+                    record.conversation["waited"] = list(scope.waited)
             record.changes.extend(scope.changes)
             record.sections = list(scope.sections)
             block = push_block(scope.layer)  # calls inside the turn see the conversation as a block
@@ -129,6 +137,7 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         depth, budget = 1, Budget(values["max_requests"], fn.name)
     else:
         depth, budget = frame.depth + 1, frame.budget
+    logged = True
     token = current.set(Frame(record, path, ordinal, depth, budget))
     try:
         if depth > values["max_depth"]:
@@ -140,6 +149,14 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         value = _ask(fn, inputs, resolved, record, path, scope if own_turn else None, ordinal)
         record.output = value
         return records.Result(value, record)
+    except Waiting as waiting:
+        if waiting.record is None:
+            waiting.record = record
+        if scope is not None and scope.waits:
+            logged = False  # the turn waits: this call's record is written when it ends, after the resume
+        else:
+            record.error = {"code": waiting.code, "message": waiting.message}
+        raise
     except FunctAIError as error:
         record.error = {"code": error.code, "message": error.message}
         if error.record is None:
@@ -156,7 +173,8 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         if block is not None:
             pop_block(block)
         record.seconds = round(time.perf_counter() - started, 6)
-        _finish(record, resolved)
+        if logged:
+            _finish(record, resolved)
 
 
 def _finish(record: records.CallRecord, resolved: Resolved) -> None:

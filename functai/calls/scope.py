@@ -35,6 +35,12 @@ class TurnScope(Protocol):
     #: The earlier turns as prior user/assistant messages.
     history: Sequence[Mapping[str, Any]]
     memory: Any
+    #: The id of the turn's call record (the same after every resume), or None for a fresh one.
+    call_id: str | None
+    #: When the turn's call first started (kept by a resumed turn); set by the pipeline when None.
+    call_started: str | None
+    #: What the turn waited for before, with the answers given: kept in its one call record.
+    waited: Sequence[Mapping[str, Any]]
 
     def begin_call(self) -> int:
         """The ordinal of a call inside the turn (1, 2, …; stable when resumed)."""

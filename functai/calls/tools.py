@@ -40,10 +40,7 @@ RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests
 
 REFUSED = "The person did not allow this call."
 CHECK_FAILED = "a check failed"
-INTERRUPTED = (
-    "This tool call was interrupted before it finished (the process stopped); "
-    "it may or may not have taken effect."
-)
+INTERRUPTED = "The tool was started but its result is unknown; it may or may not have taken effect."
 
 
 def blocked_text(plugin: str, reason: str) -> str:
@@ -285,7 +282,7 @@ class ToolRunner:
 
     def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> str | None:
         """Fold ``tool_call``; the text the model is shown if the tool may not run."""
-        for plugin, handler in self.plan.handlers["tool_call"]:
+        for plugin, handler in self._tool_call_handlers(event):
             event._refusal = None
             try:
                 result = call_handler(plugin, "tool_call", handler, event)
@@ -311,6 +308,19 @@ class ToolRunner:
             if event._refusal is not None:
                 return _refused(entry, plugin.name, event._refusal or None)
         return None
+
+    def _tool_call_handlers(self, event: ToolCallEvent) -> Any:
+        """The ``tool_call`` handlers in order. In a resumed turn the approval plugin runs once
+        more for each rule the turn started with that this process's rule may not cover: the
+        tool runs only if every rule that selects it is answered yes."""
+        also = getattr(self.scope, "also_approve", ()) if self.scope is not None else ()
+        for plugin, handler in self.plan.handlers["tool_call"]:
+            yield plugin, handler
+            if plugin is self.plan.approval:
+                for rule in also:
+                    set_field(event, "settings", MappingProxyType({**self.settings, "approve": rule}))
+                    yield plugin, handler
+                set_field(event, "settings", self.settings)
 
     def _tool_result_hook(self, call: ToolCall, event: ToolCallEvent, invocation: int, text: str) -> str:
         handlers = self.plan.handlers["tool_result"]

@@ -14,6 +14,7 @@ answer and resume it; replies and tool results already recorded are reused.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -29,18 +30,15 @@ from ..hooks.plugin import Plugin
 from ..layers import Layer, pop_block, push_block, resolve
 from ..log import warn
 from ..models.request import Client, Reply, Request, ToolCall
-from .history import DONE, FAILED, FORMAT, STOPPED, WAITING, History, TurnData
-from .store import Store, StoreConflict, check_conversation_id, open_store, store_reference
+from . import held, leases
+from .history import DONE, FAILED, FORMAT, HELD, INTERRUPTED, STOPPED, WAITING, History, TurnData
+from .store import MemoryStore, Store, StoreConflict, check_conversation_id, open_store, store_reference
 
 if TYPE_CHECKING:
     from ..calls.function import AIFunction
 
-#: How a wait record names an approve rule that is a function (it cannot be stored).
-FUNCTION_RULE = "<function>"
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}+00:00"
+FUNCTION_RULE = held.FUNCTION_RULE
+_now = held.now_text
 
 
 def _new_id() -> str:
@@ -122,7 +120,10 @@ class Turn:
 
     id = property(lambda self: self._data.id)
     parent = property(lambda self: self._data.parent)
-    state = property(lambda self: self._data.state, doc="done, failed, stopped, waiting or running")
+    state = property(lambda self: self._data.state,
+                     doc="done, failed, stopped, waiting, running, interrupted or abandoned")
+    why = property(lambda self: self._data.why, doc="why an interrupted turn was interrupted (its owner was gone)")
+    call = property(lambda self: self._data.call, doc="the id of the turn's call record")
     inputs = property(lambda self: MappingProxyType(self._data.inputs))
     outputs = property(lambda self: MappingProxyType(self._data.outputs))
     approvals = property(lambda self: list(self._data.approvals), doc="what a waiting turn waits for")
@@ -144,9 +145,16 @@ class Turn:
         self._chat._answer(self.id, approval, allow=False, reason=reason, by=by)
         return self
 
-    def resume(self) -> Any:
-        """Go on with a waiting turn whose approvals are answered; returns the answer."""
-        return self._chat._resume(self.id)
+    def resume(self, *, rerun: Sequence[str] | None = None) -> Any:
+        """Go on with a waiting turn whose approvals are answered, or an interrupted one;
+        returns the answer. A tool that started and never recorded a result is not run
+        again (the model is told so) unless its name is in ``rerun``."""
+        return self._chat._resume(self.id, held.check_rerun(rerun))
+
+    def abandon(self, *, reason: str | None = None, by: str | None = None) -> "Turn":
+        """Give up on a waiting or interrupted turn: it ends ``abandoned`` and frees the branch."""
+        held.abandon(self._chat._history, self._chat.store, self._chat.id, self.id, reason=reason, by=by)
+        return self
 
     @property
     def conversation(self) -> "Conversation":
@@ -182,7 +190,8 @@ class _Memory:
 class _TurnScope:
     """A running turn, as the calls inside it see it (see `functai.calls.scope`)."""
 
-    def __init__(self, chat: "Conversation", data: TurnData) -> None:
+    def __init__(self, chat: "Conversation", data: TurnData, also_approve: tuple[Any, ...] = (),
+                 rerun: tuple[str, ...] = ()) -> None:
         self.chat = chat
         self.program = chat.program
         self.layer = chat.layer
@@ -199,6 +208,17 @@ class _TurnScope:
         self.data = data
         self.calls = 0
         self.requests = 0
+        #: Approve rules the turn started with that this process's rule does not cover: checked too.
+        self.also_approve = also_approve
+        self.rerun = rerun
+        #: The turn's one call record: its id, when it first started, and what it waited for.
+        self.call_id = data.call
+        self.call_started = next((w["started"] for w in data.waits if w.get("started")), None) or (
+            data.at if data.resumes else None)
+        answered = chat._history.answered.get(data.id, {})
+        self.waited = [{"approvals": w["approvals"], "at": w["at"],
+                        "answers": {a["key"]: answered[a["key"]] for a in w["approvals"] if a["key"] in answered}}
+                       for w in data.waits]
 
     def begin_call(self) -> int:
         self.calls += 1
@@ -225,7 +245,10 @@ class _TurnScope:
         return reply  # the append's refresh added it to self.data.replies
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
-        return self.data.tools.get(site)
+        recorded = self.data.tools.get(site)
+        if recorded is not None and recorded.get("state") == "started" and recorded["entry"].get("name") in self.rerun:
+            return None  # resume(rerun=[name]): run it again
+        return recorded
 
     def tool_started(self, site: str, entry: Mapping[str, Any]) -> None:
         self.chat._append(
@@ -299,6 +322,7 @@ class Conversation:
         self._follow = follow
         self._forked = False
         self._history = History()
+        self._lock = threading.RLock()  # turns sent through one view run one at a time
         self._refresh()
         header = self._history.header
         mine = f"{program.module}:{program.fn.__qualname__}"
@@ -308,12 +332,17 @@ class Conversation:
                 "a conversation is a series of turns of one function — use another id",
                 code="conversation-function",
             )
+        self._reap()
         self._tip = tip if tip is not None else self._history.newest_below(None, done=False)
 
     # -- reading -----------------------------------------------------------------
 
     def _refresh(self) -> None:
-        self._history.apply_all(self.store.read(self.id, self._history.count))
+        held.refresh(self._history, self.store, self.id)
+
+    def _reap(self) -> None:
+        """Mark running turns whose owner is gone ``interrupted`` (see `functai.conversations.leases`)."""
+        held.reap(self._history, self.store, self.id)
 
     def _turn(self, turn_id: str) -> Turn:
         return Turn(self, self._history.turns[turn_id])
@@ -340,6 +369,7 @@ class Conversation:
     def all_turns(self) -> list[Turn]:
         """Every turn of the conversation, in the order they were sent."""
         self._refresh()
+        self._reap()
         return [self._turn(t) for t in self._history.order]
 
     def continue_from(self, turn: Turn | str | None) -> "Conversation":
@@ -364,6 +394,7 @@ class Conversation:
         view._follow = False
         view._forked = False
         view._history = self._history
+        view._lock = threading.RLock()
         view._tip = tip
         return view
 
@@ -400,32 +431,50 @@ class Conversation:
     # -- sending a turn --------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Send one turn; returns its answer."""
+        """Send one turn; returns its answer.
+
+        Threads may share a view: its turns run one at a time, each continuing
+        the one before. (Views in other processes branch off instead.)
+        """
         inputs = self.program.bind(args, kwargs)
-        while True:
+        with self._lock:
+            return self._send(inputs)
+
+    def _send(self, inputs: dict[str, Any]) -> Any:
+        turn_id = _new_id()
+        lease = leases.new_lease()
+        self._hold(lease["claim"], turn_id)  # before the record exists: no reader here takes it for dead
+        try:
+            for _ in held.attempts("send a turn", self.id):
+                self._refresh()
+                self._reap()
+                newest = self._history.newest_below(self._tip, done=False) if self._follow else self._tip
+                if newest is not None and self._history.turns[newest].state in HELD:
+                    raise FunctAIError(held.held_message(self.id, self._history.turns[newest]),
+                                       code="conversation-busy")
+                parent = self._parent()
+                record, live_inputs = self._prepare(inputs, parent, turn_id)
+                record.update(lease)
+                if not self._follow and not self._forked:
+                    record["fork"] = True
+                expect = self._history.count
+                records = [record] if expect else [self._header(), record]
+                try:
+                    self.store.append(self.id, records, expect=expect)
+                except StoreConflict:
+                    continue  # someone else wrote: read what they wrote and decide the parent again
+                break
             self._refresh()
-            newest = self._history.newest_below(self._tip, done=False) if self._follow else self._tip
-            if newest is not None and self._history.turns[newest].state == WAITING:
-                raise FunctAIError(
-                    f"conversation {self.id!r} waits for an answer on turn {newest!r}; answer it "
-                    "(turn.approve() or turn.deny(), then turn.resume()) before sending another",
-                    code="conversation-busy",
-                )
-            parent = self._parent()
-            record, live_inputs = self._prepare(inputs, parent)
-            if not self._follow and not self._forked:
-                record["fork"] = True
-            expect = self._history.count
-            records = [record] if expect else [self._header(), record]
-            try:
-                self.store.append(self.id, records, expect=expect)
-            except StoreConflict:
-                continue  # someone else wrote: read what they wrote and decide the parent again
-            break
-        self._refresh()
-        self._tip = record["turn"]
+        except BaseException:
+            leases.release(lease["claim"])
+            raise
+        self._tip = turn_id
         self._forked = True
-        return self._run(self._history.turns[record["turn"]], live_inputs)
+        return self._run(self._history.turns[turn_id], live_inputs, lease["claim"])
+
+    def _hold(self, claim: str, turn_id: str) -> None:
+        # A memory store dies with this process: its leases need no renewing.
+        leases.hold(claim, None if isinstance(self.store, MemoryStore) else self.store, self.id, turn_id)
 
     def _parent(self) -> str | None:
         """The turn a new turn continues: this view's newest done turn (following the branch forward)."""
@@ -437,7 +486,9 @@ class Conversation:
             tip = history.newest_below(tip)
         return tip
 
-    def _prepare(self, inputs: dict[str, Any], parent: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _prepare(
+        self, inputs: dict[str, Any], parent: str | None, turn_id: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Run turn_start and context; the turn's record, and its inputs as Python values."""
         plan = resolve(self.program.own, self.layer).plan
         changes: list[dict[str, Any]] = []
@@ -467,9 +518,9 @@ class Conversation:
             shown, without, sections = self._context_hooks(handlers, picked, parent, changes)
             context = {"turns": shown, "without": without, "sections": sections}
         record: dict[str, Any] = {
-            "functai_conversation": FORMAT, "kind": "turn", "turn": _new_id(), "parent": parent,
+            "functai_conversation": FORMAT, "kind": "turn", "turn": turn_id, "parent": parent,
             "inputs": to_jsonable(inputs), "changes": changes, "shown": shown, "without": without,
-            "sections": sections, "at": _now(),
+            "sections": sections, "at": _now(), "call": os.urandom(8).hex(), "ran_with": self._ran_with(),
         }
         if context is not None:
             record["context"] = context
@@ -513,16 +564,20 @@ class Conversation:
 
     # -- running a turn ------------------------------------------------------------------
 
-    def _run(self, data: TurnData, inputs: Mapping[str, Any] | None = None) -> Any:
-        """Run a turn's call: a new turn with its inputs, a resumed one with those recorded."""
-        scope = _TurnScope(self, data)
+    def _run(self, data: TurnData, inputs: Mapping[str, Any] | None, claim: str,
+             also_approve: tuple[Any, ...] = (), rerun: tuple[str, ...] = ()) -> Any:
+        """Run a turn's call: a new turn with its inputs, a resumed one with those recorded.
+
+        ``claim`` is this process's lease on the turn, released once the turn waits or ends.
+        """
+        scope = _TurnScope(self, data, also_approve, rerun)
         token = current_scope.set(scope)  # turn_end runs inside the turn too: its calls are the turn's
         try:
             try:
                 value = self.program(**(inputs if inputs is not None else data.inputs))
             except Waiting as waiting:
                 self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, **self._ran_with(),
-                              "at": _now()}, sync=True)
+                              "started": scope.call_started, "at": _now()}, sync=True)
                 waiting.turn = self._turn(data.id)
                 raise
             except Exception as error:
@@ -535,6 +590,7 @@ class Conversation:
             return value
         finally:
             current_scope.reset(token)
+            leases.release(claim)
 
     def _end(self, data: TurnData, state: str, outputs: dict[str, Any], error: BaseException | None) -> None:
         """Run turn_end (it only hears), then record the end, fsync'ed before it is reported."""
@@ -589,58 +645,45 @@ class Conversation:
                           "by": by, "at": _now()}, sync=True)
 
     def _ran_with(self) -> dict[str, Any]:
-        """The approve rule and plugins a turn of this view runs with (kept when it waits)."""
+        """The approve rule and plugins a turn of this view runs with (kept when it starts and waits)."""
         resolved = resolve(self.program.own, self.layer)
-        rule = resolved.values.get("approve")
         return {
-            "approve": FUNCTION_RULE if callable(rule) else (list(rule) if isinstance(rule, (list, tuple)) else rule),
+            "approve": held.describe_rule(resolved.values.get("approve")),
             "plugins": [plugin.name for plugin in resolved.plan.plugins],
         }
 
-    def _resume_layer(self, data: TurnData) -> Layer:
-        """This view's layer, checked against what the turn waited with: a process that
-        resumes a turn never runs it with less approval or fewer guards than it started with."""
-        waited = data.waited_with
-        now = self._ran_with()
-        missing = [name for name in waited.get("plugins", ()) if name not in now["plugins"]]
-        if missing:
-            raise FunctAIError(
-                f"turn {data.id!r} waited while running with the plugins {missing}, which this process does not "
-                "run; resume it where they are set (open the conversation with the same plugins)",
-                code="resume-settings",
-            )
-        rule = waited.get("approve")
-        if rule is None or now["approve"] is not None:
-            return self.layer
-        if rule == FUNCTION_RULE:
-            raise FunctAIError(
-                f"turn {data.id!r} waited under approve=<a function>; resume it where that approve function is set",
-                code="resume-settings",
-            )
-        return Layer.make(f"conversation {self.id!r}", self.layer, approve=rule)
-
-    def _resume(self, turn_id: str) -> Any:
-        while True:
+    def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Any:
+        with self._lock:
+            lease = leases.new_lease()
+            for _ in held.attempts("resume the turn", self.id):
+                self._refresh()
+                self._reap()
+                data = self._history.turns.get(turn_id)
+                if data is None or data.state not in HELD:
+                    raise held.not_held(turn_id, data, "resumed")
+                unanswered = [a["key"] for a in data.approvals if a["key"] not in data.answers]
+                if data.state == WAITING and unanswered:
+                    raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
+                                       code="turn-waiting")
+                approve, also = held.resume_care(data, turn_id, self._ran_with())
+                self._hold(lease["claim"], turn_id)
+                record = {"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id, "was": data.state,
+                          "rerun": list(rerun), "at": _now(), **lease}
+                try:  # claim the turn, so two processes never resume it both
+                    self.store.append(self.id, [record], expect=self._history.count)
+                except StoreConflict:
+                    leases.release(lease["claim"])
+                    continue
+                except BaseException:
+                    leases.release(lease["claim"])
+                    raise
+                break
             self._refresh()
-            data = self._history.turns.get(turn_id)
-            if data is None or data.state != WAITING:
-                raise FunctAIError(f"turn {turn_id!r} is not waiting", code="turn-not-waiting")
-            unanswered = [a["key"] for a in data.approvals if a["key"] not in data.answers]
-            if unanswered:
-                raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
-                                   code="turn-waiting")
-            layer = self._resume_layer(data)
-            expect = self._history.count
-            try:  # claim the turn, so two processes never resume it both
-                self.store.append(self.id, [{"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id,
-                                             "at": _now()}], expect=expect)
-            except StoreConflict:
-                continue
-            break
-        self._refresh()
-        self._tip = turn_id
-        view = self if layer is self.layer else self._pinned(turn_id, layer)  # carries the turn's approve rule
-        return view._run(self._history.turns[turn_id])
+            self._tip = turn_id
+            layer = self.layer if approve is None else Layer.make(f"conversation {self.id!r}", self.layer,
+                                                                  approve=approve)
+            view = self if layer is self.layer else self._pinned(turn_id, layer)  # carries the turn's approve rule
+            return view._run(self._history.turns[turn_id], None, lease["claim"], also, rerun)
 
     def __repr__(self) -> str:
         return f"<conversation {self.id!r} of {self.program.name}, head={self._tip!r}>"

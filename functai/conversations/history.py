@@ -9,12 +9,19 @@ older readers.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Iterable, Mapping
 
 #: The record format version every record carries.
 FORMAT = 1
 
 DONE, FAILED, STOPPED, WAITING, RUNNING = "done", "failed", "stopped", "waiting", "running"
+#: A running turn whose owner is gone (its lease expired); it can be resumed or abandoned.
+INTERRUPTED = "interrupted"
+#: A waiting or interrupted turn given up on: it ended, and it is never a parent.
+ABANDONED = "abandoned"
+#: The states a turn leaves only by being resumed (or abandoned): the branch waits on it.
+HELD = (WAITING, INTERRUPTED)
 
 
 class TurnData:
@@ -23,7 +30,7 @@ class TurnData:
     __slots__ = (
         "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown",
         "without", "sections", "approvals", "answers", "replies", "tools", "error", "at", "resumes", "fork",
-        "waited_with",
+        "waited_with", "claim", "lease", "why", "call", "ran_with", "waits",
     )
 
     def __init__(self, record: Mapping[str, Any], order: int) -> None:
@@ -51,18 +58,41 @@ class TurnData:
         self.fork: bool = bool(record.get("fork"))
         #: What the turn ran with when it waited: ``{"approve": rule, "plugins": [names]}``.
         self.waited_with: dict[str, Any] = {}
+        #: The claim of the process that runs it now (see `functai.conversations.leases`) and its lease.
+        self.claim: str | None = record.get("claim")
+        self.lease: dict[str, Any] | None = _lease(record)
+        #: Why the turn was interrupted (its owner was gone), when it was.
+        self.why: str | None = None
+        #: The id of the turn's own call record (one record, however often the turn waits).
+        self.call: str | None = record.get("call")
+        #: What the turn started with: ``{"approve": rule, "plugins": [names]}`` (empty before leases).
+        self.ran_with: dict[str, Any] = dict(record.get("ran_with") or {})
+        #: Each wait: ``{"approvals", "at", "started"}``; answers are in ``answers``/``answered``.
+        self.waits: list[dict[str, Any]] = []
+
+
+def _lease(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    if "owner" not in record:
+        return None
+    return {"owner": record.get("owner"), "t": record.get("t"), "ttl": record.get("ttl")}
 
 
 class History:
     """The fold of a conversation's records; `apply` takes each new one."""
 
     def __init__(self) -> None:
+        #: Held while records are read and applied, so threads sharing a view apply each once.
+        self.lock = threading.RLock()
         self.count = 0
         self.header: dict[str, Any] | None = None
         self.turns: dict[str, TurnData] = {}
         self.order: list[str] = []
         self.children: dict[str | None, list[str]] = {}
         self.entries: list[dict[str, Any]] = []
+        #: Ids of the turns in state running, for finding those whose owner is gone.
+        self.running: set[str] = set()
+        #: The answers' details by turn and key: ``{"allow", "reason", "by", "at"}``.
+        self.answered: dict[str, dict[str, dict[str, Any]]] = {}
 
     def apply_all(self, records: Iterable[Mapping[str, Any]]) -> None:
         for record in records:
@@ -87,6 +117,7 @@ class History:
             self.turns[turn.id] = turn
             self.order.append(turn.id)
             self.children.setdefault(turn.parent, []).append(turn.id)
+            self.running.add(turn.id)
             return
         turn = self.turns.get(record.get("turn", ""))
         if turn is None:
@@ -96,18 +127,39 @@ class History:
         elif kind == "tool":
             turn.tools[record["site"]] = dict(record)
         elif kind == "wait":
-            turn.state = WAITING
+            self._state(turn, WAITING)
             turn.approvals = [dict(a) for a in record.get("approvals") or []]
             turn.waited_with = {"approve": record.get("approve"), "plugins": list(record.get("plugins") or [])}
+            turn.waits.append({"approvals": turn.approvals, "at": record.get("at"), "started": record.get("started")})
         elif kind == "answer":
             turn.answers[record["key"]] = (bool(record.get("allow")), record.get("reason"))
+            self.answered.setdefault(turn.id, {})[record["key"]] = {
+                "allow": bool(record.get("allow")), "reason": record.get("reason"), "by": record.get("by"),
+                "at": record.get("at")}
         elif kind == "resume":
-            turn.state = RUNNING
+            self._state(turn, RUNNING)
             turn.resumes += 1
+            turn.claim = record.get("claim")
+            turn.lease = _lease(record)
+        elif kind == "lease":
+            if turn.state == RUNNING and turn.claim == record.get("claim") and turn.lease is not None:
+                turn.lease["t"] = record.get("t")
+        elif kind == "interrupt":
+            # Names the claim it ends: a stale interrupt never touches a turn resumed since.
+            if turn.state == RUNNING and turn.claim == record.get("claim"):
+                self._state(turn, INTERRUPTED)
+                turn.why = record.get("why")
         elif kind == "end":
-            turn.state = record.get("state", FAILED)
+            self._state(turn, record.get("state", FAILED))
             turn.outputs = dict(record.get("outputs") or {})
             turn.error = record.get("error")
+
+    def _state(self, turn: TurnData, state: str) -> None:
+        turn.state = state
+        if state == RUNNING:
+            self.running.add(turn.id)
+        else:
+            self.running.discard(turn.id)
 
     # -- branches -------------------------------------------------------------
 

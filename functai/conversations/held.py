@@ -1,0 +1,181 @@
+"""Turns that hold their branch: waiting or interrupted ones, and how they end.
+
+* `reap` marks running turns whose owner is gone ``interrupted`` (one
+  ``interrupt`` record each, naming the claim it ends and why);
+* `abandon` ends a waiting or interrupted turn as ``abandoned``;
+* `resume_care` decides what a resumed turn runs with: never less care
+  than it started with.
+
+These need only a store and the history, not the conversation's function,
+so ``functai resume --abandon`` works where that function cannot be imported.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import datetime
+from typing import Any, Iterator, Sequence
+
+from ..errors import FunctAIError
+from . import leases
+from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, WAITING, History, TurnData
+from .store import Store, StoreConflict
+
+#: How a record names an approve rule that is a function (it cannot be stored).
+FUNCTION_RULE = "<function>"
+
+#: How often a compare-and-set append is tried before giving up with ``store-conflict``.
+MAX_TRIES = 200
+
+
+def now_text() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}+00:00"
+
+
+def attempts(what: str, conversation: str) -> Iterator[int]:
+    """Numbers for a bounded retry loop (``for _ in attempts(...): ...; break``).
+
+    After a few conflicts it backs off a little, at random, so writers that
+    keep colliding spread out; when every try is used it raises ``store-conflict``.
+    """
+    for attempt in range(MAX_TRIES):
+        if attempt >= 3:
+            time.sleep(random.uniform(0, min(0.05, 0.001 * attempt)))
+        yield attempt
+    raise FunctAIError(
+        f"could not {what} in conversation {conversation!r}: other writers appended first {MAX_TRIES} times "
+        "in a row; try again when fewer processes write to it",
+        code="store-conflict",
+    )
+
+
+def refresh(history: History, store: Store, conversation: str) -> None:
+    """Apply what is new in the store (one thread at a time: each record once)."""
+    with history.lock:
+        history.apply_all(store.read(conversation, history.count))
+
+
+def _epoch(at: Any) -> float:
+    try:
+        return datetime.fromisoformat(str(at)).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def why_gone(turn: TurnData, now: float | None = None) -> str | None:
+    """Why a running turn's owner is gone, or None while it may still run."""
+    lease = turn.lease
+    if lease is None:  # written before leases: it expires like one, from the turn's start
+        lease = {"owner": {}, "t": _epoch(turn.at), "ttl": leases.TTL}
+    return leases.expired(lease, turn.claim, now)
+
+
+def reap(history: History, store: Store, conversation: str) -> list[str]:
+    """Mark running turns whose owner is gone ``interrupted``; their ids."""
+    if not history.running:
+        return []
+    marked = []
+    now = time.time()
+    for turn_id in sorted(history.running):
+        turn = history.turns[turn_id]
+        why = why_gone(turn, now)
+        if why is None:
+            continue
+        # No compare-and-set needed: the record names the claim it ends, so it is
+        # ignored if the turn was resumed (a new claim) in the meantime.
+        store.append(conversation, [{"functai_conversation": FORMAT, "kind": "interrupt", "turn": turn_id,
+                                     "claim": turn.claim, "why": why, "at": now_text()}], sync=True)
+        marked.append(turn_id)
+    if marked:
+        refresh(history, store, conversation)
+    return marked
+
+
+def not_held(turn_id: str, turn: TurnData | None, doing: str) -> FunctAIError:
+    state = "missing" if turn is None else turn.state
+    return FunctAIError(
+        f"turn {turn_id!r} is {state}; only a waiting or interrupted turn can be {doing}",
+        code="turn-not-waiting",
+    )
+
+
+def abandon(history: History, store: Store, conversation: str, turn_id: str, *,
+            reason: str | None = None, by: str | None = None) -> None:
+    """End a waiting or interrupted turn as ``abandoned``: nothing of it runs again, and
+    the branch is free (the next turn continues from the last done one)."""
+    for _ in attempts("abandon the turn", conversation):
+        refresh(history, store, conversation)
+        reap(history, store, conversation)
+        turn = history.turns.get(turn_id)
+        if turn is None or turn.state not in HELD:
+            raise not_held(turn_id, turn, "abandoned")
+        record = {"functai_conversation": FORMAT, "kind": "end", "turn": turn_id, "state": ABANDONED,
+                  "outputs": {}, "was": turn.state, "reason": reason, "by": by, "at": now_text()}
+        try:  # compare-and-set: never abandon a turn another process just resumed
+            store.append(conversation, [record], expect=history.count, sync=True)
+        except StoreConflict:
+            continue
+        break
+    refresh(history, store, conversation)
+
+
+def describe_rule(rule: Any) -> Any:
+    """An approve rule as a record keeps it."""
+    if callable(rule):
+        return FUNCTION_RULE
+    return list(rule) if isinstance(rule, (list, tuple)) else rule
+
+
+def resume_care(turn: TurnData, turn_id: str, now: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
+    """What a resumed turn runs with, given what this process runs with (``now``:
+    ``{"approve": rule, "plugins": [names]}``, the rule as `describe_rule` gives it).
+
+    Returns ``(approve, also)``: ``approve`` is the rule to set on the resuming
+    layer (None: keep the layer as it is) and ``also`` the recorded rules the
+    approval plugin checks too — a tool runs only if every rule that selects
+    it is answered yes. Refuses ``resume-settings`` when the turn started with
+    plugins this process does not run, or with an approve function it lacks.
+    """
+    started = turn.ran_with or turn.waited_with
+    missing = [name for name in started.get("plugins", ()) if name not in now["plugins"]]
+    if missing:
+        raise FunctAIError(
+            f"turn {turn_id!r} started with the plugins {missing}, which this process does not run "
+            "(not set, or disabled); resume it where they are set (open the conversation with the same plugins)",
+            code="resume-settings",
+        )
+    rule, current = started.get("approve"), now["approve"]
+    if rule is None or rule == current:
+        return None, ()
+    if rule == FUNCTION_RULE:
+        if current == FUNCTION_RULE:
+            return None, ()  # the function given here decides what the one given there did
+        raise FunctAIError(
+            f"turn {turn_id!r} started under approve=<a function>; resume it where that approve function is set",
+            code="resume-settings",
+        )
+    if current is None:
+        return rule, ()
+    if rule == "all":
+        return None, ("all",) if current != "all" else ()
+    return None, (rule,)
+
+
+def check_rerun(rerun: Sequence[str] | None) -> tuple[str, ...]:
+    if rerun is None:
+        return ()
+    if isinstance(rerun, str) or not all(isinstance(name, str) and name for name in rerun):
+        raise TypeError(f"rerun must be a list of tool names, not {rerun!r}")
+    return tuple(rerun)
+
+
+def held_message(conversation: str, turn: TurnData) -> str:
+    """Why a turn cannot be sent while ``turn`` holds the branch."""
+    if turn.state == WAITING:
+        return (f"conversation {conversation!r} waits for an answer on turn {turn.id!r}; answer it "
+                "(turn.approve() or turn.deny(), then turn.resume()) before sending another")
+    assert turn.state == INTERRUPTED
+    return (f"turn {turn.id!r} of conversation {conversation!r} was interrupted ({turn.why}); resume it "
+            "(turn.resume(), or functai resume) or abandon it (turn.abandon(), or functai resume --abandon) "
+            "before sending another")

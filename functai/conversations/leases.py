@@ -1,0 +1,181 @@
+"""Leases: who runs a turn, and how another process knows it is gone.
+
+A turn that starts (or is resumed) is *claimed*: its record carries a claim
+id and the owner — pid, host, boot id and the process's start time. While
+it runs, one daemon thread per process appends a ``lease`` record for it
+every `RENEW` seconds. A reader decides the owner is gone when
+
+* the last renewal is older than the lease's ``ttl`` (default `TTL`), or
+* the owner ran on this host in this boot and its pid is gone, is a zombie,
+  or is now another process (another start time) — known at once, or
+* the owner is this very process and the claim is not one it runs.
+
+Only records are written, through the `Store` protocol, so every store
+(folders, databases) has leases without new operations.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..log import warn
+
+if TYPE_CHECKING:
+    from .store import Store
+
+#: Seconds between renewals of a running turn's lease.
+RENEW = 10.0
+#: Seconds after its last renewal that a lease expires.
+TTL = 60.0
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _boot_id() -> str:
+    return _read("/proc/sys/kernel/random/boot_id").strip()
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), or None where unknown.
+
+    With the pid and the boot id it names one process: a pid reused later has another start time.
+    """
+    stat = _read(f"/proc/{pid}/stat")
+    if not stat:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None  # field 22 of stat; fields[0] is field 3
+
+
+def _zombie(pid: int) -> bool:
+    stat = _read(f"/proc/{pid}/stat")
+    fields = stat.rsplit(")", 1)[-1].split()
+    return bool(fields) and fields[0] in ("Z", "X")
+
+
+_owner: dict[str, Any] | None = None
+
+
+def owner() -> dict[str, Any]:
+    """This process as a lease owner: ``{"pid", "host", "boot", "start"}``."""
+    global _owner
+    if _owner is None or _owner["pid"] != os.getpid():
+        _owner = {"pid": os.getpid(), "host": socket.gethostname(), "boot": _boot_id(),
+                  "start": _start_time(os.getpid())}
+    return dict(_owner)
+
+
+def new_lease() -> dict[str, Any]:
+    """The lease fields a claiming record carries."""
+    return {"claim": os.urandom(6).hex(), "owner": owner(), "t": round(time.time(), 3), "ttl": TTL}
+
+
+def _pid_gone(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: it exists
+        pass
+    except OSError:
+        return False
+    if _zombie(pid):
+        return True
+    return start is not None and _start_time(pid) not in (None, start)
+
+
+def expired(lease: Mapping[str, Any] | None, claim: str | None, now: float | None = None) -> str | None:
+    """Why the lease no longer holds, or None while its owner may still run the turn."""
+    if not lease:
+        return "the turn was started by a version of functai that keeps no lease"
+    now = time.time() if now is None else now
+    who = lease.get("owner") or {}
+    me = owner()
+    pid = who.get("pid")
+    if who.get("host") == me["host"] and who.get("boot") and who.get("boot") == me["boot"] and isinstance(pid, int):
+        if pid == me["pid"] and who.get("start") == me["start"]:
+            if claim is not None and claim not in _running:
+                return f"this process (pid {pid}) no longer runs it"
+            return None
+        if _pid_gone(pid, who.get("start")):
+            return f"its process (pid {pid} on {who.get('host')}) is gone"
+    elif who.get("host") == me["host"] and who.get("boot") and me["boot"] and who.get("boot") != me["boot"]:
+        return f"its host {who.get('host')} restarted since it ran"
+    try:
+        last, ttl = float(lease.get("t", 0)), float(lease.get("ttl", TTL))
+    except (TypeError, ValueError):
+        return "its lease cannot be read"
+    if now - last > ttl:
+        return f"its lease (pid {pid} on {who.get('host')}) was last renewed {now - last:.0f} s ago (expires after {ttl:.0f} s)"
+    return None
+
+
+# -- the turns this process runs, and the thread that renews their leases ------------
+
+_running: dict[str, tuple["Store", str, str]] = {}
+_lock = threading.Lock()
+_wake = threading.Event()
+_thread: threading.Thread | None = None
+
+
+def hold(claim: str, store: "Store", conversation: str, turn: str) -> None:
+    """Mark ``claim`` as run by this process (before its record is written) and keep it renewed."""
+    global _thread
+    with _lock:
+        _running[claim] = (store, conversation, turn)
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_renew_forever, name="functai-leases", daemon=True)
+            _thread.start()
+
+
+def release(claim: str) -> None:
+    """The turn of ``claim`` ended, waited, or was never written."""
+    with _lock:
+        _running.pop(claim, None)
+
+
+def renew_now() -> None:
+    """Append a renewal for every turn this process runs (the thread does this every `RENEW` s)."""
+    with _lock:
+        held = list(_running.items())
+    for claim, (store, conversation, turn) in held:
+        record = {"functai_conversation": 1, "kind": "lease", "turn": turn, "claim": claim,
+                  "t": round(time.time(), 3)}
+        try:
+            store.append(conversation, [record])
+        except Exception as error:  # a renewal that fails is retried next time; the turn goes on
+            warn("lease renewal failed", conversation=conversation, turn=turn,
+                 error=f"{type(error).__name__}: {error}")
+
+
+def _renew_forever() -> None:
+    global _thread
+    while True:
+        _wake.wait(RENEW)
+        _wake.clear()
+        with _lock:
+            if not _running:  # nothing runs: the thread ends (the next hold starts another)
+                _thread = None
+                return
+        renew_now()
+
+
+def _after_fork() -> None:
+    global _thread, _lock
+    _lock = threading.Lock()
+    _running.clear()  # the parent's turns are the parent's
+    _thread = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
