@@ -53,7 +53,9 @@ def world(tmp_path, monkeypatch, install):
     install(functai_approval.plugin)
     import support_app
 
-    functai.configure(client=ScriptedLM(["hi", tool_call("refund", {"order": "A1"})]), log_calls=str(tmp_path / "calls"))
+    functai.configure(client=ScriptedLM(["hi", "hi", tool_call("refund", {"order": "A1"})]),
+                      log_calls=str(tmp_path / "calls"))
+    support_app.support("hello")  # two logged calls (a waiting turn's call is logged when it ends)
     chat = support_app.support.conversation("c1", store=str(tmp_path / "store"), approve="changes")
     chat("hello")
     with pytest.raises(Waiting):
