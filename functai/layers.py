@@ -22,6 +22,7 @@ from .hooks.adapt import as_plugins
 from .hooks.installed import installed
 from .hooks.order import Plan, cached_plan
 from .hooks.plugin import Plugin
+from .models.keys import hide_key
 from .models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS, whole as _whole
 
 
@@ -48,6 +49,11 @@ def _client(name: str, value: Any) -> None:
 def _folder(name: str, value: Any) -> None:
     if value is not False and not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be a folder path (or False), not {type(value).__name__}")
+
+
+def _headers(name: str, value: Any) -> None:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise TypeError(f"{name} must be a dict of header names to string values")
 
 
 def _names(name: str, value: Any) -> None:
@@ -92,6 +98,9 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "base_url": _text,
     "api_key": _text,
     "timeout": _seconds,
+    "connect_timeout": _seconds,
+    "headers": _headers,
+    "api_version": _text,
     "http_retries": _whole(0),
     "workers": _whole(1),
     "load_plugins": _names,
@@ -145,7 +154,7 @@ class Layer:
                 values.pop(name, None)
             else:
                 CHECKS[name](name, value)
-                values[name] = value
+                values[name] = hide_key(value) if name == "api_key" else value  # the key stays out of values
         return cls(MappingProxyType(values), plugins)
 
 

@@ -233,13 +233,19 @@ def completion(
     *,
     tool_calls: list[dict[str, Any]] | None = None,
     finish_reason: str | None = "stop",
-    usage: dict[str, int] | None = None,
+    usage: dict[str, Any] | None = None,
     model: str = "loopback",
+    **message_fields: Any,
 ) -> dict[str, Any]:
-    """A chat-completions response body with one choice."""
+    """A chat-completions response body with one choice.
+
+    Extra keyword arguments go into the message as they are (``refusal``,
+    ``reasoning_content`` …).
+    """
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls is not None:
         message["tool_calls"] = tool_calls
+    message.update(message_fields)
     body: dict[str, Any] = {
         "id": "chatcmpl-loopback",
         "object": "chat.completion",

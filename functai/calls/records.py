@@ -38,7 +38,12 @@ class CallRecord:
     instruction: str | None = None
     model: str | None = None
     settings: dict[str, Any] = attrs.field(factory=dict)
+    #: Token counts summed over the call's requests (`functai.Reply.usage` names).
     usage: dict[str, int] = attrs.field(factory=dict)
+    #: Why the last reply ended: ``stop``, ``length``, ``tool_calls``, ``content_filter`` …
+    finish_reason: str | None = None
+    #: What a reasoning model thought before answering (every request's, in order).
+    reasoning: str | None = None
     seconds: float | None = None
     tool_calls: list[dict[str, Any]] = attrs.field(factory=list)
     conversation: dict[str, Any] | None = None
@@ -97,6 +102,8 @@ def without_content(record: CallRecord) -> None:
     if record.instruction is not None:
         record.instruction = {"chars": size(record.instruction)}  # type: ignore[assignment]
     record.sections = [{"chars": size(s)} for s in record.sections]  # type: ignore[misc]
+    if record.reasoning is not None:
+        record.reasoning = {"chars": size(record.reasoning)}  # type: ignore[assignment]
     record.changes = [{k: v for k, v in item.items() if k != "change"} for item in record.changes]
     if record.error is not None:  # an error message may quote inputs or the reply
         record.error = {"code": record.error.get("code"), "chars": size(record.error.get("message", ""))}

@@ -20,6 +20,7 @@ from ..hooks.fold import call_handler, fold, record as change_record, refuse
 from ..hooks.hear import hear
 from ..hooks.plugin import Plugin
 from ..models import providers
+from ..models.replies import non_answer
 from ..models.request import Client, Reply, Request
 from ..layers import Resolved, pop_block, push_block, resolve
 from . import layout as layouts
@@ -276,8 +277,12 @@ def _reask(reply: str | None, reason: str, fn: "AIFunction") -> list[dict[str, A
 
 
 def _add_usage(record: records.CallRecord, reply: Reply) -> None:
+    """Sum the reply's token counts into the record; keep its finish reason and reasoning."""
     for key, count in reply.usage.items():
         record.usage[key] = record.usage.get(key, 0) + count
+    record.finish_reason = reply.finish_reason
+    if reply.reasoning:
+        record.reasoning = f"{record.reasoning}\n\n{reply.reasoning}" if record.reasoning else reply.reasoning
 
 
 def _ask(
@@ -368,6 +373,9 @@ def _ask(
                                attempt=record.attempts, function=fn.name, path=path)
             hear("reply", heard_reply, event, record.heard if values.get("record_timing") else None,
                  function=fn.name, call=record.id)
+        problem = non_answer(reply, fn.output_schema is not None)
+        if problem is not None:  # a refusal, a filter, a cut value, nothing: asking again would not help
+            raise problem
         if reply.tool_calls:
             steps += 1
             if steps > max_steps:

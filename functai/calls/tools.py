@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 EFFECTS = ("reads", "changes")
 
 #: Settings never shown to plugins in tool events.
-SECRET_SETTINGS = frozenset({"api_key", "client"})
+SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
 
 #: Codes that end the outermost call instead of being shown to the model as a failed tool:
 #: nobody could be asked, or the calls ran away.

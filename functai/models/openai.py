@@ -1,14 +1,15 @@
 """A client for OpenAI-compatible chat-completions servers, over httpx.
 
 OpenAI, Ollama, vLLM, the llama.cpp server and LM Studio all answer
-``POST {base_url}/chat/completions``, so one client covers them. It turns a
-provider-neutral `Request` into that wire format and the answer into a
-`Reply`; retries transient failures (429, 5xx, network) with backoff; and
-turns everything else into a `ModelError` with a stable ``code``.
+``POST {base_url}/chat/completions``, so one client covers them (and, with
+another URL and key header, Azure OpenAI: `functai.models.azure`). It turns
+a provider-neutral `Request` into that wire format (`functai.models.wire`)
+and the answer into a `Reply`; retries transient failures with jittered
+backoff; and turns everything else into a `ModelError` with a stable ``code``.
 
 The API key is held in a redacting wrapper, sent only as a header of the
-pooled `httpx.Client`, and scrubbed from any server text copied into an
-error, so it never shows up in messages, reprs or tracebacks with locals.
+pooled `httpx.Client`, and scrubbed from every server text: error messages
+and replies alike, so a server that echoes it cannot get it into a record.
 
 This module imports httpx at the top; ``import functai`` must not import it.
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
+import re
 import threading
 import time
 from types import TracebackType
@@ -26,29 +29,43 @@ from typing import Any, Callable, Mapping
 import httpx
 
 from functai.errors import ModelError
+from functai.models.keys import MIN_SCRUB, Key, reveal
+from functai.models.replies import split_reasoning
 from functai.models.request import Reply, Request, ToolCall
+from functai.models.wire import FORMATS, build_body, content_text, unwrap_value
 
-__all__ = ["OpenAIClient", "DEFAULT_BASE_URL"]
+__all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 #: Longest wait honoured from a server's ``Retry-After``, in seconds.
 MAX_RETRY_AFTER = 30.0
+#: Longest backoff step, in seconds.
+MAX_BACKOFF = 30.0
+#: Statuses worth asking again: timeout, conflict, rate limit; and every 5xx.
+RETRY_STATUSES = frozenset({408, 409, 429})
 #: Most characters of a server's error text copied into a message.
 _EXCERPT = 300
-#: Settings that cannot override the request's own fields.
-_RESERVED = frozenset({"model", "messages"})
+#: User headers whose values are secrets (scrubbed like the key).
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
+#: OpenAI models that refuse ``max_tokens`` (reasoning models).
+_COMPLETION_TOKENS_MODELS = re.compile(r"(o\d|gpt-5)")
+
+# What each server accepted, remembered for the process: base URL → index into FORMATS,
+# and the (base URL, model) pairs that want max_completion_tokens.
+_formats: dict[str, int] = {}
+_completion_tokens: set[tuple[str, str]] = set()
 
 
 class _Secret:
-    """A string that never shows itself in repr/str (tracebacks with locals, pretty printers)."""
+    """A value that never shows itself in repr/str (tracebacks with locals, pretty printers)."""
 
     __slots__ = ("_value",)
 
-    def __init__(self, value: str) -> None:
+    def __init__(self, value: Any) -> None:
         self._value = value
 
-    def reveal(self) -> str:
+    def reveal(self) -> Any:
         return self._value
 
     def __repr__(self) -> str:
@@ -62,6 +79,13 @@ class OpenAIClient:
 
     One pooled `httpx.Client` is made on first use and shared by concurrent
     `complete` calls. Use as a context manager, or call `close`, to release it.
+
+    The key comes from ``api_key``, else the environment variable
+    ``api_key_env`` (``OPENAI_API_KEY`` for the ``openai`` provider, no
+    variable for others unless given). ``headers`` are merged over the
+    defaults; for ``openai``, ``OPENAI_ORG_ID``/``OPENAI_PROJECT_ID`` (or
+    ``organization``/``project``) are sent as ``OpenAI-Organization`` /
+    ``OpenAI-Project``.
     """
 
     name: str
@@ -70,14 +94,18 @@ class OpenAIClient:
         self,
         *,
         base_url: str | None = None,
-        api_key: str | None = None,
+        api_key: str | Key | None = None,
         timeout: float = 60.0,
+        connect_timeout: float | None = None,
         max_retries: int = 2,
         backoff: float = 0.5,
         name: str = "openai",
         transport: httpx.BaseTransport | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        base_url_env: str = "OPENAI_BASE_URL",
+        api_key_env: str | None = None,
+        base_url_env: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        organization: str | None = None,
+        project: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if max_retries < 0:
@@ -86,25 +114,56 @@ class OpenAIClient:
             raise ValueError(f"backoff must be 0 or more, got {backoff}")
         if not timeout > 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
-        url = base_url or os.environ.get(base_url_env) or DEFAULT_BASE_URL
+        if connect_timeout is not None and not connect_timeout > 0:
+            raise ValueError(f"connect_timeout must be positive, got {connect_timeout}")
+        is_openai = name == "openai"
+        if api_key_env is None and is_openai:
+            api_key_env = "OPENAI_API_KEY"
+        if base_url_env is None and is_openai:
+            base_url_env = "OPENAI_BASE_URL"
+        url = base_url or (os.environ.get(base_url_env) if base_url_env else None) or self._default_base_url()
         #: Where requests go; ``/chat/completions`` is appended.
         self.base_url: str = url.rstrip("/")
-        key = api_key if api_key is not None else os.environ.get(api_key_env)
+        self.name = name
+        key = reveal(api_key)
+        if key is not None:
+            self._key_from: str | None = "the api_key setting"
+        else:
+            key = os.environ.get(api_key_env) if api_key_env else None
+            self._key_from = api_key_env if key else None
+        self._key_env = api_key_env
         # An empty key means "none": local servers want no Authorization header.
         self._api_key: _Secret | None = _Secret(key) if key else None
-        self.name = name
+        extra: dict[str, str] = {}
+        if is_openai:
+            organization = organization or os.environ.get("OPENAI_ORG_ID")
+            project = project or os.environ.get("OPENAI_PROJECT_ID")
+        if organization:
+            extra["OpenAI-Organization"] = organization
+        if project:
+            extra["OpenAI-Project"] = project
+        extra.update(headers or {})
+        self._headers = _Secret(extra)
+        secrets = [key] if key else []
+        secrets += [v for k, v in (headers or {}).items() if _SECRET_HEADER.search(k)]
+        self._secrets = _Secret(tuple(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SCRUB))
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.max_retries = max_retries
         self.backoff = backoff
         self._transport = transport
         self._sleep = sleep
+        self._random = random.Random()
         self._http: httpx.Client | None = None
         self._lock = threading.Lock()
+
+    def _default_base_url(self) -> str:
+        return DEFAULT_BASE_URL
 
     # -- lifecycle ---------------------------------------------------------
 
     def __repr__(self) -> str:
-        return f"OpenAIClient(name={self.name!r}, base_url={_display_url(self.base_url)!r})"
+        return f"{type(self).__name__}(name={self.name!r}, base_url={_display_url(self.base_url)!r})"
 
     def __enter__(self) -> OpenAIClient:
         return self
@@ -124,6 +183,10 @@ class OpenAIClient:
         if http is not None:
             http.close()
 
+    def _auth(self, key: str) -> tuple[str, str]:
+        """The header that carries the key."""
+        return "Authorization", f"Bearer {key}"
+
     def _client(self) -> httpx.Client:
         http = self._http
         if http is not None:
@@ -133,10 +196,12 @@ class OpenAIClient:
                 # httpx.Headers redacts Authorization in its repr (tracebacks with locals).
                 headers = httpx.Headers({"Accept": "application/json"})
                 if self._api_key is not None:
-                    headers["Authorization"] = f"Bearer {self._api_key.reveal()}"
+                    name, value = self._auth(self._api_key.reveal())
+                    headers[name] = value
+                headers.update(self._headers.reveal())
                 self._http = httpx.Client(
                     headers=headers,
-                    timeout=httpx.Timeout(self.timeout),
+                    timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout or self.timeout),
                     transport=self._transport,
                     follow_redirects=False,
                 )
@@ -144,14 +209,48 @@ class OpenAIClient:
 
     # -- the call ----------------------------------------------------------
 
-    def complete(self, request: Request) -> Reply:
-        """Send `request`, retrying transient failures, and read the reply."""
-        body, wrapped = build_body(request)
-        data = self._post(body)
-        return self._read_reply(data, wrapped)
+    def _url(self, model: str) -> str:
+        return f"{self.base_url}/chat/completions"
 
-    def _post(self, body: dict[str, Any]) -> Any:
-        url = f"{self.base_url}/chat/completions"
+    def _wants_completion_tokens(self, model: str) -> bool:
+        if (self.base_url, model) in _completion_tokens:
+            return True
+        return self.name == "openai" and _COMPLETION_TOKENS_MODELS.match(model) is not None
+
+    def complete(self, request: Request) -> Reply:
+        """Send `request`, retrying transient failures, and read the reply.
+
+        A server that answers 400 to a structured-output format is asked
+        again with the next weaker one (`wire.FORMATS`); what worked is
+        remembered for its base URL.
+        """
+        schema = request.output_schema is not None
+        start = _formats.get(self.base_url, 0) if schema else 0
+        level = start
+        rename = "max_tokens" in request.settings and self._wants_completion_tokens(request.model)
+        first_error: ModelError | None = None
+        url = self._url(request.model)
+        while True:
+            body, wrapped = build_body(request, format=FORMATS[level], max_completion_tokens=rename)
+            try:
+                data = self._post(url, body)
+            except ModelError as error:
+                if error.status not in (400, 422):
+                    raise
+                if not rename and "max_tokens" in body and "max_completion_tokens" in error.message:
+                    rename = True
+                    _completion_tokens.add((self.base_url, request.model))
+                    continue
+                if schema and level + 1 < len(FORMATS):
+                    first_error = first_error or error
+                    level += 1
+                    continue
+                raise (first_error or error) from None
+            if level != start:
+                _formats[self.base_url] = level
+            return self._read_reply(data, wrapped)
+
+    def _post(self, url: str, body: dict[str, Any]) -> Any:
         attempts = self.max_retries + 1
         last_error: httpx.TransportError | None = None
         last_response: httpx.Response | None = None
@@ -169,15 +268,16 @@ class OpenAIClient:
             except httpx.TransportError as exc:
                 last_error, last_response = exc, None
                 continue
+            status = response.status_code
             if response.is_success:
                 return self._json(response)
-            if response.status_code == 429 or response.status_code >= 500:
+            if status in RETRY_STATUSES or status >= 500:
                 last_error, last_response = None, response
                 continue
             raise ModelError(
-                f"{self._where()} answered HTTP {response.status_code}: {self._error_text(response)}",
+                f"{self._where()} answered HTTP {status}: {self._error_text(response)}{self._hint(status)}",
                 code="model-http",
-                status=response.status_code,
+                status=status,
             )
         if last_response is not None:
             status = last_response.status_code
@@ -199,16 +299,35 @@ class OpenAIClient:
         ) from None
 
     def _delay(self, retry: int, response: httpx.Response | None) -> float:
-        """Seconds to wait before retry number ``retry + 1``: Retry-After, else exponential."""
+        """Seconds before retry number ``retry + 1``: Retry-After, else jittered exponential backoff.
+
+        The jitter (between half and all of the step) keeps clients that failed
+        together from all coming back at the same moment.
+        """
         if response is not None:
             hinted = _retry_after(response.headers)
             if hinted is not None:
                 return hinted
-        return self.backoff * (2**retry)
+        step = min(MAX_BACKOFF, self.backoff * (2**retry))
+        return step * (0.5 + 0.5 * self._random.random())
+
+    def _hint(self, status: int) -> str:
+        """What to check after an authentication failure: where the key came from (never the key)."""
+        if status != 401:
+            return ""
+        if self._key_from is not None:
+            return f" (the key sent to {self.name} came from {self._key_from}: check it is the right one)"
+        where = f"set {self._key_env} or the api_key setting" if self._key_env else "set the api_key setting"
+        return f" (no key was sent to {self.name}: {where})"
 
     def _json(self, response: httpx.Response) -> Any:
+        raw = response.content
+        for secret in self._secrets.reveal():
+            encoded = secret.encode()
+            if encoded in raw:
+                raw = raw.replace(encoded, b"***")
         try:
-            return response.json()
+            return json.loads(raw)
         except ValueError:
             raise ModelError(
                 f"{self._where()} answered HTTP {response.status_code} with a body that is not JSON: "
@@ -231,23 +350,25 @@ class OpenAIClient:
                 f"{self._where()} answered a choice without a message: {self._excerpt(json.dumps(choice))!r}",
                 code="model-protocol",
             )
-        text = _content_text(message.get("content"))
-        if wrapped and text is not None:
-            text = unwrap_value(text)
+        text = content_text(message.get("content"))
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        reasoning = reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+        if text is not None:
+            text, thought = split_reasoning(text)
+            if thought is not None:
+                reasoning = f"{reasoning}\n\n{thought}" if reasoning else thought
+            if wrapped:
+                text = unwrap_value(text)
         tool_calls = tuple(self._tool_call(i, item) for i, item in enumerate(message.get("tool_calls") or ()))
-        usage: dict[str, int] = {}
-        raw_usage = data.get("usage")
-        if isinstance(raw_usage, dict):
-            for wire, ours in (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens")):
-                value = raw_usage.get(wire)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    usage[ours] = value
+        refusal = message.get("refusal")
         finish = choice.get("finish_reason")
         return Reply(
             text=text,
             tool_calls=tool_calls,
-            usage=usage,
+            usage=_usage(data.get("usage")),
             finish_reason=finish if isinstance(finish, str) else None,
+            refusal=refusal if isinstance(refusal, str) and refusal.strip() else None,
+            reasoning=reasoning,
         )
 
     def _tool_call(self, index: int, item: Any) -> ToolCall:
@@ -259,15 +380,7 @@ class OpenAIClient:
                 code="model-protocol",
             )
         arguments = function.get("arguments")
-        if isinstance(arguments, dict):  # some servers send the object itself
-            parsed: Any = arguments
-        elif arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-            parsed = {}  # a tool without parameters, sent as "" by some servers
-        else:
-            try:
-                parsed = json.loads(arguments) if isinstance(arguments, str) else None
-            except ValueError:
-                parsed = None
+        parsed = _arguments(arguments)
         if not isinstance(parsed, dict):
             raise ModelError(
                 f"{self._where()} called tool {name!r} with arguments that are not a JSON object: "
@@ -285,9 +398,9 @@ class OpenAIClient:
         return f"{self.name} at {_display_url(self.base_url)}"
 
     def _scrub(self, text: str) -> str:
-        """Remove the API key from text a server (or an exception) gave us."""
-        if self._api_key is not None:
-            text = text.replace(self._api_key.reveal(), "***")
+        """Remove the API key (and secret headers) from text a server or an exception gave us."""
+        for secret in self._secrets.reveal():
+            text = text.replace(secret, "***")
         return text
 
     def _excerpt(self, text: str) -> str:
@@ -315,105 +428,48 @@ class OpenAIClient:
         return self._excerpt(message)
 
 
-# -- wire format (pure functions, reusable and easy to test) ---------------
-
-
-def build_body(request: Request) -> tuple[dict[str, Any], bool]:
-    """The chat-completions JSON body for `request`, and whether the answer schema was wrapped.
-
-    Settings pass through as-is (after ``model`` and ``messages``, which they
-    cannot override); ``tools`` and ``response_format`` come from the request.
-    """
-    body: dict[str, Any] = {"model": request.model, "messages": [wire_message(m) for m in request.messages]}
-    for key, value in request.settings.items():
-        if key not in _RESERVED:
-            body[key] = value
-    if request.tools:
-        body["tools"] = [wire_tool(tool) for tool in request.tools]
-    wrapped = False
-    if request.output_schema is not None:
-        schema, wrapped = wrap_schema(request.output_schema)
-        body["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": "output", "schema": schema, "strict": False},
-        }
-    return body, wrapped
-
-
-def wire_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """One neutral message in OpenAI's format; unknown roles pass through unchanged."""
-    role = message.get("role")
-    if role == "tool":
-        content = message.get("content")
-        return {
-            "role": "tool",
-            "tool_call_id": message.get("tool_call_id"),
-            "content": content if isinstance(content, str) else json.dumps(content),
-        }
-    if role == "assistant" and message.get("tool_calls"):
-        return {
-            "role": "assistant",
-            "content": message.get("content"),
-            "tool_calls": [
-                {
-                    "id": call["id"],
-                    "type": "function",
-                    "function": {"name": call["name"], "arguments": json.dumps(dict(call.get("input") or {}))},
-                }
-                for call in message["tool_calls"]
-            ],
-        }
-    return dict(message)
-
-
-def wire_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """A neutral ``{"name", "description", "parameters"}`` tool as an OpenAI function tool."""
-    function: dict[str, Any] = {"name": tool["name"]}
-    if tool.get("description"):
-        function["description"] = tool["description"]
-    function["parameters"] = tool.get("parameters") or {"type": "object", "properties": {}}
-    return {"type": "function", "function": function}
-
-
-def wrap_schema(schema: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-    """Providers want an object at the top: wrap any other schema as ``{"value": schema}``.
-
-    ``$defs``/``definitions`` move up to the wrapper so ``#/$defs/...`` refs still resolve.
-    """
-    if schema.get("type") == "object":
-        return dict(schema), False
-    inner = dict(schema)
-    wrapper: dict[str, Any] = {
-        "type": "object",
-        "properties": {"value": inner},
-        "required": ["value"],
-        "additionalProperties": False,
-    }
-    for key in ("$defs", "definitions"):
-        if key in inner:
-            wrapper[key] = inner.pop(key)
-    return wrapper, True
-
-
-def unwrap_value(text: str) -> str:
-    """The bare JSON of ``{"value": ...}``; the text unchanged if it is not that shape."""
+def _arguments(arguments: Any) -> Any:
+    """Tool arguments as an object: JSON text, the object itself, ``""``, or JSON text inside a JSON string."""
+    if isinstance(arguments, dict):  # some servers send the object itself
+        return arguments
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}  # a tool without parameters, sent as "" by some servers
+    if not isinstance(arguments, str):
+        return None
     try:
-        data = json.loads(text)
+        parsed = json.loads(arguments)
+        if isinstance(parsed, str):  # encoded twice: a JSON string holding the JSON object
+            parsed = json.loads(parsed) if parsed.strip() else {}
     except ValueError:
-        return text
-    if isinstance(data, dict) and "value" in data:
-        return json.dumps(data["value"], ensure_ascii=False)
-    return text
+        return None
+    return parsed
 
 
-def _content_text(content: Any) -> str | None:
-    """Message content as text: a string, or the text parts of a list of parts."""
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        return "".join(parts) if parts else None
-    return str(content)
+_USAGE = (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens"), ("total_tokens", "total_tokens"))
+_USAGE_DETAILS = (
+    ("prompt_tokens_details", "cached_tokens", "cached_tokens"),
+    ("completion_tokens_details", "reasoning_tokens", "reasoning_tokens"),
+)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _usage(raw: Any) -> dict[str, int]:
+    """Token counts in functai's names; only what the server sent."""
+    usage: dict[str, int] = {}
+    if not isinstance(raw, dict):
+        return usage
+    for wire, ours in _USAGE:
+        value = raw.get(wire)
+        if _count(value):
+            usage[ours] = value
+    for group, wire, ours in _USAGE_DETAILS:
+        details = raw.get(group)
+        if isinstance(details, dict) and _count(details.get(wire)):
+            usage[ours] = details[wire]
+    return usage
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

@@ -5,17 +5,20 @@ is resolved through a pluggy hook, ``functai_client``, that provider plugins
 implement: the first implementation that returns a client wins. Provider
 plugins are registered with `register_provider` or found in the entry-point
 group ``functai.providers`` (looked up on first use, never at import).
-The OpenAI-compatible providers below are built in and asked last.
+The OpenAI-compatible providers below (and Azure OpenAI) are built in and asked last.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any, Mapping
+from collections import OrderedDict
+from typing import Any, Mapping, NamedTuple
 
 import pluggy
 
 from ..errors import FunctAIError
+from .keys import Key, hide_key, reveal
 from .request import Client
 
 providerspec = pluggy.HookspecMarker("functai.providers")
@@ -24,7 +27,10 @@ providerimpl = pluggy.HookimplMarker("functai.providers")
 DEFAULT_PROVIDER = "openai"
 
 #: Settings a client is built from; clients are reused while these stay the same.
-CLIENT_SETTINGS = ("base_url", "api_key", "timeout", "http_retries")
+CLIENT_SETTINGS = ("base_url", "api_key", "timeout", "connect_timeout", "http_retries", "headers", "api_version")
+
+#: Most clients the built-in providers keep open; the least recently used is closed.
+MAX_CLIENTS = 16
 
 
 class ProviderSpec:
@@ -32,52 +38,137 @@ class ProviderSpec:
     def functai_client(self, provider: str, model: str, settings: Mapping[str, Any]) -> Client | None:
         """Return a client for ``provider``'s models, or None if you do not serve it.
 
-        ``settings`` holds the call's ``base_url``, ``api_key``, ``timeout`` and
-        ``http_retries`` when set.
+        ``settings`` holds those of the call's ``base_url``, ``api_key`` (the
+        key itself, a str), ``timeout``, ``connect_timeout``, ``http_retries``,
+        ``headers`` and ``api_version`` that are set.
         """
 
 
-class OpenAICompatible:
-    """The built-in providers: servers that speak OpenAI chat completions."""
+class Provider(NamedTuple):
+    """A built-in provider: where its server usually is, and the variables it reads."""
 
-    #: Provider name → default base URL (None: ``OPENAI_BASE_URL`` or OpenAI's).
-    BASE_URLS: dict[str, str | None] = {
-        "openai": None,
-        "ollama": "http://localhost:11434/v1",
-        "vllm": "http://localhost:8000/v1",
-        "llamacpp": "http://localhost:8080/v1",
-        "lmstudio": "http://localhost:1234/v1",
-    }
+    base_url: str | None
+    base_url_env: str
+    api_key_env: str
+
+
+#: The built-in providers (docs/models.md shows this table).
+PROVIDERS: dict[str, Provider] = {
+    "openai": Provider("https://api.openai.com/v1", "OPENAI_BASE_URL", "OPENAI_API_KEY"),
+    "ollama": Provider("http://localhost:11434/v1", "OLLAMA_BASE_URL", "OLLAMA_API_KEY"),
+    "vllm": Provider("http://localhost:8000/v1", "VLLM_BASE_URL", "VLLM_API_KEY"),
+    "llamacpp": Provider("http://localhost:8080/v1", "LLAMACPP_BASE_URL", "LLAMACPP_API_KEY"),
+    "lmstudio": Provider("http://localhost:1234/v1", "LMSTUDIO_BASE_URL", "LMSTUDIO_API_KEY"),
+    "azure": Provider(None, "AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY"),
+}
+
+
+class _LRU:
+    """A bounded map of clients; ``close_evicted`` closes the ones that fall out."""
+
+    def __init__(self, size: int, close_evicted: bool) -> None:
+        self.size = size
+        self.close_evicted = close_evicted
+        self.items: OrderedDict[Any, Client] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any) -> Client | None:
+        found = self.items.get(key)
+        if found is not None:
+            with self.lock:
+                if key in self.items:
+                    self.items.move_to_end(key)
+        return found
+
+    def put(self, key: Any, client: Client) -> Client:
+        """Keep ``client`` (or the one another thread kept first) and return it."""
+        evicted = []
+        with self.lock:
+            kept = self.items.setdefault(key, client)
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                evicted.append(self.items.popitem(last=False)[1])
+        if self.close_evicted:
+            kept_ids = {id(c) for c in self.items.values()}
+            for old in evicted:
+                if id(old) not in kept_ids:
+                    _close(old)
+        return kept
+
+    def clear(self) -> list[Client]:
+        with self.lock:
+            items = list(self.items.values())
+            self.items.clear()
+        return items
+
+
+def _close(client: Any) -> None:
+    close = getattr(client, "close", None)
+    if close is not None:
+        close()
+
+
+class OpenAICompatible:
+    """The built-in providers: servers that speak OpenAI chat completions, and Azure OpenAI."""
+
+    #: Provider name → default base URL (kept for older callers; see `PROVIDERS`).
+    BASE_URLS: dict[str, str | None] = {name: p.base_url for name, p in PROVIDERS.items()}
 
     def __init__(self) -> None:
-        self._clients: dict[tuple[Any, ...], Client] = {}
+        # One client (one connection pool) serves every model of a server.
+        self._clients = _LRU(MAX_CLIENTS, close_evicted=True)
 
     @providerimpl(trylast=True)
     def functai_client(self, provider: str, model: str, settings: Mapping[str, Any]) -> Client | None:
-        if provider not in self.BASE_URLS:
+        info = PROVIDERS.get(provider)
+        if info is None:
             return None
-        key = (provider, *sorted(settings.items()))
+        key = (provider, *sorted((k, hide_key(v) if k == "api_key" else _hashable(v)) for k, v in settings.items()))
         found = self._clients.get(key)
-        if found is not None:  # one client (one connection pool) serves every model of a server
+        if found is not None:
             return found
-        from .openai import OpenAIClient
-
-        options: dict[str, Any] = {"name": provider}
-        base_url = settings.get("base_url") or self.BASE_URLS[provider]
+        options: dict[str, Any] = {
+            "name": provider,
+            "api_key_env": info.api_key_env,
+            "base_url_env": info.base_url_env,
+        }
+        base_url = settings.get("base_url") or os.environ.get(info.base_url_env) or info.base_url
         if base_url:
             options["base_url"] = base_url
         if settings.get("api_key"):
             options["api_key"] = settings["api_key"]
         if settings.get("timeout") is not None:
             options["timeout"] = float(settings["timeout"])
+        if settings.get("connect_timeout") is not None:
+            options["connect_timeout"] = float(settings["connect_timeout"])
         if settings.get("http_retries") is not None:
             options["max_retries"] = settings["http_retries"]
-        return self._clients.setdefault(key, OpenAIClient(**options))
+        if settings.get("headers"):
+            options["headers"] = dict(settings["headers"])
+        if provider == "azure":
+            from .azure import AzureOpenAIClient
+
+            if settings.get("api_version"):
+                options["api_version"] = settings["api_version"]
+            client: Client = AzureOpenAIClient(**options)
+        else:
+            from .openai import OpenAIClient
+
+            client = OpenAIClient(**options)
+        return self._clients.put(key, client)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted(value.items()))
+    return value
 
 
 _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
-_clients: dict[tuple[Any, ...], Client] = {}
+# Every (provider, model, settings) resolved so far; the clients themselves are
+# owned (and closed) by their providers, so dropping one here closes nothing.
+_clients = _LRU(256, close_evicted=False)
 
 
 def manager() -> pluggy.PluginManager:
@@ -96,15 +187,20 @@ def manager() -> pluggy.PluginManager:
 def register_provider(plugin: object, name: str | None = None) -> None:
     """Add a provider plugin: an object or module with ``@providerimpl functai_client``."""
     manager().register(plugin, name=name)
-    with _lock:
-        _clients.clear()
+    _clients.clear()
 
 
 def split(lm: str) -> tuple[str, str]:
     """``"ollama/llama3"`` → ``("ollama", "llama3")``; a bare name is OpenAI's."""
     provider, slash, model = str(lm).partition("/")
     if not slash:
-        return DEFAULT_PROVIDER, str(lm)
+        provider, model = DEFAULT_PROVIDER, str(lm)
+    if not provider.strip() or not model.strip():
+        raise FunctAIError(
+            f"lm={str(lm)!r} does not name a model: write '<provider>/<model>' (e.g. 'openai/gpt-4.1-mini', "
+            "'ollama/llama3') or a bare OpenAI model name",
+            code="model-name",
+        )
     return provider, model
 
 
@@ -112,32 +208,35 @@ def client_for(lm: str, settings: Mapping[str, Any]) -> tuple[Client, str]:
     """The client for model name ``lm`` and the model name to send it."""
     provider, model = split(lm)
     wanted = {name: settings[name] for name in CLIENT_SETTINGS if settings.get(name) is not None}
-    key = (provider, model, *sorted(wanted.items()))
+    key = (provider, model, *sorted((k, _hashable(v)) for k, v in wanted.items()))
     client = _clients.get(key)
     if client is None:
-        client = manager().hook.functai_client(provider=provider, model=model, settings=wanted)
-        if client is None:
-            raise FunctAIError(
-                f"no model client for provider {provider!r} (model {str(lm)!r}); install a provider "
-                "plugin for it, use a built-in provider "
-                f"({', '.join(OpenAICompatible.BASE_URLS)}), or pass client=...",
-                code="model-provider",
-            )
-        with _lock:
-            client = _clients.setdefault(key, client)
+        client = _ask_providers(provider, model, lm, wanted)
+        client = _clients.put(key, client)
     return client, model
+
+
+def _ask_providers(provider: str, model: str, lm: str, wanted: dict[str, Any]) -> Client:
+    if isinstance(wanted.get("api_key"), Key):
+        wanted["api_key"] = reveal(wanted["api_key"])  # plugins get the key itself, only here
+    client = manager().hook.functai_client(provider=provider, model=model, settings=wanted)
+    if client is None:
+        raise FunctAIError(
+            f"no model client for provider {provider!r} (model {str(lm)!r}); install a provider "
+            f"plugin for it, use a built-in provider ({', '.join(PROVIDERS)}), or pass client=...",
+            code="model-provider",
+        )
+    return client
 
 
 def close_clients() -> None:
     """Close and forget the clients made so far (their connections too)."""
+    seen = {id(c): c for c in _clients.clear()}
     with _lock:
-        clients = {id(c): c for c in _clients.values()}.values()
-        _clients.clear()
-        if _manager is not None:
-            for plugin in _manager.get_plugins():
-                if isinstance(plugin, OpenAICompatible):
-                    plugin._clients.clear()
-    for client in clients:
-        close = getattr(client, "close", None)
-        if close is not None:
-            close()
+        plugins = _manager.get_plugins() if _manager is not None else ()
+    for plugin in plugins:
+        if isinstance(plugin, OpenAICompatible):
+            for client in plugin._clients.clear():
+                seen[id(client)] = client
+    for client in seen.values():
+        _close(client)

@@ -83,9 +83,14 @@ class Reply:
 
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tool_calls)
-    #: Token counts: ``{"input_tokens": n, "output_tokens": n}`` when known.
+    #: Token counts when known: ``input_tokens``, ``output_tokens``, and where the server sends
+    #: them ``total_tokens``, ``cached_tokens`` (input read from cache), ``reasoning_tokens``.
     usage: dict[str, int] = attrs.field(factory=dict, converter=_dict)
     finish_reason: str | None = None
+    #: The model's own words when it declined to answer (OpenAI's ``message.refusal``).
+    refusal: str | None = None
+    #: What a reasoning model thought before answering, kept out of ``text``.
+    reasoning: str | None = None
 
 
 @runtime_checkable
@@ -119,6 +124,22 @@ def _stop(name: str, value: Any) -> None:
         raise TypeError(f"stop must be a string or a list of strings, not {value!r}")
 
 
+def _flag(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {value!r}")
+
+
+def _tool_choice(name: str, value: Any) -> None:
+    if isinstance(value, str) and value.strip():
+        return  # "auto", "none", "required", or the name of one tool
+    if isinstance(value, Mapping) and value.get("type") == "function":
+        return  # the wire form, sent as is
+    raise TypeError(
+        f"tool_choice must be 'auto', 'none', 'required', a tool's name, or "
+        f"{{'type': 'function', 'function': {{'name': ...}}}}; not {value!r}"
+    )
+
+
 def _word(name: str, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise TypeError(f"{name} must be a non-empty string, not {value!r}")
@@ -135,6 +156,10 @@ MODEL_SETTING_CHECKS: dict[str, Callable[[str, Any], None]] = {
     "presence_penalty": _number,
     "frequency_penalty": _number,
     "reasoning_effort": _word,
+    "max_completion_tokens": whole(1),
+    "tool_choice": _tool_choice,
+    "parallel_tool_calls": _flag,
+    "user": _word,
 }
 
 MODEL_SETTINGS: frozenset[str] = frozenset(MODEL_SETTING_CHECKS)

@@ -1,0 +1,50 @@
+"""Azure OpenAI: the OpenAI wire format at a deployment's URL, with an ``api-key`` header.
+
+``lm="azure/<deployment>"`` sends
+``POST {endpoint}/openai/deployments/<deployment>/chat/completions?api-version=…``.
+The endpoint is the ``base_url`` setting or ``AZURE_OPENAI_ENDPOINT``; the key
+the ``api_key`` setting or ``AZURE_OPENAI_API_KEY``; the API version the
+``api_version`` setting, ``AZURE_OPENAI_API_VERSION`` or `DEFAULT_API_VERSION`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import quote
+
+from ..errors import ModelError
+from .openai import OpenAIClient
+
+__all__ = ["AzureOpenAIClient", "DEFAULT_API_VERSION"]
+
+#: The generally available API version used when none is set.
+DEFAULT_API_VERSION = "2024-10-21"
+
+
+class AzureOpenAIClient(OpenAIClient):
+    """An `OpenAIClient` for Azure OpenAI deployments (the model name is the deployment)."""
+
+    def __init__(self, *, api_version: str | None = None, **options: Any) -> None:
+        options.setdefault("name", "azure")
+        options.setdefault("api_key_env", "AZURE_OPENAI_API_KEY")
+        options.setdefault("base_url_env", "AZURE_OPENAI_ENDPOINT")
+        super().__init__(**options)
+        #: The ``api-version`` query parameter sent with every request.
+        self.api_version = api_version or os.environ.get("AZURE_OPENAI_API_VERSION") or DEFAULT_API_VERSION
+
+    def _default_base_url(self) -> str:
+        raise ModelError(
+            "no Azure OpenAI endpoint: set AZURE_OPENAI_ENDPOINT (https://<resource>.openai.azure.com) "
+            "or the base_url setting",
+            code="model-provider",
+        )
+
+    def _auth(self, key: str) -> tuple[str, str]:
+        return "api-key", key
+
+    def _url(self, model: str) -> str:
+        base = self.base_url
+        if base.endswith("/openai"):
+            base = base[: -len("/openai")]
+        return f"{base}/openai/deployments/{quote(model, safe='')}/chat/completions?api-version={quote(self.api_version)}"

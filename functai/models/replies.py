@@ -1,0 +1,75 @@
+"""Replies that are not an answer, and reasoning kept apart from the answer.
+
+A model can decline (a refusal), be stopped (a content filter, the token
+limit) or say nothing at all (a reasoning model that spent its budget
+thinking). None of these is an answer: reading them as ``''`` or asking
+again the same way hides what happened. `non_answer` names each with its own
+error code; the call raises it without asking again.
+
+This module is imported by every call, so it stays free of heavy imports.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ModelError
+from .request import Reply
+
+__all__ = ["non_answer", "split_reasoning"]
+
+# One leading <think>…</think> or <thinking>…</thinking> block (DeepSeek-R1, Qwen3, QwQ …).
+_THINK = re.compile(r"\s*<(think|thinking)>(.*?)(?:</\1>|\Z)\s*", re.DOTALL)
+
+
+def split_reasoning(text: str) -> tuple[str, str | None]:
+    """``(answer, reasoning)``: a reasoning block at the start of ``text`` taken out.
+
+    An unclosed block (the reply was cut while the model was thinking) is all
+    reasoning. Text without a leading block is returned unchanged.
+    """
+    if "<think" not in text[:64]:
+        return text, None
+    match = _THINK.match(text)
+    if match is None:
+        return text, None
+    return text[match.end():], match.group(2).strip()
+
+
+def non_answer(reply: Reply, typed: bool) -> ModelError | None:
+    """The error for a reply that is not an answer, or None for an answer (or tool calls).
+
+    ``typed``: the function's output is not ``str``, so a cut reply cannot be read.
+    """
+    finish = reply.finish_reason
+    if finish == "content_filter":
+        return ModelError(
+            "the server's content filter stopped the reply (finish_reason 'content_filter'); asking again the "
+            "same way is stopped again: change the inputs or the instruction, or see the provider's content policy",
+            code="model-filtered",
+        )
+    if reply.tool_calls:
+        return None
+    if reply.refusal:
+        return ModelError(
+            f"the model refused to answer: {reply.refusal!r}; asking again the same way gets the same refusal: "
+            "change the request or the instruction",
+            code="model-refused",
+        )
+    if reply.text is None or (not reply.text.strip() and reply.reasoning):
+        if reply.reasoning:
+            why = f"it only reasoned ({len(reply.reasoning)} characters of reasoning, no answer)"
+            fix = "raise max_completion_tokens (or max_tokens) or lower reasoning_effort"
+        else:
+            why = "no text and no tool call"
+            fix = "check the model and the server (some servers answer null when the prompt is too long)"
+        if finish == "length":
+            why += ", cut at the token limit"
+        return ModelError(f"the model's reply is empty: {why}; {fix}", code="model-empty")
+    if finish == "length" and typed:
+        return ModelError(
+            "the reply was cut at the token limit (finish_reason 'length') before the value was complete; "
+            "raise max_completion_tokens (or max_tokens): asking again would cut it at the same place",
+            code="model-truncated",
+        )
+    return None

@@ -1,0 +1,236 @@
+"""The chat-completions wire format: pure functions from `Request` to JSON and back.
+
+Kept apart from the HTTP client so each piece can be tested on its own and
+reused by clients for other OpenAI-compatible endpoints (Azure, proxies).
+
+Structured outputs come in three strengths, tried in order (`FORMATS`):
+``json_schema`` (with ``strict: true`` when the schema qualifies), then
+``json_object`` plus the schema in the instructions, then the instructions
+alone, for servers that answer 400 to the stronger ones.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from .request import Request
+
+__all__ = [
+    "FORMATS",
+    "build_body",
+    "content_text",
+    "strict_schema",
+    "unwrap_value",
+    "wire_message",
+    "wire_tool",
+    "wrap_schema",
+]
+
+#: How an output schema is asked for, strongest first.
+FORMATS = ("json_schema", "json_object", "instructions")
+
+#: Settings that cannot override the request's own fields.
+_RESERVED = frozenset({"model", "messages"})
+_TOOL_CHOICE_WORDS = frozenset({"auto", "none", "required"})
+
+
+def build_body(
+    request: Request, *, format: str = "json_schema", max_completion_tokens: bool = False  # noqa: A002
+) -> tuple[dict[str, Any], bool]:
+    """The JSON body for `request`, and whether the answer schema was wrapped in ``{"value": …}``.
+
+    ``format`` is one of `FORMATS`; ``max_completion_tokens`` sends a
+    ``max_tokens`` setting under that name (models that refuse ``max_tokens``).
+    """
+    messages = [wire_message(m) for m in request.messages]
+    body: dict[str, Any] = {"model": request.model, "messages": messages}
+    for key, value in request.settings.items():
+        if key in _RESERVED:
+            continue
+        if key == "max_tokens" and max_completion_tokens:
+            body.setdefault("max_completion_tokens", value)
+            continue
+        if key == "tool_choice" and isinstance(value, str) and value not in _TOOL_CHOICE_WORDS:
+            value = {"type": "function", "function": {"name": value}}  # a tool's name
+        body[key] = value
+    if request.tools:
+        body["tools"] = [wire_tool(tool) for tool in request.tools]
+    wrapped = False
+    if request.output_schema is not None:
+        schema, wrapped, strict = _prepared(request.output_schema)
+        if format == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": strict or schema, "strict": strict is not None},
+            }
+        else:
+            if format == "json_object":
+                body["response_format"] = {"type": "json_object"}
+            _add_instruction(messages, schema)
+    return body, wrapped
+
+
+def _add_instruction(messages: list[dict[str, Any]], schema: Mapping[str, Any]) -> None:
+    """Say the schema in the system message, for servers that cannot be given it otherwise."""
+    note = (
+        "Reply with only a JSON value (no other text) that matches this JSON schema:\n"
+        + json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    )
+    first = messages[0] if messages else None
+    if first is not None and first.get("role") == "system" and isinstance(first.get("content"), str):
+        messages[0] = {**first, "content": f"{first['content']}\n\n{note}"}
+    else:
+        messages.insert(0, {"role": "system", "content": note})
+
+
+# A schema is prepared once (schemas are cached per output type, so the id is stable).
+_prepared_cache: dict[int, tuple[Any, tuple[dict[str, Any], bool, dict[str, Any] | None]]] = {}
+
+
+def _prepared(schema: Mapping[str, Any]) -> tuple[dict[str, Any], bool, dict[str, Any] | None]:
+    hit = _prepared_cache.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    wrapped_schema, wrapped = wrap_schema(schema)
+    result = (wrapped_schema, wrapped, strict_schema(wrapped_schema))
+    if len(_prepared_cache) >= 256:
+        _prepared_cache.clear()
+    _prepared_cache[id(schema)] = (schema, result)  # the schema is kept, so its id is not reused
+    return result
+
+
+def wire_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """One neutral message in OpenAI's format; unknown roles pass through unchanged."""
+    role = message.get("role")
+    if role == "tool":
+        content = message.get("content")
+        return {
+            "role": "tool",
+            "tool_call_id": message.get("tool_call_id"),
+            "content": content if isinstance(content, str) else json.dumps(content),
+        }
+    if role == "assistant" and message.get("tool_calls"):
+        return {
+            "role": "assistant",
+            "content": message.get("content"),
+            "tool_calls": [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": json.dumps(dict(call.get("input") or {}))},
+                }
+                for call in message["tool_calls"]
+            ],
+        }
+    return dict(message)
+
+
+def wire_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A neutral ``{"name", "description", "parameters"}`` tool as an OpenAI function tool."""
+    function: dict[str, Any] = {"name": tool["name"]}
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    function["parameters"] = tool.get("parameters") or {"type": "object", "properties": {}}
+    return {"type": "function", "function": function}
+
+
+def wrap_schema(schema: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """Providers want an object at the top: wrap any other schema as ``{"value": schema}``.
+
+    ``$defs``/``definitions`` move up to the wrapper so ``#/$defs/...`` refs still resolve.
+    """
+    if schema.get("type") == "object":
+        return dict(schema), False
+    inner = dict(schema)
+    wrapper: dict[str, Any] = {
+        "type": "object",
+        "properties": {"value": inner},
+        "required": ["value"],
+        "additionalProperties": False,
+    }
+    for key in ("$defs", "definitions"):
+        if key in inner:
+            wrapper[key] = inner.pop(key)
+    return wrapper, True
+
+
+def unwrap_value(text: str) -> str:
+    """The bare JSON of ``{"value": ...}``; the text unchanged if it is not that shape."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(data, dict) and "value" in data:
+        return json.dumps(data["value"], ensure_ascii=False)
+    return text
+
+
+def content_text(content: Any) -> str | None:
+    """Message content as text: a string, or the text parts of a list of parts."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "".join(parts) if parts else None
+    return str(content)
+
+
+# -- strict schemas --------------------------------------------------------
+
+# Keywords every server that enforces strict schemas accepts; any other keyword
+# (formats, bounds, prefixItems, uniqueItems …) sends the schema with strict false.
+_STRICT_KEYWORDS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf", "$ref",
+     "$defs", "definitions", "description", "title", "default"}
+)
+
+
+class _NotStrict(Exception):
+    pass
+
+
+def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A copy of ``schema`` that qualifies for ``strict: true``, or None when it cannot.
+
+    Qualifying means: every object lists all its properties as required and
+    forbids others, and only keywords from a small common set appear. An
+    optional field becomes required; its type already allows null, so the
+    model sends ``null`` where it has nothing. ``default`` is dropped (the
+    model always sends a value in strict mode).
+    """
+    try:
+        return _strict(schema)
+    except _NotStrict:
+        return None
+
+
+def _strict(node: Any) -> dict[str, Any]:
+    if not isinstance(node, Mapping) or not node:
+        raise _NotStrict  # `{}` (any value) cannot be enforced
+    if not _STRICT_KEYWORDS.issuperset(node):
+        raise _NotStrict
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "default":
+            continue
+        if key in ("$defs", "definitions"):
+            out[key] = {name: _strict(sub) for name, sub in value.items()}
+        elif key == "anyOf":
+            out[key] = [_strict(sub) for sub in value]
+        elif key == "items":
+            out[key] = _strict(value)
+        elif key == "properties":
+            out[key] = {name: _strict(sub) for name, sub in value.items()}
+        elif key not in ("required", "additionalProperties"):
+            out[key] = value
+    kind = node.get("type")
+    is_object = kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in node
+    if is_object:
+        if not node.get("properties") or node.get("additionalProperties", False) is not False:
+            raise _NotStrict  # a free-form mapping cannot be strict
+        out["required"] = list(out["properties"])
+        out["additionalProperties"] = False
+    elif "type" not in node and not {"anyOf", "$ref", "enum", "const"} & node.keys():
+        raise _NotStrict
+    return out
