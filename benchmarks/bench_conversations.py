@@ -1,16 +1,23 @@
 """Conversation costs: µs per turn (memory, folder; fsync apart), opening a
-10,000-turn conversation, and that picking a turn's context costs in
-proportion to its branch, not to the whole conversation.
+10,000-turn conversation, that picking a turn's context costs in
+proportion to its branch, not to the whole conversation, and one long
+conversation under ``all_turns()`` (file size, writer memory, time per
+turn at its start and end, time to reopen it).
 
-    python benchmarks/bench_conversations.py [--rounds 7] [--turns 200]
+    python benchmarks/bench_conversations.py [--rounds 7] [--turns 200] [--long 2000]
+    python benchmarks/bench_conversations.py --only-long [--long 2000]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from unittest import mock
@@ -45,11 +52,89 @@ def copy_to_folder(memory: MemoryStore, conversation: str, folder: str) -> None:
     FolderStore(folder).append(conversation, memory.read(conversation))
 
 
+class Answering:
+    """A model client that keeps nothing (ScriptedLM keeps every request, which a
+    real client does not): the writer's memory is then functai's own."""
+
+    name = "answering"
+
+    def complete(self, request: object) -> object:
+        from functai.models.request import Reply
+
+        return Reply(text="ok")
+
+
+def long_writer(folder: str, turns: int, traced: bool) -> dict[str, float]:
+    """Send ``turns`` turns under all_turns() to a folder store; run in a child process."""
+    import tracemalloc
+
+    reset()
+    functai.configure(client=Answering())
+    if traced:
+        tracemalloc.start()
+    chat = tutor.conversation("long", store=folder, context=functai.all_turns())
+    times = []
+    for i in range(turns):
+        start = time.perf_counter()
+        chat(f"question {i}")
+        times.append(time.perf_counter() - start)
+    result = {"first": statistics.mean(times[:250]) * 1e3, "last": statistics.mean(times[-250:]) * 1e3,
+              "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if traced:
+        result["traced"] = tracemalloc.get_traced_memory()[1] / 2**20
+    return result
+
+
+def reopen(folder: str, rounds: int) -> float:
+    """Median ms to open the long conversation in a fresh store object (as a new process would)."""
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        chat = tutor.conversation("long", store=FolderStore(folder), context=functai.all_turns())
+        chat.head
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def long_case(work: str, turns: int, rounds: int) -> None:
+    runs = {}
+    for traced in (False, True):
+        folder = os.path.join(work, f"long-{int(traced)}")
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", folder, "--long", str(turns)] + (["--traced"] if traced else []),
+            check=True, capture_output=True, text=True,
+        ).stdout
+        runs[traced] = json.loads(out.splitlines()[-1])
+    folder = os.path.join(work, "long-0")
+    size = os.path.getsize(os.path.join(folder, "long.jsonl"))
+    plain, traced = runs[False], runs[True]
+    print(f"\n{turns} turns under all_turns() in a folder store (fsync on):")
+    print(f"file: {size / 1e6:.2f} MB; writer peak RSS: {plain['maxrss']:.0f} MB "
+          f"(Python allocations, tracemalloc peak: {traced['traced']:.1f} MB)")
+    print(f"ms per turn: first 250 {plain['first']:.2f}, last 250 {plain['last']:.2f} "
+          f"(ratio {plain['last'] / plain['first']:.2f})")
+    print(f"reopen (fresh store object, median of {rounds}): {reopen(folder, rounds):.1f} ms")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--long", type=int, default=2000, help="turns of the all_turns() case")
+    parser.add_argument("--only-long", action="store_true", help="run only the all_turns() case")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(long_writer(args.child, args.long, args.traced)))
+        return 0
+    if args.only_long:
+        work = tempfile.mkdtemp()
+        try:
+            long_case(work, args.long, args.rounds)
+        finally:
+            shutil.rmtree(work)
+        return 0
     reset()
     functai.configure(client=ScriptedLM(reply=lambda request: "ok"))
     work = tempfile.mkdtemp()
@@ -105,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                     timings.append(time.perf_counter() - start)
                 row.append(statistics.median(timings) * 1e6)
             print(f"| {branch} | {row[0]:.0f} | {row[1]:.0f} |")
+        long_case(work, args.long, args.rounds)
     finally:
         shutil.rmtree(work)
     return 0

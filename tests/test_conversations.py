@@ -207,10 +207,10 @@ def test_context_keep_without_and_sections_with_three_plugins(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "store" / "i.jsonl").read_text().splitlines()]
     turn_record = next(r for r in records if r["kind"] == "turn" and r["turn"] == head.id)
     assert turn_record["context"] == {
-        "turns": [t1, t3],
         "without": {t1: ["level", "topic"], t3: ["level", "output"]},
         "sections": ["From one.", "From three."],
     }
+    assert turn_record["shown"] == {"last": 3, "drop": [t2]}  # the branch's 3 newest done turns, but t2
     assert [c["plugin"] for c in turn_record["changes"]] == ["one", "two", "three"]
     call = list(functai.read_calls(tmp_path / "calls"))[-1]
     assert call.sections == ["From one.", "From three."]

@@ -84,7 +84,7 @@ def test_a_rated_call_whose_shown_turn_was_removed_is_reported_and_left_out(tmp_
         with pytest.warns(RuntimeWarning, match="left out"):
             result = functai.evaluate(tutor, log=log, workers=1)
     assert [call for call, _ in result.skipped] == [second.id]
-    assert "no longer in conversation" in result.skipped[0][1]
+    assert "no longer in the conversation" in result.skipped[0][1]
     assert [(r.record, r.expected, r.passed) for r in result.rows] == [(plain.id, "A9!", 1.0)]
 
 

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
 
+from ..models.request import Frozen, frozen_messages
 from .outputs import to_jsonable
 
 
@@ -108,8 +109,12 @@ def messages(
     """The messages of a call, before any tool steps or re-asks.
 
     ``history`` (a conversation's earlier turns, as user/assistant messages)
-    goes before the call's own user message.
+    goes before the call's own user message. When it is `Frozen` the result
+    is too, so a long history is never looked at message by message.
     """
+    if type(history) is Frozen:  # every layout puts the history just before the call's own message
+        out = messages(layout, lm, instruction, inputs)
+        return frozen_messages(out[:-1]) + history + out[-1:]  # type: ignore[return-value]
     if isinstance(lm, Baked):
         return [*history, {"role": "user", "content": inputs_message(inputs)}]
     if layout is None:

@@ -21,7 +21,7 @@ from ..hooks.hear import hear
 from ..hooks.plugin import Plugin
 from ..models import providers
 from ..models.replies import non_answer
-from ..models.request import Client, Reply, Request
+from ..models.request import Client, Reply, Request, frozen_messages
 from ..layers import Resolved, pop_block, push_block, resolve
 from . import layout as layouts
 from . import records
@@ -386,7 +386,7 @@ def _ask(
                 )
             if runner is None:
                 runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal)
-            messages = [*messages, *runner.run(reply)]
+            messages = frozen_messages(messages) + runner.run(reply)  # what was sent stays frozen
             continue
         text = reply.text if reply.text is not None else ""
         try:
@@ -399,4 +399,4 @@ def _ask(
                     reply=text,
                 ) from None
             reasks += 1
-            messages = [*messages, *_reask(reply.text, error.message, fn)]
+            messages = frozen_messages(messages) + _reask(reply.text, error.message, fn)

@@ -84,6 +84,14 @@ class ShownTurn:
         return f"ShownTurn({self.id!r}, without={list(self.without)})"
 
 
+def record_place(store: Store, conversation: str, index: int) -> str:
+    """Where a store keeps record ``index``: ``<file>:<line>`` for a folder store."""
+    where = getattr(store, "where", None)
+    if callable(where):
+        return str(where(conversation, index))
+    return f"{store!r}, conversation {conversation!r}, record {index + 1}"
+
+
 def outputs_of(value: Any) -> dict[str, Any]:
     """A turn's outputs by name: a record's fields, or ``{"output": value}``."""
     data = to_jsonable(value)
@@ -94,18 +102,7 @@ def outputs_of(value: Any) -> dict[str, Any]:
 
 def history_messages(history: History, shown: Sequence[str], without: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
     """Earlier turns as prior user/assistant messages; fields left out are absent."""
-    messages: list[dict[str, Any]] = []
-    for turn_id in shown:
-        turn = history.turns[turn_id]
-        left_out = set(without.get(turn_id, ()))
-        inputs = {k: v for k, v in turn.inputs.items() if k not in left_out}
-        outputs = {k: v for k, v in turn.outputs.items() if k not in left_out}
-        if inputs:
-            messages.append({"role": "user", "content": layouts.inputs_message(inputs)})
-        if outputs:
-            text = layouts.render_value(outputs["output"]) if set(outputs) == {"output"} else layouts.render_value(outputs)
-            messages.append({"role": "assistant", "content": text})
-    return messages
+    return [dict(message) for message in history.messages(shown, without)]
 
 
 # -- turns ------------------------------------------------------------------------------
@@ -203,7 +200,7 @@ class _TurnScope:
         self.claimed = False
         self.changes = list(data.changes)
         self.sections = list(data.sections)
-        self.history = history_messages(chat._history, data.shown, data.without)
+        self.history = chat._history.shown_messages(data)
         self.memory = _Memory(chat, data.id)
         self.data = data
         self.calls = 0
@@ -338,7 +335,14 @@ class Conversation:
     # -- reading -----------------------------------------------------------------
 
     def _refresh(self) -> None:
-        held.refresh(self._history, self.store, self.id)
+        history = self._history
+        with history.lock:
+            seen = len(history.damage)
+            held.refresh(history, self.store, self.id)
+            damaged = history.damage[seen:]
+        for index, reason in damaged:  # each damaged record is reported once per view
+            warn("conversation record skipped", conversation=self.id, at=record_place(self.store, self.id, index),
+                 reason=reason)
 
     def _reap(self) -> None:
         """Mark running turns whose owner is gone ``interrupted`` (see `functai.conversations.leases`)."""
@@ -509,14 +513,20 @@ class Conversation:
             fold("turn_start", handlers, event, changes, apply_inputs)
             inputs = dict(event.inputs)
 
-        # Walks parents only as far as the rule needs: the cost follows the branch, not the conversation.
-        picked = self._history.done_ancestors(parent, self.context.limit)
-        shown, without, sections = list(picked), {}, []
+        history = self._history
+        limit = self.context.limit
+        without: dict[str, list[str]] = {}
+        sections: list[str] = []
         context: dict[str, Any] | None = None
         handlers = plan.handlers["context"]
-        if handlers:
-            shown, without, sections = self._context_hooks(handlers, picked, parent, changes)
-            context = {"turns": shown, "without": without, "sections": sections}
+        if handlers:  # walks parents only as far as the rule needs: the cost follows the branch
+            picked = history.done_ancestors(parent, limit)
+            kept, without, sections = self._context_hooks(handlers, picked, parent, changes)
+            shown = history.encode_shown(parent, kept)
+            context = {"without": without, "sections": sections}
+        else:  # the rule alone: the newest n done turns of the branch, known without a walk
+            total = history.done_count(parent)
+            shown = {"last": total if limit is None else min(limit, total)}
         record: dict[str, Any] = {
             "functai_conversation": FORMAT, "kind": "turn", "turn": turn_id, "parent": parent,
             "inputs": to_jsonable(inputs), "changes": changes, "shown": shown, "without": without,
@@ -551,9 +561,14 @@ class Conversation:
                 state["without"] = {t: names for t, names in state["without"].items() if t in state["keep"]}
             if change.without is not None:
                 targets = change.without if isinstance(change.without, dict) else {t: change.without for t in state["keep"]}
+                kept = set(state["keep"])
                 for turn_id, names in targets.items():
-                    if turn_id not in state["keep"]:
-                        raise refuse(plugin, "context", "without", f"{turn_id!r} is not a turn shown to this one")
+                    if turn_id not in kept:
+                        if not branch:
+                            branch.extend(history.done_ancestors(parent))
+                        if turn_id in branch:
+                            continue  # a turn of the branch no longer kept (an earlier keep dropped it)
+                        raise refuse(plugin, "context", "without", f"{turn_id!r} is not a done turn of this branch")
                     state["without"][turn_id] = sorted(set(state["without"].get(turn_id, ())) | set(names))
             if change.sections is not None:
                 set_field(ev, "sections", ev.sections + change.sections)

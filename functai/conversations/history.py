@@ -4,13 +4,25 @@ Records are appended, never rewritten, so the state is a fold over them:
 turns (a tree by ``parent``), their states, the replies and tool runs a
 waiting turn already paid for, approvals and answers, and entries. Kinds and
 keys this version does not know are skipped, so newer writers do not break
-older readers.
+older readers. A record whose shape is damaged is skipped too, and noted in
+``damage`` (its index and why) so the reader can say which line it was.
+
+What a turn was shown is recorded small: ``{"last": n}`` (the ``n`` newest
+done turns of the branch it continues), with ``"drop": [ids]`` for turns a
+plugin left out of that window, or an explicit list of ids when that is
+shorter (and in records written before this form existed).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, Mapping
+from itertools import chain
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..models.request import Frozen
+from .bulk import BULK_RECORDS, paused_gc
+from .checks import problem
 
 #: The record format version every record carries.
 FORMAT = 1
@@ -31,6 +43,7 @@ class TurnData:
         "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown",
         "without", "sections", "approvals", "answers", "replies", "tools", "error", "at", "resumes", "fork",
         "waited_with", "claim", "lease", "why", "call", "ran_with", "waits",
+        "base", "lost_parent", "messages", "forked",
     )
 
     def __init__(self, record: Mapping[str, Any], order: int) -> None:
@@ -42,8 +55,9 @@ class TurnData:
         self.order = order
         self.changes: list[dict[str, Any]] = list(record.get("changes") or [])
         self.context: dict[str, Any] | None = record.get("context")
-        #: Ids of the earlier turns shown, oldest first (after the rule and the context hooks).
-        self.shown: list[str] = list(record.get("shown") or [])
+        #: What the turn was shown, as recorded (see the module docstring): `History.shown` reads it.
+        shown = record.get("shown")
+        self.shown: dict[str, Any] | list[str] = shown if isinstance(shown, dict) else list(shown or [])
         self.without: dict[str, list[str]] = dict(record.get("without") or {})
         self.sections: list[str] = list(record.get("sections") or [])
         self.approvals: list[dict[str, Any]] = []
@@ -69,6 +83,14 @@ class TurnData:
         self.ran_with: dict[str, Any] = dict(record.get("ran_with") or {})
         #: Each wait: ``{"approvals", "at", "started"}``; answers are in ``answers``/``answered``.
         self.waits: list[dict[str, Any]] = []
+        #: How many done turns the branch held above this turn when it was recorded.
+        self.base = 0
+        #: The recorded parent when its record is missing (damaged): the turn then starts a branch.
+        self.lost_parent: str | None = None
+        #: Whether this turn or one above it was made with ``continue_from``.
+        self.forked = self.fork
+        #: The turn as prior messages (a done turn's, rendered once).
+        self.messages: tuple[Mapping[str, Any], ...] | None = None
 
 
 def _lease(record: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -93,35 +115,50 @@ class History:
         self.running: set[str] = set()
         #: The answers' details by turn and key: ``{"allow", "reason", "by", "at"}``.
         self.answered: dict[str, dict[str, dict[str, Any]]] = {}
+        #: Records that could not be used as written: ``(index, reason)``, index as the store counts.
+        self.damage: list[tuple[int, str]] = []
+        #: The last run of prior messages built, ``(parent, n, messages)``: the next turn extends it.
+        self._tail: tuple[str | None, int, tuple[Mapping[str, Any], ...]] | None = None
 
     def apply_all(self, records: Iterable[Mapping[str, Any]]) -> None:
-        for record in records:
-            self.apply(record)
+        many = len(records) if isinstance(records, list) else 0
+        with paused_gc(many, BULK_RECORDS):
+            for record in records:
+                self.apply(record)
 
     def apply(self, record: Mapping[str, Any]) -> None:
+        index = self.count
         self.count += 1
-        if record.get("functai_conversation") != FORMAT:
+        if not isinstance(record, (dict, Mapping)) or record.get("functai_conversation") != FORMAT:
             return  # a format this version does not read
+        reason = problem(record)
+        if reason is None:
+            reason = self._fold(record)
+        if reason is not None:
+            self.damage.append((index, reason))
+
+    def _fold(self, record: Mapping[str, Any]) -> str | None:
+        """Apply one well-shaped record; why it could not be used, if it could not."""
         kind = record.get("kind")
         if kind == "conversation":
-            self.header = dict(record)
-            return
+            if self.header is None:
+                self.header = dict(record)
+            return None
         if kind == "entry":
             self.entries.append(
                 {"plugin": record.get("plugin"), "kind": record.get("entry"), "turn": record.get("turn"),
                  "data": record.get("data"), "at": record.get("at")}
             )
-            return
+            return None
         if kind == "turn":
-            turn = TurnData(record, len(self.order))
-            self.turns[turn.id] = turn
-            self.order.append(turn.id)
-            self.children.setdefault(turn.parent, []).append(turn.id)
-            self.running.add(turn.id)
-            return
+            return self._add_turn(record)
         turn = self.turns.get(record.get("turn", ""))
         if turn is None:
-            return
+            if kind not in _TURN_KINDS:
+                return None  # a kind from a newer writer
+            return f"turn {record.get('turn')!r} is unknown (its turn record is missing or damaged)"
+        if turn.state == DONE and kind in ("wait", "resume", "end", "interrupt"):
+            return f"turn {turn.id!r} already ended done, and a done turn never changes"
         if kind == "reply":
             turn.replies.append(dict(record.get("reply") or {}))
         elif kind == "tool":
@@ -153,6 +190,29 @@ class History:
             self._state(turn, record.get("state", FAILED))
             turn.outputs = dict(record.get("outputs") or {})
             turn.error = record.get("error")
+            turn.messages = None
+        return None
+
+    def _add_turn(self, record: Mapping[str, Any]) -> str | None:
+        turn = TurnData(record, len(self.order))
+        if turn.id in self.turns:
+            return f"turn id {turn.id!r} is already used by an earlier turn"
+        note = None
+        parent = self.turns.get(turn.parent) if turn.parent is not None else None
+        if turn.parent is not None and parent is None:
+            # Parents are always written before their children, so this one's record was lost; keeping
+            # the turn as the start of a branch keeps it and everything after it (and can never loop).
+            note = (f"turn {turn.id!r} continues turn {turn.parent!r}, which is not in the conversation "
+                    "(its record is missing or damaged); it is kept as the first turn of a branch")
+            turn.lost_parent, turn.parent = turn.parent, None
+        if parent is not None:
+            turn.base = self.done_count(parent.id)
+            turn.forked = turn.fork or parent.forked
+        self.turns[turn.id] = turn
+        self.order.append(turn.id)
+        self.children.setdefault(turn.parent, []).append(turn.id)
+        self.running.add(turn.id)
+        return note
 
     def _state(self, turn: TurnData, state: str) -> None:
         turn.state = state
@@ -162,6 +222,13 @@ class History:
             self.running.discard(turn.id)
 
     # -- branches -------------------------------------------------------------
+
+    def done_count(self, turn_id: str | None) -> int:
+        """How many done turns the branch ending at ``turn_id`` holds (it included)."""
+        if turn_id is None:
+            return 0
+        turn = self.turns[turn_id]
+        return turn.base + (turn.state == DONE)
 
     def branch(self, turn_id: str | None) -> list[str]:
         """The path from the root to ``turn_id``, oldest first (empty for None)."""
@@ -194,6 +261,10 @@ class History:
         for candidate in reversed(self.order[floor + 1 :]):
             if done and self.turns[candidate].state != DONE:
                 continue
+            if turn_id is None:  # anywhere: any turn whose branch was never forked off
+                if not self.turns[candidate].forked:
+                    return candidate
+                continue
             walk: str | None = candidate
             while walk is not None and walk != turn_id and self.turns[walk].order > floor:
                 if self.turns[walk].fork:
@@ -213,3 +284,118 @@ class History:
             for e in self.entries
             if e["plugin"] == plugin and e["kind"] == kind and (e["turn"] is None or e["turn"] in on)
         ]
+
+    # -- what a turn was shown ----------------------------------------------------
+
+    def encode_shown(self, parent: str | None, ids: Sequence[str]) -> dict[str, Any] | list[str]:
+        """The small record of ``ids`` (done turns of the branch at ``parent``, oldest first)."""
+        if not ids:
+            return {"last": 0}
+        wanted = set(ids)
+        window: list[str] = []
+        for turn_id in self._done_walk(parent):
+            window.append(turn_id)
+            if turn_id == ids[0]:
+                break
+        else:
+            return list(ids)  # not all on the branch: only a list says exactly what it was
+        drop = [t for t in reversed(window) if t not in wanted]
+        if len(window) - len(drop) != len(ids) or len(drop) > len(ids):
+            return list(ids)
+        return {"last": len(window), "drop": drop} if drop else {"last": len(window)}
+
+    def _done_walk(self, turn_id: str | None) -> Iterable[str]:
+        while turn_id is not None:
+            turn = self.turns[turn_id]
+            if turn.state == DONE:
+                yield turn_id
+            turn_id = turn.parent
+
+    def shown(self, turn: TurnData) -> tuple[list[str], str | None]:
+        """The ids of the earlier turns ``turn`` was shown, oldest first, and why they are
+        not exactly what it was shown (None when they are)."""
+        raw = turn.shown
+        if isinstance(raw, list):
+            gone = [t for t in raw if t not in self.turns or self.turns[t].state != DONE]
+            why = f"the turns it was shown ({', '.join(gone)}) are no longer in the conversation" if gone else None
+            return [t for t in raw if t not in gone], why
+        last = raw.get("last", 0)
+        window = self.done_ancestors(turn.parent, last)
+        drop = set(raw.get("drop", ()))
+        why = None
+        if len(window) != last:
+            why = (f"{last - len(window)} of the {last} earlier turns it was shown are no longer in the "
+                   "conversation (a record is missing or damaged)")
+        return [t for t in window if t not in drop], why
+
+    def turn_messages(self, turn_id: str) -> tuple[Mapping[str, Any], ...]:
+        """A done turn as prior user/assistant messages (read-only, rendered once)."""
+        turn = self.turns[turn_id]
+        if turn.messages is None:
+            turn.messages = Frozen(MappingProxyType(m) for m in _render(turn.inputs, turn.outputs))
+        return turn.messages
+
+    def shown_messages(self, turn: TurnData) -> tuple[Mapping[str, Any], ...]:
+        """What ``turn`` was shown of its conversation, as prior messages."""
+        raw = turn.shown
+        if isinstance(raw, dict) and not raw.get("drop") and not turn.without:
+            return self._tail_messages(turn.parent, raw.get("last", 0))
+        ids, _ = self.shown(turn)
+        return self.messages(ids, turn.without)
+
+    def messages(self, ids: Sequence[str], without: Mapping[str, Sequence[str]]) -> tuple[Mapping[str, Any], ...]:
+        """Turns as prior messages; fields left out by ``without`` are absent."""
+        out: list[Mapping[str, Any]] = []
+        for turn_id in ids:
+            left_out = without.get(turn_id)
+            if not left_out:
+                out.extend(self.turn_messages(turn_id))
+                continue
+            turn = self.turns[turn_id]
+            inputs = {k: v for k, v in turn.inputs.items() if k not in left_out}
+            outputs = {k: v for k, v in turn.outputs.items() if k not in left_out}
+            out.extend(MappingProxyType(m) for m in _render(inputs, outputs))
+        return Frozen(out)
+
+    def _tail_messages(self, parent: str | None, n: int) -> tuple[Mapping[str, Any], ...]:
+        """The ``n`` newest done turns at ``parent`` as messages; extends the last run built
+        when the branch only grew, so a long conversation does not rebuild it every turn."""
+        tail = self._tail
+        if tail is not None and tail[0] == parent and tail[1] == n:
+            return tail[2]
+        result = None
+        if tail is not None and n > tail[1]:
+            newer: list[str] = []
+            for turn_id in self._ancestors(parent, 64):
+                if turn_id == tail[0]:
+                    if len(newer) + tail[1] == n:
+                        result = Frozen(tail[2] + Frozen(chain.from_iterable(map(self.turn_messages, reversed(newer)))))
+                    break
+                if self.turns[turn_id].state == DONE:
+                    newer.append(turn_id)
+        if result is None:
+            result = Frozen(chain.from_iterable(map(self.turn_messages, self.done_ancestors(parent, n))))
+        self._tail = (parent, n, result)
+        return result
+
+    def _ancestors(self, turn_id: str | None, limit: int) -> Iterable[str]:
+        while turn_id is not None and limit > 0:
+            yield turn_id
+            turn_id = self.turns[turn_id].parent
+            limit -= 1
+
+
+#: Kinds that belong to a turn: a record of one for an unknown turn is damage.
+_TURN_KINDS = frozenset({"reply", "tool", "wait", "answer", "resume", "end", "lease", "interrupt"})
+
+
+def _render(inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from ..calls import layout
+
+    messages: list[dict[str, Any]] = []
+    if inputs:
+        messages.append({"role": "user", "content": layout.inputs_message(inputs)})
+    if outputs:
+        value = outputs["output"] if set(outputs) == {"output"} else outputs
+        messages.append({"role": "assistant", "content": layout.render_value(value)})
+    return messages

@@ -12,7 +12,9 @@ backend (a database, say) can be plugged in with `open_store`.
   processes sending to one conversation never lose a record;
 * a line that is not a complete JSON object (a crash mid-write, garbage) is
   skipped by readers and never counted, and the next append terminates it
-  rather than gluing a record onto it;
+  rather than gluing a record onto it; each skipped line is reported once
+  (a `RuntimeWarning` naming the file, the line and why), and
+  `FolderStore.skipped` lists them;
 * a per-conversation index (bytes parsed so far, the valid lines) makes an
   append or a read cost what is new, not the whole file.
 """
@@ -26,12 +28,15 @@ import os
 import re
 import threading
 import weakref
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import FunctAIError
+from ..log import warn
+from .bulk import BULK_BYTES, paused_gc
 
 __all__ = [
     "FolderStore",
@@ -236,23 +241,74 @@ class _Index:
     ino: int
     offset: int = 0
     lines: list[str] = field(default_factory=list)
+    #: The file line (1-based) of each valid record, and how many complete lines were parsed.
+    numbers: "array[int]" = field(default_factory=lambda: array("q"))
+    parsed_lines: int = 0
+    #: Complete lines that are not records: ``(line, reason)``.
+    skipped: list[tuple[int, str]] = field(default_factory=list)
     #: The records parsed by the last refresh (lines[fresh_from:]), handed out
     #: once by `read` so an open parses each line once, not twice.
     fresh: list[dict[str, Any]] = field(default_factory=list)
     fresh_from: int = 0
 
 
-def _parse_lines(data: bytes, into: list[str], parsed: list[dict[str, Any]]) -> None:
-    """Add the lines of ``data`` (complete lines, newline-separated) that are JSON objects."""
-    for raw in data.split(b"\n"):
+_BOM = "\ufeff"
+
+
+_scan = json.JSONDecoder().scan_once
+
+
+def _parse_lines(data: bytes, index: _Index, parsed: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """Add the lines of ``data`` (complete lines, newline-separated) that are JSON objects;
+    the others are returned as ``(line number, reason)``."""
+    skipped: list[tuple[int, str]] = []
+    number = index.parsed_lines
+    try:
+        texts: list[str] | None = data.decode("utf-8").split("\n")  # one decode for the lot
+    except UnicodeDecodeError:
+        texts = None
+    raws: list[bytes] | None = None
+    for position, raw in enumerate(data.split(b"\n") if texts is None else texts):
+        number += 1
         try:
-            text = raw.decode("utf-8")
-            record = json.loads(text)
+            text = raw if texts is not None else raw.decode("utf-8")  # type: ignore[union-attr]
+            if text.startswith(_BOM):  # an editor's byte-order mark hides nothing
+                text = text[1:]
+            try:
+                record, end = _scan(text, 0)  # the parser of json.loads, without its checks around
+            except StopIteration:
+                raise ValueError("no JSON value") from None
+            if end != len(text) and text[end:].strip():
+                raise ValueError("more after the JSON value")
         except ValueError:  # not UTF-8, not JSON: a torn or foreign line
+            if texts is not None and raws is None:
+                raws = data.split(b"\n")
+            skipped.append((number, _why_not_json(raws[position] if raws is not None else raw)))
             continue
         if isinstance(record, dict):
-            into.append(text)
+            index.lines.append(text)
+            index.numbers.append(number)
             parsed.append(record)
+        else:
+            skipped.append((number, f"JSON {_JSON_NAMES.get(type(record), 'value')}, not an object"))
+    index.parsed_lines = number
+    return skipped
+
+
+_JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "true/false",
+               type(None): "null"}
+
+
+def _why_not_json(raw: bytes) -> str:
+    if raw.endswith(_TORN_END[:1]):
+        return "a write cut short (a crash while writing); the next writer ended it"
+    if not raw.strip():
+        return "an empty line"
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    return "not JSON"
 
 
 class FolderStore:
@@ -310,9 +366,15 @@ class FolderStore:
             if end < 0:
                 pending = data
                 continue
-            _parse_lines(data[:end], index.lines, index.fresh)
+            with paused_gc(end, BULK_BYTES):
+                skipped = _parse_lines(data[:end], index, index.fresh)
             index.offset += end + 1
             pending = data[end + 1 :]
+            if skipped:
+                index.skipped.extend(skipped)
+                path = self.path_for(conversation)
+                for number, reason in skipped:
+                    warn("conversation line skipped", file=str(path), line=number, reason=reason)
         return index
 
     def _read_index(self, conversation: str) -> _Index | None:
@@ -416,6 +478,13 @@ class FolderStore:
             if sync:
                 os.fsync(fd)
             index.offset = st.st_size + len(data)
+            if torn:
+                index.parsed_lines += 1
+                index.skipped.append((index.parsed_lines, _why_not_json(_TORN_END[:1])))
+                warn("conversation line skipped", file=str(path), line=index.parsed_lines,
+                     reason=_why_not_json(_TORN_END[:1]))
+            index.numbers.extend(range(index.parsed_lines + 1, index.parsed_lines + 1 + len(lines)))
+            index.parsed_lines += len(lines)
             index.lines.extend(lines)
             index.fresh = []
             return len(index.lines)
@@ -454,6 +523,23 @@ class FolderStore:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def where(self, conversation: str, index: int) -> str:
+        """Where record ``index`` (0-based, as `read` counts) is: ``<file>:<line>``."""
+        path = self.path_for(conversation)
+        with self._lock(conversation):
+            known = self._indexes.get(conversation)
+            if known is not None and 0 <= index < len(known.numbers):
+                return f"{path}:{known.numbers[index]}"
+        return f"{path} (record {index + 1})"
+
+    def skipped(self, conversation: str) -> list[tuple[str, str]]:
+        """The lines of the conversation's file that are not records: ``(<file>:<line>, reason)``."""
+        path = self.path_for(conversation)
+        with self._lock(conversation):
+            index = self._read_index(conversation)
+            found = list(index.skipped) if index is not None else []
+        return [(f"{path}:{number}", reason) for number, reason in found]
 
     def conversations(self) -> list[str]:
         try:

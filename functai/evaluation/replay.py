@@ -82,8 +82,7 @@ def shown(record: CallRecord) -> tuple[list[dict[str, Any]], list[str]]:
     conversation = record.conversation
     if not conversation or "parent" not in conversation:
         return [], list(record.sections or [])  # not a turn's own call: it was shown no conversation
-    from ..conversations.conversation import history_messages
-    from ..conversations.history import DONE, History
+    from ..conversations.history import History
     from ..conversations.store import open_reference
 
     reference = conversation.get("store")
@@ -97,10 +96,9 @@ def shown(record: CallRecord) -> tuple[list[dict[str, Any]], list[str]]:
             f"call {record.id}: turn {conversation['turn']!r} is not in conversation {conversation['id']!r} "
             f"of {reference}"
         )
-    missing = [t for t in turn.shown if t not in history.turns or history.turns[t].state != DONE]
-    if missing:
+    ids, inexact = history.shown(turn)  # the recorded form: a rule's window, or ids for old records
+    if inexact is not None:
         raise NotReplayable(
-            f"call {record.id}: the turns it was shown ({', '.join(missing)}) are no longer in conversation "
-            f"{conversation['id']!r}; it cannot be asked again as it was"
+            f"call {record.id}: {inexact} in conversation {conversation['id']!r}; it cannot be asked again as it was"
         )
-    return history_messages(history, turn.shown, turn.without), list(record.sections or [])
+    return [dict(m) for m in history.messages(ids, turn.without)], list(record.sections or [])

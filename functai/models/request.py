@@ -28,8 +28,27 @@ def _frozen(item: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(item))
 
 
-def _tuple(items: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
-    return tuple(map(_frozen, items))
+class Frozen(tuple):  # type: ignore[type-arg]
+    """Messages already read-only, item by item: taken as they are, with no look at each.
+
+    A long conversation shows thousands of earlier messages; they are frozen once, when
+    read from the store, so a request costs what is new in it, not every turn shown.
+    """
+
+    __slots__ = ()
+
+    def __add__(self, other: Sequence[Mapping[str, Any]]) -> "Frozen":  # type: ignore[override]
+        return Frozen(tuple.__add__(self, frozen_messages(other)))
+
+
+def frozen_messages(items: Sequence[Mapping[str, Any]]) -> Frozen:
+    """``items`` as a `Frozen` tuple of read-only messages (as they are when already one)."""
+    if type(items) is Frozen:
+        return items
+    return Frozen(map(_frozen, items))
+
+
+_tuple = frozen_messages
 
 
 def _view(value: Mapping[str, Any]) -> Mapping[str, Any]:
