@@ -33,8 +33,8 @@ def private_uses(path):
     return found
 
 
-def test_there_are_three_builtin_distributions():
-    assert {p.parts[-3] for p in SOURCES} == {"approval", "compaction", "delegate"}
+def test_there_are_four_builtin_distributions():
+    assert {p.parts[-3] for p in SOURCES} == {"approval", "compaction", "delegate", "otel"}
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -1,0 +1,195 @@
+"""functai-otel against the OpenTelemetry SDK's in-memory exporter."""
+
+import json
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+import functai
+from functai import Change, Plugin, Reply, ai, tool
+from functai.testing import ScriptedLM, tool_call, tool_calls
+from functai_otel import otel
+
+
+@pytest.fixture
+def spans(functai_isolated):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    plugin = otel(provider)
+    functai.configure(plugins=[plugin])
+
+    class Spans:
+        tracer = provider.get_tracer("app")
+        otel = plugin
+
+        def all(self):
+            return list(exporter.get_finished_spans())
+
+        def named(self, name):
+            return [s for s in self.all() if s.name == name]
+
+        def one(self, name):
+            [span] = self.named(name)
+            return span
+
+    return Spans()
+
+
+@tool(effects="reads")
+def lookup(order: str) -> str:
+    """Look an order up."""
+    return f"order {order}: shipped"
+
+
+@tool(effects="changes")
+def refund(order: str) -> str:
+    """Refund an order."""
+    raise ValueError(f"cannot refund {order}")
+
+
+@ai
+def summarize(text: str) -> str:
+    """Summarize the text in a few words."""
+
+
+@ai(tools=[lookup, summarize, refund])
+def support(question: str) -> str:
+    """Answer the customer."""
+
+
+def script():
+    return ScriptedLM([
+        Reply(tool_calls=tool_calls([("lookup", {"order": "A1"}), ("summarize", {"text": "long text"})]).tool_calls,
+              finish_reason="tool_calls", usage={"input_tokens": 30, "output_tokens": 8}),
+        Reply(text="short", finish_reason="stop", usage={"input_tokens": 5, "output_tokens": 1}),
+        Reply(text="It shipped.", finish_reason="stop", usage={"input_tokens": 50, "output_tokens": 4}),
+    ])
+
+
+def parent_of(span):
+    return span.parent.span_id if span.parent is not None else None
+
+
+def test_span_tree_of_a_call_with_a_tool_and_a_nested_ai_function(spans):
+    functai.configure(client=script(), lm="openai/gpt-test")
+    with spans.tracer.start_as_current_span("request handler") as app:
+        value, record = support.run("where is A1?")
+    assert value == "It shipped."
+    outer = spans.one("functai.call support")
+    inner = spans.one("functai.call summarize")
+    tool_lookup = spans.one("execute_tool lookup")
+    tool_summarize = spans.one("execute_tool summarize")
+    chats = spans.named("chat gpt-test")
+    assert len(chats) == 3
+    assert parent_of(outer) == app.get_span_context().span_id
+    assert parent_of(tool_lookup) == outer.context.span_id
+    assert parent_of(tool_summarize) == outer.context.span_id
+    assert parent_of(inner) == tool_summarize.context.span_id
+    assert sorted(parent_of(c) for c in chats) == sorted(
+        [outer.context.span_id, outer.context.span_id, inner.context.span_id])
+    assert {s.context.trace_id for s in spans.all()} == {app.get_span_context().trace_id}
+    assert outer.attributes["functai.call.id"] == record.id
+    assert outer.attributes["functai.path"] == "support" and inner.attributes["functai.path"] == "support/summarize"
+    assert outer.attributes["gen_ai.usage.input_tokens"] == 80 and outer.attributes["gen_ai.usage.output_tokens"] == 12
+    assert tool_lookup.attributes["gen_ai.tool.name"] == "lookup"
+    assert tool_lookup.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool_lookup.attributes["functai.tool.effects"] == "reads"
+    assert outer.status.status_code == StatusCode.UNSET
+    for span in (tool_lookup, tool_summarize, inner):  # children lie within their parents
+        assert outer.start_time <= span.start_time <= span.end_time <= outer.end_time
+    assert tool_summarize.start_time <= inner.start_time <= inner.end_time <= tool_summarize.end_time
+
+
+def test_a_call_with_no_application_span_is_a_root(spans):
+    functai.configure(client=ScriptedLM(["short"]))
+    summarize("x")
+    assert spans.one("functai.call summarize").parent is None
+
+
+def test_model_request_spans_follow_the_genai_conventions(spans):
+    functai.configure(client=script(), lm="openai/gpt-test", temperature=0.2, max_tokens=100)
+    support("where is A1?")
+    first = min(spans.named("chat gpt-test"), key=lambda s: s.start_time)
+    assert first.attributes["gen_ai.operation.name"] == "chat"
+    assert first.attributes["gen_ai.request.model"] == "gpt-test"
+    assert first.attributes["gen_ai.provider.name"] == "openai"
+    assert first.attributes["gen_ai.request.temperature"] == 0.2
+    assert first.attributes["gen_ai.request.max_tokens"] == 100
+    assert tuple(first.attributes["gen_ai.response.finish_reasons"]) == ("tool_calls",)
+    assert first.attributes["gen_ai.usage.input_tokens"] == 30
+    assert first.attributes["gen_ai.usage.output_tokens"] == 8
+    assert first.kind.name == "CLIENT"
+
+
+def test_a_failed_call_has_error_status_and_a_failed_tool_is_marked(spans):
+    @ai
+    def count(text: str) -> int:
+        """How many words."""
+
+    functai.configure(client=ScriptedLM(["many", "lots"]))
+    with pytest.raises(functai.OutputError):
+        count("a b")
+    span = spans.one("functai.call count")
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes["error.type"] == "output-invalid"
+    assert span.status.description == "output-invalid"
+
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "Sorry."]))
+    support("refund A1")
+    failed = spans.one("execute_tool refund")
+    assert failed.status.status_code == StatusCode.ERROR and failed.attributes["error.type"] == "ValueError"
+    assert "cannot refund A1" in failed.status.description
+
+
+def test_changes_are_span_events_and_content_only_when_the_record_keeps_it(spans):
+    brief = Plugin("brief", version="2.1.0", before_call=lambda call: Change(sections=["SECRET SECTION"]))
+    no_refunds = Plugin("no-refunds", tool_call=lambda t: Change(block="NOT TODAY") if t.name == "refund" else None)
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "SECRET-ORDER"}), "SECRET ANSWER"]),
+                      plugins=[brief, no_refunds, spans.otel])
+    support("SECRET QUESTION")
+    call = spans.one("functai.call support")
+    events = [(e.name, dict(e.attributes)) for e in call.events]
+    assert [(a["functai.plugin"], a["functai.plugin.version"], a["functai.hook"]) for _, a in events] == [
+        ("brief", "2.1.0", "before_call"), ("no-refunds", "0.0.0", "tool_call")]
+    assert json.loads(events[0][1]["functai.change"]) == {"sections": ["SECRET SECTION"]}
+    assert spans.one("execute_tool refund").attributes["functai.tool.blocked"] == "no-refunds"
+
+    before = len(spans.all())
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "SECRET-ORDER"}), "SECRET ANSWER"]),
+                      log_content=False)
+    support("SECRET QUESTION")
+    new = spans.all()[before:]
+    call = next(s for s in new if s.name == "functai.call support")
+    assert [dict(e.attributes).get("functai.change") for e in call.events] == [None, None]
+    dumped = "".join(s.to_json() for s in new)
+    assert "SECRET" not in dumped
+
+
+def test_no_api_key_reaches_any_span(spans):
+    key = "sk-test-KEY-0123456789abcdef"
+    functai.configure(client=script(), lm="openai/gpt-test", api_key=key)
+    support("where is A1?")
+    dumped = "".join(s.to_json() for s in spans.all())
+    assert spans.all() and key not in dumped and "KEY-0123" not in dumped
+
+
+def test_a_raising_exporter_side_never_breaks_a_call(functai_isolated):
+    class Broken:
+        def get_tracer(self, *args, **kwargs):
+            raise RuntimeError("no tracer today")
+
+    functai.configure(client=ScriptedLM(["short"]), plugins=[otel(Broken())])
+    with pytest.warns(RuntimeWarning, match="plugin=otel"):
+        value, record = summarize.run("x")
+    assert value == "short"
+
+
+def test_the_installed_plugin_uses_the_global_provider_and_has_its_hooks():
+    import functai_otel
+
+    assert functai_otel.plugin.name == "otel" and functai_otel.plugin.version == functai_otel.__version__
+    assert functai_otel.plugin.hooks == ("before_call", "reply", "tool_call", "tool_result", "call_end")
