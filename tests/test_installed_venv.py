@@ -170,20 +170,53 @@ COMPACTION = textwrap.dedent('''
 ''')
 
 
+def docs_replacement(tmp_path):
+    """The replacement compaction of docs/builtins.md, as the folder the page describes."""
+    import re
+
+    page = (ROOT / "docs" / "builtins.md").read_text()
+    folder = tmp_path / "my-compaction"
+    folder.mkdir()
+    for body in re.findall(r"```\w*\n(.*?)```", page, flags=re.S):
+        first = body.splitlines()[0]
+        if first.startswith("# my-compaction/"):
+            (folder / first.removeprefix("# my-compaction/")).write_text(body)
+    assert sorted(p.name for p in folder.iterdir()) == ["my_compaction.py", "pyproject.toml"]
+    return str(folder)
+
+
 def test_uninstalling_compaction_names_it_and_a_replacement_is_used(venv, tmp_path):
     assert run(venv, COMPACTION) == 'Plugin("compaction", 0.1.0: context, turn_end)'
     uninstall(venv, "functai-compaction")
     try:
         out = run(venv, COMPACTION)
         assert out.startswith("builtin-missing |") and "pip install functai-compaction" in out
-        install(venv, package(tmp_path, "my-compaction", '''
-            import functai
-
-            def compaction(keep=20, every=10, **options):
-                return functai.Plugin("compaction", version="9.0.0", turn_end=lambda turn: None)
-        ''', {"functai.builtins": {"compaction": "my_compaction:compaction"}}))
-        assert run(venv, COMPACTION) == 'Plugin("compaction", 9.0.0: turn_end)'
+        install(venv, docs_replacement(tmp_path))  # the example of docs/builtins.md, as written there
+        assert run(venv, COMPACTION) == 'Plugin("compaction", 1.0.0: context)'
+        listing = subprocess.run([str(venv.parent / "functai"), "plugins"], capture_output=True, text=True,
+                                 env={k: v for k, v in os.environ.items() if not k.startswith("FUNCTAI_")})
+        row = next(line for line in listing.stdout.splitlines() if line.startswith("compaction "))
+        assert row.split() == ["compaction", "my-compaction", "1.0.0", "my_compaction:compaction"]
         uninstall(venv, "my-compaction")
     finally:
         install(venv, BUILTINS[1])
     assert run(venv, COMPACTION) == 'Plugin("compaction", 0.1.0: context, turn_end)'
+
+
+def test_the_example_plugin_installs_after_this_functai_and_its_tests_pass(venv):
+    """README and docs/writing-plugins.md: this functai first (the fixture), then the plugin."""
+    example = ROOT / "examples" / "functai-plugin-example"
+    subprocess.run([*pip(venv, "install", "--no-build-isolation"), str(example), "pytest>=7.4"], check=True)
+    try:
+        origin = run(venv, "import json, importlib.metadata as m; "
+                           "print(json.loads(m.distribution('functai').read_text('direct_url.json'))['url'])")
+        assert origin == ROOT.as_uri()  # the plugin's `functai>=0.1,<0.2` was met by this functai: nothing fetched
+        tests = subprocess.run(
+            [str(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example / "tests")],
+            capture_output=True, text=True, cwd=str(example),
+            env={k: v for k, v in os.environ.items() if not k.startswith("FUNCTAI_")},
+        )
+        assert tests.returncode == 0, tests.stdout + tests.stderr
+        assert " passed" in tests.stdout
+    finally:
+        uninstall(venv, "functai-plugin-example")
