@@ -3,6 +3,9 @@
 bind → resolve layers → ``before_call`` → layout (refusing one that would drop
 a changed instruction) → [``request`` → client → tools]* → read the output,
 asking again with the reason when it cannot be read → record.
+
+Written once, sans I/O: `call_steps` yields the effects it needs (see
+`functai.calls.steps`) and the sync, async and streaming drivers perform them.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..errors import FunctAIError, OutputError, Waiting
 from ..hooks.change import Change
 from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
-from ..hooks.fold import call_handler, fold, record as change_record, refuse
-from ..hooks.hear import hear
+from ..hooks.fold import call_handler_steps, fold_steps, record as change_record, refuse
+from ..hooks.hear import hear_steps
 from ..hooks.plugin import Plugin
 from ..models import providers
 from ..models.replies import non_answer
@@ -27,6 +30,7 @@ from . import layout as layouts
 from . import records
 from .outputs import describe, read_output
 from .scope import TurnScope, current_turn
+from .steps import Send, Steps, drive
 from .tools import ToolRunner
 
 if TYPE_CHECKING:
@@ -90,6 +94,13 @@ def _now() -> str:
 
 
 def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) -> records.Result:
+    """A plain call: the pipeline run by the sync driver."""
+    return drive(call_steps(fn, args, kwargs))
+
+
+def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], listen: bool = False) -> Steps[records.Result]:
+    """The whole call as steps. ``listen``: the driver has a stream consumer, so
+    the pipeline notes tool events and may ask a person at the stream."""
     inputs = fn.bind(args, kwargs)
     scope = current_turn.get()
     own_turn = scope is not None and not scope.claimed and fn is scope.program
@@ -140,6 +151,7 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         depth, budget = frame.depth + 1, frame.budget
     logged = True
     token = current.set(Frame(record, path, ordinal, depth, budget))
+    closing = False
     try:
         if depth > values["max_depth"]:
             raise FunctAIError(
@@ -147,7 +159,7 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
                 "or check why the calls keep nesting (an AI function that calls itself as a tool?)",
                 code="max-depth",
             )
-        value = _ask(fn, inputs, resolved, record, path, scope if own_turn else None, ordinal)
+        value = yield from _ask(fn, inputs, resolved, record, path, scope if own_turn else None, ordinal, listen)
         record.output = value
         return records.Result(value, record)
     except Waiting as waiting:
@@ -168,6 +180,7 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         raise
     except BaseException as error:  # KeyboardInterrupt, cancellation: passes through, but is no success
         record.error = {"code": "interrupted", "message": type(error).__name__}
+        closing = isinstance(error, GeneratorExit)
         raise
     finally:
         current.reset(token)
@@ -175,23 +188,29 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             pop_block(block)
         record.seconds = round(time.perf_counter() - started, 6)
         if logged:
-            _finish(record, resolved)
+            values = resolved.values
+            if not values["log_content"]:
+                records.without_content(record)
+            if resolved.plan.handlers["call_end"]:
+                if closing:  # a stream dropped mid-call: its generator may not yield any more
+                    drive(_call_end(record, resolved))
+                else:
+                    yield from _call_end(record, resolved)
+            folder = values.get("log_calls")
+            if folder:
+                records.append(folder, record)
 
 
-def _finish(record: records.CallRecord, resolved: Resolved) -> None:
+def _call_end(record: records.CallRecord, resolved: Resolved) -> Steps[None]:
+    """Run call_end after the content is dropped: handlers see the record as it is written."""
     values = resolved.values
-    if not values["log_content"]:
-        records.without_content(record)
     handlers = resolved.plan.handlers["call_end"]
-    if handlers:  # after the content is dropped: handlers see the record as it is written
+    if handlers:
         event = CallEndEvent(record=RecordView(record), function=record.function, path=record.path,
                              error=record.error["code"] if record.error else None, seconds=record.seconds,
                              usage=MappingProxyType(dict(record.usage)))
-        hear("call_end", handlers, event, record.heard if values.get("record_timing") else None,
+        yield from hear_steps("call_end", handlers, event, record.heard if values.get("record_timing") else None,
              function=record.function, call=record.id)
-    folder = values.get("log_calls")
-    if folder:
-        records.append(folder, record)
 
 
 def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None:
@@ -243,13 +262,12 @@ def _refuse_dropped_instruction(record: records.CallRecord, why: str) -> FunctAI
     return refuse(plugin, first["hook"], field, message)
 
 
-def _request_hook(resolved: Resolved, request: Request, record: records.CallRecord, fn: "AIFunction", path: str) -> Request:
-    handlers = resolved.plan.handlers["request"]
-    if not handlers:
-        return request
+def _request_hook(
+    handlers: Any, request: Request, record: records.CallRecord, fn: "AIFunction", path: str
+) -> Steps[Request]:
     event = RequestEvent(request=request, function=fn.name, path=path)
     for plugin, handler in handlers:
-        result = call_handler(plugin, "request", handler, event)
+        result = yield from call_handler_steps(plugin, "request", handler, event)
         if result is None or isinstance(result, Change) and not result.fields_set():
             continue
         if result is event.request or (isinstance(result, Request) and result == event.request):
@@ -293,7 +311,8 @@ def _ask(
     path: str,
     own_turn: TurnScope | None,
     ordinal: int,
-) -> Any:
+    listen: bool = False,
+) -> Steps[Any]:
     """The call itself. ``own_turn`` is the turn when this is a turn's own call."""
     values = resolved.values
     scope = current_turn.get()
@@ -328,7 +347,7 @@ def _ask(
         )
         if scope is not None:
             set_field(event, "_memory", scope.memory)
-        fold("before_call", handlers, event, record.changes, _apply_before_call)
+        yield from fold_steps("before_call", handlers, event, record.changes, _apply_before_call)
         instruction, sections, lm, tools, settings_view = (
             event.instruction, event.sections, event.lm, event.tools, event.settings
         )
@@ -351,6 +370,7 @@ def _ask(
     retries = values["retries"]
     max_steps = values["max_steps"]
     heard_reply = resolved.plan.handlers["reply"]
+    request_handlers = resolved.plan.handlers["request"]
     sent = 0.0
     reasks = steps = 0
     while True:
@@ -361,17 +381,18 @@ def _ask(
             settings=model_settings,
             output_schema=fn.output_schema,
         )
-        request = _request_hook(resolved, request, record, fn, path)
+        if request_handlers:
+            request = yield from _request_hook(request_handlers, request, record, fn, path)
         budget.spend(fn)
         record.attempts += 1
         if heard_reply:
             sent = time.perf_counter()
-        reply = client.complete(request) if scope is None else scope.complete(client, request)
+        reply = yield Send(client, request, scope)
         _add_usage(record, reply)
         if heard_reply:
             event = ReplyEvent(request=request, reply=reply, seconds=round(time.perf_counter() - sent, 6),
                                attempt=record.attempts, function=fn.name, path=path)
-            hear("reply", heard_reply, event, record.heard if values.get("record_timing") else None,
+            yield from hear_steps("reply", heard_reply, event, record.heard if values.get("record_timing") else None,
                  function=fn.name, call=record.id)
         problem = non_answer(reply, fn.output_schema is not None)
         if problem is not None:  # a refusal, a filter, a cut value, nothing: asking again would not help
@@ -385,8 +406,8 @@ def _ask(
                     code="max-steps",
                 )
             if runner is None:
-                runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal)
-            messages = frozen_messages(messages) + runner.run(reply)  # what was sent stays frozen
+                runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal, listen)
+            messages = frozen_messages(messages) + (yield from runner.run(reply))  # what was sent stays frozen
             continue
         text = reply.text if reply.text is not None else ""
         try:

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import FunctAIError, PluginError, Waiting
 from ..hooks.events import ToolCallEvent, ToolResultEvent, set_field
-from ..hooks.fold import call_handler, check_change, record as change_record
+from ..hooks.fold import call_handler_steps, check_change, record as change_record
 from ..hooks.order import Plan
 from ..log import warn
 from ..models.request import Reply, ToolCall
 from .outputs import output_schema, to_jsonable
 from .records import CallRecord
 from .scope import TurnScope
+from .steps import Ask, Invoke, Note, Steps
 
 if TYPE_CHECKING:
     from .function import AIFunction
@@ -82,12 +83,24 @@ class Tool:
         self.effects = effects
         self.description: str = (inspect.getdoc(fn) or "").strip()
         self.parameters = _input_schema(fn, self.name)
+        self.is_async = inspect.iscoroutinefunction(fn)
 
     def schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
     def invoke(self, input: Mapping[str, Any]) -> Any:
         return self.fn(**input)
+
+    async def ainvoke(self, input: Mapping[str, Any]) -> Any:
+        """Run in an async call: awaited if ``async def``, else in a worker thread (keeping contextvars)."""
+        if self.is_async:
+            return await self.fn(**input)
+        import asyncio
+
+        value = await asyncio.to_thread(self.fn, **input)
+        if value is not None and hasattr(value, "__await__"):
+            value = await value
+        return value
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -137,6 +150,9 @@ class _ProgramTool:
     def invoke(self, input: Mapping[str, Any]) -> Any:
         return self.program(**input)
 
+    async def ainvoke(self, input: Mapping[str, Any]) -> Any:
+        return await self.program.acall(**input)
+
 
 def output_text(value: Any) -> str:
     """A tool's result as the model reads it."""
@@ -169,8 +185,13 @@ class ToolRunner:
         plan: Plan,
         scope: TurnScope | None = None,
         ordinal: int = 0,
+        listen: bool = False,
     ) -> None:
         self.fn = fn
+        #: A stream consumer hears tool events and may answer approvals in-process.
+        self.listen = listen
+        #: Answers given at the stream, by approval key: (allow, reason).
+        self.answers: dict[str, tuple[bool, str | None]] = {}
         self.scope = scope
         self.ordinal = ordinal
         self.record = record
@@ -183,7 +204,7 @@ class ToolRunner:
         self.tools = {name: as_tool(by_name[name]) for name in offered}
         self.schemas = tuple(t.schema() for t in self.tools.values())
 
-    def run(self, reply: Reply) -> list[dict[str, Any]]:
+    def run(self, reply: Reply) -> Steps[list[dict[str, Any]]]:
         """Run a reply's tool calls in order; the messages that report them."""
         messages: list[dict[str, Any]] = [
             {
@@ -194,11 +215,11 @@ class ToolRunner:
         ]
         for call in reply.tool_calls:
             self.invocations += 1
-            content = self._one(call, self.invocations)
+            content = yield from self._one(call, self.invocations)
             messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
         return messages
 
-    def _one(self, call: ToolCall, invocation: int) -> str:
+    def _one(self, call: ToolCall, invocation: int) -> Steps[str]:
         entry: dict[str, Any] = {"name": call.name, "id": call.id, "input": dict(call.input)}
         self.record.tool_calls.append(entry)
         scope = self.scope
@@ -208,7 +229,7 @@ class ToolRunner:
             if recorded is not None and recorded.get("state") != "suspended":
                 return self._reuse(entry, site, recorded)
         first_change = len(self.record.changes)
-        text = self._run_one(call, invocation, entry, site)
+        text = yield from self._run_one(call, invocation, entry, site)
         if scope is not None:
             scope.tool_done(site, entry, self.record.changes[first_change:])
         return text
@@ -225,7 +246,7 @@ class ToolRunner:
         self.scope.tool_done(site, entry, ())  # type: ignore[union-attr]
         return INTERRUPTED
 
-    def _run_one(self, call: ToolCall, invocation: int, entry: dict[str, Any], site: str) -> str:
+    def _run_one(self, call: ToolCall, invocation: int, entry: dict[str, Any], site: str) -> Steps[str]:
         found = self.tools.get(call.name)
         if found is None:
             have = ", ".join(self.tools) or "none"
@@ -233,20 +254,32 @@ class ToolRunner:
             entry["output"] = f"There is no tool named {call.name!r}. Tools you can use: {have}."
             return entry["output"]
 
-        event = ToolCallEvent(
-            name=call.name,
-            input=MappingProxyType(dict(call.input)),
-            effects=found.effects,
-            path=f"{self.path}/{call.name}",
-            invocation=invocation,
-            id=call.id,
-            function=self.fn.name,
-            settings=self.settings,
-            ask_person=functools.partial(_ask_person, self.scope, site),
-        )
-        if self.scope is not None:
-            set_field(event, "_memory", self.scope.memory)
-        stopped = self._tool_call_hook(event, entry)
+        first_change = len(self.record.changes)
+        while True:
+            event = ToolCallEvent(
+                name=call.name,
+                input=MappingProxyType(dict(call.input)),
+                effects=found.effects,
+                path=f"{self.path}/{call.name}",
+                invocation=invocation,
+                id=call.id,
+                function=self.fn.name,
+                settings=self.settings,
+                ask_person=functools.partial(_ask_person, self.scope, site, self),
+            )
+            if self.scope is not None:
+                set_field(event, "_memory", self.scope.memory)
+            try:
+                stopped = yield from self._tool_call_hook(event, entry)
+            except _Asking as asking:  # a person at the stream may answer: the hook runs again with it
+                del self.record.changes[first_change:]
+                answer = yield Ask(asking.approval)
+                if answer is None:
+                    self.listen = False  # nobody answered: what a call without a stream does
+                else:
+                    self.answers[asking.approval["key"]] = answer
+                continue
+            break
         if stopped is None and self.scope is not None:
             refused = self.scope.refusal(site)
             if refused is not None:  # a person said no before this process resumed the turn
@@ -255,11 +288,13 @@ class ToolRunner:
         if stopped is not None:
             entry["output"] = stopped
             return stopped
+        if self.listen:
+            yield Note(_event("tool_call", name=call.name, input=entry["input"], path=event.path))
 
         if self.scope is not None and found.effects != "reads":
             self.scope.tool_started(site, entry)
         try:
-            value = found.invoke(dict(event.input))
+            value = yield Invoke(found, dict(event.input))
         except Waiting:
             if self.scope is not None:  # a call inside the tool waits: on resume the tool runs again
                 self.scope.tool_suspended(site, entry)
@@ -276,16 +311,18 @@ class ToolRunner:
             entry["error"] = f"{type(error).__name__}: {error}"
             value = f"The tool failed: {type(error).__name__}: {error}"
         text = output_text(value)
-        text = self._tool_result_hook(call, event, invocation, text)
+        text = yield from self._tool_result_hook(call, event, invocation, text)
         entry["output"] = text
+        if self.listen:
+            yield Note(_event("tool_result", name=call.name, output=text, path=event.path))
         return text
 
-    def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> str | None:
+    def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> Steps[str | None]:
         """Fold ``tool_call``; the text the model is shown if the tool may not run."""
         for plugin, handler in self._tool_call_handlers(event):
             event._refusal = None
             try:
-                result = call_handler(plugin, "tool_call", handler, event)
+                result = yield from call_handler_steps(plugin, "tool_call", handler, event)
                 change = check_change(plugin, "tool_call", result)
             except PluginError as error:
                 if getattr(error, "code", None) != "plugin-failed":
@@ -322,7 +359,7 @@ class ToolRunner:
                     yield plugin, handler
                 set_field(event, "settings", self.settings)
 
-    def _tool_result_hook(self, call: ToolCall, event: ToolCallEvent, invocation: int, text: str) -> str:
+    def _tool_result_hook(self, call: ToolCall, event: ToolCallEvent, invocation: int, text: str) -> Steps[str]:
         handlers = self.plan.handlers["tool_result"]
         if not handlers:
             return text
@@ -337,7 +374,8 @@ class ToolRunner:
         if self.scope is not None:
             set_field(result, "_memory", self.scope.memory)
         for plugin, handler in handlers:
-            change = check_change(plugin, "tool_result", call_handler(plugin, "tool_result", handler, result))
+            returned = yield from call_handler_steps(plugin, "tool_result", handler, result)
+            change = check_change(plugin, "tool_result", returned)
             if change is not None:
                 set_field(result, "output", change.output)
                 self.record.changes.append(change_record(plugin, "tool_result", change.to_data()))
@@ -353,11 +391,29 @@ def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:
     return refused_text(reason)
 
 
+class _Asking(FunctAIError):
+    """Raised through the ``tool_call`` handlers when a person at a stream can be asked."""
+
+    code = "approval-asked"
+
+    def __init__(self, approval: dict[str, Any]) -> None:
+        super().__init__("a person at the stream is asked")
+        self.approval = approval
+
+
+def _event(kind: str, **fields: Any) -> Any:
+    from .streaming import StreamEvent
+
+    return StreamEvent(kind, **fields)
+
+
 def _ask_person(
-    scope: TurnScope | None, site: str, event: ToolCallEvent, reason: str | None, decide: Callable[[Any], Any] | None
+    scope: TurnScope | None, site: str, runner: ToolRunner | None, event: ToolCallEvent, reason: str | None,
+    decide: Callable[[Any], Any] | None,
 ) -> bool:
     """``tool.ask``: ``decide`` answers at once; in a turn, a recorded answer
-    does, or the turn waits; in a plain call nobody can be asked."""
+    does; a person at a stream may; else the turn waits; in a plain call
+    nobody can be asked."""
     if decide is not None:
         return _decided(event, decide(event))
     approval = {
@@ -369,11 +425,15 @@ def _ask_person(
         "plugin": event._plugin,
         "question": reason,
     }
+    answered = scope.answer(approval["key"]) if scope is not None and scope.waits else None
+    if answered is None and runner is not None:
+        answered = runner.answers.get(approval["key"])
+        if answered is None and runner.listen:
+            raise _Asking(approval)
+    if answered is not None:
+        allowed, why = answered
+        return _decided(event, True if allowed else (why or False))
     if scope is not None and scope.waits:
-        answered = scope.answer(approval["key"])
-        if answered is not None:
-            allowed, why = answered
-            return _decided(event, True if allowed else (why or False))
         raise Waiting(
             f"the tool call {event.path} waits for a person's approval (asked by plugin {event._plugin!r})",
             approvals=[approval],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from ..calls.steps import Await, Steps, drive
 from ..errors import FunctAIError, PluginError
 from .change import HOOK_FIELDS, Change
 from .events import Event
@@ -74,6 +75,20 @@ def call_handler(plugin: Plugin, hook: str, handler: Callable[[Any], Any], event
         event._plugin = None
 
 
+def call_handler_steps(plugin: Plugin, hook: str, handler: Callable[[Any], Any], event: Event) -> Steps[Any]:
+    """`call_handler` for the pipeline: an ``async def`` handler's coroutine is awaited by the driver."""
+    event._plugin = plugin.name
+    try:
+        result = handler(event)
+        if result is not None and hasattr(result, "__await__"):
+            result = yield Await(result)
+        return result
+    except Exception as error:
+        raise handler_error(plugin, hook, error)
+    finally:
+        event._plugin = None
+
+
 def record(plugin: Plugin, hook: str, data: dict[str, Any]) -> dict[str, Any]:
     return {"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": data}
 
@@ -102,6 +117,17 @@ def fold(
     changes: list[dict[str, Any]],
     apply: Apply,
 ) -> None:
+    """`fold_steps` outside the pipeline (an ``async def`` handler runs on a private event loop)."""
+    drive(fold_steps(hook, handlers, event, changes, apply))
+
+
+def fold_steps(
+    hook: str,
+    handlers: Sequence[Handler],
+    event: Event,
+    changes: list[dict[str, Any]],
+    apply: Apply,
+) -> Steps[None]:
     """Run ``handlers`` for a changing hook whose handlers return Changes.
 
     This loop runs for every handler of every call, so the common case — a
@@ -112,6 +138,8 @@ def fold(
         event._plugin = plugin.name
         try:
             result = handler(event)
+            if result is not None and hasattr(result, "__await__"):
+                result = yield Await(result)
         except Exception as error:
             raise handler_error(plugin, hook, error)
         if result is None:

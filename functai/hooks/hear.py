@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
+from ..calls.steps import Await, Steps, drive
 from ..log import warn
 from .events import Event
 from .order import Handler
@@ -24,10 +25,22 @@ def hear(
     heard: list[dict[str, Any]] | None = None,
     **where: Any,
 ) -> None:
+    """`hear_steps` outside the pipeline (an ``async def`` handler runs on a private event loop)."""
+    drive(hear_steps(hook, handlers, event, heard, **where))
+
+
+def hear_steps(
+    hook: str,
+    handlers: Sequence[Handler],
+    event: Event,
+    heard: list[dict[str, Any]] | None = None,
+    **where: Any,
+) -> Steps[None]:
     """Run each handler of ``hook`` on ``event``; report, never raise, what they raise.
 
     ``heard`` (only when timing is on) gets ``{"plugin", "version", "hook", "µs"}``
-    per handler; ``where`` names the call in a failure's warning.
+    per handler; ``where`` names the call in a failure's warning. An ``async def``
+    handler is awaited by the driver.
     """
     for plugin, handler in handlers:
         event._plugin = plugin.name
@@ -35,7 +48,7 @@ def hear(
         try:
             result = handler(event)
             if result is not None and hasattr(result, "__await__"):
-                run_awaitable(result)
+                yield Await(result)
         except Exception as error:
             warn("hook failed", plugin=plugin.name, version=plugin.version, hook=hook,
                  error=f"{type(error).__name__}: {error}", **where)
