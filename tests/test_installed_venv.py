@@ -220,3 +220,32 @@ def test_the_example_plugin_installs_after_this_functai_and_its_tests_pass(venv)
         assert " passed" in tests.stdout
     finally:
         uninstall(venv, "functai-plugin-example")
+
+
+GATEWAY = textwrap.dedent('''
+    import functai
+
+    @functai.ai
+    def capital(country: str) -> str:
+        """The capital city of the country."""
+
+    functai.configure(lm="gateway/small-model")
+    print(capital("Peru"))
+''')
+
+
+def test_an_installed_provider_distribution_serves_its_models(venv):
+    from loopback import LoopbackServer, Scripted, completion
+
+    install(venv, str(ROOT / "examples" / "functai-provider-example"))
+    try:
+        with LoopbackServer(default=Scripted(body=completion("Lima"))) as server:
+            out = run(venv, GATEWAY, GATEWAY_BASE_URL=server.url, GATEWAY_API_KEY="gw-key-0123456789",
+                      OPENAI_API_KEY="sk-openai-not-for-the-gateway")
+        assert out == "Lima"
+        [got] = server.requests
+        assert got.body["model"] == "small-model"
+        assert got.headers["authorization"] == "Bearer gw-key-0123456789"
+        assert got.headers["x-gateway-app"] == "functai-example"
+    finally:
+        uninstall(venv, "functai-provider-example")

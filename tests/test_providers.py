@@ -11,7 +11,7 @@ from functai.testing import ScriptedLM
 @pytest.fixture
 def fresh_providers(monkeypatch):
     monkeypatch.setattr(providers, "_manager", None)
-    monkeypatch.setattr(providers, "_clients", providers._LRU(256, close_evicted=False))
+    monkeypatch.setattr(providers, "_clients", providers._LRU(providers.MAX_CLIENTS, close_evicted=False))
 
 
 @ai

@@ -168,7 +168,7 @@ _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
 # Every (provider, model, settings) resolved so far; the clients themselves are
 # owned (and closed) by their providers, so dropping one here closes nothing.
-_clients = _LRU(256, close_evicted=False)
+_clients = _LRU(MAX_CLIENTS, close_evicted=False)
 
 
 def manager() -> pluggy.PluginManager:

@@ -1,0 +1,149 @@
+"""Output schemas the server enforces (strict), and the fallback for servers that refuse them."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from typing import Iterator, Literal, Optional
+
+import attrs
+import pydantic
+import pytest
+from loopback import LoopbackServer, Scripted, completion, error_body
+
+import functai
+from functai import ai
+from functai.calls.outputs import output_schema
+from functai.errors import ModelError
+from functai.models import openai as openai_client
+from functai.models.wire import strict_schema, wrap_schema
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackServer]:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(openai_client, "_formats", {})
+    with LoopbackServer() as srv:
+        functai.configure(lm="openai/m", base_url=srv.url, http_retries=0)
+        yield srv
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclasses.dataclass
+class Person:
+    name: str
+    age: int
+    nickname: Optional[str] = None  # optional: required and nullable on the wire
+
+
+@attrs.define
+class Pet:
+    name: str
+    kind: Literal["cat", "dog"]
+
+
+class Order(pydantic.BaseModel):
+    item: str
+    colour: Colour
+    notes: Optional[str] = None
+    tags: list[str] = []
+
+
+@ai
+def person(text: str) -> Person:
+    """The person the text is about."""
+
+
+@pytest.mark.parametrize(
+    "tp",
+    [Person, Pet, Order, Literal["a", "b"], Colour, list[Person], Optional[int], int, list[str]],
+    ids=lambda tp: getattr(tp, "__name__", str(tp)),
+)
+def test_common_output_types_qualify_for_strict(tp) -> None:
+    wrapped, _ = wrap_schema(output_schema(tp))
+    strict = strict_schema(wrapped)
+    assert strict is not None
+
+    def objects(node):
+        if isinstance(node, dict):
+            if node.get("type") == "object" or "properties" in node:
+                yield node
+            for value in node.values():
+                yield from objects(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from objects(value)
+
+    for node in objects(strict):
+        assert node["additionalProperties"] is False
+        assert sorted(node["required"]) == sorted(node["properties"])
+
+
+@pytest.mark.parametrize("tp", [dict[str, int], tuple[int, str], set[int]], ids=str)
+def test_schemas_that_cannot_be_enforced_are_sent_without_strict(tp) -> None:
+    wrapped, _ = wrap_schema(output_schema(tp))
+    assert strict_schema(wrapped) is None
+
+
+def test_strict_true_on_the_wire_for_a_dataclass(server: LoopbackServer) -> None:
+    server.reply('{"name": "Ada", "age": 36, "nickname": null}')
+    assert person("Ada, 36") == Person("Ada", 36, None)
+    fmt = server.requests[0].body["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    schema = fmt["json_schema"]["schema"]
+    assert schema["required"] == ["name", "age", "nickname"] and schema["additionalProperties"] is False
+    assert {"type": "null"} in schema["properties"]["nickname"]["anyOf"]
+
+
+def test_a_400_to_json_schema_falls_back_to_json_object_and_is_remembered(server: LoopbackServer) -> None:
+    server.script(
+        Scripted(status=400, body=error_body("response_format json_schema is not supported")),
+        Scripted(body=completion('{"name": "Ada", "age": 36, "nickname": null}')),
+        Scripted(body=completion('{"name": "Bob", "age": 7, "nickname": "B"}')),
+    )
+    assert person("Ada, 36") == Person("Ada", 36, None)
+    assert person("Bob, 7") == Person("Bob", 7, "B")
+    first, second, third = (r.body for r in server.requests)
+    assert first["response_format"]["type"] == "json_schema"
+    assert second["response_format"] == {"type": "json_object"}
+    assert "JSON schema" in second["messages"][0]["content"]  # the schema is said in the instructions
+    assert '"nickname"' in second["messages"][0]["content"]
+    assert third["response_format"] == {"type": "json_object"}  # remembered for this base URL
+
+
+def test_then_to_instructions_only(server: LoopbackServer) -> None:
+    server.script(
+        Scripted(status=400, body=error_body("unknown field response_format.json_schema")),
+        Scripted(status=400, body=error_body("response_format type json_object is not supported")),
+        Scripted(body=completion('{"name": "Ada", "age": 36, "nickname": null}')),
+    )
+    assert person("Ada, 36") == Person("Ada", 36, None)
+    last = server.requests[-1].body
+    assert "response_format" not in last and "JSON schema" in last["messages"][0]["content"]
+    server.reply('{"name": "Bob", "age": 7, "nickname": null}')
+    person("Bob, 7")
+    assert "response_format" not in server.requests[-1].body
+
+
+def test_a_400_that_no_format_cures_is_the_first_error_and_is_not_remembered(server: LoopbackServer) -> None:
+    server.script(*[Scripted(status=400, body=error_body(f"model m does not exist ({n})")) for n in range(3)])
+    with pytest.raises(ModelError) as info:
+        person("Ada")
+    assert "(0)" in info.value.message and info.value.status == 400
+    assert openai_client._formats == {}
+
+
+def test_a_str_output_sends_no_format(server: LoopbackServer) -> None:
+    @ai
+    def summary(text: str) -> str:
+        """Summarise."""
+
+    server.reply("short")
+    assert summary("long text") == "short"
+    assert "response_format" not in server.requests[0].body
+    assert json.dumps(server.requests[0].body).count("JSON schema") == 0
