@@ -401,12 +401,12 @@ def test_approve_without_an_approval_plugin_refuses_naming_the_distribution():
     assert "functai-approval" in info.value.message
 
 
-def test_an_ai_function_tool_declares_no_effects_so_it_counts_as_changes(approval):
+def test_an_ai_function_tool_holding_a_tool_that_changes_things_counts_as_changes(approval):
     questions = []
     routed(Desk=[tool_call("answer", {"question": "q"}), "ok"], Answer=["inner"])
     with functai.settings(approve=lambda t: questions.append((t.name, t.effects, t.path)) or True):
         desk("x")
-    assert questions == [("answer", None, "desk/answer")]
+    assert questions == [("answer", "changes", "desk/answer")]  # answer holds refund
 
 
 def test_undeclared_effects_count_as_changes(approval):

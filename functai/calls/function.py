@@ -16,11 +16,12 @@ import typing
 from typing import Any, Callable, Sequence, TypeVar, overload
 
 from ..layers import SETTING_NAMES, Layer
+from .inputs import InputChecker
 from .layout import Template
 from .outputs import output_schema, to_jsonable
 from .records import Result
 from .run import run_call
-from .tools import as_tool
+from .tools import EFFECTS, as_tool, derived_effects
 
 R = TypeVar("R")
 
@@ -49,6 +50,7 @@ class AIFunction:
         tools: Sequence[Any] = (),
         layout: Template | None = None,
         own: Layer,
+        effects: str | None = None,
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -78,12 +80,27 @@ class AIFunction:
         self.tool_names: tuple[str, ...] = tuple(_tool_name(t) for t in self.tools)
         if len(set(self.tool_names)) != len(self.tool_names):
             raise TypeError(f"@ai function {self.name}: two tools share a name: {self.tool_names}")
+        if effects is not None and effects not in EFFECTS:
+            raise ValueError(f"@ai function {self.name}: effects must be 'reads' or 'changes' (or left out), not {effects!r}")
+        #: What ``@ai(effects=...)`` declared; None means derived from the tools (see `effects`).
+        self.declared_effects: str | None = effects
         self.own = own
         self.version: str = self._version()
         params = self.signature.parameters.values()
         self._positional = sum(1 for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
         self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
         self._schemas: dict[tuple[str, ...], tuple[dict[str, Any], ...]] = {}
+        self._hints = hints
+        self._checker: InputChecker | None = None
+
+    def check_inputs(self, inputs: dict[str, Any]) -> None:
+        """Refuse ``input-invalid`` for an input that does not fit its annotation
+        or cannot be shown to the model (the checks are built on the first call)."""
+        checker = self._checker
+        if checker is None:
+            params = {p.name: p.default for p in self.signature.parameters.values()}
+            checker = self._checker = InputChecker(self.name, params, self._hints)
+        checker(inputs)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Inputs by name, in signature order, defaults filled in — as Python binds them."""
@@ -98,6 +115,14 @@ class AIFunction:
                 if all(n in self._defaults for n in missing):
                     inputs.update((n, self._defaults[n]) for n in missing)
                     return {n: inputs[n] for n in names}
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:  # named first: a misspelt input also leaves the right one missing
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], [n for n in names if n not in kwargs], n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; its inputs are {', '.join(names) or 'none'}"
+            extra = "s " + ", ".join(map(repr, unknown)) if len(unknown) > 1 else f" {unknown[0]!r}"
+            raise TypeError(f"{self.name}{self.signature}: unexpected input{extra}{hint}")
         try:  # let inspect say exactly what is wrong
             self.signature.bind(*args, **kwargs)
         except TypeError as error:
@@ -140,6 +165,8 @@ class AIFunction:
             "tools": tools,
             "layout": None if self.layout is None else [self.layout.system, self.layout.user],
         }
+        if self.declared_effects is not None:  # only when declared, so other versions stay as they were
+            parts["effects"] = self.declared_effects
         blob = json.dumps(parts, sort_keys=True, default=str).encode()
         import hashlib  # here, not at import: hashlib's import is slow and only decoration needs it
 
@@ -169,7 +196,13 @@ class AIFunction:
         copy.__qualname__ = original.__qualname__
         copy.__module__ = original.__module__
         copy.__doc__ = instruction
-        return AIFunction(copy, tools=self.tools, layout=self.layout, own=self.own)
+        return AIFunction(copy, tools=self.tools, layout=self.layout, own=self.own, effects=self.declared_effects)
+
+    @property
+    def effects(self) -> str:
+        """The function's effects as a tool of another: ``@ai(effects=...)`` when declared,
+        else "reads" unless one of its own tools changes things or declares nothing."""
+        return derived_effects(self)
 
     def conversation(
         self,
@@ -206,7 +239,8 @@ def ai(fn: Callable[..., R], /) -> AIFunction: ...
 
 @overload
 def ai(
-    *, tools: Sequence[Any] = ..., layout: Template | None = ..., plugins: Sequence[Any] | None = ..., **settings: Any
+    *, tools: Sequence[Any] = ..., layout: Template | None = ..., effects: str | None = ...,
+    plugins: Sequence[Any] | None = ..., **settings: Any
 ) -> Callable[[Callable[..., R]], AIFunction]: ...
 
 
@@ -216,27 +250,35 @@ def ai(
     *,
     tools: Sequence[Any] = (),
     layout: Template | None = None,
+    effects: str | None = None,
     **settings: Any,
 ) -> Any:
     """Make a typed function an AI function: ``@ai`` or ``@ai(**settings)``.
 
-    ``tools`` and ``layout`` define the function (they are part of its
-    ``version``); every other keyword is a setting of the function's own
-    layer, ``plugins`` included.
+    ``tools``, ``layout`` and ``effects`` (what it does as a tool of another:
+    ``"reads"`` or ``"changes"``; derived from its tools when left out) define
+    the function (they are part of its ``version``); every other keyword is a
+    setting of the function's own layer, ``plugins`` included.
     """
+    if effects is not None and effects not in EFFECTS:
+        raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
     if "program_plugins" in settings:
         raise TypeError("program_plugins is for a host's layers (configure, settings, a conversation), not @ai")
     for name in settings:
         if name not in SETTING_NAMES:
             import difflib
 
-            close = difflib.get_close_matches(name, [*SETTING_NAMES, "tools", "layout"], n=1, cutoff=0.5)
+            close = difflib.get_close_matches(name, [*SETTING_NAMES, "tools", "layout", "effects"], n=1, cutoff=0.5)
             raise TypeError(f"unknown @ai argument {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
 
     def decorate(f: Callable[..., Any]) -> AIFunction:
+        if not isinstance(f, types.FunctionType):
+            raise TypeError(
+                f"@ai needs a function (a def with a docstring and typed inputs), not {type(f).__name__} {f!r:.60}"
+            )
         name = getattr(f, "__name__", repr(f))
         own = Layer.make(f"@ai function {name}", **settings)
-        return AIFunction(f, tools=tools, layout=layout, own=own)
+        return AIFunction(f, tools=tools, layout=layout, own=own, effects=effects)
 
     if fn is not None:
         return decorate(fn)

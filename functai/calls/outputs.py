@@ -27,7 +27,7 @@ import attrs
 
 from functai.errors import OutputError
 
-__all__ = ["describe", "output_schema", "read_output", "to_jsonable"]
+__all__ = ["describe", "output_schema", "read_output", "read_value", "to_jsonable"]
 
 _NoneType = type(None)
 _Reader = Callable[[Any], Any]
@@ -899,6 +899,25 @@ def read_output(text: str, tp: Any) -> Any:
         except _Unsupported as exc:
             raise TypeError(str(exc)) from None
     return fn(text)
+
+
+def read_value(data: Any, tp: Any) -> Any:
+    """JSON data (a tool input the model wrote) as a value of ``tp``.
+
+    Raises ValueError with the reason when it does not fit, TypeError when
+    ``tp`` is not a type that can be read from JSON.
+    """
+    if _is_pydantic(_unwrap(tp)):
+        reader = _pydantic_reader(_unwrap(tp))
+    else:
+        try:
+            reader = _reader(tp)
+        except _Unsupported as exc:
+            raise TypeError(str(exc)) from None
+    try:
+        return reader(data)
+    except _Bad as bad:
+        raise ValueError(bad.render()) from None
 
 
 # --------------------------------------------------------------------------- records

@@ -110,6 +110,8 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
         resolved = resolve(fn.own, scope.layer)  # type: ignore[union-attr]
     else:
         resolved = resolve(fn.own)
+    if resolved.values["check_inputs"]:
+        fn.check_inputs(inputs)  # before anything is recorded or sent
     frame = current.get()
     path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
     record = records.CallRecord(

@@ -22,7 +22,7 @@ from ..hooks.fold import call_handler_steps, check_change, record as change_reco
 from ..hooks.order import Plan
 from ..log import warn
 from ..models.request import Reply, ToolCall
-from .outputs import output_schema, to_jsonable
+from .outputs import output_schema, read_value, to_jsonable
 from .records import CallRecord
 from .scope import TurnScope
 from .steps import Ask, Invoke, Note, Steps
@@ -113,18 +113,27 @@ def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None)
     """``@tool`` or ``@tool(effects="reads" | "changes")``: a tool from a typed function.
 
     Undeclared effects are unknown, and every approval rule treats them like
-    ``"changes"``.
+    ``"changes"``. ``tool(ai_function, effects=...)`` declares the effects of
+    an AI function used as a tool (undeclared, they are derived from its tools).
     """
-    if fn is not None:
-        return Tool(fn, effects=effects)
     if effects is not None and effects not in EFFECTS:
         raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
-    return lambda f: Tool(f, effects=effects)
+    if fn is not None:
+        return _make(fn, effects)
+    return lambda f: _make(f, effects)
+
+
+def _make(fn: Any, effects: str | None) -> Any:
+    from .function import AIFunction
+
+    if isinstance(fn, AIFunction):
+        return _ProgramTool(fn, effects=effects)
+    return Tool(fn, effects=effects)
 
 
 def as_tool(item: Any) -> Any:
     """A tool for the runner: a `Tool`, or an AI function used as one."""
-    if isinstance(item, Tool):
+    if isinstance(item, (Tool, _ProgramTool)):
         return item
     from .function import AIFunction
 
@@ -133,22 +142,80 @@ def as_tool(item: Any) -> Any:
     raise TypeError(f"{item!r} is not a tool: use @functai.tool or an AI function")
 
 
+def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> str:
+    """An AI function's effects as a tool: declared, else "reads" unless one of its
+    own tools changes things or declares nothing (a function with no tools reads)."""
+    declared = program.declared_effects
+    if declared is not None:
+        return declared
+    visiting = set() if visiting is None else visiting
+    if id(program) in visiting:
+        return "reads"  # a cycle adds no tool that is not already counted
+    visiting.add(id(program))
+    for item in program.tools:
+        if _effects_of(item, visiting) != "reads":
+            return "changes"
+    return "reads"
+
+
+def _effects_of(item: Any, visiting: set[int]) -> str | None:
+    if isinstance(item, _ProgramTool):
+        return item.declared if item.declared is not None else derived_effects(item.program, visiting)
+    if isinstance(item, Tool):
+        return item.effects
+    from .function import AIFunction
+
+    if isinstance(item, AIFunction):
+        return derived_effects(item, visiting)
+    return getattr(item, "effects", None)
+
+
 class _ProgramTool:
-    """An AI function used directly as a tool of another."""
+    """An AI function used as a tool of another (``tools=[fn]`` or ``tool(fn, effects=...)``)."""
 
-    effects = None
-
-    def __init__(self, program: "AIFunction") -> None:
+    def __init__(self, program: "AIFunction", *, effects: str | None = None) -> None:
         self.program = program
         self.name = program.name
         self.description = program.instruction
         self.parameters = _input_schema(program.fn, program.name)
+        #: What ``tool(fn, effects=...)`` declared (None: derived).
+        self.declared = effects
+        #: A stable id for the asking function's version: the program's, plus what was declared here.
+        self.version = program.version if effects is None else f"{program.version}/{effects}"
+
+    @property
+    def effects(self) -> str:
+        """Declared, else derived from the function's own tools (see `derived_effects`)."""
+        return self.declared if self.declared is not None else derived_effects(self.program)
 
     def schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.program(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name} (AI function) effects={self.effects}>"
+
     def invoke(self, input: Mapping[str, Any]) -> Any:
-        return self.program(**input)
+        return self.program(**typed_inputs(self.program, input))
+
+
+def typed_inputs(program: "AIFunction", input: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's JSON inputs as the values the function's annotations name
+    (a dict becomes the dataclass it describes); what does not read is passed
+    as it is, for the input check to name."""
+    hints = program._hints
+    out = {}
+    for name, value in input.items():
+        tp = hints.get(name)
+        if tp is not None and tp is not str:
+            try:
+                value = read_value(value, tp)
+            except (TypeError, ValueError):
+                pass
+        out[name] = value
+    return out
 
     async def ainvoke(self, input: Mapping[str, Any]) -> Any:
         return await self.program.acall(**input)

@@ -441,6 +441,8 @@ class Conversation:
         the one before. (Views in other processes branch off instead.)
         """
         inputs = self.program.bind(args, kwargs)
+        if resolve(self.program.own, self.layer).values["check_inputs"]:
+            self.program.check_inputs(inputs)  # a wrong input refuses before a turn is written
         with self._lock:
             return self._send(inputs)
 

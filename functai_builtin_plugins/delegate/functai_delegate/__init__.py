@@ -22,7 +22,13 @@ ENTRIES = "delegate"
 class Delegate(functai.Tool):
     """An AI function as a tool that remembers, per branch, what it was asked."""
 
-    def __init__(self, program: functai.AIFunction, name: str | None = None, description: str | None = None) -> None:
+    def __init__(
+        self,
+        program: functai.AIFunction,
+        name: str | None = None,
+        description: str | None = None,
+        effects: str | None = None,
+    ) -> None:
         if not isinstance(program, functai.AIFunction):
             raise TypeError(f"delegate() takes an AI function (made with @functai.ai), not {program!r}")
 
@@ -32,7 +38,8 @@ class Delegate(functai.Tool):
         ask.__name__ = name or program.name
         ask.__doc__ = description or program.instruction
         ask.__signature__ = inspect.signature(program.fn).replace(return_annotation=inspect.Signature.empty)  # type: ignore[attr-defined]
-        super().__init__(ask)
+        # Undeclared, its effects are the program's own (derived from the program's tools).
+        super().__init__(ask, effects=effects if effects is not None else program.effects)
         self.parameters = functai.Tool(program.fn).parameters  # typed as the program's inputs
         self.program = program
 
@@ -78,6 +85,12 @@ class Delegate(functai.Tool):
         return None
 
 
-def delegate(program: functai.AIFunction, name: str | None = None, description: str | None = None) -> Delegate:
-    """Another AI function as a tool; see the module docstring."""
-    return Delegate(program, name=name, description=description)
+def delegate(
+    program: functai.AIFunction, name: str | None = None, description: str | None = None, effects: str | None = None
+) -> Delegate:
+    """Another AI function as a tool; see the module docstring.
+
+    ``effects`` ("reads" or "changes") declares what the tool does; left out,
+    it is derived from the program (`functai.AIFunction.effects`).
+    """
+    return Delegate(program, name=name, description=description, effects=effects)

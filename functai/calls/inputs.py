@@ -1,0 +1,320 @@
+"""Checking a call's inputs against the function's annotations, before anything is sent.
+
+A wrong input (``add("1", "2")`` for ``a: int``) or one the model cannot be
+shown (an object with no JSON form whose repr is only an address) would
+otherwise be paid for and answered as if it were right. The checks follow
+the annotations as a type checker would (``bool`` is not an ``int``; an
+``int`` is a ``float``); annotations that cannot be checked at run time
+(``Callable``, protocols) are taken on trust.
+
+This sits on every call, so each function's checker is built once, when it
+is first called, from per-type checks cached by type.
+"""
+
+from __future__ import annotations
+
+import collections.abc as cabc
+import dataclasses
+import enum
+import json
+import re
+import threading
+import types
+import typing
+from typing import Any, Callable, Literal, Mapping, TypeVar, Union, get_args, get_origin
+
+import attrs
+
+from ..errors import FunctAIError
+from .outputs import describe
+
+#: A check: None when the value fits, else why not (``expected … got …``, with a path).
+Check = Callable[[Any], "str | None"]
+
+_NoneType = type(None)
+_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+>")
+_TypeAliasType = getattr(typing, "TypeAliasType", None)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _got(value: Any) -> str:
+    return f"got {type(value).__name__} {_short(value)}"
+
+
+def _unwrap(tp: Any) -> Any:
+    while True:
+        if get_origin(tp) is typing.Annotated:
+            tp = get_args(tp)[0]
+        elif isinstance(tp, typing.NewType):
+            tp = tp.__supertype__
+        elif _TypeAliasType is not None and isinstance(tp, _TypeAliasType):
+            tp = tp.__value__
+        elif isinstance(tp, TypeVar):
+            tp = tp.__bound__ if tp.__bound__ is not None else (Union[tp.__constraints__] if tp.__constraints__ else Any)
+        else:
+            return _NoneType if tp is None else tp
+
+
+def _is(kind: type | tuple[type, ...], what: str) -> Check:
+    def check(value: Any) -> str | None:
+        return None if isinstance(value, kind) else f"expected {what}, {_got(value)}"
+
+    return check
+
+
+def _exact_str(value: Any) -> str | None:
+    return None if isinstance(value, str) else f"expected str, {_got(value)}"
+
+
+def _int(value: Any) -> str | None:
+    return None if isinstance(value, int) and not isinstance(value, bool) else f"expected int, {_got(value)}"
+
+
+def _float(value: Any) -> str | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return None
+    return f"expected float, {_got(value)}"
+
+
+def _none(value: Any) -> str | None:
+    return None if value is None else f"expected None, {_got(value)}"
+
+
+def _anything(value: Any) -> str | None:
+    return None
+
+
+_SIMPLE: dict[Any, Check] = {str: _exact_str, int: _int, float: _float, bool: _is(bool, "bool"), _NoneType: _none}
+
+#: Per-type checks, and whether a value that passes is sure to have a JSON form ("proof").
+_checks: dict[Any, tuple[Check, bool]] = {}
+_lock = threading.Lock()
+
+
+def check_for(tp: Any) -> tuple[Check, bool]:
+    """The check for an annotation, built once per type (unhashable ones are built each time)."""
+    try:
+        found = _checks.get(tp)
+    except TypeError:
+        return _build(tp)
+    if found is None:
+        found = _build(tp)
+        with _lock:
+            _checks[tp] = found
+    return found
+
+
+def _at(step: str, why: str) -> str:
+    """A nested check's reason, one path step further out (``[1]: expected int, …``)."""
+    return step + why if why[0] in "[." else f"{step}: {why}"
+
+
+def _items(item: Check, outer: Any, what: str) -> Check:
+    def check(value: Any) -> str | None:
+        if not isinstance(value, outer):
+            return f"expected {what}, {_got(value)}"
+        if item is _anything:
+            return None
+        for i, element in enumerate(value):
+            why = item(element)
+            if why is not None:
+                return _at(f"[{i}]", why)
+        return None
+
+    return check
+
+
+def _build(tp: Any) -> tuple[Check, bool]:
+    tp = _unwrap(tp)
+    if tp is Any or tp is object:
+        return _anything, False
+    simple = _SIMPLE.get(tp) if isinstance(tp, type) or tp is _NoneType else None
+    if simple is not None:
+        return simple, True
+    origin, args = get_origin(tp), get_args(tp)
+    what = describe(tp)
+    if origin is Literal:
+        members = tuple((type(a), a) for a in args)
+
+        def literal(value: Any) -> str | None:
+            return None if (type(value), value) in members else f"expected {what}, {_got(value)}"
+
+        return literal, all(isinstance(a, (str, int, float, bool, type(None), enum.Enum)) for a in args)
+    if origin is Union or origin is types.UnionType:
+        parts = [check_for(a) for a in args]
+        checks = tuple(c for c, _ in parts)
+
+        def union(value: Any) -> str | None:
+            for c in checks:
+                if c(value) is None:
+                    return None
+            return f"expected {what}, {_got(value)}"
+
+        return union, all(p for _, p in parts)
+    if isinstance(tp, type) and origin is None and tp in (list, tuple, set, frozenset, dict):
+        origin, args = tp, ()
+    if origin in (list, set, frozenset) or origin in (cabc.Sequence, cabc.MutableSequence, cabc.Set,
+                                                     cabc.MutableSet, cabc.Collection, cabc.Iterable):
+        item, proof = check_for(args[0]) if args else (_anything, False)
+        outer = cabc.Set if origin in (cabc.Set, cabc.MutableSet) else origin
+        return _items(item, outer, what), proof
+    if origin is tuple:
+        if not args or (len(args) == 2 and args[1] is Ellipsis):
+            item, proof = check_for(args[0]) if args else (_anything, False)
+            return _items(item, tuple, what), proof
+        if args == ((),):
+            args = ()
+        parts = [check_for(a) for a in args]
+        fixed = tuple(c for c, _ in parts)
+
+        def fixed_tuple(value: Any) -> str | None:
+            if not isinstance(value, tuple) or len(value) != len(fixed):
+                return f"expected {what}, {_got(value)}"
+            for i, (c, element) in enumerate(zip(fixed, value)):
+                why = c(element)
+                if why is not None:
+                    return _at(f"[{i}]", why)
+            return None
+
+        return fixed_tuple, all(p for _, p in parts)
+    if origin in (dict, cabc.Mapping, cabc.MutableMapping):
+        key_check, key_proof = check_for(args[0]) if args else (_anything, False)
+        value_check, value_proof = check_for(args[1]) if args else (_anything, False)
+
+        def mapping(value: Any) -> str | None:
+            if not isinstance(value, origin):
+                return f"expected {what}, {_got(value)}"
+            for key, element in value.items():
+                why = key_check(key)
+                if why is not None:
+                    return f"[{_short(key)}]: its key {why}"
+                why = value_check(element)
+                if why is not None:
+                    return _at(f"[{_short(key)}]", why)
+            return None
+
+        return mapping, key_proof and value_proof
+    cls = origin if origin is not None else tp
+    if isinstance(cls, type) and not getattr(cls, "_is_protocol", False):
+        proof = issubclass(cls, enum.Enum) and all(
+            isinstance(m.value, (str, int, float, bool, type(None))) for m in cls  # type: ignore[var-annotated]
+        )
+        return _is(cls, describe(cls)), proof
+    return _anything, False  # Callable, a protocol, …: not checkable at run time
+
+
+# --------------------------------------------------------------------------- showable
+
+
+def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | None:
+    """(path, type) of something in ``value`` the model would see only as an address, or None.
+
+    Mirrors how inputs are written for the model (`functai.calls.outputs.to_jsonable`):
+    what has no JSON form is written as its ``repr``, which is no use when it is
+    only ``<… object at 0x…>``.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return None
+    if isinstance(value, enum.Enum):
+        return unshowable(value.value, seen)
+    if isinstance(value, (str, int, float)):
+        return None
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return None
+    seen.add(id(value))
+    if isinstance(value, cabc.Mapping):
+        for key, element in value.items():
+            found = unshowable(key, seen)
+            if found is not None:
+                return f"[{_short(key)}] (its key)", found[1]
+            found = _inside(f"[{_short(key)}]", unshowable(element, seen))
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, (list, tuple, set, frozenset)):
+        for i, element in enumerate(value):
+            found = _inside(f"[{i}]", unshowable(element, seen))
+            if found is not None:
+                return found
+        return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            found = _inside(f".{field.name}", unshowable(getattr(value, field.name), seen))
+            if found is not None:
+                return found
+        return None
+    if attrs.has(kind):
+        for field in attrs.fields(kind):
+            found = _inside(f".{field.name}", unshowable(getattr(value, field.name, None), seen))
+            if found is not None:
+                return found
+        return None
+    if hasattr(value, "model_dump") and type(kind).__module__.startswith("pydantic"):
+        return None
+    try:
+        json.dumps(value)
+        return None
+    except (TypeError, ValueError):
+        pass
+    if kind.__repr__ is object.__repr__ or _ADDRESS.search(repr(value)):
+        return "", kind
+    return None
+
+
+def _inside(step: str, found: tuple[str, type] | None) -> tuple[str, type] | None:
+    return None if found is None else (step + found[0], found[1])
+
+
+# --------------------------------------------------------------------------- one function
+
+
+class InputChecker:
+    """The checks of one function's inputs, made once per function."""
+
+    __slots__ = ("function", "checks")
+
+    def __init__(self, function: str, params: Mapping[str, Any], hints: Mapping[str, Any]) -> None:
+        self.function = function
+        checks = []
+        for name, default in params.items():
+            tp = hints.get(name, Any)
+            check, proof = check_for(tp)
+            checks.append((name, check, not proof, default, tp))
+        #: (name, check, whether a value that passes may still need the showable walk, default, type)
+        self.checks = tuple(checks)
+
+    def __call__(self, inputs: Mapping[str, Any]) -> None:
+        """Refuse ``input-invalid`` naming the first input that does not fit."""
+        for name, check, walk, default, tp in self.checks:
+            value = inputs[name]
+            if value is default:
+                continue  # a default is the author's choice (``x: str = None`` is common)
+            why = check(value)
+            if why is None and walk:
+                found = unshowable(value)
+                if found is not None:
+                    path, kind = found
+                    raise FunctAIError(
+                        f"{self.function}: input {name!r} cannot be shown to the model: {name}{path} is a "
+                        f"{kind.__module__}.{kind.__qualname__}, which has no JSON form and whose repr is only an "
+                        "address; pass JSON data (text, numbers, lists, dicts) or a dataclass, attrs or pydantic "
+                        "object, or give the class a __repr__ (or turn the check off with check_inputs=False)",
+                        code="input-invalid",
+                    )
+            if why is not None:
+                expected = describe(tp)
+                if why[0] in "[.":
+                    path, _, rest = why.partition(": ")
+                    message = f"{self.function}: input {name!r} must be {expected}; {name}{path}: {rest}"
+                else:
+                    message = f"{self.function}: input {name!r} must be {expected}, {_got(value)}"
+                raise FunctAIError(
+                    message + " (or turn the check off with check_inputs=False)",
+                    code="input-invalid",
+                )
