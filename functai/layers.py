@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from .files import check_log_calls
 from .hooks.adapt import as_plugins
 from .hooks.installed import installed
 from .hooks.order import Plan, cached_plan
@@ -49,6 +50,8 @@ def _client(name: str, value: Any) -> None:
 def _folder(name: str, value: Any) -> None:
     if value is not False and not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be a folder path (or False), not {type(value).__name__}")
+    if name == "log_calls":
+        check_log_calls(value)  # store-unwritable now, not after a model answered
 
 
 def _headers(name: str, value: Any) -> None:

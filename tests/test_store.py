@@ -276,8 +276,10 @@ def test_failed_write_leaves_the_file_as_it_was(tmp_path, monkeypatch):
 
     with monkeypatch.context() as m:
         m.setattr(os, "write", short_then_full)
-        with pytest.raises(OSError):
+        with pytest.raises(FunctAIError) as info:
             store.append("c", [{"n": 1}, {"n": 2}])
+    assert info.value.code == "store-unwritable" and str(store.path_for("c")) in str(info.value)
+    assert "disk is full" in str(info.value)
     assert store.path_for("c").read_bytes() == before
     assert store.count("c") == 1
     assert store.append("c", [{"n": 1}], expect=1) == 2

@@ -3,11 +3,17 @@
 Every call produces a `CallRecord`. With ``log_calls="folder/"`` each record
 is appended to ``folder/calls.jsonl`` as one line, written with a single
 ``write`` under an exclusive lock (so concurrent processes never interleave
-lines); `read_calls` yields them back, skipping a torn last line.
+lines); `read_calls` yields them back, skipping a torn last line. A line
+that cannot be used (not JSON, not a call record) is skipped and reported:
+a `RuntimeWarning` naming the file, the line and why.
+
+A write that fails (a full disk, a read-only folder) raises `FunctAIError`
+``store-unwritable`` naming the file, and leaves no partial line behind.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -16,6 +22,8 @@ from typing import Any, Iterator, NamedTuple
 
 import attrs
 
+from ..files import unwritable, write_all
+from ..log import warn
 from .outputs import to_jsonable
 
 LOG_FILE = "calls.jsonl"
@@ -125,9 +133,12 @@ class _Log:
     """
 
     def __init__(self, path: str) -> None:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         self.path = path
-        self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as error:  # a file where the folder should be, no permission, a read-only disk
+            raise unwritable(path, error, _what(path)) from None
         self.end = -1  # where our last line ended: the tail needs no check while nobody else wrote
 
     def append(self, line: bytes) -> bool:
@@ -140,11 +151,18 @@ class _Log:
             size = stat.st_size
             if size and size != self.end and os.pread(self.fd, 1, size - 1) != b"\n":
                 line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
-            os.write(self.fd, line)
+            try:
+                write_all(self.fd, line, size)  # the whole line, or none of it
+            except OSError as error:
+                raise unwritable(self.path, error, _what(self.path)) from None
             self.end = size + len(line)
             return True
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+def _what(path: str) -> str:
+    return "call log" if os.path.basename(path) == LOG_FILE else "log file"
 
 
 _logs_lock = threading.Lock()
@@ -174,20 +192,25 @@ def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
 
 
 def read_calls(
-    folder: str | os.PathLike[str], *, rated: bool = False, function: Any = None
+    folder: str | os.PathLike[str], *, rated: bool = False, function: Any = None,
+    skipped: list[tuple[str, str]] | None = None,
 ) -> Iterator[CallRecord]:
     """Yield the records of the call log in ``folder``, oldest first.
 
     ``rated=True`` yields only rated calls, each with its latest ``rating``;
     ``function`` (an AI function, or ``"module:name"``) keeps the calls of
-    that function — every version of it. A line that is not a whole JSON
-    object (a crash mid-write) is skipped.
+    that function — every version of it. A line that cannot be used (not
+    JSON, not a call record) is skipped and reported: added to ``skipped`` as
+    ``("<file>:<line>", reason)`` when a list is given, else warned about.
+    A last line without its newline (being written, or cut by a crash) is
+    left alone.
     """
     if function is not None:
         module, _, name = (function if isinstance(function, str) else f"{function.module}:{function.name}").rpartition(":")
-        records = (r for r in read_calls(folder) if r.function == name and (not module or r.module == module))
+        records = (r for r in read_calls(folder, skipped=skipped)
+                   if r.function == name and (not module or r.module == module))
     else:
-        records = _read_log(folder)
+        records = _read_log(folder, skipped)
     if not rated:
         yield from records
         return
@@ -200,25 +223,89 @@ def read_calls(
             yield record
 
 
-def _read_log(folder: str | os.PathLike[str]) -> Iterator[CallRecord]:
-    for data in read_lines(os.path.join(os.fspath(folder), LOG_FILE)):
-        if _REQUIRED <= data.keys():
+def _read_log(folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[CallRecord]:
+    path = os.path.join(os.fspath(folder), LOG_FILE)
+    for number, data in numbered_lines(path, skipped):
+        why = _record_problem(data)
+        if why is None:
             yield CallRecord.from_dict(data)
+        else:
+            report_skipped(path, number, why, skipped)
 
 
-def read_lines(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file, skipping any other line and a torn last one."""
+#: What each field of a logged call record must be (None is fine where the field may be absent).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str,), "function": (str,), "version": (str,), "inputs": (dict,), "started": (str,),
+    "parent": (str, type(None)), "path": (str,), "module": (str,), "error": (dict, type(None)),
+    "instruction": (str, dict, type(None)), "model": (str, type(None)), "settings": (dict,), "usage": (dict,),
+    "seconds": (int, float, type(None)), "tool_calls": (list,), "conversation": (dict, type(None)),
+    "changes": (list,), "sections": (list,), "replayable": (bool,), "attempts": (int,),
+}
+
+
+def _record_problem(data: dict[str, Any]) -> str | None:
+    """Why a call log line is not a call record, or None."""
+    missing = sorted(_REQUIRED - data.keys())
+    if missing:
+        return f"not a call record: it has no {', '.join(map(repr, missing))}"
+    for name, types in _FIELD_TYPES.items():
+        if name in data and not isinstance(data[name], types):
+            return f"{name!r} is a JSON {type(data[name]).__name__}, which a call record never holds there"
+    for name in ("tool_calls", "changes"):
+        if name in data and not all(isinstance(item, dict) for item in data[name]):
+            return f"{name!r} holds something other than objects"
+    return None
+
+
+def report_skipped(path: str, number: int, reason: str, skipped: list[tuple[str, str]] | None) -> None:
+    """Add a skipped line to ``skipped``, or warn about it when no list is given."""
+    if skipped is not None:
+        skipped.append((f"{path}:{number}", reason))
+    else:
+        warn("log line skipped", file=path, line=number, reason=reason)
+
+
+def read_lines(path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file; other lines are skipped and reported (see `read_calls`)."""
+    for _, data in numbered_lines(path, skipped):
+        yield data
+
+
+def numbered_lines(
+    path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each JSON object line of a JSON-lines file.
+
+    Other complete lines are reported as skipped; a last line without its
+    newline is left alone (another process may be writing it).
+    """
+    where = os.fspath(path)
     try:
         handle = open(path, "rb")
     except FileNotFoundError:
         return
+    except OSError as error:
+        if error.errno == errno.ENOTDIR:  # a file where the log folder should be
+            raise unwritable(path, error, _what(where)) from None
+        raise
     with handle:
-        for raw in handle:
+        for number, raw in enumerate(handle, 1):
             if not raw.endswith(b"\n"):
                 break
             try:
-                data = json.loads(raw)
+                data = json.loads(raw)  # bytes: a UTF-8 byte-order mark is read, not refused
             except ValueError:
+                report_skipped(where, number, _not_json(raw), skipped)
                 continue
             if isinstance(data, dict):
-                yield data
+                yield number, data
+            else:
+                report_skipped(where, number, f"a JSON {type(data).__name__}, not an object", skipped)
+
+
+def _not_json(raw: bytes) -> str:
+    if raw.rstrip(b"\n").endswith(b"\x00"):
+        return "a write cut short (a crash while writing); the next writer ended it"
+    if not raw.strip():
+        return "an empty line"
+    return "not JSON"

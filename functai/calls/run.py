@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import FunctAIError, OutputError, Waiting
+from ..files import check_log_calls
 from ..hooks.change import Change
 from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
 from ..hooks.fold import call_handler_steps, fold_steps, record as change_record, refuse
@@ -112,6 +113,8 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
         resolved = resolve(fn.own)
     if resolved.values["check_inputs"]:
         fn.check_inputs(inputs)  # before anything is recorded or sent
+    if resolved.values.get("log_calls"):  # once per folder: one that cannot be written refuses before paying
+        check_log_calls(resolved.values["log_calls"])
     frame = current.get()
     path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
     record = records.CallRecord(

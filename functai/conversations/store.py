@@ -29,12 +29,14 @@ import re
 import threading
 import weakref
 from array import array
+from itertools import repeat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import FunctAIError
+from ..files import unwritable, write_all
 from ..log import warn
 from .bulk import BULK_BYTES, paused_gc
 
@@ -267,6 +269,8 @@ def _parse_lines(data: bytes, index: _Index, parsed: list[dict[str, Any]]) -> li
         texts: list[str] | None = data.decode("utf-8").split("\n")  # one decode for the lot
     except UnicodeDecodeError:
         texts = None
+    if texts is not None and _parse_sound(texts, index, parsed):
+        return skipped
     raws: list[bytes] | None = None
     for position, raw in enumerate(data.split(b"\n") if texts is None else texts):
         number += 1
@@ -297,6 +301,28 @@ def _parse_lines(data: bytes, index: _Index, parsed: list[dict[str, Any]]) -> li
 
 _JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "true/false",
                type(None): "null"}
+
+
+def _parse_sound(texts: list[str], index: _Index, parsed: list[dict[str, Any]]) -> bool:
+    """Parse lines that are all JSON objects, with no Python-level step per line; False
+    (and nothing added) when any is not, for the line-by-line path to say which and why."""
+    if index.parsed_lines == 0 and texts[0].startswith(_BOM):
+        texts[0] = texts[0][1:]
+    try:
+        pairs = list(map(_scan, texts, repeat(0)))  # each line parsed on its own
+    except ValueError:
+        return False
+    if len(pairs) != len(texts):  # a StopIteration (no JSON value at all) ended the map early
+        return False
+    records, ends = zip(*pairs) if pairs else ((), ())
+    if list(ends) != list(map(len, texts)) or not all(map(dict.__instancecheck__, records)):
+        return False
+    first = index.parsed_lines + 1
+    index.lines.extend(texts)
+    index.numbers.extend(range(first, first + len(texts)))
+    index.parsed_lines += len(texts)
+    parsed.extend(records)
+    return True
 
 
 def _why_not_json(raw: bytes) -> str:
@@ -385,6 +411,8 @@ class FolderStore:
         except FileNotFoundError:
             self._indexes.pop(conversation, None)
             return None
+        except NotADirectoryError as error:  # a file where the store's folder should be
+            raise unwritable(self.folder, error, "conversation store") from None
         try:
             st = os.fstat(fd)
             index = self._indexes.get(conversation)
@@ -431,6 +459,14 @@ class FolderStore:
     ) -> int:
         path = self.path_for(conversation)
         lines = [_line(record) for record in records]  # a bad record appends nothing
+        try:
+            return self._append(conversation, path, lines, expect, sync)
+        except FunctAIError:
+            raise
+        except OSError as error:  # a full disk, a read-only folder, a file where the folder should be
+            raise unwritable(path, error, "conversation store") from None
+
+    def _append(self, conversation: str, path: Path, lines: list[str], expect: int | None, sync: bool) -> int:
         with self._lock(conversation):
             if not lines:  # nothing to write: check, but create no file
                 index = self._read_index(conversation)
@@ -474,9 +510,13 @@ class FolderStore:
                 raise StoreConflict(count=current, conversation=conversation)
             torn = st.st_size > index.offset  # bytes after the last newline
             data = (_TORN_END if torn else b"") + "".join(line + "\n" for line in lines).encode("utf-8")
-            _write_all(fd, data, st.st_size)
+            write_all(fd, data, st.st_size)
             if sync:
-                os.fsync(fd)
+                try:
+                    os.fsync(fd)
+                except OSError:  # not known to be on disk: not appended, so nobody counts on it
+                    _cut(fd, st.st_size)
+                    raise
             index.offset = st.st_size + len(data)
             if torn:
                 index.parsed_lines += 1
@@ -510,6 +550,9 @@ class FolderStore:
         try:
             os.makedirs(self.folder, mode=0o700)
         except FileExistsError:
+            if not os.path.isdir(self.folder):
+                raise NotADirectoryError(errno.ENOTDIR, "a file is where the store's folder should be",
+                                         str(self.folder)) from None
             return
         os.chmod(self.folder, 0o700)  # the umask may have narrowed it; only ours are touched
 
@@ -553,27 +596,11 @@ class FolderStore:
         return f"FolderStore({str(self.folder)!r})"
 
 
-def _write_all(fd: int, data: bytes, size_before: int) -> None:
-    """Write ``data`` at the end of the file, or leave the file as it was.
-
-    One ``os.write`` is the rule; a short write (a full disk) is continued,
-    and if that fails the bytes written are cut off again. We hold LOCK_EX
-    and readers read new bytes only under LOCK_SH, so nobody saw them.
-    """
-    written = 0
+def _cut(fd: int, size: int) -> None:
     try:
-        while written < len(data):
-            n = os.write(fd, data[written:])
-            if n == 0:
-                raise OSError(errno.EIO, "write returned 0")
-            written += n
-    except BaseException:
-        if written:
-            try:
-                os.ftruncate(fd, size_before)
-            except OSError:
-                pass
-        raise
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
 
 
 def _fsync_folder(folder: Path) -> None:

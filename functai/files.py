@@ -1,0 +1,130 @@
+"""Writing files that must not be lost or left half written: the call log, ratings, stores.
+
+`write_all` finishes a short ``os.write`` (a nearly full disk writes part of
+what it was given) or cuts the file back to where it was and raises, so a
+reader never finds a partial line; `unwritable` turns the ``OSError`` into
+a `FunctAIError` with code ``store-unwritable`` that names the path and says
+what is wrong in words; `check_folder` refuses, before anything is paid for,
+a folder that can never be written.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+
+from .errors import FunctAIError
+
+#: What each ``errno`` means for someone who has to fix it.
+_WHY = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "the operation is not permitted (permissions, or an immutable file)",
+    errno.ENOTDIR: "a file is where a folder should be",
+    errno.EEXIST: "a file is where a folder should be",
+    errno.EISDIR: "a folder is where the file should be",
+    errno.EIO: "the disk reported an I/O error",
+}
+
+
+def unwritable(path: str | os.PathLike[str], error: OSError, what: str = "store") -> FunctAIError:
+    """The ``store-unwritable`` error for ``error`` raised while writing ``path``."""
+    why = _WHY.get(error.errno or 0) or error.strerror or type(error).__name__
+    return FunctAIError(
+        f"cannot write the {what} at {os.fspath(path)}: {why} ({errno.errorcode.get(error.errno or 0, 'error')}); "
+        "free space, fix the permissions, or point it at another folder",
+        code="store-unwritable",
+        path=os.fspath(path),
+        errno=error.errno,
+    )
+
+
+def write_all(fd: int, data: bytes, size_before: int) -> None:
+    """Write ``data`` at the end of the file, or leave the file as it was.
+
+    One ``os.write`` is the rule; a short write (a full disk) is continued,
+    and if that fails the bytes written are cut off again. The caller holds
+    an exclusive lock, and readers read new bytes only under a shared one,
+    so nobody saw them.
+    """
+    written = 0
+    try:
+        while written < len(data):
+            n = os.write(fd, data[written:])
+            if n == 0:
+                raise OSError(errno.EIO, "write returned 0")
+            written += n
+    except BaseException:
+        if written:
+            try:
+                os.ftruncate(fd, size_before)
+            except OSError:
+                pass
+        raise
+
+
+def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: str | None = None) -> None:
+    """Refuse a folder that cannot be written: a file in its place, or no permission.
+
+    Nothing is created: the nearest part of the path that exists must be a
+    folder this process may write into (and an existing ``folder`` must be one,
+    with ``file`` in it, if there, a file it may write). A full disk cannot be
+    known in advance; writes report it when it happens.
+    """
+    path = os.path.abspath(os.fspath(folder))
+    probe = path
+    while True:
+        try:
+            is_dir = os.path.isdir(probe)
+            exists = is_dir or os.path.lexists(probe)
+        except OSError as error:
+            raise unwritable(path, error, what) from None
+        if exists:
+            break
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return
+        probe = parent
+    if not is_dir:
+        raise unwritable(path, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), probe), what)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        code = errno.EROFS if _read_only(probe) else errno.EACCES
+        raise unwritable(path, PermissionError(code, os.strerror(code), probe), what)
+    if file is not None and probe == path:
+        target = os.path.join(path, file)
+        if os.path.isdir(target):
+            raise unwritable(target, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target), what)
+        if os.path.lexists(target) and not os.access(target, os.W_OK):
+            code = errno.EROFS if _read_only(path) else errno.EACCES
+            raise unwritable(target, PermissionError(code, os.strerror(code), target), what)
+
+
+def _read_only(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+#: ``scheme:`` at the start of a location: a store URL (``sqlite:…``, ``postgresql://…``), not a folder.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+
+#: Call log folders already found writable in this process (each is checked once).
+_checked_logs: set[str] = set()
+
+
+def check_log_calls(value: object) -> None:
+    """Refuse a ``log_calls`` folder that cannot be written, once per folder and process,
+    so a bad path is refused when it is set, and before a model is paid for, not after."""
+    if not value or not isinstance(value, (str, os.PathLike)):
+        return
+    path = os.fspath(value)
+    if not isinstance(path, str) or path in _checked_logs:
+        return
+    if _URL.match(path) or path.endswith((".db", ".sqlite", ".sqlite3")):
+        return  # a database, checked by its own store
+    check_folder(path, "call log", file="calls.jsonl")
+    _checked_logs.add(path)
