@@ -262,7 +262,7 @@ def report_skipped(path: str, number: int, reason: str, skipped: list[tuple[str,
     if skipped is not None:
         skipped.append((f"{path}:{number}", reason))
     else:
-        warn("log line skipped", file=path, line=number, reason=reason)
+        warn("log line skipped", at=f"{path}:{number}", reason=reason)
 
 
 def read_lines(path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 from typing import Any, TextIO
 
@@ -29,7 +30,10 @@ def status(record: CallRecord) -> str:
 
 def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
     folder = log_folder(args.folder)
-    records = list(read_calls(folder))
+    skipped: list[tuple[str, str]] = []
+    records = list(read_calls(folder, skipped=skipped))
+    for where, reason in skipped:  # said once each, here, rather than as Python warnings
+        print(f"functai: skipped {where}: {reason}", file=sys.stderr)
     if not records:
         print(f"no calls recorded in {folder}/", file=out)
         return 0

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .common import RUNTIME, CLIError, ai_function, history, plural, require_model, short
+from .common import RUNTIME, CLIError, ai_function, history, plural, require_model, short, store_folder
 
 if TYPE_CHECKING:
     from ..conversations.history import History
@@ -55,8 +56,27 @@ def tree(found: "History", out: TextIO) -> None:
         stack.extend((child, below, i == len(children) - 1) for i, child in reversed(list(enumerate(children))))
 
 
+def skipped_lines(store: str, conversation: str, found: "History") -> list[tuple[str, str]]:
+    """The lines of a conversation that could not be used, ``(<file>:<line>, reason)``, in file order."""
+    from ..conversations.conversation import record_place
+    from ..conversations.store import open_store
+
+    opened = open_store(store_folder(store))
+    lines = list(opened.skipped(conversation)) if callable(getattr(opened, "skipped", None)) else []
+    lines += [(record_place(opened, conversation, index), reason) for index, reason in found.damage]
+
+    def line_number(item: tuple[str, str]) -> int:
+        number = item[0].rpartition(":")[2]
+        return int(number) if number.isdigit() else 0
+
+    return sorted(lines, key=line_number)
+
+
 def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
-    found = history(args.store, args.id)
+    with warnings.catch_warnings():  # what is skipped is listed below, not warned about
+        warnings.simplefilter("ignore", RuntimeWarning)
+        found = history(args.store, args.id)
+        skipped = skipped_lines(args.store, args.id, found)
     header = found.header or {}
     print(f"conversation {args.id} ({header.get('function', '?')}, {plural(len(found.order), 'turn')})", file=out)
     tree(found, out)
@@ -65,6 +85,10 @@ def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
         for entry in found.entries:
             where = f"@{entry['turn']}" if entry["turn"] else "(every branch)"
             print(f"  {entry['plugin']}/{entry['kind']} {where}: {short(entry['data'])}", file=out)
+    if skipped:
+        print(f"skipped {plural(len(skipped), 'line')} that could not be used:", file=out)
+        for where, reason in skipped:
+            print(f"  {where} {reason}", file=out)
     return 0
 
 

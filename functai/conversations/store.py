@@ -400,7 +400,7 @@ class FolderStore:
                 index.skipped.extend(skipped)
                 path = self.path_for(conversation)
                 for number, reason in skipped:
-                    warn("conversation line skipped", file=str(path), line=number, reason=reason)
+                    warn("conversation line skipped", at=f"{path}:{number}", reason=reason)
         return index
 
     def _read_index(self, conversation: str) -> _Index | None:
@@ -521,7 +521,7 @@ class FolderStore:
             if torn:
                 index.parsed_lines += 1
                 index.skipped.append((index.parsed_lines, _why_not_json(_TORN_END[:1])))
-                warn("conversation line skipped", file=str(path), line=index.parsed_lines,
+                warn("conversation line skipped", at=f"{path}:{index.parsed_lines}",
                      reason=_why_not_json(_TORN_END[:1]))
             index.numbers.extend(range(index.parsed_lines + 1, index.parsed_lines + 1 + len(lines)))
             index.parsed_lines += len(lines)

@@ -1,0 +1,237 @@
+"""One damaged record never breaks a conversation or the call log (issue 11, point 5).
+
+Each damaged line is skipped with one warning naming the file, the line and
+why; opening never hangs and never raises an uncoded error; the command line
+shows what was skipped.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+import functai
+from functai import FunctAIError, ai
+from functai.cli import main
+from functai.testing import ScriptedLM
+
+
+@ai
+def tutor(question: str) -> str:
+    """Tutor the student."""
+
+
+@ai
+def other(question: str) -> str:
+    """Something else."""
+
+
+def _lm() -> ScriptedLM:
+    lm = ScriptedLM(reply=lambda request: f"A{len(lm.requests)}")
+    functai.configure(client=lm)
+    return lm
+
+
+def _three_turns(tmp_path):
+    _lm()
+    store = str(tmp_path / "store")
+    chat = tutor.conversation("c", store=store)
+    for question in ("q1", "q2", "q3"):
+        chat(question)
+    path = tmp_path / "store" / "c.jsonl"
+    return store, path, [t.id for t in chat.turns]
+
+
+def _insert(path, line: str, before: int) -> int:
+    """Put ``line`` in the file before line ``before`` (1-based); its line number."""
+    lines = path.read_text().splitlines()
+    lines.insert(before - 1, line)
+    path.write_text("\n".join(lines) + "\n")
+    return before
+
+
+def _record(**fields) -> str:
+    return json.dumps({"functai_conversation": 1, **fields})
+
+
+def _open(store):
+    """Open the conversation in a fresh process's view, catching what it warns."""
+    from functai.conversations.store import FolderStore
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chat = tutor.conversation("c", store=FolderStore(store))
+        turns = [t.id for t in chat.turns]
+    return chat, turns, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+DAMAGE = {
+    "a turn without its id": (lambda ids: _record(kind="turn", parent=ids[2], inputs={"question": "x"}),
+                              "it has no 'turn'"),
+    "a turn whose inputs are a list": (lambda ids: _record(kind="turn", turn="t-list", parent=ids[2], inputs=[1, 2]),
+                                       "'inputs' is not an object"),
+    "an end whose outputs are a string": (lambda ids: _record(kind="end", turn=ids[2], state="done", outputs="ok"),
+                                          "'outputs' is not an object"),
+    "a tool without its site": (lambda ids: _record(kind="tool", turn=ids[2], state="done", entry={"output": "x"}),
+                                "it has no 'site'"),
+    "an answer without its key": (lambda ids: _record(kind="answer", turn=ids[2], allow=True),
+                                  "it has no 'key'"),
+    "garbage approvals": (lambda ids: _record(kind="wait", turn=ids[2], approvals="yes please"),
+                          "'approvals' is not a list of approvals"),
+    "approvals that are not objects": (lambda ids: _record(kind="wait", turn=ids[2], approvals=[1, 2]),
+                                       "'approvals' is not a list of approvals"),
+    "a record of an unknown turn": (lambda ids: _record(kind="end", turn="nobody", state="done", outputs={}),
+                                    "turn 'nobody' is unknown"),
+    "a second turn with a used id": (lambda ids: _record(kind="turn", turn=ids[0], parent=ids[2], inputs={}),
+                                     f"is already used"),
+    "a record with no kind": (lambda ids: _record(turn=ids[0]), "it has no 'kind'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_a_damaged_record_is_skipped_with_one_warning_naming_file_line_and_reason(tmp_path, case):
+    store, path, ids = _three_turns(tmp_path)
+    make, reason = DAMAGE[case]
+    line = _insert(path, make(ids), before=len(path.read_text().splitlines()) + 1)  # after everything
+    chat, turns, warned = _open(store)
+    assert turns == ids  # the good turns are all there, on their branch
+    mine = [w for w in warned if "record skipped" in w]
+    assert len(mine) == 1, warned
+    assert f"{path}:{line}" in mine[0] and reason in mine[0]
+    assert chat("q4") and chat.turns[-2].id == ids[-1]  # the conversation goes on from where it was
+
+
+def test_a_damaged_record_in_the_middle_is_named_by_its_own_line(tmp_path):
+    store, path, ids = _three_turns(tmp_path)
+    line = _insert(path, _record(kind="end", turn=ids[1], state="done", outputs="oops"), before=3)
+    _insert(path, "this is not json", before=2)  # the store's own kind of skip, one line earlier
+    chat, turns, warned = _open(store)
+    assert turns == ids
+    assert any(f"{path}:2" in w and "not JSON" in w for w in warned), warned
+    assert any(f"{path}:{line + 1}" in w and "'outputs' is not an object" in w for w in warned), warned
+
+
+def test_a_turn_whose_parent_line_was_damaged_starts_a_branch(tmp_path):
+    store, path, ids = _three_turns(tmp_path)
+    lines = path.read_text().splitlines()
+    second = next(i for i, text in enumerate(lines) if f'"turn":"{ids[1]}"' in text and '"kind":"turn"' in text)
+    lines[second] = lines[second][:40]  # the second turn's record, cut: not JSON any more
+    path.write_text("\n".join(lines) + "\n")
+    chat, turns, warned = _open(store)
+    assert turns == [ids[2]]  # its branch now starts at the third turn, which is kept
+    assert any(f"{path}:{second + 1}" in w for w in warned), warned
+    assert any("is kept as the first turn of a branch" in w and ids[1] in w for w in warned), warned
+    assert chat("q4") == "A4"
+
+
+def test_a_parent_cycle_never_hangs(tmp_path):
+    """Two turns naming each other as parent: opening used to loop forever."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    header = _record(kind="conversation", id="c", function=f"{__name__}:tutor", version="x")
+    records = [
+        header,
+        _record(kind="turn", turn="a", parent="b", inputs={"question": "1"}),
+        _record(kind="end", turn="a", state="done", outputs={"output": "A"}),
+        _record(kind="turn", turn="b", parent="a", inputs={"question": "2"}),
+        _record(kind="end", turn="b", state="done", outputs={"output": "B"}),
+        _record(kind="turn", turn="c", parent="c", inputs={"question": "3"}),
+        _record(kind="end", turn="c", state="done", outputs={"output": "C"}),
+    ]
+    (folder / "c.jsonl").write_text("\n".join(records) + "\n")
+    script = textwrap.dedent(f"""
+        import sys, warnings
+        sys.path.insert(0, {str(tmp_path.parent)!r})
+        warnings.simplefilter("ignore")
+        import functai
+        from functai.testing import ScriptedLM
+        from functai import ai
+
+        @ai
+        def tutor(question: str) -> str:
+            "Tutor the student."
+
+        tutor.module = {__name__!r}
+        functai.configure(client=ScriptedLM(reply=lambda r: "ok"))
+        chat = tutor.conversation("c", store={str(folder)!r})
+        print([(t.id, t.parent) for t in chat.all_turns()])
+        chat("next")
+        print([t.id for t in chat.turns][:-1])
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    # a's parent b comes later: a starts a branch; b continues a; c (its own parent) starts one too
+    assert first == "[('a', None), ('b', 'a'), ('c', None)]"
+    assert second == "['c']"
+
+
+def test_a_byte_order_mark_does_not_hide_the_header(tmp_path):
+    store, path, ids = _three_turns(tmp_path)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    chat, turns, warned = _open(store)
+    assert turns == ids and warned == []
+    with pytest.raises(FunctAIError) as info:  # the header is read: it belongs to tutor
+        other.conversation("c", store=store)
+    assert info.value.code == "conversation-function"
+
+
+def test_the_command_line_shows_what_was_skipped(tmp_path):
+    store, path, ids = _three_turns(tmp_path)
+    _insert(path, "garbage", before=2)
+    _insert(path, _record(kind="wait", turn=ids[2], approvals="yes"), before=len(path.read_text().splitlines()) + 1)
+    out = io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["conversation", store, "c"], out=out) == 0
+    text = out.getvalue()
+    assert "3 turns" in text and all(turn in text for turn in ids)
+    assert "skipped 2 lines" in text
+    assert re.search(rf"{re.escape(str(path))}:2 .*not JSON", text), text
+    assert re.search(rf"{re.escape(str(path))}:\d+ .*'approvals' is not a list of approvals", text), text
+
+
+def test_the_call_log_reports_lines_it_skips(tmp_path):
+    log = tmp_path / "calls"
+    _lm()
+    with functai.settings(log_calls=str(log)):
+        tutor("q1")
+        tutor("q2")
+    path = log / "calls.jsonl"
+    lines = path.read_text().splitlines()
+    lines.insert(1, "{not json")
+    lines.insert(2, json.dumps({"id": "x", "function": "f"}))  # not a whole call record
+    lines.insert(3, json.dumps({**json.loads(lines[0]), "error": "boom"}))  # an error that is not an object
+    path.write_text("\n".join(lines) + "\n")
+
+    with pytest.warns(RuntimeWarning) as caught:
+        records = list(functai.read_calls(log))
+    assert [r.inputs["question"] for r in records] == ["q1", "q2"]
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 3
+    assert f"at={path}:2 reason=not JSON" in messages[0]
+    assert f"at={path}:3 " in messages[1] and "not a call record" in messages[1]
+    assert f"at={path}:4 " in messages[2] and "'error'" in messages[2]
+
+    skipped: list = []
+    assert len(list(functai.read_calls(log, skipped=skipped))) == 2
+    assert [where for where, _ in skipped] == [f"{path}:2", f"{path}:3", f"{path}:4"]
+
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the command reports them itself, not as warnings
+        old, sys.stderr = sys.stderr, err
+        try:
+            assert main(["calls", str(log)], out=out) == 0
+        finally:
+            sys.stderr = old
+    assert len(out.getvalue().splitlines()) == 3  # a header and the two calls
+    assert f"skipped {path}:2: not JSON" in err.getvalue()
+    assert err.getvalue().count("skipped") == 3

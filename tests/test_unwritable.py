@@ -1,0 +1,233 @@
+"""Writes that fail (issue 11, point 7): the call log, ratings and stores finish a
+short write or cut it back and raise ``store-unwritable`` naming the path; a
+``log_calls`` folder that can never be written is refused when it is set,
+before a model is paid for.
+
+The full disk and the read-only folder are real: small tmpfs mounts (root can
+mount them; elsewhere these tests skip, and the monkeypatched short writes
+still check the logic).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+import functai
+from functai import FunctAIError, ai
+from functai.calls import records
+from functai.conversations.store import FolderStore
+from functai.evaluation import rate
+from functai.testing import ScriptedLM
+
+
+@ai
+def echo(text: str) -> str:
+    """Echo the text."""
+
+
+def _mount(where, *options: str):
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(("size=64k", *options)), "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip() or 'not root'})")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 KiB file system, filled to the brim after ``fill()``."""
+    where = tmp_path / "disk"
+    _mount(where)
+
+    def fill() -> None:
+        fd = os.open(where / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, b"x" * 512)
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+
+    yield where, fill
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    where = tmp_path / "ro"
+    _mount(where, "ro")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _unwritable(info, path) -> None:
+    assert info.value.code == "store-unwritable", info.value
+    assert str(path) in str(info.value)
+
+
+def test_log_calls_where_a_file_is_refused_when_set(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    bad = tmp_path / "afile" / "calls"
+    with pytest.raises(FunctAIError) as info:
+        functai.configure(log_calls=str(bad))
+    _unwritable(info, bad)
+    assert "a file is where a folder should be" in str(info.value)
+    with pytest.raises(FunctAIError) as info:
+        functai.settings(log_calls=str(tmp_path / "afile"))
+    _unwritable(info, tmp_path / "afile")
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "calls.jsonl").mkdir()  # a folder where the log file should be
+    with pytest.raises(FunctAIError) as info:
+        functai.configure(log_calls=str(tmp_path / "log"))
+    _unwritable(info, tmp_path / "log" / "calls.jsonl")
+    functai.configure(log_calls=str(tmp_path / "not" / "yet" / "there"))  # creatable: fine, nothing created
+    assert not (tmp_path / "not").exists()
+
+
+def test_log_calls_on_a_read_only_disk_is_refused_before_the_model_is_paid(read_only, monkeypatch):
+    with pytest.raises(FunctAIError) as info:
+        functai.configure(log_calls=str(read_only / "calls"))
+    _unwritable(info, read_only / "calls")
+    assert "read-only" in str(info.value)
+    # Set another way (the environment's process layer is not checked at import): the call refuses
+    # before it asks the model.
+    monkeypatch.setenv("FUNCTAI_LOG_CALLS", str(read_only / "calls"))
+    from functai.layers import reset
+
+    reset()
+    lm = ScriptedLM(["never"])
+    with functai.settings(client=lm):
+        with pytest.raises(FunctAIError) as info:
+            echo("hi")
+    _unwritable(info, read_only / "calls")
+    assert lm.requests == []
+
+
+def test_a_store_on_a_read_only_disk_refuses_before_the_model_is_asked(read_only):
+    lm = ScriptedLM(["never"])
+    functai.configure(client=lm)
+    chat = echo.conversation("c", store=str(read_only / "store"))
+    with pytest.raises(FunctAIError) as info:
+        chat("hi")
+    _unwritable(info, read_only / "store")
+    assert lm.requests == []
+
+
+def test_a_store_where_a_file_is(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    lm = ScriptedLM(["never"])
+    functai.configure(client=lm)
+    with pytest.raises(FunctAIError) as info:
+        echo.conversation("c", store=str(tmp_path / "afile"))("hi")
+    _unwritable(info, tmp_path / "afile")
+    assert lm.requests == []
+    with pytest.raises(FunctAIError) as info:
+        FolderStore(tmp_path / "afile" / "deeper").append("c", [{"n": 1}])
+    _unwritable(info, tmp_path / "afile")
+
+
+def test_a_full_disk_loses_no_record_and_leaves_no_stray_bytes(small_disk):
+    disk, fill = small_disk
+    log = disk / "calls"
+    functai.configure(client=ScriptedLM(reply=lambda r: "ok " + "y" * 2000), log_calls=str(log))
+    echo("first")
+    rate(next(records.read_calls(log)).id, good=True, log=str(log))
+    store = FolderStore(disk / "store")
+    store.append("c", [{"n": 0}])
+    sizes = {p: p.stat().st_size for p in (log / "calls.jsonl", log / "ratings.jsonl", store.path_for("c"))}
+    fill()
+
+    with pytest.raises(FunctAIError) as info:
+        echo("second " + "z" * 4000)
+    _unwritable(info, log / "calls.jsonl")
+    assert "disk is full" in str(info.value)
+    with pytest.raises(FunctAIError) as info:
+        rate(next(records.read_calls(log)).id, good=False, correction="c" * 8000, log=str(log))
+    _unwritable(info, log / "ratings.jsonl")
+    with pytest.raises(FunctAIError) as info:
+        store.append("c", [{"n": 1, "pad": "p" * 8000}])
+    _unwritable(info, store.path_for("c"))
+    assert {p: p.stat().st_size for p in sizes} == sizes  # nothing half written anywhere
+
+    os.remove(disk / "filler")  # space again: everything goes on as before
+    echo("third")
+    assert [r.inputs["text"] for r in records.read_calls(log)] == ["first", "third"]
+    assert store.append("c", [{"n": 1}], expect=1) == 2
+
+
+def test_a_short_write_to_the_call_log_is_finished(tmp_path, monkeypatch):
+    path = tmp_path / "log" / records.LOG_FILE
+    real_write = os.write
+
+    def short(fd, data):
+        return real_write(fd, data[: max(1, len(data) // 3)])  # a third at a time
+
+    monkeypatch.setattr(os, "write", short)
+    records.append_line(path, {"a": "x" * 300})
+    records.append_line(path, {"b": 2})
+    monkeypatch.undo()
+    assert list(records.read_lines(path)) == [{"a": "x" * 300}, {"b": 2}]
+
+
+def test_a_write_that_fails_halfway_is_cut_back(tmp_path, monkeypatch):
+    path = tmp_path / "log" / records.LOG_FILE
+    records.append_line(path, {"first": 1})
+    before = path.read_bytes()
+    real_write = os.write
+    calls = []
+
+    def short_then_full(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, data[:7])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", short_then_full)
+    with pytest.raises(FunctAIError) as info:
+        records.append_line(path, {"second": 2})
+    monkeypatch.undo()
+    _unwritable(info, path)
+    assert path.read_bytes() == before
+    records.append_line(path, {"third": 3})
+    assert list(records.read_lines(path)) == [{"first": 1}, {"third": 3}]
+
+
+@pytest.mark.skipif(not hasattr(os, "setuid") or os.geteuid() != 0, reason="needs root to become another user")
+def test_permission_denied_names_the_path(tmp_path):
+    """As another user (root passes permission checks): a folder it may not write."""
+    shared = tmp_path.parent / f"functai-perm-{uuid.uuid4().hex[:8]}"
+    shared.mkdir(mode=0o755)
+    try:
+        os.chmod(tmp_path.parent, 0o755)
+        os.chmod(tmp_path, 0o755)
+        locked = shared / "locked"
+        locked.mkdir(mode=0o755)  # root's: others may read, not write
+        code = (  # everything imported first: the interpreter's own files may be root's only
+            "import os, sys, functai, structlog, difflib\n"
+            "from functai.conversations.store import FolderStore\n"
+            "os.setgid(65534); os.setuid(65534)\n"
+            "try:\n"
+            f"    functai.configure(log_calls={str(locked / 'calls')!r})\n"
+            "except functai.FunctAIError as e:\n"
+            "    print(e.code, 'permission denied' in str(e))\n"
+            "try:\n"
+            f"    FolderStore({str(locked / 'store')!r}).append('c', [{{'n': 1}}])\n"
+            "except functai.FunctAIError as e:\n"
+            "    print(e.code, 'permission denied' in str(e))\n"
+        )
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(sys.path)}
+        done = subprocess.run([sys.executable, "-c", code],
+                              capture_output=True, text=True, env=env, cwd="/")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split("\n")[:2] == ["store-unwritable True", "store-unwritable True"]
+    finally:
+        import shutil
+
+        shutil.rmtree(shared)
