@@ -7,6 +7,7 @@ a Python file that defines ``plugin``, or the name of an installed plugin.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -38,7 +39,8 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
 
     The name is ``name``, else ``obj.plugin_name``, else the module's last
     name part (or the class name), lower-cased; the version is ``version``,
-    else ``obj.plugin_version`` or ``obj.__version__``, else ``"0.0.0"``.
+    else ``obj.plugin_version`` or ``obj.__version__``, else the version of the
+    installed distribution its top-level package belongs to, else ``"0.0.0"``.
     """
     if isinstance(obj, type):
         raise TypeError(f"{obj.__name__} is a class; give an instance of it as the plugin")
@@ -48,7 +50,8 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
             return cached[1]
     plugin_name = name or getattr(obj, "plugin_name", None) or _default_name(obj)
     check_name(plugin_name)
-    plugin_version = version or getattr(obj, "plugin_version", None) or getattr(obj, "__version__", None) or "0.0.0"
+    plugin_version = (version or getattr(obj, "plugin_version", None) or getattr(obj, "__version__", None)
+                      or distribution_version(obj) or "0.0.0")
 
     manager = pluggy.PluginManager("functai")
     manager.add_hookspecs(specs)
@@ -73,14 +76,9 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
     found = False
     for hook in specs.HOOKS:
         for impl in getattr(manager.hook, hook).get_hookimpls():
-            if impl.hookwrapper or impl.wrapper:
-                raise PluginError(
-                    f"plugin {plugin_name!r}: {hook} is a pluggy wrapper; functai runs plain handlers "
-                    "in its own order — drop wrapper=True/hookwrapper=True",
-                    code="plugin-hook",
-                    plugin=plugin_name,
-                    hook=hook,
-                )
+            asked = [option for option in specs.ORDERING_OPTIONS if getattr(impl, option, False)]
+            if asked:  # marked with pluggy's own marker, which does not refuse them
+                raise specs.ordering_refused(asked, plugin_name, hook)
             plugin.on(hook, _as_handler(impl.function, impl.argnames))
             found = True
     if not found:
@@ -91,10 +89,40 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
     return plugin
 
 
+_dists: dict[str, list[str]] | None = None
+
+
+def distribution_version(obj: object) -> str | None:
+    """The version of the installed distribution that ships ``obj``'s top-level package, if one does."""
+    global _dists
+    module = obj.__name__ if isinstance(obj, ModuleType) else type(obj).__module__
+    top = (module or "").partition(".")[0]
+    if not top or top == "__main__" or top.startswith("functai_plugin_file_"):
+        return None
+    try:
+        import importlib_metadata as metadata  # the backport, newer than some stdlib versions
+    except ImportError:  # pragma: no cover - depends on the environment
+        import importlib.metadata as metadata  # type: ignore[no-redef]
+    if _dists is None:  # a scan of every installed distribution: once per process
+        _dists = dict(metadata.packages_distributions())
+    names = _dists.get(top) or []
+    for name in dict.fromkeys(names):
+        try:
+            return str(metadata.version(name))
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def _as_handler(fn: Callable[..., Any], argnames: Sequence[str]) -> Callable[[Any], Any]:
     if argnames:
         return fn
-    return lambda event: fn()
+
+    @functools.wraps(fn)
+    def handler(event: Any) -> Any:
+        return fn()
+
+    return handler
 
 
 def load_plugin(path: str | os.PathLike[str]) -> Plugin:
@@ -128,6 +156,8 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
         spec.loader.exec_module(module)
     except Exception as error:
         sys.modules.pop(module_name, None)
+        if isinstance(error, PluginError) and error.code == "plugin-hook":
+            raise  # e.g. functai.hookimpl(tryfirst=True): already says what to fix
         raise PluginError(
             f"plugin file {full} failed to load: {type(error).__name__}: {error}",
             code="plugin-load",

@@ -46,7 +46,8 @@ def _names(raw: str | None) -> frozenset[str] | None:
 class InstalledPlugin:
     """One entry point of the ``functai`` group, and what became of it."""
 
-    __slots__ = ("name", "value", "distribution", "dist_version", "state", "reason", "plugin", "_entry_point")
+    __slots__ = ("name", "value", "distribution", "dist_version", "state", "reason", "plugin", "code",
+                 "_entry_point")
 
     def __init__(self, entry_point: Any) -> None:
         self.name: str = entry_point.name
@@ -57,6 +58,8 @@ class InstalledPlugin:
         self.state: str = BLOCKED
         self.reason: str | None = None
         self.plugin: Plugin | None = None
+        #: The error code calls refuse with while this plugin is failed.
+        self.code = "plugin-load"
         self._entry_point = entry_point
 
     @property
@@ -70,6 +73,13 @@ class InstalledPlugin:
         """Import the entry point and turn its object into a Plugin (once)."""
         from .adapt import from_hookimpls
 
+        problem = incompatible(getattr(self._entry_point, "dist", None))
+        if problem is not None:  # never imported: it was not written for this functai
+            self.state, self.reason, self.code = FAILED, problem, "plugin-incompatible"
+            from ..log import warn
+
+            warn("plugin incompatible", plugin=self.name, distribution=self.distribution, reason=problem)
+            return
         try:
             check_name(self.name)
             found = self._entry_point.load()
@@ -214,6 +224,45 @@ class Installed:
         )
 
 
+def running_version() -> str:
+    """The version of the running functai."""
+    from .. import __version__
+
+    return __version__
+
+
+def incompatible(dist: Any) -> str | None:
+    """Why a distribution's ``Requires-Dist: functai …`` excludes the running functai, or None.
+
+    A requirement whose environment marker does not apply here (an extra,
+    another Python) is not a requirement of this install.
+    """
+    requires = getattr(dist, "requires", None) if dist is not None else None
+    if not requires:
+        return None
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    running = running_version()
+    for text in requires:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) != "functai":
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        if requirement.specifier and not requirement.specifier.contains(running, prereleases=True):
+            name = getattr(dist, "name", None) or "?"
+            return (
+                f"{name} {getattr(dist, 'version', None) or ''} supports functai{requirement.specifier}, "
+                f"but this is functai {running}; install a version of {name} made for functai {running} "
+                f"(pip install -U {name}), or a functai it supports"
+            )
+    return None
+
+
 def _failure(failed: Sequence[InstalledPlugin]) -> PluginError:
     first = failed[0]
     names = [item.name for item in failed]
@@ -221,6 +270,14 @@ def _failure(failed: Sequence[InstalledPlugin]) -> PluginError:
     them = "they are" if len(failed) > 1 else "it is"
     already = sorted(_names(os.environ.get("FUNCTAI_DISABLE_PLUGINS")) or ())
     disable = ",".join(dict.fromkeys([*already, *names]))  # following the advice keeps what is disabled now
+    if first.code == "plugin-incompatible":
+        return PluginError(
+            f"installed plugin {first.name!r} is incompatible{others}: {first.reason}; {first.where()}. "
+            f"Calls refuse to run until {them} upgraded, uninstalled, or disabled with "
+            f"FUNCTAI_DISABLE_PLUGINS={disable} (see `functai plugins`)",
+            code="plugin-incompatible",
+            plugin=first.name,
+        )
     return PluginError(
         f"installed plugin {first.name!r} failed to load{others}: {first.reason}; {first.where()}. "
         f"Calls refuse to run until {them} fixed, uninstalled, or disabled with "

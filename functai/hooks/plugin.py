@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, overload
 
 from ..errors import PluginError
 from .specs import HOOKS
@@ -82,9 +82,21 @@ class Plugin:
         for hook, fn in handlers.items():
             self.on(hook, fn)
 
-    def on(self, hook: str, fn: F) -> F:
-        """Register ``fn`` as a handler for ``hook``; returns ``fn``."""
+    @overload
+    def on(self, hook: str, fn: F) -> F: ...
+
+    @overload
+    def on(self, hook: str) -> Callable[[F], F]: ...
+
+    def on(self, hook: str, fn: Any = None) -> Any:
+        """Register ``fn`` as a handler for ``hook``; returns ``fn``.
+
+        Without ``fn`` it is a decorator: ``@plugin.on("tool_call")``. The hook
+        name is checked at once either way.
+        """
         check_hook(hook, self.name)
+        if fn is None:
+            return lambda handler: self.on(hook, handler)
         if not callable(fn):
             raise TypeError(f"plugin {self.name!r}: the {hook} handler must be callable, not {type(fn).__name__}")
         self._handlers.setdefault(hook, []).append(fn)
@@ -99,9 +111,31 @@ class Plugin:
         """The hooks this plugin has handlers for, in hook-table order."""
         return tuple(hook for hook in HOOKS if hook in self._handlers)
 
+    def describe(self) -> str:
+        """A short text: name, version, plugin API, and each hook with its handlers' qualified names."""
+        lines = [f"{self.name} {self.version} (plugin API {self.api})"]
+        if self.description:
+            lines.append(f"  {self.description}")
+        for hook in self.hooks:
+            lines.append(f"  {hook}: {', '.join(map(qualified_name, self._handlers[hook]))}")
+        if not self._handlers:
+            lines.append("  no handlers")
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         hooks = ", ".join(self.hooks)
         return f'Plugin("{self.name}", {self.version}{": " + hooks if hooks else ""})'
+
+
+def qualified_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname`` of a handler (what follows ``functools.wraps``), else its repr."""
+    inner = getattr(fn, "func", None)  # functools.partial
+    target = inner if inner is not None and not hasattr(fn, "__qualname__") else fn
+    name = getattr(target, "__qualname__", None)
+    module = getattr(target, "__module__", None)
+    if not isinstance(name, str):
+        return repr(fn)
+    return f"{module}.{name}" if module else name
 
 
 def _decorator(hook: str) -> Callable[[Plugin, F], F]:

@@ -11,10 +11,48 @@ warning naming plugin and hook) and changes nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pluggy
 
 hookspec = pluggy.HookspecMarker("functai")
-hookimpl = pluggy.HookimplMarker("functai")
+
+#: pluggy's ordering options, which functai does not take: order comes from layers.
+ORDERING_OPTIONS = ("tryfirst", "trylast", "hookwrapper", "wrapper")
+
+
+def ordering_refused(options: list[str], plugin: str | None = None, hook: str | None = None) -> Exception:
+    """The ``plugin-hook`` error for a hookimpl that asks pluggy for an order."""
+    from ..errors import PluginError
+
+    asked = ", ".join(f"{option}=True" for option in options)
+    where = f"plugin {plugin!r}: " if plugin else ""
+    what = f"the {hook} handler asks for {asked}" if hook else f"functai.hookimpl({asked}) is refused"
+    return PluginError(
+        f"{where}{what}, but functai runs plain handlers in its own order, which comes from layers: "
+        "the function's own plugins, then each enclosing block (innermost first), then the process, then "
+        "installed plugins; within a layer, in the order it lists them. Drop the option and put the plugin "
+        "in the layer (and list position) where it should run",
+        code="plugin-hook",
+        plugin=plugin,
+        hook=hook,
+    )
+
+
+class HookimplMarker(pluggy.HookimplMarker):
+    """pluggy's hookimpl marker, refusing the ordering options at once (``plugin-hook``):
+    silently ignoring ``tryfirst=True`` would run a handler where its author did not expect."""
+
+    def __call__(self, function: Any = None, hookwrapper: bool = False, optionalhook: bool = False,
+                 tryfirst: bool = False, trylast: bool = False, specname: str | None = None,
+                 wrapper: bool = False) -> Any:
+        asked = [name for name, on in zip(ORDERING_OPTIONS, (tryfirst, trylast, hookwrapper, wrapper)) if on]
+        if asked:
+            raise ordering_refused(asked, hook=getattr(function, "__name__", None))
+        return super().__call__(function, optionalhook=optionalhook, specname=specname)
+
+
+hookimpl = HookimplMarker("functai")
 
 
 @hookspec
