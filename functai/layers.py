@@ -284,6 +284,10 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
         process.plugins or _NO_PLUGINS,
         inst.layer(values.get("load_plugins"), values.get("disable_plugins")),
     )
+    if values.get("record_timing"):
+        from .hooks.timing import timed
+
+        plan = timed(plan)
     model_settings = {k: v for k, v in values.items() if k in MODEL_SETTINGS}
     result = Resolved(MappingProxyType(values), plan, model_settings)
     with _resolved_lock:

@@ -22,6 +22,7 @@ from ..hooks.change import Change
 from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
 from ..hooks.fold import call_handler_steps, fold_steps, record as change_record, refuse
 from ..hooks.hear import hear_steps
+from ..hooks.timing import stamp
 from ..hooks.plugin import Plugin
 from ..models import providers
 from ..models.replies import non_answer
@@ -283,7 +284,7 @@ def _request_hook(
                 f"a request handler must return a functai.Request or None, not {type(result).__name__}",
             )
         set_field(event, "request", result)
-        record.changes.append(change_record(plugin, "request", {"request": "replaced"}))
+        record.changes.append(stamp(change_record(plugin, "request", {"request": "replaced"}), handler, event))
         record.replayable = False
     return event.request
 

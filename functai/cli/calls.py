@@ -21,6 +21,8 @@ def register(commands: Any) -> None:
     show.add_argument("id", help="the call id (a unique prefix is enough)")
     show.add_argument("--log", help=LOG_HELP)
     show.add_argument("--json", action="store_true", help="print the raw record as JSON")
+    show.add_argument("--timing", action="store_true",
+                      help="the call's plugin handlers, slowest first (recorded with record_timing=True)")
     show.set_defaults(run=cmd_show)
 
 
@@ -61,11 +63,34 @@ def find(folder: str, prefix: str) -> CallRecord:
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     record = find(log_folder(args.log), args.id)
-    if args.json:
+    if args.timing:
+        render_timing(record, out)
+    elif args.json:
         print(json.dumps(record.to_dict(), indent=2, ensure_ascii=False), file=out)
     else:
         render(record, out)
     return 0
+
+
+def render_timing(record: CallRecord, out: TextIO, limit: int = 20) -> None:
+    """The handlers a call ran, slowest first, from ``µs`` in its changes and ``heard``."""
+    timed = [entry for entry in [*record.changes, *record.heard] if "µs" in entry]
+    if not timed:
+        raise CLIError(f"call {record.id} has no handler timing", code="no-timing",
+                       hint="it is recorded only for calls made with record_timing=True "
+                            "(functai.configure(record_timing=True), or any settings layer)")
+    timed.sort(key=lambda entry: -float(entry["µs"]))
+    total = sum(float(entry["µs"]) for entry in timed)
+    print(f"call {record.id} ({record.path or record.function}): {plural(len(timed), 'handler run')}, "
+          f"{total:,.1f} µs in handlers of {(record.seconds or 0) * 1e6:,.1f} µs", file=out)
+    rows = [["µs", "PLUGIN", "VERSION", "HOOK", "WHAT"]]
+    for entry in timed[:limit]:
+        what = "heard" if entry in record.heard else ("changed" if "change" in entry else "changed (content not kept)")
+        rows.append([f"{float(entry['µs']):,.1f}", str(entry["plugin"]), str(entry.get("version", "")),
+                     str(entry["hook"]), what])
+    table(rows, out)
+    if len(timed) > limit:
+        print(f"(and {len(timed) - limit} more)", file=out)
 
 
 def _text(value: Any) -> str:

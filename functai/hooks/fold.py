@@ -16,6 +16,7 @@ from .change import HOOK_FIELDS, Change
 from .events import Event
 from .order import Handler
 from .plugin import Plugin
+from .timing import Timed
 
 #: Checks and applies one change to the event; raises `refuse(...)` when it does not fit.
 Apply = Callable[[Plugin, Change, Any], None]
@@ -152,4 +153,6 @@ def fold_steps(
             continue
         apply(plugin, result, event)
         changes.append({"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": result.to_data()})
+        if handler.__class__ is Timed:  # record_timing=True
+            changes[-1]["µs"] = event._us
     event._plugin = None

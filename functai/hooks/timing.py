@@ -1,0 +1,83 @@
+"""Per-handler timing, for ``record_timing=True`` only.
+
+With the setting on, a call runs with a *timed* copy of its plan: each
+handler of a changing hook is wrapped in `Timed`, which leaves how long it
+took on the event (``event._us``); the engine copies it into the change's
+entry as ``µs``. Hearing hooks time themselves (`functai.hooks.hear`). With
+the setting off nothing is wrapped, and the only cost is one class check
+per change recorded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from .order import Plan
+
+#: Hooks whose handlers are timed by the code that runs them, not wrapped.
+HEARING = frozenset({"reply", "call_end", "turn_end"})
+
+
+class Timed:
+    """A handler that notes on the event how long it took, in µs."""
+
+    __slots__ = ("fn", "__wrapped__")
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+        self.__wrapped__ = fn
+
+    def __call__(self, event: Any) -> Any:
+        started = time.perf_counter_ns()
+        result = None
+        try:
+            result = self.fn(event)
+            if result is not None and hasattr(result, "__await__"):  # async def: timed until awaited
+                result = _until_done(result, event, started)
+            return result
+        finally:
+            if result is None or not hasattr(result, "__await__"):
+                _note(event, started)
+
+
+def _note(event: Any, started: int) -> None:
+    object.__setattr__(event, "_us", round((time.perf_counter_ns() - started) / 1000, 1))
+
+
+async def _until_done(awaitable: Any, event: Any, started: int) -> Any:
+    try:
+        return await awaitable
+    finally:
+        _note(event, started)
+
+
+def stamp(entry: dict[str, Any], handler: Callable[[Any], Any], event: Any) -> dict[str, Any]:
+    """``entry`` (a change about to be recorded) with the handler's ``µs`` when it was timed."""
+    if handler.__class__ is Timed:
+        entry["µs"] = event._us
+    return entry
+
+
+_lock = threading.Lock()
+_timed: dict[int, tuple[Plan, Plan]] = {}
+
+
+def timed(plan: Plan) -> Plan:
+    """The plan with every changing hook's handler wrapped in `Timed` (made once per plan)."""
+    hit = _timed.get(id(plan))
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    copy = Plan.__new__(Plan)
+    copy.plugins = plan.plugins
+    copy.approval = plan.approval
+    copy.handlers = {
+        hook: handlers if hook in HEARING else tuple((plugin, Timed(fn)) for plugin, fn in handlers)
+        for hook, handlers in plan.handlers.items()
+    }
+    with _lock:
+        if len(_timed) >= 512:
+            _timed.clear()
+        _timed[id(plan)] = (plan, copy)
+    return copy
