@@ -249,3 +249,70 @@ def test_an_installed_provider_distribution_serves_its_models(venv):
         assert got.headers["x-gateway-app"] == "functai-example"
     finally:
         uninstall(venv, "functai-provider-example")
+
+
+def functai_command(python, *args):
+    """The venv's own `functai` console script."""
+    return subprocess.run([str(python.parent / "functai"), *args], capture_output=True, text=True, cwd="/",
+                          env={k: v for k, v in os.environ.items() if not k.startswith("FUNCTAI_")})
+
+
+def test_functai_install_and_uninstall_a_local_plugin_then_list_plugins(venv, tmp_path):
+    folder = package(tmp_path, "functai-local-ear", '''
+        import functai
+
+        @functai.hookimpl
+        def call_end(call):
+            pass
+    ''', {"functai": {"local-ear": "functai_local_ear"}})
+    done = functai_command(venv, "install", folder)
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("local-ear"))
+    assert row.split()[:5] == ["local-ear", "1.2.3", "functai-local-ear", "1", "call_end"] and "loaded" in row
+    assert f"installed into {venv.parent.parent}" in done.stdout
+    assert "local-ear" in functai_command(venv, "plugins").stdout
+
+    done = functai_command(venv, "uninstall", "-y", "functai-local-ear")
+    assert done.returncode == 0, done.stderr
+    assert "local-ear" not in done.stdout and "approval" in done.stdout
+    assert "local-ear" not in functai_command(venv, "plugins").stdout
+
+    done = functai_command(venv, "install", str(tmp_path / "no-such-plugin"))
+    assert done.returncode == 1 and "functai: error [pip-failed]" in done.stderr
+    done = functai_command(venv, "uninstall", "-y", "functai")
+    assert done.returncode == 2 and "it is functai itself" in done.stderr
+
+
+def test_an_installed_plugin_made_for_another_functai_fails_closed_as_incompatible(venv, tmp_path):
+    folder = package(tmp_path, "functai-future", '''
+        raise RuntimeError("an incompatible plugin is never imported")
+    ''', {"functai": {"future": "functai_future"}})
+    pyproject = pathlib.Path(folder) / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('version = "1.2.3"',
+                                                       'version = "1.2.3"\ndependencies = ["functai>=99"]'))
+    subprocess.run([*pip(venv, "install", "--no-build-isolation", "--no-deps"), folder], check=True)
+    try:
+        out = run(venv, SHOW_SYSTEM)
+        assert out.startswith("plugin-incompatible |")
+        assert "functai>=99" in out and "this is functai 0.1.0" in out and "functai-future 1.2.3" in out
+        listing = functai_command(venv, "plugins").stdout
+        assert "future" in listing and "supports functai>=99" in listing
+        assert run(venv, SHOW_SYSTEM, FUNCTAI_DISABLE_PLUGINS="future") == "'Answer.' []"
+    finally:
+        uninstall(venv, "functai-future")
+
+
+def test_a_hookimpl_module_given_directly_takes_its_distributions_version(venv, tmp_path):
+    install(venv, package(tmp_path, "functai-versioned", '''
+        import functai
+
+        @functai.hookimpl
+        def before_call(call):
+            return functai.Change(sections=["V."])
+    ''', {}))
+    try:
+        program = SHOW_SYSTEM.replace("functai.configure(client=lm)",
+                                      "import functai_versioned\nfunctai.configure(client=lm, plugins=[functai_versioned])")
+        assert run(venv, program) == "'Answer.\\n\\nV.' [('functai_versioned', '1.2.3')]"
+    finally:
+        uninstall(venv, "functai-versioned")

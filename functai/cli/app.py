@@ -12,7 +12,7 @@ from typing import NoReturn, Sequence, TextIO
 from .common import INPUT, RUNTIME, CLIError
 
 #: The modules (in this package) whose ``register(commands)`` adds subcommands, in help order.
-COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "evaluation")
+COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "manage", "evaluation")
 
 #: Library error codes that mean the command line named something wrong (exit 2, not 1).
 INPUT_CODES: frozenset[str] = frozenset({

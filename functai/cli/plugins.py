@@ -18,7 +18,14 @@ BUILTINS_GROUP = "functai.builtins"
 def register(commands: Any) -> None:
     plugins = commands.add_parser("plugins", help="installed plugins and their state (works while one is broken)")
     plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plugins.add_argument("-v", "--verbose", action="store_true",
+                         help="also describe each loaded plugin: its hooks and their handlers")
     plugins.set_defaults(run=cmd_plugins)
+    more = plugins.add_subparsers(dest="plugins_command", metavar="explain", parser_class=type(plugins))
+    explain = more.add_parser("explain", help="the plugins a function's calls would run here, hook by hook")
+    explain.add_argument("function", help="MODULE:FUNCTION (importable from here)")
+    explain.add_argument("--json", action="store_true", help="print JSON instead of text")
+    explain.set_defaults(run=cmd_explain)
 
 
 def discover() -> "Installed":
@@ -100,6 +107,10 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
             f"or disabled with FUNCTAI_DISABLE_PLUGINS={disable}",
             file=out,
         )
+    if args.verbose:
+        for item in found.found:
+            if item.plugin is not None:
+                print("\n" + item.plugin.describe(), file=out)
     if factories:
         print(f"\nbuilt-in factories (entry-point group {BUILTINS_GROUP!r}):", file=out)
         rows = [["NAME", "DISTRIBUTION", "VERSION", "ENTRY POINT"]]
@@ -110,4 +121,34 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
             rows.append([str(row["name"]), str(row["distribution"] or "-"), str(row["version"] or "-"),
                          f"{row['entry_point']}{note}"])
         table(rows, out)
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
+    """Every plugin a call of the function would run, hook by hook, with its layer."""
+    from ..hooks.explain import explain
+
+    from .common import ai_function
+
+    data = explain(ai_function(args.function))
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
+        return 0
+    print(f"{data['function']}: plugins its calls would run here, hook by hook, in order", file=out)
+    print("layers (innermost first): " + "; ".join(
+        f"{layer['layer']}: {', '.join(layer['plugins']) or '-'}" for layer in data["layers"]), file=out)
+    for hook, rows in data["hooks"].items():
+        if not rows:
+            print(f"{hook}: -", file=out)
+            continue
+        print(f"{hook}:", file=out)
+        for number, row in enumerate(rows, 1):
+            note = f"  ({row['note']})" if "note" in row else ""
+            print(f"  {number}. {row['plugin']} {row['version']} [{row['layer']}] {row['handler']}{note}", file=out)
+    if data["dropped"]:
+        print("dropped:", file=out)
+        for row in data["dropped"]:
+            print(f"  {row['plugin']} {row['version']} [{row['layer']}]: {row['reason']}", file=out)
+    else:
+        print("dropped: none", file=out)
     return 0

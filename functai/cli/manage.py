@@ -1,0 +1,83 @@
+"""``functai install NAME…`` / ``functai uninstall NAME…``: plugins added to functai's own environment.
+
+pip runs with the Python that runs functai, so a functai installed with
+pipx (or in any venv) gets its plugins where it can find them. Afterwards
+the plugins table is printed by a fresh ``functai plugins`` process: what is
+installed now, as the next program will see it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from typing import Any, TextIO
+
+from .common import RUNTIME, CLIError
+
+#: Distributions ``functai uninstall`` refuses: removing them removes the command itself.
+_ESSENTIAL = frozenset({"functai"})
+
+
+def register(commands: Any) -> None:
+    install = commands.add_parser("install", help="pip install plugins into functai's own environment")
+    install.add_argument("names", nargs="*", metavar="NAME", help="distributions, paths or URLs, as pip takes them")
+    install.add_argument("-U", "--upgrade", action="store_true", help="upgrade them to the newest version")
+    install.add_argument("-e", "--editable", action="append", default=[], metavar="PATH",
+                         help="install a local project in editable mode (repeatable)")
+    install.add_argument("--force-reinstall", action="store_true", help="reinstall even when up to date")
+    install.add_argument("--no-cache-dir", action="store_true", help="do not use pip's cache")
+    install.add_argument("--pre", action="store_true", help="allow pre-release versions")
+    install.set_defaults(run=cmd_install)
+
+    uninstall = commands.add_parser("uninstall", help="pip uninstall plugins from functai's own environment")
+    uninstall.add_argument("names", nargs="+", metavar="NAME", help="distribution names")
+    uninstall.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    uninstall.set_defaults(run=cmd_uninstall)
+
+
+def _pip(arguments: list[str], what: str) -> None:
+    command = [sys.executable, "-m", "pip", *arguments]
+    try:
+        done = subprocess.run(command)
+    except OSError as error:
+        raise CLIError(f"cannot run pip ({' '.join(command[:3])}): {error}", code="pip-failed", status=RUNTIME) from error
+    if done.returncode != 0:
+        raise CLIError(f"pip {what} failed (exit status {done.returncode}); nothing else was changed",
+                       code="pip-failed", status=RUNTIME, hint="pip's own output above says why")
+
+
+def _table(out: TextIO) -> None:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore::RuntimeWarning"}
+    done = subprocess.run([sys.executable, "-m", "functai", "plugins"], capture_output=True, text=True, env=env)
+    out.write(done.stdout)
+    if done.returncode != 0:
+        raise CLIError("`functai plugins` failed after pip finished: " + (done.stderr.strip() or "no message"),
+                       code="plugins-failed", status=RUNTIME)
+
+
+def cmd_install(args: argparse.Namespace, out: TextIO) -> int:
+    if not args.names and not args.editable:
+        raise CLIError("name at least one plugin distribution to install", code="usage",
+                       hint="e.g. functai install functai-otel, or functai install ./my-plugin")
+    flags = [flag for flag, on in (("--upgrade", args.upgrade), ("--force-reinstall", args.force_reinstall),
+                                   ("--no-cache-dir", args.no_cache_dir), ("--pre", args.pre)) if on]
+    for path in args.editable:
+        flags += ["--editable", path]
+    _pip(["install", *flags, *args.names], "install")
+    print(f"installed into {sys.prefix}", file=out)
+    _table(out)
+    return 0
+
+
+def cmd_uninstall(args: argparse.Namespace, out: TextIO) -> int:
+    from packaging.utils import canonicalize_name
+
+    essential = [name for name in args.names if canonicalize_name(name) in _ESSENTIAL]
+    if essential:
+        raise CLIError(f"refusing to uninstall {', '.join(essential)}: it is functai itself", code="usage",
+                       hint=f"to remove functai, run {sys.executable} -m pip uninstall functai")
+    _pip(["uninstall", *(["--yes"] if args.yes else []), *args.names], "uninstall")
+    _table(out)
+    return 0

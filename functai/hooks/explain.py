@@ -1,0 +1,80 @@
+"""Which plugins would run for a function's calls here, from which layer, in what order.
+
+The same resolution a call makes (`functai.layers.resolve`), kept with the
+layer each plugin comes from and the duplicates the order rules dropped;
+``functai plugins explain MODULE:FUNCTION`` prints it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from .order import APPROVAL
+from .plugin import Plugin, qualified_name
+from .specs import HOOKS
+
+if TYPE_CHECKING:
+    from ..calls.function import AIFunction
+    from ..layers import Layer
+
+
+def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, Any]:
+    """For each hook, the plugins a call of ``fn`` here would run, in order, with their layer.
+
+    ``here`` is the current process configuration and settings blocks (and a
+    conversation's layer when given). Returns ``{"function", "layers",
+    "hooks", "dropped"}``: ``hooks`` maps every hook to
+    ``[{"plugin", "version", "layer", "handler"}]``; ``dropped`` lists the
+    plugins the order rules left out, each with the reason.
+    """
+    from .. import layers as settings
+
+    resolved = settings.resolve(fn.own, conversation)
+    values = resolved.values
+    blocks = settings._blocks.get()
+    process = settings._process
+    host = [(layer, "conversation" if layer is conversation else "block")
+            for layer in (conversation, *reversed(blocks)) if layer is not None]
+    dropper = next((kind for layer, kind in [*host, (process, "process")]
+                    if layer.values.get("program_plugins") is False), None)
+    from .installed import installed
+
+    installed_layer = installed().layer(values.get("load_plugins"), values.get("disable_plugins"))
+    own = tuple(fn.own.plugins or ())
+    layers: list[tuple[str, Sequence[Plugin]]] = [
+        ("own", () if dropper else own),
+        *((kind, layer.plugins) for layer, kind in host if layer.plugins),
+        ("process", process.plugins or ()),
+        ("installed", installed_layer),
+    ]
+    dropped: list[dict[str, Any]] = []
+    if dropper:
+        dropped += [{"plugin": p.name, "version": p.version, "layer": "own",
+                     "reason": f"program_plugins=False in the {dropper} layer drops the function's own plugins"}
+                    for p in own]
+    origin: dict[int, str] = {}
+    seen: dict[str, str] = {}
+    for kind, plugins in reversed(layers):  # outermost first: a plugin runs once, in its outermost layer
+        for plugin in plugins:
+            if plugin.name in seen:
+                dropped.append({"plugin": plugin.name, "version": plugin.version, "layer": kind,
+                                "reason": f"also in the {seen[plugin.name]} layer; it runs once, there"})
+                continue
+            seen[plugin.name] = kind
+            origin[id(plugin)] = kind
+    hooks: dict[str, list[dict[str, Any]]] = {}
+    for hook in HOOKS:
+        rows = []
+        for plugin, handler in resolved.plan.handlers[hook]:
+            row = {"plugin": plugin.name, "version": plugin.version, "layer": origin.get(id(plugin), "?"),
+                   "handler": qualified_name(getattr(handler, "__wrapped__", handler))}
+            if hook == "tool_call" and plugin is resolved.plan.approval:
+                row["note"] = f"the installed plugin named {APPROVAL!r} runs after every other tool_call handler"
+            rows.append(row)
+        hooks[hook] = rows
+    return {
+        "function": f"{fn.module}:{fn.name}",
+        "layers": [{"layer": kind, "plugins": [p.name for p in plugins]} for kind, plugins in layers],
+        "hooks": hooks,
+        "dropped": dropped,
+    }
