@@ -5,7 +5,7 @@ Run after ``pip install -e examples/functai-plugin-example``: the first tests
 load the plugin through its real entry point, as functai does in production.
 """
 
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 
 import pytest
 
@@ -129,7 +129,12 @@ def test_as_a_module_object_without_the_entry_point(scripted_lm, installed_plugi
     # Useful before the package is installed: the module itself, named as its entry point.
     lm = scripted_lm(["ok"])
     found = installed_plugins(example=functai_plugin_example)
-    assert found.found[0].version == "0.0.0"  # no distribution to take a version from
+    # a module declaring no version takes its distribution's, once the package is installed
+    try:
+        expected = version("functai-plugin-example")
+    except PackageNotFoundError:
+        expected = "0.0.0"
+    assert found.found[0].version == expected
     summary("text")
     assert instruction(lm.requests[0]).endswith(HOUSE_STYLE)
 
