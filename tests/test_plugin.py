@@ -174,7 +174,13 @@ def test_object_without_hookimpls_is_not_a_plugin():
 
 
 def test_wrapper_hookimpls_are_refused():
-    @functai.hookimpl(wrapper=True)
+    with pytest.raises(PluginError) as info:  # at once, by functai's marker
+        @functai.hookimpl(wrapper=True)
+        def before_call(call):
+            yield
+    assert info.value.code == "plugin-hook"
+
+    @pluggy.HookimplMarker("functai")(wrapper=True)  # pluggy's own marker: when the plugin is given
     def before_call(call):
         yield
 

@@ -100,3 +100,15 @@ def test_functai_show_timing_says_when_a_record_has_none(tmp_path):
     err = io.StringIO()
     assert main(["show", record.id, "--timing", "--log", str(tmp_path)], out=io.StringIO(), err=err) == 2
     assert "no-timing" in err.getvalue() and "record_timing=True" in err.getvalue()
+
+
+def test_an_async_handler_is_timed_until_it_is_done():
+    import asyncio
+
+    async def slow(call):
+        await asyncio.sleep(0.004)
+        return Change(sections=["Late."])
+
+    functai.configure(client=ScriptedLM(["ok"]), plugins=[Plugin("late", before_call=slow)], record_timing=True)
+    record = support.run("q")[1]
+    assert record.changes[0]["plugin"] == "late" and record.changes[0]["µs"] >= 4000
