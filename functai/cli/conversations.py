@@ -1,4 +1,5 @@
-"""``functai conversation`` (a turn tree) and ``functai approve`` (answer a waiting turn, resume it)."""
+"""``functai conversation`` (a turn tree), ``functai approve`` (answer a waiting turn, resume it)
+and ``functai resume`` (resume or abandon an interrupted turn)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,39 @@ def register(commands: Any) -> None:
     approve.add_argument("--by", help="who answers (kept with the answer)")
     approve.set_defaults(run=cmd_approve)
 
+    resume = commands.add_parser(
+        "resume", help="resume (or abandon) the turns a dead process left interrupted",
+        description="Resume every interrupted turn of the conversation — tools that started and never recorded "
+        "a result are not run again unless named with --rerun — or abandon them with --abandon. Exit status: "
+        "0 done, 1 a turn failed or nothing is interrupted, 2 bad input, 3 a turn waits for an approval.",
+    )
+    resume.add_argument("store", help="the store folder")
+    resume.add_argument("id", help="the conversation id")
+    resume.add_argument("--abandon", metavar="REASON", nargs="?", const="",
+                        help="abandon them instead (with a reason); needs no model and no importable function")
+    resume.add_argument("--rerun", metavar="TOOL", action="append", default=[],
+                        help="run this tool again if it started without a recorded result (repeatable)")
+    resume.add_argument("--by", help="who abandons (kept with the record)")
+    resume.set_defaults(run=cmd_resume)
+
+
+def _state(turn: Any) -> tuple[str, str | None]:
+    """A turn's state as shown, and why it is interrupted: a running turn whose owner is
+    gone shows as interrupted though no process marked it yet."""
+    from ..conversations.held import why_gone
+
+    if turn.state == "running":
+        gone = why_gone(turn)
+        return ("interrupted", gone) if gone is not None else ("running", None)
+    return turn.state, turn.why
+
 
 def _describe(turn: Any) -> str:
     what = short(dict(turn.inputs))
-    if turn.state == "done":
+    state, why = _state(turn)
+    if state == "interrupted":
+        what += f"  interrupted: {why}"
+    elif turn.state == "done":
         what += f"  → {short(turn.outputs.get('output', turn.outputs))}"
     elif turn.state == "waiting":
         asks = ", ".join(f"{a['name']} {short(a['input'], 40)} ({a['plugin']})" for a in turn.approvals)
@@ -45,12 +75,14 @@ def _describe(turn: Any) -> str:
 def tree(found: "History", out: TextIO) -> None:
     """Print the turn tree, depth first; a loop, not recursion, so any depth prints."""
     roots = found.children.get(None, [])
+    states = {turn_id: _state(turn)[0] for turn_id, turn in found.turns.items()}
+    width = max(map(len, states.values()), default=0)
     # Each item: (turn id, the prefix of its line, whether it is its parent's last child).
     stack = [(root, "", i == len(roots) - 1) for i, root in reversed(list(enumerate(roots)))]
     while stack:
         turn_id, prefix, last = stack.pop()
         turn = found.turns[turn_id]
-        print(f"{prefix}{'└─ ' if last else '├─ '}{turn_id} {turn.state:<8} {_describe(turn)}", file=out)
+        print(f"{prefix}{'└─ ' if last else '├─ '}{turn_id} {states[turn_id]:<{width}} {_describe(turn)}", file=out)
         children = found.children.get(turn_id, [])
         below = prefix + ("   " if last else "│  ")
         stack.extend((child, below, i == len(children) - 1) for i, child in reversed(list(enumerate(children))))
@@ -80,6 +112,10 @@ def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
     header = found.header or {}
     print(f"conversation {args.id} ({header.get('function', '?')}, {plural(len(found.order), 'turn')})", file=out)
     tree(found, out)
+    interrupted = sum(1 for turn in found.turns.values() if _state(turn)[0] == "interrupted")
+    if interrupted:
+        print(f"{plural(interrupted, 'interrupted turn')}: `functai resume {args.store} {args.id}` resumes "
+              f"{'it' if interrupted == 1 else 'them'}, `--abandon` gives up", file=out)
     if found.entries:
         print("entries:", file=out)
         for entry in found.entries:
@@ -137,3 +173,49 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         more = f" (and {len(failures) - 1} more turns failed)" if len(failures) > 1 else ""
         raise CLIError(f"turn {turn_id} failed: {error.message}{more}", code=error.code, status=RUNTIME)
     return 3 if waits_again else 0
+
+
+def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
+    from ..conversations import held
+    from ..conversations.store import open_store
+    from ..errors import FunctAIError, Waiting
+
+    found = history(args.store, args.id)
+    store = open_store(args.store)
+    held.reap(found, store, args.id)
+    interrupted = [turn_id for turn_id in found.order if found.turns[turn_id].state == "interrupted"]
+    if not interrupted:
+        raise CLIError(f"no turn of conversation {args.id!r} is interrupted", code="nothing-interrupted",
+                       status=RUNTIME, hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
+    if args.abandon is not None:  # records only: works where the function cannot be imported
+        for turn_id in interrupted:
+            held.abandon(found, store, args.id, turn_id, reason=args.abandon or None, by=args.by)
+            print(f"{turn_id}: abandoned", file=out)
+        return 0
+    reference = (found.header or {}).get("function")
+    if not reference:
+        raise CLIError(f"conversation {args.id!r} does not record its function", code="conversation-function",
+                       status=RUNTIME)
+    try:
+        program = ai_function(reference)
+    except CLIError as error:
+        error.hint = (f"{reference} is the conversation's function: run this where it is importable, "
+                      "or give up on the turns with --abandon")
+        raise
+    require_model(program)
+    chat = program.conversation(args.id, store=args.store)
+    waits = False
+    for turn_id in interrupted:
+        turn = chat.turn(turn_id)
+        print(f"{turn_id}: resuming (interrupted: {turn.why})", file=out)
+        try:
+            answer = turn.resume(rerun=args.rerun)
+        except Waiting as again:
+            print(f"{turn_id}: waits for {', '.join(a['name'] for a in again.approvals)}; "
+                  f"`functai approve {args.store} {args.id}` answers", file=out)
+            waits = True
+            continue
+        except FunctAIError as error:
+            raise CLIError(f"turn {turn_id} failed: {error.message}", code=error.code, status=RUNTIME) from error
+        print(f"{turn_id}: {short(answer, 200)}", file=out)
+    return 3 if waits else 0

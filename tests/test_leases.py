@@ -1,0 +1,291 @@
+"""Leases: a turn left running by a dead process is marked interrupted, and can be
+resumed (without running a started tool again) or abandoned."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import functai
+from functai import FunctAIError
+from functai.cli import main as cli
+from functai.conversations import MemoryStore, leases
+from functai.conversations.history import History
+from functai.testing import ScriptedLM, tool_call
+
+APP = textwrap.dedent('''
+    import json, os, signal, sys, time
+    import functai
+    from functai import ai, tool
+    from functai.testing import ScriptedLM
+
+    if os.environ.get("APP_SCRIPT"):  # a CLI process answers from this script
+        functai.configure(client=ScriptedLM(json.loads(os.environ["APP_SCRIPT"])))
+
+    @tool(effects="changes")
+    def refund(order: str) -> str:
+        """Refund an order."""
+        how = os.environ.get("APP_REFUND", "")
+        if how == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if how == "block":
+            sys.stdout.write("in refund\\n")
+            sys.stdout.flush()
+            sys.stdin.readline()
+        with open(os.environ["APP_LEDGER"], "a") as ledger:
+            ledger.write(order + "\\n")
+        return f"refunded {order}"
+
+    @ai(tools=[refund])
+    def support(request: str) -> str:
+        """Support the customer."""
+''')
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch, install):
+    import functai_approval
+
+    install(functai_approval.plugin)  # as installed for the child processes
+    (tmp_path / "leased_app.py").write_text(APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("APP_LEDGER", str(tmp_path / "ledger.txt"))
+    sys.modules.pop("leased_app", None)
+    import leased_app
+
+    yield leased_app
+    sys.modules.pop("leased_app", None)
+
+
+def ledger(tmp_path):
+    path = tmp_path / "ledger.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def child(tmp_path, code, refund, **popen):
+    env = {**os.environ, "APP_LEDGER": str(tmp_path / "ledger.txt"), "APP_REFUND": refund,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, text=True, **popen)
+
+
+SEND = '''
+    import functai, leased_app
+    from functai.testing import ScriptedLM, tool_call
+    functai.configure(client=ScriptedLM(["hello", tool_call("refund", {{"order": "A1"}})]))
+    chat = leased_app.support.conversation("c", store={store!r})
+    chat("hi")
+    chat("refund A1")
+'''
+
+
+def interrupted_turn(app, tmp_path, store):
+    """A conversation whose second turn's process was SIGKILLed inside the refund tool."""
+    proc = child(tmp_path, SEND.format(store=store), "die")
+    assert proc.wait(timeout=120) == -signal.SIGKILL
+    return app.support.conversation("c", store=store)
+
+
+def records(store, conversation="c"):
+    return [json.loads(line) for line in open(os.path.join(store, conversation + ".jsonl"))]
+
+
+def test_a_live_owner_keeps_its_turn_and_a_dead_one_leaves_it_interrupted(app, tmp_path):
+    store = str(tmp_path / "store")
+    proc = child(tmp_path, SEND.format(store=store), "block", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == "in refund\n"  # the turn runs, its tool recorded as started
+        view = app.support.conversation("c", store=store)
+        assert view.head.state == "running"  # the owner is alive: its lease holds
+        with pytest.raises(FunctAIError):
+            view.head.resume()
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    view = app.support.conversation("c", store=store)  # opening marks it
+    turn = view.head
+    assert turn.state == "interrupted" and f"pid {proc.pid}" in turn.why and "is gone" in turn.why
+    (mark,) = [r for r in records(store) if r["kind"] == "interrupt"]
+    assert mark["turn"] == turn.id and mark["why"] == turn.why
+    with pytest.raises(FunctAIError) as busy:
+        view("something else")
+    assert busy.value.code == "conversation-busy" and "interrupted" in busy.value.message
+
+
+def test_resuming_an_interrupted_turn_reports_the_started_tool_instead_of_running_it(app, tmp_path):
+    store = str(tmp_path / "store")
+    view = interrupted_turn(app, tmp_path, store)
+    lm = ScriptedLM(["It may not have gone through.", "next"])
+    functai.configure(client=lm)
+    turn = view.head
+    assert turn.state == "interrupted"
+    assert turn.resume() == "It may not have gone through."
+    assert ledger(tmp_path) == []  # not run again
+    (tool_message,) = [m for m in lm.requests[0].messages if m["role"] == "tool"]
+    assert tool_message["content"] == (
+        "The tool was started but its result is unknown; it may or may not have taken effect.")
+    assert len(lm.requests) == 1  # the reply that asked for the tool was paid for before the crash: reused
+    assert view.head.state == "done"
+    assert view("and now?") == "next"
+    assert view.head.parent == turn.id
+
+
+def test_resume_with_rerun_runs_the_named_tool_again(app, tmp_path):
+    store = str(tmp_path / "store")
+    view = interrupted_turn(app, tmp_path, store)
+    functai.configure(client=ScriptedLM(["Refunded."]))
+    assert view.head.resume(rerun=["refund"]) == "Refunded."
+    assert ledger(tmp_path) == ["A1"]
+    resume = [r for r in records(store) if r["kind"] == "resume"]
+    assert resume[-1]["rerun"] == ["refund"] and resume[-1]["was"] == "interrupted"
+    with pytest.raises(TypeError):
+        view.head.resume(rerun="refund")
+
+
+def test_abandoning_an_interrupted_turn_frees_the_branch(app, tmp_path):
+    store = str(tmp_path / "store")
+    view = interrupted_turn(app, tmp_path, store)
+    first, lost = view.turns
+    lost.abandon(reason="the customer called instead", by="ops")
+    assert lost.state == "abandoned" and view.turn(lost.id).state == "abandoned"
+    functai.configure(client=ScriptedLM(["fresh"]))
+    assert view("start over") == "fresh"
+    assert view.head.parent == first.id  # an abandoned turn is never a parent
+    with pytest.raises(FunctAIError) as info:
+        lost.resume()
+    assert info.value.code == "turn-not-waiting"
+    end = [r for r in records(store) if r["kind"] == "end" and r["turn"] == lost.id][-1]
+    assert (end["state"], end["reason"], end["by"], end["was"]) == (
+        "abandoned", "the customer called instead", "ops", "interrupted")
+    assert ledger(tmp_path) == []
+
+
+def test_a_waiting_turn_can_be_abandoned_too(app, tmp_path):
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "ok"]))
+    chat = app.support.conversation("w", approve="changes")
+    with pytest.raises(functai.Waiting) as info:
+        chat("refund A1")
+    info.value.turn.abandon()
+    assert chat.head.state == "abandoned"
+    assert chat("hello") == "ok"
+
+
+# -- the lease rules, on records written by hand ------------------------------------
+
+
+def store_with_running_turn(owner, t, claim="c1"):
+    store = MemoryStore()
+    store.append("x", [
+        {"functai_conversation": 1, "kind": "conversation", "id": "x", "function": "leased_app:support"},
+        {"functai_conversation": 1, "kind": "turn", "turn": "t1", "parent": None, "inputs": {"request": "hi"},
+         "at": "2026-01-01T00:00:00.000+00:00", "claim": claim, "owner": owner, "t": t, "ttl": 60},
+    ])
+    return store
+
+
+def me(**changes):
+    return {**leases.owner(), **changes}
+
+
+@pytest.mark.parametrize("owner, age, why", [
+    ({"pid": 4242, "host": "elsewhere", "boot": "b"}, 30, None),  # another host, renewed 30 s ago
+    ({"pid": 4242, "host": "elsewhere", "boot": "b"}, 120, "last renewed 120 s ago"),
+    ("pid reused", 0, "is gone"),  # this host, this boot, a live pid that is another process
+    ("rebooted", 0, "restarted"),
+    ("this process", 0, "this process"),  # our own pid, a claim we do not run
+])
+def test_when_a_lease_expires(app, owner, age, why):
+    if owner == "pid reused":
+        owner = me(pid=os.getppid(), start="1")
+    elif owner == "rebooted":
+        owner = me(boot="another-boot")
+    elif owner == "this process":
+        owner = me()
+    if owner.get("boot") == "" and why in ("is gone", "restarted"):
+        pytest.skip("no boot id on this system")
+    store = store_with_running_turn(owner, time.time() - age)
+    turn = app.support.conversation("x", store=store).turn("t1")
+    if why is None:
+        assert turn.state == "running"
+    else:
+        assert turn.state == "interrupted" and why in turn.why
+
+
+def test_renewals_keep_a_long_turn_alive(app, tmp_path, monkeypatch):
+    monkeypatch.setattr(leases, "RENEW", 0.05)
+    leases._wake.set()  # a renewal thread already waiting picks up the short period
+    store = str(tmp_path / "store")
+
+    def slow(order):
+        time.sleep(0.4)
+        return "refunded"
+
+    monkeypatch.setattr(app.refund, "fn", slow)
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "done"]))
+    chat = app.support.conversation("long", store=store)
+    assert chat("refund A1") == "done"
+    found = records(store, "long")
+    (turn,) = [r for r in found if r["kind"] == "turn"]
+    renewals = [r for r in found if r["kind"] == "lease"]
+    assert renewals and {r["claim"] for r in renewals} == {turn["claim"]}
+    assert all(r["t"] > turn["t"] for r in renewals)
+    assert turn["owner"]["pid"] == os.getpid() and turn["owner"]["host"] == socket.gethostname()
+
+
+def test_an_interrupt_for_an_older_claim_is_ignored():
+    history = History()
+    history.apply_all([
+        {"functai_conversation": 1, "kind": "turn", "turn": "t", "claim": "old", "owner": {}, "t": 0},
+        {"functai_conversation": 1, "kind": "interrupt", "turn": "t", "claim": "old", "why": "gone"},
+        {"functai_conversation": 1, "kind": "resume", "turn": "t", "claim": "new", "owner": {}, "t": 1},
+        {"functai_conversation": 1, "kind": "interrupt", "turn": "t", "claim": "old", "why": "stale"},
+    ])
+    assert history.turns["t"].state == "running" and history.turns["t"].claim == "new"
+    assert history.running == {"t"}
+
+
+# -- the command line ---------------------------------------------------------------
+
+
+def run(argv):
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    status = cli(argv, out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_the_cli_shows_interrupted_turns_and_resumes_or_abandons_them(app, tmp_path, monkeypatch):
+    store = str(tmp_path / "store")
+    interrupted_turn(app, tmp_path, store)
+    status, out, _ = run(["conversation", store, "c"])
+    assert status == 0
+    lines = out.splitlines()
+    assert "interrupted" in lines[2] and "is gone" in lines[2]
+    assert f"functai resume {store} c" in out
+
+    functai.configure(client=ScriptedLM(["It may not have gone through."]))
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(["resume", store, "c"])
+    assert (status, err) == (0, ""), err
+    assert "It may not have gone through." in out and ledger(tmp_path) == []
+    status, _, err = run(["resume", store, "c"])
+    assert status == 1 and err.startswith("functai: error [nothing-interrupted]")
+
+
+def test_the_cli_abandons_without_importing_the_function(app, tmp_path):
+    store = str(tmp_path / "store")
+    interrupted_turn(app, tmp_path, store)
+    sys.modules.pop("leased_app", None)
+    os.remove(tmp_path / "leased_app.py")  # the function's code is gone
+    status, out, err = run(["resume", store, "c", "--abandon", "gone for good"])
+    assert (status, err) == (0, ""), err
+    assert "abandoned" in out
+    history = History()
+    history.apply_all(records(store))
+    assert [history.turns[t].state for t in history.order] == ["done", "abandoned"]
