@@ -92,7 +92,8 @@ def interrupted_turn(app, tmp_path, store):
 
 
 def records(store, conversation="c"):
-    return [json.loads(line) for line in open(os.path.join(store, conversation + ".jsonl"))]
+    with open(os.path.join(store, conversation + ".jsonl")) as lines:
+        return [json.loads(line) for line in lines]
 
 
 def test_a_live_owner_keeps_its_turn_and_a_dead_one_leaves_it_interrupted(app, tmp_path):
@@ -289,3 +290,20 @@ def test_the_cli_abandons_without_importing_the_function(app, tmp_path):
     history = History()
     history.apply_all(records(store))
     assert [history.turns[t].state for t in history.order] == ["done", "abandoned"]
+
+
+def test_an_abandoned_waiting_turn_logs_its_one_call_record(app, tmp_path):
+    log = str(tmp_path / "calls")
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"})]), log_calls=log)
+    chat = app.support.conversation("gave-up", approve="changes")
+    with pytest.raises(functai.Waiting) as info:
+        chat("refund A1")
+    assert list(functai.read_calls(log)) == []
+    info.value.turn.deny(reason="no receipt", by="ops")
+    info.value.turn.abandon(reason="customer withdrew")
+    (record,) = functai.read_calls(log)
+    assert record.id == chat.head.call and record.error["code"] == "turn-abandoned"
+    assert "customer withdrew" in record.error["message"]
+    (waited,) = record.conversation["waited"]
+    assert [a["name"] for a in waited["approvals"]] == ["refund"]
+    assert [a["by"] for a in waited["answers"].values()] == ["ops"]

@@ -149,8 +149,11 @@ class Turn:
         return self._chat._resume(self.id, held.check_rerun(rerun))
 
     def abandon(self, *, reason: str | None = None, by: str | None = None) -> "Turn":
-        """Give up on a waiting or interrupted turn: it ends ``abandoned`` and frees the branch."""
-        held.abandon(self._chat._history, self._chat.store, self._chat.id, self.id, reason=reason, by=by)
+        """Give up on a waiting or interrupted turn: it ends ``abandoned`` and frees the branch.
+
+        Its call record (with the log set) is written now, with error ``turn-abandoned``.
+        """
+        self._chat._abandon(self.id, reason, by)
         return self
 
     @property
@@ -212,10 +215,7 @@ class _TurnScope:
         self.call_id = data.call
         self.call_started = next((w["started"] for w in data.waits if w.get("started")), None) or (
             data.at if data.resumes else None)
-        answered = chat._history.answered.get(data.id, {})
-        self.waited = [{"approvals": w["approvals"], "at": w["at"],
-                        "answers": {a["key"]: answered[a["key"]] for a in w["approvals"] if a["key"] in answered}}
-                       for w in data.waits]
+        self.waited = waits_of(chat._history, data)
 
     def begin_call(self) -> int:
         self.calls += 1
@@ -271,6 +271,14 @@ class _TurnScope:
             if key.startswith(site + ".") and self.data.answers.get(key, (True, None))[0] is False:
                 return approval["plugin"], self.data.answers[key][1]
         return None
+
+
+def waits_of(history: History, data: TurnData) -> list[dict[str, Any]]:
+    """A turn's waits as its call record keeps them: approvals, when, and the answers given."""
+    answered = history.answered.get(data.id, {})
+    return [{"approvals": w["approvals"], "at": w["at"],
+             "answers": {a["key"]: answered[a["key"]] for a in w["approvals"] if a["key"] in answered}}
+            for w in data.waits]
 
 
 def current_turn() -> Turn | None:
@@ -668,6 +676,31 @@ class Conversation:
             "approve": held.describe_rule(resolved.values.get("approve")),
             "plugins": [plugin.name for plugin in resolved.plan.plugins],
         }
+
+    def _abandon(self, turn_id: str, reason: str | None, by: str | None) -> None:
+        with self._lock:
+            held.abandon(self._history, self.store, self.id, turn_id, reason=reason, by=by)
+        resolved = resolve(self.program.own, self.layer)
+        folder = resolved.values.get("log_calls")
+        data = self._history.turns[turn_id]
+        if not folder or data.call is None:
+            return
+        from ..calls import records
+
+        program = self.program
+        record = records.CallRecord(
+            id=data.call, function=program.name, module=program.module, version=program.version,
+            inputs=dict(data.inputs), path=program.name,
+            started=next((w["started"] for w in data.waits if w.get("started")), None) or data.at or _now(),
+            error={"code": "turn-abandoned",
+                   "message": f"turn {turn_id!r} was abandoned" + (f": {reason}" if reason else "")},
+            conversation={"id": self.id, "turn": turn_id, "parent": data.parent, "store": store_reference(self.store),
+                          "waited": waits_of(self._history, data)},
+            changes=list(data.changes), sections=list(data.sections),
+        )
+        if not resolved.values["log_content"]:
+            records.without_content(record)
+        records.append(folder, record)
 
     def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Any:
         with self._lock:

@@ -3,7 +3,7 @@
 A turn that starts (or is resumed) is *claimed*: its record carries a claim
 id and the owner — pid, host, boot id and the process's start time. While
 it runs, one daemon thread per process appends a ``lease`` record for it
-every `RENEW` seconds. A reader decides the owner is gone when
+each time its lease is `RENEW` seconds old. A reader decides the owner is gone when
 
 * the last renewal is older than the lease's ``ttl`` (default `TTL`), or
 * the owner ran on this host in this boot and its pid is gone, is a zombie,
@@ -122,18 +122,20 @@ def expired(lease: Mapping[str, Any] | None, claim: str | None, now: float | Non
 
 # -- the turns this process runs, and the thread that renews their leases ------------
 
-_running: dict[str, tuple["Store", str, str]] = {}
+#: claim → [store (None: nothing to renew), conversation, turn, when its lease was last written]
+_running: dict[str, list[Any]] = {}
 _lock = threading.Lock()
 _wake = threading.Event()
 _thread: threading.Thread | None = None
 
 
-def hold(claim: str, store: "Store", conversation: str, turn: str) -> None:
-    """Mark ``claim`` as run by this process (before its record is written) and keep it renewed."""
+def hold(claim: str, store: "Store | None", conversation: str, turn: str) -> None:
+    """Mark ``claim`` as run by this process (before its record is written) and keep it
+    renewed (unless ``store`` is None: a store that dies with the process needs no lease)."""
     global _thread
     with _lock:
-        _running[claim] = (store, conversation, turn)
-        if _thread is None or not _thread.is_alive():
+        _running[claim] = [store, conversation, turn, time.time()]
+        if store is not None and (_thread is None or not _thread.is_alive()):
             _thread = threading.Thread(target=_renew_forever, name="functai-leases", daemon=True)
             _thread.start()
 
@@ -144,15 +146,20 @@ def release(claim: str) -> None:
         _running.pop(claim, None)
 
 
-def renew_now() -> None:
-    """Append a renewal for every turn this process runs (the thread does this every `RENEW` s)."""
+def renew_due() -> None:
+    """Append a renewal for every turn this process runs whose lease is `RENEW` seconds old
+    (a turn shorter than that writes none)."""
+    now = time.time()
     with _lock:
-        held = list(_running.items())
-    for claim, (store, conversation, turn) in held:
-        record = {"functai_conversation": 1, "kind": "lease", "turn": turn, "claim": claim,
-                  "t": round(time.time(), 3)}
+        due = [(claim, list(entry)) for claim, entry in _running.items()
+               if entry[0] is not None and now - entry[3] >= RENEW]
+    for claim, (store, conversation, turn, _) in due:
+        record = {"functai_conversation": 1, "kind": "lease", "turn": turn, "claim": claim, "t": round(now, 3)}
         try:
             store.append(conversation, [record])
+            with _lock:
+                if claim in _running:
+                    _running[claim][3] = now
         except Exception as error:  # a renewal that fails is retried next time; the turn goes on
             warn("lease renewal failed", conversation=conversation, turn=turn,
                  error=f"{type(error).__name__}: {error}")
@@ -161,13 +168,13 @@ def renew_now() -> None:
 def _renew_forever() -> None:
     global _thread
     while True:
-        _wake.wait(RENEW)
+        _wake.wait(RENEW / 4)
         _wake.clear()
         with _lock:
-            if not _running:  # nothing runs: the thread ends (the next hold starts another)
-                _thread = None
+            if not any(entry[0] is not None for entry in _running.values()):
+                _thread = None  # nothing to renew: the thread ends (the next hold starts another)
                 return
-        renew_now()
+        renew_due()
 
 
 def _after_fork() -> None:
