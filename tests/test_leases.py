@@ -307,3 +307,16 @@ def test_an_abandoned_waiting_turn_logs_its_one_call_record(app, tmp_path):
     (waited,) = record.conversation["waited"]
     assert [a["name"] for a in waited["approvals"]] == ["refund"]
     assert [a["by"] for a in waited["answers"].values()] == ["ops"]
+
+
+def test_a_store_this_process_cannot_write_still_opens(app):
+    class ReadOnly(MemoryStore):
+        def append(self, conversation, records, *, expect=None, sync=False):
+            raise PermissionError(13, "read-only store")
+
+    source = store_with_running_turn({"pid": 4242, "host": "elsewhere", "boot": "b"}, time.time() - 600)
+    store = ReadOnly()
+    MemoryStore.append(store, "x", source.read("x"))
+    with pytest.warns(RuntimeWarning, match="could not mark interrupted turns"):
+        view = app.support.conversation("x", store=store)
+    assert view.turn("t1").state == "running"

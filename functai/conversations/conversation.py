@@ -337,7 +337,11 @@ class Conversation:
                 "a conversation is a series of turns of one function — use another id",
                 code="conversation-function",
             )
-        self._reap()
+        try:
+            self._reap()
+        except (OSError, FunctAIError) as error:  # a store this process may only read still opens
+            warn("could not mark interrupted turns", conversation=self.id,
+                 error=f"{type(error).__name__}: {error}")
         self._tip = tip if tip is not None else self._history.newest_below(None, done=False)
 
     # -- reading -----------------------------------------------------------------
