@@ -70,7 +70,9 @@ def ledger(tmp_path):
 
 def child(tmp_path, code, refund, **popen):
     env = {**os.environ, "APP_LEDGER": str(tmp_path / "ledger.txt"), "APP_REFUND": refund,
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]),
+           "FUNCTAI_LOAD_PLUGINS": "approval"}  # the plugins this test process has, whatever else is installed
+    env.pop("FUNCTAI_DISABLE_PLUGINS", None)
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, text=True, **popen)
 
 

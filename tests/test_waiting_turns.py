@@ -65,7 +65,7 @@ def ledger(tmp_path):
 def run_python(code, tmp_path):
     env = {**os.environ, "SHOP_LEDGER": str(tmp_path / "ledger.txt"),
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
-    env.pop("FUNCTAI_LOAD_PLUGINS", None)
+    env["FUNCTAI_LOAD_PLUGINS"] = "approval"  # the plugins the shop fixture installs, whatever else is installed
     env.pop("FUNCTAI_DISABLE_PLUGINS", None)
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
