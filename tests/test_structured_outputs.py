@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from typing import Iterator, Literal, Optional
+from typing import Iterator, Literal, Optional, TypedDict
 
 import attrs
 import pydantic
@@ -47,6 +47,11 @@ class Pet:
     kind: Literal["cat", "dog"]
 
 
+class Address(TypedDict, total=False):
+    street: str
+    city: Optional[str]
+
+
 class Order(pydantic.BaseModel):
     item: str
     colour: Colour
@@ -61,7 +66,7 @@ def person(text: str) -> Person:
 
 @pytest.mark.parametrize(
     "tp",
-    [Person, Pet, Order, Literal["a", "b"], Colour, list[Person], Optional[int], int, list[str]],
+    [Person, Pet, Address, Order, Literal["a", "b"], Colour, list[Person], Optional[int], int, list[str]],
     ids=lambda tp: getattr(tp, "__name__", str(tp)),
 )
 def test_common_output_types_qualify_for_strict(tp) -> None:
@@ -147,3 +152,14 @@ def test_a_str_output_sends_no_format(server: LoopbackServer) -> None:
     assert summary("long text") == "short"
     assert "response_format" not in server.requests[0].body
     assert json.dumps(server.requests[0].body).count("JSON schema") == 0
+
+
+def test_a_typeddict_output_is_strict_on_the_wire_and_read(server: LoopbackServer) -> None:
+    @ai
+    def address(text: str) -> Address:
+        """The address in the text."""
+
+    server.reply('{"street": "Jr. de la Union 300", "city": null}')
+    assert address("...") == {"street": "Jr. de la Union 300", "city": None}
+    fmt = server.requests[0].body["response_format"]["json_schema"]
+    assert fmt["strict"] is True and fmt["schema"]["required"] == ["street", "city"]

@@ -41,7 +41,7 @@ _BARE = {list: list, tuple: tuple, set: set, frozenset: frozenset, dict: dict}
 _JSON_SCALARS = (str, int, float, bool, _NoneType)
 _SUPPORTED = (
     "output types must be str, int, float, bool, None, Any, list, tuple, set, dict[str, ...], "
-    "Literal, an Enum, a Union/Optional, a dataclass, an attrs class or a pydantic model"
+    "Literal, an Enum, a Union/Optional, a dataclass, an attrs class, a TypedDict or a pydantic model"
 )
 
 
@@ -188,7 +188,7 @@ def _classify(tp: Any) -> tuple[str, Any]:
         if origin is None and issubclass(cls, enum.Enum):
             _check_enum(cls)
             return "enum", cls
-        if dataclasses.is_dataclass(cls) or attrs.has(cls):
+        if dataclasses.is_dataclass(cls) or attrs.has(cls) or (origin is None and typing.is_typeddict(cls)):
             return "class", tp
         if origin is None and _is_pydantic(cls):
             return "pydantic", cls
@@ -265,7 +265,13 @@ def _class_info(tp: Any) -> _ClassInfo:
     except Exception as exc:  # NameError for an unknown name, TypeError for bad syntax …
         raise _Unsupported(tp, f"its annotations cannot be resolved ({type(exc).__name__}: {exc})") from None
     fields: list[_Field] = []
-    if dataclasses.is_dataclass(cls):
+    if typing.is_typeddict(cls):
+        required_keys = getattr(cls, "__required_keys__", frozenset(hints))
+        for name, hint in hints.items():
+            if getattr(get_origin(hint), "_name", None) in ("Required", "NotRequired"):
+                hint = get_args(hint)[0]  # required-ness is in __required_keys__
+            fields.append(_Field(name, name, hint, name in required_keys, None))
+    elif dataclasses.is_dataclass(cls):
         for f in dataclasses.fields(cls):
             if not f.init:
                 continue
