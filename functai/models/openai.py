@@ -32,7 +32,7 @@ from functai.errors import ModelError
 from functai.models.keys import MIN_SCRUB, Key, reveal
 from functai.models.replies import split_reasoning
 from functai.models.request import Reply, Request, ToolCall
-from functai.models.wire import FORMATS, build_body, content_text, unwrap_value
+from functai.models.wire import FORMATS, build_body, content_text, read_arguments, read_usage, unwrap_value
 
 __all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
 
@@ -365,7 +365,7 @@ class OpenAIClient:
         return Reply(
             text=text,
             tool_calls=tool_calls,
-            usage=_usage(data.get("usage")),
+            usage=read_usage(data.get("usage")),
             finish_reason=finish if isinstance(finish, str) else None,
             refusal=refusal if isinstance(refusal, str) and refusal.strip() else None,
             reasoning=reasoning,
@@ -380,7 +380,7 @@ class OpenAIClient:
                 code="model-protocol",
             )
         arguments = function.get("arguments")
-        parsed = _arguments(arguments)
+        parsed = read_arguments(arguments)
         if not isinstance(parsed, dict):
             raise ModelError(
                 f"{self._where()} called tool {name!r} with arguments that are not a JSON object: "
@@ -426,50 +426,6 @@ class OpenAIClient:
         if not isinstance(message, str) or not message.strip():
             message = response.text or response.reason_phrase or "(empty body)"
         return self._excerpt(message)
-
-
-def _arguments(arguments: Any) -> Any:
-    """Tool arguments as an object: JSON text, the object itself, ``""``, or JSON text inside a JSON string."""
-    if isinstance(arguments, dict):  # some servers send the object itself
-        return arguments
-    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-        return {}  # a tool without parameters, sent as "" by some servers
-    if not isinstance(arguments, str):
-        return None
-    try:
-        parsed = json.loads(arguments)
-        if isinstance(parsed, str):  # encoded twice: a JSON string holding the JSON object
-            parsed = json.loads(parsed) if parsed.strip() else {}
-    except ValueError:
-        return None
-    return parsed
-
-
-_USAGE = (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens"), ("total_tokens", "total_tokens"))
-_USAGE_DETAILS = (
-    ("prompt_tokens_details", "cached_tokens", "cached_tokens"),
-    ("completion_tokens_details", "reasoning_tokens", "reasoning_tokens"),
-)
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _usage(raw: Any) -> dict[str, int]:
-    """Token counts in functai's names; only what the server sent."""
-    usage: dict[str, int] = {}
-    if not isinstance(raw, dict):
-        return usage
-    for wire, ours in _USAGE:
-        value = raw.get(wire)
-        if _count(value):
-            usage[ours] = value
-    for group, wire, ours in _USAGE_DETAILS:
-        details = raw.get(group)
-        if isinstance(details, dict) and _count(details.get(wire)):
-            usage[ours] = details[wire]
-    return usage
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

@@ -20,6 +20,8 @@ __all__ = [
     "FORMATS",
     "build_body",
     "content_text",
+    "read_arguments",
+    "read_usage",
     "strict_schema",
     "unwrap_value",
     "wire_message",
@@ -174,6 +176,50 @@ def content_text(content: Any) -> str | None:
         parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
         return "".join(parts) if parts else None
     return str(content)
+
+
+def read_arguments(arguments: Any) -> Any:
+    """Tool arguments as an object: JSON text, the object itself, ``""``, or JSON text inside a JSON string."""
+    if isinstance(arguments, dict):  # some servers send the object itself
+        return arguments
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}  # a tool without parameters, sent as "" by some servers
+    if not isinstance(arguments, str):
+        return None
+    try:
+        parsed = json.loads(arguments)
+        if isinstance(parsed, str):  # encoded twice: a JSON string holding the JSON object
+            parsed = json.loads(parsed) if parsed.strip() else {}
+    except ValueError:
+        return None
+    return parsed
+
+
+_USAGE = (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens"), ("total_tokens", "total_tokens"))
+_USAGE_DETAILS = (
+    ("prompt_tokens_details", "cached_tokens", "cached_tokens"),
+    ("completion_tokens_details", "reasoning_tokens", "reasoning_tokens"),
+)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def read_usage(raw: Any) -> dict[str, int]:
+    """Token counts in functai's names; only what the server sent."""
+    usage: dict[str, int] = {}
+    if not isinstance(raw, dict):
+        return usage
+    for wire, ours in _USAGE:
+        value = raw.get(wire)
+        if _count(value):
+            usage[ours] = value
+    for group, wire, ours in _USAGE_DETAILS:
+        details = raw.get(group)
+        if isinstance(details, dict) and _count(details.get(wire)):
+            usage[ours] = details[wire]
+    return usage
 
 
 # -- strict schemas --------------------------------------------------------
