@@ -6,10 +6,11 @@ case once, in turn).
 
     python benchmarks/bench_hearing.py [--rounds 21] [--calls 2000]
         the cases below, in this checkout
-    python benchmarks/bench_hearing.py --ab OLD_CHECKOUT [--processes 10]
-        a plain call here against a plain call in OLD_CHECKOUT (e.g. the commit
-        before the hooks were added), in alternating processes, each the median
-        of its own rounds: the end-to-end cost of the two hooks with no handlers
+    python benchmarks/bench_hearing.py --ab OLD_CHECKOUT [--new NEW_CHECKOUT] [--processes 10]
+        a plain call in NEW_CHECKOUT (default: this one) against one in
+        OLD_CHECKOUT, in alternating processes, each the median of its own
+        rounds; with the commit that added the hooks and its parent, the
+        end-to-end cost of the two hooks with no handlers
 """
 
 from __future__ import annotations
@@ -149,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--ab", metavar="OLD_CHECKOUT", help="compare a plain call with the one in OLD_CHECKOUT")
+    parser.add_argument("--new", metavar="NEW_CHECKOUT", help="with --ab: compare this one instead of this checkout")
     parser.add_argument("--processes", type=int, default=10, help="with --ab: processes per side")
     parser.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    os.environ["FUNCTAI_LOAD_PLUGINS"] = ""  # measured without what pip installed here (here and in --ab)
     if args.plain:  # one side of --ab: print the medians of a plain call as JSON
         print(f"functai from {os.path.dirname(functai.__file__)}", file=sys.stderr)
         print(json.dumps(rounds({"plain": case(capital, lambda r: "Lima", [])}, args.rounds, args.calls)["plain"]))
@@ -181,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def ab(args: argparse.Namespace) -> int:
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sides = {"this checkout": here, "old checkout": os.path.abspath(args.ab)}
+    here = os.path.abspath(args.new) if args.new else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sides = {"new checkout": here, "old checkout": os.path.abspath(args.ab)}
     found: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
     for _ in range(args.processes):
         for name, root in sides.items():
@@ -199,8 +202,8 @@ def ab(args: argparse.Namespace) -> int:
     for name, values in found.items():
         medians[name] = (statistics.median(v[0] for v in values), statistics.median(v[1] for v in values))
         print(f"| {name} | {medians[name][0]:.2f} | {medians[name][1]:.2f} |")
-    wall = medians["this checkout"][0] - medians["old checkout"][0]
-    cpu = medians["this checkout"][1] - medians["old checkout"][1]
+    wall = medians["new checkout"][0] - medians["old checkout"][0]
+    cpu = medians["new checkout"][1] - medians["old checkout"][1]
     print(f"| difference | {wall:+.2f} | {cpu:+.2f} |")
     return 0
 

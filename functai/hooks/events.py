@@ -147,6 +147,17 @@ class ReplyEvent(Event):
     _fields = ("request", "reply", "seconds", "attempt", "function", "path")
     __slots__ = _fields
 
+    def __init__(self, *, request: Any, reply: Any, seconds: float, attempt: int, function: str, path: str) -> None:
+        # Spelled out (not Event.__init__): made after every model reply while a plugin hears it.
+        _set(self, "_plugin", None)
+        _set(self, "_memory", None)
+        _set(self, "request", request)
+        _set(self, "reply", reply)
+        _set(self, "seconds", seconds)
+        _set(self, "attempt", attempt)
+        _set(self, "function", function)
+        _set(self, "path", path)
+
 
 class ToolCallEvent(_Remembers):
     """``tool_call``: the model asked for a tool, which has not run yet."""
@@ -179,6 +190,18 @@ class CallEndEvent(Event):
 
     _fields = ("record", "function", "path", "error", "seconds", "usage")
     __slots__ = _fields
+
+    def __init__(self, *, record: Any, function: str, path: str, error: str | None, seconds: float | None,
+                 usage: Mapping[str, int]) -> None:
+        # Spelled out (not Event.__init__): made at the end of every call while a plugin hears it.
+        _set(self, "_plugin", None)
+        _set(self, "_memory", None)
+        _set(self, "record", record)
+        _set(self, "function", function)
+        _set(self, "path", path)
+        _set(self, "error", error)
+        _set(self, "seconds", seconds)
+        _set(self, "usage", usage)
 
 
 def frozen(value: Any) -> Any:

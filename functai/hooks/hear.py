@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from ..calls.steps import Await, Steps, drive
 from ..log import warn
-from .events import Event
+from .events import Event, set_field
 from .order import Handler
 
 
@@ -43,7 +43,7 @@ def hear_steps(
     handler is awaited by the driver.
     """
     for plugin, handler in handlers:
-        event._plugin = plugin.name
+        set_field(event, "_plugin", plugin.name)
         started = time.perf_counter_ns() if heard is not None else 0
         try:
             result = handler(event)
@@ -55,7 +55,7 @@ def hear_steps(
         if heard is not None:
             heard.append({"plugin": plugin.name, "version": plugin.version, "hook": hook,
                           "µs": round((time.perf_counter_ns() - started) / 1000, 1)})
-    event._plugin = None
+    set_field(event, "_plugin", None)
 
 
 def run_awaitable(awaitable: Any) -> Any:
