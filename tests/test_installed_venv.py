@@ -297,7 +297,7 @@ def test_an_installed_plugin_made_for_another_functai_fails_closed_as_incompatib
         assert out.startswith("plugin-incompatible |")
         assert "functai>=99" in out and "this is functai 0.1.0" in out and "functai-future 1.2.3" in out
         listing = functai_command(venv, "plugins").stdout
-        assert "future" in listing and "supports functai>=99" in listing
+        assert "future" in listing and "supports functai>=99" in listing and "refuses plugin-incompatible" in listing
         assert run(venv, SHOW_SYSTEM, FUNCTAI_DISABLE_PLUGINS="future") == "'Answer.' []"
     finally:
         uninstall(venv, "functai-future")

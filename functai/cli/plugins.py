@@ -101,9 +101,10 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
     if failed:
         already = [name for name in (os.environ.get("FUNCTAI_DISABLE_PLUGINS") or "").split(",") if name.strip()]
         disable = ",".join(dict.fromkeys([*already, *failed]))
+        codes = " or ".join(sorted({item.code for item in found.found if item.state == FAILED}))
         print(
             f"{plural(len(failed), 'plugin')} failed to load ({', '.join(failed)}): every call "
-            f"refuses plugin-load until {'they are' if len(failed) > 1 else 'it is'} fixed, uninstalled, "
+            f"refuses {codes} until {'they are' if len(failed) > 1 else 'it is'} fixed, uninstalled, "
             f"or disabled with FUNCTAI_DISABLE_PLUGINS={disable}",
             file=out,
         )
