@@ -363,6 +363,14 @@ def test_request_handler_returning_a_change_refuses(lm):
         answer_fn(plugins=[Plugin("r", request=lambda e: Change(lm="x"))])("x")
     assert (info.value.code, info.value.hook) == ("plugin-change", "request")
     assert lm.requests == []
+    assert "This request was not sent to the model" in info.value.message
+
+
+def test_a_wrong_before_call_change_says_nothing_was_sent(lm):
+    with pytest.raises(PluginError) as info:
+        answer_fn(plugins=[Plugin("b", before_call=lambda c: Change(block="x"))])("x")
+    assert info.value.hook == "before_call"
+    assert "Nothing was sent to the model for this call" in info.value.message and lm.requests == []
 
 
 def test_request_hook_runs_on_every_attempt():

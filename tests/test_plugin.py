@@ -50,6 +50,20 @@ def test_good_names(name):
     assert Plugin(name).name == name
 
 
+@pytest.mark.parametrize("version", ["one", "", " ", "1.0.0 ", "latest", "1..0", "1.0.0-", None, 1, 1.0])
+def test_a_version_that_is_no_version_refuses_plugin_version(version):
+    with pytest.raises(PluginError) as info:
+        Plugin("x", version=version)
+    assert (info.value.code, info.value.plugin) == ("plugin-version", "x")
+    assert "PEP 440 or semantic version" in info.value.message
+
+
+@pytest.mark.parametrize("version", ["1", "2.1", "1.0.0", "0.0.0", "1.0.0rc1", "2.0b3", "1.0.post1", "1.0.dev2",
+                                     "1!2.0", "1.0+local.7", "v1.2", "1.0.0-beta.2+build.5", "1.0.0-x.7.z.92"])
+def test_pep440_and_semantic_versions(version):
+    assert Plugin("x", version=version).version == version
+
+
 @pytest.mark.parametrize("api", [0, 2, "1", 1.5, True])
 def test_other_api_refuses_plugin_api(api):
     with pytest.raises(PluginError) as info:

@@ -274,6 +274,30 @@ def test_a_wrong_tool_call_change_refuses():
             answer("x")
     assert (info.value.code, info.value.plugin, info.value.hook, info.value.field) == (
         "plugin-change", "bad", "tool_call", "output")
+    # The model had been asked: the message does not claim nothing was sent.
+    assert "Nothing was sent" not in info.value.message
+    assert "The model had been asked" in info.value.message and "the tool did not run" in info.value.message
+    assert ran == []
+
+
+def test_a_wrong_tool_result_change_says_the_tool_ran():
+    lm = routed(Answer=[tool_call("order_status", {"order": "A1"}), "ok"])
+    with functai.settings(plugins=[Plugin("bad", tool_result=lambda r: Change(block="no"))]):
+        with pytest.raises(PluginError) as info:
+            answer("x")
+    assert (info.value.code, info.value.hook, info.value.field) == ("plugin-change", "tool_result", "block")
+    assert "Nothing was sent" not in info.value.message
+    assert "the tool had run; its result was not sent back" in info.value.message
+    assert ran == [("order_status", "A1")] and len(lm.requests) == 1
+
+    def built_badly(r):
+        return Change(output=3)  # refused where it is made, named after the hook it was made in
+
+    routed(Answer=[tool_call("order_status", {"order": "A1"}), "ok"])
+    with functai.settings(plugins=[Plugin("bad", tool_result=built_badly)]):
+        with pytest.raises(PluginError) as info:
+            answer("x")
+    assert info.value.hook == "tool_result" and "the tool had run" in info.value.message
 
 
 # approval ------------------------------------------------------------------------------

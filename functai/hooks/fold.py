@@ -22,12 +22,25 @@ from .timing import Timed
 Apply = Callable[[Plugin, Change, Any], None]
 
 
+#: What had already happened when a hook's change was refused (the call stops there).
+_SO_FAR = {
+    "turn_start": "Nothing was sent to the model for this turn",
+    "context": "Nothing was sent to the model for this turn",
+    "before_call": "Nothing was sent to the model for this call",
+    "request": "This request was not sent to the model (earlier requests of the call, if any, were)",
+    "tool_call": "The model had been asked and had asked for this tool; the tool did not run, and the call stopped",
+    "tool_result": "The model had been asked and the tool had run; its result was not sent back, and the call stopped",
+    "turn_end": "The turn had already ended",
+}
+
+
 def refuse(plugin: Plugin, hook: str, field: str | None, message: str) -> PluginError:
-    """A ``plugin-change`` error naming the plugin, the hook and the field."""
+    """A ``plugin-change`` error naming the plugin, the hook and the field, saying what had happened."""
     where = f"plugin {plugin.name!r} {plugin.version} in {hook}"
     what = f" (field {field!r})" if field else ""
+    so_far = _SO_FAR.get(hook, "The call stopped")
     return PluginError(
-        f"{where}{what}: {message}. Nothing was sent; fix what the handler returns.",
+        f"{where}{what}: {message}. {so_far}; fix what the handler returns.",
         code="plugin-change",
         plugin=plugin.name,
         hook=hook,

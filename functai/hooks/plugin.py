@@ -12,6 +12,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")
 
+# A version as PEP 440 reads it (in any spelling it normalizes: "1.0", "2.0rc1", "1.0.post1",
+# "v1!2.0.dev3+local.7"), or a semantic version ("1.0.0-beta.2+build.5").
+_PEP440 = re.compile(
+    r"v?(\d+!)?\d+(\.\d+)*"
+    r"([-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
+    r"(-\d+|[-_.]?(post|rev|r)[-_.]?\d*)?"
+    r"([-_.]?dev[-_.]?\d*)?"
+    r"(\+[a-z0-9]+([-_.][a-z0-9]+)*)?\Z",
+    re.IGNORECASE,
+)
+_SEMVER = re.compile(r"\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?\Z")
+
 #: The plugin API versions this runtime implements.
 API_VERSIONS = frozenset({1})
 
@@ -26,6 +38,18 @@ def check_name(name: object) -> str:
             plugin=name if isinstance(name, str) else None,
         )
     return name
+
+
+def check_version(version: object, plugin: str) -> str:
+    """Return ``version`` if PEP 440 or semantic versioning reads it, else refuse ``plugin-version``."""
+    if not isinstance(version, str) or not (_PEP440.match(version) or _SEMVER.match(version)):
+        raise PluginError(
+            f"plugin {plugin!r}: version {version!r} is not a version: use a PEP 440 or semantic version "
+            "such as '1.0.0', '2.1' or '1.0.0rc1' (the record names the version that changed each call)",
+            code="plugin-version",
+            plugin=plugin,
+        )
+    return version
 
 
 def check_hook(hook: str, plugin: str | None) -> str:
@@ -66,8 +90,7 @@ class Plugin:
         **handlers: Callable[[Any], Any],
     ) -> None:
         self.name = check_name(name)
-        if not isinstance(version, str) or not version.strip():
-            raise TypeError(f"plugin {name!r}: version must be a non-empty string, not {version!r}")
+        check_version(version, name)
         if isinstance(api, bool) or api not in API_VERSIONS:
             raise PluginError(
                 f"plugin {name!r} was written for plugin API {api!r}; this functai implements API "

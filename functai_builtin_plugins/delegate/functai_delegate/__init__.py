@@ -8,7 +8,9 @@ the plugin ``delegate``), so each branch has its own memory of it.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import re
 from typing import Any
 
 import functai
@@ -17,6 +19,23 @@ __version__ = "0.1.0"
 
 #: The plugin name its entries are kept under, and their kind.
 ENTRIES = "delegate"
+
+#: What a conversation id may be (functai's stores refuse anything else).
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
+ID_LIMIT = 200
+
+
+def sub_conversation_id(conversation: str, tool: str) -> str:
+    """``<conversation>.<tool>``, or — when that would be too long or hold characters an
+    id may not — the same start cut short and a hash of the whole, so it stays unique
+    and the same every time it is asked for."""
+    plain = f"{conversation}.{tool}"
+    if _ID.match(plain):
+        return plain
+    digest = hashlib.sha256(plain.encode()).hexdigest()[:20]
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", tool)[:40]
+    tail = f".{name}-{digest}"
+    return conversation[: ID_LIMIT - len(tail)] + tail
 
 
 class Delegate(functai.Tool):
@@ -49,7 +68,7 @@ class Delegate(functai.Tool):
             return self.program(**inputs)  # outside a conversation: a plain call
         chat = turn.conversation
         mine = [e["data"] for e in chat.entries(ENTRIES, ENTRIES) if e["data"].get("tool") == self.name]
-        sub_id = f"{chat.id}.{self.name}"
+        sub_id = sub_conversation_id(chat.id, self.name)
         sub = self.program.conversation(sub_id, store=chat.store)
         waiting = self._waiting_sub_turn(turn, sub_id)
         try:

@@ -132,3 +132,29 @@ def test_an_approval_inside_a_delegate_makes_the_asking_turn_wait_and_resume(ins
     assert refunds == ["A1"]
     sub = clerk.conversation("desk.clerk", store=chat.store)
     assert [t.state for t in sub.all_turns()] == ["done"]
+
+
+def test_a_long_conversation_id_gets_a_hashed_sub_conversation(tmp_path):
+    from functai_delegate import sub_conversation_id
+
+    store = str(tmp_path / "store")
+    long_a, long_b = "a" * 190 + "-one", "a" * 190 + "-two"  # 194 characters: "<id>.research" would be 203
+    with functai.settings(client=model()):
+        chat = assistant.conversation(long_a, store=store)
+        assert chat("first") == "done: R1"
+        assert chat("second") == "done: R2"  # the same sub-conversation: it remembers the first
+        other = assistant.conversation(long_b, store=store)
+        assert other("third") == "done: R3"
+    sub_a, sub_b = sub_conversation_id(long_a, "research"), sub_conversation_id(long_b, "research")
+    assert sub_a != sub_b and len(sub_a) == len(sub_b) == 200
+    assert sub_a.startswith("a" * 150) and ".research-" in sub_a
+    assert sub_conversation_id(long_a, "research") == sub_a  # stable
+    assert len(research.conversation(sub_a, store=store).all_turns()) == 2
+    assert len(research.conversation(sub_b, store=store).all_turns()) == 1
+    assert sub_conversation_id("alex", "research") == "alex.research"  # short ids stay readable
+
+
+def test_delegate_effects_derived_from_the_program_or_declared():
+    assert researcher.effects == "reads"  # research holds no tools
+    assert desk.effects == "changes"  # clerk holds refund
+    assert delegate(clerk, effects="reads").effects == "reads"
