@@ -34,6 +34,7 @@ _LAZY = {
     "evaluate": "functai.evaluation",
     "optimize": "functai.evaluation",
     "last_turns": "functai.conversations",
+    "StreamEvent": "functai.calls.streaming",
 }
 
 
@@ -56,6 +57,7 @@ __all__ = [
     "FolderStore",
     "MemoryStore",
     "Store",
+    "StreamEvent",
     "Turn",
     "Waiting",
     "all_turns",

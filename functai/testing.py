@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+import time
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 from .errors import FunctAIError
 from .models.request import Reply, Request, ToolCall
@@ -39,6 +40,12 @@ class ScriptedLM:
     (a string, a `Reply` such as `tool_call(...)`, or an exception to raise);
     ``ScriptedLM(reply=fn)`` answers with ``fn(request)``. Every request
     received is kept in ``.requests``.
+
+    It answers ``complete``, ``acomplete``, ``stream`` and ``astream``: a
+    streamed reply comes as its text cut into ``chunk``-character pieces, then
+    the whole `Reply`. ``delay`` (seconds) is waited before each reply, to
+    simulate a model's latency (``time.sleep`` in a plain call, ``asyncio.sleep``
+    in an async one).
     """
 
     name = "scripted"
@@ -48,18 +55,26 @@ class ScriptedLM:
         replies: Sequence[Scripted] | None = None,
         *,
         reply: Callable[[Request], Scripted] | None = None,
+        delay: float = 0.0,
+        chunk: int = 4,
     ) -> None:
         if (replies is None) == (reply is None):
             raise TypeError("ScriptedLM takes a list of replies or reply=callable, exactly one")
         if isinstance(replies, (str, Reply)):
             raise TypeError("ScriptedLM(replies) takes a list; wrap a single reply in [...]")
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
+            raise TypeError(f"ScriptedLM(delay=...) takes seconds, a number >= 0, not {delay!r}")
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise TypeError(f"ScriptedLM(chunk=...) takes a whole number of characters >= 1, not {chunk!r}")
         self._replies = list(replies) if replies is not None else None
         self._reply = reply
         self._next = 0
         self._lock = threading.Lock()
+        self.delay = delay
+        self.chunk = chunk
         self.requests: list[Request] = []
 
-    def complete(self, request: Request) -> Reply:
+    def _answer(self, request: Request) -> Reply:
         with self._lock:
             self.requests.append(request)
             if self._replies is not None:
@@ -80,6 +95,38 @@ class ScriptedLM:
         if isinstance(item, str):
             return Reply(text=item, finish_reason="stop")
         raise TypeError(f"ScriptedLM: a reply must be a string, a Reply or an exception, not {type(item).__name__}")
+
+    def complete(self, request: Request) -> Reply:
+        if self.delay:
+            time.sleep(self.delay)
+        return self._answer(request)
+
+    async def acomplete(self, request: Request) -> Reply:
+        if self.delay:
+            import asyncio
+
+            await asyncio.sleep(self.delay)
+        return self._answer(request)
+
+    def _pieces(self, reply: Reply) -> list[Any]:
+        text = reply.text or ""
+        return [text[i:i + self.chunk] for i in range(0, len(text), self.chunk)] + [reply]
+
+    def stream(self, request: Request) -> Iterator[Any]:
+        """The reply's text in pieces (``str``), then the whole `Reply`."""
+        if self.delay:
+            time.sleep(self.delay)
+        yield from self._pieces(self._answer(request))
+
+    async def astream(self, request: Request) -> AsyncIterator[Any]:
+        """`stream` for async code."""
+        import asyncio
+
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        for piece in self._pieces(self._answer(request)):
+            yield piece
+            await asyncio.sleep(0)
 
     def __repr__(self) -> str:
         return f"ScriptedLM({len(self.requests)} requests)"

@@ -20,7 +20,8 @@ from .inputs import InputChecker
 from .layout import Template
 from .outputs import output_schema, to_jsonable
 from .records import Result
-from .run import run_call
+from .run import call_steps, run_call
+from .steps import adrive
 from .tools import EFFECTS, as_tool, derived_effects
 
 R = TypeVar("R")
@@ -181,6 +182,27 @@ class AIFunction:
         On failure the raised `FunctAIError` carries the record as ``.record``.
         """
         return run_call(self, args, kwargs)
+
+    async def acall(self, *args: Any, **kwargs: Any) -> Any:
+        """``await fn.acall(...)``: the value, with the event loop free while the model answers."""
+        return (await adrive(call_steps(self, args, kwargs))).value
+
+    async def arun(self, *args: Any, **kwargs: Any) -> Result:
+        """``await fn.arun(...)``: ``(value, record)`` like `run`, from async code."""
+        return await adrive(call_steps(self, args, kwargs))
+
+    def stream(self, *args: Any, **kwargs: Any) -> Any:
+        """An iterator of `functai.StreamEvent`: text as it arrives, tool calls and results,
+        approvals to answer, and ``"done"``; the stream's ``.value``/``.record`` are set at its end."""
+        from .streaming import Stream
+
+        return Stream(call_steps(self, args, kwargs, listen=True))
+
+    def astream(self, *args: Any, **kwargs: Any) -> Any:
+        """`stream` as an async iterator (``async for event in fn.astream(...)``)."""
+        from .streaming import AStream
+
+        return AStream(call_steps(self, args, kwargs, listen=True))
 
     def with_instruction(self, instruction: str) -> "AIFunction":
         """The same function — signature, tools, layout, plugins, settings — with

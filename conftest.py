@@ -1,0 +1,49 @@
+"""The behaviour suite under both drivers of the one pipeline (issue 13).
+
+Every test of the modules below runs twice: with plain calls as they are
+(``sync``), and with every plain call made through the async driver
+(``async``: ``fn(...)``/``fn.run(...)`` become ``asyncio.run(fn.arun(...))``,
+so tools run in worker threads or are awaited, async handlers are awaited,
+and turns are answered through the async path). Records, changes, waiting
+turns and replay must come out the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+#: Test modules whose calls can run under the async driver as they are.
+BOTH_DRIVERS = {
+    "test_functions", "test_tools", "test_engine", "test_limits", "test_hearing_hooks", "test_conversations",
+    "test_waiting_turns", "test_builtins", "test_outputs", "test_model_replies",
+    "test_approval_rules", "test_compaction", "test_delegate",
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "call_driver" in metafunc.fixturenames and metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_DRIVERS:
+        metafunc.parametrize("call_driver", ["sync", "async"], indirect=True)
+
+
+def _through_async_driver(fn, args, kwargs):  # type: ignore[no-untyped-def]
+    from functai.calls.run import call_steps, drive
+    from functai.calls.steps import adrive
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(adrive(call_steps(fn, args, kwargs)))
+    return drive(call_steps(fn, args, kwargs))  # a plain call made inside async code stays plain
+
+
+@pytest.fixture(autouse=True)
+def call_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which driver runs the plain calls of this test: ``sync`` or ``async``."""
+    driver = getattr(request, "param", "sync")
+    if driver == "async":
+        from functai.calls import function
+
+        monkeypatch.setattr(function, "run_call", _through_async_driver)
+    return driver
