@@ -201,6 +201,9 @@ class _ProgramTool:
     def invoke(self, input: Mapping[str, Any]) -> Any:
         return self.program(**typed_inputs(self.program, input))
 
+    async def ainvoke(self, input: Mapping[str, Any]) -> Any:
+        return await self.program.acall(**typed_inputs(self.program, input))
+
 
 def typed_inputs(program: "AIFunction", input: Mapping[str, Any]) -> dict[str, Any]:
     """The model's JSON inputs as the values the function's annotations name
@@ -217,9 +220,6 @@ def typed_inputs(program: "AIFunction", input: Mapping[str, Any]) -> dict[str, A
                 pass
         out[name] = value
     return out
-
-    async def ainvoke(self, input: Mapping[str, Any]) -> Any:
-        return await self.program.acall(**input)
 
 
 def output_text(value: Any) -> str:
