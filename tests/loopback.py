@@ -29,6 +29,7 @@ __all__ = [
     "Received",
     "Scripted",
     "completion",
+    "chunks",
     "tool_call",
     "error_body",
     "refused_url",
@@ -49,6 +50,12 @@ class Scripted:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     drop: bool = False
+    #: Server-sent events instead of a body: each item is one ``data:`` event (JSON unless a str),
+    #: sent as its own HTTP chunk, ``event_delay`` seconds apart, then ``data: [DONE]``.
+    events: list[Any] | None = None
+    event_delay: float = 0.0
+    #: Break the connection after this many events (no [DONE], no final chunk).
+    cut_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +212,9 @@ class LoopbackServer:
             except OSError:
                 pass
             return
+        if answer.events is not None:
+            self._send_events(handler, answer)
+            return
         if isinstance(answer.body, bytes):
             payload, ctype = answer.body, "application/octet-stream"
         elif isinstance(answer.body, str):
@@ -225,7 +235,62 @@ class LoopbackServer:
             pass  # the client gave up (timeout) before we answered
 
 
+    def _send_events(self, handler: BaseHTTPRequestHandler, answer: Scripted) -> None:
+        """An event stream over chunked transfer encoding, flushed event by event."""
+        events = [e if isinstance(e, str) else json.dumps(e) for e in answer.events or ()]
+        try:
+            handler.send_response(answer.status)
+            handler.send_header("Content-Type", "text/event-stream")
+            handler.send_header("Transfer-Encoding", "chunked")
+            for name, value in answer.headers.items():
+                handler.send_header(name, value)
+            handler.end_headers()
+            for n, data in enumerate([*events, "[DONE]"]):
+                if answer.cut_after is not None and n >= answer.cut_after:
+                    handler.wfile.flush()
+                    handler.close_connection = True
+                    handler.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if n and answer.event_delay:
+                    self._closing.wait(answer.event_delay)
+                piece = f"data: {data}\n\n".encode()
+                handler.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                handler.wfile.flush()
+            handler.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass
+
+
 # -- wire helpers ----------------------------------------------------------
+
+
+def chunks(
+    *texts: str,
+    tool_calls: list[dict[str, Any]] | None = None,
+    finish_reason: str = "stop",
+    usage: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Streamed chat-completion chunks: one per text delta, each tool call in two
+    pieces (name, then its arguments split in half), the finish reason, then the
+    usage in a last chunk with no choices (as ``stream_options.include_usage`` asks)."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": "chatcmpl-loopback", "object": "chat.completion.chunk", "created": 0, "model": "loopback",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"content": text}) for text in texts]
+    for index, call in enumerate(tool_calls or ()):
+        arguments = json.dumps(call["arguments"])
+        half = len(arguments) // 2
+        out.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                          "function": {"name": call["name"], "arguments": arguments[:half]}}]}))
+        out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}))
+    out.append(chunk({}, finish_reason))
+    if usage is not None:
+        out.append({"id": "chatcmpl-loopback", "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    return out
+
 
 
 def completion(

@@ -24,13 +24,14 @@ import re
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Generator, Iterator, Mapping
 
 import httpx
 
 from functai.errors import ModelError
 from functai.models.keys import MIN_SCRUB, Key, reveal
 from functai.models.replies import split_reasoning
+from functai.models.sse import Assembler, StreamCut
 from functai.models.request import Reply, Request, ToolCall
 from functai.models.wire import FORMATS, build_body, content_text, read_arguments, read_usage, unwrap_value
 
@@ -101,6 +102,7 @@ class OpenAIClient:
         backoff: float = 0.5,
         name: str = "openai",
         transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
         api_key_env: str | None = None,
         base_url_env: str | None = None,
         headers: Mapping[str, str] | None = None,
@@ -152,6 +154,8 @@ class OpenAIClient:
         self.max_retries = max_retries
         self.backoff = backoff
         self._transport = transport
+        self._async_transport = async_transport
+        self._async: Any = None  # event loop → its httpx.AsyncClient (a pool belongs to one loop)
         self._sleep = sleep
         self._random = random.Random()
         self._http: httpx.Client | None = None
@@ -182,10 +186,32 @@ class OpenAIClient:
             http, self._http = self._http, None
         if http is not None:
             http.close()
+        # Async pools are closed by `aclose` from their own loop; here they are only let go.
+        self._async = None
+
+    async def aclose(self) -> None:
+        """Close this event loop's async pool (and the plain one)."""
+        import asyncio
+
+        pools = self._async or {}
+        http = pools.pop(asyncio.get_running_loop(), None)
+        if http is not None:
+            await http.aclose()
+        self.close()
 
     def _auth(self, key: str) -> tuple[str, str]:
         """The header that carries the key."""
         return "Authorization", f"Bearer {key}"
+
+    def _options(self) -> dict[str, Any]:
+        # httpx.Headers redacts Authorization in its repr (tracebacks with locals).
+        headers = httpx.Headers({"Accept": "application/json"})
+        if self._api_key is not None:
+            name, value = self._auth(self._api_key.reveal())
+            headers[name] = value
+        headers.update(self._headers.reveal())
+        return {"headers": headers, "follow_redirects": False,
+                "timeout": httpx.Timeout(self.timeout, connect=self.connect_timeout or self.timeout)}
 
     def _client(self) -> httpx.Client:
         http = self._http
@@ -193,19 +219,22 @@ class OpenAIClient:
             return http
         with self._lock:
             if self._http is None:
-                # httpx.Headers redacts Authorization in its repr (tracebacks with locals).
-                headers = httpx.Headers({"Accept": "application/json"})
-                if self._api_key is not None:
-                    name, value = self._auth(self._api_key.reveal())
-                    headers[name] = value
-                headers.update(self._headers.reveal())
-                self._http = httpx.Client(
-                    headers=headers,
-                    timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout or self.timeout),
-                    transport=self._transport,
-                    follow_redirects=False,
-                )
+                self._http = httpx.Client(transport=self._transport, **self._options())
             return self._http
+
+    def _aclient(self) -> httpx.AsyncClient:
+        """The pooled `httpx.AsyncClient` of the running event loop."""
+        import asyncio
+        import weakref
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._async is None:
+                self._async = weakref.WeakKeyDictionary()
+            http = self._async.get(loop)
+            if http is None:
+                http = self._async[loop] = httpx.AsyncClient(transport=self._async_transport, **self._options())
+        return http
 
     # -- the call ----------------------------------------------------------
 
@@ -224,6 +253,101 @@ class OpenAIClient:
         again with the next weaker one (`wire.FORMATS`); what worked is
         remembered for its base URL.
         """
+        return self._drive(self._exchange(request, False))
+
+    async def acomplete(self, request: Request) -> Reply:
+        """`complete` over the event loop's pooled `httpx.AsyncClient`: the same steps, awaited."""
+        return await self._adrive(self._exchange(request, False))
+
+    def stream(self, request: Request) -> Iterator[Any]:
+        """Send `request` with ``"stream": true``: each text delta as it arrives (``str``),
+        then the whole `Reply` (tool calls assembled from their deltas, usage from the last chunk)."""
+        response, wrapped = self._drive(self._exchange(request, True))
+        assembler = Assembler()
+        try:
+            for line in response.iter_lines():
+                text = assembler.line(line)
+                if text:
+                    yield text
+            yield self._assembled(assembler, wrapped)
+        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
+            raise self._cut(error) from None
+        finally:
+            response.close()
+
+    async def astream(self, request: Request) -> AsyncIterator[Any]:
+        """`stream` over the event loop's pooled `httpx.AsyncClient`."""
+        response, wrapped = await self._adrive(self._exchange(request, True))
+        assembler = Assembler()
+        try:
+            async for line in response.aiter_lines():
+                text = assembler.line(line)
+                if text:
+                    yield text
+            yield self._assembled(assembler, wrapped)
+        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
+            raise self._cut(error) from None
+        finally:
+            await response.aclose()
+
+    def _assembled(self, assembler: Assembler, wrapped: bool) -> Reply:
+        data = assembler.answer()
+        for secret in self._secrets.reveal():  # scrubbed like a whole answer's body
+            data = json.loads(json.dumps(data).replace(json.dumps(secret)[1:-1], "***"))
+        return self._read_reply(data, wrapped)
+
+    def _cut(self, error: BaseException) -> ModelError:
+        return ModelError(self._scrub(f"{self._where()} broke off its streamed reply: {type(error).__name__}: "
+                                      f"{error or 'no detail'}"), code="model-unreachable")
+
+    # -- one exchange as steps: ("post", url, body, stream) and ("sleep", seconds) ----------
+
+    def _drive(self, steps: Generator[Any, Any, Any]) -> Any:
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                op = steps.throw(error) if error is not None else steps.send(result)
+            except StopIteration as done:
+                return done.value
+            result = error = None
+            try:
+                if op[0] == "sleep":
+                    self._sleep(op[1])
+                else:
+                    http = self._client()
+                    result = http.send(http.build_request("POST", op[1], json=op[2]), stream=op[3])
+                    if op[3] and not result.is_success:
+                        result.read()
+                        result.close()
+            except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
+                error = failure
+
+    async def _adrive(self, steps: Generator[Any, Any, Any]) -> Any:
+        import asyncio
+
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                op = steps.throw(error) if error is not None else steps.send(result)
+            except StopIteration as done:
+                return done.value
+            result = error = None
+            try:
+                if op[0] == "sleep":
+                    await asyncio.sleep(op[1])
+                else:
+                    http = self._aclient()
+                    result = await http.send(http.build_request("POST", op[1], json=op[2]), stream=op[3])
+                    if op[3] and not result.is_success:
+                        await result.aread()
+                        await result.aclose()
+            except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
+                error = failure
+
+    def _exchange(self, request: Request, stream: bool) -> Generator[Any, Any, Any]:
+        """The reply to `request` (or, streaming, the open response and whether the value is wrapped)."""
         schema = request.output_schema is not None
         start = _formats.get(self.base_url, 0) if schema else 0
         level = start
@@ -232,8 +356,11 @@ class OpenAIClient:
         url = self._url(request.model)
         while True:
             body, wrapped = build_body(request, format=FORMATS[level], max_completion_tokens=rename)
+            if stream:
+                body["stream"] = True
+                body["stream_options"] = {"include_usage": True}
             try:
-                data = self._post(url, body)
+                response = yield from self._attempts(url, body, stream)
             except ModelError as error:
                 if error.status not in (400, 422):
                     raise
@@ -248,17 +375,20 @@ class OpenAIClient:
                 raise (first_error or error) from None
             if level != start:
                 _formats[self.base_url] = level
-            return self._read_reply(data, wrapped)
+            if stream:
+                return response, wrapped
+            return self._read_reply(self._json(response), wrapped)
 
-    def _post(self, url: str, body: dict[str, Any]) -> Any:
+    def _attempts(self, url: str, body: dict[str, Any], stream: bool) -> Generator[Any, Any, httpx.Response]:
+        """Post until a success (retrying transient failures); the successful response."""
         attempts = self.max_retries + 1
         last_error: httpx.TransportError | None = None
         last_response: httpx.Response | None = None
         for attempt in range(attempts):
             if attempt:
-                self._sleep(self._delay(attempt - 1, last_response))
+                yield ("sleep", self._delay(attempt - 1, last_response))
             try:
-                response = self._client().post(url, json=body)
+                response = yield ("post", url, body, stream)
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
                 # A bad base URL will not get better by retrying.
                 raise ModelError(
@@ -270,7 +400,7 @@ class OpenAIClient:
                 continue
             status = response.status_code
             if response.is_success:
-                return self._json(response)
+                return response
             if status in RETRY_STATUSES or status >= 500:
                 last_error, last_response = None, response
                 continue
