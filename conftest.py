@@ -3,6 +3,7 @@
 Every test of the modules below runs twice: with plain calls as they are
 (``sync``), and with every plain call made through the async driver
 (``async``: ``fn(...)``/``fn.run(...)`` become ``asyncio.run(fn.arun(...))``,
+``chat(...)`` and ``turn.resume()`` become ``chat.acall(...)`` and ``turn.aresume()``,
 so tools run in worker threads or are awaited, async handlers are awaited,
 and turns are answered through the async path). Records, changes, waiting
 turns and replay must come out the same.
@@ -38,6 +39,17 @@ def _through_async_driver(fn, args, kwargs):  # type: ignore[no-untyped-def]
     return drive(call_steps(fn, args, kwargs))  # a plain call made inside async code stays plain
 
 
+def _run(coroutine_function, plain):  # type: ignore[no-untyped-def]
+    def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coroutine_function(*args, **kwargs))
+        return plain(*args, **kwargs)
+
+    return run
+
+
 @pytest.fixture(autouse=True)
 def call_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Which driver runs the plain calls of this test: ``sync`` or ``async``."""
@@ -45,5 +57,9 @@ def call_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     if driver == "async":
         from functai.calls import function
 
+        from functai.conversations.conversation import Conversation, Turn
+
         monkeypatch.setattr(function, "run_call", _through_async_driver)
+        monkeypatch.setattr(Conversation, "__call__", _run(Conversation.acall, Conversation.__call__))
+        monkeypatch.setattr(Turn, "resume", _run(Turn.aresume, Turn.resume))
     return driver

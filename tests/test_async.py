@@ -332,3 +332,73 @@ def test_a_stream_event_has_the_documented_fields():
     assert (event.kind, event.text, event.value) == ("text", "a", None)
     with pytest.raises(ValueError):
         StreamEvent("nope")
+
+
+# -- conversations ------------------------------------------------------------------------------
+
+from functai import Waiting  # noqa: E402
+
+
+def test_a_streamed_turn_approved_at_the_stream_goes_on_in_process(install, tmp_path):
+    install(functai_approval.plugin)
+    ledger.clear()
+    lm = ScriptedLM([tool_call("refund", {"order": "B1"}), "Refunded B1."])
+    chat = support.conversation("alex", store=tmp_path / "chats", client=lm, approve="changes")
+    stream = chat.stream("refund B1")
+    seen = []
+    for event in stream:
+        seen.append(event.kind)
+        if event.kind == "waiting":
+            stream.approve(event.approvals[0])
+    assert seen[0] == "waiting" and seen[-1] == "done"
+    assert stream.value == "Refunded B1." and ledger == ["B1"]
+    assert chat.head.state == "done" and chat.head.outputs["output"] == "Refunded B1."
+
+
+def test_a_streamed_turn_not_answered_waits_and_is_saved_then_waiting_is_raised(install, tmp_path):
+    install(functai_approval.plugin)
+    ledger.clear()
+    lm = ScriptedLM([tool_call("refund", {"order": "B2"}), "Refunded B2."])
+    chat = support.conversation("sam", store=tmp_path / "chats", client=lm, approve="changes")
+    stream = chat.stream("refund B2")
+    assert next(stream).kind == "waiting"
+    with pytest.raises(Waiting) as caught:
+        next(stream)
+    turn = caught.value.turn
+    assert turn.state == "waiting" and ledger == []
+
+    async def answer():
+        turn.approve()
+        return await turn.aresume()
+
+    assert asyncio.run(answer()) == "Refunded B2."
+    assert ledger == ["B2"] and len(lm.requests) == 2  # the first reply was not paid for twice
+
+
+def test_chat_acall_and_astream_continue_the_same_branch(tmp_path):
+    lm = ScriptedLM(["first", "second answer"])
+    chat = forecast.conversation("kim", store=tmp_path / "chats", client=lm)
+
+    async def main():
+        first = await chat.acall("Oslo")
+        events = [e async for e in chat.astream("Bergen")]
+        return first, events
+
+    first, events = asyncio.run(main())
+    assert first == "first"
+    assert "".join(e.text for e in events if e.kind == "text") == "second answer"
+    assert [t.outputs["output"] for t in chat.turns] == ["first", "second answer"]
+    assert any(m["content"] == "first" for m in lm.requests[1].messages)  # the second turn saw the first
+
+
+def test_tasks_sharing_a_view_run_its_turns_one_at_a_time(tmp_path):
+    lm = ScriptedLM(reply=lambda request: f"turn {len(request.messages)}", delay=0.01)
+    chat = forecast.conversation("many", client=lm)
+
+    async def main():
+        await asyncio.gather(*(chat.acall(f"city {n}") for n in range(5)))
+
+    asyncio.run(main())
+    turns = chat.turns
+    assert len(turns) == 5
+    assert [t.parent for t in turns[1:]] == [t.id for t in turns[:-1]]  # one chain: each continued the one before

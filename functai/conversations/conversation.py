@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..calls import layout as layouts
 from ..calls.outputs import to_jsonable
+from ..calls.run import call_steps
 from ..calls.scope import current_turn as current_scope
+from ..calls.steps import Steps, adrive, drive
 from ..errors import FunctAIError, Waiting
 from ..hooks.change import Change
 from ..hooks.events import ContextEvent, TurnEndEvent, TurnStartEvent, set_field
@@ -146,7 +148,11 @@ class Turn:
         """Go on with a waiting turn whose approvals are answered, or an interrupted one;
         returns the answer. A tool that started and never recorded a result is not run
         again (the model is told so) unless its name is in ``rerun``."""
-        return self._chat._resume(self.id, held.check_rerun(rerun))
+        return drive(self._chat._resume(self.id, held.check_rerun(rerun))).value
+
+    async def aresume(self, *, rerun: Sequence[str] | None = None) -> Any:
+        """`resume` from async code."""
+        return (await self._chat._alocked(self._chat._resume(self.id, held.check_rerun(rerun)))).value
 
     def abandon(self, *, reason: str | None = None, by: str | None = None) -> "Turn":
         """Give up on a waiting or interrupted turn: it ends ``abandoned`` and frees the branch.
@@ -222,6 +228,15 @@ class _TurnScope:
         return self.calls
 
     def complete(self, client: Client, request: Request) -> Reply:
+        reply = self.replay(request)
+        if reply is None:
+            reply = client.complete(request)
+            self.keep(reply)
+        return reply
+
+    def replay(self, request: Request) -> Reply | None:
+        """The reply recorded for this request before the turn waited, or None: ask the model,
+        then `keep` its reply (the async and streaming drivers ask it their own way)."""
         self.requests += 1
         if self.requests <= len(self.data.replies):  # paid for before the turn waited
             saved = self.data.replies[self.requests - 1]
@@ -231,7 +246,10 @@ class _TurnScope:
                 usage=saved.get("usage") or {},
                 finish_reason=saved.get("finish_reason"),
             )
-        reply = client.complete(request)
+        return None
+
+    def keep(self, reply: Reply) -> None:
+        """Record a new reply, so a resumed turn never pays for it twice."""
         saved = {
             "text": reply.text,
             "tool_calls": [{"id": c.id, "name": c.name, "input": to_jsonable(dict(c.input))} for c in reply.tool_calls],
@@ -239,7 +257,7 @@ class _TurnScope:
             "finish_reason": reply.finish_reason,
         }
         self.chat._append({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
-        return reply  # the append's refresh added it to self.data.replies
+        # the append's refresh added it to self.data.replies
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
         recorded = self.data.tools.get(site)
@@ -328,6 +346,7 @@ class Conversation:
         self._forked = False
         self._history = History()
         self._lock = threading.RLock()  # turns sent through one view run one at a time
+        self._async_busy = False
         self._refresh()
         header = self._history.header
         mine = f"{program.module}:{program.fn.__qualname__}"
@@ -411,6 +430,7 @@ class Conversation:
         view._forked = False
         view._history = self._history
         view._lock = threading.RLock()
+        view._async_busy = False
         view._tip = tip
         return view
 
@@ -452,13 +472,56 @@ class Conversation:
         Threads may share a view: its turns run one at a time, each continuing
         the one before. (Views in other processes branch off instead.)
         """
+        inputs = self._inputs(args, kwargs)
+        with self._lock:
+            return drive(self._send(inputs)).value
+
+    async def acall(self, *args: Any, **kwargs: Any) -> Any:
+        """``await chat.acall(...)``: send one turn from async code; returns its answer.
+
+        Tasks sharing a view run its turns one at a time, like threads do.
+        """
+        inputs = self._inputs(args, kwargs)
+        return (await self._alocked(self._send(inputs))).value
+
+    def stream(self, *args: Any, **kwargs: Any) -> Any:
+        """Send one turn as a stream of `functai.StreamEvent` (see `AIFunction.stream`). A turn
+        whose approval is not answered at the stream waits and is saved, and `functai.Waiting`
+        is raised at the stream's end."""
+        from ..calls.streaming import Stream
+
+        return Stream(self._locked(self._send(self._inputs(args, kwargs), listen=True)))
+
+    def astream(self, *args: Any, **kwargs: Any) -> Any:
+        """`stream` as an async iterator."""
+        from ..calls.streaming import AStream
+
+        return AStream(self._locked(self._send(self._inputs(args, kwargs), listen=True)))
+
+    def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         inputs = self.program.bind(args, kwargs)
         if resolve(self.program.own, self.layer).values["check_inputs"]:
             self.program.check_inputs(inputs)  # a wrong input refuses before a turn is written
-        with self._lock:
-            return self._send(inputs)
+        return inputs
 
-    def _send(self, inputs: dict[str, Any]) -> Any:
+    def _locked(self, steps: Steps[Any]) -> Steps[Any]:
+        with self._lock:
+            return (yield from steps)
+
+    async def _alocked(self, steps: Steps[Any]) -> Any:
+        """Run steps with the view's lock, waiting for it without blocking the event loop."""
+        import asyncio
+
+        while self._async_busy or not self._lock.acquire(blocking=False):
+            await asyncio.sleep(0.002)
+        self._async_busy = True  # the lock is reentrant: other tasks of this thread must see it taken
+        try:
+            return await adrive(steps)
+        finally:
+            self._async_busy = False
+            self._lock.release()
+
+    def _send(self, inputs: dict[str, Any], listen: bool = False) -> Steps[Any]:
         turn_id = _new_id()
         lease = leases.new_lease()
         self._hold(lease["claim"], turn_id)  # before the record exists: no reader here takes it for dead
@@ -488,7 +551,7 @@ class Conversation:
             raise
         self._tip = turn_id
         self._forked = True
-        return self._run(self._history.turns[turn_id], live_inputs, lease["claim"])
+        return (yield from self._run(self._history.turns[turn_id], live_inputs, lease["claim"], listen=listen))
 
     def _hold(self, claim: str, turn_id: str) -> None:
         # A memory store dies with this process: its leases need no renewing.
@@ -594,7 +657,7 @@ class Conversation:
     # -- running a turn ------------------------------------------------------------------
 
     def _run(self, data: TurnData, inputs: Mapping[str, Any] | None, claim: str,
-             also_approve: tuple[Any, ...] = (), rerun: tuple[str, ...] = ()) -> Any:
+             also_approve: tuple[Any, ...] = (), rerun: tuple[str, ...] = (), listen: bool = False) -> Steps[Any]:
         """Run a turn's call: a new turn with its inputs, a resumed one with those recorded.
 
         ``claim`` is this process's lease on the turn, released once the turn waits or ends.
@@ -603,7 +666,9 @@ class Conversation:
         token = current_scope.set(scope)  # turn_end runs inside the turn too: its calls are the turn's
         try:
             try:
-                value = self.program(**(inputs if inputs is not None else data.inputs))
+                result = yield from call_steps(self.program, (), dict(inputs if inputs is not None else data.inputs),
+                                               listen)
+                value = result.value
             except Waiting as waiting:
                 self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, **self._ran_with(),
                               "started": scope.call_started, "at": _now()}, sync=True)
@@ -616,7 +681,7 @@ class Conversation:
                 self._end(data, STOPPED, {}, error)
                 raise
             self._end(data, DONE, outputs_of(value), None)
-            return value
+            return result
         finally:
             current_scope.reset(token)
             leases.release(claim)
@@ -706,7 +771,7 @@ class Conversation:
             records.without_content(record)
         records.append(folder, record)
 
-    def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Any:
+    def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Steps[Any]:
         with self._lock:
             lease = leases.new_lease()
             for _ in held.attempts("resume the turn", self.id):
@@ -737,7 +802,7 @@ class Conversation:
             layer = self.layer if approve is None else Layer.make(f"conversation {self.id!r}", self.layer,
                                                                   approve=approve)
             view = self if layer is self.layer else self._pinned(turn_id, layer)  # carries the turn's approve rule
-            return view._run(self._history.turns[turn_id], None, lease["claim"], also, rerun)
+            return (yield from view._run(self._history.turns[turn_id], None, lease["claim"], also, rerun))
 
     def __repr__(self) -> str:
         return f"<conversation {self.id!r} of {self.program.name}, head={self._tip!r}>"
