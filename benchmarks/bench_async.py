@@ -112,6 +112,18 @@ async def concurrent(url: str, n: int) -> tuple[float, int]:
     return wall, most
 
 
+async def bare_httpx(url: str, n: int) -> tuple[float, float]:
+    """The same n requests made with httpx alone (no functai): the floor the acalls stand on."""
+    import httpx
+
+    async with httpx.AsyncClient() as http:
+        await http.post(f"{url}/chat/completions", json={"model": "m", "messages": []})
+        started, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(http.post(f"{url}/chat/completions", json={"model": "m", "messages": []})
+                               for _ in range(n)))
+        return time.perf_counter() - started, time.process_time() - cpu
+
+
 def cpu_per_call(calls: int, rounds: int) -> tuple[float, float]:
     lm = ScriptedLM(reply=lambda request: "ok")
     sync_runs, async_runs = [], []
@@ -171,9 +183,14 @@ def main() -> None:
     proc, url = serve()
     try:
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
+        cpu = time.process_time()
         wall, most = asyncio.run(concurrent(url, args.concurrent))
+        cpu = time.process_time() - cpu
         print(f"| {args.concurrent} concurrent acalls, server answers after 50 ms | {wall:.3f} s wall | "
-              f"at most {most} threads in this process |")
+              f"{cpu:.3f} s CPU | at most {most} threads in this process |")
+        bare_wall, bare_cpu = asyncio.run(bare_httpx(url, args.concurrent))
+        print(f"| the same {args.concurrent} requests with httpx alone | {bare_wall:.3f} s wall | "
+              f"{bare_cpu:.3f} s CPU | |")
         sync_us, async_us = cpu_per_call(args.calls, args.rounds)
         print(f"| CPU per call on ScriptedLM (median of {args.rounds} x {args.calls}) | sync {sync_us:.1f} µs | "
               f"acall {async_us:.1f} µs | {async_us / sync_us:.2f}x |")

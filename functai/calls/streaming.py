@@ -71,6 +71,14 @@ class _Base:
         self.value: Any = None
         self.record: Any = None
 
+    def __del__(self) -> None:
+        if not getattr(self, "_finished", True):  # dropped mid-call: end it in its own context
+            try:
+                self._finished = True
+                self._ctx.run(self._steps.close)
+            except Exception:  # noqa: BLE001 - nothing can be reported from a finalizer
+                pass
+
     def approve(self, approval: Mapping[str, Any] | str | None = None) -> None:
         """Allow the tool call the last ``"waiting"`` event is about (before asking for the next event)."""
         self._give(approval, (True, None))
