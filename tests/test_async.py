@@ -402,3 +402,23 @@ def test_tasks_sharing_a_view_run_its_turns_one_at_a_time(tmp_path):
     turns = chat.turns
     assert len(turns) == 5
     assert [t.parent for t in turns[1:]] == [t.id for t in turns[:-1]]  # one chain: each continued the one before
+
+
+def test_async_turn_hooks_run_in_sync_and_async_turns(tmp_path):
+    heard = []
+    plugin = Plugin("turns", version="1.0.0")
+
+    @plugin.turn_start
+    async def start(event):
+        return Change(inputs={"city": event.inputs["city"].title()})
+
+    @plugin.turn_end
+    async def end(event):
+        heard.append(event.state)
+
+    lm = ScriptedLM(["one", "two"])
+    chat = forecast.conversation("hooks", client=lm, plugins=[plugin])
+    chat("oslo")
+    asyncio.run(chat.acall("bergen"))
+    assert heard == ["done", "done"]
+    assert [t.inputs["city"] for t in chat.turns] == ["Oslo", "Bergen"]

@@ -28,6 +28,7 @@ from ..errors import FunctAIError, Waiting
 from ..hooks.change import Change
 from ..hooks.events import ContextEvent, TurnEndEvent, TurnStartEvent, set_field
 from ..hooks.fold import fold, refuse
+from ..hooks.hear import run_awaitable
 from ..hooks.plugin import Plugin
 from ..layers import Layer, pop_block, push_block, resolve
 from ..log import warn
@@ -708,7 +709,9 @@ class Conversation:
                 for plugin, handler in handlers:
                     set_field(event, "_plugin", plugin.name)
                     try:
-                        handler(event)
+                        result = handler(event)
+                        if result is not None and hasattr(result, "__await__"):
+                            run_awaitable(result)  # an async def handler, run to its end
                     except Exception as failure:  # turn_end hears: a failure is reported, the turn stays as it is
                         warn("hook failed", plugin=plugin.name, version=plugin.version, hook="turn_end",
                              conversation=self.id, turn=data.id, error=f"{type(failure).__name__}: {failure}")

@@ -114,7 +114,14 @@ class Reply:
 
 @runtime_checkable
 class Client(Protocol):
-    """Anything that can answer a `Request`."""
+    """Anything that can answer a `Request`.
+
+    A client may also offer ``async def acomplete(request) -> Reply``, and
+    ``stream(request)`` / ``astream(request)``: an iterator / async iterator
+    of the reply's text in pieces (``str``) ending with the whole `Reply`.
+    Async calls use ``acomplete`` (else ``complete`` in a worker thread);
+    streams use ``stream``/``astream`` (else the whole reply is one text event).
+    """
 
     def complete(self, request: Request) -> Reply: ...
 
