@@ -260,7 +260,8 @@ class AStream(_Base):
     async def _in_context(self, awaitable: Any) -> Any:
         import asyncio
 
-        return await asyncio.create_task(_awaited(awaitable), context=self._ctx)
+        # A task made inside the stream's context runs in a copy of it (any Python 3.10+).
+        return await self._ctx.run(asyncio.ensure_future, _awaited(awaitable))
 
     async def __anext__(self) -> StreamEvent:
         if self._finished:
