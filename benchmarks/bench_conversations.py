@@ -73,27 +73,30 @@ def long_writer(folder: str, turns: int, traced: bool) -> dict[str, float]:
     if traced:
         tracemalloc.start()
     chat = tutor.conversation("long", store=folder, context=functai.all_turns())
-    times = []
+    times, cpu = [], []
     for i in range(turns):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         chat(f"question {i}")
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
     result = {"first": statistics.mean(times[:250]) * 1e3, "last": statistics.mean(times[-250:]) * 1e3,
+              "first_cpu": statistics.mean(cpu[:250]) * 1e3, "last_cpu": statistics.mean(cpu[-250:]) * 1e3,
               "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if traced:
         result["traced"] = tracemalloc.get_traced_memory()[1] / 2**20
     return result
 
 
-def reopen(folder: str, rounds: int) -> float:
-    """Median ms to open the long conversation in a fresh store object (as a new process would)."""
-    times = []
+def reopen(folder: str, rounds: int) -> tuple[float, float]:
+    """Median ms (wall, CPU) to open the long conversation in a fresh store object (as a new process would)."""
+    times, cpu = [], []
     for _ in range(rounds):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         chat = tutor.conversation("long", store=FolderStore(folder), context=functai.all_turns())
         chat.head
         times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(times) * 1e3, statistics.median(cpu) * 1e3
 
 
 def long_case(work: str, turns: int, rounds: int) -> None:
@@ -112,8 +115,11 @@ def long_case(work: str, turns: int, rounds: int) -> None:
     print(f"file: {size / 1e6:.2f} MB; writer peak RSS: {plain['maxrss']:.0f} MB "
           f"(Python allocations, tracemalloc peak: {traced['traced']:.1f} MB)")
     print(f"ms per turn: first 250 {plain['first']:.2f}, last 250 {plain['last']:.2f} "
-          f"(ratio {plain['last'] / plain['first']:.2f})")
-    print(f"reopen (fresh store object, median of {rounds}): {reopen(folder, rounds):.1f} ms")
+          f"(ratio {plain['last'] / plain['first']:.2f}); CPU ms per turn: first 250 {plain['first_cpu']:.2f}, "
+          f"last 250 {plain['last_cpu']:.2f} (ratio {plain['last_cpu'] / plain['first_cpu']:.2f})")
+    wall, cpu = reopen(folder, rounds)
+    print(f"reopen (fresh store object, median of {rounds}): {wall:.1f} ms ({cpu:.1f} ms CPU); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
 def main(argv: list[str] | None = None) -> int:

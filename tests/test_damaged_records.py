@@ -235,3 +235,20 @@ def test_the_call_log_reports_lines_it_skips(tmp_path):
     assert len(out.getvalue().splitlines()) == 3  # a header and the two calls
     assert f"skipped {path}:2: not JSON" in err.getvalue()
     assert err.getvalue().count("skipped") == 3
+
+
+def test_damaged_ratings_are_skipped_and_reported(tmp_path):
+    log = tmp_path / "calls"
+    _lm()
+    with functai.settings(log_calls=str(log)):
+        tutor("q1")
+    call = next(functai.read_calls(log)).id
+    functai.rate(call, good=True, log=str(log))
+    path = log / "ratings.jsonl"
+    with path.open("a") as ratings:
+        ratings.write(json.dumps({"call": [call], "good": True}) + "\n")  # an id that is a list
+        ratings.write(json.dumps({"call": call, "good": "yes"}) + "\n")
+    with pytest.warns(RuntimeWarning) as caught:
+        rated = list(functai.read_calls(log, rated=True))
+    assert [r.rating["good"] for r in rated] == [True]
+    assert [f"at={path}:{n} " in str(w.message) for n, w in zip((2, 3), caught)] == [True, True]

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from ..calls.outputs import to_jsonable
-from ..calls.records import LOG_FILE, CallRecord, append_line, read_calls, read_lines
+from ..calls.records import LOG_FILE, CallRecord, append_line, numbered_lines, read_calls, report_skipped
 from ..errors import FunctAIError
 from ..layers import current_values
 
@@ -78,12 +78,13 @@ def rate(
 def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
     """Each call's ratings, one per person (the latest wins), oldest first."""
     latest: dict[tuple[str, str | None], Rating] = {}
-    for data in read_lines(os.path.join(os.fspath(folder), RATINGS_FILE)):
-        try:
-            rating = Rating(call=data["call"], good=bool(data["good"]), correction=data.get("correction"),
-                            by=data.get("by"), at=data.get("at", ""))
-        except (KeyError, TypeError):
+    path = os.path.join(os.fspath(folder), RATINGS_FILE)
+    for number, data in numbered_lines(path):
+        call, good, by = data.get("call"), data.get("good"), data.get("by")
+        if not isinstance(call, str) or not call or not isinstance(good, bool) or not isinstance(by, (str, type(None))):
+            report_skipped(path, number, "not a rating (it needs a call id, good true or false, and by)", None)
             continue
+        rating = Rating(call=call, good=good, correction=data.get("correction"), by=by, at=str(data.get("at", "")))
         latest.pop((rating.call, rating.by), None)  # the latest by each person wins, in its own place
         latest[(rating.call, rating.by)] = rating
     by_call: dict[str, list[Rating]] = {}
