@@ -24,14 +24,14 @@ import re
 import threading
 import time
 from types import TracebackType
-from typing import Any, AsyncIterator, Callable, Generator, Iterator, Mapping
+from typing import Any, Callable, Generator, Mapping
 
 import httpx
 
 from functai.errors import ModelError
 from functai.models.keys import MIN_SCRUB, Key, reveal
 from functai.models.replies import split_reasoning
-from functai.models.sse import Assembler, StreamCut
+from functai.models.streams import AsyncAndStreams
 from functai.models.request import Reply, Request, ToolCall
 from functai.models.wire import FORMATS, build_body, content_text, read_arguments, read_usage, unwrap_value
 
@@ -75,7 +75,7 @@ class _Secret:
     __str__ = __repr__
 
 
-class OpenAIClient:
+class OpenAIClient(AsyncAndStreams):
     """Answers `Request`s through an OpenAI-compatible ``/chat/completions`` endpoint.
 
     One pooled `httpx.Client` is made on first use and shared by concurrent
@@ -189,16 +189,6 @@ class OpenAIClient:
         # Async pools are closed by `aclose` from their own loop; here they are only let go.
         self._async = None
 
-    async def aclose(self) -> None:
-        """Close this event loop's async pool (and the plain one)."""
-        import asyncio
-
-        pools = self._async or {}
-        http = pools.pop(asyncio.get_running_loop(), None)
-        if http is not None:
-            await http.aclose()
-        self.close()
-
     def _auth(self, key: str) -> tuple[str, str]:
         """The header that carries the key."""
         return "Authorization", f"Bearer {key}"
@@ -222,20 +212,6 @@ class OpenAIClient:
                 self._http = httpx.Client(transport=self._transport, **self._options())
             return self._http
 
-    def _aclient(self) -> httpx.AsyncClient:
-        """The pooled `httpx.AsyncClient` of the running event loop."""
-        import asyncio
-        import weakref
-
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if self._async is None:
-                self._async = weakref.WeakKeyDictionary()
-            http = self._async.get(loop)
-            if http is None:
-                http = self._async[loop] = httpx.AsyncClient(transport=self._async_transport, **self._options())
-        return http
-
     # -- the call ----------------------------------------------------------
 
     def _url(self, model: str) -> str:
@@ -254,97 +230,6 @@ class OpenAIClient:
         remembered for its base URL.
         """
         return self._drive(self._exchange(request, False))
-
-    async def acomplete(self, request: Request) -> Reply:
-        """`complete` over the event loop's pooled `httpx.AsyncClient`: the same steps, awaited."""
-        return await self._adrive(self._exchange(request, False))
-
-    def stream(self, request: Request) -> Iterator[Any]:
-        """Send `request` with ``"stream": true``: each text delta as it arrives (``str``),
-        then the whole `Reply` (tool calls assembled from their deltas, usage from the last chunk)."""
-        response, wrapped = self._drive(self._exchange(request, True))
-        assembler = Assembler()
-        try:
-            for line in response.iter_lines():
-                text = assembler.line(line)
-                if text:
-                    yield text
-            yield self._assembled(assembler, wrapped)
-        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
-            raise self._cut(error) from None
-        finally:
-            response.close()
-
-    async def astream(self, request: Request) -> AsyncIterator[Any]:
-        """`stream` over the event loop's pooled `httpx.AsyncClient`."""
-        response, wrapped = await self._adrive(self._exchange(request, True))
-        assembler = Assembler()
-        try:
-            async for line in response.aiter_lines():
-                text = assembler.line(line)
-                if text:
-                    yield text
-            yield self._assembled(assembler, wrapped)
-        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
-            raise self._cut(error) from None
-        finally:
-            await response.aclose()
-
-    def _assembled(self, assembler: Assembler, wrapped: bool) -> Reply:
-        data = assembler.answer()
-        for secret in self._secrets.reveal():  # scrubbed like a whole answer's body
-            data = json.loads(json.dumps(data).replace(json.dumps(secret)[1:-1], "***"))
-        return self._read_reply(data, wrapped)
-
-    def _cut(self, error: BaseException) -> ModelError:
-        return ModelError(self._scrub(f"{self._where()} broke off its streamed reply: {type(error).__name__}: "
-                                      f"{error or 'no detail'}"), code="model-unreachable")
-
-    # -- one exchange as steps: ("post", url, body, stream) and ("sleep", seconds) ----------
-
-    def _drive(self, steps: Generator[Any, Any, Any]) -> Any:
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                op = steps.throw(error) if error is not None else steps.send(result)
-            except StopIteration as done:
-                return done.value
-            result = error = None
-            try:
-                if op[0] == "sleep":
-                    self._sleep(op[1])
-                else:
-                    http = self._client()
-                    result = http.send(http.build_request("POST", op[1], json=op[2]), stream=op[3])
-                    if op[3] and not result.is_success:
-                        result.read()
-                        result.close()
-            except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
-                error = failure
-
-    async def _adrive(self, steps: Generator[Any, Any, Any]) -> Any:
-        import asyncio
-
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                op = steps.throw(error) if error is not None else steps.send(result)
-            except StopIteration as done:
-                return done.value
-            result = error = None
-            try:
-                if op[0] == "sleep":
-                    await asyncio.sleep(op[1])
-                else:
-                    http = self._aclient()
-                    result = await http.send(http.build_request("POST", op[1], json=op[2]), stream=op[3])
-                    if op[3] and not result.is_success:
-                        await result.aread()
-                        await result.aclose()
-            except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
-                error = failure
 
     def _exchange(self, request: Request, stream: bool) -> Generator[Any, Any, Any]:
         """The reply to `request` (or, streaming, the open response and whether the value is wrapped)."""
