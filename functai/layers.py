@@ -49,7 +49,7 @@ def _client(name: str, value: Any) -> None:
 
 def _folder(name: str, value: Any) -> None:
     if value is not False and not isinstance(value, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a folder path (or False), not {type(value).__name__}")
+        raise TypeError(f"{name} must be a folder path or a store URL (or False), not {type(value).__name__}")
     if name == "log_calls":
         check_log_calls(value)  # store-unwritable now, not after a model answered
 

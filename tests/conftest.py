@@ -12,3 +12,6 @@ def _isolated(functai_isolated):
 def install(installed_plugins):
     """Make plugins look installed (the outermost layer), as pip would."""
     return installed_plugins
+
+
+from store_fixtures import durable_log, durable_store, postgres_server, postgres_url, pytest_terminal_summary  # noqa: E402,F401

@@ -8,7 +8,18 @@ import pytest
 
 import functai
 from functai import Change, FunctAIError, Plugin, PluginError, ai
+from functai.conversations import store as store_module
+from functai.conversations.store import open_store
 from functai.testing import ScriptedLM
+from store_fixtures import DURABLE, store_url
+
+
+@pytest.fixture(autouse=True, params=["memory", *DURABLE])
+def default_store(request, tmp_path, monkeypatch):
+    """Every test here runs with each store as the one ``store=None`` opens."""
+    if request.param != "memory":
+        monkeypatch.setattr(store_module, "_shared_memory", open_store(store_url(request.param, tmp_path, request)))
+    return request.param
 
 
 def counting_lm():
@@ -129,7 +140,7 @@ def test_conversation_settings_and_plugins_are_the_innermost_block():
 # turn hooks ---------------------------------------------------------------------
 
 
-def test_turn_start_rewrites_inputs_in_order_and_is_recorded(tmp_path):
+def test_turn_start_rewrites_inputs_in_order_and_is_recorded(tmp_path, default_store):
     lm = counting_lm()
     seen = []
 
@@ -150,7 +161,8 @@ def test_turn_start_rewrites_inputs_in_order_and_is_recorded(tmp_path):
     turn = chat.head
     assert turn.inputs == {"topic": "FRACTIONS", "level": "advanced"}
     (record,) = functai.read_calls(tmp_path / "calls")
-    assert record.conversation == {"id": "g", "turn": turn.id, "parent": None, "store": "memory"}
+    where = "memory" if default_store == "memory" else store_module.store_reference(chat.store)
+    assert record.conversation == {"id": "g", "turn": turn.id, "parent": None, "store": where}
     assert [(c["plugin"], c["hook"], c["change"]) for c in record.changes] == [
         ("one", "turn_start", {"inputs": {"level": "advanced"}}),
         ("two", "turn_start", {"inputs": {"topic": "FRACTIONS"}}),

@@ -7,6 +7,7 @@ from functai_compaction import compaction
 
 import functai
 from functai import Change, FunctAIError, Plugin, ai
+from functai.conversations.store import open_store
 from functai.testing import ScriptedLM
 
 
@@ -32,8 +33,8 @@ def summarizing(request):
     return "A" + request.messages[-1]["content"].removeprefix("question: Q")
 
 
-def test_a_rated_turn_is_asked_again_as_it_was_shown_and_nothing_else(tmp_path):
-    log, store = str(tmp_path / "calls"), str(tmp_path / "store")
+def test_a_rated_turn_is_asked_again_as_it_was_shown_and_nothing_else(tmp_path, durable_store, durable_log):
+    log, store = durable_log, durable_store
     old_host = Plugin("old-host", before_call=lambda c: Change(sections=["OLD HOST RULE."], lm="host-model"))
     with functai.settings(client=ScriptedLM(reply=summarizing), log_calls=log, plugins=[old_host]):
         chat = tutor_v1().conversation("alex", store=store, plugins=[compaction(keep=2, every=2)])
@@ -42,7 +43,7 @@ def test_a_rated_turn_is_asked_again_as_it_was_shown_and_nothing_else(tmp_path):
     fifth = [r for r in functai.read_calls(log) if r.function == "tutor"][-1]
     assert fifth.inputs == {"question": "Q5"} and "(2 turns, summarized)" in fifth.sections[0]
     functai.rate(fifth, good=True, by="teacher", log=log)
-    records_before = (tmp_path / "store" / "alex.jsonl").read_text()
+    records_before = open_store(store).read("alex")
 
     new_host = Plugin("new-host", before_call=lambda c: Change(sections=["NEW HOST RULE."]))
     lm = ScriptedLM(reply=lambda request: "A5")
@@ -57,7 +58,7 @@ def test_a_rated_turn_is_asked_again_as_it_was_shown_and_nothing_else(tmp_path):
     assert request.model == "evaluating-model"
     assert [m["content"] for m in request.messages[1:]] == ["question: Q3", "A3", "question: Q4", "A4", "question: Q5"]
     assert not any("Q1" in m["content"] or "Q2" in m["content"] for m in request.messages[1:])
-    assert (tmp_path / "store" / "alex.jsonl").read_text() == records_before  # no turn added, nothing written
+    assert open_store(store).read("alex") == records_before  # no turn added, nothing written
     assert result.score == 1.0 and result.skipped == []
     (row,) = result.rows
     assert (row.inputs, row.expected, row.got, row.passed, row.record) == ({"question": "Q5"}, "A5", "A5", 1.0, fifth.id)
@@ -174,7 +175,7 @@ def test_optimize_picks_the_better_of_two_candidate_instructions():
         assert best(text="I love it") == "good"
 
 
-def test_the_cli_rates_and_evaluates(tmp_path, monkeypatch, capsys):
+def test_the_cli_rates_and_evaluates(tmp_path, monkeypatch, capsys, durable_log):
     import sys
 
     from functai.cli import main
@@ -187,7 +188,7 @@ def test_the_cli_rates_and_evaluates(tmp_path, monkeypatch, capsys):
     sys.modules.pop("quiz", None)
     import quiz
 
-    log = str(tmp_path / "calls")
+    log = durable_log
     with functai.settings(client=ScriptedLM(["Lima", "Paris?"]), log_calls=log):
         lima = quiz.capital.run("Peru").record
         paris = quiz.capital.run("France").record

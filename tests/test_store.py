@@ -23,13 +23,18 @@ from functai.conversations.store import (
     open_store,
 )
 from functai.errors import FunctAIError
+from store_fixtures import store_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(params=["memory", "folder"])
+@pytest.fixture(params=["memory", "folder", "sqlite", "postgresql"])
 def any_store(request, tmp_path):
-    return MemoryStore() if request.param == "memory" else FolderStore(tmp_path / "convs")
+    if request.param == "memory":
+        return MemoryStore()
+    if request.param == "folder":
+        return FolderStore(tmp_path / "convs")
+    return open_store(store_url(request.param, tmp_path, request))
 
 
 def lines_of(path: Path) -> list[bytes]:

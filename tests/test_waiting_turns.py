@@ -11,6 +11,7 @@ import pytest
 
 import functai
 from functai import FunctAIError, Waiting
+from functai.conversations.store import open_store
 from functai.testing import ScriptedLM, tool_call
 
 SHOP = textwrap.dedent('''
@@ -114,8 +115,8 @@ def test_a_denied_approval_shows_the_model_the_refusal(shop, tmp_path):
     assert tool_message["content"] == "The person did not allow this call. Reason: refunds need a receipt"
 
 
-def test_a_waiting_turn_resumed_by_a_second_os_process(shop, tmp_path):
-    store = str(tmp_path / "store")
+def test_a_waiting_turn_resumed_by_a_second_os_process(shop, tmp_path, durable_store):
+    store = durable_store  # the only thing the two processes share
     functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"})]))
     chat = shop.support.conversation("c3", store=store, approve="changes")
     with pytest.raises(Waiting):
@@ -137,15 +138,15 @@ def test_a_waiting_turn_resumed_by_a_second_os_process(shop, tmp_path):
     assert out == ["waiting ['refund']", "Refunded A1.", "1"]
     assert ledger(tmp_path) == ["A1"]  # ran exactly once, in the second process
     assert chat.head.state == "done" and chat.head.outputs == {"output": "Refunded A1."}
-    records = [json.loads(line) for line in (tmp_path / "store" / "c3.jsonl").read_text().splitlines()]
+    records = open_store(store).read("c3")
     tools = [(r["state"], r["entry"]["name"]) for r in records if r["kind"] == "tool"]
     assert tools == [("started", "refund"), ("done", "refund")]
     answers = [r for r in records if r["kind"] == "answer"]
     assert answers[0]["by"] == "manager" and answers[0]["allow"] is True
 
 
-def test_a_tool_that_started_but_never_finished_is_not_run_again(shop, tmp_path):
-    store = str(tmp_path / "store")
+def test_a_tool_that_started_but_never_finished_is_not_run_again(shop, tmp_path, durable_store):
+    store = durable_store
     functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"})]))
     chat = shop.support.conversation("c4", store=store, approve="changes")
     with pytest.raises(Waiting) as info:
@@ -162,7 +163,7 @@ def test_a_tool_that_started_but_never_finished_is_not_run_again(shop, tmp_path)
         chat = shop.support.conversation("c4", store={store!r}, approve="changes")
         chat.head.resume()
     ''', tmp_path)
-    records = [json.loads(line) for line in (tmp_path / "store" / "c4.jsonl").read_text().splitlines()]
+    records = open_store(store).read("c4")
     assert [r["state"] for r in records if r["kind"] == "tool"] == ["started"]
     # The process is gone: opening the conversation marks the turn interrupted, and a resume
     # tells the model the tool's result is unknown instead of running it again.
@@ -177,25 +178,37 @@ def test_a_tool_that_started_but_never_finished_is_not_run_again(shop, tmp_path)
         "The tool was started but its result is unknown; it may or may not have taken effect.")
 
 
-def test_two_processes_sending_200_turns_each_lose_nothing(shop, tmp_path):
-    store = str(tmp_path / "store")
+def test_four_processes_sending_100_turns_each_lose_nothing(shop, tmp_path, durable_store):
+    store = durable_store
     code = f'''
         import sys, functai, shop
         from functai.testing import ScriptedLM
         functai.configure(client=ScriptedLM(reply=lambda request: "ok"))
         chat = shop.echo.conversation("shared", store={store!r}, context=functai.last_turns(3))
-        for i in range(200):
+        print("ready", flush=True)
+        sys.stdin.readline()
+        for i in range(100):
             chat(f"{{sys.argv[1]}}-{{i}}")
     '''
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
-    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), tag], env=env, stderr=subprocess.PIPE)
-             for tag in ("p", "q")]
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), tag], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for tag in "pqrs"]
+    for proc in procs:  # all four running before any sends
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     for proc in procs:
-        assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()
-    lines = (tmp_path / "store" / "shared.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines]  # every line well-formed
+        proc.stdin.write("go\n")
+        proc.stdin.close()
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    if not store.startswith(("sqlite:", "postgresql:")):  # the folder store: every line well-formed
+        lines = (tmp_path / "store" / "shared.jsonl").read_text().splitlines()
+        assert [json.loads(line) for line in lines] == open_store(store).read("shared")
+    records = open_store(store).read("shared")
     turns = [r for r in records if r["kind"] == "turn"]
-    assert sorted(t["inputs"]["text"] for t in turns) == sorted(f"{p}-{i}" for p in "pq" for i in range(200))
+    assert sorted(t["inputs"]["text"] for t in turns) == sorted(f"{p}-{i}" for p in "pqrs" for i in range(100))
     ends = {r["turn"]: r["state"] for r in records if r["kind"] == "end"}
     assert len(ends) == 400 and set(ends.values()) == {"done"}
     view = shop.echo.conversation("shared", store=store)
@@ -211,8 +224,8 @@ def functai_cli(args, tmp_path, script=None):
                           cwd=str(tmp_path))
 
 
-def test_the_cli_shows_the_tree_and_approves_from_another_process(shop, tmp_path):
-    store = str(tmp_path / "store")
+def test_the_cli_shows_the_tree_and_approves_from_another_process(shop, tmp_path, durable_store):
+    store = durable_store
     functai.configure(client=ScriptedLM(["A1", tool_call("refund", {"order": "A1"})]))
     chat = shop.support.conversation("c5", store=store, approve="changes")
     chat("hello")

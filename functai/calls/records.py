@@ -170,7 +170,13 @@ _logs: dict[str, _Log] = {}
 
 
 def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
-    """Append one record to the call log in ``folder``."""
+    """Append one record to the call log in ``folder`` (or at a store URL, see `functai.stores.calllog`)."""
+    if isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3"))):
+        from ..stores import calllog
+
+        if calllog.is_log_url(folder):
+            calllog.append_call(folder, record.to_dict())
+            return
     append_line(os.path.join(folder, LOG_FILE), record.to_dict())
 
 
@@ -195,7 +201,7 @@ def read_calls(
     folder: str | os.PathLike[str], *, rated: bool = False, function: Any = None,
     skipped: list[tuple[str, str]] | None = None,
 ) -> Iterator[CallRecord]:
-    """Yield the records of the call log in ``folder``, oldest first.
+    """Yield the records of the call log in ``folder`` (or at a store URL), oldest first.
 
     ``rated=True`` yields only rated calls, each with its latest ``rating``;
     ``function`` (an AI function, or ``"module:name"``) keeps the calls of
@@ -224,8 +230,15 @@ def read_calls(
 
 
 def _read_log(folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[CallRecord]:
-    path = os.path.join(os.fspath(folder), LOG_FILE)
-    for number, data in numbered_lines(path, skipped):
+    from ..stores import calllog
+
+    if calllog.is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
+        path = calllog.redact(os.fspath(folder))
+        lines: Iterator[tuple[int, dict[str, Any]]] = enumerate(calllog.read_lines(os.fspath(folder), "calls"), 1)
+    else:
+        path = os.path.join(os.fspath(folder), LOG_FILE)
+        lines = numbered_lines(path, skipped)
+    for number, data in lines:
         why = _record_problem(data)
         if why is None:
             yield CallRecord.from_dict(data)

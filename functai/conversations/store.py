@@ -628,7 +628,8 @@ def store_reference(store: Store) -> str | None:
         return str(store.folder)
     if store is _shared_memory:
         return "memory"
-    return None
+    url = getattr(store, "url", None)  # a store opened by URL (functai.stores) names itself, password left out
+    return url if isinstance(url, str) else None
 
 
 def open_reference(reference: str) -> Store:
@@ -639,13 +640,20 @@ def open_reference(reference: str) -> Store:
 def open_store(store: None | str | os.PathLike[str] | Store) -> Store:
     """The store a conversation should use.
 
-    None is the one process-wide `MemoryStore` (so two views of a
-    conversation in one process see each other); a folder path is the
-    `FolderStore` for it, one per absolute path (so its index is shared);
-    a `Store` is used as it is.
+    None (or ``"memory:"``) is the one process-wide `MemoryStore` (so two
+    views of a conversation in one process see each other); a folder path is
+    the `FolderStore` for it, one per absolute path (so its index is shared);
+    a URL (``sqlite:///…``, ``postgresql://…``, a ``.db`` file, a scheme of
+    the ``functai.stores`` entry points) is the store it names
+    (`functai.stores`); a `Store` is used as it is.
     """
     if store is None:
         return _shared_memory
+    if isinstance(store, str) and (":" in store or store.endswith((".db", ".sqlite", ".sqlite3"))):
+        from ..stores.urls import is_url, open_url
+
+        if is_url(store):
+            return open_url(store)
     if isinstance(store, (str, os.PathLike)):
         path = os.fspath(store)
         if isinstance(path, bytes):
@@ -658,4 +666,4 @@ def open_store(store: None | str | os.PathLike[str] | Store) -> Store:
             return found
     if isinstance(store, Store):
         return store
-    raise TypeError(f"a store is None, a folder path or a Store, not {type(store).__name__}")
+    raise TypeError(f"a store is None, a folder path, a URL or a Store, not {type(store).__name__}")

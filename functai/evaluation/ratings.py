@@ -1,7 +1,8 @@
 """Ratings: a person's verdict on a call, kept beside the call log.
 
 ``rate(record_or_id, good=True, correction=None, by=None)`` appends one JSON
-line to ``<log folder>/ratings.jsonl``. A call may be rated many times; the
+line to ``<log folder>/ratings.jsonl`` (or to the ``functai_ratings`` table
+when the call log is a SQLite/PostgreSQL URL). A call may be rated many times; the
 latest rating by the same person wins.
 """
 
@@ -17,6 +18,9 @@ from ..calls.outputs import to_jsonable
 from ..calls.records import LOG_FILE, CallRecord, append_line, numbered_lines, read_calls, report_skipped
 from ..errors import FunctAIError
 from ..layers import current_values
+from ..stores import calllog
+from ..stores.calllog import is_log_url
+from ..stores.urls import redact
 
 RATINGS_FILE = "ratings.jsonl"
 
@@ -59,8 +63,9 @@ def rate(
         raise TypeError(f"rate() takes a call record or a call id, not {record_or_id!r}")
     folder = _log_folder(log)
     if not any(record.id == call_id for record in read_calls(folder)):
+        where = redact(folder) if is_log_url(folder) else os.path.join(folder, LOG_FILE)
         raise FunctAIError(
-            f"no call {call_id!r} in the call log {os.path.join(folder, LOG_FILE)}; rate a logged call "
+            f"no call {call_id!r} in the call log {where}; rate a logged call "
             "(log_calls must be set when it runs)",
             code="unknown-call",
         )
@@ -71,15 +76,23 @@ def rate(
         by=by,
         at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
     )
-    append_line(os.path.join(folder, RATINGS_FILE), attrs.asdict(rating))
+    if is_log_url(folder):
+        calllog.append_rating(folder, attrs.asdict(rating))
+    else:
+        append_line(os.path.join(folder, RATINGS_FILE), attrs.asdict(rating))
     return rating
 
 
 def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
     """Each call's ratings, one per person (the latest wins), oldest first."""
     latest: dict[tuple[str, str | None], Rating] = {}
-    path = os.path.join(os.fspath(folder), RATINGS_FILE)
-    for number, data in numbered_lines(path):
+    if is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
+        path = redact(os.fspath(folder))
+        lines: Any = enumerate(calllog.read_lines(os.fspath(folder), "ratings"), 1)
+    else:
+        path = os.path.join(os.fspath(folder), RATINGS_FILE)
+        lines = numbered_lines(path)
+    for number, data in lines:
         call, good, by = data.get("call"), data.get("good"), data.get("by")
         if not isinstance(call, str) or not call or not isinstance(good, bool) or not isinstance(by, (str, type(None))):
             report_skipped(path, number, "not a rating (it needs a call id, good true or false, and by)", None)

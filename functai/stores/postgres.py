@@ -1,0 +1,253 @@
+"""Conversations (and a call log) in PostgreSQL, shared by every machine that can reach it.
+
+Needs psycopg 3: ``pip install "functai[postgres]"``. Each record is a row
+keyed by ``(conversation, position)``; an append reads the count and
+inserts the next positions in one transaction, so two writers that saw the
+same count cannot both insert — the second meets the primary key and gets
+`StoreConflict` (with ``expect=``) or takes the next free places (without).
+That is the folder store's compare-and-set, row by row, across machines.
+
+An append with ``sync=True`` (a turn's end, a wait, a tool starting)
+commits synchronously: it is on the server's disk when it returns, and so
+is everything committed before it. Other appends commit with
+``synchronous_commit = off``: visible to every reader at once and safe
+against any client crash, but a crash of the server itself may lose the
+last fraction of a second of them (never half of one). Records are kept as their JSON text, never re-encoded, so a
+copy between stores keeps them byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..conversations.store import StoreConflict, _forkable, _line, _record, check_conversation_id
+from ..errors import FunctAIError
+from .sqlite import _log_column, _version, version_error
+from .urls import SCHEMA_VERSION, redact
+
+__all__ = ["PostgresStore", "open_postgres"]
+
+#: Taken while creating the tables, so two processes opening a new database do not race.
+_SCHEMA_LOCK = 0x66756E6374
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS functai_records (conversation text NOT NULL, position bigint NOT NULL, "
+    "data text NOT NULL, PRIMARY KEY (conversation, position))",
+    "CREATE TABLE IF NOT EXISTS functai_calls (seq bigserial PRIMARY KEY, id text NOT NULL, line text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS functai_ratings (seq bigserial PRIMARY KEY, call text NOT NULL, line text NOT NULL)",
+)
+
+DRIVER_HINT = 'the PostgreSQL store needs psycopg 3: pip install "functai[postgres]"'
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as error:
+        raise FunctAIError(f"{DRIVER_HINT} ({error})", code="store-driver-missing") from error
+    return psycopg
+
+
+def open_postgres(url: str) -> "PostgresStore":
+    """The ``functai.stores`` factory for ``postgresql://`` (and ``postgres://``) URLs."""
+    _psycopg()  # fail on use, with the extra to install, not on the first append
+    return PostgresStore(url)
+
+
+class PostgresStore:
+    """Conversations in a PostgreSQL database: one connection per process, shared by its threads."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        #: The URL without its password: what records, messages and ``repr`` show.
+        self.url = redact(url)
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._pid = 0
+        _forkable.add(self)
+
+    def _reset_locks(self) -> None:
+        self._lock = threading.Lock()
+        if self._conn is not None:
+            _detach(self._conn)
+            self._conn = None
+
+    # -- the connection --------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        conn = self._conn
+        if conn is not None and self._pid == os.getpid() and not conn.closed:
+            return conn
+        psycopg = _psycopg()
+        try:
+            conn = psycopg.connect(self._url, autocommit=True)
+        except psycopg.Error as error:
+            raise FunctAIError(f"cannot connect to the PostgreSQL store {self.url}: {_first_line(error)}",
+                               code="store-io") from error
+        try:
+            self._check_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def _check_schema(self, conn: Any) -> None:
+        psycopg = _psycopg()
+        try:
+            row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
+        except psycopg.errors.UndefinedTable:
+            row = None
+        if row is None:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                conn.execute("CREATE TABLE IF NOT EXISTS functai_meta (key text PRIMARY KEY, value text NOT NULL)")
+                row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
+                if row is None:
+                    for statement in SCHEMA:
+                        conn.execute(statement)
+                    conn.execute("INSERT INTO functai_meta VALUES ('schema', %s)", (str(SCHEMA_VERSION),))
+        if row is not None and _version(row[0]) > SCHEMA_VERSION:
+            raise version_error(f"the PostgreSQL store {self.url}", row[0])
+
+    def _run(self, doing: str, work: Any) -> Any:
+        """Run ``work(conn)`` under the lock; a lost connection is reopened next time, and reported."""
+        psycopg = _psycopg()
+        with self._lock:
+            conn = self._connection()
+            try:
+                return work(conn)
+            except psycopg.OperationalError as error:
+                if conn.closed or conn.broken:
+                    self._conn = None
+                code = "store-unwritable" if doing == "append" else "store-io"
+                raise FunctAIError(f"PostgreSQL store {self.url}: could not {doing}: {_first_line(error)}",
+                                   code=code) from error
+
+    # -- the Store protocol ---------------------------------------------------------------
+
+    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+        check_conversation_id(conversation)
+        if start < 0:
+            raise ValueError(f"start must be 0 or more, not {start}")
+        rows = self._run("read", lambda conn: conn.execute(
+            "SELECT data FROM functai_records WHERE conversation = %s AND position >= %s ORDER BY position",
+            (conversation, start)).fetchall())
+        return [_record(data) for (data,) in rows]
+
+    def count(self, conversation: str) -> int:
+        check_conversation_id(conversation)
+        return self._run("read", lambda conn: _count(conn, conversation))  # type: ignore[no-any-return]
+
+    def append(
+        self,
+        conversation: str,
+        records: Sequence[dict[str, Any]],
+        *,
+        expect: int | None = None,
+        sync: bool = False,
+    ) -> int:
+        check_conversation_id(conversation)
+        lines = [_line(record) for record in records]  # a bad record appends nothing
+        unique = _psycopg().errors.UniqueViolation
+
+        def work(conn: Any) -> int:
+            while True:
+                try:
+                    with conn.transaction():
+                        if not sync:
+                            conn.execute("SET LOCAL synchronous_commit = off")
+                        current = _count(conn, conversation)
+                        if expect is not None and current != expect:
+                            raise StoreConflict(count=current, conversation=conversation)
+                        if lines:
+                            with conn.cursor() as cursor:
+                                cursor.executemany(
+                                    "INSERT INTO functai_records (conversation, position, data) VALUES (%s, %s, %s)",
+                                    [(conversation, current + i, line) for i, line in enumerate(lines)],
+                                )
+                    return current + len(lines)
+                except unique:  # another writer took these positions first
+                    if expect is not None:
+                        raise StoreConflict(count=_count(conn, conversation), conversation=conversation) from None
+
+        return self._run("append", work)  # type: ignore[no-any-return]
+
+    def sync(self, conversation: str) -> None:
+        """Wait until every commit so far is on the server's disk.
+
+        A synchronous commit of a transaction that has an id flushes the
+        write-ahead log up to itself, which is after every earlier commit.
+        """
+        check_conversation_id(conversation)
+
+        def work(conn: Any) -> None:
+            with conn.transaction():
+                conn.execute("SELECT txid_current()")
+
+        self._run("sync", work)
+
+    def conversations(self) -> list[str]:
+        rows = self._run("read", lambda conn: conn.execute(
+            "SELECT DISTINCT conversation FROM functai_records").fetchall())
+        return sorted(name for (name,) in rows)
+
+    # -- the call log (see functai.stores.calllog) ----------------------------------------
+
+    def log_lines(self, table: str, items: Sequence[tuple[str, str]]) -> None:
+        """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
+        column = _log_column(table)
+
+        def work(conn: Any) -> None:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany(f"INSERT INTO functai_{table} ({column}, line) VALUES (%s, %s)", list(items))
+
+        self._run("append", work)
+
+    def read_log(self, table: str) -> Iterator[str]:
+        """The JSON lines of ``calls`` or ``ratings``, oldest first."""
+        _log_column(table)
+        rows = self._run("read", lambda conn: conn.execute(f"SELECT line FROM functai_{table} ORDER BY seq").fetchall())
+        return (line for (line,) in rows)
+
+    def close(self) -> None:
+        """Close this process's connection (the next use opens a new one)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None and self._pid == os.getpid():
+                conn.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r})"
+
+
+def _count(conn: Any, conversation: str) -> int:
+    (found,) = conn.execute("SELECT MAX(position) FROM functai_records WHERE conversation = %s",
+                            (conversation,)).fetchone()
+    return 0 if found is None else int(found) + 1
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def _detach(conn: Any) -> None:
+    """Make an inherited connection harmless in a forked child.
+
+    Its socket is the parent's: closing it here would end the parent's
+    session, so the descriptor is pointed at /dev/null and the object kept.
+    """
+    try:
+        fd = conn.fileno()
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, fd)
+        os.close(null)
+    except Exception:  # already closed or broken: nothing of the parent's to protect
+        pass
+    _orphans.append(conn)
+
+
+_orphans: list[Any] = []

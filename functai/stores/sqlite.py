@@ -1,0 +1,278 @@
+"""Conversations (and a call log) in one SQLite file: the embedded store.
+
+* WAL mode: readers never block the writer, and a crash leaves the file
+  consistent; appends commit with ``synchronous=NORMAL`` (safe against a
+  process crash), and with ``synchronous=FULL`` when ``sync=True`` (a turn's
+  end, a wait, a tool starting): then the commit is on disk before it returns.
+* One ``BEGIN IMMEDIATE`` transaction per append: the count is read and the
+  records written under the database's write lock, so ``expect=`` is the same
+  compare-and-set as the folder store's; ``(conversation, position)`` is the
+  primary key, so no two records ever take one place.
+* A busy timeout lets writers in other processes wait their turn instead of
+  failing; the file (and its ``-wal``/``-shm`` companions) are mode 0600.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..conversations.store import StoreConflict, _forkable, _line, _record, check_conversation_id
+from ..errors import FunctAIError
+from .urls import SCHEMA_VERSION, sqlite_path
+
+__all__ = ["SQLiteStore", "open_sqlite"]
+
+#: How long a writer waits for another process's transaction before giving up.
+BUSY_SECONDS = 60.0
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS functai_records (conversation TEXT NOT NULL, position INTEGER NOT NULL, "
+    "data TEXT NOT NULL, PRIMARY KEY (conversation, position)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS functai_calls (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, "
+    "line TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS functai_ratings (seq INTEGER PRIMARY KEY AUTOINCREMENT, call TEXT NOT NULL, "
+    "line TEXT NOT NULL)",
+)
+
+
+#: Connections inherited through fork: closing one in the child could touch the parent's WAL.
+_orphans: list[sqlite3.Connection] = []
+
+
+def open_sqlite(url: str) -> "SQLiteStore":
+    """The ``functai.stores`` factory for ``sqlite:`` URLs and ``.db``/``.sqlite``/``.sqlite3`` paths."""
+    return SQLiteStore(sqlite_path(url))
+
+
+def version_error(where: str, found: object) -> FunctAIError:
+    return FunctAIError(
+        f"{where} was written by a newer functai (store schema {found}; this version reads up to "
+        f"{SCHEMA_VERSION}); upgrade functai to use it, or copy it with the newer version",
+        code="store-version",
+    )
+
+
+class SQLiteStore:
+    """Conversations in a SQLite file, safe across threads and processes (one connection per process)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self.url = "sqlite:///" + self.path  # an absolute path: sqlite:////abs/file.db
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        _forkable.add(self)
+
+    def _reset_locks(self) -> None:
+        self._lock = threading.Lock()
+        if self._conn is not None:  # a connection must not cross a fork: kept unused, never closed here
+            _orphans.append(self._conn)
+            self._conn = None
+
+    # -- the connection -----------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        self._create_file()
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as error:
+            raise self._error("open", error) from error
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
+            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+                raise FunctAIError(f"SQLite store {self.path}: WAL mode could not be set", code="store-io")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._check_schema(conn)
+        except BaseException as error:
+            conn.close()
+            if isinstance(error, sqlite3.Error):
+                raise self._error("open", error) from error
+            raise
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def _create_file(self) -> None:
+        """Create the file as 0600 (and its folder as 0700) before SQLite does, whatever the umask."""
+        if os.path.exists(self.path):
+            return
+        folder = os.path.dirname(self.path)
+        try:
+            os.makedirs(folder, mode=0o700)
+        except FileExistsError:
+            pass
+        else:
+            os.chmod(folder, 0o700)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            return
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        """Create the tables on first use; refuse a schema newer than this version reads."""
+        try:
+            row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
+        except sqlite3.OperationalError:  # no such table: a new file
+            row = None
+        if row is None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
+                if row is None:
+                    for statement in SCHEMA:
+                        conn.execute(statement)
+                    conn.execute("INSERT INTO functai_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        if row is not None and _version(row[0]) > SCHEMA_VERSION:
+            raise version_error(f"the SQLite store {self.path}", row[0])
+
+    def _error(self, doing: str, error: sqlite3.Error) -> FunctAIError:
+        code = "store-unwritable" if doing == "append" else "store-io"
+        return FunctAIError(f"SQLite store {self.path}: could not {doing}: {error}", code=code)
+
+    # -- the Store protocol -------------------------------------------------------------
+
+    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+        check_conversation_id(conversation)
+        if start < 0:
+            raise ValueError(f"start must be 0 or more, not {start}")
+        with self._lock:
+            rows = self._query(
+                "SELECT data FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position",
+                (conversation, start),
+            )
+        return [_record(data) for (data,) in rows]
+
+    def count(self, conversation: str) -> int:
+        check_conversation_id(conversation)
+        with self._lock:
+            return self._count(conversation)
+
+    def _count(self, conversation: str) -> int:
+        (found,) = self._query("SELECT MAX(position) FROM functai_records WHERE conversation = ?", (conversation,))[0]
+        return 0 if found is None else int(found) + 1
+
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self._connection().execute(sql, args).fetchall()
+        except sqlite3.Error as error:
+            raise self._error("read", error) from error
+
+    def append(
+        self,
+        conversation: str,
+        records: Sequence[dict[str, Any]],
+        *,
+        expect: int | None = None,
+        sync: bool = False,
+    ) -> int:
+        check_conversation_id(conversation)
+        lines = [_line(record) for record in records]  # a bad record appends nothing
+        with self._lock:
+            conn = self._connection()
+            try:
+                if sync:
+                    conn.execute("PRAGMA synchronous = FULL")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        current = self._count(conversation)
+                        if expect is not None and current != expect:
+                            raise StoreConflict(count=current, conversation=conversation)
+                        conn.executemany(
+                            "INSERT INTO functai_records (conversation, position, data) VALUES (?, ?, ?)",
+                            [(conversation, current + i, line) for i, line in enumerate(lines)],
+                        )
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                finally:
+                    if sync:
+                        conn.execute("PRAGMA synchronous = NORMAL")
+            except sqlite3.Error as error:
+                raise self._error("append", error) from error
+            return current + len(lines)
+
+    def sync(self, conversation: str) -> None:
+        """fsync the write-ahead log: every commit so far is then on disk."""
+        check_conversation_id(conversation)
+        for path in (self.path + "-wal", self.path):
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def conversations(self) -> list[str]:
+        with self._lock:
+            rows = self._query("SELECT DISTINCT conversation FROM functai_records")
+        return sorted(name for (name,) in rows)
+
+    # -- the call log (see functai.stores.calllog) -----------------------------------------
+
+    def log_lines(self, table: str, items: Sequence[tuple[str, str]]) -> None:
+        """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
+        column = _log_column(table)
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(f"INSERT INTO functai_{table} ({column}, line) VALUES (?, ?)", items)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as error:
+                raise self._error("append", error) from error
+
+    def read_log(self, table: str) -> Iterator[str]:
+        """The JSON lines of ``calls`` or ``ratings``, oldest first."""
+        _log_column(table)
+        with self._lock:
+            rows = self._query(f"SELECT line FROM functai_{table} ORDER BY seq")
+        return (line for (line,) in rows)
+
+    def close(self) -> None:
+        """Close this process's connection (the next use opens a new one)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None and self._pid == os.getpid():
+                conn.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+
+def _log_column(table: str) -> str:
+    if table == "calls":
+        return "id"
+    if table == "ratings":
+        return "call"
+    raise ValueError(f"no log table {table!r}")
+
+
+def _version(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return SCHEMA_VERSION + 1  # not a number this version knows: treat as newer

@@ -1,0 +1,162 @@
+"""Which store a URL names: built-in schemes first, then the ``functai.stores`` entry points.
+
+A URL is ``scheme://…`` (``sqlite:///rel.db``, ``sqlite:////abs/x.db``,
+``postgresql://user@host/db``), ``memory:``, or a path ending ``.db``,
+``.sqlite`` or ``.sqlite3`` (a SQLite file). Anything else is a folder path
+and stays with `functai.conversations.store`.
+
+A distribution adds a scheme with an entry point named after it::
+
+    [project.entry-points."functai.stores"]
+    redis = "functai_store_redis:open_store"   # called with the whole URL, returns a Store
+
+Entry points are read only when a URL's scheme is not built in, so plain
+calls never scan installed packages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import TYPE_CHECKING, Any, Callable
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import FunctAIError
+
+if TYPE_CHECKING:
+    from ..conversations.store import Store
+
+#: The schema version SQL stores write; a store written by a newer version is refused.
+SCHEMA_VERSION = 1
+
+GROUP = "functai.stores"
+
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
+
+_lock = threading.Lock()
+_stores: dict[str, Any] = {}
+
+
+def scheme_of(text: str) -> str | None:
+    """The URL scheme of ``text`` (lower case), ``"sqlite"`` for a SQLite file path, None for a folder."""
+    found = _SCHEME.match(text)
+    if found is not None and (text[found.end():].startswith("//") or found.group(1).lower() == "memory"):
+        return found.group(1).lower()
+    if text.lower().endswith(SQLITE_SUFFIXES):
+        return "sqlite"
+    return None
+
+
+def is_url(text: str | os.PathLike[str]) -> bool:
+    """Whether ``text`` names a store by URL (or SQLite file) rather than a folder."""
+    return isinstance(text, str) and scheme_of(text) is not None
+
+
+def redact(url: str) -> str:
+    """The URL without its password, as records and messages may show it."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port is not None else ""
+    return urlunsplit((parts.scheme, f"{user}@{host}{port}", parts.path, parts.query, parts.fragment))
+
+
+def _builtin(scheme: str) -> Callable[[str], Any] | None:
+    if scheme == "sqlite":
+        from .sqlite import open_sqlite
+
+        return open_sqlite
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import open_postgres
+
+        return open_postgres
+    return None
+
+
+def _installed(scheme: str) -> Callable[[str], Any]:
+    from ..hooks.installed import entry_points
+
+    found = [ep for ep in entry_points(GROUP) if ep.name.lower() == scheme]
+    if not found:
+        known = sorted({"sqlite", "postgresql", "memory"} | {ep.name for ep in entry_points(GROUP)})
+        raise FunctAIError(
+            f"no store is installed for URL scheme {scheme!r}: use a folder path or one of "
+            f"{', '.join(s + ':' for s in known)} (a distribution adds a scheme with an entry point "
+            f"in the {GROUP!r} group)",
+            code="store-url",
+        )
+    if len(found) > 1:
+        owners = ", ".join(sorted(str(getattr(getattr(ep, "dist", None), "name", ep.value)) for ep in found))
+        raise FunctAIError(f"several distributions provide the store scheme {scheme!r} ({owners}); uninstall all "
+                           "but one", code="store-url")
+    try:
+        factory = found[0].load()
+    except Exception as error:
+        raise FunctAIError(f"the store for scheme {scheme!r} ({found[0].value}) failed to load: "
+                           f"{type(error).__name__}: {error}", code="store-url") from error
+    if not callable(factory):
+        raise FunctAIError(f"the {GROUP!r} entry point {scheme!r} ({found[0].value}) is not callable",
+                           code="store-url")
+    return factory  # type: ignore[no-any-return]
+
+
+def open_url(url: str) -> "Store":
+    """The store ``url`` names; one object per URL in a process, so connections and caches are shared."""
+    from ..conversations.store import Store, open_store
+
+    scheme = scheme_of(url)
+    if scheme is None:
+        return open_store(url)
+    if scheme == "memory":
+        if url.rstrip("/").lower() != "memory:":
+            raise FunctAIError(f"{url!r}: the memory store takes no path; write 'memory:'", code="store-url")
+        return open_store(None)
+    key = url if scheme != "sqlite" else "sqlite:" + sqlite_path(url)
+    store = _stores.get(key)
+    if store is not None:
+        return store  # type: ignore[no-any-return]
+    factory = _builtin(scheme) or _installed(scheme)
+    with _lock:
+        store = _stores.get(key)
+        if store is None:
+            store = factory(url)
+            if not isinstance(store, Store):
+                raise FunctAIError(f"the store for scheme {scheme!r} returned {type(store).__name__}, which is "
+                                   "not a Store (read/count/append/sync/conversations)", code="store-url")
+            _stores[key] = store
+    return store  # type: ignore[no-any-return]
+
+
+def forget(url: str) -> None:
+    """Drop the cached store for ``url`` and close its connection (tests, tools that copy)."""
+    scheme = scheme_of(url)
+    key = url if scheme != "sqlite" else "sqlite:" + sqlite_path(url)
+    with _lock:
+        store = _stores.pop(key, None)
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()
+
+
+def sqlite_path(url: str) -> str:
+    """The absolute file path of a SQLite URL or file path.
+
+    As SQLAlchemy and dj-database-url read them: ``sqlite:///rel.db`` is
+    relative to the working directory, ``sqlite:////abs/x.db`` absolute.
+    """
+    if url.lower().startswith("sqlite:"):
+        rest = url[len("sqlite:"):]
+        if not rest.startswith("///") or len(rest) == 3:
+            raise FunctAIError(f"{url!r} is not a SQLite URL: write sqlite:///relative/file.db or "
+                               "sqlite:////absolute/file.db", code="store-url")
+        path = rest[3:].split("?", 1)[0]
+    else:
+        path = url
+    return os.path.abspath(path)

@@ -1,0 +1,277 @@
+"""Stores named by URL: SQLite and PostgreSQL (the Store protocol itself is tested in test_store.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import functai
+from functai import FunctAIError
+from functai.conversations.store import FolderStore, MemoryStore, StoreConflict, open_store, store_reference
+from functai.stores.postgres import PostgresStore
+from functai.stores.sqlite import SQLiteStore
+from functai.stores.urls import forget, redact, scheme_of
+from functai.testing import ScriptedLM
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def sql_url(request, tmp_path):
+    """A SQLite URL and a PostgreSQL URL in turn (see store_fixtures)."""
+    if request.param == "sqlite":
+        url = "sqlite:///" + str(tmp_path / "s.db")
+        yield url
+        forget(url)
+    else:
+        yield request.getfixturevalue("postgres_url")
+
+
+both = pytest.mark.parametrize("sql_url", ["sqlite", "postgresql"], indirect=True)
+
+
+# -- URLs ---------------------------------------------------------------------------------
+
+
+def test_urls_pick_the_store(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    relative = open_store("sqlite:///rel.db")  # as SQLAlchemy reads it: three slashes, a relative path
+    assert isinstance(relative, SQLiteStore) and relative.path == str(tmp_path / "rel.db")
+    absolute = open_store("sqlite:///" + str(tmp_path / "abs.sqlite3"))  # four slashes: absolute
+    assert absolute.path == str(tmp_path / "abs.sqlite3")
+    assert open_store("rel.db") is relative and open_store(str(tmp_path / "rel.db")) is relative  # one per file
+    assert isinstance(open_store("other.sqlite"), SQLiteStore)
+    assert isinstance(open_store("folder"), FolderStore) and isinstance(open_store("a:b"), FolderStore)
+    assert open_store("memory:") is open_store(None) and isinstance(open_store("memory:"), MemoryStore)
+    assert scheme_of("postgresql://u@h/db") == "postgresql" and scheme_of("POSTGRES://h/db") == "postgres"
+    for bad, words in [("nosuch://x", "nosuch"), ("sqlite://x.db", "sqlite:///"), ("memory:/x", "memory:")]:
+        with pytest.raises(FunctAIError) as info:
+            open_store(bad)
+        assert info.value.code == "store-url" and words in info.value.message
+    from functai.stores.calllog import log_store
+
+    with pytest.raises(FunctAIError) as info:
+        log_store("memory:")  # the memory store keeps conversations, not a call log
+    assert info.value.code == "store-url"
+    for url in ("sqlite:///rel.db", "other.sqlite"):
+        forget(url)
+
+
+def test_a_password_never_reaches_a_record_or_a_message():
+    url = "postgresql://ann:s3cret@127.0.0.1:1/db?sslmode=disable"
+    assert redact(url) == "postgresql://ann@127.0.0.1:1/db?sslmode=disable"
+    store = PostgresStore(url)
+    assert "s3cret" not in repr(store) and store_reference(store) == redact(url)
+    with pytest.raises(FunctAIError) as info:
+        store.count("c")  # nothing listens on port 1
+    assert info.value.code == "store-io" and "s3cret" not in str(info.value)
+
+
+def test_postgresql_without_psycopg_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now fails, as when it is not installed
+    with pytest.raises(FunctAIError) as info:
+        open_store("postgresql://127.0.0.1/nowhere")
+    assert info.value.code == "store-driver-missing"
+    assert 'pip install "functai[postgres]"' in info.value.message
+
+
+# -- schema versions --------------------------------------------------------------------------
+
+
+@both
+def test_the_schema_is_created_versioned_and_a_newer_one_refused(sql_url):
+    store = open_store(sql_url)
+    store.append("c", [{"n": 0}])
+    forget(sql_url)
+    raw = _raw(sql_url)
+    assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [("1",)]
+    raw("UPDATE functai_meta SET value = '2' WHERE key = 'schema'")
+    with pytest.raises(FunctAIError) as info:
+        open_store(sql_url).read("c")
+    assert info.value.code == "store-version" and "newer functai" in info.value.message
+    raw("UPDATE functai_meta SET value = '1' WHERE key = 'schema'")
+    assert open_store(sql_url).read("c") == [{"n": 0}]  # refused, not changed
+
+
+def _raw(url):
+    """Run SQL on the store's database directly, as another program would."""
+    if url.startswith("sqlite:"):
+        path = url[len("sqlite:///"):]
+
+        def run(sql):
+            with sqlite3.connect(path) as conn:
+                return conn.execute(sql).fetchall()
+    else:
+        import psycopg
+
+        def run(sql):
+            with psycopg.connect(url, autocommit=True) as conn:
+                cursor = conn.execute(sql)
+                return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+    return run
+
+
+# -- SQLite --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o277])
+def test_sqlite_files_are_0600_and_in_wal_mode(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        store = SQLiteStore(tmp_path / "new" / "convs.db")
+        store.append("c", [{"n": 0}])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "new").st_mode) == 0o700
+    for name in ("convs.db", "convs.db-wal", "convs.db-shm"):
+        assert stat.S_IMODE(os.stat(tmp_path / "new" / name).st_mode) == 0o600, name
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    store.close()
+
+
+def test_sqlite_commits_with_synchronous_full_only_when_asked(tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    store.append("c", [{"n": 0}])
+    seen: list[str] = []
+    store._connection().set_trace_callback(seen.append)
+    store.append("c", [{"n": 1}])
+    assert not any("FULL" in s for s in seen) and "COMMIT" in seen
+    seen.clear()
+    store.append("c", [{"n": 2}], sync=True)  # a turn's end: FULL for this commit, then back
+    assert seen.index("PRAGMA synchronous = FULL") < seen.index("COMMIT") < seen.index("PRAGMA synchronous = NORMAL")
+    store.close()
+
+
+def test_sqlite_waits_for_another_processs_write_lock(tmp_path):
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path)
+    store.append("c", [{"n": 0}])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sqlite3, sys, time
+            conn = sqlite3.connect({str(path)!r}, isolation_level=None)
+            conn.execute("BEGIN IMMEDIATE")
+            print("locked", flush=True)
+            time.sleep(0.5)
+            conn.execute("COMMIT")
+        """)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    started = time.monotonic()
+    assert store.append("c", [{"n": 1}], expect=1) == 2  # waits (busy timeout), then goes through
+    assert time.monotonic() - started > 0.2
+    assert holder.wait(timeout=30) == 0
+    holder.stdout.close()
+    store.close()
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("just some notes, not SQLite\n" * 100)
+    with pytest.raises(FunctAIError) as info:
+        SQLiteStore(path).read("c")
+    assert info.value.code == "store-io" and str(path) in info.value.message
+    assert path.read_text() == "just some notes, not SQLite\n" * 100  # untouched
+
+
+# -- crashes and concurrency at the store level ------------------------------------------------------
+
+WRITER = textwrap.dedent("""
+    import sys
+    from functai.conversations.store import open_store, StoreConflict
+    store = open_store(sys.argv[1])
+    name, n = sys.argv[2], int(sys.argv[3])
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for i in range(n):
+        count = store.count("c")
+        while True:
+            try:
+                store.append("c", [{"w": name, "i": i}, {"w": name, "i": i, "second": True}], expect=count)
+                break
+            except StoreConflict as conflict:
+                count = conflict.count
+        if n > 1000 and i == 20:
+            print("going", flush=True)
+""")
+
+
+def _writers(url, names, n):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, url, name, str(n)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env) for name in names]
+    for proc in procs:
+        assert proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    return procs
+
+
+@both
+def test_four_processes_compare_and_set_lose_nothing(sql_url):
+    procs = _writers(sql_url, "abcd", 50)
+    for proc in procs:
+        proc.stdin.close()
+        assert proc.wait(timeout=120) == 0
+        proc.stdout.close()
+    records = open_store(sql_url).read("c")
+    assert len(records) == 400
+    for name in "abcd":
+        mine = [r for r in records if r["w"] == name]
+        assert [r["i"] for r in mine] == [i for i in range(50) for _ in (0, 1)]
+    for first, second in zip(records[::2], records[1::2]):  # each append's two records stay together
+        assert (first["w"], first["i"], second.get("second")) == (second["w"], second["i"], True)
+
+
+@both
+def test_a_writer_killed_mid_append_leaves_whole_appends(sql_url):
+    (proc,) = _writers(sql_url, "k", 100_000)
+    assert proc.stdout.readline().strip() == "going"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdin.close()
+    proc.stdout.close()
+    forget(sql_url)
+    store = open_store(sql_url)
+    records = store.read("c")
+    assert len(records) >= 42 and len(records) % 2 == 0  # only whole appends
+    assert [r["i"] for r in records[::2]] == list(range(len(records) // 2))
+    assert store.count("c") == len(records)
+    assert store.append("c", [{"after": True}], expect=len(records)) == len(records) + 1
+    with pytest.raises(StoreConflict):
+        store.append("c", [{"late": True}], expect=len(records))
+
+
+# -- the call log in SQL ----------------------------------------------------------------------------------
+
+
+@both
+def test_ratings_from_two_machines_on_one_log_are_both_seen(sql_url, tmp_path):
+    @functai.ai
+    def capital(country: str) -> str:
+        """The capital city."""
+
+    with functai.settings(client=ScriptedLM(["Lima", "Paris"]), log_calls=sql_url):
+        lima = capital.run("Peru").record
+        paris = capital.run("France").record
+    rater = textwrap.dedent(f"""
+        import functai, sys
+        functai.rate(sys.argv[1], good=sys.argv[2] == "good", by=sys.argv[3], log={sql_url!r})
+    """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for call, verdict, who in ((lima.id, "good", "ann"), (paris.id, "bad", "bo")):  # two other processes
+        subprocess.run([sys.executable, "-c", rater, call, verdict, who], check=True, env=env)
+    rated = {r.id: r.rating for r in functai.read_calls(sql_url, rated=True)}
+    assert {k: (v["good"], v["by"]) for k, v in rated.items()} == {lima.id: (True, "ann"), paris.id: (False, "bo")}
+    assert [r.id for r in functai.read_calls(sql_url)] == [lima.id, paris.id]
+    assert not list(tmp_path.glob("*.jsonl"))  # nothing went to files
