@@ -109,7 +109,7 @@ class Server:
         if self.base is None:
             return
         try:
-            self._run(self.pg_ctl, "-D", self.data, "-m", "fast", "-w", "stop")
+            self._run(self.pg_ctl, "-D", self.data, "-m", "immediate", "-w", "stop")  # its data is thrown away
         except Unavailable:
             pass
         finally:
