@@ -117,6 +117,19 @@ CASES = [
     (["evaluate", "support_app:support", "--workers", "none"], 2, "usage"),
     (["demo", "--log", "afile.txt"], 2, "not-a-folder"),
     (["demo", "extra"], 2, "usage"),
+    (["calls", "calls", "extra"], 2, "usage"),
+    (["calls", "nosuch://x"], 2, "store-url"),
+    (["calls", "copy", "calls"], 2, "usage"),
+    (["calls", "copy", "calls", "calls"], 2, "store-copy"),
+    (["calls", "copy", "calls", "afile.txt"], 2, "not-a-folder"),
+    (["conversation", "sqlite:///missing.db", "c1"], 2, "not-found"),
+    (["conversation", "postgresql://nobody@127.0.0.1:1/db", "c1"], 1, "store-io"),
+    (["store"], 2, "usage"),
+    (["store", "copy", "store"], 2, "usage"),
+    (["store", "copy", "nostore", "other"], 2, "not-found"),
+    (["store", "copy", "store", "store"], 2, "store-copy"),
+    (["store", "copy", "store", "nosuch://x"], 2, "store-url"),
+    (["store", "copy", "store", "other", "--conversation", "../x"], 2, "conversation-id"),
 ]
 
 

@@ -317,3 +317,49 @@ def test_a_hookimpl_module_given_directly_takes_its_distributions_version(venv, 
         assert run(venv, program) == "'Answer.\\n\\nV.' [('functai_versioned', '1.2.3')]"
     finally:
         uninstall(venv, "functai-versioned")
+
+
+STORE_PROGRAM = textwrap.dedent('''
+    import sys
+    import functai
+    from functai.conversations.store import open_store
+    from functai.testing import ScriptedLM
+
+    @functai.ai
+    def echo(text: str) -> str:
+        """Echo."""
+
+    functai.configure(client=ScriptedLM(["one", "two"]))
+    chat = echo.conversation("c", store=sys.argv[1])
+    chat("first")
+    again = echo.conversation("c", store=sys.argv[1])
+    print(type(chat.store).__name__, again("second"), len(again.turns))
+    for url in ("nosuch://x", "postgresql://127.0.0.1/db"):  # psycopg is not installed in this venv
+        try:
+            open_store(url)
+        except functai.FunctAIError as error:
+            print(error.code, "|", error.message)
+''')
+
+
+def test_an_installed_store_is_found_by_its_url_scheme(venv, tmp_path):
+    install(venv, package(tmp_path, "functai-store-x", '''
+        from functai.conversations.store import FolderStore
+
+        class LinesStore(FolderStore):
+            """A folder store under its own scheme: lines:///absolute/folder."""
+
+        def open_store(url):
+            return LinesStore(url[len("lines://"):])
+    ''', {"functai.stores": {"lines": "functai_store_x:open_store"}}))
+    try:
+        folder = tmp_path / "convs"
+        out = subprocess.run([str(venv), "-c", STORE_PROGRAM, f"lines://{folder}"], capture_output=True,
+                             text=True, cwd="/").stdout.splitlines()
+        assert out[0] == "LinesStore two 2"
+        assert [line.split('"kind":"')[1].split('"')[0] for line in (folder / "c.jsonl").read_text().splitlines()] \
+            == ["conversation", "turn", "reply", "end", "turn", "reply", "end"]
+        assert out[1].startswith("store-url |") and "lines:" in out[1] and "'functai.stores'" in out[1]
+        assert out[2].startswith("store-driver-missing |") and 'pip install "functai[postgres]"' in out[2]
+    finally:
+        uninstall(venv, "functai-store-x")

@@ -237,7 +237,7 @@ class AIFunction:
     ) -> Any:
         """A conversation of this function: ``chat = fn.conversation("alex", store="chats/")``.
 
-        ``store``: None (this process's memory), a folder path, or a `Store`.
+        ``store``: None (this process's memory), a folder path, a store URL (docs/stores.md) or a `Store`.
         ``context``: `functai.all_turns()` (default) or `functai.last_turns(n)`.
         ``plugins`` and other settings form the conversation's layer, the
         innermost block around its turns.

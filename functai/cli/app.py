@@ -12,11 +12,12 @@ from typing import NoReturn, Sequence, TextIO
 from .common import INPUT, RUNTIME, CLIError
 
 #: The modules (in this package) whose ``register(commands)`` adds subcommands, in help order.
-COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "manage", "evaluation")
+COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "manage", "evaluation", "stores")
 
 #: Library error codes that mean the command line named something wrong (exit 2, not 1).
 INPUT_CODES: frozenset[str] = frozenset({
-    "conversation-id", "unknown-call", "no-call-log", "input-invalid", "store-version",
+    "conversation-id", "unknown-call", "no-call-log", "input-invalid", "store-version", "store-url",
+    "store-copy",
 })
 
 

@@ -13,7 +13,8 @@ from .common import LOG_HELP, CLIError, log_folder, plural, positive, short, tab
 
 def register(commands: Any) -> None:
     calls = commands.add_parser("calls", help="recent call records, one line each")
-    calls.add_argument("folder", nargs="?", help=LOG_HELP)
+    calls.add_argument("folder", nargs="?", help=LOG_HELP + "; `functai calls copy SRC DST` copies a call log")
+    calls.add_argument("more", nargs="*", help=argparse.SUPPRESS)  # SRC DST of `calls copy`
     calls.add_argument("--limit", type=positive, default=20, help="how many of the newest calls (default 20)")
     calls.set_defaults(run=cmd_calls)
 
@@ -31,6 +32,13 @@ def status(record: CallRecord) -> str:
 
 
 def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
+    if args.folder == "copy":
+        from .stores import cmd_calls_copy
+
+        return cmd_calls_copy(args.more, out)
+    if args.more:
+        raise CLIError(f"functai calls takes one call log, not {1 + len(args.more)}", code="usage",
+                       hint="functai calls [FOLDER], or functai calls copy SRC DST")
     folder = log_folder(args.folder)
     skipped: list[tuple[str, str]] = []
     records = list(read_calls(folder, skipped=skipped))

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 RUNTIME, INPUT = 1, 2
 
 DEFAULT_LOG = "calls"
-LOG_HELP = f"the call log folder (default: $FUNCTAI_LOG_CALLS or {DEFAULT_LOG})"
+LOG_HELP = f"the call log: a folder or a store URL (default: $FUNCTAI_LOG_CALLS or {DEFAULT_LOG})"
 
 
 class CLIError(Exception):
@@ -33,6 +33,8 @@ class CLIError(Exception):
 def log_folder(given: str | None) -> str:
     """The call log folder a command reads: the one given, else $FUNCTAI_LOG_CALLS, else ``calls``."""
     folder = given or os.environ.get("FUNCTAI_LOG_CALLS") or DEFAULT_LOG
+    if _is_url(folder):  # a SQLite or PostgreSQL call log (functai.stores)
+        return folder
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise CLIError(f"{folder} is a file, not a call log folder", code="not-a-folder",
                        hint="give the folder that log_calls= (or FUNCTAI_LOG_CALLS) names")
@@ -40,7 +42,14 @@ def log_folder(given: str | None) -> str:
 
 
 def store_folder(given: str) -> str:
-    """A conversation store folder that exists (a command never creates one by reading it)."""
+    """A conversation store folder (or store URL) that exists (a command never creates one by reading it)."""
+    if _is_url(given):
+        from ..stores.urls import scheme_of, sqlite_path
+
+        if scheme_of(given) == "sqlite" and not os.path.isfile(sqlite_path(given)):
+            raise CLIError(f"no SQLite store {sqlite_path(given)}", code="not-found",
+                           hint="give the URL passed as store= when the conversation was made")
+        return given
     if not os.path.exists(given):
         raise CLIError(f"no store folder {given}", code="not-found",
                        hint="give the folder passed as store= when the conversation was made")
@@ -48,6 +57,12 @@ def store_folder(given: str) -> str:
         raise CLIError(f"{given} is a file, not a store folder", code="not-a-folder",
                        hint="give the folder passed as store= when the conversation was made")
     return given
+
+
+def _is_url(text: str) -> bool:
+    from ..stores.urls import is_url
+
+    return is_url(text)
 
 
 def positive(text: str) -> int:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def register(commands: Any) -> None:
     conversation = commands.add_parser("conversation", help="a conversation's turn tree, with states and entries")
-    conversation.add_argument("store", help="the store folder")
+    conversation.add_argument("store", help="the store: a folder or a sqlite:/postgresql: URL")
     conversation.add_argument("id", help="the conversation id")
     conversation.set_defaults(run=cmd_conversation)
 
@@ -24,7 +24,7 @@ def register(commands: Any) -> None:
         description="Answer every waiting turn's approvals and resume it. Exit status: 0 answered and done, "
         "1 a turn failed, 2 bad input, 3 a turn waits again.",
     )
-    approve.add_argument("store", help="the store folder")
+    approve.add_argument("store", help="the store: a folder or a sqlite:/postgresql: URL")
     approve.add_argument("id", help="the conversation id")
     approve.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
     approve.add_argument("--by", help="who answers (kept with the answer)")

@@ -36,7 +36,7 @@ def is_log_url(where: str | os.PathLike[str]) -> bool:
 
 def log_store(url: str) -> LogStore:
     """The store behind a call-log URL; refuses a store that cannot keep one."""
-    store = open_url(url)
+    store = open_url(url)  # cached by the URL's text: this is on every logged call
     if not (callable(getattr(store, "log_lines", None)) and callable(getattr(store, "read_log", None))):
         raise FunctAIError(
             f"log_calls={redact(url)!r}: that store keeps conversations but not a call log; use a folder, "

@@ -234,6 +234,9 @@ class SQLiteStore:
         with self._lock:
             conn = self._connection()
             try:
+                if len(items) == 1:  # one statement is its own transaction
+                    conn.execute(f"INSERT INTO functai_{table} ({column}, line) VALUES (?, ?)", items[0])
+                    return
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     conn.executemany(f"INSERT INTO functai_{table} ({column}, line) VALUES (?, ?)", items)

@@ -38,6 +38,8 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
 
 _lock = threading.Lock()
 _stores: dict[str, Any] = {}
+#: The same stores by the exact text that named them (not for relative SQLite paths, which follow the cwd).
+_by_text: dict[str, Any] = {}
 
 
 def scheme_of(text: str) -> str | None:
@@ -111,6 +113,9 @@ def open_url(url: str) -> "Store":
     """The store ``url`` names; one object per URL in a process, so connections and caches are shared."""
     from ..conversations.store import Store, open_store
 
+    store = _by_text.get(url)
+    if store is not None:
+        return store  # type: ignore[no-any-return]
     scheme = scheme_of(url)
     if scheme is None:
         return open_store(url)
@@ -131,7 +136,14 @@ def open_url(url: str) -> "Store":
                 raise FunctAIError(f"the store for scheme {scheme!r} returned {type(store).__name__}, which is "
                                    "not a Store (read/count/append/sync/conversations)", code="store-url")
             _stores[key] = store
+        if scheme != "sqlite" or os.path.isabs(key[len("sqlite:"):]) and not _relative_sqlite(url):
+            _by_text[url] = store  # the same text names the same store wherever the process is
     return store  # type: ignore[no-any-return]
+
+
+def _relative_sqlite(url: str) -> bool:
+    path = url[len("sqlite:///"):] if url.lower().startswith("sqlite:") else url
+    return not os.path.isabs(path)
 
 
 def forget(url: str) -> None:
@@ -140,6 +152,8 @@ def forget(url: str) -> None:
     key = url if scheme != "sqlite" else "sqlite:" + sqlite_path(url)
     with _lock:
         store = _stores.pop(key, None)
+        for text in [text for text, found in _by_text.items() if found is store]:
+            del _by_text[text]
     close = getattr(store, "close", None)
     if close is not None:
         close()

@@ -1,0 +1,170 @@
+"""The store half of bench_conversations.py (``--store folder|sqlite|postgresql``); see its docstring."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Callable
+
+import functai
+from functai import ai
+from functai.conversations.store import FolderStore, MemoryStore, open_store
+from functai.layers import reset
+from functai.stores.urls import forget
+from functai.testing import ScriptedLM
+
+
+@ai
+def tutor(question: str) -> str:
+    """Tutor the student."""
+
+
+def median_ms(fn: Callable[[], Any], rounds: int) -> tuple[float, float, float]:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times), min(times), max(times)
+
+
+class Places:
+    """Fresh store URLs of one kind: folders, SQLite files, or PostgreSQL schemas."""
+
+    def __init__(self, kind: str, work: str, url: str | None) -> None:
+        self.kind, self.work, self.n = kind, work, 0
+        self.server: Any = None
+        self.base = url
+        if kind == "postgresql" and url is None:
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+            from postgres_server import Server
+
+            self.server = Server()
+            self.base = self.server.admin
+
+    def new(self) -> str:
+        self.n += 1
+        if self.kind == "folder":
+            return os.path.join(self.work, f"store{self.n}")
+        if self.kind == "sqlite":
+            return "sqlite:///" + os.path.join(self.work, f"store{self.n}.db")
+        import psycopg
+
+        schema = "b_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        return f"{self.base}{'&' if '?' in self.base else '?'}options=-csearch_path%3D{schema}"
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def built(memory: MemoryStore, turns: int, branch: int = 0) -> tuple[list[dict[str, Any]], str | None]:
+    """The records of a conversation of ``turns`` turns; the last ``branch`` of them on a branch from the first."""
+    chat = tutor.conversation(f"c{turns}-{branch}", store=memory, context=functai.last_turns(1))
+    for i in range(turns - branch):
+        chat(f"q{i}")
+    tip = None
+    if branch:
+        fork = chat.continue_from(chat.all_turns()[0])
+        for i in range(branch - 1):
+            fork(f"b{i}")
+        tip = fork.head.id
+    return memory.read(chat.id), tip
+
+
+def opener(kind: str, url: str, tip: str | None = None) -> Callable[[], Any]:
+    """Open the conversation as a new process would: no index, no connection cached."""
+
+    def open_it() -> Any:
+        if kind == "folder":
+            store: Any = FolderStore(url)
+        else:
+            forget(url)
+            store = url
+        if tip is None:
+            return tutor.conversation("big", store=store, context=functai.last_turns(4))
+        return tutor.conversation("big", store=store, context=functai.last_turns(4)).continue_from(tip)
+
+    return open_it
+
+
+def main(args: argparse.Namespace) -> int:
+    reset()
+    functai.configure(client=ScriptedLM(reply=lambda request: "ok"))
+    work = tempfile.mkdtemp()
+    places = Places(args.store, work, args.url)
+    try:
+        print(f"store: {args.store}; median of {args.rounds} rounds")
+        per_turn = []
+        for _ in range(args.rounds):
+            chat = tutor.conversation("c", store=places.new(), context=functai.last_turns(4))
+            chat("warm up")
+            start = time.perf_counter()
+            for i in range(args.turns):
+                chat(f"question {i}")
+            per_turn.append((time.perf_counter() - start) / args.turns * 1e6)
+        print(f"µs per turn ({args.turns} turns, last_turns(4)): median {statistics.median(per_turn):.0f} "
+              f"(min {min(per_turn):.0f}, max {max(per_turn):.0f})")
+
+        memory = MemoryStore()
+        for size in (1_000, 10_000):
+            records, _ = built(memory, size)
+            url = places.new()
+            open_store(url).append("big", records)
+
+            open_it = opener(args.store, url)
+            ms = median_ms(open_it, args.rounds)
+            print(f"open a {size:,}-turn conversation ({len(records):,} records): median {ms[0]:.1f} ms "
+                  f"(min {ms[1]:.1f}, max {ms[2]:.1f})")
+
+        records, tip = built(memory, 10_000, branch=100)
+        url = places.new()
+        open_store(url).append("big", records)
+        count = [0]
+
+        def send() -> None:
+            count[0] += 1
+            view = opener(args.store, url, tip)()
+            view(f"one more {count[0]}")
+
+        ms = median_ms(send, args.rounds)
+        print(f"open and send one turn on a 100-turn branch of a 10,000-turn conversation: median {ms[0]:.1f} ms "
+              f"(min {ms[1]:.1f}, max {ms[2]:.1f})")
+
+        @ai
+        def capital(country: str) -> str:
+            """The capital city."""
+
+        logs = {"none": None, "folder": os.path.join(work, "calls"),
+                "sqlite": "sqlite:///" + os.path.join(work, "calls.db")}
+        if args.store == "postgresql":
+            logs["postgresql"] = places.new()
+        calls = max(args.turns, 100)
+        print(f"\nlog_calls cost per call ({calls} calls):")
+        print("| log_calls | µs per call (median) | added by the log |")
+        print("|---|---|---|")
+        base = None
+        for name, log in logs.items():
+            values = []
+            for _ in range(args.rounds):
+                with functai.settings(log_calls=log or False):
+                    capital("warm up")
+                    start = time.perf_counter()
+                    for _ in range(calls):
+                        capital("Peru")
+                    values.append((time.perf_counter() - start) / calls * 1e6)
+            value = statistics.median(values)
+            base = value if base is None else base
+            print(f"| {name} | {value:.0f} | {value - base:+.0f} |")
+    finally:
+        places.close()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
