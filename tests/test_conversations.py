@@ -162,7 +162,7 @@ def test_turn_start_rewrites_inputs_in_order_and_is_recorded(tmp_path, default_s
     assert turn.inputs == {"topic": "FRACTIONS", "level": "advanced"}
     (record,) = functai.read_calls(tmp_path / "calls")
     where = "memory" if default_store == "memory" else store_module.store_reference(chat.store)
-    assert record.conversation == {"id": "g", "turn": turn.id, "parent": None, "store": where}
+    assert record.conversation == {"id": "g", "turn": turn.id, "parent": None, "store": where, "shown": {"last": 0}}
     assert [(c["plugin"], c["hook"], c["change"]) for c in record.changes] == [
         ("one", "turn_start", {"inputs": {"level": "advanced"}}),
         ("two", "turn_start", {"inputs": {"topic": "FRACTIONS"}}),

@@ -66,7 +66,7 @@ def test_a_rated_turn_is_asked_again_as_it_was_shown_and_nothing_else(tmp_path, 
     assert new_call.conversation is None and new_call.changes[0]["plugin"] == "new-host"
 
 
-def test_a_rated_call_whose_shown_turn_was_removed_is_reported_and_left_out(tmp_path):
+def test_a_rated_turn_is_asked_again_from_the_call_log_alone_and_left_out_only_when_both_lost_it(tmp_path):
     log, store = str(tmp_path / "calls"), str(tmp_path / "store")
     with functai.settings(client=ScriptedLM(reply=summarizing), log_calls=log):
         tutor = tutor_v1()
@@ -75,18 +75,82 @@ def test_a_rated_call_whose_shown_turn_was_removed_is_reported_and_left_out(tmp_
         chat("Q2")
         plain = tutor.run("Q9").record
     second = [r for r in functai.read_calls(log) if r.conversation and r.inputs == {"question": "Q2"}][0]
+    assert second.conversation["shown"] == {"last": 1}  # small: the content is in that turn's own record
     functai.rate(second, good=True, log=log)
     functai.rate(plain, good=False, correction="A9!", log=log)
     path = tmp_path / "store" / "b.jsonl"
     first_turn = chat.turns[0].id
     kept = [line for line in path.read_text().splitlines() if json.loads(line).get("turn") != first_turn]
-    path.write_text("\n".join(kept) + "\n")
+    path.write_text("\n".join(kept) + "\n")  # the store lost the turn it was shown: the log still has it
+    lm = ScriptedLM(reply=lambda r: "A2" if "Q2" in r.messages[-1]["content"] else "A9!")
+    with functai.settings(client=lm):
+        result = functai.evaluate(tutor, log=log, workers=1)
+    assert result.skipped == [] and [r.record for r in result.rows] == [second.id, plain.id]
+    assert [m["content"] for m in lm.requests[0].messages[1:]] == ["question: Q1", "A1", "question: Q2"]
+
+    calls = tmp_path / "calls" / "calls.jsonl"  # now the log loses it too: nothing can show it as it was
+    lines = [line for line in calls.read_text().splitlines()
+             if (json.loads(line).get("conversation") or {}).get("turn") != first_turn]
+    calls.write_text("\n".join(lines) + "\n")
     with functai.settings(client=ScriptedLM(reply=lambda r: "A9!")):
         with pytest.warns(RuntimeWarning, match="left out"):
             result = functai.evaluate(tutor, log=log, workers=1)
     assert [call for call, _ in result.skipped] == [second.id]
     assert "no longer in the conversation" in result.skipped[0][1]
     assert [(r.record, r.expected, r.passed) for r in result.rows] == [(plain.id, "A9!", 1.0)]
+
+
+def test_a_turn_of_a_memory_store_is_asked_again_in_a_later_process(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "lessons.py").write_text(textwrap.dedent('''
+        import functai
+
+        @functai.ai
+        def tutor(question: str) -> str:
+            """Tutor the student."""
+    '''))
+    log = str(tmp_path / "calls")
+    program = textwrap.dedent(f'''
+        import functai, lessons
+        from functai.testing import ScriptedLM
+        functai.configure(client=ScriptedLM(["A1", "A2"]), log_calls={log!r})
+        chat = lessons.tutor.conversation("m")  # a memory store: gone when this process ends
+        chat("Q1")
+        chat("Q2")
+        for record in functai.read_calls({log!r}):
+            functai.rate(record, good=True, log={log!r})
+    ''')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    subprocess.run([sys.executable, "-c", program], check=True, env=env)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import lessons
+
+        lm = ScriptedLM(reply=lambda r: "A" + r.messages[-1]["content"][-1])
+        with functai.settings(client=lm):
+            result = functai.evaluate(lessons.tutor, log=log, workers=1)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("lessons", None)
+    assert (len(result.rows), result.skipped, result.score) == (2, [], 1.0)
+    assert [m["content"] for m in lm.requests[1].messages[1:]] == ["question: Q1", "A1", "question: Q2"]
+
+
+def test_without_content_a_turn_shown_nothing_is_still_refused(tmp_path):
+    log = str(tmp_path / "calls")
+    with functai.settings(client=ScriptedLM(["A1", "A2"]), log_calls=log, log_content=False):
+        chat = tutor_v1().conversation("h")
+        chat("Q1")
+        chat("Q2")
+    second = list(functai.read_calls(log))[-1]
+    functai.rate(second, good=True, log=log)
+    with pytest.warns(RuntimeWarning, match="left out"):
+        result = functai.evaluate(tutor_v1(), log=log, workers=1, rows=None)
+    assert result.rows == [] and "without content" in result.skipped[0][1]
 
 
 def test_ratings_latest_by_the_same_person_wins_and_unknown_calls_are_refused(tmp_path):

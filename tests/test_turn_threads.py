@@ -9,6 +9,7 @@ import functai
 from functai import FunctAIError, ai
 from functai.conversations import MemoryStore, StoreConflict, held
 from functai.testing import ScriptedLM
+from store_fixtures import DURABLE, store_url
 
 
 @ai
@@ -38,10 +39,10 @@ def run_threads(target, count):
     return errors
 
 
-@pytest.mark.parametrize("where", ["memory", "folder"])
-def test_four_threads_send_fifty_turns_each_through_one_view(where, tmp_path):
+@pytest.mark.parametrize("where", ["memory", *DURABLE])
+def test_four_threads_send_fifty_turns_each_through_one_view(where, tmp_path, request):
     functai.configure(client=ScriptedLM(reply=lambda request: request.messages[-1]["content"]))
-    store = None if where == "memory" else str(tmp_path / "store")
+    store = None if where == "memory" else store_url(where, tmp_path, request)
     chat = echo.conversation("shared", store=store)
 
     def send(i):

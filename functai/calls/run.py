@@ -30,10 +30,13 @@ from ..models.request import Client, Reply, Request, frozen_messages
 from ..layers import Resolved, pop_block, push_block, resolve
 from . import layout as layouts
 from . import records
-from .outputs import describe, read_output
+from .outputs import describe, read_output, to_jsonable
 from .scope import TurnScope, current_turn
 from .steps import Send, Steps, drive
 from .tools import ToolRunner
+
+#: Values whose JSON is never a record's fields (see ``outputs_of`` in conversations).
+_PLAIN = (str, int, float, bool, list, tuple, dict, type(None))
 
 if TYPE_CHECKING:
     from .function import AIFunction
@@ -142,6 +145,11 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
             if scope.conversation is not None:
                 record.conversation = {"id": scope.conversation, "turn": scope.turn, "parent": scope.parent,
                                        "store": scope.store}
+                shown = getattr(scope, "shown", None)
+                if shown is not None:  # small ({"last": n}): each shown turn's own call record holds its content
+                    record.conversation["shown"] = dict(shown) if isinstance(shown, dict) else list(shown)
+                    if scope.without:  # type: ignore[attr-defined]
+                        record.conversation["without"] = dict(scope.without)  # type: ignore[attr-defined]
                 if getattr(scope, "waited", None):
                     record.conversation["waited"] = list(scope.waited)
             record.changes.extend(scope.changes)
@@ -167,6 +175,9 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
             )
         value = yield from _ask(fn, inputs, resolved, record, path, scope if own_turn else None, ordinal, listen)
         record.output = value
+        if own_turn and record.conversation is not None and not isinstance(value, _PLAIN) \
+                and isinstance(to_jsonable(value), dict):
+            record.conversation["fields"] = True  # the turn's outputs are the record's fields (replay.py)
         return records.Result(value, record)
     except Waiting as waiting:
         if waiting.record is None:

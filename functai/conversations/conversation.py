@@ -211,6 +211,9 @@ class _TurnScope:
         self.changes = list(data.changes)
         self.sections = list(data.sections)
         self.history = chat._history.shown_messages(data)
+        #: What the turn's own call record keeps of it (as the turn record has it), so replay needs only the log.
+        self.shown = dict(data.shown) if isinstance(data.shown, dict) else list(data.shown)
+        self.without = dict(data.without)
         self.memory = _Memory(chat, data.id)
         self.data = data
         self.calls = 0

@@ -24,7 +24,7 @@ from ..errors import FunctAIError
 from ..layers import current_values
 from ..log import warn
 from .ratings import _log_folder
-from .replay import NotReplayable, ReplayedTurn, shown
+from .replay import NotReplayable, ReplayedTurn, shown, turn_calls
 
 #: ``metric(expected, got) -> bool | float`` (1.0 / True is a pass).
 Metric = Callable[[Any, Any], Any]
@@ -92,9 +92,11 @@ def rows_from_log(fn: Any, log: str | os.PathLike[str] | None = None) -> tuple[l
     """The rated calls of every version of ``fn`` in the call log, rebuilt as rows."""
     rows: list[Row] = []
     skipped: list[tuple[str, str]] = []
-    for record in read_calls(_log_folder(log), rated=True, function=fn):
+    folder = _log_folder(log)
+    calls = turn_calls(read_calls(folder))  # the turns they were shown, from the log itself
+    for record in read_calls(folder, rated=True, function=fn):
         try:
-            history, sections = shown(record)
+            history, sections = shown(record, calls)
         except NotReplayable as error:
             warn("rated call left out", call=record.id, reason=error.message)
             skipped.append((record.id, error.message))

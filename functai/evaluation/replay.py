@@ -1,8 +1,9 @@
 """Asking a rated call again exactly as it was shown (``spec/plugins.md`` §8).
 
 A call is rebuilt from its record: its inputs, the earlier turns it was
-shown (after ``keep``/``without``, read back from its conversation's store)
-and its context ``sections``. Nothing of the host's shaping comes back — no
+shown (after ``keep``/``without``: named in its record, read from those
+turns' own call records in the same log — or, for older records, from its
+conversation's store) and its context ``sections``. Nothing of the host's shaping comes back — no
 recorded ``before_call`` or ``request`` change — so the evaluating process's
 own plugins and settings shape the new call. No ``turn_start`` or
 ``context`` hook runs, no summarizer runs, and nothing is written to any
@@ -11,7 +12,7 @@ conversation.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..calls.records import CallRecord
 from ..errors import FunctAIError
@@ -70,18 +71,93 @@ class ReplayedTurn:
         return None
 
 
-def shown(record: CallRecord) -> tuple[list[dict[str, Any]], list[str]]:
+def turn_calls(records: Iterable[CallRecord]) -> dict[tuple[str, str], CallRecord]:
+    """Each turn's own call record in a call log, by (conversation id, turn id), for `shown`."""
+    found: dict[tuple[str, str], CallRecord] = {}
+    for record in records:
+        conversation = record.conversation
+        if conversation and "parent" in conversation and record.error is None:
+            found[(conversation["id"], conversation["turn"])] = record
+    return found
+
+
+def _without_content(record: CallRecord) -> bool:
+    return isinstance(record.instruction, dict) or any(
+        isinstance(v, dict) and set(v) == {"chars"} for v in record.inputs.values()
+    )
+
+
+class _LoggedTurn:
+    """A shown turn as its own call record tells it: the inputs and outputs it was shown with."""
+
+    __slots__ = ("inputs", "outputs", "messages")
+
+    def __init__(self, record: CallRecord) -> None:
+        self.inputs = dict(record.inputs)
+        fields = bool((record.conversation or {}).get("fields")) and isinstance(record.output, dict)
+        self.outputs = dict(record.output) if fields else {"output": record.output}
+        self.messages = None  # rendered once by History.turn_messages
+
+
+def _from_log(record: CallRecord, calls: Mapping[tuple[str, str], CallRecord]) -> list[dict[str, Any]] | None:
+    """The shown turns rebuilt from their own call records; None when the log lacks one.
+
+    The record keeps what was shown as the turn record does: a list of ids,
+    or ``{"last": n, "drop": [...]}`` — the ``n`` turns before it on its
+    branch (every parent is a done turn, so that is ``n`` parent steps).
+    """
+    from ..conversations.history import History
+
+    conversation = record.conversation or {}
+    name, raw = conversation["id"], conversation["shown"]
+    if isinstance(raw, list):
+        ids = [str(turn_id) for turn_id in raw]
+        found = [calls.get((name, turn_id)) for turn_id in ids]
+    else:
+        ids, found, turn_id = [], [], conversation.get("parent")
+        for _ in range(int(raw.get("last", 0))):
+            item = calls.get((name, turn_id)) if turn_id is not None else None
+            if item is None:
+                return None
+            ids.append(turn_id)
+            found.append(item)
+            turn_id = (item.conversation or {}).get("parent")
+        ids.reverse()
+        found.reverse()
+        drop = set(raw.get("drop") or ())
+        kept = [(t, item) for t, item in zip(ids, found) if t not in drop]
+        ids, found = [t for t, _ in kept], [item for _, item in kept]
+    if any(item is None for item in found):
+        return None
+    history = History()
+    for turn_id, item in zip(ids, found):
+        if _without_content(item) or (isinstance(item.output, dict) and set(item.output) == {"chars"}):  # type: ignore[union-attr]
+            raise NotReplayable(f"call {record.id}: the turn {turn_id} it was shown was logged without content "
+                                "(log_content=False)")
+        history.turns[turn_id] = _LoggedTurn(item)  # type: ignore[arg-type, assignment]
+    return [dict(m) for m in history.messages(ids, conversation.get("without") or {})]
+
+
+def shown(
+    record: CallRecord, calls: Mapping[tuple[str, str], CallRecord] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The earlier turns (as messages) and context sections ``record``'s call was shown.
 
+    A turn's own call record names the turns it was shown; their own call
+    records in the same log (``calls``, from `turn_calls`) hold what they
+    were, so the conversation's store is not needed. Records from before
+    that, or whose shown turns were not logged, are rebuilt from the store.
     Raises `NotReplayable` when they cannot be rebuilt exactly.
     """
-    if isinstance(record.instruction, dict) or any(
-        isinstance(v, dict) and set(v) == {"chars"} for v in record.inputs.values()
-    ):
+    if _without_content(record):
         raise NotReplayable(f"call {record.id} was logged without content (log_content=False)")
     conversation = record.conversation
     if not conversation or "parent" not in conversation:
         return [], list(record.sections or [])  # not a turn's own call: it was shown no conversation
+    if calls is not None and "shown" in conversation:
+        messages = _from_log(record, calls)
+        if messages is not None:
+            return messages, list(record.sections or [])
     from ..conversations.history import History
     from ..conversations.store import open_reference
 
