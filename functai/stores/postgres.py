@@ -89,6 +89,10 @@ class PostgresStore:
                                code="store-io") from error
         try:
             self._check_schema(conn)
+        except psycopg.Error as error:  # no right to create the tables, say
+            conn.close()
+            raise FunctAIError(f"PostgreSQL store {self.url}: could not prepare its tables: {_first_line(error)}",
+                               code="store-io") from error
         except BaseException:
             conn.close()
             raise
@@ -120,7 +124,7 @@ class PostgresStore:
             conn = self._connection()
             try:
                 return work(conn)
-            except psycopg.OperationalError as error:
+            except psycopg.Error as error:  # a lost connection, a full disk, missing rights, …
                 if conn.closed or conn.broken:
                     self._conn = None
                 code = "store-unwritable" if doing == "append" else "store-io"

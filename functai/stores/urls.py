@@ -136,7 +136,7 @@ def open_url(url: str) -> "Store":
                 raise FunctAIError(f"the store for scheme {scheme!r} returned {type(store).__name__}, which is "
                                    "not a Store (read/count/append/sync/conversations)", code="store-url")
             _stores[key] = store
-        if scheme != "sqlite" or os.path.isabs(key[len("sqlite:"):]) and not _relative_sqlite(url):
+        if scheme != "sqlite" or not _relative_sqlite(url):
             _by_text[url] = store  # the same text names the same store wherever the process is
     return store  # type: ignore[no-any-return]
 
