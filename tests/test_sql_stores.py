@@ -19,7 +19,7 @@ from functai import FunctAIError
 from functai.conversations.store import FolderStore, MemoryStore, StoreConflict, open_store, store_reference
 from functai.stores.postgres import PostgresStore
 from functai.stores.sqlite import SQLiteStore
-from functai.stores.urls import forget, redact, scheme_of
+from functai.stores.urls import SCHEMA_VERSION, forget, redact, scheme_of
 from functai.testing import ScriptedLM
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,13 +93,39 @@ def test_the_schema_is_created_versioned_and_a_newer_one_refused(sql_url):
     store.append("c", [{"n": 0}])
     forget(sql_url)
     raw = _raw(sql_url)
-    assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [("1",)]
-    raw("UPDATE functai_meta SET value = '2' WHERE key = 'schema'")
+    assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [(str(SCHEMA_VERSION),)]
+    raw(f"UPDATE functai_meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'schema'")
     with pytest.raises(FunctAIError) as info:
         open_store(sql_url).read("c")
     assert info.value.code == "store-version" and "newer functai" in info.value.message
-    raw("UPDATE functai_meta SET value = '1' WHERE key = 'schema'")
+    raw(f"UPDATE functai_meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema'")
     assert open_store(sql_url).read("c") == [{"n": 0}]  # refused, not changed
+
+
+@both
+def test_a_schema_1_store_is_migrated_on_first_open(sql_url):
+    raw = _raw(sql_url)
+    for statement in (  # what functai wrote as schema 1
+        "CREATE TABLE functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE functai_records (conversation TEXT NOT NULL, position INTEGER NOT NULL, "
+        "data TEXT NOT NULL, PRIMARY KEY (conversation, position))",
+        "CREATE TABLE functai_calls (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, line TEXT NOT NULL)",
+        "CREATE TABLE functai_ratings (seq INTEGER PRIMARY KEY, call TEXT NOT NULL, line TEXT NOT NULL)",
+        "INSERT INTO functai_meta VALUES ('schema', '1')",
+        """INSERT INTO functai_records VALUES ('c', 0, '{"kind":"conversation"}'),
+           ('c', 1, '{"kind":"turn","turn":"t1","parent":null}'), ('c', 2, '{"kind":"end","turn":"t1"}'),
+           ('c', 3, '{"kind":"turn","turn":"t2","parent":"t1"}'), ('c', 4, '{"kind":"turn","turn":"t3","parent":"t1"}'),
+           ('c', 5, 'not json')""",
+    ):
+        raw(statement)
+    store = open_store(sql_url)
+    assert store.count("c") == 6
+    records, count = store.read_branch("c", "t3")
+    assert count == 6 and [position for position, _ in records] == [0, 1, 2, 4, 5]  # t2's branch left out
+    assert records[-1][1] == {"functai_unreadable": "not json"}  # keeps its place; readers skip it
+    assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [(str(SCHEMA_VERSION),)]
+    assert store.append("c", [{"kind": "end", "turn": "t3"}], expect=6) == 7
+    assert [p for p, _ in store.read_branch("c", "t3")[0]] == [0, 1, 2, 4, 5, 6]
 
 
 def _raw(url):
@@ -275,3 +301,60 @@ def test_ratings_from_two_machines_on_one_log_are_both_seen(sql_url, tmp_path):
     assert {k: (v["good"], v["by"]) for k, v in rated.items()} == {lima.id: (True, "ann"), paris.id: (False, "bo")}
     assert [r.id for r in functai.read_calls(sql_url)] == [lima.id, paris.id]
     assert not list(tmp_path.glob("*.jsonl"))  # nothing went to files
+
+
+# -- opening at a turn reads its branch -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["folder", "sqlite", "postgresql"])
+def test_a_view_opened_at_a_turn_reads_only_its_branch(kind, tmp_path, request, recwarn):
+    from store_fixtures import store_url
+
+    @functai.ai
+    def tutor(question: str) -> str:
+        """Tutor the student."""
+
+    url = store_url(kind, tmp_path, request)
+    lm = ScriptedLM(reply=lambda r: "A:" + r.messages[-1]["content"])
+    functai.configure(client=lm)
+    chat = tutor.conversation("big", store=url, context=functai.last_turns(2))
+    for i in range(30):
+        chat(f"main {i}")
+    branch = chat.continue_from(chat.turns[2])
+    for i in range(3):
+        branch(f"side {i}")
+    tip = branch.head.id
+    store = open_store(url)
+    total = store.count("big")
+    read: list[int] = []
+    for name in ("read", "read_branch"):
+        real = getattr(store, name, None)
+        if real is not None:
+            def counting(*args, _real=real, **kwargs):
+                found = _real(*args, **kwargs)
+                read.append(len(found[0] if isinstance(found, tuple) else found))
+                return found
+
+            setattr(store, name, counting)
+    try:
+        view = tutor.conversation("big", store=store, context=functai.last_turns(2), at=tip)
+        assert view.head.id == tip and [t.inputs["question"] for t in view.turns][-4:] == [
+            "main 2", "side 0", "side 1", "side 2"]
+        assert view("one more") == "A:question: one more"
+        if kind == "folder":
+            assert sum(read) >= total  # a folder store has no index: it reads everything
+        else:
+            assert sum(read) < 40  # the 6 turns of the branch (4 records each, or fewer) and the header
+        assert [m["content"] for m in lm.requests[-1].messages[1:]] == [
+            "question: side 1", "A:question: side 1", "question: side 2", "A:question: side 2", "question: one more"]
+        chat("main 30")  # another branch grows meanwhile: nothing to report, nothing mixed in
+        assert view.head.inputs["question"] == "one more" and view.head.parent == tip
+        assert not [w for w in recwarn.list if "skipped" in str(w.message)]
+        assert len(view.all_turns()) == 35  # asking about everything reads everything
+        assert view.turn(chat.turns[0].id).inputs["question"] == "main 0"
+    finally:
+        for name in ("read", "read_branch"):
+            store.__dict__.pop(name, None)
+    with pytest.raises(FunctAIError) as info:
+        tutor.conversation("big", store=url, at="nosuchturn")
+    assert info.value.code == "conversation-parent"

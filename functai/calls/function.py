@@ -239,6 +239,8 @@ class AIFunction:
 
         ``store``: None (this process's memory), a folder path, a store URL (docs/stores.md) or a `Store`.
         ``context``: `functai.all_turns()` (default) or `functai.last_turns(n)`.
+        ``at``: a turn id: the view continues exactly from that done turn (as
+        ``continue_from`` does); a SQL store then reads only that turn's branch.
         ``plugins`` and other settings form the conversation's layer, the
         innermost block around its turns.
         """

@@ -332,8 +332,11 @@ class Conversation:
         follow: bool = True,
         tip: str | None = None,
         layer: Layer | None = None,
+        at: str | None = None,
         **settings: Any,
     ) -> None:
+        if at is not None:  # a view that continues exactly from turn ``at``, as continue_from makes
+            tip, follow = at, False
         self.program = program
         self.id = check_conversation_id(id)
         self.store: Store = open_store(store)
@@ -351,7 +354,11 @@ class Conversation:
         self._history = History()
         self._lock = threading.RLock()  # turns sent through one view run one at a time
         self._async_busy = False
-        self._refresh()
+        read_branch = getattr(self.store, "read_branch", None) if tip is not None and not follow else None
+        if read_branch is not None:
+            self._load_branch(read_branch, tip)  # type: ignore[arg-type]
+        else:
+            self._refresh()
         header = self._history.header
         mine = f"{program.module}:{program.fn.__qualname__}"
         if header is not None and header.get("function") != mine:
@@ -365,6 +372,11 @@ class Conversation:
         except (OSError, FunctAIError) as error:  # a store this process may only read still opens
             warn("could not mark interrupted turns", conversation=self.id,
                  error=f"{type(error).__name__}: {error}")
+        if at is not None:
+            data = self._history.turns.get(at)
+            if data is None or data.state != DONE:
+                raise FunctAIError(f"turn {at!r} is {'missing' if data is None else data.state}; a view opens "
+                                   "at a done turn", code="conversation-parent")
         self._tip = tip if tip is not None else self._history.newest_below(None, done=False)
 
     # -- reading -----------------------------------------------------------------
@@ -378,6 +390,26 @@ class Conversation:
         for index, reason in damaged:  # each damaged record is reported once per view
             warn("conversation record skipped", conversation=self.id, at=record_place(self.store, self.id, index),
                  reason=reason)
+
+    def _load_branch(self, read_branch: Any, tip: str) -> None:
+        """Read only the branch ending at ``tip`` (a store that indexes turns by parent)."""
+        history = self._history
+        with history.lock:
+            history.load_branch(*read_branch(self.id, tip))
+            damaged = list(history.damage)
+        for index, reason in damaged:
+            warn("conversation record skipped", conversation=self.id, at=record_place(self.store, self.id, index),
+                 reason=reason)
+        if tip not in history.turns:
+            self._read_all()  # not a turn the index knows: read everything, as without one
+
+    def _read_all(self) -> None:
+        """After reading one branch, read the whole conversation (for what asks about all of it)."""
+        history = self._history
+        if history.partial:
+            with history.lock:
+                history.reset()
+            self._refresh()
 
     def _reap(self) -> None:
         """Mark running turns whose owner is gone ``interrupted`` (see `functai.conversations.leases`)."""
@@ -402,11 +434,14 @@ class Conversation:
         """Any turn of the conversation by id."""
         self._refresh()
         if turn_id not in self._history.turns:
+            self._read_all()
+        if turn_id not in self._history.turns:
             raise FunctAIError(f"conversation {self.id!r} has no turn {turn_id!r}", code="conversation-turn")
         return self._turn(turn_id)
 
     def all_turns(self) -> list[Turn]:
         """Every turn of the conversation, in the order they were sent."""
+        self._read_all()
         self._refresh()
         self._reap()
         return [self._turn(t) for t in self._history.order]
@@ -416,6 +451,8 @@ class Conversation:
         ``None`` starts a new tree in the same conversation."""
         turn_id = turn.id if isinstance(turn, Turn) else turn
         self._refresh()
+        if turn_id is not None and turn_id not in self._history.turns:
+            self._read_all()
         data = self._history.turns.get(turn_id) if turn_id is not None else None
         if turn_id is not None and (data is None or data.state != DONE):
             state = "missing" if data is None else data.state

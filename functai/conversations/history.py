@@ -119,6 +119,22 @@ class History:
         self.damage: list[tuple[int, str]] = []
         #: The last run of prior messages built, ``(parent, n, messages)``: the next turn extends it.
         self._tail: tuple[str | None, int, tuple[Mapping[str, Any], ...]] | None = None
+        #: Only one branch was read (`load_branch`): records of turns elsewhere are not damage.
+        self.partial = False
+
+    def load_branch(self, records: Iterable[tuple[int, Mapping[str, Any]]], count: int) -> None:
+        """Apply a branch's records, each at its place in the store; then go on from ``count``."""
+        self.partial = True
+        for position, record in records:
+            self.count = position
+            self.apply(record)
+        self.count = count
+
+    def reset(self) -> None:
+        """Forget everything read (keeping the lock), to read it all again."""
+        lock = self.lock
+        self.__init__()  # type: ignore[misc]
+        self.lock = lock
 
     def apply_all(self, records: Iterable[Mapping[str, Any]]) -> None:
         many = len(records) if isinstance(records, list) else 0
@@ -154,7 +170,7 @@ class History:
             return self._add_turn(record)
         turn = self.turns.get(record.get("turn", ""))
         if turn is None:
-            if kind not in _TURN_KINDS:
+            if kind not in _TURN_KINDS or self.partial:  # newer writer's kind; a turn on another branch
                 return None  # a kind from a newer writer
             return f"turn {record.get('turn')!r} is unknown (its turn record is missing or damaged)"
         if turn.state == DONE and kind in ("wait", "resume", "end", "interrupt"):
@@ -199,6 +215,8 @@ class History:
             return f"turn id {turn.id!r} is already used by an earlier turn"
         note = None
         parent = self.turns.get(turn.parent) if turn.parent is not None else None
+        if turn.parent is not None and parent is None and self.partial:
+            return None  # a turn on a branch this history did not read
         if turn.parent is not None and parent is None:
             # Parents are always written before their children, so this one's record was lost; keeping
             # the turn as the start of a branch keeps it and everything after it (and can never loop).

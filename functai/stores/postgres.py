@@ -23,9 +23,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..conversations.store import StoreConflict, _forkable, _line, _record, check_conversation_id
+from ..conversations.store import StoreConflict, _forkable, _line, check_conversation_id
 from ..errors import FunctAIError
 from .sqlite import _log_column, _version, version_error
+from . import schema
 from .urls import SCHEMA_VERSION, redact
 
 __all__ = ["PostgresStore", "open_postgres"]
@@ -35,7 +36,8 @@ _SCHEMA_LOCK = 0x66756E6374
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS functai_records (conversation text NOT NULL, position bigint NOT NULL, "
-    "data text NOT NULL, PRIMARY KEY (conversation, position))",
+    "data text NOT NULL, kind text, turn text, parent text, PRIMARY KEY (conversation, position))",
+    schema.INDEX,
     "CREATE TABLE IF NOT EXISTS functai_calls (seq bigserial PRIMARY KEY, id text NOT NULL, line text NOT NULL)",
     "CREATE TABLE IF NOT EXISTS functai_ratings (seq bigserial PRIMARY KEY, call text NOT NULL, line text NOT NULL)",
 )
@@ -100,22 +102,33 @@ class PostgresStore:
         return conn
 
     def _check_schema(self, conn: Any) -> None:
+        """Create the tables on first use, bring an older schema up to date, refuse a newer one."""
         psycopg = _psycopg()
         try:
             row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
         except psycopg.errors.UndefinedTable:
             row = None
-        if row is None:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                conn.execute("CREATE TABLE IF NOT EXISTS functai_meta (key text PRIMARY KEY, value text NOT NULL)")
-                row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
-                if row is None:
-                    for statement in SCHEMA:
-                        conn.execute(statement)
-                    conn.execute("INSERT INTO functai_meta VALUES ('schema', %s)", (str(SCHEMA_VERSION),))
         if row is not None and _version(row[0]) > SCHEMA_VERSION:
             raise version_error(f"the PostgreSQL store {self.url}", row[0])
+        if row is not None and _version(row[0]) == SCHEMA_VERSION:
+            return
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            conn.execute("CREATE TABLE IF NOT EXISTS functai_meta (key text PRIMARY KEY, value text NOT NULL)")
+            row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
+            if row is None:
+                for statement in SCHEMA:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO functai_meta VALUES ('schema', %s)", (str(SCHEMA_VERSION),))
+            elif _version(row[0]) == 1:  # another process may have migrated it while we waited
+                for statement in schema.ADD_COLUMNS:
+                    conn.execute(statement)
+                rows = conn.execute("SELECT conversation, position, data FROM functai_records").fetchall()
+                with conn.cursor() as cursor:
+                    cursor.executemany("UPDATE functai_records SET kind = %s, turn = %s, parent = %s "
+                                       "WHERE conversation = %s AND position = %s", schema.backfill(rows))
+                conn.execute(schema.INDEX)
+                conn.execute("UPDATE functai_meta SET value = %s WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     def _run(self, doing: str, work: Any) -> Any:
         """Run ``work(conn)`` under the lock; a lost connection is reopened next time, and reported."""
@@ -140,7 +153,7 @@ class PostgresStore:
         rows = self._run("read", lambda conn: conn.execute(
             "SELECT data FROM functai_records WHERE conversation = %s AND position >= %s ORDER BY position",
             (conversation, start)).fetchall())
-        return [_record(data) for (data,) in rows]
+        return [schema.record_of(data) for (data,) in rows]
 
     def count(self, conversation: str) -> int:
         check_conversation_id(conversation)
@@ -170,8 +183,10 @@ class PostgresStore:
                         if lines:
                             with conn.cursor() as cursor:
                                 cursor.executemany(
-                                    "INSERT INTO functai_records (conversation, position, data) VALUES (%s, %s, %s)",
-                                    [(conversation, current + i, line) for i, line in enumerate(lines)],
+                                    "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) "
+                                    "VALUES (%s, %s, %s, %s, %s, %s)",
+                                    [(conversation, current + i, line, *schema.columns(record))
+                                     for i, (line, record) in enumerate(zip(lines, records))],
                                 )
                     return current + len(lines)
                 except unique:  # another writer took these positions first
@@ -193,6 +208,21 @@ class PostgresStore:
                 conn.execute("SELECT txid_current()")
 
         self._run("sync", work)
+
+    def read_branch(self, conversation: str, tip: str) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+        """The records of the branch ending at turn ``tip`` with their positions, and the
+        record count they were read at: what a view pinned to that turn needs, and no more."""
+        check_conversation_id(conversation)
+        sql = schema.BRANCH.format(tip="%(tip)s::text", conversation="%(c)s")
+
+        def work(conn: Any) -> tuple[list[Any], int]:
+            with conn.transaction():  # one snapshot for the records and the count
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                rows = conn.execute(sql, {"c": conversation, "tip": tip}).fetchall()
+                return rows, _count(conn, conversation)
+
+        rows, count = self._run("read", work)
+        return [(int(position), schema.record_of(data)) for position, data in rows], count
 
     def conversations(self) -> list[str]:
         rows = self._run("read", lambda conn: conn.execute(

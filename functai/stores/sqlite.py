@@ -20,8 +20,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..conversations.store import StoreConflict, _forkable, _line, _record, check_conversation_id
+from ..conversations.store import StoreConflict, _forkable, _line, check_conversation_id
 from ..errors import FunctAIError
+from . import schema
 from .urls import SCHEMA_VERSION, sqlite_path
 
 __all__ = ["SQLiteStore", "open_sqlite"]
@@ -31,7 +32,8 @@ BUSY_SECONDS = 60.0
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS functai_records (conversation TEXT NOT NULL, position INTEGER NOT NULL, "
-    "data TEXT NOT NULL, PRIMARY KEY (conversation, position)) WITHOUT ROWID",
+    "data TEXT NOT NULL, kind TEXT, turn TEXT, parent TEXT, PRIMARY KEY (conversation, position)) WITHOUT ROWID",
+    schema.INDEX,
     "CREATE TABLE IF NOT EXISTS functai_calls (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, "
     "line TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS functai_ratings (seq INTEGER PRIMARY KEY AUTOINCREMENT, call TEXT NOT NULL, "
@@ -118,26 +120,35 @@ class SQLiteStore:
             os.close(fd)
 
     def _check_schema(self, conn: sqlite3.Connection) -> None:
-        """Create the tables on first use; refuse a schema newer than this version reads."""
+        """Create the tables on first use, bring an older schema up to date, refuse a newer one."""
         try:
             row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
         except sqlite3.OperationalError:  # no such table: a new file
             row = None
-        if row is None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute("CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-                row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
-                if row is None:
-                    for statement in SCHEMA:
-                        conn.execute(statement)
-                    conn.execute("INSERT INTO functai_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         if row is not None and _version(row[0]) > SCHEMA_VERSION:
             raise version_error(f"the SQLite store {self.path}", row[0])
+        if row is not None and _version(row[0]) == SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
+            if row is None:
+                for statement in SCHEMA:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO functai_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif _version(row[0]) == 1:  # another process may have migrated it while we waited
+                for statement in schema.ADD_COLUMNS:
+                    conn.execute(statement)
+                rows = conn.execute("SELECT conversation, position, data FROM functai_records").fetchall()
+                conn.executemany("UPDATE functai_records SET kind = ?, turn = ?, parent = ? "
+                                 "WHERE conversation = ? AND position = ?", schema.backfill(rows))
+                conn.execute(schema.INDEX)
+                conn.execute("UPDATE functai_meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _error(self, doing: str, error: sqlite3.Error) -> FunctAIError:
         code = "store-unwritable" if doing == "append" else "store-io"
@@ -154,7 +165,7 @@ class SQLiteStore:
                 "SELECT data FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position",
                 (conversation, start),
             )
-        return [_record(data) for (data,) in rows]
+        return [schema.record_of(data) for (data,) in rows]
 
     def count(self, conversation: str) -> int:
         check_conversation_id(conversation)
@@ -193,8 +204,10 @@ class SQLiteStore:
                         if expect is not None and current != expect:
                             raise StoreConflict(count=current, conversation=conversation)
                         conn.executemany(
-                            "INSERT INTO functai_records (conversation, position, data) VALUES (?, ?, ?)",
-                            [(conversation, current + i, line) for i, line in enumerate(lines)],
+                            "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) "
+                            "VALUES (?, ?, ?, ?, ?, ?)",
+                            [(conversation, current + i, line, *schema.columns(record))
+                             for i, (line, record) in enumerate(zip(lines, records))],
                         )
                         conn.execute("COMMIT")
                     except BaseException:
@@ -220,6 +233,24 @@ class SQLiteStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+    def read_branch(self, conversation: str, tip: str) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+        """The records of the branch ending at turn ``tip`` with their positions, and the
+        record count they were read at: what a view pinned to that turn needs, and no more."""
+        check_conversation_id(conversation)
+        sql = schema.BRANCH.format(tip="?2", conversation="?1")
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN")  # one snapshot for the records and the count
+                try:
+                    rows = conn.execute(sql, (conversation, tip)).fetchall()
+                    count = self._count(conversation)
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as error:
+                raise self._error("read", error) from error
+        return [(position, schema.record_of(data)) for position, data in rows], count
 
     def conversations(self) -> list[str]:
         with self._lock:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..conversations.store import Store
 
 #: The schema version SQL stores write; a store written by a newer version is refused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 GROUP = "functai.stores"
 

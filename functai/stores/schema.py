@@ -1,0 +1,72 @@
+"""What the SQL stores keep beside each record's JSON, and how older schemas are brought up to date.
+
+Schema 2 keeps three columns taken from each record — its ``kind``, the
+``turn`` it belongs to and, for a turn, its ``parent`` — indexed by
+``(conversation, turn)``. A view opened at a turn then reads that turn's
+branch (a walk up the parents, one index lookup a step) and nothing else.
+Schema 1 (the JSON only) is migrated on first open, in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: Migrations: the SQL that adds schema 2's columns to a schema-1 table (both dialects read it).
+ADD_COLUMNS = (
+    "ALTER TABLE functai_records ADD COLUMN kind TEXT",
+    "ALTER TABLE functai_records ADD COLUMN turn TEXT",
+    "ALTER TABLE functai_records ADD COLUMN parent TEXT",
+)
+INDEX = "CREATE INDEX IF NOT EXISTS functai_records_turn ON functai_records (conversation, turn)"
+
+
+def columns(record: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """``(kind, turn, parent)`` of a record, as the indexed columns keep them."""
+    kind = record.get("kind")
+    turn = record.get("turn")
+    parent = record.get("parent") if kind == "turn" else None
+    return (
+        kind if isinstance(kind, str) else None,
+        turn if isinstance(turn, str) else None,
+        parent if isinstance(parent, str) else None,
+    )
+
+
+def record_of(data: str) -> dict[str, Any]:
+    """A row's record. A row that is not a JSON object (written by hand, say) still takes its
+    place, so positions and counts stay one sequence; readers skip it as a format they do not know."""
+    try:
+        record = json.loads(data)
+    except ValueError:
+        record = None
+    return record if isinstance(record, dict) else {"functai_unreadable": data[:200]}
+
+
+def backfill(rows: Iterable[tuple[str, int, str]]) -> list[tuple[str | None, str | None, str | None, str, int]]:
+    """``(kind, turn, parent, conversation, position)`` for each schema-1 row (an UPDATE's parameters)."""
+    out = []
+    for conversation, position, data in rows:
+        try:
+            record = json.loads(data)
+        except ValueError:
+            record = None
+        found = columns(record) if isinstance(record, dict) else (None, None, None)
+        out.append((*found, conversation, position))
+    return out
+
+
+#: The records of the branch ending at a turn: walk up the parents, then take every record that
+#: belongs to one of those turns or to no turn (the header, entries for every branch).
+BRANCH = """
+WITH RECURSIVE branch(id) AS (
+    SELECT {tip}
+    UNION
+    SELECT r.parent FROM functai_records AS r JOIN branch AS b ON r.turn = b.id
+    WHERE r.conversation = {conversation} AND r.kind = 'turn' AND r.parent IS NOT NULL
+)
+SELECT position, data FROM functai_records
+WHERE conversation = {conversation} AND (turn IS NULL OR turn IN (SELECT id FROM branch))
+ORDER BY position
+"""
