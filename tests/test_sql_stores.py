@@ -358,3 +358,17 @@ def test_a_view_opened_at_a_turn_reads_only_its_branch(kind, tmp_path, request, 
     with pytest.raises(FunctAIError) as info:
         tutor.conversation("big", store=url, at="nosuchturn")
     assert info.value.code == "conversation-parent"
+
+
+def test_sqlite_reads_a_branch_through_the_turn_index(tmp_path):
+    """Without statistics SQLite's planner would walk the whole conversation per step: the
+    branch query names the (conversation, turn) index, so each step is one lookup."""
+    from functai.stores import schema
+
+    store = SQLiteStore(tmp_path / "s.db")
+    store.append("c", [{"kind": "turn", "turn": "t0", "parent": None}])
+    sql = schema.BRANCH.format(tip="?2", conversation="?1", indexed="INDEXED BY functai_records_turn")
+    plan = [row[-1] for row in store._connection().execute("EXPLAIN QUERY PLAN " + sql, ("c", "t0"))]
+    lookups = [step for step in plan if step.startswith("SEARCH")]
+    assert lookups and all("functai_records_turn" in step for step in lookups), plan
+    store.close()

@@ -213,7 +213,7 @@ class PostgresStore:
         """The records of the branch ending at turn ``tip`` with their positions, and the
         record count they were read at: what a view pinned to that turn needs, and no more."""
         check_conversation_id(conversation)
-        sql = schema.BRANCH.format(tip="%(tip)s::text", conversation="%(c)s")
+        sql = schema.BRANCH.format(tip="%(tip)s::text", conversation="%(c)s", indexed="")
 
         def work(conn: Any) -> tuple[list[Any], int]:
             with conn.transaction():  # one snapshot for the records and the count

@@ -58,15 +58,20 @@ def backfill(rows: Iterable[tuple[str, int, str]]) -> list[tuple[str | None, str
 
 
 #: The records of the branch ending at a turn: walk up the parents, then take every record that
-#: belongs to one of those turns or to no turn (the header, entries for every branch).
+#: belongs to one of those turns or to no turn (the header, entries for every branch) — each part
+#: an index lookup on (conversation, turn), so the cost follows the branch, not the conversation.
+#: ``{indexed}`` names that index where the planner needs telling (SQLite, which has no statistics).
 BRANCH = """
 WITH RECURSIVE branch(id) AS (
     SELECT {tip}
     UNION
-    SELECT r.parent FROM functai_records AS r JOIN branch AS b ON r.turn = b.id
-    WHERE r.conversation = {conversation} AND r.kind = 'turn' AND r.parent IS NOT NULL
+    SELECT r.parent FROM branch AS b JOIN functai_records AS r {indexed}
+    ON r.conversation = {conversation} AND r.turn = b.id
+    WHERE r.kind = 'turn' AND r.parent IS NOT NULL
 )
-SELECT position, data FROM functai_records
-WHERE conversation = {conversation} AND (turn IS NULL OR turn IN (SELECT id FROM branch))
-ORDER BY position
+SELECT position, data FROM functai_records {indexed} WHERE conversation = {conversation} AND turn IS NULL
+UNION ALL
+SELECT r.position, r.data FROM branch AS b JOIN functai_records AS r {indexed}
+ON r.conversation = {conversation} AND r.turn = b.id
+ORDER BY 1
 """

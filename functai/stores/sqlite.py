@@ -238,7 +238,7 @@ class SQLiteStore:
         """The records of the branch ending at turn ``tip`` with their positions, and the
         record count they were read at: what a view pinned to that turn needs, and no more."""
         check_conversation_id(conversation)
-        sql = schema.BRANCH.format(tip="?2", conversation="?1")
+        sql = schema.BRANCH.format(tip="?2", conversation="?1", indexed="INDEXED BY functai_records_turn")
         with self._lock:
             conn = self._connection()
             try:
