@@ -372,3 +372,27 @@ def test_sqlite_reads_a_branch_through_the_turn_index(tmp_path):
     lookups = [step for step in plan if step.startswith("SEARCH")]
     assert lookups and all("functai_records_turn" in step for step in lookups), plan
     store.close()
+
+
+def test_postgresql_waits_for_the_disk_only_when_asked(postgres_url):
+    store = open_store(postgres_url)
+    store.append("c", [{"n": 0}])
+    conn = store._connection()
+    assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)  # the session's default
+    seen: list[str] = []
+    real = conn.execute
+
+    def recording(query, *args, **kwargs):
+        seen.append(str(query))
+        return real(query, *args, **kwargs)
+
+    conn.execute = recording
+    try:
+        store.append("c", [{"n": 1}])
+        assert not any("synchronous_commit = on" in q for q in seen)
+        seen.clear()
+        store.append("c", [{"n": 2}], sync=True)  # a turn's end: this commit waits for the disk
+        assert seen[0] == "SET LOCAL synchronous_commit = on" and any("INSERT" in q for q in seen)
+    finally:
+        del conn.execute
+    assert store.read("c") == [{"n": 0}, {"n": 1}, {"n": 2}]

@@ -9,10 +9,11 @@ That is the folder store's compare-and-set, row by row, across machines.
 
 An append with ``sync=True`` (a turn's end, a wait, a tool starting)
 commits synchronously: it is on the server's disk when it returns, and so
-is everything committed before it. Other appends commit with
-``synchronous_commit = off``: visible to every reader at once and safe
-against any client crash, but a crash of the server itself may lose the
-last fraction of a second of them (never half of one). Records are kept as their JSON text, never re-encoded, so a
+is everything committed before it. Other appends (and call-log rows)
+commit with ``synchronous_commit = off``, the session's setting: visible
+to every reader at once and safe against any client crash, but a crash of
+the server itself may lose the last fraction of a second of them (never
+half of one). Records are kept as their JSON text, never re-encoded, so a
 copy between stores keeps them byte for byte.
 """
 
@@ -86,6 +87,9 @@ class PostgresStore:
         psycopg = _psycopg()
         try:
             conn = psycopg.connect(self._url, autocommit=True)
+            # Commits do not wait for the server's disk unless a transaction asks (sync=True):
+            # set once here, so an append or a call-log row costs no extra round trip.
+            conn.execute("SET synchronous_commit = off")
         except psycopg.Error as error:
             raise FunctAIError(f"cannot connect to the PostgreSQL store {self.url}: {_first_line(error)}",
                                code="store-io") from error
@@ -175,12 +179,16 @@ class PostgresStore:
             while True:
                 try:
                     with conn.transaction():
-                        if not sync:
-                            conn.execute("SET LOCAL synchronous_commit = off")
+                        if sync:
+                            conn.execute("SET LOCAL synchronous_commit = on")
                         current = _count(conn, conversation)
                         if expect is not None and current != expect:
                             raise StoreConflict(count=current, conversation=conversation)
-                        if lines:
+                        if len(lines) == 1:
+                            conn.execute("INSERT INTO functai_records (conversation, position, data, kind, turn, "
+                                         "parent) VALUES (%s, %s, %s, %s, %s, %s)",
+                                         (conversation, current, lines[0], *schema.columns(records[0])))
+                        elif lines:
                             with conn.cursor() as cursor:
                                 cursor.executemany(
                                     "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) "
@@ -205,6 +213,7 @@ class PostgresStore:
 
         def work(conn: Any) -> None:
             with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit = on")
                 conn.execute("SELECT txid_current()")
 
         self._run("sync", work)
@@ -236,6 +245,10 @@ class PostgresStore:
         column = _log_column(table)
 
         def work(conn: Any) -> None:
+            # As the folder's call log (written, not fsynced): the session's commits do not wait for the disk.
+            if len(items) == 1:  # one statement, its own transaction: one round trip per call
+                conn.execute(f"INSERT INTO functai_{table} ({column}, line) VALUES (%s, %s)", items[0])
+                return
             with conn.transaction(), conn.cursor() as cursor:
                 cursor.executemany(f"INSERT INTO functai_{table} ({column}, line) VALUES (%s, %s)", list(items))
 
