@@ -175,10 +175,25 @@ def test_ratings_latest_by_the_same_person_wins_and_unknown_calls_are_refused(tm
 def test_given_rows_a_metric_and_parallel_workers():
     import threading
 
-    threads = set()
+    # The first two model calls of each evaluation wait until both are inside
+    # at once (bounded): that can only happen when two workers run together,
+    # so the proof does not depend on how the scheduler happens to interleave.
+    gate: dict = {}
+    broken: list[str] = []
+
+    def open_gate() -> None:
+        gate.update(barrier=threading.Barrier(2, timeout=10), arrived=0, threads=set(), lock=threading.Lock())
 
     def reply(request):
-        threads.add(threading.get_ident())
+        with gate["lock"]:
+            gate["arrived"] += 1
+            waits = gate["arrived"] <= 2
+        if waits:
+            try:
+                gate["barrier"].wait()
+                gate["threads"].add(threading.get_ident())
+            except threading.BrokenBarrierError:
+                broken.append(request.messages[-1]["content"])
         text = request.messages[-1]["content"]
         return str(len(text.removeprefix("text: ").split()))
 
@@ -188,13 +203,16 @@ def test_given_rows_a_metric_and_parallel_workers():
 
     rows = [({"text": "a b"}, 2), ({"text": "a b c"}, 3), ({"text": "a"}, 5), {"inputs": {"text": "x y z w"}, "expected": 4}]
     with functai.settings(client=ScriptedLM(reply=reply)):
+        open_gate()
         result = functai.evaluate(count, rows, workers=3)
+        assert not broken and len(gate["threads"]) == 2, "two rows were never asked at once with workers=3"
+        open_gate()
         close = functai.evaluate(count, rows, metric=lambda expected, got: 1 - abs(expected - got) / 10, workers=2)
+        assert not broken and len(gate["threads"]) == 2, "two rows were never asked at once with workers=2"
     assert [r.passed for r in result.rows] == [1.0, 1.0, 0.0, 1.0]
     assert result.score == 0.75 and result.interval[0] < 0.75 < result.interval[1]
     assert [r.got for r in result.rows] == [2, 3, 1, 4] and all(r.call for r in result.rows)
     assert close.score == pytest.approx((1 + 1 + 0.6 + 1) / 4)
-    assert len(threads) >= 2
 
 
 def test_workers_see_the_callers_settings_blocks():
