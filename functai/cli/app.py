@@ -7,7 +7,8 @@ import importlib
 import os
 import sys
 import traceback
-from typing import NoReturn, Sequence, TextIO
+import warnings
+from typing import Callable, NoReturn, Sequence, TextIO
 
 from .common import INPUT, RUNTIME, CLIError
 
@@ -66,6 +67,23 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
     out = out or sys.stdout
     err = err or sys.stderr
+    with warnings.catch_warnings():
+        warnings.showwarning = _warnings_to(err)
+        return _run(argv, out, err, debug)
+
+
+def _warnings_to(err: TextIO) -> "Callable[..., None]":
+    """Warnings while a command runs, as ``functai: warning: …`` lines (no source line, no path)."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        text = str(message)
+        print(f"functai: warning: {text.removeprefix('functai: ')}", file=err)
+
+    return show
+
+
+def _run(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
     try:
         try:
             args = parser().parse_args(argv)
