@@ -271,3 +271,20 @@ def test_a_pipe_closed_midway_ends_quietly(tmp_path):
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 1
     assert first.split()[0] == "STARTED" and err == ""
+
+
+def test_a_warning_while_a_command_runs_is_one_plain_line(world, monkeypatch):
+    import warnings
+
+    from functai.cli import calls
+
+    real = calls.read_calls
+
+    def warning_read(folder, **kwargs):
+        warnings.warn("functai: something odd: at=here", RuntimeWarning)
+        return real(folder, **kwargs)
+
+    monkeypatch.setattr(calls, "read_calls", warning_read)
+    status, out, err = run(["calls", "calls"])
+    assert status == 0 and out
+    assert err == "functai: warning: something odd: at=here\n"

@@ -1,6 +1,5 @@
 """The hook reference matches the hookspecs; the CLI; import stays light."""
 
-import io
 import json
 import pathlib
 import subprocess
@@ -317,27 +316,3 @@ def test_functai_log_calls_is_the_process_layers_default_in_the_library(tmp_path
     assert [r.output for r in functai.read_calls(tmp_path / "env")] == ["Lima"]
     assert [r.output for r in functai.read_calls(tmp_path / "block")] == ["Paris"]
 
-
-def test_cli_conversation_names_each_damaged_line_it_skipped(tmp_path):
-    functai.configure(client=ScriptedLM(["a", "b"]))
-
-    @ai
-    def echo(text: str) -> str:
-        """Echo."""
-
-    chat = echo.conversation("x", store=str(tmp_path))
-    chat("1")
-    chat("2")
-    path = tmp_path / "x.jsonl"
-    count = len(path.read_text().splitlines())
-    with open(path, "a") as file:
-        file.write('{"functai_conversation": 1, "kind": "turn", "turn": "zz", "inputs": [1]}\n')
-        file.write("garbage\n")
-    out, err = io.StringIO(), io.StringIO()
-    assert main(["conversation", str(tmp_path), "x"], out, err) == 0
-    assert out.getvalue().splitlines()[0].endswith("2 turns)")
-    lines = err.getvalue().splitlines()
-    assert f"functai: warning: conversation line skipped: file={path} line={count + 2} reason=not JSON" in lines
-    assert any(line.startswith(f"functai: warning: conversation record skipped: at={path}:{count + 1} ")
-               for line in lines), lines
-    assert "Traceback" not in err.getvalue() and "RuntimeWarning" not in err.getvalue()

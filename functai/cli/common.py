@@ -108,14 +108,7 @@ def history(store: str, conversation: str) -> "History":
 
     check_conversation_id(conversation)
     found = History()
-    opened = open_store(store_folder(store))
-    found.apply_all(opened.read(conversation))
-    if found.damage:
-        from ..conversations.conversation import record_place
-        from ..log import warn
-
-        for index, reason in found.damage:
-            warn("conversation record skipped", at=record_place(opened, conversation, index), reason=reason)
+    found.apply_all(open_store(store_folder(store)).read(conversation))
     if not found.count:
         raise CLIError(f"no conversation {conversation!r} in {store}", code="not-found",
                        hint=_known(store))
