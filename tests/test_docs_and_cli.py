@@ -315,4 +315,3 @@ def test_functai_log_calls_is_the_process_layers_default_in_the_library(tmp_path
     capital("Italy")
     assert [r.output for r in functai.read_calls(tmp_path / "env")] == ["Lima"]
     assert [r.output for r in functai.read_calls(tmp_path / "block")] == ["Paris"]
-
