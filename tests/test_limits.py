@@ -185,3 +185,32 @@ def test_an_ordinary_error_of_a_nested_call_is_still_shown_to_the_model():
 
     functai.configure(client=ScriptedLM(reply=reply))
     assert outer("q") == "told: The tool failed: the service is down"
+
+
+def test_an_ai_function_holding_itself_as_a_tool_is_bounded():
+    @ai
+    def itself(task: str) -> str:
+        """Itself: do the task, asking itself again."""
+
+    itself.tools, itself.tool_names = (itself,), ("itself",)  # offered directly as its own tool
+    assert itself.effects == "reads"  # the cycle adds nothing that changes things
+    lm = always_asks("itself", {"task": "t"})
+    with functai.settings(client=lm, max_depth=20, max_requests=12):
+        with pytest.raises(FunctAIError) as info:
+            itself("t")
+    assert info.value.code == "max-requests" and len(lm.requests) == 12
+    lm = always_asks("itself", {"task": "t"})
+    with functai.settings(client=lm):
+        with pytest.raises(FunctAIError) as info:
+            itself("t")
+    assert info.value.code == "max-depth" and len(lm.requests) == 8
+
+
+def test_runaway_inside_a_conversation_turn_ends_the_turn_with_the_code():
+    lm = always_asks("again", {"task": "t"})
+    with functai.settings(client=lm, max_depth=3):
+        chat = agent.conversation("runaway")
+        with pytest.raises(FunctAIError) as info:
+            chat("t")
+    assert info.value.code == "max-depth" and len(lm.requests) == 3
+    assert chat.turns[-1].state == "failed"

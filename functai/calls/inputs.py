@@ -90,6 +90,12 @@ def _anything(value: Any) -> str | None:
 
 _SIMPLE: dict[Any, Check] = {str: _exact_str, int: _int, float: _float, bool: _is(bool, "bool"), _NoneType: _none}
 
+#: For the simple checks: the exact types that pass at once (a subclass goes the long way).
+_EXACT: dict[Check, frozenset[type]] = {
+    _exact_str: frozenset({str}), _int: frozenset({int}), _float: frozenset({int, float}),
+    _SIMPLE[bool]: frozenset({bool}), _none: frozenset({_NoneType}),
+}
+
 #: Per-type checks, and whether a value that passes is sure to have a JSON form ("proof").
 _checks: dict[Any, tuple[Check, bool]] = {}
 _lock = threading.Lock()
@@ -114,11 +120,19 @@ def _at(step: str, why: str) -> str:
 
 
 def _items(item: Check, outer: Any, what: str) -> Check:
+    exact = _EXACT.get(item)
+
     def check(value: Any) -> str | None:
         if not isinstance(value, outer):
             return f"expected {what}, {_got(value)}"
         if item is _anything:
             return None
+        if exact is not None:
+            for element in value:
+                if type(element) not in exact:
+                    break
+            else:
+                return None  # the common case: every item of a plain type
         for i, element in enumerate(value):
             why = item(element)
             if why is not None:
@@ -210,6 +224,46 @@ def _build(tp: Any) -> tuple[Check, bool]:
 # --------------------------------------------------------------------------- showable
 
 
+_PLAIN = frozenset({str, int, float, bool, _NoneType})
+_OK, _MAPPING, _ITEMS, _DATACLASS, _ATTRS, _ENUM, _OTHER = range(7)
+_kinds: dict[type, int] = {}
+
+
+def _kind_of(kind: type) -> int:
+    """How `unshowable` looks into a value of this type (worked out once per type)."""
+    found = _kinds.get(kind)
+    if found is None:
+        if issubclass(kind, enum.Enum):
+            found = _ENUM
+        elif issubclass(kind, (str, int, float)):
+            found = _OK
+        elif issubclass(kind, cabc.Mapping):
+            found = _MAPPING
+        elif issubclass(kind, (list, tuple, set, frozenset)):
+            found = _ITEMS
+        elif dataclasses.is_dataclass(kind):
+            found = _DATACLASS
+        elif attrs.has(kind):
+            found = _ATTRS
+        elif hasattr(kind, "model_dump") and type(kind).__module__.startswith("pydantic"):
+            found = _OK
+        else:
+            found = _OTHER
+        _kinds[kind] = found
+    return found
+
+
+_fields: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type, how: int) -> tuple[str, ...]:
+    names = _fields.get(kind)
+    if names is None:
+        fields = dataclasses.fields(kind) if how == _DATACLASS else attrs.fields(kind)
+        names = _fields[kind] = tuple(f.name for f in fields)
+    return names
+
+
 def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | None:
     """(path, type) of something in ``value`` the model would see only as an address, or None.
 
@@ -218,44 +272,43 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
     only ``<… object at 0x…>``.
     """
     kind = type(value)
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
+    if kind in _PLAIN:
         return None
-    if isinstance(value, enum.Enum):
+    how = _kind_of(kind)
+    if how == _OK:
+        return None
+    if how == _ENUM:
         return unshowable(value.value, seen)
-    if isinstance(value, (str, int, float)):
-        return None
-    seen = set() if seen is None else seen
-    if id(value) in seen:
-        return None
+    if seen is None:
+        seen = set()
+    elif id(value) in seen:
+        return None  # a cycle: recording writes it as it can
     seen.add(id(value))
-    if isinstance(value, cabc.Mapping):
-        for key, element in value.items():
-            found = unshowable(key, seen)
-            if found is not None:
-                return f"[{_short(key)}] (its key)", found[1]
-            found = _inside(f"[{_short(key)}]", unshowable(element, seen))
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, (list, tuple, set, frozenset)):
+    if how == _ITEMS:
         for i, element in enumerate(value):
-            found = _inside(f"[{i}]", unshowable(element, seen))
-            if found is not None:
-                return found
+            if type(element) not in _PLAIN:
+                found = unshowable(element, seen)
+                if found is not None:
+                    return _inside(f"[{i}]", found)
         return None
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            found = _inside(f".{field.name}", unshowable(getattr(value, field.name), seen))
-            if found is not None:
-                return found
+    if how == _MAPPING:
+        for key, element in value.items():
+            if type(key) is not str:
+                found = unshowable(key, seen)
+                if found is not None:
+                    return f"[{_short(key)}] (its key)", found[1]
+            if type(element) not in _PLAIN:
+                found = unshowable(element, seen)
+                if found is not None:
+                    return _inside(f"[{_short(key)}]", found)
         return None
-    if attrs.has(kind):
-        for field in attrs.fields(kind):
-            found = _inside(f".{field.name}", unshowable(getattr(value, field.name, None), seen))
-            if found is not None:
-                return found
-        return None
-    if hasattr(value, "model_dump") and type(kind).__module__.startswith("pydantic"):
+    if how == _DATACLASS or how == _ATTRS:
+        for name in _field_names(kind, how):
+            element = getattr(value, name, None)
+            if type(element) not in _PLAIN:
+                found = unshowable(element, seen)
+                if found is not None:
+                    return _inside(f".{name}", found)
         return None
     try:
         json.dumps(value)
@@ -267,8 +320,8 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
     return None
 
 
-def _inside(step: str, found: tuple[str, type] | None) -> tuple[str, type] | None:
-    return None if found is None else (step + found[0], found[1])
+def _inside(step: str, found: tuple[str, type]) -> tuple[str, type]:
+    return step + found[0], found[1]
 
 
 # --------------------------------------------------------------------------- one function
