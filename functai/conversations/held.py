@@ -17,6 +17,7 @@ import time
 from datetime import datetime
 from typing import Any, Iterator, Sequence
 
+from ..calls.run import _now as now_text  # one clock reading per timestamp, as call records use
 from ..errors import FunctAIError
 from . import leases
 from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, WAITING, History, TurnData
@@ -27,10 +28,6 @@ FUNCTION_RULE = "<function>"
 
 #: How often a compare-and-set append is tried before giving up with ``store-conflict``.
 MAX_TRIES = 200
-
-
-def now_text() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}+00:00"
 
 
 def attempts(what: str, conversation: str) -> Iterator[int]:
