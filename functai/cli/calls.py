@@ -45,7 +45,7 @@ def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
     for where, reason in skipped:  # said once each, here, rather than as Python warnings
         print(f"functai: skipped {where}: {reason}", file=sys.stderr)
     if not records:
-        print(f"no calls recorded in {folder}/", file=out)
+        print(f"no calls recorded in {folder}", file=out)
         return 0
     rows = [["STARTED", "ID", "FUNCTION", "MODEL", "SECONDS", "STATUS", "CHANGES", "TOOLS"]]
     for record in records[-args.limit :]:
