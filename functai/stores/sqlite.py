@@ -15,8 +15,10 @@
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -86,11 +88,7 @@ class SQLiteStore:
         except sqlite3.Error as error:
             raise self._error("open", error) from error
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
-            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
-                raise FunctAIError(f"SQLite store {self.path}: WAL mode could not be set", code="store-io")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._check_schema(conn)
+            self._set_up(conn)
         except BaseException as error:
             conn.close()
             if isinstance(error, sqlite3.Error):
@@ -98,6 +96,29 @@ class SQLiteStore:
             raise
         self._conn, self._pid = conn, os.getpid()
         return conn
+
+    def _set_up(self, conn: sqlite3.Connection) -> None:
+        """WAL mode and the schema, retried while other processes open the same new file.
+
+        Switching a new file to WAL (or recovering its WAL index) can answer
+        "database is locked" without waiting on the busy timeout, so the
+        wait is done here, bounded by the same timeout.
+        """
+        deadline = time.monotonic() + BUSY_SECONDS
+        while True:
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
+                if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+                    raise FunctAIError(f"SQLite store {self.path}: WAL mode could not be set", code="store-io")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._check_schema(conn)
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() >= deadline:
+                    raise
+                if conn.in_transaction:
+                    conn.rollback()
+                time.sleep(random.uniform(0.005, 0.05))
 
     def _create_file(self) -> None:
         """Create the file as 0600 (and its folder as 0700) before SQLite does, whatever the umask."""
