@@ -15,7 +15,7 @@ from typing import Any, Dict, Generic, List, Literal, Optional, Tuple, TypeVar, 
 import attrs
 import pytest
 
-from functai.calls import outputs
+from functai.calls.outputs import readers
 from functai.calls.outputs import describe, output_schema, read_output, to_jsonable
 from functai.errors import FunctAIError, OutputError
 
@@ -664,13 +664,13 @@ def test_reader_is_built_once_per_type(monkeypatch: pytest.MonkeyPatch) -> None:
         a: int
 
     built: list[Any] = []
-    real = outputs._build_reader
+    real = readers._build_reader
 
     def counting(tp: Any) -> Any:
         built.append(tp)
         return real(tp)
 
-    monkeypatch.setattr(outputs, "_build_reader", counting)
+    monkeypatch.setattr(readers, "_build_reader", counting)
     output_schema(list[Fresh])  # decoration time builds everything
     count = len(built)
     assert count >= 1

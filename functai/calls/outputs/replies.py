@@ -1,0 +1,136 @@
+"""Reading a reply's text (or a tool input's data) as a value of the output type."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable
+
+from functai.errors import OutputError
+
+from .kinds import _Reader, _classify, _is_pydantic, _Unsupported, _unwrap
+from .readers import _Bad, _pydantic_bad, _pydantic_reader, _reader
+
+_FENCE_TAG = re.compile(r"[A-Za-z0-9_.+-]*")
+_top_readers: dict[Any, Callable[[str], Any]] = {}
+
+
+def _unfence(text: str) -> str:
+    """Drop surrounding whitespace and one surrounding ``` fence (with optional tag)."""
+    text = text.strip()
+    if len(text) >= 6 and text.startswith("```") and text.endswith("```"):
+        inner = text[3:-3]
+        newline = inner.find("\n")
+        if newline >= 0 and _FENCE_TAG.fullmatch(inner[:newline].strip()):
+            inner = inner[newline + 1 :]
+        return inner.strip()
+    return text
+
+
+def _no_text() -> OutputError:
+    return OutputError("the reply has no text", reply=None)
+
+
+def _read_text(text: str) -> str:
+    if text is None:
+        raise _no_text()
+    return text
+
+
+def _top_reader(tp: Any) -> Callable[[str], Any]:
+    try:
+        fn = _top_readers.get(tp)
+        cacheable = True
+    except TypeError:
+        fn, cacheable = None, False
+    if fn is not None:
+        return fn
+    base = _unwrap(tp)
+    if base is str:
+        fn = _read_text
+    else:
+        _classify(base)
+        fn = _pydantic_top(base) if _is_pydantic(base) else _json_top(_reader(tp))
+    if cacheable:
+        _top_readers[tp] = fn
+    return fn
+
+
+def _json_top(reader: _Reader) -> Callable[[str], Any]:
+    def read(text: str) -> Any:
+        if text is None:
+            raise _no_text()
+        body = _unfence(text)
+        if not body:
+            raise OutputError("the reply is empty; expected JSON", reply=text)
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise OutputError(
+                f"the reply is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", reply=text
+            ) from None
+        try:
+            return reader(data)
+        except _Bad as bad:
+            raise OutputError(bad.render(), reply=text) from None
+
+    return read
+
+
+def _pydantic_top(cls: Any) -> Callable[[str], Any]:
+    from pydantic import ValidationError
+
+    def read(text: str) -> Any:
+        if text is None:
+            raise _no_text()
+        body = _unfence(text)
+        if not body:
+            raise OutputError("the reply is empty; expected JSON", reply=text)
+        try:
+            return cls.model_validate_json(body)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            if first.get("type") == "json_invalid":
+                reason = first.get("ctx", {}).get("error") or first.get("msg")
+                raise OutputError(f"the reply is not JSON: {reason}", reply=text) from None
+            raise OutputError(_pydantic_bad(exc).render(), reply=text) from None
+
+    return read
+
+
+def read_output(text: str, tp: Any) -> Any:
+    """Read the reply as a value of ``tp``; raise OutputError with a reason the model can fix.
+
+    ``str`` gets the text unchanged; other types are parsed as JSON (after
+    dropping whitespace and one surrounding code fence) and checked strictly:
+    bool is not int, 3.0 is not int, int is accepted (as float) for float,
+    unknown or missing object fields are errors. A type that can never be read
+    raises TypeError, as `output_schema` does.
+    """
+    try:
+        fn = _top_readers[tp]
+    except (KeyError, TypeError):
+        try:
+            fn = _top_reader(tp)
+        except _Unsupported as exc:
+            raise TypeError(str(exc)) from None
+    return fn(text)
+
+
+def read_value(data: Any, tp: Any) -> Any:
+    """JSON data (a tool input the model wrote) as a value of ``tp``.
+
+    Raises ValueError with the reason when it does not fit, TypeError when
+    ``tp`` is not a type that can be read from JSON.
+    """
+    if _is_pydantic(_unwrap(tp)):
+        reader = _pydantic_reader(_unwrap(tp))
+    else:
+        try:
+            reader = _reader(tp)
+        except _Unsupported as exc:
+            raise TypeError(str(exc)) from None
+    try:
+        return reader(data)
+    except _Bad as bad:
+        raise ValueError(bad.render()) from None

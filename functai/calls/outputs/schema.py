@@ -1,0 +1,143 @@
+"""The JSON schema of an output type, built once per type and shared by every call."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .kinds import _class_info, _classify, _Unsupported, _unwrap, describe
+from .replies import _top_reader
+
+_schemas: dict[Any, dict[str, Any] | None] = {}
+_MISSING_SCHEMA: Any = object()
+
+
+def output_schema(tp: Any) -> dict[str, Any] | None:
+    """JSON schema of the output type (None for ``str``), built once per type.
+
+    Called at decoration time so an unsupported type fails early with a
+    TypeError. The returned dict is shared by every call: do not mutate it.
+    """
+    try:
+        schema = _schemas.get(tp, _MISSING_SCHEMA)
+        cacheable = True
+    except TypeError:  # an unhashable annotation (e.g. Annotated with dict metadata)
+        schema, cacheable = _MISSING_SCHEMA, False
+    if schema is not _MISSING_SCHEMA:
+        return schema
+    try:
+        _top_reader(tp)  # validates the whole type and warms the reader cache
+        schema = None if _unwrap(tp) is str else _SchemaBuilder().root(tp)
+    except _Unsupported as exc:
+        raise TypeError(str(exc)) from None
+    if cacheable:
+        _schemas[tp] = schema
+    return schema
+
+
+class _SchemaBuilder:
+    """One schema walk; recursive classes go to ``$defs`` (or ``#`` for the root)."""
+
+    def __init__(self) -> None:
+        self.defs: dict[str, Any] = {}
+        self.def_names: dict[Any, str] = {}
+        self.stack: list[Any] = []
+        self.recursive: set[Any] = set()
+        self.root_class: Any = None
+
+    def root(self, tp: Any) -> dict[str, Any]:
+        kind, data = _classify(tp)
+        if kind == "class":
+            self.root_class = data
+        schema = self.build(tp)
+        if self.defs:
+            schema = {**schema, "$defs": self.defs}
+        return schema
+
+    def build(self, tp: Any) -> dict[str, Any]:
+        kind, data = _classify(tp)
+        if kind == "any":
+            return {}
+        if kind in _SIMPLE_SCHEMAS:
+            return dict(_SIMPLE_SCHEMAS[kind])
+        if kind == "list":
+            return {"type": "array", "items": self.build(data)}
+        if kind == "tuple_var":
+            return {"type": "array", "items": self.build(data)}
+        if kind == "tuple":
+            return {
+                "type": "array",
+                "prefixItems": [self.build(t) for t in data],
+                "items": False,
+                "minItems": len(data),
+                "maxItems": len(data),
+            }
+        if kind == "set":
+            return {"type": "array", "items": self.build(data[1]), "uniqueItems": True}
+        if kind == "dict":
+            return {"type": "object", "additionalProperties": self.build(data)}
+        if kind == "literal":
+            return {"enum": list(data)}
+        if kind == "enum":
+            return {"enum": [member.value for member in data]}
+        if kind == "union":
+            return {"anyOf": [self.build(t) for t in data]}
+        if kind == "pydantic":
+            return self.pydantic(data)
+        return self.dataclass(data)
+
+    def dataclass(self, tp: Any) -> dict[str, Any]:
+        if tp in self.stack:
+            self.recursive.add(tp)
+            return {"$ref": "#"} if tp == self.root_class else {"$ref": "#/$defs/" + self.def_name(tp)}
+        info = _class_info(tp)
+        self.stack.append(tp)
+        try:
+            properties: dict[str, Any] = {}
+            for f in info.fields:
+                schema = self.build(f.type)
+                if f.description:
+                    schema = {**schema, "description": f.description}
+                properties[f.name] = schema
+        finally:
+            self.stack.pop()
+        schema = {
+            "type": "object",
+            "properties": properties,
+            "required": [f.name for f in info.fields if f.required],
+            "additionalProperties": False,
+            "title": info.title,
+        }
+        if tp in self.recursive and tp != self.root_class:
+            name = self.def_name(tp)
+            self.defs[name] = schema
+            return {"$ref": "#/$defs/" + name}
+        return schema
+
+    def def_name(self, tp: Any) -> str:
+        name = self.def_names.get(tp)
+        if name is None:
+            base = re.sub(r"[^A-Za-z0-9_.-]+", "_", describe(tp)).strip("_") or "Type"
+            name, n = base, 1
+            while name in self.def_names.values() or name in self.defs:
+                n += 1
+                name = f"{base}_{n}"
+            self.def_names[tp] = name
+        return name
+
+    def pydantic(self, cls: Any) -> dict[str, Any]:
+        schema = dict(cls.model_json_schema())
+        for name, sub in schema.pop("$defs", {}).items():
+            if name in self.defs and self.defs[name] != sub:
+                raise _Unsupported(cls, f"two different types are both named {name!r} in its JSON schema")
+            self.defs[name] = sub
+        return schema
+
+
+_SIMPLE_SCHEMAS: dict[str, dict[str, Any]] = {
+    "str": {"type": "string"},
+    "int": {"type": "integer"},
+    "float": {"type": "number"},
+    "bool": {"type": "boolean"},
+    "none": {"type": "null"},
+}
