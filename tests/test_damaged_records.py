@@ -198,7 +198,7 @@ def test_the_command_line_shows_what_was_skipped(tmp_path):
     assert re.search(rf"{re.escape(str(path))}:\d+ .*'approvals' is not a list of approvals", text), text
 
 
-def test_the_call_log_reports_lines_it_skips(tmp_path):
+def test_the_call_log_reports_lines_it_skips(tmp_path, capsys):
     log = tmp_path / "calls"
     _lm()
     with functai.settings(log_calls=str(log)):
@@ -227,14 +227,11 @@ def test_the_call_log_reports_lines_it_skips(tmp_path):
     out, err = io.StringIO(), io.StringIO()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the command reports them itself, not as warnings
-        old, sys.stderr = sys.stderr, err
-        try:
-            assert main(["calls", str(log)], out=out) == 0
-        finally:
-            sys.stderr = old
+        assert main(["calls", str(log)], out=out, err=err) == 0
     assert len(out.getvalue().splitlines()) == 3  # a header and the two calls
     assert f"skipped {path}:2: not JSON" in err.getvalue()
     assert err.getvalue().count("skipped") == 3
+    assert capsys.readouterr().err == ""  # the stream main() was given, not the process's stderr
 
 
 def test_damaged_ratings_are_skipped_and_reported(tmp_path):

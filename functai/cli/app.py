@@ -89,6 +89,7 @@ def _run(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
             args = parser().parse_args(argv)
         except SystemExit as done:  # --help, --version: argparse printed and wants to stop
             return int(done.code or 0)
+        args.err = err  # where a command says what it skipped, beside failures
         status = int(args.run(args, out) or 0)
         out.flush()  # a closed pipe shows here, while it can still be handled
         return status

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import json
 from typing import Any, TextIO
 
@@ -43,7 +42,7 @@ def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
     skipped: list[tuple[str, str]] = []
     records = list(read_calls(folder, skipped=skipped))
     for where, reason in skipped:  # said once each, here, rather than as Python warnings
-        print(f"functai: skipped {where}: {reason}", file=sys.stderr)
+        print(f"functai: skipped {where}: {reason}", file=args.err)
     if not records:
         print(f"no calls recorded in {folder}", file=out)
         return 0
