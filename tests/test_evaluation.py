@@ -322,4 +322,9 @@ def test_a_torn_last_line_never_swallows_the_next_rating(tmp_path):
     with open(tmp_path / "ratings.jsonl", "a") as handle:
         handle.write('{"call": "torn", "go')  # a crash mid-write
     functai.rate(two, good=False, log=log)
-    assert set(functai.evaluation.read_ratings(log)) == {one.id, two.id}
+    with pytest.warns(RuntimeWarning) as caught:
+        assert set(functai.evaluation.read_ratings(log)) == {one.id, two.id}
+    assert [str(w.message) for w in caught] == [
+        f"functai: log line skipped: at={tmp_path / 'ratings.jsonl'}:2 reason=a write cut short "
+        "(a crash while writing); the next writer ended it"
+    ]

@@ -455,7 +455,13 @@ def test_the_call_log_survives_its_file_being_removed(tmp_path):
 
 def test_read_calls_skips_lines_that_are_not_records(tmp_path):
     (tmp_path / "calls.jsonl").write_text('{"id": "x"}\n[1, 2]\n"text"\n')
-    assert list(functai.read_calls(tmp_path)) == []
+    with pytest.warns(RuntimeWarning, match="log line skipped") as caught:
+        assert list(functai.read_calls(tmp_path)) == []
+    assert [str(w.message).split(" reason=")[1] for w in caught] == [
+        "not a call record: it has no 'function', 'inputs', 'started', 'version'",
+        "a JSON list, not an object",
+        "a JSON str, not an object",
+    ]
 
 
 def test_template_needs_its_user_message():
