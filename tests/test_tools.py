@@ -175,6 +175,50 @@ def test_an_ai_function_used_directly_as_a_tool_sits_under_the_asking_call(tmp_p
     assert inner.parent == outer.id == logged_outer.id
 
 
+
+def test_an_ai_function_as_a_tool_builds_its_input_schema_once(monkeypatch):
+    from functai.calls import tools as tools_module
+
+    built = []
+    real = tools_module.output_schema
+    monkeypatch.setattr(tools_module, "output_schema", lambda tp: built.append(tp) or real(tp))
+
+    @ai
+    def lookup(order: str, count: int = 1) -> str:
+        """Lookup: find an order."""
+
+    @ai(tools=[lookup])
+    def clerk(question: str) -> str:
+        """Clerk: answer with the lookup."""
+
+    routed(Clerk=[tool_call("lookup", {"order": "A1"}), "done"] * 3, Lookup=["shipped"] * 3)
+    for _ in range(3):  # each call offers the tool and runs one tool call of it
+        assert clerk("where is A1?") == "done"
+    assert built == [str, int]  # one schema per input, once
+    assert tools_module.as_tool(lookup) is tools_module.as_tool(lookup)
+
+
+def test_an_ai_function_tool_schema_follows_a_replaced_signature():
+    import inspect
+    import typing
+
+    from functai.calls.tools import as_tool
+
+    @ai
+    def lookup(order: str) -> str:
+        """Lookup: find an order."""
+
+    def wider(order: str, count: int) -> str: ...
+
+    first = as_tool(lookup)
+    assert first.schema()["parameters"]["required"] == ["order"]
+    lookup.signature, lookup._hints = inspect.signature(wider), typing.get_type_hints(wider)
+    second = as_tool(lookup)
+    assert second is not first
+    assert second.schema()["parameters"]["required"] == ["order", "count"]
+    assert second.schema()["parameters"]["properties"]["count"] == {"type": "integer"}
+
+
 # the tool hooks ----------------------------------------------------------------------
 
 

@@ -56,11 +56,14 @@ def refused_text(reason: str | None) -> str:
 
 
 def _input_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
-    signature = inspect.signature(fn)
     try:
         hints = typing.get_type_hints(fn)
     except Exception as error:
         raise TypeError(f"tool {name}: cannot resolve its annotations: {error}") from error
+    return _parameters_schema(inspect.signature(fn), hints, name)
+
+
+def _parameters_schema(signature: inspect.Signature, hints: Mapping[str, Any], name: str) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
     for param in signature.parameters.values():
@@ -139,8 +142,24 @@ def as_tool(item: Any) -> Any:
     from .function import AIFunction
 
     if isinstance(item, AIFunction):
-        return _ProgramTool(item)
+        return _program_tool(item)
     raise TypeError(f"{item!r} is not a tool: use @functai.tool or an AI function")
+
+
+def _program_tool(program: "AIFunction") -> "_ProgramTool":
+    """The AI function as a tool, made once: every call that offers it (and runs its tool
+    calls) would otherwise build its input schema again.
+
+    Kept on the function with what it was made from, so a function whose
+    signature, annotations, name, instruction or version is replaced gets a new one.
+    """
+    made_from = (program.fn, program.signature, program._hints, program.name, program.instruction, program.version)
+    kept = program.__dict__.get("_as_tool")
+    if kept is not None and len(kept[0]) == len(made_from) and all(a is b for a, b in zip(kept[0], made_from)):
+        return kept[1]
+    made = _ProgramTool(program)
+    program._as_tool = (made_from, made)
+    return made
 
 
 def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> str:
@@ -178,7 +197,7 @@ class _ProgramTool:
         self.program = program
         self.name = program.name
         self.description = program.instruction
-        self.parameters = _input_schema(program.fn, program.name)
+        self.parameters = _parameters_schema(program.signature, program._hints, program.name)
         #: What ``tool(fn, effects=...)`` declared (None: derived).
         self.declared = effects
         #: A stable id for the asking function's version: the program's, plus what was declared here.
@@ -270,7 +289,6 @@ class ToolRunner:
         self.invocations = 0
         by_name = dict(zip(fn.tool_names, fn.tools))
         self.tools = {name: as_tool(by_name[name]) for name in offered}
-        self.schemas = tuple(t.schema() for t in self.tools.values())
 
     def run(self, reply: Reply) -> Steps[list[dict[str, Any]]]:
         """Run a reply's tool calls in order; the messages that report them."""
