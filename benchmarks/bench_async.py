@@ -1,21 +1,25 @@
 """Async and streamed calls: concurrency, CPU overhead, time to first text.
 
 1. ``--concurrent`` (200) ``acall``s at once against a loopback chat-completions
-   server (in its own process) that answers each request after 50 ms: the wall
-   time, and the most threads this process had meanwhile (no thread per call).
+   server (in its own process, so its CPU is not counted) that answers each
+   request after 50 ms: wall and process CPU time, and the most threads this
+   process had meanwhile (no thread per call); next to the same requests made
+   with httpx alone, same client settings and body, over httpx's own pool and
+   over functai's (`functai.models.pool`). Medians of interleaved rounds.
 2. CPU per call (``time.process_time``) of ``await fn.acall(...)`` and of the
    plain ``fn(...)`` on ScriptedLM, interleaved rounds, median: their ratio.
 3. Time to the first ``"text"`` event of ``fn.stream`` / ``fn.astream`` against
    the loopback server streaming 20 chunks 10 ms apart, next to the time to
    ``"done"``.
 
-    python benchmarks/bench_async.py [--concurrent 200] [--rounds 9] [--calls 2000]
+    python benchmarks/bench_async.py [--concurrent 200] [--concurrent-rounds 5] [--rounds 9] [--calls 2000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import statistics
@@ -88,7 +92,8 @@ def serve() -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline().strip()
 
 
-async def concurrent(url: str, n: int) -> tuple[float, int]:
+async def concurrent(url: str, n: int) -> tuple[float, float, int]:
+    """Wall and CPU seconds of n concurrent acalls (after one warm-up call), and the most threads."""
     client = OpenAIClient(base_url=url, api_key="", name="loopback", max_retries=0)
     most = threading.active_count()
     done = False
@@ -102,26 +107,36 @@ async def concurrent(url: str, n: int) -> tuple[float, int]:
     with functai.settings(client=client):
         await answer.acall("warm up")  # the pool's first connection
         watcher = asyncio.create_task(watch())
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         values = await asyncio.gather(*(answer.acall(f"q{i}") for i in range(n)))
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         done = True
         await watcher
     assert values == ["ok"] * n
     await client.aclose()
-    return wall, most
+    return wall, cpu, most
 
 
-async def bare_httpx(url: str, n: int) -> tuple[float, float]:
-    """The same n requests made with httpx alone (no functai): the floor the acalls stand on."""
+async def bare_httpx(url: str, n: int, lean: bool) -> tuple[float, float]:
+    """The same n requests made with httpx alone (no functai), with the client settings and
+    body functai's client uses: over httpx's own pool, or (``lean``) over functai's."""
     import httpx
 
-    async with httpx.AsyncClient() as http:
-        await http.post(f"{url}/chat/completions", json={"model": "m", "messages": []})
+    transport = None
+    if lean:
+        from functai.models.pool import LeanTransport
+
+        transport = LeanTransport()
+    body = {"model": "loopback", "messages": [{"role": "system", "content": "Answer."},
+                                              {"role": "user", "content": "question: q"}]}
+    async with httpx.AsyncClient(transport=transport, follow_redirects=False,
+                                 headers={"Accept": "application/json"}, timeout=httpx.Timeout(60.0)) as http:
+        await http.post(f"{url}/chat/completions", json=body)
         started, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(http.post(f"{url}/chat/completions", json={"model": "m", "messages": []})
-                               for _ in range(n)))
-        return time.perf_counter() - started, time.process_time() - cpu
+        responses = await asyncio.gather(*(http.post(f"{url}/chat/completions", json=body) for _ in range(n)))
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    assert all(response.status_code == 200 for response in responses)
+    return wall, cpu
 
 
 def cpu_per_call(calls: int, rounds: int) -> tuple[float, float]:
@@ -178,19 +193,29 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--concurrent-rounds", type=int, default=5)
     args = parser.parse_args()
     reset()
     proc, url = serve()
     try:
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
-        cpu = time.process_time()
-        wall, most = asyncio.run(concurrent(url, args.concurrent))
-        cpu = time.process_time() - cpu
-        print(f"| {args.concurrent} concurrent acalls, server answers after 50 ms | {wall:.3f} s wall | "
-              f"{cpu:.3f} s CPU | at most {most} threads in this process |")
-        bare_wall, bare_cpu = asyncio.run(bare_httpx(url, args.concurrent))
-        print(f"| the same {args.concurrent} requests with httpx alone | {bare_wall:.3f} s wall | "
-              f"{bare_cpu:.3f} s CPU | |")
+        cases = {
+            f"{args.concurrent} concurrent acalls, server answers after 50 ms": lambda: concurrent(url, args.concurrent),
+            "the same requests, httpx alone (its own pool)": lambda: bare_httpx(url, args.concurrent, False),
+            "the same requests, httpx alone over functai's pool": lambda: bare_httpx(url, args.concurrent, True),
+        }
+        if importlib.util.find_spec("functai.models.pool") is None:  # a checkout from before the pool
+            del cases["the same requests, httpx alone over functai's pool"]
+        runs: dict[str, list[tuple[float, ...]]] = {name: [] for name in cases}
+        for _ in range(args.concurrent_rounds):  # interleaved: a busy neighbour hurts each case alike
+            for name, case in cases.items():
+                runs[name].append(asyncio.run(case()))
+        for name, results in runs.items():
+            wall = statistics.median(r[0] for r in results)
+            cpu = statistics.median(r[1] for r in results)
+            threads = f"at most {max(r[2] for r in results)} threads in this process" if len(results[0]) > 2 else ""
+            print(f"| {name} (median of {args.concurrent_rounds}) | {wall:.3f} s wall | {cpu:.3f} s CPU | "
+                  f"{cpu / args.concurrent * 1e3:.2f} ms CPU per call | {threads} |")
         sync_us, async_us = cpu_per_call(args.calls, args.rounds)
         print(f"| CPU per call on ScriptedLM (median of {args.rounds} x {args.calls}) | sync {sync_us:.1f} µs | "
               f"acall {async_us:.1f} µs | {async_us / sync_us:.2f}x |")

@@ -156,6 +156,7 @@ class OpenAIClient(AsyncAndStreams):
         self._transport = transport
         self._async_transport = async_transport
         self._async: Any = None  # event loop → its httpx.AsyncClient (a pool belongs to one loop)
+        self._urls: dict[str, httpx.URL] = {}
         self._sleep = sleep
         self._random = random.Random()
         self._http: httpx.Client | None = None

@@ -28,6 +28,7 @@ class AsyncAndStreams:
 
     _async: Any
     _lock: Any
+    _urls: dict[str, httpx.URL]
     _async_transport: Any
 
     async def acomplete(self, request: Request) -> Reply:
@@ -91,7 +92,7 @@ class AsyncAndStreams:
                     self._sleep(op[1])
                 else:
                     http = self._client()
-                    result = http.send(http.build_request("POST", op[1], json=op[2]), stream=op[3])
+                    result = http.send(http.build_request("POST", self._parsed(op[1]), json=op[2]), stream=op[3])
                     if op[3] and not result.is_success:
                         result.read()
                         result.close()
@@ -114,12 +115,21 @@ class AsyncAndStreams:
                     await asyncio.sleep(op[1])
                 else:
                     http = self._aclient()
-                    result = await http.send(http.build_request("POST", op[1], json=op[2]), stream=op[3])
+                    result = await http.send(http.build_request("POST", self._parsed(op[1]), json=op[2]), stream=op[3])
                     if op[3] and not result.is_success:
                         await result.aread()
                         await result.aclose()
             except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
                 error = failure
+
+    def _parsed(self, url: str) -> httpx.URL:
+        """`url` parsed once (httpx parses a string URL again on every request)."""
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= 64:  # one per base URL (per deployment for Azure): a few
+                self._urls.clear()
+            parsed = self._urls[url] = httpx.URL(url)
+        return parsed
 
     def _aclient(self) -> httpx.AsyncClient:
         """The pooled `httpx.AsyncClient` of the running event loop."""
@@ -132,7 +142,12 @@ class AsyncAndStreams:
                 self._async = weakref.WeakKeyDictionary()
             http = self._async.get(loop)
             if http is None:
-                http = self._async[loop] = httpx.AsyncClient(transport=self._async_transport, **self._options())
+                transport = self._async_transport
+                if transport is None:
+                    from functai.models.pool import lean_transport
+
+                    transport = lean_transport()
+                http = self._async[loop] = httpx.AsyncClient(transport=transport, **self._options())
         return http
 
     async def aclose(self) -> None:
