@@ -174,7 +174,7 @@ class AIFunction:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.run(*args, **kwargs).value
+        return run_call(self, args, kwargs).value  # not through `run`: one frame less on every call
 
     def run(self, *args: Any, **kwargs: Any) -> Result:
         """Call the function and return its value with the call's record.

@@ -105,7 +105,10 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
 def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], listen: bool = False) -> Steps[records.Result]:
     """The whole call as steps. ``listen``: the driver has a stream consumer, so
-    the pipeline notes tool events and may ask a person at the stream."""
+    the pipeline notes tool events and may ask a person at the stream.
+
+    One generator per call: the model exchange is written here rather than in a
+    generator of its own, since each level of ``yield from`` costs every plain call."""
     inputs = fn.bind(args, kwargs)
     scope = current_turn.get()
     own_turn = scope is not None and not scope.claimed and fn is scope.program
@@ -115,10 +118,11 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
         resolved = resolve(fn.own, scope.layer)  # type: ignore[union-attr]
     else:
         resolved = resolve(fn.own)
-    if resolved.values["check_inputs"]:
+    values = resolved.values
+    if values["check_inputs"]:
         fn.check_inputs(inputs)  # before anything is recorded or sent
-    if resolved.values.get("log_calls"):  # once per folder: one that cannot be written refuses before paying
-        check_log_calls(resolved.values["log_calls"])
+    if values.get("log_calls"):  # once per folder: one that cannot be written refuses before paying
+        check_log_calls(values["log_calls"])
     frame = current.get()
     path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
     record = records.CallRecord(
@@ -133,32 +137,15 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
     )
     ordinal = 0
     block = None
+    turn: TurnScope | None = None  # the turn, when this is a turn's own call
     if scope is not None:
         ordinal = scope.begin_call()
         if own_turn:
-            # One record per turn, however often it waits: a resumed turn keeps its id and start.
-            record.id = getattr(scope, "call_id", None) or record.id
-            if getattr(scope, "call_started", None):
-                record.started = scope.call_started  # type: ignore[assignment]
-            else:
-                scope.call_started = record.started  # type: ignore[union-attr]
-            if scope.conversation is not None:
-                record.conversation = {"id": scope.conversation, "turn": scope.turn, "parent": scope.parent,
-                                       "store": scope.store}
-                shown = getattr(scope, "shown", None)
-                if shown is not None:  # small ({"last": n}): each shown turn's own call record holds its content
-                    record.conversation["shown"] = dict(shown) if isinstance(shown, dict) else list(shown)
-                    if scope.without:  # type: ignore[attr-defined]
-                        record.conversation["without"] = dict(scope.without)  # type: ignore[attr-defined]
-                if getattr(scope, "waited", None):
-                    record.conversation["waited"] = list(scope.waited)
-            record.changes.extend(scope.changes)
-            record.sections = list(scope.sections)
-            block = push_block(scope.layer)  # calls inside the turn see the conversation as a block
+            turn = scope
+            block = _join_turn(scope, record)
         elif scope.conversation is not None:
             record.conversation = {"id": scope.conversation, "turn": scope.turn}  # a call inside a turn
     started = time.perf_counter()
-    values = resolved.values
     if frame is None:
         depth, budget = 1, Budget(values["max_requests"], fn.name)
     else:
@@ -173,9 +160,101 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
                 "or check why the calls keep nesting (an AI function that calls itself as a tool?)",
                 code="max-depth",
             )
-        value = yield from _ask(fn, inputs, resolved, record, path, scope if own_turn else None, ordinal, listen)
+        if resolved.plan.approval is None and values.get("approve") is not None:
+            raise _approval_missing(fn)
+        # What the call asks before before_call changes it.
+        lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
+        instruction, tools, settings_view = fn.instruction, fn.tool_names, resolved.settings_view
+        sections: tuple[str, ...] = tuple(turn.sections) if turn is not None else ()
+        handlers = resolved.plan.handlers["before_call"]
+        if handlers:
+            event = CallEvent(
+                function=fn.name,
+                program=fn,
+                inputs=MappingProxyType(inputs),
+                instruction=instruction,
+                sections=sections,
+                lm=lm,
+                settings=settings_view,
+                tools=tools,
+                all_tools=fn.tool_names,
+                path=path,
+                conversation=scope.conversation if scope is not None else None,
+                turn=scope.turn if scope is not None else None,
+            )
+            if scope is not None:
+                set_field(event, "_memory", scope.memory)
+            yield from fold_steps("before_call", handlers, event, record.changes, _apply_before_call)
+            lm, instruction, sections, tools, settings_view = (
+                event.lm, event.instruction, event.sections, event.tools, event.settings
+            )
+        client, model, messages, model_settings = _prepared(
+            fn, inputs, resolved, record, turn, lm, instruction, sections, settings_view
+        )
+
+        # The model exchange: [request hook → send → reply hook → tools]*, then the output read
+        # (asked again with the reason while it cannot be read).
+        runner: ToolRunner | None = None
+        schemas = fn.tool_schemas(tools)
+        retries = values["retries"]
+        max_steps = values["max_steps"]
+        heard_reply = resolved.plan.handlers["reply"]
+        request_handlers = resolved.plan.handlers["request"]
+        sent = 0.0
+        reasks = steps = 0
+        while True:
+            request = Request(
+                model=model,
+                messages=messages,
+                tools=schemas,
+                settings=model_settings,
+                output_schema=fn.output_schema,
+            )
+            if request_handlers:
+                request = yield from _request_hook(request_handlers, request, record, fn, path)
+            budget.spend(fn)
+            record.attempts += 1
+            if heard_reply:
+                sent = time.perf_counter()
+            reply = yield Send(client, request, scope)
+            _add_usage(record, reply)
+            if heard_reply:
+                answered = ReplyEvent(request=request, reply=reply, seconds=round(time.perf_counter() - sent, 6),
+                                      attempt=record.attempts, function=fn.name, path=path)
+                yield from hear_steps("reply", heard_reply, answered,
+                                      record.heard if values.get("record_timing") else None,
+                                      function=fn.name, call=record.id)
+            problem = non_answer(reply, fn.output_schema is not None)
+            if problem is not None:  # a refusal, a filter, a cut value, nothing: asking again would not help
+                raise problem
+            if reply.tool_calls:
+                steps += 1
+                if steps > max_steps:
+                    raise FunctAIError(
+                        f"{fn.name} asked for tools more than max_steps={max_steps} times; raise max_steps or "
+                        "check why the model keeps asking",
+                        code="max-steps",
+                    )
+                if runner is None:
+                    runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal, listen)
+                messages = frozen_messages(messages) + (yield from runner.run(reply))  # what was sent stays frozen
+                continue
+            text = reply.text if reply.text is not None else ""
+            try:
+                value = read_output(text, fn.output_type)
+                break
+            except OutputError as error:
+                if reasks >= retries:
+                    raise OutputError(
+                        f"{fn.name}: the model's reply could not be read as {describe(fn.output_type)} "
+                        f"after {reasks + 1} attempts: {error.message}",
+                        reply=text,
+                    ) from None
+                reasks += 1
+                messages = frozen_messages(messages) + _reask(reply.text, error.message, fn)
+
         record.output = value
-        if own_turn and record.conversation is not None and not isinstance(value, _PLAIN) \
+        if turn is not None and record.conversation is not None and not isinstance(value, _PLAIN) \
                 and isinstance(to_jsonable(value), dict):
             record.conversation["fields"] = True  # the turn's outputs are the record's fields (replay.py)
         return records.Result(value, record)
@@ -216,6 +295,30 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
             folder = values.get("log_calls")
             if folder:
                 records.append(folder, record)
+
+
+def _join_turn(scope: TurnScope, record: records.CallRecord) -> Any:
+    """Make `record` the turn's own call record; the layer block that lets calls inside the turn
+    see the conversation's settings."""
+    # One record per turn, however often it waits: a resumed turn keeps its id and start.
+    record.id = getattr(scope, "call_id", None) or record.id
+    if getattr(scope, "call_started", None):
+        record.started = scope.call_started  # type: ignore[assignment]
+    else:
+        scope.call_started = record.started  # type: ignore[attr-defined]
+    if scope.conversation is not None:
+        record.conversation = {"id": scope.conversation, "turn": scope.turn, "parent": scope.parent,
+                               "store": scope.store}
+        shown = getattr(scope, "shown", None)
+        if shown is not None:  # small ({"last": n}): each shown turn's own call record holds its content
+            record.conversation["shown"] = dict(shown) if isinstance(shown, dict) else list(shown)
+            if scope.without:  # type: ignore[attr-defined]
+                record.conversation["without"] = dict(scope.without)  # type: ignore[attr-defined]
+        if getattr(scope, "waited", None):
+            record.conversation["waited"] = list(scope.waited)
+    record.changes.extend(scope.changes)
+    record.sections = list(scope.sections)
+    return push_block(scope.layer)  # calls inside the turn see the conversation as a block
 
 
 def _call_end(record: records.CallRecord, resolved: Resolved) -> Steps[None]:
@@ -320,56 +423,29 @@ def _add_usage(record: records.CallRecord, reply: Reply) -> None:
         record.reasoning = f"{record.reasoning}\n\n{reply.reasoning}" if record.reasoning else reply.reasoning
 
 
-def _ask(
+def _approval_missing(fn: "AIFunction") -> FunctAIError:
+    return FunctAIError(
+        f"approve is set for {fn.name}, but no approval plugin is installed, and approval never turns "
+        "off silently: pip install functai-approval (or another distribution whose entry point "
+        "'approval' is in the group 'functai'), or remove the approve setting",
+        code="approval-missing",
+    )
+
+
+def _prepared(
     fn: "AIFunction",
     inputs: dict[str, Any],
     resolved: Resolved,
     record: records.CallRecord,
-    path: str,
-    own_turn: TurnScope | None,
-    ordinal: int,
-    listen: bool = False,
-) -> Steps[Any]:
-    """The call itself. ``own_turn`` is the turn when this is a turn's own call."""
-    values = resolved.values
-    scope = current_turn.get()
-    budget = current.get().budget  # type: ignore[union-attr]
-    if resolved.plan.approval is None and values.get("approve") is not None:
-        raise FunctAIError(
-            f"approve is set for {fn.name}, but no approval plugin is installed, and approval never turns "
-            "off silently: pip install functai-approval (or another distribution whose entry point "
-            "'approval' is in the group 'functai'), or remove the approve setting",
-            code="approval-missing",
-        )
-    lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
-    instruction, tools = fn.instruction, fn.tool_names
-    sections: tuple[str, ...] = tuple(own_turn.sections) if own_turn is not None else ()
-    settings_view = resolved.settings_view
-
-    handlers = resolved.plan.handlers["before_call"]
-    if handlers:
-        event = CallEvent(
-            function=fn.name,
-            program=fn,
-            inputs=MappingProxyType(inputs),
-            instruction=instruction,
-            sections=sections,
-            lm=lm,
-            settings=settings_view,
-            tools=tools,
-            all_tools=fn.tool_names,
-            path=path,
-            conversation=scope.conversation if scope is not None else None,
-            turn=scope.turn if scope is not None else None,
-        )
-        if scope is not None:
-            set_field(event, "_memory", scope.memory)
-        yield from fold_steps("before_call", handlers, event, record.changes, _apply_before_call)
-        instruction, sections, lm, tools, settings_view = (
-            event.instruction, event.sections, event.lm, event.tools, event.settings
-        )
+    turn: TurnScope | None,
+    lm: str | None,
+    instruction: str,
+    sections: tuple[str, ...],
+    settings_view: Any,
+) -> tuple[Client, str, Any, dict[str, Any]]:
+    """The client, model, first messages and model settings of the call, noted in `record`
+    (refusing a layout that would drop an instruction a plugin changed)."""
     model_settings = dict(resolved.model_settings if settings_view is resolved.settings_view else settings_view)
-
     final = layouts.full_instruction(instruction, sections) if sections else instruction
     if final != fn.instruction:
         why = layouts.drops_instruction(fn.layout, lm)
@@ -377,64 +453,8 @@ def _ask(
             raise _refuse_dropped_instruction(record, why)
     record.instruction = final
     record.settings = model_settings
-    client, model = _client(values, lm, fn)
+    client, model = _client(resolved.values, lm, fn)
     record.model = str(lm) if lm else model
-
-    runner: ToolRunner | None = None
-    schemas = fn.tool_schemas(tools)
-    history = own_turn.history if own_turn is not None else ()
+    history = turn.history if turn is not None else ()
     messages = layouts.messages(fn.layout, lm, final, inputs, history)
-    retries = values["retries"]
-    max_steps = values["max_steps"]
-    heard_reply = resolved.plan.handlers["reply"]
-    request_handlers = resolved.plan.handlers["request"]
-    sent = 0.0
-    reasks = steps = 0
-    while True:
-        request = Request(
-            model=model,
-            messages=messages,
-            tools=schemas,
-            settings=model_settings,
-            output_schema=fn.output_schema,
-        )
-        if request_handlers:
-            request = yield from _request_hook(request_handlers, request, record, fn, path)
-        budget.spend(fn)
-        record.attempts += 1
-        if heard_reply:
-            sent = time.perf_counter()
-        reply = yield Send(client, request, scope)
-        _add_usage(record, reply)
-        if heard_reply:
-            event = ReplyEvent(request=request, reply=reply, seconds=round(time.perf_counter() - sent, 6),
-                               attempt=record.attempts, function=fn.name, path=path)
-            yield from hear_steps("reply", heard_reply, event, record.heard if values.get("record_timing") else None,
-                 function=fn.name, call=record.id)
-        problem = non_answer(reply, fn.output_schema is not None)
-        if problem is not None:  # a refusal, a filter, a cut value, nothing: asking again would not help
-            raise problem
-        if reply.tool_calls:
-            steps += 1
-            if steps > max_steps:
-                raise FunctAIError(
-                    f"{fn.name} asked for tools more than max_steps={max_steps} times; raise max_steps or "
-                    "check why the model keeps asking",
-                    code="max-steps",
-                )
-            if runner is None:
-                runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal, listen)
-            messages = frozen_messages(messages) + (yield from runner.run(reply))  # what was sent stays frozen
-            continue
-        text = reply.text if reply.text is not None else ""
-        try:
-            return read_output(text, fn.output_type)
-        except OutputError as error:
-            if reasks >= retries:
-                raise OutputError(
-                    f"{fn.name}: the model's reply could not be read as {describe(fn.output_type)} "
-                    f"after {reasks + 1} attempts: {error.message}",
-                    reply=text,
-                ) from None
-            reasks += 1
-            messages = frozen_messages(messages) + _reask(reply.text, error.message, fn)
+    return client, model, messages, model_settings
