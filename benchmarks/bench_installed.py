@@ -5,7 +5,15 @@ distributions (each a module with one ``before_call`` hookimpl) — then, in
 fresh processes, times ``import functai``, the first call (which scans the
 ``functai`` entry points and imports the plugins) and the median later call.
 
-    python benchmarks/bench_installed.py [--runs 7]
+    python benchmarks/bench_installed.py [--runs 7] [--root CHECKOUT] [--before CHECKOUT] [--requires]
+
+``--root`` installs functai from another checkout; ``--before`` adds a second
+pair of venvs from an older checkout (a before/after pair on one machine).
+``--requires`` makes each plugin declare ``Requires-Dist: functai>=0.1``, as
+a published plugin does (discovery then checks the range). Rounds are
+interleaved across all venvs; import and first call are reported as process
+CPU time next to wall time (wall time doubles on a loaded machine, CPU time
+does not).
 """
 
 from __future__ import annotations
@@ -23,36 +31,36 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 PROBE = textwrap.dedent('''
     import json, time
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     import functai
+    t1, c1 = time.perf_counter(), time.process_time()
     from functai.testing import ScriptedLM
-    t1 = time.perf_counter()
 
     @functai.ai
     def answer(question: str) -> str:
         """Answer."""
 
     functai.configure(client=ScriptedLM(reply=lambda request: "ok"))
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     value, record = answer.run("q")
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     later = []
     for _ in range(200):
         s = time.perf_counter()
         answer("q")
         later.append(time.perf_counter() - s)
     later.sort()
-    print(json.dumps({"import": t1 - t0, "first": t3 - t2, "later": later[len(later) // 2],
-                      "plugins": len(record.changes)}))
+    print(json.dumps({"import": t1 - t0, "import_cpu": c1 - c0, "first": t3 - t2, "first_cpu": c3 - c2,
+                      "later": later[len(later) // 2], "plugins": len(record.changes)}))
 ''')
 
 
-def make_venv(where: pathlib.Path, plugins: int) -> pathlib.Path:
+def make_venv(where: pathlib.Path, plugins: int, root: pathlib.Path = ROOT, requires: bool = False) -> pathlib.Path:
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     python = where / "bin" / "python"
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "setuptools>=64", "wheel"], check=True)
-    subprocess.run([*pip, str(ROOT)], check=True)
+    subprocess.run([*pip, str(root)], check=True)
     folders = []
     for i in range(plugins):
         folder = where.parent / f"{where.name}-plugin-{i}"
@@ -69,6 +77,7 @@ def make_venv(where: pathlib.Path, plugins: int) -> pathlib.Path:
             [project]
             name = "functai-bench-{i}"
             version = "1.0.0"
+            {'dependencies = ["functai>=0.1"]' if requires else ''}
 
             [tool.setuptools]
             py-modules = ["functai_bench_{i}"]
@@ -85,20 +94,30 @@ def make_venv(where: pathlib.Path, plugins: int) -> pathlib.Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--root", type=pathlib.Path, default=ROOT, help="the functai checkout to install")
+    parser.add_argument("--before", type=pathlib.Path, help="an older checkout, measured alongside")
+    parser.add_argument("--requires", action="store_true", help="plugins declare Requires-Dist: functai>=0.1")
     args = parser.parse_args(argv)
+    roots = {"after": args.root, **({"before": args.before} if args.before else {})}
     with tempfile.TemporaryDirectory() as work:
-        rows = []
-        for plugins in (0, 20):
-            python = make_venv(pathlib.Path(work) / f"venv{plugins}", plugins)
-            runs = [json.loads(subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True,
-                                              check=True, cwd=work).stdout) for _ in range(args.runs)]
-            assert all(r["plugins"] == plugins for r in runs)
-            rows.append((plugins, *(statistics.median(r[k] for r in runs) for k in ("import", "first", "later"))))
-    print(f"median of {args.runs} fresh processes per venv:")
-    print("| installed plugin distributions | import functai | first call (discovers) | later calls |")
-    print("|---|---|---|---|")
-    for plugins, imp, first, later in rows:
-        print(f"| {plugins} | {imp * 1e3:.0f} ms | {first * 1e3:.1f} ms | {later * 1e6:.0f} µs |")
+        venvs = {(label, plugins): make_venv(pathlib.Path(work) / f"{label}{plugins}", plugins, root, args.requires)
+                 for label, root in roots.items() for plugins in (0, 20)}
+        runs: dict[tuple[str, int], list[dict]] = {key: [] for key in venvs}
+        for _ in range(args.runs):  # interleaved rounds
+            for key, python in venvs.items():
+                runs[key].append(json.loads(subprocess.run(
+                    [str(python), "-c", PROBE], capture_output=True, text=True, check=True, cwd=work).stdout))
+    print(f"median of {args.runs} interleaved fresh processes per venv"
+          f"{' (plugins declare functai>=0.1)' if args.requires else ''}:")
+    print("| functai | installed plugin distributions | import functai, CPU | wall "
+          "| first call (discovers), CPU | wall | later calls |")
+    print("|---|---|---|---|---|---|---|")
+    for (label, plugins), got in sorted(runs.items(), key=lambda item: (item[0][0] != "before", item[0][1])):
+        assert all(r["plugins"] == plugins for r in got)
+        imp, imp_cpu, first, cpu, later = (statistics.median(r[k] for r in got)
+                                           for k in ("import", "import_cpu", "first", "first_cpu", "later"))
+        print(f"| {label} ({roots[label]}) | {plugins} | {imp_cpu * 1e3:.1f} ms | {imp * 1e3:.1f} ms "
+              f"| {cpu * 1e3:.1f} ms | {first * 1e3:.1f} ms | {later * 1e6:.0f} µs |")
     return 0
 
 

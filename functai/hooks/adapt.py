@@ -89,29 +89,19 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
     return plugin
 
 
-_dists: dict[str, list[str]] | None = None
-
-
 def distribution_version(obj: object) -> str | None:
-    """The version of the installed distribution that ships ``obj``'s top-level package, if one does."""
-    global _dists
+    """The version of the installed distribution that ships ``obj``'s top-level package, if one does.
+
+    Read from the distributions' folders (see ``entrypoints.package_version``),
+    not by importing importlib_metadata and mapping every package installed.
+    """
     module = obj.__name__ if isinstance(obj, ModuleType) else type(obj).__module__
     top = (module or "").partition(".")[0]
     if not top or top == "__main__" or top.startswith("functai_plugin_file_"):
         return None
-    try:
-        import importlib_metadata as metadata  # the backport, newer than some stdlib versions
-    except ImportError:  # pragma: no cover - depends on the environment
-        import importlib.metadata as metadata  # type: ignore[no-redef]
-    if _dists is None:  # a scan of every installed distribution: once per process
-        _dists = dict(metadata.packages_distributions())
-    names = _dists.get(top) or []
-    for name in dict.fromkeys(names):
-        try:
-            return str(metadata.version(name))
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    from .entrypoints import package_version
+
+    return package_version(top)
 
 
 def _as_handler(fn: Callable[..., Any], argnames: Sequence[str]) -> Callable[[Any], Any]:

@@ -29,12 +29,14 @@ LOADED, BLOCKED, DISABLED, FAILED = "loaded", "blocked", "disabled", "failed"
 
 
 def entry_points(group: str) -> list[Any]:
-    """The entry points of ``group``, sorted by name (a stable order)."""
-    try:
-        import importlib_metadata as metadata  # the backport, newer than some stdlib versions
-    except ImportError:  # pragma: no cover - depends on the environment
-        import importlib.metadata as metadata  # type: ignore[no-redef]
-    return sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)
+    """The entry points of ``group``, sorted by name (a stable order).
+
+    Read from the ``*.dist-info`` folders on ``sys.path`` directly, with
+    ``importlib.metadata`` for what that cannot see (see ``entrypoints``).
+    """
+    from .entrypoints import entry_points as read
+
+    return read(group)
 
 
 def _names(raw: str | None) -> frozenset[str] | None:
@@ -235,32 +237,45 @@ def incompatible(dist: Any) -> str | None:
     """Why a distribution's ``Requires-Dist: functai …`` excludes the running functai, or None.
 
     A requirement whose environment marker does not apply here (an extra,
-    another Python) is not a requirement of this install.
+    another Python) is not a requirement of this install. Plain shapes are
+    decided without importing ``packaging`` (see ``requires``).
     """
     requires = getattr(dist, "requires", None) if dist is not None else None
     if not requires:
         return None
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
+    from .requires import Unsure, functai_specifier
 
     running = running_version()
     for text in requires:
         try:
-            requirement = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(requirement.name) != "functai":
-            continue
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
-            continue
-        if requirement.specifier and not requirement.specifier.contains(running, prereleases=True):
+            decided = functai_specifier(text, running)
+        except Unsure:
+            decided = _with_packaging(text, running)
+        if decided is not None and not decided[1]:
             name = getattr(dist, "name", None) or "?"
             return (
-                f"{name} {getattr(dist, 'version', None) or ''} supports functai{requirement.specifier}, "
+                f"{name} {getattr(dist, 'version', None) or ''} supports functai{decided[0]}, "
                 f"but this is functai {running}; install a version of {name} made for functai {running} "
                 f"(pip install -U {name}), or a functai it supports"
             )
     return None
+
+
+def _with_packaging(text: str, running: str) -> tuple[str, bool] | None:
+    """``(specifier, admits running)`` for a requirement on functai, by packaging's full reading."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        return None
+    if canonicalize_name(requirement.name) != "functai":
+        return None
+    if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+        return None
+    specifier = requirement.specifier
+    return str(specifier), not specifier or specifier.contains(running, prereleases=True)
 
 
 def _failure(failed: Sequence[InstalledPlugin]) -> PluginError:

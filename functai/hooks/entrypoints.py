@@ -1,0 +1,398 @@
+"""Entry points read straight from the ``*.dist-info`` folders on ``sys.path``.
+
+``importlib.metadata`` (and its backport, 20–26 ms to import) builds a
+distribution object for every installed package to find a handful of entry
+points; reading ``entry_points.txt`` of each ``*.dist-info`` / ``*.egg-info``
+folder directly costs a directory listing per ``sys.path`` entry and one
+small file per distribution. The answer is importlib_metadata's, rule for
+rule: the folders of ``sys.path`` in order, the first distribution of a
+(normalised) name wins, one with metadata before one without.
+
+What folders cannot show is handed whole to ``importlib.metadata``: a zip or
+an ``.egg`` on ``sys.path``, a path entry that is not a string, and any
+``sys.meta_path`` finder besides the standard path finder that offers
+``find_distributions`` — the protocol ``importlib.metadata`` itself asks,
+so a custom distribution finder is never missed. Editable installs that only
+*import* through a finder of their own (setuptools, hatch) keep their
+``*.dist-info`` in site-packages, where this reader sees it.
+
+Standard library only, so the equivalence test can load it in any venv.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from typing import Any, Iterator
+
+_SUFFIXES = (".dist-info", ".egg-info")
+_RUNS = re.compile(r"[-_.]+")
+_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
+
+
+def _metadata() -> Any:
+    """The importlib.metadata functai falls back to: the backport where installed (Python < 3.12)."""
+    try:
+        import importlib_metadata as metadata
+    except ImportError:  # pragma: no cover - depends on the environment
+        import importlib.metadata as metadata  # type: ignore[no-redef]
+    return metadata
+
+
+def normalize(name: str) -> str:
+    """A distribution's name as importlib.metadata compares it (``Foo.Bar-baz`` → ``foo_bar_baz``)."""
+    return _RUNS.sub("_", name).lower()
+
+
+class Distribution:
+    """One ``*.dist-info`` / ``*.egg-info`` folder: the few facts functai asks, read on first use."""
+
+    __slots__ = ("path", "key", "_headers", "_sections", "_valid", "_tops")
+
+    def __init__(self, path: str, key: str | None = None) -> None:
+        self.path = path
+        self._headers: dict[str, list[str]] | None = None
+        self._sections: dict[str, list[tuple[str, str]]] | None = None
+        self._valid: bool | None = None
+        self._tops: frozenset[str] | None = None
+        #: The normalised name distributions are told apart by (from the folder name when it has one).
+        self.key = key if key is not None else _key(os.path.basename(path), self)
+
+    def read_text(self, filename: str) -> str | None:
+        """A metadata file's text, or None where it is missing or unreadable (as importlib.metadata)."""
+        try:
+            with open(os.path.join(self.path, filename) if filename else self.path, encoding="utf-8") as file:
+                return file.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _read(self) -> dict[str, list[str]]:
+        headers = self._headers
+        if headers is None:
+            text = self.read_text("METADATA") or self.read_text("PKG-INFO") or self.read_text("") or ""
+            self._headers = headers = _headers(text)
+        return headers
+
+    @property
+    def valid(self) -> bool:
+        """Whether it has metadata at all: importlib_metadata prefers such a one over a stale empty folder."""
+        if self._valid is None:
+            path = self.path
+            self._valid = (os.path.exists(os.path.join(path, "METADATA"))
+                           or os.path.exists(os.path.join(path, "PKG-INFO")) or os.path.isfile(path))
+        return self._valid
+
+    @property
+    def name(self) -> str | None:
+        return (self._read().get("name") or [None])[0]
+
+    @property
+    def version(self) -> str | None:
+        return (self._read().get("version") or [None])[0]
+
+    @property
+    def requires(self) -> list[str] | None:
+        """``Requires-Dist``, else an egg-info's ``requires.txt`` written as requirement strings."""
+        found = self._read().get("requires-dist")
+        if found:
+            return list(found)
+        text = self.read_text("requires.txt")
+        return None if text is None else list(_egg_requirements(text))
+
+    def entries(self, group: str) -> list[tuple[str, str]]:
+        """The ``(name, value)`` lines of one section of ``entry_points.txt``."""
+        sections = self._sections
+        if sections is None:
+            self._sections = sections = _sections(self.read_text("entry_points.txt") or "")
+        return sections.get(group, [])
+
+    def __repr__(self) -> str:
+        return f"<Distribution {self.path!r}>"
+
+
+def _key(child: str, dist: Distribution) -> str:
+    # importlib_metadata's PathDistribution._normalized_name: the folder name, else the metadata's Name.
+    stem, ext = os.path.splitext(child)
+    name = stem.partition("-")[0]
+    if ext in _SUFFIXES and name:
+        return normalize(name)
+    return normalize(dist.name or "")
+
+
+def _headers(text: str) -> dict[str, list[str]]:
+    """The header block of a METADATA / PKG-INFO file (RFC 822 style), keys lower-cased."""
+    headers: dict[str, list[str]] = {}
+    last: list[str] | None = None
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the body (the long description) follows the first blank line
+        if line[0] in " \t":
+            if last is not None:
+                last[-1] += "\n" + line
+            continue
+        key, colon, value = line.partition(":")
+        if not colon:
+            break  # not a header: the email parser ends the headers here too
+        last = headers.setdefault(key.strip().lower(), [])
+        last.append(value.strip())
+    return headers
+
+
+def _lines(text: str) -> Iterator[tuple[str | None, str]]:
+    """``(section, line)`` for each non-blank, non-comment line, as importlib.metadata splits them."""
+    section = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+            continue
+        yield section, line
+
+
+def _sections(text: str) -> dict[str, list[tuple[str, str]]]:
+    found: dict[str, list[tuple[str, str]]] = {}
+    for section, line in _lines(text):
+        name, equals, value = line.partition("=")
+        if section is not None and equals:  # a line without "=" names no entry point: skipped
+            found.setdefault(section, []).append((name.strip(), value.strip()))
+    return found
+
+
+def _egg_requirements(text: str) -> Iterator[str]:
+    """``requires.txt`` lines as ``Requires-Dist`` strings: ``[extra:marker]`` sections become markers."""
+    section: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+            continue
+        extra, _, marker = (section or "").partition(":")
+        conditions = [f"({marker})" if extra and marker else marker] if marker else []
+        if extra:
+            conditions.append(f'extra == "{extra}"')
+        space = " " if "@" in line else ""  # a URL requirement needs a space before its marker
+        yield line + space + ("; " + " and ".join(conditions) if conditions else "")
+
+
+class EntryPoint:
+    """One ``name = module:attr`` line of a distribution's ``entry_points.txt``."""
+
+    __slots__ = ("name", "value", "group", "dist")
+
+    def __init__(self, name: str, value: str, group: str, dist: Distribution) -> None:
+        self.name, self.value, self.group, self.dist = name, value, group, dist
+
+    def _match(self) -> re.Match[str]:
+        match = _VALUE.match(self.value)
+        if match is None:
+            raise ValueError(f"entry point {self.name!r} has a malformed value {self.value!r}; "
+                             "write 'module' or 'module:attribute'")
+        return match
+
+    @property
+    def module(self) -> str:
+        return self._match().group("module")
+
+    @property
+    def attr(self) -> str | None:
+        return self._match().group("attr")
+
+    @property
+    def extras(self) -> list[str]:
+        extras = self._match().group("extras") or ""
+        return re.findall(r"\w+", extras)
+
+    def load(self) -> Any:
+        """Import the module and follow the attribute path, as importlib.metadata does."""
+        match = self._match()
+        found = importlib.import_module(match.group("module"))
+        for part in filter(None, (match.group("attr") or "").split(".")):
+            found = getattr(found, part)
+        return found
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EntryPoint):
+            return NotImplemented
+        return (self.name, self.value, self.group) == (other.name, other.value, other.group)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.value, self.group))
+
+    def __repr__(self) -> str:
+        return f"EntryPoint(name={self.name!r}, value={self.value!r}, group={self.group!r})"
+
+
+def _path_finder_only() -> bool:
+    """Whether the standard path finder is the only one ``importlib.metadata`` would ask for distributions.
+
+    ``importlib.metadata`` asks every ``sys.meta_path`` finder that has
+    ``find_distributions``; the standard one (or the backport's stand-in for
+    it) reads the folders of sys.path, which is what this module does.
+    """
+    from importlib.machinery import PathFinder
+
+    for finder in sys.meta_path:
+        if getattr(finder, "find_distributions", None) is None or finder is PathFinder:
+            continue
+        kind = finder if isinstance(finder, type) else type(finder)
+        if kind.__name__ == "MetadataPathFinder" and kind.__module__ in ("importlib_metadata", "importlib.metadata"):
+            continue
+        return False
+    return True
+
+
+#: One sys.path folder's distributions, as listed at its modification time (re-listed when it changes,
+#: as importlib.metadata does, so a pip install in this process is seen).
+_folders: dict[str, tuple[tuple[int, int, int], list[Distribution]]] = {}
+
+
+def _folder(entry: str) -> list[Distribution] | None:
+    """The distributions of one sys.path entry in listing order; None where only importlib.metadata can read it."""
+    root = entry or "."
+    try:
+        stat = os.stat(root)
+    except (OSError, ValueError):
+        return []  # missing or unreadable: importlib.metadata finds nothing there either
+    stamp = (stat.st_dev, stat.st_ino, stat.st_mtime_ns)  # "" follows the working directory
+    cached = _folders.get(entry)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    try:
+        children = os.listdir(root)
+    except NotADirectoryError:
+        return None  # a zip (or an .egg file): importlib.metadata reads inside those
+    except OSError:
+        return []
+    if os.path.basename(root).lower().endswith(".egg"):
+        return None  # an unpacked egg keeps its metadata in EGG-INFO
+    dists = []
+    for child in children:
+        low = child.lower()
+        if low.endswith(_SUFFIXES):
+            dists.append(Distribution(os.path.join(entry, child) if entry else child))
+    _folders[entry] = (stamp, dists)
+    return dists
+
+
+def distributions() -> list[Distribution] | None:
+    """Every distribution in the folders of sys.path, in importlib.metadata's order; None where it cannot tell."""
+    if not _path_finder_only():
+        return None
+    found: list[Distribution] = []
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            return None
+        dists = _folder(entry)
+        if dists is None:
+            return None
+        found.extend(dists)
+    return found
+
+
+def _winners(dists: list[Distribution]) -> list[Distribution]:
+    """One distribution per name: the first with metadata, else the first (importlib_metadata's rule)."""
+    by_key: dict[str, list[Distribution]] = {}
+    for dist in dists:
+        by_key.setdefault(dist.key, []).append(dist)
+    return [same[0] if len(same) == 1 else next((d for d in same if d.valid), same[0]) for same in by_key.values()]
+
+
+def _scan(group: str) -> list[EntryPoint] | None:
+    """The group's entry points from the folders of sys.path, or None where that may not be all of them."""
+    dists = distributions()
+    if dists is None:
+        return None
+    order = {id(dist): i for i, dist in enumerate(dists)}
+    having = [dist for dist in _winners(dists) if dist.entries(group)]
+    having.sort(key=lambda dist: (not dist.valid, order[id(dist)]))  # those with metadata first
+    return [EntryPoint(name, value, group, dist) for dist in having for name, value in dist.entries(group)]
+
+
+class _Unsure(Exception):
+    """What only importlib.metadata reads the same way (an egg's lists of installed files)."""
+
+
+def _tops(dist: Distribution) -> frozenset[str]:
+    """The top-level names a distribution ships: ``top_level.txt``, else the first parts of ``RECORD``'s paths."""
+    tops = dist._tops
+    if tops is None:
+        declared = (dist.read_text("top_level.txt") or "").split()
+        if declared:
+            tops = frozenset(declared)
+        else:
+            record = dist.read_text("RECORD")
+            if not record:
+                if dist.read_text("installed-files.txt") or dist.read_text("SOURCES.txt"):
+                    raise _Unsure(dist.path)
+                tops = frozenset()
+            else:
+                tops = frozenset(name for name in map(_top_name, _record_paths(record)) if "." not in name)
+        dist._tops = tops
+    return tops
+
+
+def _record_paths(text: str) -> Iterator[str]:
+    import csv
+
+    for row in csv.reader(text.splitlines()):
+        if row:
+            yield row[0]
+
+
+def _top_name(path: str) -> str:
+    # importlib_metadata's _get_toplevel_name: a path's first folder, else its module name, else itself.
+    parts = [part for part in path.split("/") if part and part != "."]
+    if path.startswith("/"):
+        parts.insert(0, "/")
+    if len(parts) > 1:
+        return parts[0]
+    base = parts[0] if parts else path
+    from importlib.machinery import all_suffixes
+
+    for suffix in sorted(all_suffixes(), key=len, reverse=True):
+        if base.endswith(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+def package_version(top: str) -> str | None:
+    """The version of the installed distribution shipping the top-level package ``top``, or None.
+
+    importlib_metadata's ``version(packages_distributions()[top][0])``,
+    without building the whole map: the first distribution on sys.path
+    that ships ``top``, and the version of the distribution of its name.
+    """
+    dists = distributions()
+    try:
+        if dists is not None:
+            for dist in dists:
+                if top not in _tops(dist):
+                    continue
+                name = dist.name
+                same = [d for d in dists if d.key == normalize(name)] if name else []
+                if same:
+                    return next((d for d in same if d.valid), same[0]).version
+            return None
+    except _Unsure:
+        pass
+    metadata = _metadata()
+    for name in dict.fromkeys(metadata.packages_distributions().get(top) or []):
+        try:
+            return str(metadata.version(name))
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def entry_points(group: str) -> list[Any]:
+    """The entry points of ``group``, sorted by name (stable: equal names keep importlib.metadata's order)."""
+    found: list[Any] | None = _scan(group)
+    if found is None:
+        found = list(_metadata().entry_points(group=group))
+    return sorted(found, key=lambda ep: ep.name)
