@@ -24,6 +24,20 @@ from .plugin import Plugin, check_name
 _lock = threading.Lock()
 _adapted: dict[int, tuple[object, Plugin]] = {}
 _files: dict[str, tuple[int, int, Plugin]] = {}
+_validating = threading.RLock()  # dir() of an object may run its code
+_validator: pluggy.PluginManager | None = None
+
+
+def _manager() -> pluggy.PluginManager:
+    """One pluggy manager holding the hookspecs, for validating plugins one at a time (under
+    ``_validating``): each is registered, read and unregistered, so the specs are parsed once
+    per process rather than once per plugin."""
+    global _validator
+    if _validator is None:
+        manager = pluggy.PluginManager("functai")
+        manager.add_hookspecs(specs)
+        _validator = manager
+    return _validator
 
 
 def _default_name(obj: object) -> str:
@@ -53,34 +67,37 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
     plugin_version = (version or getattr(obj, "plugin_version", None) or getattr(obj, "__version__", None)
                       or distribution_version(obj) or "0.0.0")
 
-    manager = pluggy.PluginManager("functai")
-    manager.add_hookspecs(specs)
-    try:
-        manager.register(obj, name=plugin_name)
-        manager.check_pending()
-    except pluggy.PluginValidationError as error:
-        marked = [n for n in dir(obj) if manager.parse_hookimpl_opts(obj, n) is not None]
-        unknown = [n for n in marked if n not in specs.HOOKS]
-        mismatched = [n for n in marked if n in specs.HOOKS and n in str(error)]
-        what = f"unknown hook {unknown[0]!r}" if unknown else str(error)
-        unknown = unknown or mismatched
-        raise PluginError(
-            f"plugin {plugin_name!r} failed pluggy validation: {what}. Hooks are: {', '.join(specs.HOOKS)}; "
-            "each takes the one argument its hookspec names",
-            code="plugin-hook",
-            plugin=plugin_name,
-            hook=unknown[0] if unknown else None,
-        ) from error
+    with _validating:
+        manager = _manager()
+        try:
+            manager.register(obj, name=plugin_name)
+            try:
+                manager.check_pending()
+                impls = [(hook, impl) for hook in specs.HOOKS for impl in getattr(manager.hook, hook).get_hookimpls()]
+            finally:
+                manager.unregister(obj)
+        except pluggy.PluginValidationError as error:
+            marked = [n for n in dir(obj) if manager.parse_hookimpl_opts(obj, n) is not None]
+            unknown = [n for n in marked if n not in specs.HOOKS]
+            mismatched = [n for n in marked if n in specs.HOOKS and n in str(error)]
+            what = f"unknown hook {unknown[0]!r}" if unknown else str(error)
+            unknown = unknown or mismatched
+            raise PluginError(
+                f"plugin {plugin_name!r} failed pluggy validation: {what}. Hooks are: {', '.join(specs.HOOKS)}; "
+                "each takes the one argument its hookspec names",
+                code="plugin-hook",
+                plugin=plugin_name,
+                hook=unknown[0] if unknown else None,
+            ) from error
 
     plugin = Plugin(plugin_name, version=str(plugin_version))
     found = False
-    for hook in specs.HOOKS:
-        for impl in getattr(manager.hook, hook).get_hookimpls():
-            asked = [option for option in specs.ORDERING_OPTIONS if getattr(impl, option, False)]
-            if asked:  # marked with pluggy's own marker, which does not refuse them
-                raise specs.ordering_refused(asked, plugin_name, hook)
-            plugin.on(hook, _as_handler(impl.function, impl.argnames))
-            found = True
+    for hook, impl in impls:
+        asked = [option for option in specs.ORDERING_OPTIONS if getattr(impl, option, False)]
+        if asked:  # marked with pluggy's own marker, which does not refuse them
+            raise specs.ordering_refused(asked, plugin_name, hook)
+        plugin.on(hook, _as_handler(impl.function, impl.argnames))
+        found = True
     if not found:
         raise TypeError(f"{obj!r} is not a plugin: it has no function marked @functai.hookimpl")
     with _lock:

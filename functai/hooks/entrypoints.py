@@ -28,8 +28,9 @@ import sys
 from typing import Any, Iterator
 
 _SUFFIXES = (".dist-info", ".egg-info")
-_RUNS = re.compile(r"[-_.]+")
-_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
+#: importlib.metadata's reading of an entry point's value; compiled only for a value that is not plain
+#: ``module`` / ``module:attr`` (compiling costs more than the rest of a scan).
+_VALUE = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
 
 
 def _metadata() -> Any:
@@ -42,8 +43,11 @@ def _metadata() -> Any:
 
 
 def normalize(name: str) -> str:
-    """A distribution's name as importlib.metadata compares it (``Foo.Bar-baz`` → ``foo_bar_baz``)."""
-    return _RUNS.sub("_", name).lower()
+    """A distribution's name as importlib.metadata compares it (``Foo.Bar--baz`` → ``foo_bar_baz``)."""
+    name = name.lower().replace("-", "_").replace(".", "_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name
 
 
 class Distribution:
@@ -71,9 +75,25 @@ class Distribution:
     def _read(self) -> dict[str, list[str]]:
         headers = self._headers
         if headers is None:
-            text = self.read_text("METADATA") or self.read_text("PKG-INFO") or self.read_text("") or ""
-            self._headers = headers = _headers(text)
+            for name in ("METADATA", "PKG-INFO", ""):  # "": an old egg-info that is a file, not a folder
+                text = self._head(name)
+                if text:
+                    break
+            self._headers = headers = _headers(text or "")
         return headers
+
+    def _head(self, filename: str) -> str | None:
+        """The header block of a metadata file, without reading the long description after it."""
+        try:
+            with open(os.path.join(self.path, filename) if filename else self.path, encoding="utf-8") as file:
+                lines = []
+                for line in file:
+                    lines.append(line)
+                    if not line.strip():
+                        break
+                return "".join(lines)
+        except (OSError, UnicodeDecodeError):
+            return None
 
     @property
     def valid(self) -> bool:
@@ -188,31 +208,35 @@ class EntryPoint:
     def __init__(self, name: str, value: str, group: str, dist: Distribution) -> None:
         self.name, self.value, self.group, self.dist = name, value, group, dist
 
-    def _match(self) -> re.Match[str]:
-        match = _VALUE.match(self.value)
+    def _parts(self) -> tuple[str, str | None, str | None]:
+        """``(module, attr, extras)`` as importlib.metadata's pattern reads the value."""
+        module, colon, attr = self.value.partition(":")
+        if all(part.isidentifier() for part in module.split(".")) and (
+                not colon or all(part.isidentifier() for part in attr.split("."))):
+            return module, attr if colon else None, None
+        match = re.match(_VALUE, self.value)
         if match is None:
             raise ValueError(f"entry point {self.name!r} has a malformed value {self.value!r}; "
                              "write 'module' or 'module:attribute'")
-        return match
+        return match.group("module"), match.group("attr"), match.group("extras")
 
     @property
     def module(self) -> str:
-        return self._match().group("module")
+        return self._parts()[0]
 
     @property
     def attr(self) -> str | None:
-        return self._match().group("attr")
+        return self._parts()[1]
 
     @property
     def extras(self) -> list[str]:
-        extras = self._match().group("extras") or ""
-        return re.findall(r"\w+", extras)
+        return re.findall(r"\w+", self._parts()[2] or "")
 
     def load(self) -> Any:
         """Import the module and follow the attribute path, as importlib.metadata does."""
-        match = self._match()
-        found = importlib.import_module(match.group("module"))
-        for part in filter(None, (match.group("attr") or "").split(".")):
+        module, attr, _ = self._parts()
+        found = importlib.import_module(module)
+        for part in filter(None, (attr or "").split(".")):
             found = getattr(found, part)
         return found
 

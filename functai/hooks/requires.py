@@ -7,21 +7,26 @@ decided here by PEP 440's rules for release segments (compared padded with
 zeros, ``.*`` a prefix match, ``~=`` both), and anything else (markers,
 extras, URLs, pre-/post-/dev-/local versions, ``===``, a running version
 that is not a plain release) is left to ``packaging``. A test checks that
-both agree on every shape decided here.
+both agree on every shape decided here. Plain string operations, no regular
+expressions: compiling them would cost more than the check.
 """
 
 from __future__ import annotations
 
-import re
-
-_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
-_CLAUSE = re.compile(r"\s*(~=|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?\s*$")
-_RELEASE = re.compile(r"\d+(?:\.\d+)*$")
-_RUNS = re.compile(r"[-_.]+")
+_NAME = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_OPERATORS = ("~=", "==", "!=", "<=", ">=", "<", ">")
+_BLANK = " \t"
 
 
 class Unsure(Exception):
     """A requirement shape not decided here: ask packaging."""
+
+
+def _release(text: str) -> tuple[int, ...] | None:
+    parts = text.split(".")
+    if all(part.isascii() and part.isdigit() for part in parts):
+        return tuple(int(part) for part in parts)
+    return None
 
 
 def _padded(a: tuple[int, ...], width: int) -> tuple[int, ...]:
@@ -50,25 +55,40 @@ def _admits(op: str, spec: tuple[int, ...], wildcard: bool, running: tuple[int, 
     return mine < theirs if op == "<" else mine > theirs
 
 
+def _clause(raw: str, running: tuple[int, ...]) -> tuple[str, bool]:
+    text = raw.strip(_BLANK)
+    op = next((op for op in _OPERATORS if text.startswith(op)), None)
+    if op is None:
+        raise Unsure(raw)
+    version = text[len(op):].lstrip(_BLANK)
+    star = version.endswith(".*")
+    spec = _release(version[:-2] if star else version)
+    if spec is None:
+        raise Unsure(raw)
+    return f"{op}{version}", _admits(op, spec, star, running)
+
+
 def functai_specifier(text: str, running: str) -> tuple[str, bool] | None:
     """For one ``Requires-Dist`` string: None when it does not require functai, else
     ``(specifier, admits running)``, the specifier written as packaging writes it.
 
     Raises `Unsure` for a shape not decided here.
     """
-    match = _NAME.match(text)
-    if match is None or _RUNS.sub("-", match.group(1)).lower() != "functai":
+    body = text.lstrip(_BLANK)
+    end = 0
+    while end < len(body) and body[end] in _NAME:
+        end += 1
+    while end and not body[end - 1].isalnum():
+        end -= 1  # a name ends with a letter or digit
+    if body[:end].lower() != "functai":
         return None  # another distribution (or not a requirement at all: packaging would skip it too)
-    rest = text[match.end():]
-    if rest.lstrip()[:1] in ("[", "(", "@") or ";" in rest or not _RELEASE.match(running):
+    rest = body[end:]
+    have = _release(running)
+    if rest.lstrip(_BLANK)[:1] in ("[", "(", "@") or ";" in rest or have is None:
         raise Unsure(text)
-    have = tuple(int(part) for part in running.split("."))
     clauses, admits = [], True
-    for raw in rest.split(",") if rest.strip() else ():
-        clause = _CLAUSE.match(raw)
-        if clause is None:
-            raise Unsure(text)
-        op, version, star = clause.groups()
-        admits = _admits(op, tuple(int(part) for part in version.split(".")), bool(star), have) and admits
-        clauses.append(f"{op}{version}{star or ''}")
+    for raw in rest.split(",") if rest.strip(_BLANK) else ():
+        clause, ok = _clause(raw, have)
+        clauses.append(clause)
+        admits = admits and ok
     return ",".join(sorted(clauses)), admits
