@@ -84,6 +84,31 @@ def test_postgresql_without_psycopg_names_the_extra(monkeypatch):
     assert 'pip install "functai[postgres]"' in info.value.message
 
 
+
+@both
+def test_close_lets_the_connection_go_and_the_next_use_opens_one(sql_url):
+    store = open_store(sql_url)
+    store.append("c", [{"n": 0}])
+    first = store._conn
+    store.close()
+    store.close()  # closing a closed store is nothing
+    assert store._conn is None
+    if isinstance(first, sqlite3.Connection):
+        with pytest.raises(sqlite3.ProgrammingError):  # it was closed
+            first.execute("SELECT 1")
+    else:
+        assert first.closed
+    assert store.read("c") == [{"n": 0}]
+    assert store._conn is not None and store._conn is not first
+    store.close()
+
+
+def test_the_postgresql_store_does_not_load_the_sqlite_one():
+    code = "import sys, functai.stores.postgres; print('functai.stores.sqlite' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.stdout.strip() == "False", done.stderr
+
+
 # -- schema versions --------------------------------------------------------------------------
 
 

@@ -24,11 +24,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..conversations.store import StoreConflict, _forkable, _line, check_conversation_id
+from ..conversations.store import StoreConflict, _line, check_conversation_id
 from ..errors import FunctAIError
-from .sqlite import _log_column, _version, version_error
 from . import schema
-from .urls import SCHEMA_VERSION, redact
+from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
+from .urls import redact
 
 __all__ = ["PostgresStore", "open_postgres"]
 
@@ -60,17 +60,14 @@ def open_postgres(url: str) -> "PostgresStore":
     return PostgresStore(url)
 
 
-class PostgresStore:
+class PostgresStore(SQLStore):
     """Conversations in a PostgreSQL database: one connection per process, shared by its threads."""
 
     def __init__(self, url: str) -> None:
         self._url = url
         #: The URL without its password: what records, messages and ``repr`` show.
         self.url = redact(url)
-        self._lock = threading.Lock()
-        self._conn: Any = None
-        self._pid = 0
-        _forkable.add(self)
+        self._start()
 
     def _reset_locks(self) -> None:
         self._lock = threading.Lock()
@@ -109,30 +106,14 @@ class PostgresStore:
         """Create the tables on first use, bring an older schema up to date, refuse a newer one."""
         psycopg = _psycopg()
         try:
-            row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
+            row = conn.execute(READ_VERSION).fetchone()
         except psycopg.errors.UndefinedTable:
             row = None
-        if row is not None and _version(row[0]) > SCHEMA_VERSION:
-            raise version_error(f"the PostgreSQL store {self.url}", row[0])
-        if row is not None and _version(row[0]) == SCHEMA_VERSION:
+        if schema_is_current(row, f"the PostgreSQL store {self.url}"):
             return
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            conn.execute("CREATE TABLE IF NOT EXISTS functai_meta (key text PRIMARY KEY, value text NOT NULL)")
-            row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
-            if row is None:
-                for statement in SCHEMA:
-                    conn.execute(statement)
-                conn.execute("INSERT INTO functai_meta VALUES ('schema', %s)", (str(SCHEMA_VERSION),))
-            elif _version(row[0]) == 1:  # another process may have migrated it while we waited
-                for statement in schema.ADD_COLUMNS:
-                    conn.execute(statement)
-                rows = conn.execute("SELECT conversation, position, data FROM functai_records").fetchall()
-                with conn.cursor() as cursor:
-                    cursor.executemany("UPDATE functai_records SET kind = %s, turn = %s, parent = %s "
-                                       "WHERE conversation = %s AND position = %s", schema.backfill(rows))
-                conn.execute(schema.INDEX)
-                conn.execute("UPDATE functai_meta SET value = %s WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+            prepare(conn, SCHEMA, "%s")
 
     def _run(self, doing: str, work: Any) -> Any:
         """Run ``work(conn)`` under the lock; a lost connection is reopened next time, and reported."""
@@ -242,7 +223,7 @@ class PostgresStore:
 
     def log_lines(self, table: str, items: Sequence[tuple[str, str]]) -> None:
         """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
-        column = _log_column(table)
+        column = log_column(table)
 
         def work(conn: Any) -> None:
             # As the folder's call log (written, not fsynced): the session's commits do not wait for the disk.
@@ -256,16 +237,9 @@ class PostgresStore:
 
     def read_log(self, table: str) -> Iterator[str]:
         """The JSON lines of ``calls`` or ``ratings``, oldest first."""
-        _log_column(table)
+        log_column(table)
         rows = self._run("read", lambda conn: conn.execute(f"SELECT line FROM functai_{table} ORDER BY seq").fetchall())
         return (line for (line,) in rows)
-
-    def close(self) -> None:
-        """Close this process's connection (the next use opens a new one)."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None and self._pid == os.getpid():
-                conn.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"

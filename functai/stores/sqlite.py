@@ -22,10 +22,11 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..conversations.store import StoreConflict, _forkable, _line, check_conversation_id
+from ..conversations.store import StoreConflict, _line, check_conversation_id
 from ..errors import FunctAIError
 from . import schema
-from .urls import SCHEMA_VERSION, sqlite_path
+from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
+from .urls import sqlite_path
 
 __all__ = ["SQLiteStore", "open_sqlite"]
 
@@ -52,24 +53,13 @@ def open_sqlite(url: str) -> "SQLiteStore":
     return SQLiteStore(sqlite_path(url))
 
 
-def version_error(where: str, found: object) -> FunctAIError:
-    return FunctAIError(
-        f"{where} was written by a newer functai (store schema {found}; this version reads up to "
-        f"{SCHEMA_VERSION}); upgrade functai to use it, or copy it with the newer version",
-        code="store-version",
-    )
-
-
-class SQLiteStore:
+class SQLiteStore(SQLStore):
     """Conversations in a SQLite file, safe across threads and processes (one connection per process)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self.url = "sqlite:///" + self.path  # an absolute path: sqlite:////abs/file.db
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = 0
-        _forkable.add(self)
+        self._start()
 
     def _reset_locks(self) -> None:
         self._lock = threading.Lock()
@@ -143,29 +133,14 @@ class SQLiteStore:
     def _check_schema(self, conn: sqlite3.Connection) -> None:
         """Create the tables on first use, bring an older schema up to date, refuse a newer one."""
         try:
-            row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
+            row = conn.execute(READ_VERSION).fetchone()
         except sqlite3.OperationalError:  # no such table: a new file
             row = None
-        if row is not None and _version(row[0]) > SCHEMA_VERSION:
-            raise version_error(f"the SQLite store {self.path}", row[0])
-        if row is not None and _version(row[0]) == SCHEMA_VERSION:
+        if schema_is_current(row, f"the SQLite store {self.path}"):
             return
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")  # the write lock: one process prepares, the others wait
         try:
-            conn.execute("CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = conn.execute("SELECT value FROM functai_meta WHERE key = 'schema'").fetchone()
-            if row is None:
-                for statement in SCHEMA:
-                    conn.execute(statement)
-                conn.execute("INSERT INTO functai_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif _version(row[0]) == 1:  # another process may have migrated it while we waited
-                for statement in schema.ADD_COLUMNS:
-                    conn.execute(statement)
-                rows = conn.execute("SELECT conversation, position, data FROM functai_records").fetchall()
-                conn.executemany("UPDATE functai_records SET kind = ?, turn = ?, parent = ? "
-                                 "WHERE conversation = ? AND position = ?", schema.backfill(rows))
-                conn.execute(schema.INDEX)
-                conn.execute("UPDATE functai_meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+            prepare(conn, SCHEMA, "?")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -282,7 +257,7 @@ class SQLiteStore:
 
     def log_lines(self, table: str, items: Sequence[tuple[str, str]]) -> None:
         """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
-        column = _log_column(table)
+        column = log_column(table)
         with self._lock:
             conn = self._connection()
             try:
@@ -302,32 +277,10 @@ class SQLiteStore:
 
     def read_log(self, table: str) -> Iterator[str]:
         """The JSON lines of ``calls`` or ``ratings``, oldest first."""
-        _log_column(table)
+        log_column(table)
         with self._lock:
             rows = self._query(f"SELECT line FROM functai_{table} ORDER BY seq")
         return (line for (line,) in rows)
 
-    def close(self) -> None:
-        """Close this process's connection (the next use opens a new one)."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None and self._pid == os.getpid():
-                conn.close()
-
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
-
-
-def _log_column(table: str) -> str:
-    if table == "calls":
-        return "id"
-    if table == "ratings":
-        return "call"
-    raise ValueError(f"no log table {table!r}")
-
-
-def _version(value: object) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        return SCHEMA_VERSION + 1  # not a number this version knows: treat as newer
