@@ -56,13 +56,19 @@ def _top_reader(tp: Any) -> Callable[[str], Any]:
     return fn
 
 
+def _json_body(text: str) -> str:
+    """The JSON a reply holds, fence and whitespace dropped; no text or nothing else is an error."""
+    if text is None:
+        raise _no_text()
+    body = _unfence(text)
+    if not body:
+        raise OutputError("the reply is empty; expected JSON", reply=text)
+    return body
+
+
 def _json_top(reader: _Reader) -> Callable[[str], Any]:
     def read(text: str) -> Any:
-        if text is None:
-            raise _no_text()
-        body = _unfence(text)
-        if not body:
-            raise OutputError("the reply is empty; expected JSON", reply=text)
+        body = _json_body(text)
         try:
             data = json.loads(body)
         except json.JSONDecodeError as exc:
@@ -81,11 +87,7 @@ def _pydantic_top(cls: Any) -> Callable[[str], Any]:
     from pydantic import ValidationError
 
     def read(text: str) -> Any:
-        if text is None:
-            raise _no_text()
-        body = _unfence(text)
-        if not body:
-            raise OutputError("the reply is empty; expected JSON", reply=text)
+        body = _json_body(text)
         try:
             return cls.model_validate_json(body)
         except ValidationError as exc:
