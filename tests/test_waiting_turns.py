@@ -405,3 +405,21 @@ def test_a_turn_that_waits_and_resumes_has_one_call_record(shop, tmp_path):
     assert waited["answers"][key]["allow"] is True and waited["answers"][key]["by"] == "manager"
     assert [(t["name"], t["output"]) for t in record.tool_calls] == [("refund", "refunded A1")]
     assert record.attempts == 2 and record.started <= waited["at"]
+
+
+def test_a_resumed_turn_keeps_the_reasoning_of_the_replies_it_reuses(shop, tmp_path):
+    from functai import Reply
+
+    log = tmp_path / "calls"
+    first = Reply(tool_calls=tool_call("refund", {"order": "A1"}).tool_calls, reasoning="A1 is late: refund it.")
+    functai.configure(client=ScriptedLM([first, Reply(text="Refunded A1.", reasoning="It went through.")]),
+                      log_calls=str(log))
+    chat = shop.support.conversation("thinking", approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("Refund A1")
+    info.value.turn.approve(by="manager")
+    assert info.value.turn.resume() == "Refunded A1."
+    (record,) = functai.read_calls(str(log))
+    assert record.reasoning == "A1 is late: refund it.\n\nIt went through."  # the reused reply's too
+    (saved,) = [r["reply"] for r in open_store(None).read("thinking") if r.get("kind") == "reply" and r["n"] == 1]
+    assert saved["reasoning"] == "A1 is late: refund it." and "refusal" not in saved

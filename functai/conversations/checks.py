@@ -83,6 +83,8 @@ def _reply(value: Any) -> bool:
                 and isinstance(c.get("input") or {}, dict) for c in calls)
         and isinstance(value.get("usage") or {}, dict)
         and _optional_text(value.get("finish_reason"))
+        and _optional_text(value.get("refusal"))
+        and _optional_text(value.get("reasoning"))
     )
 
 

@@ -249,6 +249,8 @@ class _TurnScope:
                 tool_calls=tuple(ToolCall(c["id"], c["name"], c.get("input") or {}) for c in saved.get("tool_calls", ())),
                 usage=saved.get("usage") or {},
                 finish_reason=saved.get("finish_reason"),
+                refusal=saved.get("refusal"),
+                reasoning=saved.get("reasoning"),
             )
         return None
 
@@ -260,6 +262,9 @@ class _TurnScope:
             "usage": dict(reply.usage),
             "finish_reason": reply.finish_reason,
         }
+        for name in ("refusal", "reasoning"):  # kept as the call record keeps them (older lines have neither)
+            if getattr(reply, name) is not None:
+                saved[name] = getattr(reply, name)
         self.chat._append({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
         # the append's refresh added it to self.data.replies
 
