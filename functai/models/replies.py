@@ -18,8 +18,9 @@ from .request import Reply
 
 __all__ = ["non_answer", "split_reasoning"]
 
-# One leading <think>…</think> or <thinking>…</thinking> block (DeepSeek-R1, Qwen3, QwQ …).
-_THINK = re.compile(r"\s*<(think|thinking)>(.*?)(?:</\1>|\Z)\s*", re.DOTALL)
+# One leading <think>…</think> or <thinking>…</thinking> block (DeepSeek-R1, Qwen3, QwQ …), compiled by
+# the first reply that may hold one (re's cache keeps it), not at import.
+_THINK = r"\s*<(think|thinking)>(.*?)(?:</\1>|\Z)\s*"
 
 
 def split_reasoning(text: str) -> tuple[str, str | None]:
@@ -30,7 +31,7 @@ def split_reasoning(text: str) -> tuple[str, str | None]:
     """
     if "<think" not in text[:64]:
         return text, None
-    match = _THINK.match(text)
+    match = re.match(_THINK, text, re.DOTALL)
     if match is None:
         return text, None
     return text[match.end():], match.group(2).strip()
