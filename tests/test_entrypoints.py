@@ -123,18 +123,22 @@ FIRST_CALL = textwrap.dedent('''
     def answer(question: str) -> str:
         """Answer."""
 
-    functai.configure(client=ScriptedLM(["ok"]))
+    import rules_module  # a hookimpl module given directly: its version is its distribution's
+    functai.configure(client=ScriptedLM(["ok"]), plugins=[rules_module])
     try:
         answer.run("q")
     except functai.FunctAIError as error:
         print(error.code)
     from functai.hooks.installed import installed
     print(sorted(item.name + ":" + item.state for item in installed().found if item.name.startswith("needs")))
+    from functai.hooks.adapt import from_hookimpls
+    print(from_hookimpls(rules_module).version)
     print([m for m in ("packaging", "importlib_metadata", "structlog") if m in sys.modules])
 ''')
 
 
 def test_a_first_call_discovering_plugins_that_require_functai_imports_neither_packaging_nor_the_backport(tmp_path):
+    """Nor does a hookimpl module given directly, whose version is read from its distribution."""
     for name, requirement in (("needs_any", "functai"), ("needs_range", "functai>=0.1,<99"),
                               ("needs_future", "functai>=99")):
         (tmp_path / f"{name}.py").write_text(f"from functai import Plugin\nplugin = Plugin({name!r})\n")
@@ -143,13 +147,20 @@ def test_a_first_call_discovering_plugins_that_require_functai_imports_neither_p
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
                                        f"Requires-Dist: {requirement}\nRequires-Dist: attrs>=1; extra == 'x'\n")
         (info / "entry_points.txt").write_text(f"[functai]\n{name} = {name}:plugin\n")
+    (tmp_path / "rules_module.py").write_text("import functai\n\n@functai.hookimpl\ndef before_call(call):\n"
+                                              "    return None\n")
+    info = tmp_path / "house_rules-2.5.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: house-rules\nVersion: 2.5\n")
+    (info / "top_level.txt").write_text("rules_module\n")
     env = {key: value for key, value in os.environ.items() if not key.startswith("FUNCTAI_")}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
     done = subprocess.run([sys.executable, "-c", FIRST_CALL], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    refused, states, imported = done.stdout.strip().splitlines()
+    refused, states, version, imported = done.stdout.strip().splitlines()
     assert refused == "plugin-incompatible"
     assert states == "['needs_any:loaded', 'needs_future:failed', 'needs_range:loaded']"
+    assert version == "2.5"
     assert imported == "[]"
 
 
