@@ -30,8 +30,6 @@ import time
 
 import functai
 from functai import ai
-from functai.layers import reset
-from functai.models.openai import OpenAIClient
 from functai.testing import ScriptedLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -94,6 +92,8 @@ def serve() -> tuple[subprocess.Popen[str], str]:
 
 async def concurrent(url: str, n: int) -> tuple[float, float, int]:
     """Wall and CPU seconds of n concurrent acalls (after one warm-up call), and the most threads."""
+    from functai.models.openai import OpenAIClient  # here: importing this module needs only the public API
+
     client = OpenAIClient(base_url=url, api_key="", name="loopback", max_retries=0)
     most = threading.active_count()
     done = False
@@ -163,6 +163,8 @@ def cpu_per_call(calls: int, rounds: int) -> tuple[float, float]:
 
 def first_text(url: str, rounds: int = 5) -> dict[str, float]:
     """Median seconds to the first text event and to done (after one warm-up stream each)."""
+    from functai.models.openai import OpenAIClient
+
     client = OpenAIClient(base_url=url, api_key="", name="loopback", max_retries=0)
     runs: dict[str, list[float]] = {"sync first": [], "sync done": [], "async first": [], "async done": []}
     with functai.settings(client=client):
@@ -195,6 +197,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--concurrent-rounds", type=int, default=5)
     args = parser.parse_args()
+    from functai.layers import reset
+
     reset()
     proc, url = serve()
     try:

@@ -30,8 +30,7 @@ import time
 from unittest import mock
 
 import functai
-from functai import ai
-from functai.conversations.store import FolderStore, MemoryStore
+from functai import FolderStore, MemoryStore, ai
 from functai.layers import reset
 from functai.testing import ScriptedLM
 

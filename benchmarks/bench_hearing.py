@@ -63,9 +63,9 @@ def tree_reply(request):
 Case = Callable[[int], tuple[float, float]]
 
 
-def case(fn: object, reply: Callable[..., object], plugins: list[Plugin]) -> Case:
+def case(fn: object, reply: Callable[..., object], plugins: list[Plugin], **settings: object) -> Case:
     lm = ScriptedLM(reply=reply)
-    block = functai.settings(client=lm, plugins=plugins)
+    block = functai.settings(client=lm, plugins=plugins, **settings)
 
     def run(calls: int) -> tuple[float, float]:
         with block:
