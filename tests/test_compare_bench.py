@@ -29,12 +29,12 @@ def test_per_call_figures_are_slopes_and_intercepts():
         one = base + plugin + event + per
         quiet = base + plugin + event + 10 * per
         return {"0": base, "idle": base + plugin, "1 none": one, "n none": quiet,
-                "n change": quiet + 10 * change, "log": base + log}
+                "n change": quiet + 10 * change, "log": base + log, "ref": 1}
 
     wall, cpu = times(3, 4, 0.5, 2, 7), times(6, 8, 1.0, 4, 14)
     got = load("compare_probes").derive({k: (wall[k], cpu[k]) for k in wall}, 10)
     assert got == {"call": (10, 10), "plugin": (3, 6), "event": (4, 8), "none": (0.5, 1.0),
-                   "change": (2.5, 5.0), "log": (7, 14)}
+                   "change": (2.5, 5.0), "log": (7, 14), "ref": (1, 1)}
 
 
 def test_compare_runs_cheap_rows_against_the_same_checkout_twice(tmp_path):
