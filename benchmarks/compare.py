@@ -142,21 +142,23 @@ class Runner:
 
 
 def venv(where: pathlib.Path, plugins: int, args: argparse.Namespace) -> pathlib.Path:
-    """A venv as bench_installed makes it, kept under --work; plus both checkouts' dependencies."""
+    """A venv as bench_installed makes it, kept under --work; plus both checkouts' dependencies
+    (installed again when they change, as when a checkout gains one)."""
     python = where / "bin" / "python"
-    ready = where / ".compare-ready"
-    if ready.exists():
-        return python
-    for stale in [where, *where.parent.glob(f"{where.name}-plugin-*")]:
-        shutil.rmtree(stale, ignore_errors=True)
-    sys.path.insert(0, str(HERE))
-    from bench_installed import make_venv
+    made, wanted = where / ".compare-made", where / ".compare-requirements"
+    if not made.exists():
+        for stale in [where, *where.parent.glob(f"{where.name}-plugin-*")]:
+            shutil.rmtree(stale, ignore_errors=True)
+        sys.path.insert(0, str(HERE))
+        from bench_installed import make_venv
 
-    print(f"making {where.name}: functai's dependencies and {plugins} plugin distributions", file=sys.stderr)
-    python = make_venv(where, plugins)
+        print(f"making {where.name}: functai's dependencies and {plugins} plugin distributions", file=sys.stderr)
+        python = make_venv(where, plugins)
+        made.touch()
     needs = sorted({req for checkout in (args.before, args.after) for req in requirements(checkout)})
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *needs], check=True)
-    ready.touch()
+    if not wanted.exists() or wanted.read_text() != "\n".join(needs):
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *needs], check=True)
+        wanted.write_text("\n".join(needs))
     return python
 
 
