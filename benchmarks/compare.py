@@ -125,10 +125,12 @@ class Runner:
 
     def run(self, probe: str, side: Side, argv: list[str] | None = None) -> dict[str, Any]:
         # Bytecode is written and read as an installed package's is (this machine's environment
-        # sets PYTHONDONTWRITEBYTECODE, which would time compiling every module on every import).
+        # sets PYTHONDONTWRITEBYTECODE, which would time compiling every module on every import),
+        # under the work folder, so that the checkouts are left as they were.
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("FUNCTAI_") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
         env["PYTHONPATH"] = str(side.path)
+        env["PYTHONPYCACHEPREFIX"] = str(self.work / "bytecode")
         if probe not in ("first0", "first20"):
             env["FUNCTAI_LOAD_PLUGINS"] = ""  # no installed plugin loads where none is measured
         command = [self.python(probe), str(PROBES), *(argv or self.argv(probe, side))]
