@@ -1,7 +1,15 @@
 """Microseconds per AI function call on ScriptedLM, by plugin load.
 
 Interleaved rounds (each round runs every case once, in turn) so a noisy
-neighbour hurts every case alike; the figure per case is the median round.
+neighbour hurts every case alike; the figure per case is the median round,
+in process CPU time (what a shared machine's load moves least) next to wall
+time. Installed plugins (entry points) are left out: only the plugins each
+case sets run. Then what the plugin engine costs, derived from the CPU medians:
+
+- per handler returning a fresh ``Change(sections=[…])``: (10 such plugins − 1) / 9;
+- per handler returning None: (10 such plugins − 1) / 9;
+- the ``CallEvent`` and fold set-up once any handler exists:
+  (1 plugin returning None − no plugins) − one handler returning None.
 
     python benchmarks/bench_calls.py [--rounds 21] [--calls 2000]
 """
@@ -17,6 +25,7 @@ from typing import Callable
 
 import functai
 from functai import Change, Plugin, ai
+from functai.hooks import installed
 from functai.layers import reset
 from functai.testing import ScriptedLM, tool_call
 
@@ -39,19 +48,24 @@ def tool_round_trip(request):
     return tool_call("lookup", {"key": "k"})
 
 
+def per_call(start: float, cpu: float, calls: int) -> tuple[float, float]:
+    """(wall µs, process CPU µs) per call since ``start`` and ``cpu``."""
+    return (time.perf_counter() - start) / calls * 1e6, (time.process_time() - cpu) / calls * 1e6
+
+
 def tool_case(plugins: int) -> Callable[[int], float]:
     lm = ScriptedLM(reply=tool_round_trip)
     settings = functai.settings(
         client=lm, plugins=[Plugin(f"guard-{i}", tool_call=lambda t: None) for i in range(plugins)]
     )
 
-    def run(calls: int) -> float:
+    def run(calls: int) -> tuple[float, float]:
         with settings:
             lm.requests.clear()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for _ in range(calls):
                 researched("q")
-            return (time.perf_counter() - start) / calls * 1e6
+            return per_call(start, cpu, calls)
 
     return run
 
@@ -75,13 +89,13 @@ def case(plugins: int, log_folder: str | None = None, make: Callable[[int], Plug
         client=lm, plugins=[make(i) for i in range(plugins)], **({"log_calls": log_folder} if log_folder else {})
     )
 
-    def run(calls: int) -> float:
+    def run(calls: int) -> tuple[float, float]:
         with settings:
             lm.requests.clear()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for _ in range(calls):
                 capital("Peru")
-            return (time.perf_counter() - start) / calls * 1e6
+            return per_call(start, cpu, calls)
 
     return run
 
@@ -92,11 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args(argv)
     reset()
+    installed.use(installed.Installed.of([]))  # the engine alone: no plugin this machine has installed
     with tempfile.TemporaryDirectory() as folder:
         cases = {
             "no plugins": case(0),
             "1 plugin (a section)": case(1),
             "10 plugins (a section each)": case(10),
+            "1 plugin (returning None)": case(1, make=quiet_plugin),
             "10 plugins (returning None)": case(10, make=quiet_plugin),
             "no plugins, log_calls on": case(0, folder),
             "one-tool round trip, 0 tool_call plugins": tool_case(0),
@@ -104,17 +120,31 @@ def main(argv: list[str] | None = None) -> int:
         }
         for run in cases.values():
             run(200)  # warm caches
-        times: dict[str, list[float]] = {name: [] for name in cases}
+        wall: dict[str, list[float]] = {name: [] for name in cases}
+        cpu: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(args.rounds):
             for name, run in cases.items():
-                times[name].append(run(args.calls))
-    base = statistics.median(times["no plugins"])
+                w, c = run(args.calls)
+                wall[name].append(w)
+                cpu[name].append(c)
+    med = {name: statistics.median(values) for name, values in cpu.items()}
+    base = med["no plugins"]
     print(f"python {sys.version.split()[0]}, {args.rounds} interleaved rounds x {args.calls} calls")
-    print("| case | µs per call (median) | min | max | vs no plugins |")
-    print("|---|---|---|---|---|")
-    for name, values in times.items():
-        median = statistics.median(values)
-        print(f"| {name} | {median:.1f} | {min(values):.1f} | {max(values):.1f} | +{median - base:.1f} µs ({median / base:.2f}x) |")
+    print("| case | CPU µs per call (median) | min | max | vs no plugins (CPU) | wall µs (median) |")
+    print("|---|---|---|---|---|---|")
+    for name, values in cpu.items():
+        m = med[name]
+        print(f"| {name} | {m:.1f} | {min(values):.1f} | {max(values):.1f} | +{m - base:.1f} µs ({m / base:.2f}x) "
+              f"| {statistics.median(wall[name]):.1f} |")
+    change = (med["10 plugins (a section each)"] - med["1 plugin (a section)"]) / 9
+    quiet = (med["10 plugins (returning None)"] - med["1 plugin (returning None)"]) / 9
+    first = med["1 plugin (returning None)"] - base - quiet
+    print()
+    print("| engine cost (from the CPU medians) | µs |")
+    print("|---|---|")
+    print(f"| per handler returning a fresh Change(sections=[…]) | {change:.2f} |")
+    print(f"| per handler returning None | {quiet:.2f} |")
+    print(f"| CallEvent and fold set-up once any handler exists | {first:.2f} |")
     return 0
 
 

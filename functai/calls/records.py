@@ -87,6 +87,35 @@ class CallRecord:
 _FIELDS = tuple(f.name for f in attrs.fields(CallRecord))
 _REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
 
+# ``record.changes`` as it reads. The plugin engine appends a change as the
+# tuple ``(plugin name, version, hook, Change)`` (`functai.hooks.fold.fold_now`)
+# and the entry ``{"plugin", "version", "hook", "change"}`` is made only when
+# someone reads the list — most records of a process are never read — in
+# place, so the list reads exactly as if the entries had been made at once.
+# The getter wraps the attrs slot, so ``to_dict``, ``attrs.asdict``, repr,
+# copies and pickles all read entries.
+_changes_slot = CallRecord.changes  # type: ignore[attr-defined]
+_raw_changes = _changes_slot.__get__
+
+
+def _read_changes(record: CallRecord) -> list[dict[str, Any]]:
+    changes = _raw_changes(record)
+    for index, item in enumerate(changes):
+        if item.__class__ is tuple:
+            plugin, version, hook, change = item
+            changes[index] = {"plugin": plugin, "version": version, "hook": hook, "change": change.to_data()}
+    return changes
+
+
+CallRecord.changes = property(  # type: ignore[assignment,method-assign]
+    _read_changes, _changes_slot.__set__, doc="Every change made to the call, in order."
+)
+
+
+def raw_changes(record: CallRecord) -> list[Any]:
+    """The record's changes list as the engine appends to it (entries not made yet may be tuples)."""
+    return _raw_changes(record)
+
 
 class Result(NamedTuple):
     """A call's value and its record: ``value, record = fn.run(...)``."""

@@ -145,8 +145,19 @@ class Change:
         given = self.__dict__
         if instruction is not None:
             given["instruction"] = _CHECKS["instruction"](instruction)
-        if sections is not None and (sections := _CHECKS["sections"](sections)) is not None:
-            given["sections"] = sections
+        if sections is not None:
+            kind = sections.__class__
+            if kind is list or kind is tuple:  # the usual sections, plain strings none blank, checked inline
+                for item in sections:
+                    if item.__class__ is not str or not item.strip():
+                        sections = _CHECKS["sections"](sections)
+                        break
+                else:
+                    sections = tuple(sections)
+            else:
+                sections = _CHECKS["sections"](sections)
+            if sections is not None:
+                given["sections"] = sections
         if lm is not None:
             given["lm"] = _CHECKS["lm"](lm)
         if settings is not None and (settings := _CHECKS["settings"](settings)) is not None:

@@ -21,6 +21,7 @@ class Memory(Protocol):
 
 #: How the engine writes an event's fields (handlers cannot).
 _set = object.__setattr__
+_new = object.__new__
 
 
 def set_field(event: "Event", name: str, value: Any) -> None:
@@ -31,25 +32,33 @@ def set_field(event: "Event", name: str, value: Any) -> None:
 class Event:
     """Base of every event: ``entries(kind)`` reads this plugin's entries.
 
-    Plain slotted classes (not attrs): one is made per hook per call, and
-    their classes are built at ``import functai``, which must stay light.
+    Plain classes (not attrs): one is made per hook per call, and their
+    classes are built at ``import functai``, which must stay light. An event
+    keeps its fields in its instance dict, filled in one step when it is made
+    (no ``__setattr__`` per field); the engine writes its bookkeeping
+    (``_plugin``: whose handler runs; ``_us``: how long the last handler took,
+    only with ``record_timing``) straight into that dict or with `set_field`.
     """
 
-    #: ``_us``: how long the last handler took, set only when ``record_timing`` is on.
-    __slots__ = ("_plugin", "_memory", "_us")
     _fields: tuple[str, ...] = ()
+    #: A new event's attributes before its fields are given: no plugin, no memory, every field None.
+    _blank: dict[str, Any] = {"_plugin": None, "_memory": None}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._blank = {"_plugin": None, "_memory": None, **dict.fromkeys(cls._fields)}
 
     def __init__(self, **fields: Any) -> None:
-        self._plugin: str | None = None
-        self._memory: Memory | None = None
-        for name in self._fields:
-            _set(self, name, fields.pop(name, None))
-        if fields:
-            raise TypeError(f"{type(self).__name__} has no field {sorted(fields)[0]!r}")
+        data = self.__dict__
+        data.update(self._blank)
+        data.update(fields)
+        if len(data) != len(self._blank) or "_plugin" in fields or "_memory" in fields:
+            unknown = sorted(name for name in fields if name not in self._fields)
+            raise TypeError(f"{type(self).__name__} has no field {unknown[0]!r}")
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A handler changes things only by returning a Change, so that every
-        # change is recorded; the engine writes with `_set`.
+        # change is recorded; the engine writes with `set_field`.
         if not name.startswith("_"):
             raise AttributeError(
                 f"{type(self).__name__}.{name} is read-only: return a functai.Change "
@@ -69,8 +78,6 @@ class Event:
 
 
 class _Remembers(Event):
-    __slots__ = ()
-
     def remember(self, kind: str, data: Any) -> None:
         """Keep an entry at the current turn, under this handler's plugin."""
         if self._memory is None or self._plugin is None:
@@ -82,14 +89,12 @@ class TurnStartEvent(Event):
     """``turn_start``: a conversation turn is about to be sent."""
 
     _fields = ("inputs", "conversation", "parent", "program")
-    __slots__ = _fields
 
 
 class ContextEvent(Event):
     """``context``: the earlier turns a turn will be shown have been picked."""
 
     _fields = ("turns", "sections", "conversation", "parent", "program")
-    __slots__ = _fields
 
 
 class CallEvent(_Remembers):
@@ -99,7 +104,6 @@ class CallEvent(_Remembers):
         "function", "program", "inputs", "instruction", "sections", "lm", "settings",
         "tools", "all_tools", "path", "conversation", "turn",
     )
-    __slots__ = _fields
 
     def __init__(
         self,
@@ -117,59 +121,60 @@ class CallEvent(_Remembers):
         conversation: str | None = None,
         turn: str | None = None,
     ) -> None:
-        # Spelled out (not Event.__init__): this event is made on every call with a before_call handler.
-        _set(self, "_plugin", None)
-        _set(self, "_memory", None)
-        _set(self, "function", function)
-        _set(self, "program", program)
-        _set(self, "inputs", inputs)
-        _set(self, "instruction", instruction)
-        _set(self, "sections", sections)
-        _set(self, "lm", lm)
-        _set(self, "settings", settings)
-        _set(self, "tools", tools)
-        _set(self, "all_tools", all_tools)
-        _set(self, "path", path)
-        _set(self, "conversation", conversation)
-        _set(self, "turn", turn)
+        _set(self, "__dict__", {
+            "_plugin": None, "_memory": None, "function": function, "program": program, "inputs": inputs,
+            "instruction": instruction, "sections": sections, "lm": lm, "settings": settings, "tools": tools,
+            "all_tools": all_tools, "path": path, "conversation": conversation, "turn": turn,
+        })
+
+
+def call_event(
+    function: str, program: Any, inputs: Mapping[str, Any], instruction: str, sections: tuple[str, ...],
+    lm: str | None, settings: Mapping[str, Any], tools: tuple[str, ...], all_tools: tuple[str, ...],
+    path: str, conversation: str | None, turn: str | None, memory: Memory | None,
+) -> CallEvent:
+    """`CallEvent` for the engine, made on every call with a ``before_call`` handler.
+
+    Positional and without ``__init__``: calling a class with a dozen
+    keyword arguments costs more than the rest of making the event.
+    """
+    event = _new(CallEvent)
+    _set(event, "__dict__", {
+        "_plugin": None, "_memory": memory, "function": function, "program": program, "inputs": inputs,
+        "instruction": instruction, "sections": sections, "lm": lm, "settings": settings, "tools": tools,
+        "all_tools": all_tools, "path": path, "conversation": conversation, "turn": turn,
+    })
+    return event
 
 
 class RequestEvent(Event):
     """``request``: a request is about to be sent to the model client."""
 
     _fields = ("request", "function", "path")
-    __slots__ = _fields
 
 
 class ReplyEvent(Event):
     """``reply``: the model answered a request (hears only)."""
 
     _fields = ("request", "reply", "seconds", "attempt", "function", "path")
-    __slots__ = _fields
 
     def __init__(self, *, request: Any, reply: Any, seconds: float, attempt: int, function: str, path: str) -> None:
         # Spelled out (not Event.__init__): made after every model reply while a plugin hears it.
-        _set(self, "_plugin", None)
-        _set(self, "_memory", None)
-        _set(self, "request", request)
-        _set(self, "reply", reply)
-        _set(self, "seconds", seconds)
-        _set(self, "attempt", attempt)
-        _set(self, "function", function)
-        _set(self, "path", path)
+        _set(self, "__dict__", {"_plugin": None, "_memory": None, "request": request, "reply": reply,
+                                "seconds": seconds, "attempt": attempt, "function": function, "path": path})
 
 
 class ToolCallEvent(_Remembers):
     """``tool_call``: the model asked for a tool, which has not run yet."""
 
     _fields = ("name", "input", "effects", "path", "invocation", "id", "function", "settings")
-    __slots__ = (*_fields, "_ask", "_refusal")
 
     def __init__(self, *, ask_person: Callable[..., bool] | None = None, **fields: Any) -> None:
         super().__init__(**fields)
-        self._ask = ask_person
+        data = self.__dict__
+        data["_ask"] = ask_person
         #: Set by ``ask`` when a person refused: the reason, or "" for none.
-        self._refusal: str | None = None
+        data["_refusal"] = None
 
     def ask(self, reason: str | None = None, *, decide: Callable[["ToolCallEvent"], Any] | None = None) -> bool:
         """Ask a person whether this tool call may run; True to allow."""
@@ -182,26 +187,18 @@ class ToolResultEvent(_Remembers):
     """``tool_result``: a tool ran."""
 
     _fields = ("name", "input", "output", "path", "invocation", "function")
-    __slots__ = _fields
 
 
 class CallEndEvent(Event):
     """``call_end``: an AI function call ended, done or failed (hears only)."""
 
     _fields = ("record", "function", "path", "error", "seconds", "usage")
-    __slots__ = _fields
 
     def __init__(self, *, record: Any, function: str, path: str, error: str | None, seconds: float | None,
                  usage: Mapping[str, int]) -> None:
         # Spelled out (not Event.__init__): made at the end of every call while a plugin hears it.
-        _set(self, "_plugin", None)
-        _set(self, "_memory", None)
-        _set(self, "record", record)
-        _set(self, "function", function)
-        _set(self, "path", path)
-        _set(self, "error", error)
-        _set(self, "seconds", seconds)
-        _set(self, "usage", usage)
+        _set(self, "__dict__", {"_plugin": None, "_memory": None, "record": record, "function": function,
+                                "path": path, "error": error, "seconds": seconds, "usage": usage})
 
 
 def frozen(value: Any) -> Any:
@@ -247,11 +244,10 @@ class TurnEndEvent(_Remembers):
     """``turn_end``: a turn ended (done, failed or stopped)."""
 
     _fields = ("turn", "state", "inputs", "outputs", "conversation", "parent")
-    __slots__ = (*_fields, "_turns")
 
     def __init__(self, *, branch_turns: Callable[[], list[Any]] | None = None, **fields: Any) -> None:
         super().__init__(**fields)
-        self._turns = branch_turns
+        self.__dict__["_turns"] = branch_turns
 
     def turns(self) -> list[Any]:
         """Done turns of the branch, this one last when done."""

@@ -3,12 +3,14 @@
 One handler at a time: a handler's change is checked and applied to the
 event before the next handler runs, so every handler sees the event as the
 ones before it left it. Every applied change is appended to the call's
-``changes`` as ``{"plugin", "version", "hook", "change"}``.
+``changes`` as ``{"plugin", "version", "hook", "change"}`` — or, into a call
+record's own list, as a tuple the record turns into that entry when it is
+read (`fold_now`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..calls.steps import Await, Steps, drive
 from ..errors import FunctAIError, PluginError
@@ -16,7 +18,7 @@ from .change import HOOK_FIELDS, Change
 from .events import Event
 from .order import Handler
 from .plugin import Plugin
-from .timing import Timed
+from .timing import Timed, stamp
 
 #: Checks and applies one change to the event; raises `refuse(...)` when it does not fit.
 Apply = Callable[[Plugin, Change, Any], None]
@@ -80,18 +82,20 @@ def handler_error(plugin: Plugin, hook: str, error: Exception) -> Exception:
 
 def call_handler(plugin: Plugin, hook: str, handler: Callable[[Any], Any], event: Event) -> Any:
     """Run one handler; turn what it raises into the right functai error."""
-    event._plugin = plugin.name
+    data = event.__dict__
+    data["_plugin"] = plugin.name
     try:
         return handler(event)
     except Exception as error:
         raise handler_error(plugin, hook, error)
     finally:
-        event._plugin = None
+        data["_plugin"] = None
 
 
 def call_handler_steps(plugin: Plugin, hook: str, handler: Callable[[Any], Any], event: Event) -> Steps[Any]:
     """`call_handler` for the pipeline: an ``async def`` handler's coroutine is awaited by the driver."""
-    event._plugin = plugin.name
+    data = event.__dict__
+    data["_plugin"] = plugin.name
     try:
         result = handler(event)
         if result is not None and hasattr(result, "__await__"):
@@ -100,7 +104,7 @@ def call_handler_steps(plugin: Plugin, hook: str, handler: Callable[[Any], Any],
     except Exception as error:
         raise handler_error(plugin, hook, error)
     finally:
-        event._plugin = None
+        data["_plugin"] = None
 
 
 def record(plugin: Plugin, hook: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -128,44 +132,118 @@ def fold(
     hook: str,
     handlers: Sequence[Handler],
     event: Event,
-    changes: list[dict[str, Any]],
+    changes: list[Any],
     apply: Apply,
 ) -> None:
     """`fold_steps` outside the pipeline (an ``async def`` handler runs on a private event loop)."""
-    drive(fold_steps(hook, handlers, event, changes, apply))
+    rest = fold_now(hook, handlers, event, changes, apply)
+    if rest is not None:
+        drive(rest)
 
 
 def fold_steps(
     hook: str,
     handlers: Sequence[Handler],
     event: Event,
-    changes: list[dict[str, Any]],
+    changes: list[Any],
     apply: Apply,
 ) -> Steps[None]:
+    """`fold_now` as steps for the pipeline."""
+    rest = fold_now(hook, handlers, event, changes, apply)
+    if rest is not None:
+        yield from rest
+
+
+def fold_now(
+    hook: str,
+    handlers: Sequence[Handler],
+    event: Event,
+    changes: list[Any],
+    apply: Apply,
+    *,
+    lazy: bool = False,
+) -> Steps[None] | None:
     """Run ``handlers`` for a changing hook whose handlers return Changes.
 
-    This loop runs for every handler of every call, so the common case — a
-    Change whose fields the hook takes — is checked inline.
+    Runs at once, with no generator, until a handler returns an awaitable
+    (an ``async def`` handler): then it returns the steps that await it and
+    fold the rest, which the caller must run (``yield from``).
+
+    Each change is appended to ``changes``: as its record entry
+    ``{"plugin", "version", "hook", "change"}``, or with ``lazy`` (the list
+    is a call record's own, see `functai.calls.records.raw_changes`) as the
+    tuple ``(plugin name, version, hook, Change)`` that the record turns into
+    that entry when it is read. A Change is immutable, so the entry reads
+    the same either way.
     """
+    paused = _fold(hook, iter(handlers), event, changes, apply, lazy)
+    return None if paused is None else _resume(hook, paused, event, changes, apply, lazy)
+
+
+def _fold(
+    hook: str, handlers: Iterator[Handler], event: Event, changes: list[Any], apply: Apply, lazy: bool
+) -> Any:
+    """The loop of `fold_now`, run for every handler of every call.
+
+    The common case is checked and applied inline: a Change whose fields the
+    hook takes, and in ``before_call`` a Change setting only ``sections``.
+    Returns None when done; at a handler's awaitable, the handler's plugin,
+    the handler, the awaitable and the iterator of the handlers left.
+    """
+    data = event.__dict__
     allowed = HOOK_FIELDS[hook]
+    sections_inline = hook == "before_call"
     for plugin, handler in handlers:
-        event._plugin = plugin.name
+        name = data["_plugin"] = plugin.name
         try:
             result = handler(event)
-            if result is not None and hasattr(result, "__await__"):
-                result = yield Await(result)
         except Exception as error:
             raise handler_error(plugin, hook, error)
         if result is None:
             continue
-        if result.__class__ is not Change or not result.__dict__.keys() <= allowed:
-            result = check_change(plugin, hook, result)
+        if result.__class__ is Change:
+            given = result.__dict__
+            if not given:
+                continue
+            if sections_inline and len(given) == 1 and "sections" in given:
+                data["sections"] = data["sections"] + given["sections"]
+            elif given.keys() <= allowed:
+                apply(plugin, result, event)
+            else:
+                check_change(plugin, hook, result)  # refuses, naming the field
+        elif hasattr(result, "__await__"):
+            return plugin, handler, result, handlers
+        else:
+            result = check_change(plugin, hook, result)  # refuses anything but a Change
             if result is None:
                 continue
-        elif not result.__dict__:
-            continue
-        apply(plugin, result, event)
-        changes.append({"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": result.to_data()})
+            apply(plugin, result, event)
         if handler.__class__ is Timed:  # record_timing=True
-            changes[-1]["µs"] = event._us
-    event._plugin = None
+            changes.append({"plugin": name, "version": plugin.version, "hook": hook, "change": result.to_data(),
+                            "µs": event._us})
+        elif lazy:
+            changes.append((name, plugin.version, hook, result))
+        else:
+            changes.append({"plugin": name, "version": plugin.version, "hook": hook, "change": result.to_data()})
+    data["_plugin"] = None
+    return None
+
+
+def _resume(hook: str, paused: Any, event: Event, changes: list[Any], apply: Apply, lazy: bool) -> Steps[None]:
+    """Await a handler's awaitable, fold its result in, and go on with the handlers after it."""
+    while paused is not None:
+        plugin, handler, awaitable, rest = paused
+        try:
+            result = yield Await(awaitable)
+        except Exception as error:
+            raise handler_error(plugin, hook, error)
+        change = check_change(plugin, hook, result)
+        if change is not None:
+            apply(plugin, change, event)
+            if handler.__class__ is Timed:
+                changes.append(stamp(record(plugin, hook, change.to_data()), handler, event))
+            elif lazy:
+                changes.append((plugin.name, plugin.version, hook, change))
+            else:
+                changes.append(record(plugin, hook, change.to_data()))
+        paused = _fold(hook, rest, event, changes, apply, lazy)
