@@ -6,10 +6,12 @@ in process CPU time (what a shared machine's load moves least) next to wall
 time. Installed plugins (entry points) are left out: only the plugins each
 case sets run. Then what the plugin engine costs, derived from the CPU medians:
 
-- per handler returning a fresh ``Change(sections=[…])``: (10 such plugins − 1) / 9;
-- per handler returning None: (10 such plugins − 1) / 9;
+- per handler returning a fresh ``Change(sections=[…])``: (40 such plugins − 10) / 30;
+- per handler returning None: (40 such plugins − 10) / 30;
 - the ``CallEvent`` and fold set-up once any handler exists:
-  (1 plugin returning None − no plugins) − one handler returning None.
+  (1 plugin returning None − no plugins) − one handler returning None;
+- ``CallEvent`` built as the engine builds it, timed alone (the figure
+  above holds a whole call's noise).
 
     python benchmarks/bench_calls.py [--rounds 21] [--calls 2000]
 """
@@ -21,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+from types import MappingProxyType
 from typing import Callable
 
 import functai
@@ -100,6 +103,33 @@ def case(plugins: int, log_folder: str | None = None, make: Callable[[int], Plug
     return run
 
 
+def event_case() -> Callable[[int], tuple[float, float]]:
+    """Build the before_call event as the engine does for a call outside a conversation."""
+    inputs = {"country": "Peru"}
+    settings = MappingProxyType({})
+    try:
+        from functai.hooks.events import call_event
+    except ImportError:  # the engine before issue 15: keyword arguments, a __setattr__ per field
+        from functai.hooks.events import CallEvent
+
+        def build() -> None:
+            CallEvent(function="capital", program=capital, inputs=MappingProxyType(inputs), instruction="I.",
+                      sections=(), lm=None, settings=settings, tools=(), all_tools=(), path="capital",
+                      conversation=None, turn=None)
+    else:
+        def build() -> None:
+            call_event("capital", capital, MappingProxyType(inputs), "I.", (), None, settings, (), (), "capital",
+                       None, None, None)
+
+    def run(calls: int) -> tuple[float, float]:
+        start, cpu = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            build()
+        return per_call(start, cpu, calls)
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=21)
@@ -114,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
             "10 plugins (a section each)": case(10),
             "1 plugin (returning None)": case(1, make=quiet_plugin),
             "10 plugins (returning None)": case(10, make=quiet_plugin),
+            "40 plugins (a section each)": case(40),
+            "40 plugins (returning None)": case(40, make=quiet_plugin),
+            "CallEvent alone (no call)": event_case(),
             "no plugins, log_calls on": case(0, folder),
             "one-tool round trip, 0 tool_call plugins": tool_case(0),
             "one-tool round trip, 10 tool_call plugins": tool_case(10),
@@ -133,11 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     print("| case | CPU µs per call (median) | min | max | vs no plugins (CPU) | wall µs (median) |")
     print("|---|---|---|---|---|---|")
     for name, values in cpu.items():
+        if name == "CallEvent alone (no call)":
+            continue
         m = med[name]
         print(f"| {name} | {m:.1f} | {min(values):.1f} | {max(values):.1f} | +{m - base:.1f} µs ({m / base:.2f}x) "
               f"| {statistics.median(wall[name]):.1f} |")
-    change = (med["10 plugins (a section each)"] - med["1 plugin (a section)"]) / 9
-    quiet = (med["10 plugins (returning None)"] - med["1 plugin (returning None)"]) / 9
+    change = (med["40 plugins (a section each)"] - med["10 plugins (a section each)"]) / 30
+    quiet = (med["40 plugins (returning None)"] - med["10 plugins (returning None)"]) / 30
     first = med["1 plugin (returning None)"] - base - quiet
     print()
     print("| engine cost (from the CPU medians) | µs |")
@@ -145,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| per handler returning a fresh Change(sections=[…]) | {change:.2f} |")
     print(f"| per handler returning None | {quiet:.2f} |")
     print(f"| CallEvent and fold set-up once any handler exists | {first:.2f} |")
+    print(f"| CallEvent built, timed alone | {med['CallEvent alone (no call)']:.2f} |")
     return 0
 
 
