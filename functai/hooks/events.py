@@ -41,6 +41,9 @@ class Event:
     """
 
     _fields: tuple[str, ...] = ()
+    #: Whose handler runs, and where its entries are kept: read here until the engine sets them.
+    _plugin: str | None = None
+    _memory: Memory | None = None
     #: A new event's attributes before its fields are given: no plugin, no memory, every field None.
     _blank: dict[str, Any] = {"_plugin": None, "_memory": None}
 
@@ -104,6 +107,9 @@ class CallEvent(_Remembers):
         "function", "program", "inputs", "instruction", "sections", "lm", "settings",
         "tools", "all_tools", "path", "conversation", "turn",
     )
+    #: Outside a conversation (`call_event` leaves them out of the instance).
+    conversation: str | None = None
+    turn: str | None = None
 
     def __init__(
         self,
@@ -136,14 +142,20 @@ def call_event(
     """`CallEvent` for the engine, made on every call with a ``before_call`` handler.
 
     Positional and without ``__init__``: calling a class with a dozen
-    keyword arguments costs more than the rest of making the event.
+    keyword arguments costs more than the rest of making the event. What is
+    None outside a conversation is left to the class's defaults.
     """
     event = _new(CallEvent)
-    _set(event, "__dict__", {
-        "_plugin": None, "_memory": memory, "function": function, "program": program, "inputs": inputs,
-        "instruction": instruction, "sections": sections, "lm": lm, "settings": settings, "tools": tools,
-        "all_tools": all_tools, "path": path, "conversation": conversation, "turn": turn,
-    })
+    data = {
+        "function": function, "program": program, "inputs": inputs, "instruction": instruction,
+        "sections": sections, "lm": lm, "settings": settings, "tools": tools, "all_tools": all_tools, "path": path,
+    }
+    if conversation is not None:
+        data["conversation"] = conversation
+        data["turn"] = turn
+    if memory is not None:
+        data["_memory"] = memory
+    _set(event, "__dict__", data)
     return event
 
 
