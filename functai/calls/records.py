@@ -87,6 +87,14 @@ class CallRecord:
 _FIELDS = tuple(f.name for f in attrs.fields(CallRecord))
 _REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
 
+
+class Result(NamedTuple):
+    """A call's value and its record: ``value, record = fn.run(...)``."""
+
+    value: Any
+    record: CallRecord
+
+
 # ``record.changes`` as it reads. The plugin engine appends a change as the
 # tuple ``(plugin name, version, hook, Change)`` (`functai.hooks.fold.fold_now`)
 # and the entry ``{"plugin", "version", "hook", "change"}`` is made only when
@@ -115,13 +123,6 @@ CallRecord.changes = property(  # type: ignore[assignment,method-assign]
 def raw_changes(record: CallRecord) -> list[Any]:
     """The record's changes list as the engine appends to it (entries not made yet may be tuples)."""
     return _raw_changes(record)
-
-
-class Result(NamedTuple):
-    """A call's value and its record: ``value, record = fn.run(...)``."""
-
-    value: Any
-    record: CallRecord
 
 
 def size(value: Any) -> int:
