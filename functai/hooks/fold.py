@@ -135,23 +135,10 @@ def fold(
     changes: list[Any],
     apply: Apply,
 ) -> None:
-    """`fold_steps` outside the pipeline (an ``async def`` handler runs on a private event loop)."""
+    """`fold_now` outside the pipeline (an ``async def`` handler runs on a private event loop)."""
     rest = fold_now(hook, handlers, event, changes, apply)
     if rest is not None:
         drive(rest)
-
-
-def fold_steps(
-    hook: str,
-    handlers: Sequence[Handler],
-    event: Event,
-    changes: list[Any],
-    apply: Apply,
-) -> Steps[None]:
-    """`fold_now` as steps for the pipeline."""
-    rest = fold_now(hook, handlers, event, changes, apply)
-    if rest is not None:
-        yield from rest
 
 
 def fold_now(
