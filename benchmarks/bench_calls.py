@@ -23,7 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Callable
 
 import functai
@@ -107,19 +107,17 @@ def event_case() -> Callable[[int], tuple[float, float]]:
     """Build the before_call event as the engine does for a call outside a conversation."""
     inputs = {"country": "Peru"}
     settings = MappingProxyType({})
-    try:
-        from functai.hooks.events import call_event
-    except ImportError:  # the engine before issue 15: keyword arguments, a __setattr__ per field
-        from functai.hooks.events import CallEvent
+    from functai.hooks.events import CallEvent
 
+    if issubclass(CallEvent, SimpleNamespace):  # issue 15: keyword arguments in C, the inputs view made when read
+        def build() -> None:
+            CallEvent(function="capital", program=capital, inputs=inputs, instruction="I.", sections=(), lm=None,
+                      settings=settings, tools=(), all_tools=(), path="capital")
+    else:  # before: a __setattr__ per field, the inputs view made at once
         def build() -> None:
             CallEvent(function="capital", program=capital, inputs=MappingProxyType(inputs), instruction="I.",
                       sections=(), lm=None, settings=settings, tools=(), all_tools=(), path="capital",
                       conversation=None, turn=None)
-    else:
-        def build() -> None:
-            call_event("capital", capital, MappingProxyType(inputs), "I.", (), None, settings, (), (), "capital",
-                       None, None, None)
 
     def run(calls: int) -> tuple[float, float]:
         start, cpu = time.perf_counter(), time.process_time()

@@ -8,6 +8,11 @@ interleaved rounds. Runs against the engine before issue 15 too (its
 
     PYTHONPATH=. python benchmarks/bench_fold.py [--rounds 21] [--folds 2000]
     PYTHONPATH=/path/to/old/checkout python benchmarks/bench_fold.py
+
+``--old-events /path/to/old/checkout/functai/hooks/events.py`` also times the
+old module's ``CallEvent`` (it imports nothing of functai) built as the old
+engine built it, in the same process and rounds as this one's: a before/after
+ratio that the machine's changing speed does not move.
 """
 
 from __future__ import annotations
@@ -16,20 +21,24 @@ import argparse
 import statistics
 import sys
 import time
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Any, Callable
 
 from functai import Change, Plugin
 from functai.calls.run import _apply_before_call
 from functai.hooks import fold as folding
+from functai.hooks.events import CallEvent
 
 SETTINGS: Any = MappingProxyType({})
 
-try:
-    from functai.hooks.events import call_event
-except ImportError:  # the engine before issue 15
-    from functai.hooks.events import CallEvent
+if issubclass(CallEvent, SimpleNamespace):  # issue 15's engine
+    def new_event() -> Any:
+        return CallEvent(function="f", program=None, inputs={}, instruction="I.", sections=(), lm=None,
+                         settings=SETTINGS, tools=(), all_tools=(), path="f")
 
+    def run_fold(handlers: Any, event: Any, changes: list[Any]) -> None:
+        folding.fold_now("before_call", handlers, event, changes, _apply_before_call, lazy=True)
+else:  # before: fold_steps, and a CallEvent with a __setattr__ per field
     def new_event() -> Any:
         return CallEvent(function="f", program=None, inputs=MappingProxyType({}), instruction="I.", sections=(),
                          lm=None, settings=SETTINGS, tools=(), all_tools=(), path="f", conversation=None, turn=None)
@@ -37,12 +46,6 @@ except ImportError:  # the engine before issue 15
     def run_fold(handlers: Any, event: Any, changes: list[Any]) -> None:
         for _ in folding.fold_steps("before_call", handlers, event, changes, _apply_before_call):
             pass
-else:
-    def new_event() -> Any:
-        return call_event("f", None, MappingProxyType({}), "I.", (), None, SETTINGS, (), (), "f", None, None, None)
-
-    def run_fold(handlers: Any, event: Any, changes: list[Any]) -> None:
-        folding.fold_now("before_call", handlers, event, changes, _apply_before_call, lazy=True)
 
 
 def handlers(count: int, changing: bool) -> tuple[Any, ...]:
@@ -75,10 +78,38 @@ def change_case(folds: int) -> float:
     return (time.process_time() - cpu) / folds * 1e6
 
 
+def event_case(make: Callable[[], Any]) -> Callable[[int], float]:
+    def run(folds: int) -> float:
+        cpu = time.process_time()
+        for _ in range(folds):
+            make()
+        return (time.process_time() - cpu) / folds * 1e6
+
+    return run
+
+
+def old_event_maker(path: str) -> Callable[[], Any]:
+    """The old module's CallEvent, made as the old engine made it (keywords, the inputs view at once)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("old_functai_events", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    old = module.CallEvent
+
+    def make() -> Any:
+        return old(function="f", program=None, inputs=MappingProxyType({}), instruction="I.", sections=(), lm=None,
+                   settings=SETTINGS, tools=(), all_tools=(), path="f", conversation=None, turn=None)
+
+    return make
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--folds", type=int, default=2000)
+    parser.add_argument("--old-events", help="an older functai/hooks/events.py to time its CallEvent alongside")
     args = parser.parse_args(argv)
     cases: dict[str, Callable[[int], float]] = {
         "event, no handler": fold_case(0, False),
@@ -87,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         "10 returning a Change": fold_case(10, True),
         "40 returning a Change": fold_case(40, True),
         "Change(sections=[…]) alone": change_case,
+        "CallEvent alone": event_case(new_event),
     }
+    if args.old_events:
+        cases["old CallEvent alone"] = event_case(old_event_maker(args.old_events))
     for run in cases.values():
         run(200)
     times: dict[str, list[float]] = {name: [] for name in cases}
@@ -106,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| per handler returning a fresh Change(sections=[…]) | {per_change:.2f} |")
     print(f"|   of which the Change made (timed alone) | {made:.2f} |")
     print(f"|   of which the handler call, check, apply and record entry | {per_change - made:.2f} |")
+    print(f"| CallEvent built, as the engine builds it | {med['CallEvent alone']:.2f} |")
+    if args.old_events:
+        old = med["old CallEvent alone"]
+        print(f"| the old CallEvent built, as the old engine built it | {old:.2f} |")
+        print(f"| new / old | {med['CallEvent alone'] / old:.2f} |")
     return 0
 
 

@@ -11,7 +11,7 @@ import pytest
 import functai
 from functai import Change, Plugin, ai
 from functai.calls import records
-from functai.hooks.events import CallEvent, RequestEvent, ToolCallEvent, TurnStartEvent, call_event
+from functai.hooks.events import CallEvent, RequestEvent, ToolCallEvent, TurnStartEvent
 from functai.testing import ScriptedLM
 
 
@@ -134,14 +134,19 @@ def test_a_failing_async_handler_is_named_and_stops_the_fold(lm):
 
 
 def test_events_are_made_in_one_step_and_stay_read_only():
-    made = call_event("f", None, {}, "I.", (), None, {}, (), (), "f", None, None, None)
-    by_keywords = CallEvent(function="f", program=None, inputs={}, instruction="I.", sections=(), lm=None,
-                            settings={}, tools=(), all_tools=(), path="f")
-    assert repr(made) == repr(by_keywords)
-    assert made.entries("k") == [] and made._plugin is None
-    for event in (made, by_keywords):
-        with pytest.raises(AttributeError, match="read-only"):
-            event.sections = ("x",)
+    inputs = {"q": "x"}
+    made = CallEvent(function="f", program=None, inputs=inputs, instruction="I.", sections=(), lm=None,
+                     settings={}, tools=(), all_tools=(), path="f")
+    assert "CallEvent(function='f', program=None, inputs=mappingproxy({'q': 'x'})" in repr(made)
+    assert (made.conversation, made.turn, made._plugin, made._memory) == (None, None, None, None)
+    assert made.entries("k") == []
+    with pytest.raises(TypeError):
+        made.inputs["q"] = "changed"  # a read-only view of the call's inputs
+    with pytest.raises(AttributeError, match="read-only"):
+        made.sections = ("x",)
+    twin = CallEvent(function="f", program=None, inputs=inputs, instruction="I.", sections=(), lm=None,
+                     settings={}, tools=(), all_tools=(), path="f")
+    assert made != twin and made == made and len({made, twin}) == 2  # an event is itself, not its fields
     with pytest.raises(TypeError, match="no field 'nope'"):
         TurnStartEvent(inputs={}, nope=1)
     with pytest.raises(TypeError, match="no field '_plugin'"):
@@ -150,3 +155,19 @@ def test_events_are_made_in_one_step_and_stay_read_only():
     assert (tool.name, tool.effects, tool._refusal) == ("t", None, None)
     with pytest.raises(RuntimeError, match="nobody can be asked"):
         tool.ask()
+
+
+def test_a_before_call_handler_sees_the_conversation_and_the_inputs_read_only(lm):
+    seen = []
+
+    def look(call):
+        seen.append((call.conversation, call.turn is not None, dict(call.inputs), call.function, call.path))
+        with pytest.raises(TypeError):
+            call.inputs["q"] = "changed"
+
+    chat = answer.conversation("seen", plugins=[Plugin("look", before_call=look)])
+    chat("in a turn")
+    with functai.settings(plugins=[Plugin("look", before_call=look)]):
+        answer("outside")
+    assert seen == [("seen", True, {"q": "in a turn"}, "answer", "answer"),
+                    (None, False, {"q": "outside"}, "answer", "answer")]

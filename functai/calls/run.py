@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..errors import FunctAIError, OutputError, Waiting
 from ..files import check_log_calls
 from ..hooks.change import Change
-from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, call_event, set_field
+from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
 from ..hooks.fold import call_handler_steps, fold_now, record as change_record, refuse
 from ..hooks.hear import hear_steps
 from ..hooks.timing import stamp
@@ -34,9 +34,6 @@ from .outputs import describe, read_output, to_jsonable
 from .scope import TurnScope, current_turn
 from .steps import Send, Steps, drive
 from .tools import ToolRunner
-
-#: A call outside a conversation: no conversation, turn or memory for its before_call event.
-_NO_SCOPE = (None, None, None)
 
 #: Values whose JSON is never a record's fields (see ``outputs_of`` in conversations).
 _PLAIN = (str, int, float, bool, list, tuple, dict, type(None))
@@ -171,9 +168,10 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
         sections: tuple[str, ...] = tuple(turn.sections) if turn is not None else ()
         handlers = resolved.plan.handlers["before_call"]
         if handlers:
-            conversation, turn_id, memory = _NO_SCOPE if scope is None else (scope.conversation, scope.turn, scope.memory)
-            event = call_event(fn.name, fn, MappingProxyType(inputs), instruction, sections, lm, settings_view, tools,
-                               fn.tool_names, path, conversation, turn_id, memory)
+            event = CallEvent(function=fn.name, program=fn, inputs=inputs, instruction=instruction, sections=sections,
+                              lm=lm, settings=settings_view, tools=tools, all_tools=fn.tool_names, path=path)
+            if scope is not None:
+                event.__dict__.update(conversation=scope.conversation, turn=scope.turn, _memory=scope.memory)
             rest = fold_now("before_call", handlers, event, records.raw_changes(record), _apply_before_call, lazy=True)
             if rest is not None:
                 yield from rest

@@ -7,7 +7,7 @@ a handler from changing anything except by returning a Change.
 
 from __future__ import annotations
 
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Any, Callable, Mapping, Protocol
 
 
@@ -21,7 +21,6 @@ class Memory(Protocol):
 
 #: How the engine writes an event's fields (handlers cannot).
 _set = object.__setattr__
-_new = object.__new__
 
 
 def set_field(event: "Event", name: str, value: Any) -> None:
@@ -29,16 +28,22 @@ def set_field(event: "Event", name: str, value: Any) -> None:
     _set(event, name, value)
 
 
-class Event:
+class Event(SimpleNamespace):
     """Base of every event: ``entries(kind)`` reads this plugin's entries.
 
-    Plain classes (not attrs): one is made per hook per call, and their
-    classes are built at ``import functai``, which must stay light. An event
-    keeps its fields in its instance dict, filled in one step when it is made
-    (no ``__setattr__`` per field); the engine writes its bookkeeping
+    Not attrs: one is made per hook per call, and their classes are built at
+    ``import functai``, which must stay light. An event keeps its fields in
+    its instance dict, filled in one step when it is made (no ``__setattr__``
+    per field): the events made on every call take `SimpleNamespace`'s
+    ``__init__``, which does it in C. The engine writes its bookkeeping
     (``_plugin``: whose handler runs; ``_us``: how long the last handler took,
     only with ``record_timing``) straight into that dict or with `set_field`.
     """
+
+    # An event is itself, not its fields: equal and hashed by identity (a SimpleNamespace compares fields).
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
     _fields: tuple[str, ...] = ()
     #: Whose handler runs, and where its entries are kept: read here until the engine sets them.
@@ -107,56 +112,20 @@ class CallEvent(_Remembers):
         "function", "program", "inputs", "instruction", "sections", "lm", "settings",
         "tools", "all_tools", "path", "conversation", "turn",
     )
-    #: Outside a conversation (`call_event` leaves them out of the instance).
+    #: Outside a conversation (the engine leaves them, and ``_memory``, out of the instance).
     conversation: str | None = None
     turn: str | None = None
 
-    def __init__(
-        self,
-        *,
-        function: str,
-        program: Any,
-        inputs: Mapping[str, Any],
-        instruction: str,
-        sections: tuple[str, ...],
-        lm: str | None,
-        settings: Mapping[str, Any],
-        tools: tuple[str, ...],
-        all_tools: tuple[str, ...],
-        path: str,
-        conversation: str | None = None,
-        turn: str | None = None,
-    ) -> None:
-        _set(self, "__dict__", {
-            "_plugin": None, "_memory": None, "function": function, "program": program, "inputs": inputs,
-            "instruction": instruction, "sections": sections, "lm": lm, "settings": settings, "tools": tools,
-            "all_tools": all_tools, "path": path, "conversation": conversation, "turn": turn,
-        })
+    #: Made by the engine on every call with a before_call handler, with keyword arguments:
+    #: ``function``, ``program``, ``inputs`` (the call's own dict: handlers read it through
+    #: a read-only view), ``instruction``, ``sections``, ``lm``, ``settings``, ``tools``,
+    #: ``all_tools``, ``path``; inside a conversation ``conversation``, ``turn`` and ``_memory``.
+    __init__ = SimpleNamespace.__init__  # type: ignore[assignment]
 
-
-def call_event(
-    function: str, program: Any, inputs: Mapping[str, Any], instruction: str, sections: tuple[str, ...],
-    lm: str | None, settings: Mapping[str, Any], tools: tuple[str, ...], all_tools: tuple[str, ...],
-    path: str, conversation: str | None, turn: str | None, memory: Memory | None,
-) -> CallEvent:
-    """`CallEvent` for the engine, made on every call with a ``before_call`` handler.
-
-    Positional and without ``__init__``: calling a class with a dozen
-    keyword arguments costs more than the rest of making the event. What is
-    None outside a conversation is left to the class's defaults.
-    """
-    event = _new(CallEvent)
-    data = {
-        "function": function, "program": program, "inputs": inputs, "instruction": instruction,
-        "sections": sections, "lm": lm, "settings": settings, "tools": tools, "all_tools": all_tools, "path": path,
-    }
-    if conversation is not None:
-        data["conversation"] = conversation
-        data["turn"] = turn
-    if memory is not None:
-        data["_memory"] = memory
-    _set(event, "__dict__", data)
-    return event
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        """The call's inputs by name, read-only (the view is made only for a handler that reads them)."""
+        return MappingProxyType(self.__dict__["inputs"])
 
 
 class RequestEvent(Event):
@@ -169,11 +138,8 @@ class ReplyEvent(Event):
     """``reply``: the model answered a request (hears only)."""
 
     _fields = ("request", "reply", "seconds", "attempt", "function", "path")
-
-    def __init__(self, *, request: Any, reply: Any, seconds: float, attempt: int, function: str, path: str) -> None:
-        # Spelled out (not Event.__init__): made after every model reply while a plugin hears it.
-        _set(self, "__dict__", {"_plugin": None, "_memory": None, "request": request, "reply": reply,
-                                "seconds": seconds, "attempt": attempt, "function": function, "path": path})
+    #: Made after every model reply while a plugin hears it: every field by keyword, in C.
+    __init__ = SimpleNamespace.__init__  # type: ignore[assignment]
 
 
 class ToolCallEvent(_Remembers):
@@ -205,12 +171,8 @@ class CallEndEvent(Event):
     """``call_end``: an AI function call ended, done or failed (hears only)."""
 
     _fields = ("record", "function", "path", "error", "seconds", "usage")
-
-    def __init__(self, *, record: Any, function: str, path: str, error: str | None, seconds: float | None,
-                 usage: Mapping[str, int]) -> None:
-        # Spelled out (not Event.__init__): made at the end of every call while a plugin hears it.
-        _set(self, "__dict__", {"_plugin": None, "_memory": None, "record": record, "function": function,
-                                "path": path, "error": error, "seconds": seconds, "usage": usage})
+    #: Made at the end of every call while a plugin hears it: every field by keyword, in C.
+    __init__ = SimpleNamespace.__init__  # type: ignore[assignment]
 
 
 def frozen(value: Any) -> Any:
