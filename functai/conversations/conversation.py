@@ -9,315 +9,54 @@ turns (``chat(...)``) and continues its own branch. Each turn runs:
 A turn whose tool call needs a person's answer **waits**: it is saved, the
 caller gets `functai.Waiting`, and any process that opens the conversation can
 answer and resume it; replies and tool results already recorded are reused.
+
+This module is the view; the rest lives beside it: `rules` (all_turns,
+last_turns), `turn` (a `Turn`), `context` (what a new turn is shown),
+`scope` (a running turn as its calls see it), `history` (the fold of the
+records), `held` and `leases` (waiting, interrupted and abandoned turns).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..calls import layout as layouts
 from ..calls.outputs import to_jsonable
 from ..calls.run import call_steps
 from ..calls.scope import current_turn as current_scope
 from ..calls.steps import Steps, adrive, drive
 from ..errors import FunctAIError, Waiting
-from ..hooks.change import Change
-from ..hooks.events import ContextEvent, TurnEndEvent, TurnStartEvent, set_field
-from ..hooks.fold import fold, refuse
+from ..hooks.events import TurnEndEvent, set_field
 from ..hooks.hear import run_awaitable
-from ..hooks.plugin import Plugin
 from ..layers import Layer, pop_block, push_block, resolve
 from ..log import warn
-from ..models.request import Client, Reply, Request, ToolCall
+from . import context as shown_context
 from . import held, leases
-from .history import DONE, FAILED, FORMAT, HELD, INTERRUPTED, STOPPED, WAITING, History, TurnData
+from .context import ShownTurn, history_messages, outputs_of, record_place
+from .history import DONE, FAILED, FORMAT, HELD, STOPPED, WAITING, History, TurnData
+from .rules import all_turns, last_turns
+from .scope import Memory, TurnScope, current_turn, waits_of
 from .store import MemoryStore, Store, StoreConflict, check_conversation_id, open_store, store_reference
+from .turn import Turn
 
 if TYPE_CHECKING:
     from ..calls.function import AIFunction
 
+__all__ = [
+    "Conversation", "ShownTurn", "Turn", "all_turns", "current_turn", "history_messages", "last_turns",
+    "outputs_of", "record_place", "waits_of",
+]
+
 FUNCTION_RULE = held.FUNCTION_RULE
 _now = held.now_text
+#: The names these had when they lived here.
+_Memory, _TurnScope = Memory, TurnScope
 
 
 def _new_id() -> str:
     return os.urandom(6).hex()
-
-
-# -- what earlier turns a turn is shown ---------------------------------------------
-
-
-class all_turns:
-    """Show a turn every done turn of its branch."""
-
-    limit: int | None = None
-
-    def __repr__(self) -> str:
-        return "all_turns()"
-
-
-class last_turns(all_turns):
-    """Show a turn the last ``n`` done turns of its branch."""
-
-    def __init__(self, n: int) -> None:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"last_turns(n) needs a whole number n >= 0, not {n!r}")
-        self.limit = n
-
-    def __repr__(self) -> str:
-        return f"last_turns({self.limit})"
-
-
-class ShownTurn:
-    """An earlier turn as a ``context`` handler sees it."""
-
-    __slots__ = ("id", "inputs", "outputs", "without")
-
-    def __init__(self, turn: TurnData, without: Sequence[str]) -> None:
-        self.id = turn.id
-        self.inputs = MappingProxyType(turn.inputs)
-        self.outputs = MappingProxyType(turn.outputs)
-        self.without = tuple(without)
-
-    def __repr__(self) -> str:
-        return f"ShownTurn({self.id!r}, without={list(self.without)})"
-
-
-def record_place(store: Store, conversation: str, index: int) -> str:
-    """Where a store keeps record ``index``: ``<file>:<line>`` for a folder store."""
-    where = getattr(store, "where", None)
-    if callable(where):
-        return str(where(conversation, index))
-    return f"{store!r}, conversation {conversation!r}, record {index + 1}"
-
-
-def outputs_of(value: Any) -> dict[str, Any]:
-    """A turn's outputs by name: a record's fields, or ``{"output": value}``."""
-    data = to_jsonable(value)
-    if isinstance(data, dict) and not isinstance(value, dict):
-        return data
-    return {"output": data}
-
-
-def history_messages(history: History, shown: Sequence[str], without: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
-    """Earlier turns as prior user/assistant messages; fields left out are absent."""
-    return [dict(message) for message in history.messages(shown, without)]
-
-
-# -- turns ------------------------------------------------------------------------------
-
-
-class Turn:
-    """One turn of a conversation: a call of its function."""
-
-    def __init__(self, chat: "Conversation", data: TurnData) -> None:
-        self._chat = chat
-        self._data = data
-
-    id = property(lambda self: self._data.id)
-    parent = property(lambda self: self._data.parent)
-    state = property(lambda self: self._data.state,
-                     doc="done, failed, stopped, waiting, running, interrupted or abandoned")
-    why = property(lambda self: self._data.why, doc="why an interrupted turn was interrupted (its owner was gone)")
-    call = property(lambda self: self._data.call, doc="the id of the turn's call record")
-    inputs = property(lambda self: MappingProxyType(self._data.inputs))
-    outputs = property(lambda self: MappingProxyType(self._data.outputs))
-    approvals = property(lambda self: list(self._data.approvals), doc="what a waiting turn waits for")
-
-    @property
-    def answers(self) -> dict[str, dict[str, Any]]:
-        """The answers given to this turn's approvals, by key: ``{"allow": bool, "reason": str | None}``."""
-        return {key: {"allow": allow, "reason": reason} for key, (allow, reason) in self._data.answers.items()}
-
-    def approve(self, approval: Mapping[str, Any] | str | None = None, *, by: str | None = None) -> "Turn":
-        """Allow a waiting approval (all of them when none is named)."""
-        self._chat._answer(self.id, approval, allow=True, reason=None, by=by)
-        return self
-
-    def deny(
-        self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None, by: str | None = None
-    ) -> "Turn":
-        """Refuse a waiting approval (all of them when none is named)."""
-        self._chat._answer(self.id, approval, allow=False, reason=reason, by=by)
-        return self
-
-    def resume(self, *, rerun: Sequence[str] | None = None) -> Any:
-        """Go on with a waiting turn whose approvals are answered, or an interrupted one;
-        returns the answer. A tool that started and never recorded a result is not run
-        again (the model is told so) unless its name is in ``rerun``."""
-        return drive(self._chat._resume(self.id, held.check_rerun(rerun))).value
-
-    async def aresume(self, *, rerun: Sequence[str] | None = None) -> Any:
-        """`resume` from async code."""
-        return (await self._chat._alocked(self._chat._resume(self.id, held.check_rerun(rerun)))).value
-
-    def abandon(self, *, reason: str | None = None, by: str | None = None) -> "Turn":
-        """Give up on a waiting or interrupted turn: it ends ``abandoned`` and frees the branch.
-
-        Its call record (with the log set) is written now, with error ``turn-abandoned``.
-        """
-        self._chat._abandon(self.id, reason, by)
-        return self
-
-    @property
-    def conversation(self) -> "Conversation":
-        """The view this turn was read through (its store, entries, branches)."""
-        return self._chat
-
-    def __repr__(self) -> str:
-        return f"Turn({self.id!r}, {self.state}, parent={self.parent!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Turn) and other.id == self.id and other._chat.id == self._chat.id
-
-    def __hash__(self) -> int:
-        return hash((self._chat.id, self.id))
-
-
-class _Memory:
-    """Entries for the events of one turn (kept at that turn, read on its branch)."""
-
-    def __init__(self, chat: "Conversation", turn_id: str | None) -> None:
-        self.chat = chat
-        self.turn_id = turn_id
-
-    def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
-        return self.chat._history.entries_on(self.chat._history.branch(self.turn_id), plugin, kind)
-
-    def remember(self, plugin: str, kind: str, data: Any) -> None:
-        if self.turn_id is None:
-            raise ValueError("remember() needs a turn")
-        self.chat._append_entry(plugin, kind, data, self.turn_id)
-
-
-class _TurnScope:
-    """A running turn, as the calls inside it see it (see `functai.calls.scope`)."""
-
-    def __init__(self, chat: "Conversation", data: TurnData, also_approve: tuple[Any, ...] = (),
-                 rerun: tuple[str, ...] = ()) -> None:
-        self.chat = chat
-        self.program = chat.program
-        self.layer = chat.layer
-        self.conversation = chat.id
-        self.turn = data.id
-        self.parent = data.parent
-        self.store = store_reference(chat.store)
-        self.waits = True
-        self.claimed = False
-        self.changes = list(data.changes)
-        self.sections = list(data.sections)
-        self.history = chat._history.shown_messages(data)
-        #: What the turn's own call record keeps of it (as the turn record has it), so replay needs only the log.
-        self.shown = dict(data.shown) if isinstance(data.shown, dict) else list(data.shown)
-        self.without = dict(data.without)
-        self.memory = _Memory(chat, data.id)
-        self.data = data
-        self.calls = 0
-        self.requests = 0
-        #: Approve rules the turn started with that this process's rule does not cover: checked too.
-        self.also_approve = also_approve
-        self.rerun = rerun
-        #: The turn's one call record: its id, when it first started, and what it waited for.
-        self.call_id = data.call
-        self.call_started = next((w["started"] for w in data.waits if w.get("started")), None) or (
-            data.at if data.resumes else None)
-        self.waited = waits_of(chat._history, data)
-
-    def begin_call(self) -> int:
-        self.calls += 1
-        return self.calls
-
-    def complete(self, client: Client, request: Request) -> Reply:
-        reply = self.replay(request)
-        if reply is None:
-            reply = client.complete(request)
-            self.keep(reply)
-        return reply
-
-    def replay(self, request: Request) -> Reply | None:
-        """The reply recorded for this request before the turn waited, or None: ask the model,
-        then `keep` its reply (the async and streaming drivers ask it their own way)."""
-        self.requests += 1
-        if self.requests <= len(self.data.replies):  # paid for before the turn waited
-            saved = self.data.replies[self.requests - 1]
-            return Reply(
-                text=saved.get("text"),
-                tool_calls=tuple(ToolCall(c["id"], c["name"], c.get("input") or {}) for c in saved.get("tool_calls", ())),
-                usage=saved.get("usage") or {},
-                finish_reason=saved.get("finish_reason"),
-                refusal=saved.get("refusal"),
-                reasoning=saved.get("reasoning"),
-            )
-        return None
-
-    def keep(self, reply: Reply) -> None:
-        """Record a new reply, so a resumed turn never pays for it twice."""
-        saved = {
-            "text": reply.text,
-            "tool_calls": [{"id": c.id, "name": c.name, "input": to_jsonable(dict(c.input))} for c in reply.tool_calls],
-            "usage": dict(reply.usage),
-            "finish_reason": reply.finish_reason,
-        }
-        for name in ("refusal", "reasoning"):  # kept as the call record keeps them (older lines have neither)
-            if getattr(reply, name) is not None:
-                saved[name] = getattr(reply, name)
-        self.chat._append({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
-        # the append's refresh added it to self.data.replies
-
-    def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
-        recorded = self.data.tools.get(site)
-        if recorded is not None and recorded.get("state") == "started" and recorded["entry"].get("name") in self.rerun:
-            return None  # resume(rerun=[name]): run it again
-        return recorded
-
-    def tool_started(self, site: str, entry: Mapping[str, Any]) -> None:
-        self.chat._append(
-            {"kind": "tool", "turn": self.turn, "site": site, "state": "started", "entry": to_jsonable(dict(entry))},
-            sync=True,  # a crash while it runs must be visible
-        )
-
-    def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
-        self.chat._append({"kind": "tool", "turn": self.turn, "site": site, "state": "suspended",
-                           "entry": to_jsonable(dict(entry))})
-
-    def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
-        record = {"kind": "tool", "turn": self.turn, "site": site, "state": "done",
-                  "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes))}
-        self.chat._append(record)  # its refresh records it in self.data.tools
-
-    def answer(self, key: str) -> tuple[bool, str | None] | None:
-        return self.data.answers.get(key)
-
-    def refusal(self, site: str) -> tuple[str, str | None] | None:
-        for approval in self.data.approvals:
-            key = approval["key"]
-            if key.startswith(site + ".") and self.data.answers.get(key, (True, None))[0] is False:
-                return approval["plugin"], self.data.answers[key][1]
-        return None
-
-
-def waits_of(history: History, data: TurnData) -> list[dict[str, Any]]:
-    """A turn's waits as its call record keeps them: approvals, when, and the answers given."""
-    answered = history.answered.get(data.id, {})
-    return [{"approvals": w["approvals"], "at": w["at"],
-             "answers": {a["key"]: answered[a["key"]] for a in w["approvals"] if a["key"] in answered}}
-            for w in data.waits]
-
-
-def current_turn() -> Turn | None:
-    """The conversation turn running now (in this thread or task), or None.
-
-    For code that runs inside a turn — a tool, say — and needs its
-    conversation: ``current_turn().conversation.store``, ``.entries(...)``.
-    """
-    scope = current_scope.get()
-    if not isinstance(scope, _TurnScope):
-        return None
-    return scope.chat._turn(scope.turn)
 
 
 # -- the view ---------------------------------------------------------------------------
@@ -612,93 +351,11 @@ class Conversation:
         if self._follow:
             tip = history.newest_below(tip)
         return tip
-
     def _prepare(
-        self, inputs: dict[str, Any], parent: str | None, turn_id: str
+        self, inputs: dict[str, Any], parent: str | None, turn_id: str | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Run turn_start and context; the turn's record, and its inputs as Python values."""
-        plan = resolve(self.program.own, self.layer).plan
-        changes: list[dict[str, Any]] = []
-        program = self.program
-
-        handlers = plan.handlers["turn_start"]
-        if handlers:
-            event = TurnStartEvent(inputs=MappingProxyType(inputs), conversation=self.id, parent=parent, program=program)
-            set_field(event, "_memory", _Memory(self, parent))
-
-            def apply_inputs(plugin: Plugin, change: Change, ev: TurnStartEvent) -> None:
-                for name in change.inputs or {}:
-                    if name not in program.input_names:
-                        raise refuse(plugin, "turn_start", "inputs",
-                                     f"{name!r} is not an input of {program.name} ({', '.join(program.input_names)})")
-                set_field(ev, "inputs", MappingProxyType({**ev.inputs, **(change.inputs or {})}))
-
-            fold("turn_start", handlers, event, changes, apply_inputs)
-            inputs = dict(event.inputs)
-
-        history = self._history
-        limit = self.context.limit
-        without: dict[str, list[str]] = {}
-        sections: list[str] = []
-        context: dict[str, Any] | None = None
-        handlers = plan.handlers["context"]
-        if handlers:  # walks parents only as far as the rule needs: the cost follows the branch
-            picked = history.done_ancestors(parent, limit)
-            kept, without, sections = self._context_hooks(handlers, picked, parent, changes)
-            shown = history.encode_shown(parent, kept)
-            context = {"without": without, "sections": sections}
-        else:  # the rule alone: the newest n done turns of the branch, known without a walk
-            total = history.done_count(parent)
-            shown = {"last": total if limit is None else min(limit, total)}
-        record: dict[str, Any] = {
-            "functai_conversation": FORMAT, "kind": "turn", "turn": turn_id, "parent": parent,
-            "inputs": to_jsonable(inputs), "changes": changes, "shown": shown, "without": without,
-            "sections": sections, "at": _now(), "call": os.urandom(8).hex(), "ran_with": self._ran_with(),
-        }
-        if context is not None:
-            record["context"] = context
-        return record, inputs
-
-    def _context_hooks(
-        self, handlers: Sequence[Any], picked: list[str], parent: str | None, changes: list[dict[str, Any]],
-    ) -> tuple[list[str], dict[str, list[str]], list[str]]:
-        history = self._history
-        branch: list[str] = []  # the whole branch, walked only if a handler keeps turns
-        state: dict[str, Any] = {"keep": list(picked), "without": {}}
-
-        def turns() -> tuple[ShownTurn, ...]:
-            return tuple(ShownTurn(history.turns[t], state["without"].get(t, ())) for t in state["keep"])
-
-        event = ContextEvent(turns=turns(), sections=(), conversation=self.id, parent=parent, program=self.program)
-        set_field(event, "_memory", _Memory(self, parent))  # entries of the branch the turn continues
-
-        def apply(plugin: Plugin, change: Change, ev: ContextEvent) -> None:
-            if change.keep is not None:
-                if not branch:
-                    branch.extend(history.done_ancestors(parent))
-                on_branch = set(branch)
-                for turn_id in change.keep:
-                    if turn_id not in on_branch:
-                        raise refuse(plugin, "context", "keep", f"{turn_id!r} is not a done turn of this branch")
-                state["keep"] = [t for t in branch if t in set(change.keep)]
-                state["without"] = {t: names for t, names in state["without"].items() if t in state["keep"]}
-            if change.without is not None:
-                targets = change.without if isinstance(change.without, dict) else {t: change.without for t in state["keep"]}
-                kept = set(state["keep"])
-                for turn_id, names in targets.items():
-                    if turn_id not in kept:
-                        if not branch:
-                            branch.extend(history.done_ancestors(parent))
-                        if turn_id in branch:
-                            continue  # a turn of the branch no longer kept (an earlier keep dropped it)
-                        raise refuse(plugin, "context", "without", f"{turn_id!r} is not a done turn of this branch")
-                    state["without"][turn_id] = sorted(set(state["without"].get(turn_id, ())) | set(names))
-            if change.sections is not None:
-                set_field(ev, "sections", ev.sections + change.sections)
-            set_field(ev, "turns", turns())
-
-        fold("context", handlers, event, changes, apply)
-        return list(state["keep"]), {t: list(n) for t, n in state["without"].items() if n}, list(event.sections)
+        return shown_context.prepare(self, inputs, parent, turn_id if turn_id is not None else _new_id())
 
     # -- running a turn ------------------------------------------------------------------
 
@@ -708,7 +365,7 @@ class Conversation:
 
         ``claim`` is this process's lease on the turn, released once the turn waits or ends.
         """
-        scope = _TurnScope(self, data, also_approve, rerun)
+        scope = TurnScope(self, data, also_approve, rerun)
         token = current_scope.set(scope)  # turn_end runs inside the turn too: its calls are the turn's
         try:
             try:
@@ -748,7 +405,7 @@ class Conversation:
             event = TurnEndEvent(turn=data.id, state=state, inputs=MappingProxyType(data.inputs),
                                  outputs=MappingProxyType(outputs), conversation=self.id, parent=data.parent,
                                  branch_turns=branch_turns)
-            set_field(event, "_memory", _Memory(self, data.id))
+            set_field(event, "_memory", Memory(self, data.id))
             block = push_block(self.layer)  # what turn_end handlers call runs with the conversation's settings
             try:
                 for plugin, handler in handlers:
