@@ -19,8 +19,12 @@ BULK_RECORDS = 500
 
 
 @contextmanager
-def paused_gc(amount: int, threshold: int) -> Iterator[None]:
-    """Pause the collector while ``amount`` (≥ ``threshold``) things are read."""
+def paused_gc(amount: int = 1, threshold: int = 0) -> Iterator[None]:
+    """Pause the collector while ``amount`` (≥ ``threshold``) things are read (by default: always).
+
+    What is read and dropped again in the pause is freed without ever being scanned; what is
+    kept is scanned once, by the first collection after it.
+    """
     if amount < threshold or not gc.isenabled():
         yield
         return

@@ -88,6 +88,10 @@ def _reply(value: Any) -> bool:
     )
 
 
+#: Whether a model reply, as a ``reply`` record keeps it, is sound.
+sound_reply = _reply
+
+
 def _tool_entry(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("output", ""), str)
 

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Sequence
 from ..calls.run import _now as now_text  # one clock reading per timestamp, as call records use
 from ..errors import FunctAIError
 from . import leases
+from .bulk import paused_gc
 from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, WAITING, History, TurnData
 from .store import Store, StoreConflict
 
@@ -48,8 +49,12 @@ def attempts(what: str, conversation: str) -> Iterator[int]:
 
 
 def refresh(history: History, store: Store, conversation: str) -> None:
-    """Apply what is new in the store (one thread at a time: each record once)."""
-    with history.lock:
+    """Apply what is new in the store (one thread at a time: each record once).
+
+    The collector is paused from the read to the end of the fold: the decoded records
+    mostly die in it, so only what the history keeps of them is ever scanned.
+    """
+    with history.lock, paused_gc():
         history.apply_all(store.read(conversation, history.count))
 
 

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..models.request import Frozen
 from .bulk import BULK_RECORDS, paused_gc
-from .checks import problem
+from .checks import END_STATES, problem, sound_reply
 
 #: The record format version every record carries.
 FORMAT = 1
@@ -36,8 +36,20 @@ ABANDONED = "abandoned"
 HELD = (WAITING, INTERRUPTED)
 
 
+#: What a turn holds where its records hold nothing: one shared, read-only empty mapping
+#: (a long conversation's turns mostly have no approvals, answers, tools or changes).
+NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+
 class TurnData:
-    """What the records say of one turn."""
+    """What the records say of one turn.
+
+    Records come from a store as fresh dicts that nothing else holds, so a turn keeps the
+    parts of its record it needs (inputs, what it was shown, ...) as they are instead of
+    copying them, and what most turns never have (approvals, replies, tool runs) is a shared
+    empty value until a record gives it one: opening a long conversation then makes little
+    beyond the decoded records themselves. None of these is ever changed in place.
+    """
 
     __slots__ = (
         "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown",
@@ -47,42 +59,46 @@ class TurnData:
     )
 
     def __init__(self, record: Mapping[str, Any], order: int) -> None:
+        get = record.get
         self.id: str = record["turn"]
-        self.parent: str | None = record.get("parent")
-        self.inputs: dict[str, Any] = dict(record.get("inputs") or {})
-        self.outputs: dict[str, Any] = {}
+        self.parent: str | None = get("parent")
+        self.inputs: Mapping[str, Any] = get("inputs") or NOTHING
+        self.outputs: Mapping[str, Any] = NOTHING
         self.state: str = RUNNING
         self.order = order
-        self.changes: list[dict[str, Any]] = list(record.get("changes") or [])
-        self.context: dict[str, Any] | None = record.get("context")
+        self.changes: Sequence[dict[str, Any]] = get("changes") or ()
+        self.context: dict[str, Any] | None = get("context")
         #: What the turn was shown, as recorded (see the module docstring): `History.shown` reads it.
-        shown = record.get("shown")
+        shown = get("shown")
         self.shown: dict[str, Any] | list[str] = shown if isinstance(shown, dict) else list(shown or [])
-        self.without: dict[str, list[str]] = dict(record.get("without") or {})
-        self.sections: list[str] = list(record.get("sections") or [])
-        self.approvals: list[dict[str, Any]] = []
-        self.answers: dict[str, tuple[bool, str | None]] = {}
-        self.replies: list[dict[str, Any]] = []
-        self.tools: dict[str, dict[str, Any]] = {}
+        self.without: Mapping[str, list[str]] = get("without") or NOTHING
+        self.sections: Sequence[str] = get("sections") or ()
+        self.approvals: Sequence[dict[str, Any]] = ()
+        self.answers: Mapping[str, tuple[bool, str | None]] = NOTHING
+        self.replies: Sequence[dict[str, Any]] = ()
+        self.tools: Mapping[str, dict[str, Any]] = NOTHING
         self.error: dict[str, Any] | None = None
-        self.at: str | None = record.get("at")
+        self.at: str | None = get("at")
         self.resumes = 0
         #: The first turn of a branch made with ``continue_from``: views that follow the
         #: conversation forward never follow into it.
-        self.fork: bool = bool(record.get("fork"))
+        self.fork: bool = bool(get("fork"))
         #: What the turn ran with when it waited: ``{"approve": rule, "plugins": [names]}``.
-        self.waited_with: dict[str, Any] = {}
-        #: The claim of the process that runs it now (see `functai.conversations.leases`) and its lease.
-        self.claim: str | None = record.get("claim")
-        self.lease: dict[str, Any] | None = _lease(record)
+        self.waited_with: Mapping[str, Any] = NOTHING
+        #: The claim of the process that runs it now (see `functai.conversations.leases`) and its
+        #: lease (while it runs: a turn that ended needs none).
+        self.claim: str | None = get("claim")
+        self.lease: dict[str, Any] | None = (
+            {"owner": get("owner"), "t": get("t"), "ttl": get("ttl")} if "owner" in record else None)
         #: Why the turn was interrupted (its owner was gone), when it was.
         self.why: str | None = None
         #: The id of the turn's own call record (one record, however often the turn waits).
-        self.call: str | None = record.get("call")
+        self.call: str | None = get("call")
         #: What the turn started with: ``{"approve": rule, "plugins": [names]}`` (empty before leases).
-        self.ran_with: dict[str, Any] = dict(record.get("ran_with") or {})
+        ran_with = get("ran_with")
+        self.ran_with: Mapping[str, Any] = ran_with if isinstance(ran_with, dict) else NOTHING
         #: Each wait: ``{"approvals", "at", "started"}``; answers are in ``answers``/``answered``.
-        self.waits: list[dict[str, Any]] = []
+        self.waits: Sequence[dict[str, Any]] = ()
         #: How many done turns the branch held above this turn when it was recorded.
         self.base = 0
         #: The recorded parent when its record is missing (damaged): the turn then starts a branch.
@@ -109,7 +125,6 @@ class History:
         self.header: dict[str, Any] | None = None
         self.turns: dict[str, TurnData] = {}
         self.order: list[str] = []
-        self.children: dict[str | None, list[str]] = {}
         self.entries: list[dict[str, Any]] = []
         #: Ids of the turns in state running, for finding those whose owner is gone.
         self.running: set[str] = set()
@@ -121,6 +136,15 @@ class History:
         self._tail: tuple[str | None, int, tuple[Mapping[str, Any], ...]] | None = None
         #: Only one branch was read (`load_branch`): records of turns elsewhere are not damage.
         self.partial = False
+
+    @property
+    def children(self) -> dict[str | None, list[str]]:
+        """The turns continuing each turn (``None``: the first turns of branches), oldest first."""
+        found: dict[str | None, list[str]] = {}
+        turns = self.turns
+        for turn_id in self.order:
+            found.setdefault(turns[turn_id].parent, []).append(turn_id)
+        return found
 
     def load_branch(self, records: Iterable[tuple[int, Mapping[str, Any]]], count: int) -> None:
         """Apply a branch's records, each at its place in the store; then go on from ``count``."""
@@ -139,19 +163,76 @@ class History:
     def apply_all(self, records: Iterable[Mapping[str, Any]]) -> None:
         many = len(records) if isinstance(records, list) else 0
         with paused_gc(many, BULK_RECORDS):
+            apply = self.apply
             for record in records:
-                self.apply(record)
+                apply(record)
 
     def apply(self, record: Mapping[str, Any]) -> None:
         index = self.count
-        self.count += 1
-        if not isinstance(record, (dict, Mapping)) or record.get("functai_conversation") != FORMAT:
-            return  # a format this version does not read
+        self.count = index + 1
+        if type(record) is dict:
+            if record.get("functai_conversation") != FORMAT:
+                return  # a format this version does not read
+            quick = _QUICK.get(record.get("kind")) if type(record.get("kind")) is str else None
+            if quick is not None and quick(self, record):
+                return  # the commonest records, sound, applied without the checks that name what is wrong
+        elif not isinstance(record, Mapping) or record.get("functai_conversation") != FORMAT:
+            return
         reason = problem(record)
         if reason is None:
             reason = self._fold(record)
         if reason is not None:
             self.damage.append((index, reason))
+
+    # -- the commonest records: sound ones applied at once, others (False) checked in full ------
+
+    def _quick_turn(self, record: dict[str, Any]) -> bool:
+        get = record.get
+        turn_id, parent_id, inputs, shown, context = (
+            get("turn"), get("parent"), get("inputs"), get("shown"), get("context"))
+        if (type(turn_id) is not str or not turn_id or turn_id in self.turns
+                or (inputs is not None and type(inputs) is not dict)
+                or (context is not None and type(context) is not dict)
+                or type(shown) is not dict or len(shown) != 1 or type(shown.get("last")) is not int
+                or shown["last"] < 0 or get("changes") or get("without") or get("sections")):
+            return False
+        if parent_id is None:
+            parent = None
+        elif type(parent_id) is not str or (parent := self.turns.get(parent_id)) is None:
+            return False
+        turn = TurnData(record, len(self.order))
+        if parent is not None:
+            turn.base = parent.base + (parent.state == DONE)
+            turn.forked = turn.fork or parent.forked
+        self.turns[turn_id] = turn
+        self.order.append(turn_id)
+        self.running.add(turn_id)
+        return True
+
+    def _quick_reply(self, record: dict[str, Any]) -> bool:
+        turn_id, reply = record.get("turn"), record.get("reply")
+        if type(turn_id) is not str or type(reply) is not dict or not sound_reply(reply):
+            return False
+        turn = self.turns.get(turn_id)
+        if turn is None:
+            return False
+        turn.replies = (*turn.replies, reply)
+        return True
+
+    def _quick_end(self, record: dict[str, Any]) -> bool:
+        get = record.get
+        turn_id, state, outputs, error = get("turn"), get("state"), get("outputs"), get("error")
+        if (type(turn_id) is not str or type(state) is not str or state not in END_STATES
+                or (outputs is not None and type(outputs) is not dict)
+                or (error is not None and type(error) is not dict)):
+            return False
+        turn = self.turns.get(turn_id)
+        if turn is None or turn.state == DONE:
+            return False
+        self._end(turn, state, outputs, error)
+        return True
+
+    # -- any record ---------------------------------------------------------------------------
 
     def _fold(self, record: Mapping[str, Any]) -> str | None:
         """Apply one well-shaped record; why it could not be used, if it could not."""
@@ -176,16 +257,17 @@ class History:
         if turn.state == DONE and kind in ("wait", "resume", "end", "interrupt"):
             return f"turn {turn.id!r} already ended done, and a done turn never changes"
         if kind == "reply":
-            turn.replies.append(dict(record.get("reply") or {}))
+            turn.replies = (*turn.replies, dict(record.get("reply") or {}))
         elif kind == "tool":
-            turn.tools[record["site"]] = dict(record)
+            turn.tools = {**turn.tools, record["site"]: dict(record)}
         elif kind == "wait":
             self._state(turn, WAITING)
             turn.approvals = [dict(a) for a in record.get("approvals") or []]
             turn.waited_with = {"approve": record.get("approve"), "plugins": list(record.get("plugins") or [])}
-            turn.waits.append({"approvals": turn.approvals, "at": record.get("at"), "started": record.get("started")})
+            turn.waits = (*turn.waits,
+                          {"approvals": turn.approvals, "at": record.get("at"), "started": record.get("started")})
         elif kind == "answer":
-            turn.answers[record["key"]] = (bool(record.get("allow")), record.get("reason"))
+            turn.answers = {**turn.answers, record["key"]: (bool(record.get("allow")), record.get("reason"))}
             self.answered.setdefault(turn.id, {})[record["key"]] = {
                 "allow": bool(record.get("allow")), "reason": record.get("reason"), "by": record.get("by"),
                 "at": record.get("at")}
@@ -203,11 +285,16 @@ class History:
                 self._state(turn, INTERRUPTED)
                 turn.why = record.get("why")
         elif kind == "end":
-            self._state(turn, record.get("state", FAILED))
-            turn.outputs = dict(record.get("outputs") or {})
-            turn.error = record.get("error")
-            turn.messages = None
+            self._end(turn, record.get("state", FAILED), record.get("outputs"), record.get("error"))
         return None
+
+    def _end(self, turn: TurnData, state: str, outputs: dict[str, Any] | None, error: dict[str, Any] | None) -> None:
+        turn.state = state
+        self.running.discard(turn.id)
+        turn.lease = None  # only a running turn's owner is ever asked after
+        turn.outputs = outputs or NOTHING
+        turn.error = error
+        turn.messages = None
 
     def _add_turn(self, record: Mapping[str, Any]) -> str | None:
         turn = TurnData(record, len(self.order))
@@ -228,7 +315,6 @@ class History:
             turn.forked = turn.fork or parent.forked
         self.turns[turn.id] = turn
         self.order.append(turn.id)
-        self.children.setdefault(turn.parent, []).append(turn.id)
         self.running.add(turn.id)
         return note
 
@@ -402,6 +488,9 @@ class History:
             turn_id = self.turns[turn_id].parent
             limit -= 1
 
+
+#: The records applied at once when sound (see `History.apply`).
+_QUICK = {"turn": History._quick_turn, "reply": History._quick_reply, "end": History._quick_end}
 
 #: Kinds that belong to a turn: a record of one for an unknown turn is damage.
 _TURN_KINDS = frozenset({"reply", "tool", "wait", "answer", "resume", "end", "lease", "interrupt"})

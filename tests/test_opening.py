@@ -1,0 +1,191 @@
+"""Opening a long conversation (issue 15, "Conversation opening"; issue 11, point 6's reopen).
+
+What is tested here is the structure that makes an open cheap, never its
+time: the collector is paused from the read to the end of the fold (and put
+back as it was, even when reading fails), a turn keeps what its records
+hold instead of copies, and the quick path for the commonest records builds
+exactly the state the field-by-field checks would.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+import functai
+from functai import ai, tool
+from functai.conversations.history import History, NOTHING
+from functai.conversations.store import FolderStore, MemoryStore
+from functai.testing import ScriptedLM, tool_call
+
+
+@ai
+def tutor(question: str) -> str:
+    """Tutor the student."""
+
+
+@pytest.fixture(autouse=True)
+def _answering() -> None:
+    functai.configure(client=ScriptedLM(reply=lambda request: "ok"))
+
+
+class WatchedStore(MemoryStore):
+    """A memory store that notes whether the collector ran while it was read (and can fail)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[bool] = []
+        self.fail = False
+
+    def read(self, conversation, start=0):  # type: ignore[no-untyped-def]
+        self.seen.append(gc.isenabled())
+        if self.fail:
+            raise OSError("the disk is gone")
+        return super().read(conversation, start)
+
+
+def _filled(store, turns: int = 5) -> None:  # type: ignore[no-untyped-def]
+    chat = tutor.conversation("c", store=store)
+    for i in range(turns):
+        chat(f"q{i}")
+
+
+def test_the_collector_is_paused_from_the_read_to_the_end_of_the_fold() -> None:
+    store = WatchedStore()
+    _filled(store)
+    store.seen.clear()
+    tutor.conversation("c", store=store).head
+    assert store.seen and not any(store.seen)  # every read of the open ran with the collector paused
+    assert gc.isenabled()
+
+
+def test_the_collector_comes_back_when_reading_fails() -> None:
+    store = WatchedStore()
+    _filled(store)
+    store.fail = True
+    with pytest.raises(OSError):
+        tutor.conversation("c", store=store)
+    assert store.seen[-1] is False
+    assert gc.isenabled()
+
+
+def test_an_application_that_turned_the_collector_off_keeps_it_off() -> None:
+    store = WatchedStore()
+    _filled(store)
+    gc.disable()
+    try:
+        tutor.conversation("c", store=store).head
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_long_conversation_keeps_few_collected_objects_per_turn() -> None:
+    """The collector's work after an open follows what the turns keep: a turn shares its
+    record's parts and holds no empty containers of its own (12 per turn before)."""
+    store = MemoryStore()
+    _filled(store, 300)
+    gc.collect()
+    before = len(gc.get_objects())
+    history = History()
+    history.apply_all(store.read("c"))
+    gc.collect()
+    per_turn = (len(gc.get_objects()) - before) / 300
+    assert per_turn <= 8, per_turn
+    turn = history.turns[history.order[-1]]
+    assert turn.answers is NOTHING and turn.tools is NOTHING and turn.approvals == ()
+
+
+def test_a_turn_keeps_its_records_parts_without_copying_them() -> None:
+    store = MemoryStore()
+    _filled(store, 2)
+    records = store.read("c")
+    history = History()
+    history.apply_all(records)
+    first = next(r for r in records if r["kind"] == "turn")
+    end = next(r for r in records if r["kind"] == "end")
+    turn = history.turns[first["turn"]]
+    assert turn.inputs is first["inputs"] and turn.outputs is end["outputs"]
+    assert dict(turn.inputs) == {"question": "q0"} and dict(turn.outputs) == {"output": "ok"}
+
+
+@tool(effects="changes")
+def book(slot: str) -> str:
+    """Book a slot."""
+    return f"booked {slot}"
+
+
+@ai(tools=[book])
+def desk(request: str) -> str:
+    """Book what is asked."""
+
+
+def _varied(folder) -> list[dict]:  # type: ignore[no-untyped-def]
+    """A conversation with every kind of record: tool runs, a wait and its answer, a resume,
+    a failure, a fork, entries; returned as its records."""
+
+    def reply(request):  # type: ignore[no-untyped-def]
+        last = request.messages[-1]
+        if last["role"] == "tool":
+            return "done: " + last["content"]
+        if "fail" in last["content"]:
+            raise RuntimeError("the model broke")
+        return tool_call("book", {"slot": last["content"][-2:]})
+
+    store = FolderStore(folder)
+    with functai.settings(client=ScriptedLM(reply=reply)):
+        chat = desk.conversation("v", store=store)
+        chat("book a1")
+        chat.remember("notes", "seen", {"n": 1}, chat.head)
+        with functai.settings(approve="all"):
+            try:
+                chat("book b2")
+            except functai.Waiting as waiting:
+                waiting.turn.approve(by="ana")
+                waiting.turn.resume()
+        with pytest.raises(Exception):
+            chat("please fail")
+        branch = chat.continue_from(chat.turns[0])
+        branch("book c3")
+    return store.read("v")
+
+
+def _state(history: History) -> list[tuple]:
+    out = []
+    for turn_id in history.order:
+        turn = history.turns[turn_id]
+        out.append(tuple((name, _plain(getattr(turn, name))) for name in type(turn).__slots__))
+    return out
+
+
+def _plain(value):  # type: ignore[no-untyped-def]
+    if isinstance(value, (dict, type(NOTHING))):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def test_the_quick_path_builds_what_the_checked_path_builds(tmp_path, monkeypatch, install) -> None:
+    import functai_approval
+
+    install(functai_approval.plugin)
+    records = _varied(tmp_path / "store")
+    quick = History()
+    quick.apply_all(records)
+
+    from functai.conversations import history as history_module
+
+    monkeypatch.setattr(history_module, "_QUICK", {})  # every record through problem() and _fold()
+    checked = History()
+    checked.apply_all(_varied(tmp_path / "again"))  # same shape, new ids: compare by position
+    assert [t.state for t in quick.turns.values()] == [t.state for t in checked.turns.values()]
+    assert len(quick.order) == len(checked.order) == 4 and quick.damage == checked.damage == []
+
+    slow = History()
+    slow.apply_all(records)  # the very same records, checked field by field
+    assert _state(slow) == _state(quick)
+    assert (slow.entries, slow.answered, slow.running, slow.count) == (
+        quick.entries, quick.answered, quick.running, quick.count)
+    assert slow.children == quick.children
