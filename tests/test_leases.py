@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import pytest
 
@@ -238,6 +239,45 @@ def test_renewals_keep_a_long_turn_alive(app, tmp_path, monkeypatch):
     assert renewals and {r["claim"] for r in renewals} == {turn["claim"]}
     assert all(r["t"] > turn["t"] for r in renewals)
     assert turn["owner"]["pid"] == os.getpid() and turn["owner"]["host"] == socket.gethostname()
+
+
+def test_no_renewal_is_written_before_its_turns_record(app, tmp_path, monkeypatch):
+    """Hooks that run before a turn's record is written (a slow context hook, a slow
+    store) once let a renewal land first: a lease for a turn the file did not know yet."""
+    monkeypatch.setattr(leases, "RENEW", 0.05)
+    leases._wake.set()
+    store = str(tmp_path / "store")
+    slow_context = functai.Plugin("slow-context", context=lambda event: time.sleep(0.4))
+    functai.configure(client=ScriptedLM(["first", "second"]))
+    chat = app.support.conversation("slow", store=store, plugins=[slow_context])
+    chat("one")
+    chat("two")
+    found = records(store, "slow")
+    seen: set[str] = set()
+    for record in found:
+        if record["kind"] == "turn":
+            seen.add(record["turn"])
+        elif "turn" in record:
+            assert record["turn"] in seen, f"a {record['kind']} record came before its turn's record"
+    turns = [r for r in found if r["kind"] == "turn"]
+    assert len(turns) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a record for an unknown turn would warn on opening
+        reopened = app.support.conversation("slow", store=store, plugins=[slow_context])
+        assert [t.state for t in reopened.turns] == ["done", "done"]
+
+
+def test_a_turns_lease_starts_when_its_record_is_written(app, tmp_path, monkeypatch):
+    """Not when its hooks started: hooks longer than the lease's ttl must not leave a turn
+    that another process takes for dead the moment it is written."""
+    store = str(tmp_path / "store")
+    slow_context = functai.Plugin("slow-context", context=lambda event: time.sleep(0.3))
+    functai.configure(client=ScriptedLM(["first"]))
+    chat = app.support.conversation("late", store=store, plugins=[slow_context])
+    before = time.time()
+    chat("one")
+    (turn,) = [r for r in records(store, "late") if r["kind"] == "turn"]
+    assert turn["t"] >= before + 0.3 - 0.01
 
 
 def test_an_interrupt_for_an_older_claim_is_ignored():

@@ -189,3 +189,27 @@ def test_the_quick_path_builds_what_the_checked_path_builds(tmp_path, monkeypatc
     assert (slow.entries, slow.answered, slow.running, slow.count) == (
         quick.entries, quick.answered, quick.running, quick.count)
     assert slow.children == quick.children
+
+
+def test_lines_decoded_in_one_go_are_still_checked_one_by_one(tmp_path) -> None:
+    """The bulk decode reads a file of sound lines at once; a line holding two objects, a blank
+    line, an object spread over two lines or a torn tail are still each found and named."""
+    store = FolderStore(tmp_path)
+    store.append("c", [{"n": 1}, {"n": 2}])
+    path = tmp_path / "c.jsonl"
+    with open(path, "ab") as out:
+        out.write(b'{"n": 3}{"n": 4}\n\n{"n":\n{"m": 5}}\n{"n": 6}\n{"n": 7')
+    reader = FolderStore(tmp_path)
+    with pytest.warns(RuntimeWarning, match="conversation line skipped"):
+        assert reader.read("c") == [{"n": 1}, {"n": 2}, {"n": 6}]
+    assert [where.rpartition(":")[2] for where, _ in reader.skipped("c")] == ["3", "4", "5", "6"]
+    assert reader.read("c", 1) == [{"n": 2}, {"n": 6}]  # again, from what the index kept
+
+
+def test_a_second_reader_in_the_process_gets_the_same_records(tmp_path) -> None:
+    """A store shared by two views decodes what the first already read from its index again."""
+    _filled(str(tmp_path / "s"), 20)
+    first = tutor.conversation("c", store=str(tmp_path / "s"))
+    second = tutor.conversation("c", store=str(tmp_path / "s"))
+    assert [t.id for t in first.turns] == [t.id for t in second.turns] and len(second.turns) == 20
+    assert [dict(t.outputs) for t in second.turns] == [{"output": "ok"}] * 20

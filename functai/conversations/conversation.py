@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -320,6 +321,7 @@ class Conversation:
                                        code="conversation-busy")
                 parent = self._parent()
                 record, live_inputs = self._prepare(inputs, parent, turn_id)
+                lease["t"] = round(time.time(), 3)  # the hooks may have taken a while: the lease starts now
                 record.update(lease)
                 if not self._follow and not self._forked:
                     record["fork"] = True
@@ -330,6 +332,7 @@ class Conversation:
                 except StoreConflict:
                     continue  # someone else wrote: read what they wrote and decide the parent again
                 break
+            leases.claimed(lease["claim"], lease["t"])  # renewals only after the turn's record
             self._refresh()
         except BaseException:
             leases.release(lease["claim"])
@@ -491,6 +494,7 @@ class Conversation:
                                        code="turn-waiting")
                 approve, also = held.resume_care(data, turn_id, self._ran_with())
                 self._hold(lease["claim"], turn_id)
+                lease["t"] = round(time.time(), 3)
                 record = {"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id, "was": data.state,
                           "rerun": list(rerun), "at": _now(), **lease}
                 try:  # claim the turn, so two processes never resume it both
@@ -502,6 +506,7 @@ class Conversation:
                     leases.release(lease["claim"])
                     raise
                 break
+            leases.claimed(lease["claim"], lease["t"])
             self._refresh()
             self._tip = turn_id
             layer = self.layer if approve is None else Layer.make(f"conversation {self.id!r}", self.layer,

@@ -162,9 +162,18 @@ class History:
 
     def apply_all(self, records: Iterable[Mapping[str, Any]]) -> None:
         many = len(records) if isinstance(records, list) else 0
+        quick = {kind: method.__get__(self) for kind, method in _QUICK.items()}
         with paused_gc(many, BULK_RECORDS):
             apply = self.apply
-            for record in records:
+            for record in records:  # `apply`, with the quick path written out: a long open runs it per record
+                if type(record) is dict and record.get("functai_conversation") == FORMAT:
+                    try:
+                        handler = quick.get(record.get("kind"))
+                    except TypeError:  # a kind that is not even hashable: damage, said by `apply`
+                        handler = None
+                    if handler is not None and handler(record):
+                        self.count += 1
+                        continue
                 apply(record)
 
     def apply(self, record: Mapping[str, Any]) -> None:
@@ -211,7 +220,15 @@ class History:
 
     def _quick_reply(self, record: dict[str, Any]) -> bool:
         turn_id, reply = record.get("turn"), record.get("reply")
-        if type(turn_id) is not str or type(reply) is not dict or not sound_reply(reply):
+        if type(turn_id) is not str or type(reply) is not dict:
+            return False
+        get = reply.get
+        if get("tool_calls", ()) == [] or "tool_calls" not in reply:  # a final answer: a few scalars
+            text, usage, finish = get("text"), get("usage"), get("finish_reason")
+            if ((text is not None and type(text) is not str) or (usage and type(usage) is not dict)
+                    or (finish is not None and type(finish) is not str)):
+                return False
+        elif not sound_reply(reply):
             return False
         turn = self.turns.get(turn_id)
         if turn is None:

@@ -122,7 +122,8 @@ def expired(lease: Mapping[str, Any] | None, claim: str | None, now: float | Non
 
 # -- the turns this process runs, and the thread that renews their leases ------------
 
-#: claim → [store (None: nothing to renew), conversation, turn, when its lease was last written]
+#: claim → [store (None: nothing to renew), conversation, turn, when its lease was last written
+#: (None until the record that claims the turn is written: no renewal may come before it)]
 _running: dict[str, list[Any]] = {}
 _lock = threading.Lock()
 _wake = threading.Event()
@@ -130,12 +131,26 @@ _thread: threading.Thread | None = None
 
 
 def hold(claim: str, store: "Store | None", conversation: str, turn: str) -> None:
-    """Mark ``claim`` as run by this process (before its record is written) and keep it
-    renewed (unless ``store`` is None: a store that dies with the process needs no lease)."""
+    """Mark ``claim`` as run by this process, before the record that claims the turn is
+    written, so no reader here takes it for dead; it is renewed only once `claimed` says
+    that record is written (and never when ``store`` is None: a store that dies with the
+    process needs no lease)."""
+    with _lock:
+        _running[claim] = [store, conversation, turn, None]
+
+
+def claimed(claim: str, t: float) -> None:
+    """The record claiming ``claim``'s turn (its lease at time ``t``) is written: renew it from now on.
+
+    Until then no ``lease`` record is appended, so none ever comes before its turn's record
+    (however long the hooks before that record, or the store, take)."""
     global _thread
     with _lock:
-        _running[claim] = [store, conversation, turn, time.time()]
-        if store is not None and (_thread is None or not _thread.is_alive()):
+        entry = _running.get(claim)
+        if entry is None:
+            return
+        entry[3] = t
+        if entry[0] is not None and (_thread is None or not _thread.is_alive()):
             _thread = threading.Thread(target=_renew_forever, name="functai-leases", daemon=True)
             _thread.start()
 
@@ -152,7 +167,7 @@ def renew_due() -> None:
     now = time.time()
     with _lock:
         due = [(claim, list(entry)) for claim, entry in _running.items()
-               if entry[0] is not None and now - entry[3] >= RENEW]
+               if entry[0] is not None and entry[3] is not None and now - entry[3] >= RENEW]
     for claim, (store, conversation, turn, _) in due:
         record = {"functai_conversation": 1, "kind": "lease", "turn": turn, "claim": claim, "t": round(now, 3)}
         try:
@@ -171,7 +186,7 @@ def _renew_forever() -> None:
         _wake.wait(RENEW / 4)
         _wake.clear()
         with _lock:
-            if not any(entry[0] is not None for entry in _running.values()):
+            if not any(entry[0] is not None and entry[3] is not None for entry in _running.values()):
                 _thread = None  # nothing to renew: the thread ends (the next hold starts another)
                 return
         renew_due()

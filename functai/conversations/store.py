@@ -29,12 +29,12 @@ import re
 import threading
 import weakref
 from array import array
-from itertools import repeat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .. import codec
 from ..errors import FunctAIError
 from ..files import unwritable, write_all
 from ..log import warn
@@ -146,8 +146,22 @@ def _line(record: object) -> str:
     return text
 
 
-def _record(line: str) -> dict[str, Any]:
-    return json.loads(line)  # type: ignore[no-any-return]
+def _record(line: str | bytes) -> dict[str, Any]:
+    return codec.loads(line)  # type: ignore[no-any-return]
+
+
+def _records(lines: Sequence[str | bytes]) -> list[dict[str, Any]]:
+    """Lines known to be one JSON object each (a store's own), decoded in one go where the
+    codec takes them all (an escaped lone surrogate, say, it leaves to `_record`)."""
+    if len(lines) > 1:
+        try:
+            records = codec.loads_lines((b"\n" if type(lines[0]) is bytes else "\n").join(lines))  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # text and bytes mixed, or a line only `_record` reads
+            pass
+        else:
+            if len(records) == len(lines):
+                return records  # type: ignore[no-any-return]
+    return [_record(line) for line in lines]
 
 
 def _check_start(start: int) -> int:
@@ -193,7 +207,7 @@ class MemoryStore:
         _check_start(start)
         with self._lock:
             lines = self._lines.get(conversation, [])[start:]
-        return [_record(line) for line in lines]
+        return _records(lines)
 
     def count(self, conversation: str) -> int:
         check_conversation_id(conversation)
@@ -242,7 +256,7 @@ class _Index:
     dev: int
     ino: int
     offset: int = 0
-    lines: list[str] = field(default_factory=list)
+    lines: list[str | bytes] = field(default_factory=list)
     #: The file line (1-based) of each valid record, and how many complete lines were parsed.
     numbers: "array[int]" = field(default_factory=lambda: array("q"))
     parsed_lines: int = 0
@@ -264,18 +278,13 @@ def _parse_lines(data: bytes, index: _Index, parsed: list[dict[str, Any]]) -> li
     """Add the lines of ``data`` (complete lines, newline-separated) that are JSON objects;
     the others are returned as ``(line number, reason)``."""
     skipped: list[tuple[int, str]] = []
-    number = index.parsed_lines
-    try:
-        texts: list[str] | None = data.decode("utf-8").split("\n")  # one decode for the lot
-    except UnicodeDecodeError:
-        texts = None
-    if texts is not None and _parse_sound(texts, index, parsed):
+    if _parse_sound(data, index, parsed):
         return skipped
-    raws: list[bytes] | None = None
-    for position, raw in enumerate(data.split(b"\n") if texts is None else texts):
+    number = index.parsed_lines
+    for raw in data.split(b"\n"):
         number += 1
         try:
-            text = raw if texts is not None else raw.decode("utf-8")  # type: ignore[union-attr]
+            text = raw.decode("utf-8")
             if text.startswith(_BOM):  # an editor's byte-order mark hides nothing
                 text = text[1:]
             try:
@@ -285,9 +294,7 @@ def _parse_lines(data: bytes, index: _Index, parsed: list[dict[str, Any]]) -> li
             if end != len(text) and text[end:].strip():
                 raise ValueError("more after the JSON value")
         except ValueError:  # not UTF-8, not JSON: a torn or foreign line
-            if texts is not None and raws is None:
-                raws = data.split(b"\n")
-            skipped.append((number, _why_not_json(raws[position] if raws is not None else raw)))
+            skipped.append((number, _why_not_json(raw)))
             continue
         if isinstance(record, dict):
             index.lines.append(text)
@@ -303,24 +310,28 @@ _JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", boo
                type(None): "null"}
 
 
-def _parse_sound(texts: list[str], index: _Index, parsed: list[dict[str, Any]]) -> bool:
-    """Parse lines that are all JSON objects, with no Python-level step per line; False
-    (and nothing added) when any is not, for the line-by-line path to say which and why."""
-    if index.parsed_lines == 0 and texts[0].startswith(_BOM):
-        texts[0] = texts[0][1:]
+def _parse_sound(data: bytes, index: _Index, parsed: list[dict[str, Any]]) -> bool:
+    """Decode lines that are all JSON objects in one go (`codec.loads_lines`); False (and
+    nothing added) when any is not, for the line-by-line path to say which and why.
+
+    One decode of the lot may read two values from one line or skip a blank one, so it is
+    only taken when the counts say one object a line: every line starts with ``{`` and ends
+    with ``}`` (each newline is in ``}\\n{``: then no value spans two lines, as JSON has no raw
+    newline in a string, and none is blank) and there are as many values as lines.
+    """
+    lines = data.count(b"\n") + 1
+    if not data.startswith(b"{") or not data.endswith(b"}") or data.count(b"}\n{") != lines - 1:
+        return False
     try:
-        pairs = list(map(_scan, texts, repeat(0)))  # each line parsed on its own
+        records = codec.loads_lines(data)
     except ValueError:
         return False
-    if len(pairs) != len(texts):  # a StopIteration (no JSON value at all) ended the map early
-        return False
-    records, ends = zip(*pairs) if pairs else ((), ())
-    if list(ends) != list(map(len, texts)) or not all(map(dict.__instancecheck__, records)):
+    if len(records) != lines or not all(map(dict.__instancecheck__, records)):
         return False
     first = index.parsed_lines + 1
-    index.lines.extend(texts)
-    index.numbers.extend(range(first, first + len(texts)))
-    index.parsed_lines += len(texts)
+    index.lines.extend(data.split(b"\n"))
+    index.numbers.extend(range(first, first + lines))
+    index.parsed_lines += lines
     parsed.extend(records)
     return True
 
@@ -441,7 +452,7 @@ class FolderStore:
             first, fresh = index.fresh_from, index.fresh
             index.fresh = []
             if start < first or len(fresh) != len(index.lines) - first:
-                return [_record(line) for line in index.lines[start:]]
+                return _records(index.lines[start:])
         return fresh[start - first :]
 
     def count(self, conversation: str) -> int:
