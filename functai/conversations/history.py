@@ -136,14 +136,21 @@ class History:
         self._tail: tuple[str | None, int, tuple[Mapping[str, Any], ...]] | None = None
         #: Only one branch was read (`load_branch`): records of turns elsewhere are not damage.
         self.partial = False
+        self._children: tuple[int, dict[str | None, list[str]]] | None = None
 
     @property
     def children(self) -> dict[str | None, list[str]]:
-        """The turns continuing each turn (``None``: the first turns of branches), oldest first."""
+        """The turns continuing each turn (``None``: the first turns of branches), oldest first.
+
+        Built when first asked for (only the command line's tree asks), again once turns were added."""
+        known = self._children
+        if known is not None and known[0] == len(self.order):
+            return known[1]
         found: dict[str | None, list[str]] = {}
         turns = self.turns
         for turn_id in self.order:
             found.setdefault(turns[turn_id].parent, []).append(turn_id)
+        self._children = (len(self.order), found)
         return found
 
     def load_branch(self, records: Iterable[tuple[int, Mapping[str, Any]]], count: int) -> None:
