@@ -213,3 +213,17 @@ def test_a_second_reader_in_the_process_gets_the_same_records(tmp_path) -> None:
     second = tutor.conversation("c", store=str(tmp_path / "s"))
     assert [t.id for t in first.turns] == [t.id for t in second.turns] and len(second.turns) == 20
     assert [dict(t.outputs) for t in second.turns] == [{"output": "ok"}] * 20
+
+
+@pytest.mark.parametrize("reply", [
+    {"text": 3}, {"text": "a", "usage": "x"}, {"text": "a", "finish_reason": 1}, {"text": "a", "refusal": 2},
+    {"text": "a", "reasoning": ["x"]}, {"text": "a", "tool_calls": [{"id": 1, "name": "x"}]},
+    {"text": "a", "tool_calls": None},
+])
+def test_the_quick_path_leaves_a_damaged_reply_to_the_checks(reply) -> None:
+    history = History()
+    history.apply_all([
+        {"functai_conversation": 1, "kind": "turn", "turn": "t", "shown": {"last": 0}},
+        {"functai_conversation": 1, "kind": "reply", "turn": "t", "reply": reply},
+    ])
+    assert history.turns["t"].replies == () and [i for i, _ in history.damage] == [1]

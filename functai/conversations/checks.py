@@ -151,9 +151,10 @@ def _sound_turn(r: Mapping[str, Any]) -> bool:
 
 def _sound_reply(r: Mapping[str, Any]) -> bool:
     turn, reply = r.get("turn"), r.get("reply")
-    return (isinstance(turn, str) and turn != "" and isinstance(reply, dict) and not reply.get("tool_calls")
+    return (isinstance(turn, str) and turn != "" and isinstance(reply, dict) and reply.get("tool_calls", []) == []
             and _opt(reply.get("text"), str) and _opt(reply.get("usage"), dict)
-            and _opt(reply.get("finish_reason"), str))
+            and _opt(reply.get("finish_reason"), str) and _opt(reply.get("refusal"), str)
+            and _opt(reply.get("reasoning"), str))
 
 
 def _sound_end(r: Mapping[str, Any]) -> bool:

@@ -230,7 +230,8 @@ class History:
         if type(turn_id) is not str or type(reply) is not dict:
             return False
         get = reply.get
-        if get("tool_calls", ()) == [] or "tool_calls" not in reply:  # a final answer: a few scalars
+        if ((get("tool_calls", ()) == [] or "tool_calls" not in reply)
+                and "refusal" not in reply and "reasoning" not in reply):  # a plain final answer: a few scalars
             text, usage, finish = get("text"), get("usage"), get("finish_reason")
             if ((text is not None and type(text) is not str) or (usage and type(usage) is not dict)
                     or (finish is not None and type(finish) is not str)):
