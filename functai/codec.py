@@ -71,6 +71,9 @@ def dumps(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> bytes:
         out = encode(obj)
     except UnicodeEncodeError:  # a lone surrogate
         out = _escaped(obj)
+    except RecursionError:  # msgspec follows a cycle until the stack ends; json says so first
+        raise ValueError("cannot write this as JSON: it contains itself (a circular reference) "
+                         "or is nested too deeply") from None
     # msgspec writes a non-finite float as null: more nulls than Nones means one may be there.
     nulls = out.count(b"null")
     if nulls and (type(obj) is not dict or nulls != [*obj.values()].count(None)) and _may_hold_non_finite(obj, nulls):

@@ -124,3 +124,10 @@ def test_importing_the_codec_does_not_import_msgspec():
     code = "import sys, functai, functai.codec; print('msgspec' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_circular_data_is_a_value_error_as_with_json():
+    circular: dict = {}
+    circular["self"] = circular
+    with pytest.raises(ValueError, match="circular"):
+        codec.dumps(circular)

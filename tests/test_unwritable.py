@@ -210,7 +210,7 @@ def test_permission_denied_names_the_path(tmp_path):
         locked = shared / "locked"
         locked.mkdir(mode=0o755)  # root's: others may read, not write
         code = (  # everything imported first: the interpreter's own files may be root's only
-            "import os, sys, functai, structlog, difflib\n"
+            "import os, sys, functai, structlog, difflib, msgspec.json\n"
             "from functai.conversations.store import FolderStore\n"
             "os.setgid(65534); os.setuid(65534)\n"
             "try:\n"

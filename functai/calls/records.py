@@ -1,8 +1,9 @@
 """Call records, and the call log that keeps them as JSON lines.
 
 Every call produces a `CallRecord`. With ``log_calls="folder/"`` each record
-is appended to ``folder/calls.jsonl`` as one line, written with a single
-``write`` under an exclusive lock (so concurrent processes never interleave
+is appended to ``folder/calls.jsonl`` as one line of strict JSON
+(`functai.codec`), written whole by `functai.appendlog` (one lock-free
+``write`` on a local file system, so concurrent processes never interleave
 lines); `read_calls` yields them back, skipping a torn last line. A line
 that cannot be used (not JSON, not a call record) is skipped and reported:
 a `RuntimeWarning` naming the file, the line and why.
@@ -14,7 +15,6 @@ A write that fails (a full disk, a read-only folder) raises `FunctAIError`
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import threading
@@ -22,7 +22,8 @@ from typing import Any, Iterator, NamedTuple
 
 import attrs
 
-from ..files import unwritable, write_all
+from .. import codec
+from ..files import unwritable
 from ..log import warn
 from .outputs import to_jsonable
 
@@ -65,16 +66,31 @@ class CallRecord:
     rating: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as JSON data (``replayable`` only when false)."""
-        data = {name: getattr(self, name) for name in _FIELDS}
-        data["inputs"] = to_jsonable(self.inputs)
-        data["output"] = to_jsonable(self.output)
+        """The record as JSON data (``replayable`` only when false; ``heard`` and ``rating`` only when set).
+
+        On every logged call: one dict display, and the inputs and output converted
+        only when they are not plain already.
+        """
+        inputs, output = self.inputs, self.output
+        if type(inputs) is not dict or not _plain(inputs):
+            inputs = to_jsonable(inputs)
+        if type(output) not in _PLAIN:
+            output = to_jsonable(output)
+        data = {
+            "id": self.id, "function": self.function, "version": self.version, "inputs": inputs,
+            "started": self.started, "parent": self.parent, "path": self.path, "module": self.module,
+            "output": output, "error": self.error, "instruction": self.instruction, "model": self.model,
+            "settings": self.settings, "usage": self.usage, "finish_reason": self.finish_reason,
+            "reasoning": self.reasoning, "seconds": self.seconds, "tool_calls": self.tool_calls,
+            "conversation": self.conversation, "changes": self.changes, "sections": self.sections,
+            "replayable": self.replayable, "attempts": self.attempts, "heard": self.heard, "rating": self.rating,
+        }
         if self.replayable:
             del data["replayable"]
-        if self.rating is None:
-            del data["rating"]
         if not self.heard:
             del data["heard"]
+        if self.rating is None:
+            del data["rating"]
         return data
 
     @classmethod
@@ -86,6 +102,15 @@ class CallRecord:
 
 _FIELDS = tuple(f.name for f in attrs.fields(CallRecord))
 _REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(inputs: dict[Any, Any]) -> bool:
+    """Whether a dict is JSON data as it is (text keys, plain values): what `to_jsonable` would return."""
+    for key, value in inputs.items():
+        if type(key) is not str or type(value) not in _PLAIN:
+            return False
+    return True
 
 
 class Result(NamedTuple):
@@ -151,52 +176,27 @@ def without_content(record: CallRecord) -> None:
                 call[key] = {"chars": size(call[key])}
 
 
-_encoder = json.JSONEncoder(ensure_ascii=False, default=str)
-
-
-class _Log:
-    """An append-only JSON-lines file kept open for the process.
-
-    Each line goes out in one ``write`` under an exclusive lock, so lines
-    from concurrent writers (threads or processes) never interleave, and a
-    torn last line left by a crash is ended before the next one.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        try:
-            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as error:  # a file where the folder should be, no permission, a read-only disk
-            raise unwritable(path, error, _what(path)) from None
-        self.end = -1  # where our last line ended: the tail needs no check while nobody else wrote
-
-    def append(self, line: bytes) -> bool:
-        """Write ``line``; False when the file was removed (the caller reopens it)."""
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        try:
-            stat = os.fstat(self.fd)
-            if stat.st_nlink == 0:
-                return False
-            size = stat.st_size
-            if size and size != self.end and os.pread(self.fd, 1, size - 1) != b"\n":
-                line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
-            try:
-                write_all(self.fd, line, size)  # the whole line, or none of it
-            except OSError as error:
-                raise unwritable(self.path, error, _what(self.path)) from None
-            self.end = size + len(line)
-            return True
-        finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-
-
 def _what(path: str) -> str:
     return "call log" if os.path.basename(path) == LOG_FILE else "log file"
 
 
 _logs_lock = threading.Lock()
-_logs: dict[str, _Log] = {}
+_logs: dict[str, Any] = {}  # absolute path -> functai.appendlog.LineFile, open for the process
+
+
+def _forget_logs() -> None:
+    """In a forked child: open the files anew (the parent's descriptors share its file offsets)."""
+    global _logs_lock
+    _logs_lock = threading.Lock()
+    for log in {id(log): log for log in _logs.values()}.values():
+        try:
+            log.close()
+        except OSError:
+            pass
+    _logs.clear()
+
+
+os.register_at_fork(after_in_child=_forget_logs)
 
 
 def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
@@ -207,24 +207,38 @@ def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
         if calllog.is_log_url(folder):
             calllog.append_call(folder, record.to_dict())
             return
-    append_line(os.path.join(folder, LOG_FILE), record.to_dict())
+    line = codec.dumps(record.to_dict(), non_finite="text") + b"\n"
+    log = _logs.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
+    if log is None or not log.append(line):
+        _append(os.path.join(folder, LOG_FILE), line, folder, tried=log)
 
 
 def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
-    """Append one JSON line to the file at ``path``."""
-    line = (_encoder.encode(data) + "\n").encode()
-    key = os.fspath(path)
-    if not os.path.isabs(key):
-        key = os.path.abspath(key)
+    """Append one JSON line to the file at ``path`` (non-finite numbers as text, see `functai.codec`)."""
+    _append(path, codec.dumps(data, non_finite="text") + b"\n")
+
+
+def _append(path: str | os.PathLike[str], line: bytes, folder: Any = None, tried: Any = None) -> None:
+    """Append through the open file for ``path``; open it on first use, or again when it was removed."""
+    key = os.path.abspath(os.fspath(path))
     log = _logs.get(key)
-    if log is not None and log.append(line):
+    if log is not None and log is not tried and log.append(line):
         return
-    with _logs_lock:  # first use, or the file was removed: open it (again)
-        stale = _logs.pop(key, None)
-        if stale is not None:
-            os.close(stale.fd)
-        log = _logs[key] = _Log(key)
-    log.append(line)
+    from ..appendlog import LineFile
+
+    with _logs_lock:
+        current = _logs.get(key)
+        if current is not None and current is not log and current is not tried and current.append(line):
+            return  # another thread opened it again meanwhile
+        if current is not None:
+            for name in [name for name, value in _logs.items() if value is current]:
+                del _logs[name]
+            current.close()
+        log = _logs[key] = LineFile(key, _what(key))
+        if type(folder) is str and os.path.isabs(folder):
+            _logs[folder] = log  # found by the folder's own name next time: no path to build
+    if not log.append(line):
+        raise unwritable(key, FileNotFoundError(errno.ENOENT, "removed while being written", key), _what(key))
 
 
 def read_calls(
@@ -336,7 +350,7 @@ def numbered_lines(
             if not raw.endswith(b"\n"):
                 break
             try:
-                data = json.loads(raw)  # bytes: a UTF-8 byte-order mark is read, not refused
+                data = codec.loads(raw)  # bytes: a UTF-8 byte-order mark is read, not refused
             except ValueError:
                 report_skipped(where, number, _not_json(raw), skipped)
                 continue

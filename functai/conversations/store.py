@@ -138,12 +138,7 @@ def _line(record: object) -> str:
     """One record as one JSON line (without the newline), as every store writes it."""
     if not isinstance(record, dict):
         raise TypeError(f"a store record must be a dict, not {type(record).__name__}")
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: escape it so the line stays valid UTF-8
-        text = json.dumps(record, ensure_ascii=True, separators=(",", ":"), default=str)
-    return text
+    return codec.dumps_str(record, non_finite="text")  # strict JSON, valid UTF-8 (a lone surrogate escaped)
 
 
 def _record(line: str | bytes) -> dict[str, Any]:

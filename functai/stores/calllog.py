@@ -10,15 +10,13 @@ two machines are both seen.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
+from .. import codec
 from ..errors import FunctAIError
 from .urls import is_url, open_url, redact
-
-_encoder = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 class LogStore(Protocol):
@@ -47,8 +45,8 @@ def log_store(url: str) -> LogStore:
 
 
 def encode(data: dict[str, Any]) -> str:
-    """One record as the JSON line every call log writes (without the newline)."""
-    return _encoder.encode(data)
+    """One record as the JSON line every call log writes (without the newline; see `functai.codec`)."""
+    return codec.dumps_str(data, non_finite="text")
 
 
 def append_call(url: str, data: dict[str, Any]) -> None:
@@ -63,7 +61,7 @@ def read_lines(url: str, table: str) -> Iterator[dict[str, Any]]:
     """The JSON objects of ``calls`` or ``ratings``, oldest first (anything else is skipped)."""
     for line in log_store(url).read_log(table):
         try:
-            data = json.loads(line)
+            data = codec.loads(line)
         except ValueError:
             continue
         if isinstance(data, dict):

@@ -1,0 +1,214 @@
+"""Append-only JSON-lines files shared by processes: the call log and the ratings file.
+
+On a local file system of Linux each line goes out as **one lock-free
+``write`` to an ``O_APPEND`` file**: the kernel appends it whole, under the
+file's own lock, so lines from concurrent processes and threads never
+interleave, whatever their size. One ``fstat`` after the write checks it:
+when the file grew by exactly this line since this process's last one, the
+line follows a whole line of ours and is done. Otherwise the line landed
+after someone else's, and the byte before it is read: a line that landed on
+a torn tail (part of a line whose writer was killed mid-write, which the
+kernel can leave between two pages) is written again, so no record is lost;
+the torn piece and the first copy make one damaged line that readers skip
+and report. A torn tail left by a crash (power cut, kill) before this
+process opened the file is ended with ``\\x00\\n`` when the file is opened,
+so readers report it as "a write cut short".
+
+Elsewhere — network file systems (NFS, SMB, FUSE …), where appends from
+two machines are not atomic, and any system without ``/proc/self/mountinfo``
+to tell (macOS, BSD) — every line is written under an exclusive ``flock``
+with the tail checked first, as before.
+
+A short write (a full disk) takes the lock and finishes the line, or cuts the
+file back to where the line began if nothing was appended after it, and
+raises ``store-unwritable``; a file that was removed is opened again and the
+line written to the new one.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+
+from .files import unwritable
+
+#: File systems on which a single ``write`` to an ``O_APPEND`` file is appended whole,
+#: atomically with respect to other writers (local, in one kernel).
+LOCAL_FILE_SYSTEMS = frozenset({
+    "ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "jfs", "reiserfs",
+    "bcachefs", "nilfs2", "overlay",
+})
+
+
+def file_system(path: str) -> str | None:
+    """The type of the file system holding ``path`` (an existing folder), from
+    ``/proc/self/mountinfo``; None where that cannot be told."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            mounts = handle.read().splitlines()
+        dev = os.stat(path).st_dev
+        real = os.path.realpath(path)
+    except OSError:
+        return None
+    number = f"{os.major(dev)}:{os.minor(dev)}"
+    best, best_len, by_dev = None, -1, None
+    for line in mounts:
+        left, sep, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if not sep or len(fields) < 5 or not rest:
+            continue
+        point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
+        if fields[2] == number:
+            by_dev = rest[0]
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= best_len:
+            best, best_len = rest[0], len(point)
+    return by_dev or best
+
+
+def lock_free(folder: str) -> bool:
+    """Whether lines to files in ``folder`` may be appended without a lock."""
+    kind = file_system(folder)
+    return kind is not None and kind in LOCAL_FILE_SYSTEMS
+
+
+class LineFile:
+    """One append-only JSON-lines file, kept open for the process (see the module)."""
+
+    def __init__(self, path: str, what: str, locked: bool | None = None) -> None:
+        self.path, self.what = path, what
+        folder = os.path.dirname(path)
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as error:  # a file where the folder should be, no permission, a read-only disk
+            raise unwritable(path, error, what) from None
+        self.locked = not lock_free(folder) if locked is None else locked
+        self.lock = threading.Lock()  # a line's write and its check, one thread at a time
+        self.end = -1  # where our last line ended: the line after it needs no look at the tail
+        if not self.locked:  # no lock: a lock-free writer elsewhere would not wait for it anyway
+            self.end = self._end_torn_tail(os.fstat(self.fd).st_size)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+
+    def append(self, line: bytes) -> bool:
+        """Append ``line`` (ending in a newline) whole; False when the file was removed
+        (the caller opens it again and appends there)."""
+        with self.lock:
+            if self.locked or self.fd < 0:
+                return self.fd >= 0 and self._append_locked(line)
+            written = self._write(line)
+            stat = os.fstat(self.fd)
+            if written == len(line) and stat.st_size == self.end + written and stat.st_nlink:
+                self.end = stat.st_size  # right after our last, whole, line: whole
+                return True
+            if not stat.st_nlink:
+                return False
+            return self._check(line, written)
+
+    def _write(self, data: bytes) -> int:
+        try:
+            return os.write(self.fd, data)
+        except OSError as error:
+            raise unwritable(self.path, error, self.what) from None
+
+    def _check(self, line: bytes, written: int) -> bool:
+        """Make sure the line just written stands whole on its own line; write it again if not."""
+        for _ in range(100):
+            if written == len(line):
+                if self._landed_whole(written):
+                    return os.fstat(self.fd).st_nlink > 0
+            else:
+                try:
+                    self._finish(line, written)
+                    return os.fstat(self.fd).st_nlink > 0
+                except _Retry:
+                    pass
+            written = self._write(line)
+        raise unwritable(self.path, OSError(errno.EIO, "other writers kept cutting this line"), self.what)
+
+    def _landed_whole(self, size: int) -> bool:
+        """Whether the line just written starts a line (the byte before it is a newline)."""
+        end = os.lseek(self.fd, 0, os.SEEK_CUR)  # O_APPEND: just past what this fd last wrote
+        start = end - size
+        whole = start == 0 or os.pread(self.fd, 1, start - 1) == b"\n"
+        self.end = end if whole else -1
+        return whole
+
+    def _finish(self, line: bytes, written: int) -> None:
+        """A short write (a full disk): finish the line under the lock, or cut it back."""
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            end = os.lseek(self.fd, 0, os.SEEK_CUR)
+            start = end - written
+            try:
+                while written < len(line):
+                    n = os.write(self.fd, line[written:])
+                    if n == 0:
+                        raise OSError(errno.EIO, "write returned 0")
+                    written += n
+            except OSError as error:
+                end = os.lseek(self.fd, 0, os.SEEK_CUR)
+                if os.fstat(self.fd).st_size == end:  # nothing of anyone's after our part: cut it off
+                    try:
+                        os.ftruncate(self.fd, start)
+                    except OSError:
+                        pass
+                self.end = -1
+                raise unwritable(self.path, error, self.what) from None
+            end = os.lseek(self.fd, 0, os.SEEK_CUR)
+            if end - start != len(line) or (start and os.pread(self.fd, 1, start - 1) != b"\n"):
+                self.end = -1  # another writer came between our parts, or we landed on a torn tail
+                raise _Retry
+            self.end = end
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def _append_locked(self, line: bytes) -> bool:
+        """The locked protocol (file systems where appends may interleave)."""
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            stat = os.fstat(self.fd)
+            if stat.st_nlink == 0:
+                return False
+            size = stat.st_size
+            if size and size != self.end and os.pread(self.fd, 1, size - 1) != b"\n":
+                line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
+            written = 0
+            try:
+                while written < len(line):
+                    n = os.write(self.fd, line[written:])
+                    if n == 0:
+                        raise OSError(errno.EIO, "write returned 0")
+                    written += n
+            except OSError as error:
+                if written:
+                    try:
+                        os.ftruncate(self.fd, size)
+                    except OSError:
+                        pass
+                raise unwritable(self.path, error, self.what) from None
+            self.end = size + len(line)
+            return True
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def _end_torn_tail(self, size: int) -> int:
+        """End a torn last line (a crash mid-write) with ``\\x00\\n``; the size after."""
+        if size and os.pread(self.fd, 1, size - 1) != b"\n":
+            try:
+                os.write(self.fd, b"\x00\n")
+            except OSError as error:
+                raise unwritable(self.path, error, self.what) from None
+            return size + 2
+        return size
+
+
+class _Retry(Exception):
+    """A line that went out in parts was split by another writer: write it again whole."""

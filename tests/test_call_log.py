@@ -1,0 +1,187 @@
+"""The call log as lines written by functai.appendlog: strict JSON, lock-free appends, torn tails.
+
+Real processes append at once; a torn tail is made the way a killed writer
+leaves one (part of a line, no newline) by another open file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import functai
+from functai import ai
+from functai.appendlog import LineFile, file_system, lock_free
+from functai.calls import records
+from functai.conversations.store import FolderStore
+from functai.testing import ScriptedLM
+
+
+@ai
+def measure(x: float) -> float:
+    """Measure x."""
+
+
+@ai
+def echo(text: str) -> str:
+    """Echo the text."""
+
+
+def strict_lines(path) -> list[dict]:
+    """Every line of the file, parsed as JSON proper (NaN and Infinity refused)."""
+    def refuse(name: str) -> None:
+        raise ValueError(f"not JSON: {name}")
+
+    return [json.loads(line, parse_constant=refuse) for line in open(path, "rb").read().splitlines()]
+
+
+def test_a_nan_in_a_record_is_written_as_text_named_in_a_warning_and_the_call_keeps_its_answer(tmp_path):
+    functai.configure(client=ScriptedLM(["NaN"]), log_calls=str(tmp_path))
+    with pytest.warns(RuntimeWarning, match=r"non-finite number was written as text: where=inputs\.x, output"):
+        value = measure(float("inf"))
+    assert value != value  # the caller gets the model's NaN
+    (line,) = strict_lines(tmp_path / "calls.jsonl")
+    assert line["inputs"] == {"x": "Infinity"} and line["output"] == "NaN"
+    (record,) = functai.read_calls(tmp_path)
+    assert record.inputs == {"x": "Infinity"} and record.output == "NaN"
+
+
+def test_a_nan_in_a_rating_or_a_store_record_is_written_as_text(tmp_path):
+    store = FolderStore(tmp_path / "store")
+    with pytest.warns(RuntimeWarning, match=r"where=value\.scores\[1\]"):
+        store.append("c", [{"value": {"scores": [0.5, float("nan")]}}])
+    assert strict_lines(store.path_for("c")) == [{"value": {"scores": [0.5, "NaN"]}}]
+    with pytest.warns(RuntimeWarning, match="where=score"):
+        records.append_line(tmp_path / "log" / "ratings.jsonl", {"call": "x", "score": float("-inf")})
+    assert strict_lines(tmp_path / "log" / "ratings.jsonl") == [{"call": "x", "score": "-Infinity"}]
+
+
+def test_a_lone_surrogate_and_a_huge_integer_are_logged_exactly(tmp_path):
+    functai.configure(client=ScriptedLM(["ok"]), log_calls=str(tmp_path))
+    echo("half a pair: \ud83d")  # the old encoder failed the call here (UTF-8 cannot hold it)
+    (record,) = functai.read_calls(tmp_path)
+    assert record.inputs == {"text": "half a pair: \ud83d"}
+    (tmp_path / "calls.jsonl").read_bytes().decode("utf-8")
+
+
+def test_the_dict_of_a_record_has_every_field_in_order(tmp_path):
+    functai.configure(client=ScriptedLM(["ok"]))
+    record = echo.run("x").record
+    record.replayable, record.heard, record.rating = False, [{"h": 1}], {"good": True}
+    import attrs
+
+    assert list(record.to_dict()) == [f.name for f in attrs.fields(type(record))]
+
+
+def test_appends_take_no_lock_on_a_local_file_system(tmp_path):
+    """Another process holding the file's exclusive lock does not stop a line (it used to wait for it)."""
+    path = tmp_path / "calls.jsonl"
+    records.append_line(path, {"n": 0})
+    assert lock_free(str(tmp_path)), file_system(str(tmp_path))
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        code = f"from functai.calls import records; records.append_line({str(path)!r}, {{'n': 1}})"
+        done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": os.getcwd()},
+                              timeout=60, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    finally:
+        os.close(fd)
+    assert strict_lines(path) == [{"n": 0}, {"n": 1}]
+
+
+WRITER = textwrap.dedent("""
+    import os, sys
+    from functai.calls import records
+    path, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    for i in range(count):
+        size = (i * 7919) % 70000 if i % 5 == 0 else 100  # some lines span many pages
+        records.append_line(path, {"tag": tag, "i": i, "pad": tag * size})
+""")
+
+
+@pytest.mark.parametrize("locked", [False, True], ids=["lock-free", "locked"])
+def test_processes_appending_at_once_never_interleave(tmp_path, locked):
+    path = tmp_path / "calls.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    code = WRITER
+    if locked:  # the protocol kept for file systems where appends may interleave
+        code = "import functai.appendlog as a; a.lock_free = lambda folder: False\n" + code
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), tag, "150"], env=env) for tag in "pqrs"]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0, 0]
+    lines = strict_lines(path)
+    assert len(lines) == 600
+    for tag in "pqrs":
+        mine = [line for line in lines if line["tag"] == tag]
+        assert [line["i"] for line in mine] == list(range(150))
+        assert all(line["pad"] == tag * len(line["pad"]) for line in mine)
+
+
+def test_a_forked_child_and_its_parent_log_through_their_own_files(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    records.append_line(path, {"who": "parent", "i": -1})  # the parent's file is open before the fork
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for i in range(100):
+                records.append_line(path, {"who": "child", "i": i})
+        finally:
+            os._exit(0)
+    for i in range(100):
+        records.append_line(path, {"who": "parent", "i": i})
+    os.waitpid(pid, 0)
+    lines = strict_lines(path)
+    assert len(lines) == 201  # no line lost, none written twice
+    assert [x["i"] for x in lines if x["who"] == "child"] == list(range(100))
+    assert [x["i"] for x in lines if x["who"] == "parent"] == list(range(-1, 100))
+
+
+def test_a_torn_tail_left_before_the_file_was_opened_is_ended(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    path.write_bytes(b'{"n": 0}\n{"n": "torn by a cr')
+    records.append_line(path, {"n": 1})
+    skipped: list = []
+    assert list(records.read_lines(path, skipped)) == [{"n": 0}, {"n": 1}]
+    assert skipped == [(f"{path}:2", "a write cut short (a crash while writing); the next writer ended it")]
+
+
+def test_a_tail_torn_by_another_process_after_ours_is_not_glued_to_our_next_line(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    records.append_line(path, {"n": 0})  # our file is open, and trusts its own last line
+    with open(path, "ab") as other:  # another writer, killed mid-line
+        other.write(b'{"n": "killed mid-wri')
+    records.append_line(path, {"n": 1})
+    records.append_line(path, {"n": 2})
+    skipped: list = []
+    assert list(records.read_lines(path, skipped)) == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert [where for where, _ in skipped] == [f"{path}:2"]  # the torn piece (with the line it caught)
+
+
+def test_a_line_file_opened_locked_keeps_the_old_protocol(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    path.write_bytes(b'{"n": 0}\n{"torn')
+    log = LineFile(str(path), "call log", locked=True)
+    try:
+        assert log.append(b'{"n": 1}\n')
+    finally:
+        log.close()
+    assert path.read_bytes() == b'{"n": 0}\n{"torn\x00\n{"n": 1}\n'
+
+
+def test_file_system_names_a_tmpfs_mount(tmp_path):
+    where = tmp_path / "mnt"
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'not root'})")
+    try:
+        (where / "sub").mkdir()
+        assert file_system(str(where / "sub")) == "tmpfs" and lock_free(str(where / "sub"))
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
