@@ -10,9 +10,9 @@ after someone else's, and the byte before it is read: a line that landed on
 a torn tail (part of a line whose writer was killed mid-write, which the
 kernel can leave between two pages) is written again, so no record is lost;
 the torn piece and the first copy make one damaged line that readers skip
-and report. A torn tail left by a crash (power cut, kill) before this
-process opened the file is ended with ``\\x00\\n`` when the file is opened,
-so readers report it as "a write cut short".
+and report as "a write cut short". The first line a process writes is
+always checked that way, so a tail torn before it came (a crash, a power
+cut) is found too.
 
 Elsewhere — network file systems (NFS, SMB, FUSE …), where appends from
 two machines are not atomic, and any system without ``/proc/self/mountinfo``
@@ -87,9 +87,11 @@ class LineFile:
             raise unwritable(path, error, what) from None
         self.locked = not lock_free(folder) if locked is None else locked
         self.lock = threading.Lock()  # a line's write and its check, one thread at a time
-        self.end = -1  # where our last line ended: the line after it needs no look at the tail
-        if not self.locked:  # no lock: a lock-free writer elsewhere would not wait for it anyway
-            self.end = self._end_torn_tail(os.fstat(self.fd).st_size)
+        # Where our last line ended: a line right after it needs no look at the byte before it.
+        # None yet, so the first line is checked — which is how a tail torn by a crash before
+        # this process came is found. (It is not mended now: a size read while another process
+        # writes a long line can end mid-line, and that line is not torn, only unfinished.)
+        self.end = -1
 
     def close(self) -> None:
         with self.lock:
@@ -101,11 +103,15 @@ class LineFile:
         """Append ``line`` (ending in a newline) whole; False when the file was removed
         (the caller opens it again and appends there)."""
         with self.lock:
-            if self.locked or self.fd < 0:
-                return self.fd >= 0 and self._append_locked(line)
-            written = self._write(line)
-            stat = os.fstat(self.fd)
-            if written == len(line) and stat.st_size == self.end + written and stat.st_nlink:
+            fd = self.fd
+            if self.locked or fd < 0:
+                return fd >= 0 and self._append_locked(line)
+            try:
+                written = os.write(fd, line)
+            except OSError as error:
+                raise unwritable(self.path, error, self.what) from None
+            stat = os.fstat(fd)
+            if stat.st_size == self.end + len(line) and written == len(line) and stat.st_nlink:
                 self.end = stat.st_size  # right after our last, whole, line: whole
                 return True
             if not stat.st_nlink:
@@ -198,16 +204,6 @@ class LineFile:
             return True
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
-
-    def _end_torn_tail(self, size: int) -> int:
-        """End a torn last line (a crash mid-write) with ``\\x00\\n``; the size after."""
-        if size and os.pread(self.fd, 1, size - 1) != b"\n":
-            try:
-                os.write(self.fd, b"\x00\n")
-            except OSError as error:
-                raise unwritable(self.path, error, self.what) from None
-            return size + 2
-        return size
 
 
 class _Retry(Exception):

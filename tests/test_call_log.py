@@ -142,13 +142,17 @@ def test_a_forked_child_and_its_parent_log_through_their_own_files(tmp_path):
     assert [x["i"] for x in lines if x["who"] == "parent"] == list(range(-1, 100))
 
 
-def test_a_torn_tail_left_before_the_file_was_opened_is_ended(tmp_path):
+CAUGHT = "a write cut short (a crash while writing), with the next line caught on it; that line was written again"
+
+
+def test_a_torn_tail_left_before_the_file_was_opened_does_not_swallow_the_next_line(tmp_path):
     path = tmp_path / "calls.jsonl"
     path.write_bytes(b'{"n": 0}\n{"n": "torn by a cr')
     records.append_line(path, {"n": 1})
+    records.append_line(path, {"n": 2})
     skipped: list = []
-    assert list(records.read_lines(path, skipped)) == [{"n": 0}, {"n": 1}]
-    assert skipped == [(f"{path}:2", "a write cut short (a crash while writing); the next writer ended it")]
+    assert list(records.read_lines(path, skipped)) == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert skipped == [(f"{path}:2", CAUGHT)]
 
 
 def test_a_tail_torn_by_another_process_after_ours_is_not_glued_to_our_next_line(tmp_path):
@@ -160,7 +164,7 @@ def test_a_tail_torn_by_another_process_after_ours_is_not_glued_to_our_next_line
     records.append_line(path, {"n": 2})
     skipped: list = []
     assert list(records.read_lines(path, skipped)) == [{"n": 0}, {"n": 1}, {"n": 2}]
-    assert [where for where, _ in skipped] == [f"{path}:2"]  # the torn piece (with the line it caught)
+    assert skipped == [(f"{path}:2", CAUGHT)]  # the torn piece, with the first copy it caught
 
 
 def test_a_line_file_opened_locked_keeps_the_old_protocol(tmp_path):
@@ -185,3 +189,29 @@ def test_file_system_names_a_tmpfs_mount(tmp_path):
         assert file_system(str(where / "sub")) == "tmpfs" and lock_free(str(where / "sub"))
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_short_write_split_by_another_writer_is_written_again_whole(tmp_path, monkeypatch):
+    path = tmp_path / "calls.jsonl"
+    records.append_line(path, {"n": 0})
+    real_write = os.write
+    other = os.open(path, os.O_WRONLY | os.O_APPEND)
+    calls = []
+
+    def short_then_interrupted(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:  # a third of our line, then another writer's whole line lands after it
+            n = real_write(fd, data[: len(data) // 3])
+            real_write(other, b'{"other": 1}\n')
+            return n
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", short_then_interrupted)
+    records.append_line(path, {"n": 1, "pad": "x" * 300})
+    monkeypatch.undo()
+    os.close(other)
+    records.append_line(path, {"n": 2})
+    skipped: list = []
+    got = list(records.read_lines(path, skipped))
+    assert [line.get("n") for line in got] == [0, 1, 2] and got[1]["pad"] == "x" * 300
+    assert len(skipped) == 2  # our first third with the other line it caught, and our stranded rest

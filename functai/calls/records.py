@@ -189,6 +189,7 @@ def _forget_logs() -> None:
     global _logs_lock
     _logs_lock = threading.Lock()
     for log in {id(log): log for log in _logs.values()}.values():
+        log.lock = threading.Lock()  # another thread may have held it at the fork
         try:
             log.close()
         except OSError:
@@ -201,16 +202,19 @@ os.register_at_fork(after_in_child=_forget_logs)
 
 def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
     """Append one record to the call log in ``folder`` (or at a store URL, see `functai.stores.calllog`)."""
+    log = _logs.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
+    if log is not None:  # a folder already open: the path every logged call takes
+        line = codec.dumps(record.to_dict(), non_finite="text") + b"\n"
+        if not log.append(line):
+            _append(os.path.join(folder, LOG_FILE), line, folder, tried=log)
+        return
     if isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3"))):
         from ..stores import calllog
 
         if calllog.is_log_url(folder):
             calllog.append_call(folder, record.to_dict())
             return
-    line = codec.dumps(record.to_dict(), non_finite="text") + b"\n"
-    log = _logs.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
-    if log is None or not log.append(line):
-        _append(os.path.join(folder, LOG_FILE), line, folder, tried=log)
+    _append(os.path.join(folder, LOG_FILE), codec.dumps(record.to_dict(), non_finite="text") + b"\n", folder)
 
 
 def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
@@ -365,4 +369,26 @@ def _not_json(raw: bytes) -> str:
         return "a write cut short (a crash while writing); the next writer ended it"
     if not raw.strip():
         return "an empty line"
+    if _caught_line(raw):
+        return "a write cut short (a crash while writing), with the next line caught on it; that line was written again"
     return "not JSON"
+
+
+def _caught_line(raw: bytes) -> bool:
+    """Whether a damaged line is a torn piece with a whole object line after it (see `functai.appendlog`).
+
+    ``{"`` never occurs inside a JSON string (its quote is escaped), and a nested
+    object follows ``:``, ``,`` or ``[``: an object start after anything else is
+    where a new line began. A few are tried, from the left.
+    """
+    start = 0
+    for _ in range(3):
+        start = raw.find(b'{"', start + 1)
+        if start < 0:
+            return False
+        if raw[start - 1] not in b":,[ ":
+            try:
+                return isinstance(codec.loads(raw[start:]), dict)
+            except ValueError:
+                pass
+    return False
