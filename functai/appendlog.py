@@ -111,8 +111,9 @@ class LineFile:
             except OSError as error:
                 raise unwritable(self.path, error, self.what) from None
             stat = os.fstat(fd)
-            if stat.st_size == self.end + len(line) and written == len(line) and stat.st_nlink:
-                self.end = stat.st_size  # right after our last, whole, line: whole
+            size = stat.st_size
+            if size - written == self.end and stat.st_nlink and written == len(line):
+                self.end = size  # right after our last, whole, line: whole
                 return True
             if not stat.st_nlink:
                 return False

@@ -182,6 +182,7 @@ def _what(path: str) -> str:
 
 _logs_lock = threading.Lock()
 _logs: dict[str, Any] = {}  # absolute path -> functai.appendlog.LineFile, open for the process
+_by_folder: dict[str, Any] = {}  # an absolute log_calls folder, as given -> its calls.jsonl LineFile
 
 
 def _forget_logs() -> None:
@@ -195,6 +196,7 @@ def _forget_logs() -> None:
         except OSError:
             pass
     _logs.clear()
+    _by_folder.clear()
 
 
 os.register_at_fork(after_in_child=_forget_logs)
@@ -202,7 +204,7 @@ os.register_at_fork(after_in_child=_forget_logs)
 
 def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
     """Append one record to the call log in ``folder`` (or at a store URL, see `functai.stores.calllog`)."""
-    log = _logs.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
+    log = _by_folder.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
     if log is not None:  # a folder already open: the path every logged call takes
         line = codec.dumps(record.to_dict(), non_finite="text") + b"\n"
         if not log.append(line):
@@ -227,6 +229,8 @@ def _append(path: str | os.PathLike[str], line: bytes, folder: Any = None, tried
     key = os.path.abspath(os.fspath(path))
     log = _logs.get(key)
     if log is not None and log is not tried and log.append(line):
+        if type(folder) is str and os.path.isabs(folder):
+            _by_folder[folder] = log
         return
     from ..appendlog import LineFile
 
@@ -235,12 +239,12 @@ def _append(path: str | os.PathLike[str], line: bytes, folder: Any = None, tried
         if current is not None and current is not log and current is not tried and current.append(line):
             return  # another thread opened it again meanwhile
         if current is not None:
-            for name in [name for name, value in _logs.items() if value is current]:
-                del _logs[name]
+            for name in [name for name, value in _by_folder.items() if value is current]:
+                del _by_folder[name]
             current.close()
         log = _logs[key] = LineFile(key, _what(key))
         if type(folder) is str and os.path.isabs(folder):
-            _logs[folder] = log  # found by the folder's own name next time: no path to build
+            _by_folder[folder] = log  # found by the folder's own name next time: no path to build
     if not log.append(line):
         raise unwritable(key, FileNotFoundError(errno.ENOENT, "removed while being written", key), _what(key))
 
