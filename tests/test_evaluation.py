@@ -326,5 +326,5 @@ def test_a_torn_last_line_never_swallows_the_next_rating(tmp_path):
         assert set(functai.evaluation.read_ratings(log)) == {one.id, two.id}
     assert [str(w.message) for w in caught] == [
         f"functai: log line skipped: at={tmp_path / 'ratings.jsonl'}:2 reason=a write cut short "
-        "(a crash while writing); the next writer ended it"
-    ]
+        "(a crash while writing), with the next line caught on it; that line was written again"
+    ]  # no lock (functai.appendlog): the next line, landed on the torn piece, was written again after it
