@@ -88,7 +88,7 @@ class LineFile:
         self.locked = not lock_free(folder) if locked is None else locked
         self.lock = threading.Lock()  # a line's write and its check, one thread at a time
         # Where our last line ended: a line right after it needs no look at the byte before it.
-        # None yet, so the first line is checked — which is how a tail torn by a crash before
+        # -1 (none yet), so the first line is checked — which is how a tail torn by a crash before
         # this process came is found. (It is not mended now: a size read while another process
         # writes a long line can end mid-line, and that line is not torn, only unfinished.)
         self.end = -1
