@@ -25,13 +25,18 @@ def tutor(question: str) -> str:
     """Tutor the student."""
 
 
-def median_ms(fn: Callable[[], Any], rounds: int) -> tuple[float, float, float]:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times), min(times), max(times)
+def timed(fn: Callable[[], Any]) -> tuple[float, float]:
+    """Wall and process CPU seconds of one ``fn()`` (a database server's own CPU is not counted)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def medians(samples: list[tuple[float, float]], scale: float) -> str:
+    """``CPU x (wall y)``: the medians of ``samples`` times ``scale``."""
+    wall = statistics.median(s[0] for s in samples) * scale
+    cpu = statistics.median(s[1] for s in samples) * scale
+    return f"CPU {cpu:.1f} (wall {wall:.1f})"
 
 
 class Places:
@@ -100,17 +105,13 @@ def main(args: argparse.Namespace) -> int:
     work = tempfile.mkdtemp()
     places = Places(args.store, work, args.url)
     try:
-        print(f"store: {args.store}; median of {args.rounds} rounds")
+        print(f"store: {args.store}; medians of {args.rounds} rounds, process CPU time next to wall time")
         per_turn = []
         for _ in range(args.rounds):
             chat = tutor.conversation("c", store=places.new(), context=functai.last_turns(4))
             chat("warm up")
-            start = time.perf_counter()
-            for i in range(args.turns):
-                chat(f"question {i}")
-            per_turn.append((time.perf_counter() - start) / args.turns * 1e6)
-        print(f"µs per turn ({args.turns} turns, last_turns(4)): median {statistics.median(per_turn):.0f} "
-              f"(min {min(per_turn):.0f}, max {max(per_turn):.0f})")
+            per_turn.append(timed(lambda: [chat(f"question {i}") for i in range(args.turns)]))
+        print(f"µs per turn ({args.turns} turns, last_turns(4)): {medians(per_turn, 1e6 / args.turns)}")
 
         memory = MemoryStore()
         for size in (1_000, 10_000):
@@ -119,9 +120,8 @@ def main(args: argparse.Namespace) -> int:
             open_store(url).append("big", records)
 
             open_it = opener(args.store, url)
-            ms = median_ms(open_it, args.rounds)
-            print(f"open a {size:,}-turn conversation ({len(records):,} records): median {ms[0]:.1f} ms "
-                  f"(min {ms[1]:.1f}, max {ms[2]:.1f})")
+            samples = [timed(open_it) for _ in range(args.rounds)]
+            print(f"ms to open a {size:,}-turn conversation ({len(records):,} records): {medians(samples, 1e3)}")
 
         records, tip = built(memory, 10_000, branch=100)
         url = places.new()
@@ -133,10 +133,9 @@ def main(args: argparse.Namespace) -> int:
             view = opener(args.store, url, tip)()
             view(f"one more {count[0]}")
 
-        ms = median_ms(send, args.rounds)
-        print(f"open at a turn (at=) and send one turn on a 100-turn branch of a 10,000-turn conversation: "
-              f"median {ms[0]:.1f} ms "
-              f"(min {ms[1]:.1f}, max {ms[2]:.1f})")
+        samples = [timed(send) for _ in range(args.rounds)]
+        print(f"ms to open at a turn (at=) and send one turn on a 100-turn branch of a 10,000-turn "
+              f"conversation: {medians(samples, 1e3)}")
 
         @ai
         def capital(country: str) -> str:
@@ -147,22 +146,26 @@ def main(args: argparse.Namespace) -> int:
         if args.store == "postgresql":
             logs["postgresql"] = places.new()
         calls = max(args.turns, 100)
-        print(f"\nlog_calls cost per call ({calls} calls):")
-        print("| log_calls | µs per call (median) | added by the log |")
-        print("|---|---|---|")
-        base = None
-        for name, log in logs.items():
-            values = []
-            for _ in range(args.rounds):
+        print(f"\nlog_calls cost per call ({calls} calls, the kinds interleaved in each round):")
+        print("| log_calls | CPU µs per call | wall µs per call | CPU added by the log |")
+        print("|---|---|---|---|")
+
+        def run_calls() -> None:
+            for _ in range(calls):
+                capital("Peru")
+
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in logs}
+        for _ in range(args.rounds):
+            for name, log in logs.items():
                 with functai.settings(log_calls=log or False):
                     capital("warm up")
-                    start = time.perf_counter()
-                    for _ in range(calls):
-                        capital("Peru")
-                    values.append((time.perf_counter() - start) / calls * 1e6)
-            value = statistics.median(values)
-            base = value if base is None else base
-            print(f"| {name} | {value:.0f} | {value - base:+.0f} |")
+                    samples[name].append(timed(run_calls))
+        scale = 1e6 / calls
+        base = statistics.median(s[1] for s in samples["none"]) * scale
+        for name, values in samples.items():
+            cpu = statistics.median(s[1] for s in values) * scale
+            wall = statistics.median(s[0] for s in values) * scale
+            print(f"| {name} | {cpu:.1f} | {wall:.1f} | {cpu - base:+.1f} |")
     finally:
         places.close()
         shutil.rmtree(work, ignore_errors=True)
