@@ -159,7 +159,8 @@ def _records(lines: Sequence[str | bytes]) -> list[dict[str, Any]]:
     return [_record(line) for line in lines]
 
 
-def _check_start(start: int) -> int:
+def check_start(start: int) -> int:
+    """``start`` of a read, refused when negative (every store reads from a position)."""
     if start < 0:
         raise ValueError(f"start must be 0 or more, not {start}")
     return start
@@ -199,7 +200,7 @@ class MemoryStore:
 
     def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
         check_conversation_id(conversation)
-        _check_start(start)
+        check_start(start)
         with self._lock:
             lines = self._lines.get(conversation, [])[start:]
         return _records(lines)
@@ -439,7 +440,7 @@ class FolderStore:
     # -- the Store protocol --------------------------------------------------
 
     def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
-        _check_start(start)
+        check_start(start)
         with self._lock(conversation):
             index = self._read_index(conversation)
             if index is None:

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..conversations.store import StoreConflict, _line, check_conversation_id
+from ..conversations.store import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
 from . import schema
 from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
@@ -133,8 +133,7 @@ class PostgresStore(SQLStore):
 
     def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
         check_conversation_id(conversation)
-        if start < 0:
-            raise ValueError(f"start must be 0 or more, not {start}")
+        check_start(start)
         rows = self._run("read", lambda conn: conn.execute(
             "SELECT data FROM functai_records WHERE conversation = %s AND position >= %s ORDER BY position",
             (conversation, start)).fetchall())

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..conversations.store import StoreConflict, _line, check_conversation_id
+from ..conversations.store import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
 from . import schema
 from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
@@ -154,8 +154,7 @@ class SQLiteStore(SQLStore):
 
     def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
         check_conversation_id(conversation)
-        if start < 0:
-            raise ValueError(f"start must be 0 or more, not {start}")
+        check_start(start)
         with self._lock:
             rows = self._query(
                 "SELECT data FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position",
