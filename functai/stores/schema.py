@@ -9,9 +9,10 @@ Schema 1 (the JSON only) is migrated on first open, in one transaction.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from .. import codec
 
 #: Migrations: the SQL that adds schema 2's columns to a schema-1 table (both dialects read it).
 ADD_COLUMNS = (
@@ -34,25 +35,28 @@ def columns(record: Mapping[str, Any]) -> tuple[str | None, str | None, str | No
     )
 
 
+def _decoded(data: str) -> dict[str, Any] | None:
+    """A row's JSON object, or None when it holds anything else."""
+    try:
+        record = codec.loads(data)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def record_of(data: str) -> dict[str, Any]:
     """A row's record. A row that is not a JSON object (written by hand, say) still takes its
     place, so positions and counts stay one sequence; readers skip it as a format they do not know."""
-    try:
-        record = json.loads(data)
-    except ValueError:
-        record = None
-    return record if isinstance(record, dict) else {"functai_unreadable": data[:200]}
+    record = _decoded(data)
+    return record if record is not None else {"functai_unreadable": data[:200]}
 
 
 def backfill(rows: Iterable[tuple[str, int, str]]) -> list[tuple[str | None, str | None, str | None, str, int]]:
     """``(kind, turn, parent, conversation, position)`` for each schema-1 row (an UPDATE's parameters)."""
     out = []
     for conversation, position, data in rows:
-        try:
-            record = json.loads(data)
-        except ValueError:
-            record = None
-        found = columns(record) if isinstance(record, dict) else (None, None, None)
+        record = _decoded(data)
+        found = columns(record) if record is not None else (None, None, None)
         out.append((*found, conversation, position))
     return out
 
