@@ -20,20 +20,19 @@ import json
 import re
 import threading
 import types
-import typing
-from typing import Any, Callable, Literal, Mapping, TypeVar, Union, get_args, get_origin
+from typing import Any, Callable, Literal, Mapping, Union, get_args, get_origin
 
 import attrs
 
 from ..errors import FunctAIError
 from .outputs import describe
+from .outputs.kinds import unwrap as _unwrap
 
 #: A check: None when the value fits, else why not (``expected … got …``, with a path).
 Check = Callable[[Any], "str | None"]
 
 _NoneType = type(None)
 _ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+>")
-_TypeAliasType = getattr(typing, "TypeAliasType", None)
 
 
 def _short(value: Any) -> str:
@@ -44,19 +43,6 @@ def _short(value: Any) -> str:
 def _got(value: Any) -> str:
     return f"got {type(value).__name__} {_short(value)}"
 
-
-def _unwrap(tp: Any) -> Any:
-    while True:
-        if get_origin(tp) is typing.Annotated:
-            tp = get_args(tp)[0]
-        elif isinstance(tp, typing.NewType):
-            tp = tp.__supertype__
-        elif _TypeAliasType is not None and isinstance(tp, _TypeAliasType):
-            tp = tp.__value__
-        elif isinstance(tp, TypeVar):
-            tp = tp.__bound__ if tp.__bound__ is not None else (Union[tp.__constraints__] if tp.__constraints__ else Any)
-        else:
-            return _NoneType if tp is None else tp
 
 
 def _is(kind: type | tuple[type, ...], what: str) -> Check:

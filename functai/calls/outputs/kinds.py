@@ -102,13 +102,10 @@ class _Unsupported(TypeError):
         self.args = (self._text(),)
 
 
-def _unwrap(tp: Any) -> Any:
-    """Strip what does not change the JSON shape: Annotated, NewType, aliases, TypeVars."""
+def unwrap(tp: Any) -> Any:
+    """Strip what does not change the JSON shape: Annotated, NewType, aliases, TypeVars.
+    A string annotation comes back as it is (inputs let it pass; outputs refuse it)."""
     while True:
-        if tp is None:
-            return _NoneType
-        if isinstance(tp, (str, ForwardRef)):
-            raise _Unsupported(tp, "it is a string annotation that was never resolved; pass the type itself")
         if get_origin(tp) is typing.Annotated:
             tp = get_args(tp)[0]
         elif isinstance(tp, typing.NewType):
@@ -117,14 +114,17 @@ def _unwrap(tp: Any) -> Any:
             tp = tp.__value__
         elif isinstance(tp, TypeVar):
             # An unbound type variable means what it would mean to a type checker.
-            if tp.__bound__ is not None:
-                tp = tp.__bound__
-            elif tp.__constraints__:
-                tp = Union[tp.__constraints__]
-            else:
-                return Any
+            tp = tp.__bound__ if tp.__bound__ is not None else (Union[tp.__constraints__] if tp.__constraints__ else Any)
         else:
-            return tp
+            return _NoneType if tp is None else tp
+
+
+def _unwrap(tp: Any) -> Any:
+    """`unwrap`, refusing a string annotation: an output's shape must be known."""
+    tp = unwrap(tp)
+    if isinstance(tp, (str, ForwardRef)):
+        raise _Unsupported(tp, "it is a string annotation that was never resolved; pass the type itself")
+    return tp
 
 
 def _classify(tp: Any) -> tuple[str, Any]:
