@@ -59,6 +59,8 @@ def _cut(where: str) -> FunctAIError:
 class _Base:
     """What the sync and async streams share: the answers to approvals and the end."""
 
+    _chunks: Any  # the reply being streamed (each stream sets its own kind): text deltas, then the reply
+
     def __init__(self, steps: Steps[Any]) -> None:
         self._steps = steps
         self._ctx = contextvars.copy_context()
@@ -154,6 +156,14 @@ class _Base:
         self._keep = None
         self._resume = (True, error)
 
+    def _chunk(self, item: Any) -> StreamEvent | None:
+        """A text delta's event, or (the reply at the stream's end) none: the chunks are done."""
+        if isinstance(item, str):
+            return StreamEvent("text", text=item) if item else None
+        self._chunks = None
+        self._got(item)
+        return None
+
 
 class Stream(_Base):
     """``fn.stream(...)``: an iterator of `StreamEvent`; ``.value`` and ``.record`` when it ends."""
@@ -195,12 +205,9 @@ class Stream(_Base):
                     self._chunks = None
                     self._failed(error)
                     continue
-                if isinstance(item, str):
-                    if item:
-                        return StreamEvent("text", text=item)
-                    continue
-                self._chunks = None
-                self._got(item)
+                event = self._chunk(item)
+                if event is not None:
+                    return event
                 continue
             effect = self._step()
             event = self._event(effect)
@@ -280,12 +287,9 @@ class AStream(_Base):
                     self._chunks = None
                     self._failed(error)
                     continue
-                if isinstance(item, str):
-                    if item:
-                        return StreamEvent("text", text=item)
-                    continue
-                self._chunks = None
-                self._got(item)
+                event = self._chunk(item)
+                if event is not None:
+                    return event
                 continue
             effect = self._step()
             event = self._event(effect)
