@@ -119,6 +119,8 @@ _checked_logs: set[str] = set()
 def check_log_calls(value: object) -> None:
     """Refuse a ``log_calls`` folder that cannot be written, once per folder and process,
     so a bad path is refused when it is set, and before a model is paid for, not after."""
+    if type(value) is str and value in _checked_logs:  # every logged call after the first: nothing to do
+        return
     if not value or not isinstance(value, (str, os.PathLike)):
         return
     path = os.fspath(value)

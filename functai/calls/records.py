@@ -202,11 +202,22 @@ def _forget_logs() -> None:
 os.register_at_fork(after_in_child=_forget_logs)
 
 
+_encode_line: Any = None  # functai.calls.logline.encode, imported with the first record logged
+
+
+def _line_encoder() -> Any:
+    global _encode_line
+    from .logline import encode
+
+    _encode_line = encode
+    return encode
+
+
 def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
     """Append one record to the call log in ``folder`` (or at a store URL, see `functai.stores.calllog`)."""
     log = _by_folder.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
     if log is not None:  # a folder already open: the path every logged call takes
-        line = codec.dumps(record.to_dict(), non_finite="text") + b"\n"
+        line = (_encode_line or _line_encoder())(record) + b"\n"
         if not log.append(line):
             _append(os.path.join(folder, LOG_FILE), line, folder, tried=log)
         return
@@ -216,7 +227,7 @@ def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
         if calllog.is_log_url(folder):
             calllog.append_call(folder, record.to_dict())
             return
-    _append(os.path.join(folder, LOG_FILE), codec.dumps(record.to_dict(), non_finite="text") + b"\n", folder)
+    _append(os.path.join(folder, LOG_FILE), (_encode_line or _line_encoder())(record) + b"\n", folder)
 
 
 def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
