@@ -18,8 +18,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
 
+from ..attrsmethods import fields_repr, type_hash
 from ..models.request import Frozen, frozen_messages
 from .outputs import to_jsonable
+
+_object_setattr = object.__setattr__
 
 
 class Baked(str):
@@ -46,7 +49,7 @@ def _slots(text: str | None) -> set[str]:
     return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, init=False, repr=False, eq=False)
 class Template:
     """Messages written by hand: ``{instruction}`` and ``{input_name}`` slots.
 
@@ -55,6 +58,23 @@ class Template:
 
     system: str | None = None
     user: str
+
+    # The methods attrs would generate, written out (see `functai.attrsmethods`).
+    def __init__(self, *, system: str | None = None, user: str) -> None:
+        _setattr = _object_setattr.__get__(self)
+        _setattr("system", system)
+        _setattr("user", user)
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("system", "user"))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.system == other.system and self.user == other.user  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((_TEMPLATE_HASH, self.system, self.user))
 
     def slots(self) -> set[str]:
         return _slots(self.system) | _slots(self.user)
@@ -71,6 +91,9 @@ class Template:
                 f"Template of {function} has slots {sorted(unknown)} that are not inputs; "
                 f"known slots: {sorted(known)}"
             )
+
+
+_TEMPLATE_HASH = type_hash(Template)
 
 
 def render_value(value: Any) -> str:

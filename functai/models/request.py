@@ -16,6 +16,11 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
+from attrs import NOTHING
+
+from ..attrsmethods import fields_repr, type_hash
+
+_object_setattr = object.__setattr__
 
 
 def _frozen(item: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -59,13 +64,38 @@ def _dict(value: Mapping[str, Any]) -> dict[str, Any]:
     return value if type(value) is dict else dict(value)  # type: ignore[return-value]
 
 
-@attrs.frozen
+def _dict_of(value: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(value)
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@attrs.frozen(init=False, repr=False, eq=False)
 class ToolCall:
     """One tool the model asked for."""
 
     id: str
     name: str
-    input: dict[str, Any] = attrs.field(factory=dict, converter=dict)
+    input: dict[str, Any] = attrs.field(factory=dict, converter=_dict_of)
+
+    # The methods attrs would generate, written out (see `functai.attrsmethods`).
+    def __init__(self, id: str, name: str, input: Mapping[str, Any] = NOTHING) -> None:  # type: ignore[assignment]
+        _setattr = _object_setattr.__get__(self)
+        _setattr("id", id)
+        _setattr("name", name)
+        _setattr("input", {} if input is NOTHING else dict(input))
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("id", "name", "input"))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.id == other.id and self.name == other.name and self.input == other.input  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((_TOOL_CALL_HASH, self.id, self.name, self.input))
 
 
 def _tool_calls(items: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
@@ -77,7 +107,7 @@ def _tool_calls(items: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
     return tuple(items)
 
 
-@attrs.frozen
+@attrs.frozen(init=False, repr=False, eq=False)
 class Request:
     """What is sent to a model: the same shape whatever the provider.
 
@@ -95,8 +125,40 @@ class Request:
     #: JSON schema of the answer, or None for plain text.
     output_schema: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] = (),
+        settings: Mapping[str, Any] = NOTHING,  # type: ignore[assignment]
+        output_schema: dict[str, Any] | None = None,
+    ) -> None:
+        _setattr = _object_setattr.__get__(self)
+        _setattr("model", model)
+        _setattr("messages", frozen_messages(messages))
+        _setattr("tools", frozen_messages(tools))
+        _setattr("settings", _EMPTY if settings is NOTHING else _view(settings))
+        _setattr("output_schema", output_schema)
 
-@attrs.frozen
+    def __repr__(self) -> str:
+        return fields_repr(self, ("model", "messages", "tools", "settings", "output_schema"))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (
+            self.model == other.model  # type: ignore[attr-defined]
+            and self.messages == other.messages  # type: ignore[attr-defined]
+            and self.tools == other.tools  # type: ignore[attr-defined]
+            and self.settings == other.settings  # type: ignore[attr-defined]
+            and self.output_schema == other.output_schema  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((_REQUEST_HASH, self.model, self.messages, self.tools, self.settings, self.output_schema))
+
+
+@attrs.frozen(init=False, repr=False, eq=False)
 class Reply:
     """What a model answered."""
 
@@ -110,6 +172,45 @@ class Reply:
     refusal: str | None = None
     #: What a reasoning model thought before answering, kept out of ``text``.
     reasoning: str | None = None
+
+    def __init__(
+        self,
+        text: str | None = None,
+        tool_calls: Sequence[ToolCall] = (),
+        usage: Mapping[str, Any] = NOTHING,  # type: ignore[assignment]
+        finish_reason: str | None = None,
+        refusal: str | None = None,
+        reasoning: str | None = None,
+    ) -> None:
+        _setattr = _object_setattr.__get__(self)
+        _setattr("text", text)
+        _setattr("tool_calls", _tool_calls(tool_calls))
+        _setattr("usage", {} if usage is NOTHING else _dict(usage))
+        _setattr("finish_reason", finish_reason)
+        _setattr("refusal", refusal)
+        _setattr("reasoning", reasoning)
+
+    def __repr__(self) -> str:
+        return fields_repr(self, ("text", "tool_calls", "usage", "finish_reason", "refusal", "reasoning"))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (
+            self.text == other.text  # type: ignore[attr-defined]
+            and self.tool_calls == other.tool_calls  # type: ignore[attr-defined]
+            and self.usage == other.usage  # type: ignore[attr-defined]
+            and self.finish_reason == other.finish_reason  # type: ignore[attr-defined]
+            and self.refusal == other.refusal  # type: ignore[attr-defined]
+            and self.reasoning == other.reasoning  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((_REPLY_HASH, self.text, self.tool_calls, self.usage, self.finish_reason, self.refusal,
+                     self.reasoning))
+
+
+_TOOL_CALL_HASH, _REQUEST_HASH, _REPLY_HASH = (type_hash(c) for c in (ToolCall, Request, Reply))
 
 
 @runtime_checkable
