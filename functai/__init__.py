@@ -5,7 +5,6 @@ The public API is what this module exports (and `functai.testing`).
 
 from __future__ import annotations
 
-from .builtins import compaction, delegate
 from .calls.function import AIFunction, Result, ai
 from .calls.layout import Template, baked
 from .calls.records import CallRecord, read_calls
@@ -23,6 +22,8 @@ __version__ = "0.1.0"
 
 #: Names imported on first use, so ``import functai`` stays light.
 _LAZY = {
+    "compaction": "functai.builtins",
+    "delegate": "functai.builtins",
     "Conversation": "functai.conversations",
     "Turn": "functai.conversations",
     "Store": "functai.conversations",

@@ -110,7 +110,7 @@ def _read_only(path: str) -> bool:
 
 
 #: ``scheme:`` at the start of a location: a store URL (``sqlite:…``, ``postgresql://…``), not a folder.
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+_URL = r"[A-Za-z][A-Za-z0-9+.-]+:"  # compiled on first use (re caches it), not at import
 
 #: Call log folders already found writable in this process (each is checked once).
 _checked_logs: set[str] = set()
@@ -126,7 +126,7 @@ def check_log_calls(value: object) -> None:
     path = os.fspath(value)
     if not isinstance(path, str) or path in _checked_logs:
         return
-    if _URL.match(path) or path.endswith((".db", ".sqlite", ".sqlite3")):
+    if re.match(_URL, path) or path.endswith((".db", ".sqlite", ".sqlite3")):
         return  # a database, checked by its own store
     check_folder(path, "call log", file="calls.jsonl")
     _checked_logs.add(path)

@@ -169,9 +169,9 @@ class AIFunction:
         if self.declared_effects is not None:  # only when declared, so other versions stay as they were
             parts["effects"] = self.declared_effects
         blob = json.dumps(parts, sort_keys=True, default=str).encode()
-        import hashlib  # here, not at import: hashlib's import is slow and only decoration needs it
+        from ..digest import sha256_hex  # here, not at import: only decoration needs it
 
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return sha256_hex(blob)[:16]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return run_call(self, args, kwargs).value  # not through `run`: one frame less on every call

@@ -14,7 +14,6 @@ is first called, from per-type checks cached by type.
 from __future__ import annotations
 
 import collections.abc as cabc
-import dataclasses
 import enum
 import json
 import re
@@ -26,13 +25,14 @@ import attrs
 
 from ..errors import FunctAIError
 from .outputs import describe
+from .outputs.kinds import is_dataclass
 from .outputs.kinds import unwrap as _unwrap
 
 #: A check: None when the value fits, else why not (``expected … got …``, with a path).
 Check = Callable[[Any], "str | None"]
 
 _NoneType = type(None)
-_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+>")
+_ADDRESS = r" at 0x[0-9A-Fa-f]+>"  # compiled on first use (re caches it), not at import
 
 
 def _short(value: Any) -> str:
@@ -227,7 +227,7 @@ def _kind_of(kind: type) -> int:
             found = _MAPPING
         elif issubclass(kind, (list, tuple, set, frozenset)):
             found = _ITEMS
-        elif dataclasses.is_dataclass(kind):
+        elif is_dataclass(kind):
             found = _DATACLASS
         elif attrs.has(kind):
             found = _ATTRS
@@ -245,7 +245,12 @@ _fields: dict[type, tuple[str, ...]] = {}
 def _field_names(kind: type, how: int) -> tuple[str, ...]:
     names = _fields.get(kind)
     if names is None:
-        fields = dataclasses.fields(kind) if how == _DATACLASS else attrs.fields(kind)
+        if how == _DATACLASS:
+            import dataclasses
+
+            fields = dataclasses.fields(kind)
+        else:
+            fields = attrs.fields(kind)
         names = _fields[kind] = tuple(f.name for f in fields)
     return names
 
@@ -301,7 +306,7 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
         return None
     except (TypeError, ValueError):
         pass
-    if kind.__repr__ is object.__repr__ or _ADDRESS.search(repr(value)):
+    if kind.__repr__ is object.__repr__ or re.search(_ADDRESS, repr(value)):
         return "", kind
     return None
 

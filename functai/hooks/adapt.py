@@ -8,7 +8,6 @@ a Python file that defines ``plugin``, or the name of an installed plugin.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import sys
 import threading
@@ -152,6 +151,7 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
             return cached[2]
 
     import hashlib
+    import importlib.util  # here, not at import: only a plugin file needs it
 
     module_name = "functai_plugin_file_" + hashlib.sha1(full.encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(module_name, full)

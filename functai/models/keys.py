@@ -47,9 +47,9 @@ def hide_key(value: str | Key) -> Key:
     """A handle for ``value`` (the same handle for the same key)."""
     if isinstance(value, Key):
         return value
-    import hashlib
+    from ..digest import sha256_hex
 
-    ident = hashlib.sha256(value.encode()).hexdigest()[:32]
+    ident = sha256_hex(value.encode())[:32]
     with _lock:
         _keys.setdefault(ident, value)
     return Key(ident)

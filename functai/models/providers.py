@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 import pluggy
 
@@ -44,12 +44,19 @@ class ProviderSpec:
         """
 
 
-class Provider(NamedTuple):
-    """A built-in provider: where its server usually is, and the variables it reads."""
+class Provider:
+    """A built-in provider: where its server usually is, and the variables it reads.
 
-    base_url: str | None
-    base_url_env: str
-    api_key_env: str
+    A plain class, not a NamedTuple: that would compile code at every ``import functai``.
+    """
+
+    __slots__ = ("base_url", "base_url_env", "api_key_env")
+
+    def __init__(self, base_url: str | None, base_url_env: str, api_key_env: str) -> None:
+        self.base_url, self.base_url_env, self.api_key_env = base_url, base_url_env, api_key_env
+
+    def __repr__(self) -> str:
+        return f"Provider({self.base_url!r}, {self.base_url_env!r}, {self.api_key_env!r})"
 
 
 #: The built-in providers (docs/models.md shows this table).

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import collections.abc as cabc
-import dataclasses
 import enum
 import json
 from typing import Any
 
 import attrs
 
-from .kinds import _is_pydantic
+from .kinds import _is_pydantic, is_dataclass
 
 def to_jsonable(value: Any) -> Any:
     """Turn a value into JSON-compatible data for call records.
@@ -54,7 +53,9 @@ def _jsonable(value: Any, seen: set[int]) -> Any:
             except TypeError:
                 pass
             return items
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if is_dataclass(t) and not isinstance(value, type):
+            import dataclasses
+
             return {f.name: _jsonable(getattr(value, f.name), seen) for f in dataclasses.fields(value)}
         if attrs.has(t):
             out = {}

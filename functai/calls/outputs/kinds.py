@@ -8,7 +8,6 @@ builder and the reader builder cannot disagree about what a type means;
 from __future__ import annotations
 
 import collections.abc as cabc
-import dataclasses
 import enum
 import json
 import types
@@ -31,6 +30,14 @@ _SUPPORTED = (
     "output types must be str, int, float, bool, None, Any, list, tuple, set, dict[str, ...], "
     "Literal, an Enum, a Union/Optional, a dataclass, an attrs class, a TypedDict or a pydantic model"
 )
+
+
+def is_dataclass(obj: Any) -> bool:
+    """``dataclasses.is_dataclass``, without importing dataclasses (whoever made a dataclass already has).
+
+    The standard library's own test: the class has ``__dataclass_fields__``.
+    """
+    return hasattr(obj if isinstance(obj, type) else type(obj), "__dataclass_fields__")
 
 
 # --------------------------------------------------------------------------- describe
@@ -176,7 +183,7 @@ def _classify(tp: Any) -> tuple[str, Any]:
         if origin is None and issubclass(cls, enum.Enum):
             _check_enum(cls)
             return "enum", cls
-        if dataclasses.is_dataclass(cls) or attrs.has(cls) or (origin is None and typing.is_typeddict(cls)):
+        if is_dataclass(cls) or attrs.has(cls) or (origin is None and typing.is_typeddict(cls)):
             return "class", tp
         if origin is None and _is_pydantic(cls):
             return "pydantic", cls
@@ -259,7 +266,9 @@ def _class_info(tp: Any) -> _ClassInfo:
             if getattr(get_origin(hint), "_name", None) in ("Required", "NotRequired"):
                 hint = get_args(hint)[0]  # required-ness is in __required_keys__
             fields.append(_Field(name, name, hint, name in required_keys, None))
-    elif dataclasses.is_dataclass(cls):
+    elif is_dataclass(cls):
+        import dataclasses
+
         for f in dataclasses.fields(cls):
             if not f.init:
                 continue

@@ -11,7 +11,7 @@ from functai.errors import OutputError
 from .kinds import _Reader, _classify, _is_pydantic, _Unsupported, _unwrap
 from .readers import _Bad, _pydantic_bad, _pydantic_reader, _reader
 
-_FENCE_TAG = re.compile(r"[A-Za-z0-9_.+-]*")
+_FENCE_TAG = r"[A-Za-z0-9_.+-]*"  # compiled on first use (re caches it), not at import
 _top_readers: dict[Any, Callable[[str], Any]] = {}
 
 
@@ -21,7 +21,7 @@ def _unfence(text: str) -> str:
     if len(text) >= 6 and text.startswith("```") and text.endswith("```"):
         inner = text[3:-3]
         newline = inner.find("\n")
-        if newline >= 0 and _FENCE_TAG.fullmatch(inner[:newline].strip()):
+        if newline >= 0 and re.fullmatch(_FENCE_TAG, inner[:newline].strip()):
             inner = inner[newline + 1 :]
         return inner.strip()
     return text

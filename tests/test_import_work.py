@@ -1,0 +1,107 @@
+"""What ``import functai`` and a first call do not do any more (issue 15: import under 40 ms).
+
+No timing here: each test checks the work itself — no method of the classes
+built at import is compiled by attrs, no regular expression is compiled, no
+module is loaded that a plain import or a first call does not use, hashlib is
+not imported for a function's version — so a change that brings the cost
+back fails, on any machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from functai import CallRecord, Reply, Request, Template, ToolCall
+from functai.digest import sha256_hex
+
+HAND_WRITTEN = {
+    Request: ("__init__", "__repr__", "__eq__", "__hash__"),
+    Reply: ("__init__", "__repr__", "__eq__", "__hash__"),
+    ToolCall: ("__init__", "__repr__", "__eq__", "__hash__"),
+    Template: ("__init__", "__repr__", "__eq__", "__hash__"),
+    CallRecord: ("__init__", "__repr__"),
+}
+
+
+def _probe(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter (no installed plugin loaded) and read the JSON it prints last."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUNCTAI_")}
+    env["FUNCTAI_LOAD_PLUGINS"] = ""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("cls", list(HAND_WRITTEN), ids=lambda c: c.__name__)
+def test_the_classes_built_at_import_carry_their_methods_in_their_module(cls):
+    source = inspect.getsourcefile(sys.modules[cls.__module__])
+    for name in HAND_WRITTEN[cls]:
+        method = cls.__dict__[name]
+        assert method.__code__.co_filename == source, f"{cls.__name__}.{name} was generated, not written out"
+
+
+def test_import_makes_attrs_compile_only_an_attrs_init_for_these_classes_and_compiles_no_pattern():
+    found = _probe(
+        "import builtins, json, re, sys\n"
+        "import attrs, pluggy\n"
+        "compiled, patterns = [], []\n"
+        "real_compile, real_re = builtins.compile, re._compile\n"
+        "builtins.compile = lambda source, filename, *a, **k: (compiled.append([filename, str(source)]), "
+        "real_compile(source, filename, *a, **k))[1]\n"
+        "re._compile = lambda pattern, flags: (patterns.append(str(pattern)), real_re(pattern, flags))[1]\n"
+        "import functai\n"
+        "print(json.dumps({'compiled': compiled, 'patterns': patterns}))\n"
+    )
+    scripts = {name: source for name, source in found["compiled"]}
+    for cls in HAND_WRITTEN:  # attrs always writes an ``__attrs_init__``, even with init=False
+        source = scripts[f"<attrs generated methods {cls.__module__}.{cls.__qualname__}>"]
+        assert source.startswith("def __attrs_init__(") and source.count("\ndef ") == 0, source
+    assert found["patterns"] == []
+
+
+def test_a_plain_import_leaves_out_what_only_some_programs_use():
+    found = _probe(
+        "import json, sys\n"
+        "import attrs, pluggy\n"
+        "before = set(sys.modules)\n"
+        "import functai\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    for module in ("functai.builtins", "functai.conversations", "functai.evaluation", "functai.cli",
+                   "functai.stores", "hashlib", "dataclasses", "importlib.util"):
+        assert module not in found, module
+
+
+def test_decorating_and_a_first_call_do_not_import_hashlib():
+    found = _probe(
+        "import json, sys\n"
+        "import functai\n"
+        "from functai.testing import ScriptedLM\n"
+        "@functai.ai\n"
+        "def answer(question: str) -> str:\n"
+        "    '''Answer.'''\n"
+        "functai.configure(client=ScriptedLM(reply=lambda request: 'ok'))\n"
+        "value = answer('q')\n"
+        "print(json.dumps({'value': value, 'version': answer.version, 'hashlib': 'hashlib' in sys.modules}))\n"
+    )
+    assert found["value"] == "ok" and len(found["version"]) == 16
+    assert found["hashlib"] is False
+
+
+@pytest.mark.parametrize("data", [b"", b"abc", "é ✓".encode(), bytes(range(256)) * 40])
+def test_the_digest_is_hashlibs_sha256(data):
+    assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+def test_the_lazy_names_resolve_to_the_same_objects():
+    import functai
+    import functai.builtins
+
+    assert functai.compaction is functai.builtins.compaction
+    assert functai.delegate is functai.builtins.delegate
