@@ -35,12 +35,29 @@ new_log = records._by_folder[os.path.join(tmp, "new")]
 old.append(os.path.join(tmp, "old"), rec)
 old_log = next(iter(old._logs.values()))
 fd = os.open(os.path.join(tmp, "bare"), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+from functai.calls import logline
+struct = logline._Line(*(data.get(name, msgspec.UNSET) for name in logline._Line.__struct_fields__))
+struct_line = raw(struct)
+assert struct_line == logline.encode(rec) == line[:-1]
+
+
+def nan_check(out: bytes) -> bool:
+    """What logline.encode adds to the encoding for the NaN check on a plain record."""
+    r = rec
+    return out.count(b"null") != (r.parent is None) + (r.output is None) + (r.error is None) \
+        + (r.instruction is None) + (r.model is None) + (r.finish_reason is None) + (r.reasoning is None) \
+        + (r.seconds is None) + (r.conversation is None)
+
+
 cases = {
     "old: to_dict (comprehension)": lambda: old.CallRecord.to_dict(rec),
     "new: to_dict (one display)": rec.to_dict,
     "old: json encode + str.encode": lambda: (enc_old.encode(data) + "\n").encode(),
-    "new: codec.dumps (with the NaN check)": lambda: codec.dumps(data, non_finite="text"),
-    "msgspec encode alone": lambda: raw(data),
+    "codec.dumps of to_dict's dict (with the NaN check)": lambda: codec.dumps(data, non_finite="text"),
+    "msgspec encode of the dict alone": lambda: raw(data),
+    "new: logline.encode (record → line, the NaN check included)": lambda: logline.encode(rec),
+    "msgspec encode of logline's Struct alone": lambda: raw(struct),
+    "the NaN check alone (count the nulls, the Nones)": lambda: nan_check(struct_line),
     "old: _Log.append (flock, fstat, write, unlock)": lambda: old_log.append(line),
     "new: LineFile.append (write, fstat)": lambda: new_log.append(line),
     "os.write alone": lambda: os.write(fd, line),

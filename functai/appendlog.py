@@ -102,7 +102,8 @@ class LineFile:
     def append(self, line: bytes) -> bool:
         """Append ``line`` (ending in a newline) whole; False when the file was removed
         (the caller opens it again and appends there)."""
-        with self.lock:
+        self.lock.acquire()  # (cheaper than ``with`` on every logged call)
+        try:
             fd = self.fd
             if self.locked or fd < 0:
                 return fd >= 0 and self._append_locked(line)
@@ -118,6 +119,8 @@ class LineFile:
             if not stat.st_nlink:
                 return False
             return self._check(line, written)
+        finally:
+            self.lock.release()
 
     def _write(self, data: bytes) -> int:
         try:

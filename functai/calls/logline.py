@@ -3,18 +3,26 @@
 On every logged call. `CallRecord.to_dict` builds a dict of 25 keys that
 msgspec then walks, key by key; here the record's values go into a msgspec
 ``Struct`` made positionally (its keys are encoded once, when the class is
-made), which is about four times cheaper. The bytes are the same as
+made), at half the cost (docs/performance.md, "The call log"). The bytes are the same as
 ``codec.dumps(record.to_dict(), non_finite="text")`` (a test compares them
 over many kinds of records): the same keys in the same order, ``replayable``
 only when false, ``heard`` and ``rating`` only when set (msgspec leaves a
 field out when its value is ``UNSET``).
 
-JSON stays strict as `functai.codec.dumps` keeps it: msgspec writes a
-non-finite float as ``null``, so when the line holds more ``null``\\ s than
-the record holds ``None``\\ s (counted at the top level, then level by level
-only while they fall short), the record goes through ``codec.dumps`` after
-all, which finds the float, writes it as text and warns where it was. So
-does a record msgspec cannot encode as it is (a lone surrogate, a cycle).
+JSON stays strict as `functai.codec.dumps` keeps it, and a non-finite float is
+still written as text with a warning naming where. msgspec writes one as
+``null``, so it must be looked for, and mostly it need not be: the fields
+that hold data — the inputs, the output, the seconds, the error, the settings
+and the usage — are looked at as the record is read (their values' types, and
+``x - x`` of each float, which is 0.0 unless it is NaN or infinite), and a
+plain call whose tool calls, changes, conversation, timings and rating are
+empty is done. (The text fields — id, names, instruction, model, finish
+reason, reasoning, sections — are typed as text and not looked at.)
+Otherwise the nulls of the line are counted against the Nones of the record
+(the top level's, then level by level only while they fall short, as
+`functai.codec.dumps` does); when there are more, the record goes through
+``codec.dumps`` after all, which finds the float, writes it as text and warns.
+So does a record msgspec cannot encode as it is (a lone surrogate, a cycle).
 
 Imported on the first logged call (it imports msgspec), never by ``import functai``.
 """
@@ -30,8 +38,9 @@ from .outputs import to_jsonable
 from .records import CallRecord, raw_changes
 
 
-class _Line(msgspec.Struct):
-    """The fields of a call log line, in `CallRecord.to_dict`'s order (all given, positionally)."""
+class _Line(msgspec.Struct, gc=False):
+    """The fields of a call log line, in `CallRecord.to_dict`'s order (all given, positionally;
+    never tracked by the garbage collector: it lives for one encoding)."""
 
     id: Any
     function: Any
@@ -62,38 +71,74 @@ class _Line(msgspec.Struct):
 
 _UNSET = msgspec.UNSET
 _PLAIN = frozenset({str, int, float, bool, type(None)})
-_plain_values = _PLAIN.issuperset
-_text_keys = frozenset({str}).issuperset
 _encode = codec._encode or codec._load()  # the codec's own encoder: the same rules for what is not JSON data
 _may_hold_non_finite = codec._may_hold_non_finite
 _raw_changes = raw_changes
 _FIELDS = _Line.__struct_fields__
 
 
+def _flat_finite(data: dict[Any, Any]) -> bool:
+    """Whether every value of ``data`` is text, a whole number, a bool, None or a finite float
+    (nothing nested to look into)."""
+    for value in data.values():
+        t = type(value)
+        if t is float:
+            if value - value:  # nan for NaN and ±Infinity, 0.0 otherwise
+                return False
+        elif t not in _PLAIN:
+            return False
+    return True
+
+
 def encode(record: CallRecord) -> bytes:
     """The record's line (without its newline): what ``codec.dumps(record.to_dict(), non_finite="text")`` gives."""
     r = record
+    # Whether a non-finite float may be in the record: found true for anything not plainly finite in
+    # the fields that hold data (the text fields — id, names, instruction, model … — hold text).
+    unsure = False
     inputs, output = r.inputs, r.output
-    if type(inputs) is not dict or not _plain_values(map(type, inputs.values())) or not _text_keys(map(type, inputs)):
-        inputs = to_jsonable(inputs)
-    if type(output) not in _PLAIN:
-        output = to_jsonable(output)
+    if type(inputs) is dict:
+        for key, value in inputs.items():
+            t = type(value)
+            if type(key) is not str or t not in _PLAIN:
+                inputs, unsure = to_jsonable(inputs), True
+                break
+            if t is float and value - value:
+                unsure = True
+    else:
+        inputs, unsure = to_jsonable(inputs), True
+    t = type(output)
+    if t not in _PLAIN:
+        output, unsure = to_jsonable(output), True
+    elif t is float and output - output:
+        unsure = True
     parent, error, instruction, model, reason, reasoning, seconds, conversation = (
         r.parent, r.error, r.instruction, r.model, r.finish_reason, r.reasoning, r.seconds, r.conversation)
+    settings, usage, tools, sections = r.settings, r.usage, r.tool_calls, r.sections
     changes = _raw_changes(r)
     if changes:
         changes = r.changes  # its entries made (see records: they may still be tuples)
     replayable, heard, rating = r.replayable, r.heard, r.rating
+    if not unsure:
+        unsure = bool(
+            (seconds is not None and (type(seconds) is not float or seconds - seconds))
+            or (error is not None and (type(error) is not dict or not _flat_finite(error)))
+            or (settings and (type(settings) is not dict or not _flat_finite(settings)))
+            or (usage and (type(usage) is not dict or not _flat_finite(usage)))
+            or tools or conversation is not None or changes or heard or rating is not None
+        )
     line = _Line(
         r.id, r.function, r.version, inputs, r.started, parent, r.path, r.module, output, error,
-        instruction, model, r.settings, r.usage, reason, reasoning, seconds, r.tool_calls,
-        conversation, changes, r.sections, _UNSET if replayable else replayable, r.attempts,
+        instruction, model, settings, usage, reason, reasoning, seconds, tools,
+        conversation, changes, sections, _UNSET if replayable else replayable, r.attempts,
         heard if heard else _UNSET, _UNSET if rating is None else rating,
     )
     try:
         out = _encode(line)
     except Exception:  # a lone surrogate, a cycle …: the codec's own ways (escape, or a clear error)
         return codec.dumps(record.to_dict(), non_finite="text")
+    if not unsure:
+        return out
     nulls = out.count(b"null")
     # The Nones of the fields that are None when unset: each is one null. (A None anywhere else is
     # not counted here: more nulls then, and the closer look below.)

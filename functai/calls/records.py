@@ -132,17 +132,25 @@ class CallRecord:
         only when they are not plain already.
         """
         inputs, output = self.inputs, self.output
-        if type(inputs) is not dict or not _plain(inputs):
+        if type(inputs) is dict:
+            for key, value in inputs.items():
+                if type(key) is not str or type(value) not in _PLAIN:
+                    inputs = to_jsonable(inputs)
+                    break
+        else:
             inputs = to_jsonable(inputs)
         if type(output) not in _PLAIN:
             output = to_jsonable(output)
+        changes = _raw_changes(self)
+        if changes:
+            changes = self.changes  # entries the engine left as tuples made now (see below)
         data = {
             "id": self.id, "function": self.function, "version": self.version, "inputs": inputs,
             "started": self.started, "parent": self.parent, "path": self.path, "module": self.module,
             "output": output, "error": self.error, "instruction": self.instruction, "model": self.model,
             "settings": self.settings, "usage": self.usage, "finish_reason": self.finish_reason,
             "reasoning": self.reasoning, "seconds": self.seconds, "tool_calls": self.tool_calls,
-            "conversation": self.conversation, "changes": self.changes, "sections": self.sections,
+            "conversation": self.conversation, "changes": changes, "sections": self.sections,
             "replayable": self.replayable, "attempts": self.attempts, "heard": self.heard, "rating": self.rating,
         }
         if self.replayable:
@@ -163,14 +171,6 @@ class CallRecord:
 _FIELDS = tuple(f.name for f in attrs.fields(CallRecord))
 _REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
 _PLAIN = frozenset({str, int, float, bool, type(None)})
-
-
-def _plain(inputs: dict[Any, Any]) -> bool:
-    """Whether a dict is JSON data as it is (text keys, plain values): what `to_jsonable` would return."""
-    for key, value in inputs.items():
-        if type(key) is not str or type(value) not in _PLAIN:
-            return False
-    return True
 
 
 class Result(NamedTuple):
