@@ -73,9 +73,15 @@ def part_cases(folder: str) -> dict[str, Callable[[int], None]]:
                 fn()
         return run
 
+    lines = {}
+    if os.path.exists(os.path.join(os.path.dirname(functai.__file__), "calls", "logline.py")):
+        from functai.calls import logline  # the record's line without its dict (what the log writes now)
+
+        lines["logline.encode(record) (record → line, the NaN check included)"] = repeat(lambda: logline.encode(record))
     return {
         "record.to_dict()": repeat(record.to_dict),
         name: repeat(lambda: encode(data)),
+        **lines,
         "records.append(folder, record) (dict, encode, write)": repeat(lambda: records.append(log_folder, record)),
         "os.write of the line (O_APPEND)": repeat(lambda: os.write(floor_fd, line)),
     }

@@ -42,7 +42,7 @@ assert struct_line == logline.encode(rec) == line[:-1]
 
 
 def nan_check(out: bytes) -> bool:
-    """What logline.encode adds to the encoding for the NaN check on a plain record."""
+    """What logline.encode adds to the encoding when a record's data fields are not plainly finite."""
     r = rec
     return out.count(b"null") != (r.parent is None) + (r.output is None) + (r.error is None) \
         + (r.instruction is None) + (r.model is None) + (r.finish_reason is None) + (r.reasoning is None) \
@@ -57,7 +57,7 @@ cases = {
     "msgspec encode of the dict alone": lambda: raw(data),
     "new: logline.encode (record → line, the NaN check included)": lambda: logline.encode(rec),
     "msgspec encode of logline's Struct alone": lambda: raw(struct),
-    "the NaN check alone (count the nulls, the Nones)": lambda: nan_check(struct_line),
+    "counting nulls against Nones (the NaN check of a record with tool calls, changes …)": lambda: nan_check(struct_line),
     "old: _Log.append (flock, fstat, write, unlock)": lambda: old_log.append(line),
     "new: LineFile.append (write, fstat)": lambda: new_log.append(line),
     "os.write alone": lambda: os.write(fd, line),
