@@ -93,6 +93,10 @@ class LoopbackServer:
         self._script: deque[Scripted] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self._connections = threading.Condition()
+        #: Connections accepted so far, and those a client has not closed yet.
+        self.connections = 0
+        self.open_connections = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -104,6 +108,16 @@ class LoopbackServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, like real servers
             disable_nagle_algorithm = True  # else ~40 ms per answer (Nagle + delayed ACK)
+
+            def setup(self) -> None:
+                super().setup()
+                owner._count(+1)
+
+            def finish(self) -> None:  # the client closed the connection (or the server is closing)
+                try:
+                    super().finish()
+                finally:
+                    owner._count(-1)
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 owner._handle(self)
@@ -131,6 +145,20 @@ class LoopbackServer:
 
     def __enter__(self) -> LoopbackServer:
         return self.start()
+
+    def _count(self, step: int) -> None:
+        with self._connections:
+            self.open_connections += step
+            self.connections += max(step, 0)
+            self._connections.notify_all()
+
+    def wait_closed(self, timeout: float = 10.0) -> bool:
+        """Wait until every connection clients opened is closed by them; False if some stay open.
+
+        (The timeout is a guard against a hang, not a time limit: closed
+        connections show at once.)"""
+        with self._connections:
+            return self._connections.wait_for(lambda: self.open_connections == 0, timeout)
 
     def __exit__(
         self,

@@ -1,5 +1,6 @@
 """Ratings, evaluation and the optimizer: rated calls asked again as they were shown."""
 
+import io
 import json
 
 import pytest
@@ -284,6 +285,54 @@ def test_the_cli_rates_and_evaluates(tmp_path, monkeypatch, capsys, durable_log)
     assert out[0].startswith("score 1.000") and "2 rows, 0 skipped" in out[0]
     assert out[1].split()[:2] == ["pass", "country=Peru"] and out[2].split()[:2] == ["pass", "country=France"]
     sys.modules.pop("quiz", None)
+
+
+class _Terminal(io.StringIO):
+    """A text stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_cli_draws_the_progress_bar_on_the_err_stream_it_is_given(tmp_path, monkeypatch):
+    import sys
+
+    from functai.cli import main
+
+    (tmp_path / "quiz2.py").write_text(
+        "import functai\n\n@functai.ai\ndef capital(country: str) -> str:\n    '''The capital city.'''\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("quiz2", None)
+    import quiz2
+
+    log = str(tmp_path / "log")
+    with functai.settings(client=ScriptedLM(["Lima", "Paris"]), log_calls=log):
+        functai.rate(quiz2.capital.run("Peru").record, good=True, log=log)
+        functai.rate(quiz2.capital.run("France").record, good=True, log=log)
+    monkeypatch.setattr(sys, "stderr", _Terminal())  # a terminal the bar must not go to
+    out, err = io.StringIO(), _Terminal()
+    with functai.settings(client=ScriptedLM(reply=lambda r: "Lima" if "Peru" in r.messages[-1]["content"] else "Paris")):
+        assert main(["evaluate", "quiz2:capital", "--log", log, "--workers", "1"], out=out, err=err) == 0
+    assert out.getvalue().startswith("score 1.000")
+    assert err.getvalue().startswith("\revaluating capital [") and err.getvalue().endswith("] 2/2\n")
+    assert sys.stderr.getvalue() == ""
+    sys.modules.pop("quiz2", None)
+
+
+def test_evaluate_draws_its_progress_bar_where_it_is_told_and_only_on_a_terminal():
+    @ai
+    def echo(text: str) -> str:
+        """Say it back."""
+
+    rows = [({"text": "a"}, "a"), ({"text": "b"}, "b")]
+    with functai.settings(client=ScriptedLM(reply=lambda r: r.messages[-1]["content"].split()[-1])):
+        terminal, pipe, forced = _Terminal(), io.StringIO(), io.StringIO()
+        functai.evaluate(echo, rows, workers=1, progress_to=terminal)
+        functai.evaluate(echo, rows, workers=1, progress_to=pipe)
+        functai.evaluate(echo, rows, workers=1, progress_to=forced, progress=True)
+    assert terminal.getvalue().endswith("] 2/2\n") and forced.getvalue() == terminal.getvalue()
+    assert pipe.getvalue() == ""
 
 
 def test_a_call_whose_request_was_replaced_is_a_row_but_never_a_worked_example(tmp_path):

@@ -14,11 +14,16 @@ from functai.models.request import Reply, Request
 @pytest.fixture
 def server():
     with LoopbackServer() as running:
+        running.clients = []  # closed when the test ends: no pool is left to the garbage collector
         yield running
+        for made in running.clients:
+            made.close()
 
 
 def client(server):
-    return OpenAIClient(base_url=server.url, api_key="sk-test-key-123456", max_retries=0, name="local")
+    made = OpenAIClient(base_url=server.url, api_key="sk-test-key-123456", max_retries=0, name="local")
+    server.clients.append(made)
+    return made
 
 
 def request(**kw):

@@ -45,6 +45,6 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
     program = ai_function(args.function)
     folder = log_folder(args.log)
     require_model(program)  # a score of rows that all failed no-model would say nothing true
-    result = evaluate(program, log=folder, workers=args.workers)
+    result = evaluate(program, log=folder, workers=args.workers, progress_to=args.err)
     print(result.table(), file=out)
     return 0

@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 
 import attrs
 
@@ -177,11 +177,12 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
 
 
 class _Progress:
-    """A one-line progress bar on a terminal; silent otherwise."""
+    """A one-line progress bar on a terminal (``stream``, else stderr); silent otherwise."""
 
-    def __init__(self, total: int, label: str, show: bool | None) -> None:
+    def __init__(self, total: int, label: str, show: bool | None, stream: TextIO | None = None) -> None:
         self.total, self.label, self.done = total, label, 0
-        self.show = sys.stderr.isatty() if show is None else show
+        self.stream = stream if stream is not None else sys.stderr
+        self.show = _is_terminal(self.stream) if show is None else show
         self.lock = threading.Lock()
         self._draw()
 
@@ -194,10 +195,18 @@ class _Progress:
         if not self.show or not self.total:
             return
         filled = int(30 * self.done / self.total)
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}")
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}")
         if self.done == self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except (OSError, ValueError):  # a closed or detached stream
+        return False
 
 
 def evaluate(
@@ -208,6 +217,7 @@ def evaluate(
     workers: int | None = None,
     log: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
+    progress_to: TextIO | None = None,
 ) -> Evaluation:
     """Score ``fn`` as it is now.
 
@@ -217,7 +227,9 @@ def evaluate(
     ``metric(expected, got)`` returns a bool or a number (default: the same
     value, or, for a call rated bad without a correction, a different one).
     Rows run in ``workers`` threads (default: the ``workers`` setting, else 4),
-    each in a copy of the caller's settings context.
+    each in a copy of the caller's settings context. A progress bar is drawn
+    on ``progress_to`` (default ``sys.stderr``) when ``progress`` is true, or
+    when it is None and that stream is a terminal.
     """
     skipped: list[tuple[str, str]] = []
     if rows is None:
@@ -225,7 +237,7 @@ def evaluate(
     else:
         todo = _given_rows(rows)
     count = workers or current_values().get("workers") or 4
-    bar = _Progress(len(todo), f"evaluating {fn.name}", progress)
+    bar = _Progress(len(todo), f"evaluating {fn.name}", progress, progress_to)
 
     def one(row: Row) -> RowResult:
         try:

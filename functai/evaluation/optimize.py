@@ -9,7 +9,7 @@ measured with `evaluate` on the same rows.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from typing import Any, Iterable, TextIO
 
 import attrs
 
@@ -62,6 +62,7 @@ def optimize(
     workers: int | None = None,
     log: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
+    progress_to: TextIO | None = None,
 ) -> Optimization:
     """Return a new AI function with the best instruction found (or ``fn``
     itself when no candidate beats it), with the scores of every candidate."""
@@ -71,7 +72,7 @@ def optimize(
         todo, _ = rows_from_log(fn, log)
     else:
         todo = list(rows)
-    baseline_eval = evaluate(fn, todo, metric, workers=workers, progress=progress)
+    baseline_eval = evaluate(fn, todo, metric, workers=workers, progress=progress, progress_to=progress_to)
     baseline = Candidate(fn.instruction, baseline_eval.score, baseline_eval)
     rows_by_record = {row.record: row for row in todo if isinstance(row, Row)}
     results = [  # the teacher's worked examples: never a call whose request a plugin replaced
@@ -87,7 +88,7 @@ def optimize(
         if text == fn.instruction:
             continue
         variant = fn.with_instruction(text)
-        result = evaluate(variant, todo, metric, workers=workers, progress=progress)
+        result = evaluate(variant, todo, metric, workers=workers, progress=progress, progress_to=progress_to)
         scored.append(Candidate(text, result.score, result))
         if result.score > best_score:
             best, best_score = variant, result.score

@@ -30,6 +30,7 @@ import httpx
 
 from functai.errors import ModelError
 from functai.models.keys import MIN_SCRUB, Key, reveal
+from functai.models.loops import LoopClients
 from functai.models.replies import split_reasoning
 from functai.models.streams import AsyncAndStreams
 from functai.models.request import Reply, Request, ToolCall
@@ -79,7 +80,10 @@ class OpenAIClient(AsyncAndStreams):
     """Answers `Request`s through an OpenAI-compatible ``/chat/completions`` endpoint.
 
     One pooled `httpx.Client` is made on first use and shared by concurrent
-    `complete` calls. Use as a context manager, or call `close`, to release it.
+    `complete` calls, and one `httpx.AsyncClient` per event loop for the
+    async calls. Use as a context manager (``with`` or ``async with``), or
+    call `close` / ``await aclose()``, to release them; an event loop's pool
+    is also closed as asyncio shuts that loop down.
 
     The key comes from ``api_key``, else the environment variable
     ``api_key_env`` (``OPENAI_API_KEY`` for the ``openai`` provider, no
@@ -155,7 +159,7 @@ class OpenAIClient(AsyncAndStreams):
         self.backoff = backoff
         self._transport = transport
         self._async_transport = async_transport
-        self._async: Any = None  # event loop → its httpx.AsyncClient (a pool belongs to one loop)
+        self._pools = LoopClients()  # event loop → its httpx.AsyncClient (a pool belongs to one loop)
         self._urls: dict[str, httpx.URL] = {}
         self._sleep = sleep
         self._random = random.Random()
@@ -182,13 +186,17 @@ class OpenAIClient(AsyncAndStreams):
         self.close()
 
     def close(self) -> None:
-        """Close the pooled connection; a later `complete` opens a new one."""
+        """Close the pooled connections; a later call opens new ones.
+
+        The plain pool is closed here; each event loop's async pool is closed
+        on its own loop, as soon as that loop runs (``await aclose()`` waits
+        for the running loop's).
+        """
         with self._lock:
             http, self._http = self._http, None
         if http is not None:
             http.close()
-        # Async pools are closed by `aclose` from their own loop; here they are only let go.
-        self._async = None
+        self._pools.close()
 
     def _auth(self, key: str) -> tuple[str, str]:
         """The header that carries the key."""

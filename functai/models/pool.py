@@ -238,8 +238,14 @@ class _Pool:
         self._idle.clear()
         self._open -= len(idle)
         self._idle_count = 0
-        for connection in idle:
-            await connection.aclose()
+        failure: BaseException | None = None
+        for connection in idle:  # every one, even after a cancellation: no socket is left to the collector
+            try:
+                await connection.aclose()
+            except BaseException as error:  # noqa: BLE001 - raised once the others are closed
+                failure = failure or error
+        if failure is not None:
+            raise failure
 
 
 class _Returning:

@@ -14,20 +14,23 @@ This module imports httpx at the top; ``import functai`` must not import it.
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator, Generator, Iterator
+from typing import Any, AsyncIterator, Generator, Iterator, TypeVar
 
 import httpx
 
 from functai.errors import ModelError
+from functai.models.loops import LoopClients
 from functai.models.request import Reply, Request
 from functai.models.sse import Assembler, StreamCut
+
+
+_Self = TypeVar("_Self", bound="AsyncAndStreams")
 
 
 class AsyncAndStreams:
     """``acomplete``, ``stream`` and ``astream`` over the client's one exchange."""
 
-    _async: Any
-    _lock: Any
+    _pools: LoopClients
     _urls: dict[str, httpx.URL]
     _async_transport: Any
 
@@ -133,29 +136,23 @@ class AsyncAndStreams:
 
     def _aclient(self) -> httpx.AsyncClient:
         """The pooled `httpx.AsyncClient` of the running event loop."""
-        import asyncio
-        import weakref
+        return self._pools.get(self._new_aclient)
 
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if self._async is None:
-                self._async = weakref.WeakKeyDictionary()
-            http = self._async.get(loop)
-            if http is None:
-                transport = self._async_transport
-                if transport is None:
-                    from functai.models.pool import lean_transport
+    def _new_aclient(self) -> httpx.AsyncClient:
+        transport = self._async_transport
+        if transport is None:
+            from functai.models.pool import lean_transport
 
-                    transport = lean_transport()
-                http = self._async[loop] = httpx.AsyncClient(transport=transport, **self._options())
-        return http
+            transport = lean_transport()
+        return httpx.AsyncClient(transport=transport, **self._options())
 
     async def aclose(self) -> None:
-        """Close this event loop's async pool (and the plain one)."""
-        import asyncio
-
-        pools = self._async or {}
-        http = pools.pop(asyncio.get_running_loop(), None)
-        if http is not None:
-            await http.aclose()
+        """Close the pools: this event loop's (awaited), every other loop's on that loop, and the plain one."""
+        await self._pools.aclose()
         self.close()
+
+    async def __aenter__(self: _Self) -> _Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

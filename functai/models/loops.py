@@ -1,0 +1,135 @@
+"""One `httpx.AsyncClient` per event loop, closed on that loop when it shuts down.
+
+An asyncio connection belongs to the event loop that opened it: only code
+running on that loop may close it, and once the loop is closed nothing can.
+So each loop gets its own client, and with it a *watcher*: an async
+generator started on the loop and left suspended. asyncio closes every
+suspended async generator of a loop as it shuts down (``asyncio.run``,
+``asyncio.Runner`` and ``loop.shutdown_asyncgens()`` do this before closing
+the loop); the watcher's ``finally`` then closes the client, on its own loop,
+while the loop can still run it. Closing a pool from elsewhere (``close()``
+from another thread, ``aclose()`` on another loop) is scheduled on the pool's
+own loop with ``call_soon_threadsafe``, never done from the calling thread.
+
+A loop closed by hand without ``shutdown_asyncgens()`` leaves its connections
+to the garbage collector (which warns about them): nothing can run on it any
+more to close them. Its client is let go the next time a loop gets one.
+
+This module imports httpx's types only for annotations; ``import functai``
+must not import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["LoopClients"]
+
+
+class _Entry:
+    """A loop's client and its watcher (None where the loop does not track async generators)."""
+
+    __slots__ = ("http", "watcher")
+
+    def __init__(self, http: httpx.AsyncClient, watcher: Any) -> None:
+        self.http = http
+        self.watcher = watcher
+
+
+async def _watch(owner: weakref.ref[LoopClients], loop: asyncio.AbstractEventLoop,
+                 http: httpx.AsyncClient) -> AsyncIterator[None]:
+    """Suspended for the loop's life; asyncio closes it as the loop shuts down.
+
+    Closing a client twice is harmless (httpx marks it closed before closing
+    its pool), so an explicit close never needs to stop the watcher first.
+    """
+    try:
+        yield
+    finally:
+        clients = owner()
+        if clients is not None:
+            clients._forget(loop, http)
+        await http.aclose()
+
+
+class LoopClients:
+    """The async clients of one model client, by event loop (see the module's docstring)."""
+
+    __slots__ = ("_by_loop", "_lock", "_pending", "__weakref__")
+
+    def __init__(self) -> None:
+        self._by_loop: dict[asyncio.AbstractEventLoop, _Entry] = {}
+        self._lock = threading.Lock()
+        self._pending: set[asyncio.Task[None]] = set()  # closes scheduled on other loops: held till done
+
+    def __len__(self) -> int:
+        return len(self._by_loop)
+
+    def get(self, make: Callable[[], httpx.AsyncClient]) -> httpx.AsyncClient:
+        """The running loop's client, made with ``make()`` on the loop's first request."""
+        loop = asyncio.get_running_loop()
+        entry = self._by_loop.get(loop)
+        if entry is None:
+            entry = self._add(loop, make)
+        return entry.http
+
+    def _add(self, loop: asyncio.AbstractEventLoop, make: Callable[[], httpx.AsyncClient]) -> _Entry:
+        with self._lock:
+            entry = self._by_loop.get(loop)
+            if entry is not None:
+                return entry
+            for gone in [other for other in self._by_loop if other.is_closed()]:
+                del self._by_loop[gone]  # closed without asyncio's shutdown: nothing can close them now
+            http = make()
+            watcher = None
+            if sys.get_asyncgen_hooks().firstiter is not None:  # the loop tracks async generators
+                watcher = _watch(weakref.ref(self), loop, http)
+                try:
+                    watcher.asend(None).send(None)  # to its yield: now the loop will close it at shutdown
+                except StopIteration:
+                    pass
+            entry = self._by_loop[loop] = _Entry(http, watcher)
+            return entry
+
+    def _forget(self, loop: asyncio.AbstractEventLoop, http: httpx.AsyncClient) -> None:
+        with self._lock:
+            entry = self._by_loop.get(loop)
+            if entry is not None and entry.http is http:
+                del self._by_loop[loop]
+
+    def _take(self) -> dict[asyncio.AbstractEventLoop, _Entry]:
+        with self._lock:
+            entries, self._by_loop = self._by_loop, {}
+        return entries
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (awaited) and every other loop's (on that loop)."""
+        entries = self._take()
+        mine = entries.pop(asyncio.get_running_loop(), None)
+        self._schedule(entries)
+        if mine is not None:
+            await mine.http.aclose()
+
+    def close(self) -> None:
+        """Let every client go, each closed on its own loop as soon as that loop runs (not awaited)."""
+        self._schedule(self._take())
+
+    def _schedule(self, entries: dict[asyncio.AbstractEventLoop, _Entry]) -> None:
+        for loop, entry in entries.items():
+            try:
+                loop.call_soon_threadsafe(self._start_closing, loop, entry)
+            except RuntimeError:  # the loop is closed: nothing can close its connections now
+                pass
+
+    def _start_closing(self, loop: asyncio.AbstractEventLoop, entry: _Entry) -> None:
+        """On ``loop``'s own thread: close ``entry``'s client in a task held until it is done."""
+        task = loop.create_task(entry.http.aclose())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
