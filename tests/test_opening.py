@@ -155,7 +155,7 @@ def _state(history: History) -> list[tuple]:
     out = []
     for turn_id in history.order:
         turn = history.turns[turn_id]
-        out.append(tuple((name, _plain(getattr(turn, name))) for name in type(turn).__slots__))
+        out.append(tuple((name, _plain(getattr(turn, name))) for name in type(turn).FIELDS))
     return out
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from functai.conversations import folder as folder_module
 from functai.conversations import store as store_module
 from functai.conversations.store import (
     FolderStore,
@@ -265,13 +266,13 @@ def test_appending_to_a_long_conversation_parses_only_whats_new(tmp_path, monkey
     writer = FolderStore(tmp_path)
     writer.append("c", [{"n": i, "text": "some words"} for i in range(10_000)])
     parsed: list[int] = []
-    real = store_module._parse_lines
+    real = folder_module._parse_lines
 
-    def counting(data, into, fresh):
+    def counting(data, *args):
         parsed.append(len(data))
-        return real(data, into, fresh)
+        return real(data, *args)
 
-    monkeypatch.setattr(store_module, "_parse_lines", counting)
+    monkeypatch.setattr(folder_module, "_parse_lines", counting)
     reader = FolderStore(tmp_path)
     assert reader.count("c") == 10_000  # the first sight parses the file once
     assert sum(parsed) > 100_000

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 
 from ..calls.run import _now as now_text  # one clock reading per timestamp, as call records use
 from ..errors import FunctAIError
-from . import leases
+from . import leases, rows
 from .bulk import paused_gc
 from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, WAITING, History, TurnData
 from .store import Store, StoreConflict
@@ -55,7 +55,11 @@ def refresh(history: History, store: Store, conversation: str) -> None:
     mostly die in it, so only what the history keeps of them is ever scanned.
     """
     with history.lock, paused_gc():
-        history.apply_all(store.read(conversation, history.count))
+        read_rows = rows.row_reader(store)
+        if read_rows is not None:  # the built-in stores: records decoded only as far as the fold needs
+            rows.fold(history, *read_rows(conversation, history.count))
+        else:
+            history.apply_all(store.read(conversation, history.count))
 
 
 def _epoch(at: Any) -> float:

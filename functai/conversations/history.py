@@ -53,7 +53,7 @@ class TurnData:
 
     __slots__ = (
         "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown",
-        "without", "sections", "approvals", "answers", "replies", "tools", "error", "at", "resumes", "fork",
+        "without", "sections", "approvals", "answers", "_replies", "tools", "error", "at", "resumes", "fork",
         "waited_with", "claim", "lease", "why", "call", "ran_with", "waits",
         "base", "lost_parent", "messages", "forked",
     )
@@ -75,7 +75,7 @@ class TurnData:
         self.sections: Sequence[str] = get("sections") or ()
         self.approvals: Sequence[dict[str, Any]] = ()
         self.answers: Mapping[str, tuple[bool, str | None]] = NOTHING
-        self.replies: Sequence[dict[str, Any]] = ()
+        self._replies: tuple[Any, ...] = ()  # dicts, or JSON to decode (see `replies`)
         self.tools: Mapping[str, dict[str, Any]] = NOTHING
         self.error: dict[str, Any] | None = None
         self.at: str | None = get("at")
@@ -107,6 +107,32 @@ class TurnData:
         self.forked = self.fork
         #: The turn as prior messages (a done turn's, rendered once).
         self.messages: tuple[Mapping[str, Any], ...] | None = None
+
+
+    #: What the turn's fields are called (``replies`` is kept as ``_replies``, see `replies`).
+    FIELDS: tuple[str, ...] = ()
+
+    @property
+    def replies(self) -> Sequence[dict[str, Any]]:
+        """The model replies the turn paid for, in order (each a fresh dict, as its record holds it).
+
+        An open keeps a sound plain reply as its record's JSON text (`functai.conversations.rows`):
+        only a turn that resumes ever reads its replies, so they are decoded when first asked for.
+        """
+        replies = self._replies
+        if any(type(reply) is not dict for reply in replies):
+            from .. import codec
+
+            replies = self._replies = tuple(
+                reply if type(reply) is dict else codec.loads(bytes(reply)) for reply in replies)
+        return replies  # type: ignore[return-value]
+
+    @replies.setter
+    def replies(self, value: Sequence[dict[str, Any]]) -> None:
+        self._replies = tuple(value)
+
+
+TurnData.FIELDS = tuple("replies" if name == "_replies" else name for name in TurnData.__slots__)
 
 
 def _lease(record: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -241,7 +267,7 @@ class History:
         turn = self.turns.get(turn_id)
         if turn is None:
             return False
-        turn.replies = (*turn.replies, reply)
+        turn._replies = (*turn._replies, reply)
         return True
 
     def _quick_end(self, record: dict[str, Any]) -> bool:
