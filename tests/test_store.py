@@ -268,9 +268,9 @@ def test_appending_to_a_long_conversation_parses_only_whats_new(tmp_path, monkey
     parsed: list[int] = []
     real = folder_module._parse_lines
 
-    def counting(data, *args):
-        parsed.append(len(data))
-        return real(data, *args)
+    def counting(data, end, *args):
+        parsed.append(end)
+        return real(data, end, *args)
 
     monkeypatch.setattr(folder_module, "_parse_lines", counting)
     reader = FolderStore(tmp_path)

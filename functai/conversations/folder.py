@@ -24,7 +24,6 @@ import fcntl
 import json
 import os
 import threading
-from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -58,7 +57,8 @@ SUFFIX = ".jsonl"
 #: line stays invalid: it is never counted, before or after the repair.
 _TORN_END = b"\x00\n"
 
-_CHUNK = 1 << 20
+#: The most read at once (a conversation is read whole if it is smaller: the index keeps it all anyway).
+_CHUNK = 1 << 24
 
 
 class _Lines:
@@ -72,16 +72,16 @@ class _Lines:
 
     def __init__(self) -> None:
         self._firsts: list[int] = []  # the index of each part's first line
-        self._parts: list[bytes | list[str | bytes]] = []
+        self._parts: list[tuple[bytes, int] | list[str | bytes]] = []  # (data, end): the lines of data[:end]
         self._count = 0
 
     def __len__(self) -> int:
         return self._count
 
-    def add_chunk(self, data: bytes, count: int) -> None:
-        """``count`` lines, newline-separated in ``data`` (without a final newline)."""
+    def add_chunk(self, data: bytes, end: int, count: int) -> None:
+        """``count`` lines, newline-separated in ``data[:end]``."""
         self._firsts.append(self._count)
-        self._parts.append(data)
+        self._parts.append((data, end))
         self._count += count
 
     def extend(self, lines: Sequence[str | bytes]) -> None:
@@ -98,8 +98,9 @@ class _Lines:
 
     def _split(self, at: int) -> list[str | bytes]:
         part = self._parts[at]
-        if type(part) is bytes:
-            part = self._parts[at] = part.split(b"\n")  # type: ignore[assignment]
+        if type(part) is tuple:
+            data, end = part
+            part = self._parts[at] = data[:end].split(b"\n")
         return part  # type: ignore[return-value]
 
     def line(self, index: int) -> str | bytes:
@@ -108,9 +109,10 @@ class _Lines:
         if index < 0 or at < 0 or index >= self._count:
             raise IndexError(index)
         part, offset = self._parts[at], index - self._firsts[at]
-        if offset == 0 and type(part) is bytes:  # a file's header: no need to split the chunk for it
-            end = part.find(b"\n")
-            return part if end < 0 else part[:end]
+        if offset == 0 and type(part) is tuple:  # a file's header: no need to split the chunk for it
+            data, end = part
+            found = data.find(b"\n", 0, end)
+            return data[: end if found < 0 else found]
         return self._split(at)[offset]
 
     def since(self, start: int) -> list[str | bytes]:
@@ -122,6 +124,36 @@ class _Lines:
                 continue
             out.extend(self._split(at)[max(0, start - first):])
         return out
+
+
+class _Numbers:
+    """The file line (1-based) of each record, as runs of consecutive lines (a file of sound
+    lines is one run, however long)."""
+
+    __slots__ = ("_firsts", "_lines", "_count")
+
+    def __init__(self) -> None:
+        self._firsts: list[int] = []  # the record index each run starts at
+        self._lines: list[int] = []  # and its line
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, line: int, count: int = 1) -> None:
+        """Records on ``count`` lines from ``line`` on."""
+        if count <= 0:
+            return
+        if not self._firsts or self._lines[-1] + (self._count - self._firsts[-1]) != line:
+            self._firsts.append(self._count)
+            self._lines.append(line)
+        self._count += count
+
+    def __getitem__(self, index: int) -> int:
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        at = bisect_right(self._firsts, index) - 1
+        return self._lines[at] + index - self._firsts[at]
 
 
 @dataclass
@@ -138,7 +170,7 @@ class _Index:
     offset: int = 0
     lines: _Lines = field(default_factory=_Lines)
     #: The file line (1-based) of each valid record, and how many complete lines were parsed.
-    numbers: "array[int]" = field(default_factory=lambda: array("q"))
+    numbers: _Numbers = field(default_factory=_Numbers)
     parsed_lines: int = 0
     #: Complete lines that are not records: ``(line, reason)``.
     skipped: list[tuple[int, str]] = field(default_factory=list)
@@ -156,15 +188,15 @@ _BOM = "\ufeff"
 _scan = json.JSONDecoder().scan_once
 
 
-def _parse_lines(data: bytes, index: _Index, parsed: list[Any], rows: bool = False) -> list[tuple[int, str]]:
-    """Add the lines of ``data`` (complete lines, newline-separated) that are JSON objects
+def _parse_lines(data: bytes, end: int, index: _Index, parsed: list[Any], rows: bool = False) -> list[tuple[int, str]]:
+    """Add the lines of ``data[:end]`` (complete lines, newline-separated) that are JSON objects
     (to ``parsed``: as rows when ``rows``, else dicts); the others are returned as
     ``(line number, reason)``."""
     skipped: list[tuple[int, str]] = []
-    if _parse_sound(data, index, parsed, rows):
+    if _parse_sound(data, end, index, parsed, rows):
         return skipped
     number = index.parsed_lines
-    for raw in data.split(b"\n"):
+    for raw in data[:end].split(b"\n"):
         number += 1
         try:
             text = raw.decode("utf-8")
@@ -181,7 +213,7 @@ def _parse_lines(data: bytes, index: _Index, parsed: list[Any], rows: bool = Fal
             continue
         if isinstance(record, dict):
             index.lines.append(text)
-            index.numbers.append(number)
+            index.numbers.add(number)
             parsed.append(record)
         else:
             skipped.append((number, f"JSON {_JSON_NAMES.get(type(record), 'value')}, not an object"))
@@ -193,8 +225,8 @@ _JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", boo
                type(None): "null"}
 
 
-def _parse_sound(data: bytes, index: _Index, parsed: list[Any], rows: bool = False) -> bool:
-    """Decode lines that are all JSON objects in one go (`codec.loads_lines`, or as rows,
+def _parse_sound(data: bytes, end: int, index: _Index, parsed: list[Any], rows: bool = False) -> bool:
+    """Decode lines (``data[:end]``) that are all JSON objects in one go (`codec.loads_lines`, or as rows,
     `rows.decode_lines`); False (and nothing added) when any is not, for the line-by-line
     path to say which and why.
 
@@ -203,20 +235,22 @@ def _parse_sound(data: bytes, index: _Index, parsed: list[Any], rows: bool = Fal
     with ``}`` (each newline is in ``}\\n{``: then no value spans two lines, as JSON has no raw
     newline in a string, and none is blank) and there are as many values as lines.
     """
-    lines = data.count(b"\n") + 1
-    if not data.startswith(b"{") or not data.endswith(b"}") or data.count(b"}\n{") != lines - 1:
+    lines = data.count(b"\n", 0, end) + 1
+    if (not data.startswith(b"{") or data[end - 1 : end] != b"}"
+            or data.count(b"}\n{", 0, end) != lines - 1):
         return False
+    view = data if end == len(data) else memoryview(data)[:end]  # no copy of the lot
     records: list[Any] | None = None
     if rows:
         from . import rows as row_codec
 
         try:
-            records = row_codec.decode_lines(data)  # each an object of a known kind, or it raises
+            records = row_codec.decode_lines(view)  # each an object of a known kind, or it raises
         except ValueError:  # another kind, say: as dicts, which the fold takes too
             pass
     if records is None:
         try:
-            records = codec.loads_lines(data)
+            records = codec.loads_lines(view)  # type: ignore[arg-type]
         except ValueError:
             return False
         if not all(map(dict.__instancecheck__, records)):
@@ -224,8 +258,8 @@ def _parse_sound(data: bytes, index: _Index, parsed: list[Any], rows: bool = Fal
     if len(records) != lines:
         return False
     first = index.parsed_lines + 1
-    index.lines.add_chunk(data, lines)
-    index.numbers.extend(range(first, first + lines))
+    index.lines.add_chunk(data, end, lines)
+    index.numbers.add(first, lines)
     index.parsed_lines += lines
     parsed.extend(records)
     return True
@@ -293,13 +327,13 @@ class FolderStore:
             if not chunk:
                 break
             position += len(chunk)
-            data = pending + chunk
+            data = pending + chunk if pending else chunk
             end = data.rfind(b"\n")
             if end < 0:
                 pending = data
                 continue
             with paused_gc(end, BULK_BYTES):
-                skipped = _parse_lines(data[:end], index, index.fresh, rows)
+                skipped = _parse_lines(data, end, index, index.fresh, rows)
             index.offset += end + 1
             pending = data[end + 1 :]
             if skipped:
@@ -444,7 +478,7 @@ class FolderStore:
                 index.skipped.append((index.parsed_lines, _why_not_json(_TORN_END[:1])))
                 warn("conversation line skipped", at=f"{path}:{index.parsed_lines}",
                      reason=_why_not_json(_TORN_END[:1]))
-            index.numbers.extend(range(index.parsed_lines + 1, index.parsed_lines + 1 + len(lines)))
+            index.numbers.add(index.parsed_lines + 1, len(lines))
             index.parsed_lines += len(lines)
             index.lines.extend(lines)
             index.fresh = []

@@ -22,7 +22,7 @@ import re
 from typing import Any, Callable, Mapping
 
 from .bulk import BULK_RECORDS, paused_gc
-from .checks import END_STATES, sound_reply
+from .checks import END_STATES
 from .history import DONE, FORMAT, NOTHING, RUNNING, History, TurnData, _lease
 
 __all__ = ["decode_lines", "fold", "row_reader"]
@@ -71,8 +71,6 @@ def _load() -> Callable[[Any], list[Any]]:
         fields = [(name, msgspec.Raw, _UNSET) if name in _RAW else (name, Any, None) for name in names]
         ROWS[kind] = msgspec.defstruct(f"{kind.title()}Row", fields, bases=(base,), tag=kind, gc=False)
     _decode_lines = msgspec.json.Decoder(Union[tuple(ROWS.values())]).decode_lines  # type: ignore[misc]
-    _QUICK.update({ROWS["turn"]: _turn, ROWS["reply"]: _reply, ROWS["end"]: _end})
-    _QUICK.update({row: _whole for kind, row in ROWS.items() if kind not in ("turn", "reply", "end")})
     return _decode_lines
 
 
@@ -99,99 +97,78 @@ def row_reader(store: Any) -> Callable[[str, int], tuple[list[Any], Callable[[in
 
 
 def fold(history: History, items: list[Any], full: Callable[[int], dict[str, Any]]) -> None:
-    """Apply what `read_rows` gave: rows through the quick path when sound, anything else as
-    its whole record (``full(position)``) through `History.apply`, each at its place."""
-    quick = _QUICK
+    """Apply what `read_rows` gave, each at its place: a sound ``turn``, plain ``reply`` or
+    ``end`` row at once (`History`'s quick path, written out here for rows: an open runs it per
+    record), anything else as its whole record (``full(position)``) through `History.apply`."""
+    if not ROWS:
+        _load()
+    turn_row, reply_row, end_row = ROWS["turn"], ROWS["reply"], ROWS["end"]
+    turns, order, running = history.turns, history.order, history.running
+    plain, unset, new = _PLAIN_REPLY.fullmatch, _UNSET, TurnData.__new__
+    start = history.count
     #: Turns not ended yet, by id: ``(turn, position of its record)``. Their leases are read from
-    #: their whole records before anything else may look at them (a record the quick path does not
-    #: take; the end of the fold).
+    #: their whole records before anything else may look at them (a record taken whole; the end).
     pending: dict[str, tuple[TurnData, int]] = {}
     with paused_gc(len(items), BULK_RECORDS):
         for position, item in enumerate(items):
-            handler = quick.get(type(item))
-            if handler is not None:  # a row
-                if item.functai_conversation != FORMAT:
-                    history.count += 1  # a format this version does not read (as `apply` skips it)
+            kind = type(item)
+            if kind is turn_row:
+                turn_id, parent_id, inputs, shown, context = item.turn, item.parent, item.inputs, item.shown, item.context
+                if (item.functai_conversation == FORMAT and type(turn_id) is str and turn_id and turn_id not in turns
+                        and (inputs is None or type(inputs) is dict) and (context is None or type(context) is dict)
+                        and type(shown) is dict and len(shown) == 1 and type(shown.get("last")) is int
+                        and shown["last"] >= 0 and not (item.changes or item.without or item.sections)
+                        and (parent_id is None or (type(parent_id) is str and parent_id in turns))):
+                    turn = new(TurnData)  # what TurnData(record) makes of such a record
+                    turn.id, turn.parent, turn.inputs, turn.outputs = turn_id, parent_id, inputs or NOTHING, NOTHING
+                    turn.state, turn.order, turn.changes, turn.context = RUNNING, len(order), (), context
+                    turn.shown, turn.without, turn.sections, turn.approvals = shown, NOTHING, (), ()
+                    turn.answers, turn._replies, turn.tools, turn.error = NOTHING, (), NOTHING, None
+                    turn.at, turn.resumes, turn.waited_with, turn.claim = item.at, 0, NOTHING, item.claim
+                    turn.lease, turn.why, turn.call, turn.waits = None, None, item.call, ()  # the lease: see pending
+                    turn.lost_parent, turn.messages = None, None
+                    turn.ran_with = NOTHING if item.ran_with is unset else _ran_with(bytes(item.ran_with))
+                    fork = turn.fork = bool(item.fork)
+                    if parent_id is None:
+                        turn.base, turn.forked = 0, fork
+                    else:
+                        parent = turns[parent_id]
+                        turn.base, turn.forked = parent.base + (parent.state == DONE), fork or parent.forked
+                    turns[turn_id] = turn
+                    order.append(turn_id)
+                    running.add(turn_id)
+                    pending[turn_id] = (turn, position)
                     continue
-                if handler(history, item, pending, position):
-                    history.count += 1
+            elif kind is reply_row:
+                turn_id, raw = item.turn, item.reply
+                if (item.functai_conversation == FORMAT and type(turn_id) is str and raw is not unset and plain(raw)
+                        and (turn := turns.get(turn_id)) is not None):
+                    turn._replies = (*turn._replies, raw)  # its JSON, decoded when asked for (`TurnData.replies`)
                     continue
+            elif kind is end_row:
+                turn_id, state, outputs, error = item.turn, item.state, item.outputs, item.error
+                if (item.functai_conversation == FORMAT and type(turn_id) is str and type(state) is str
+                        and state in END_STATES and (outputs is None or type(outputs) is dict)
+                        and (error is None or type(error) is dict)
+                        and (turn := turns.get(turn_id)) is not None and turn.state != DONE):
+                    history._end(turn, state, outputs, error)
+                    pending.pop(turn_id, None)  # an ended turn keeps no lease
+                    continue
+            if kind is not dict:  # a row not taken above: the whole record, checked field by field
                 item = full(position)
             if pending:
                 _settle(pending, full)
+            history.count = start + position
             history.apply(item)
         if pending:
             _settle(pending, full)
+        history.count = start + len(items)
 
 
 def _settle(pending: dict[str, tuple[TurnData, int]], full: Callable[[int], dict[str, Any]]) -> None:
     for turn, position in pending.values():
         turn.lease = _lease(full(position))
     pending.clear()
-
-
-def _whole(history: History, row: Any, pending: dict[str, Any], position: int) -> bool:
-    return False  # another kind: read whole
-
-
-def _turn(history: History, row: Any, pending: dict[str, Any], position: int) -> bool:
-    """`History._quick_turn` for a row."""
-    turn_id, parent_id, inputs, shown, context = row.turn, row.parent, row.inputs, row.shown, row.context
-    if (type(turn_id) is not str or not turn_id or turn_id in history.turns
-            or (inputs is not None and type(inputs) is not dict)
-            or (context is not None and type(context) is not dict)
-            or type(shown) is not dict or len(shown) != 1 or type(shown.get("last")) is not int
-            or shown["last"] < 0 or row.changes or row.without or row.sections):
-        return False
-    if parent_id is None:
-        parent = None
-    elif type(parent_id) is not str or (parent := history.turns.get(parent_id)) is None:
-        return False
-    turn = _turn_data(row, len(history.order))
-    if parent is not None:
-        turn.base = parent.base + (parent.state == DONE)
-        turn.forked = turn.fork or parent.forked
-    history.turns[turn_id] = turn
-    history.order.append(turn_id)
-    history.running.add(turn_id)
-    pending[turn_id] = (turn, position)
-    return True
-
-
-def _turn_data(row: Any, order: int) -> TurnData:
-    """`TurnData(record, order)` for a row that passed `_turn`'s checks (changes, without
-    and sections empty, shown a dict); its lease is set by `fold` (see ``pending``)."""
-    turn = TurnData.__new__(TurnData)
-    turn.id = row.turn
-    turn.parent = row.parent
-    turn.inputs = row.inputs or NOTHING
-    turn.outputs = NOTHING
-    turn.state = RUNNING
-    turn.order = order
-    turn.changes = ()
-    turn.context = row.context
-    turn.shown = row.shown
-    turn.without = NOTHING
-    turn.sections = ()
-    turn.approvals = ()
-    turn.answers = NOTHING
-    turn._replies = ()
-    turn.tools = NOTHING
-    turn.error = None
-    turn.at = row.at
-    turn.resumes = 0
-    turn.fork = turn.forked = bool(row.fork)
-    turn.waited_with = NOTHING
-    turn.claim = row.claim
-    turn.lease = None  # see `fold`
-    turn.why = None
-    turn.call = row.call
-    turn.ran_with = NOTHING if row.ran_with is _UNSET else _ran_with(bytes(row.ran_with))
-    turn.waits = ()
-    turn.base = 0
-    turn.lost_parent = None
-    turn.messages = None
-    return turn
 
 
 #: What turns ran with, by its JSON text: one read-only value shared by the turns that ran
@@ -210,55 +187,3 @@ def _ran_with(text: bytes) -> Mapping[str, Any]:
             _ran_withs.clear()
         _ran_withs[text] = found
     return found
-
-
-def _reply(history: History, row: Any, pending: dict[str, Any], position: int) -> bool:
-    """`History._quick_reply` for a row: a plain reply is kept as its text (`TurnData.replies`
-    decodes it when a resumed turn asks), any other decoded and checked as the dict path does."""
-    turn_id, raw = row.turn, row.reply
-    if type(turn_id) is not str or raw is _UNSET:
-        return False
-    if _PLAIN_REPLY.fullmatch(raw):
-        turn = history.turns.get(turn_id)
-        if turn is None:
-            return False
-        turn._replies = (*turn._replies, raw)  # its JSON, decoded when asked for (`TurnData.replies`)
-        return True
-    from .. import codec
-
-    reply = codec.loads(bytes(raw))
-    if type(reply) is not dict:
-        return False
-    get = reply.get
-    if ((get("tool_calls", ()) == [] or "tool_calls" not in reply)
-            and "refusal" not in reply and "reasoning" not in reply):  # a plain final answer: a few scalars
-        text, usage, finish = get("text"), get("usage"), get("finish_reason")
-        if ((text is not None and type(text) is not str) or (usage and type(usage) is not dict)
-                or (finish is not None and type(finish) is not str)):
-            return False
-    elif not sound_reply(reply):
-        return False
-    turn = history.turns.get(turn_id)
-    if turn is None:
-        return False
-    turn._replies = (*turn._replies, reply)
-    return True
-
-
-def _end(history: History, row: Any, pending: dict[str, Any], position: int) -> bool:
-    """`History._quick_end` for a row."""
-    turn_id, state, outputs, error = row.turn, row.state, row.outputs, row.error
-    if (type(turn_id) is not str or type(state) is not str or state not in END_STATES
-            or (outputs is not None and type(outputs) is not dict)
-            or (error is not None and type(error) is not dict)):
-        return False
-    turn = history.turns.get(turn_id)
-    if turn is None or turn.state == DONE:
-        return False
-    history._end(turn, state, outputs, error)
-    pending.pop(turn_id, None)  # an ended turn keeps no lease
-    return True
-
-
-#: What the fold does with each row type (filled in with the types, by `_load`).
-_QUICK: dict[type, Callable[[History, Any, dict[str, Any], int], bool]] = {}
