@@ -360,3 +360,6 @@ def test_a_store_that_overrides_read_is_read_by_read(tmp_path) -> None:
     assert rows.row_reader(FolderStore(tmp_path)) is not None
     assert rows.row_reader(Hiding(tmp_path)) is None
     assert rows.row_reader(MemoryStore()) is not None
+    spied = FolderStore(tmp_path)
+    spied.read = lambda conversation, start=0: []  # type: ignore[method-assign]
+    assert rows.row_reader(spied) is None  # set on the object: read through it too

@@ -352,7 +352,7 @@ def test_a_view_opened_at_a_turn_reads_only_its_branch(kind, tmp_path, request, 
     store = open_store(url)
     total = store.count("big")
     read: list[int] = []
-    for name in ("read", "read_branch"):
+    for name in ("read", "read_rows", "read_branch"):
         real = getattr(store, name, None)
         if real is not None:
             def counting(*args, _real=real, **kwargs):
@@ -378,7 +378,7 @@ def test_a_view_opened_at_a_turn_reads_only_its_branch(kind, tmp_path, request, 
         assert len(view.all_turns()) == 35  # asking about everything reads everything
         assert view.turn(chat.turns[0].id).inputs["question"] == "main 0"
     finally:
-        for name in ("read", "read_branch"):
+        for name in ("read", "read_rows", "read_branch"):
             store.__dict__.pop(name, None)
     with pytest.raises(FunctAIError) as info:
         tutor.conversation("big", store=url, at="nosuchturn")
