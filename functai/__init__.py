@@ -6,16 +6,15 @@ The public API is what this module exports (and `functai.testing`).
 from __future__ import annotations
 
 from .calls.function import AIFunction, Result, ai
-from .calls.layout import Template, baked
+from .calls.layout import baked
 from .calls.records import CallRecord, read_calls
-from .calls.tools import ApprovalError, Tool, tool
 from .errors import FunctAIError, ModelError, OutputError, PluginError, Waiting
 from .hooks.adapt import load_plugin
 from .hooks.change import Change
 from .hooks.plugin import Plugin
 from .hooks.specs import HOOKS, hookimpl
 from .models.providers import providerimpl, register_provider
-from .models.request import Reply, Request, ToolCall
+from .models.request import Reply, Request
 from .layers import configure, settings
 
 __version__ = "0.1.0"
@@ -23,6 +22,11 @@ __version__ = "0.1.0"
 #: Names imported on first use, so ``import functai`` stays light.
 _LAZY = {
     "compaction": "functai.builtins",
+    "Template": "functai.calls.template",
+    "ToolCall": "functai.models.toolcall",
+    "Tool": "functai.calls.tools",
+    "tool": "functai.calls.tools",
+    "ApprovalError": "functai.calls.tools",
     "delegate": "functai.builtins",
     "Conversation": "functai.conversations",
     "Turn": "functai.conversations",

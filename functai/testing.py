@@ -13,7 +13,7 @@ import time
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 from .errors import FunctAIError
-from .models.request import Reply, Request, ToolCall
+from .models.request import Reply, Request
 
 Scripted = Union[str, Reply, BaseException]
 
@@ -22,6 +22,8 @@ _ids = itertools.count(1)
 
 def tool_calls(calls: Iterable[tuple[str, Mapping[str, Any]]]) -> Reply:
     """A reply asking for several tools at once, in order."""
+    from .models.toolcall import ToolCall  # built with the first tool call, not at import
+
     return Reply(
         tool_calls=tuple(ToolCall(id=f"call_{next(_ids)}", name=name, input=dict(input)) for name, input in calls),
         finish_reason="tool_calls",

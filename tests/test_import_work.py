@@ -56,6 +56,7 @@ def test_import_makes_attrs_compile_only_an_attrs_init_for_these_classes_and_com
         "real_compile(source, filename, *a, **k))[1]\n"
         "re._compile = lambda pattern, flags: (patterns.append(str(pattern)), real_re(pattern, flags))[1]\n"
         "import functai\n"
+        "functai.Template, functai.ToolCall  # built when first used\n"
         "print(json.dumps({'compiled': compiled, 'patterns': patterns}))\n"
     )
     scripts = {name: source for name, source in found["compiled"]}
@@ -74,7 +75,8 @@ def test_a_plain_import_leaves_out_what_only_some_programs_use():
         "print(json.dumps(sorted(set(sys.modules) - before)))\n"
     )
     for module in ("functai.builtins", "functai.conversations", "functai.evaluation", "functai.cli",
-                   "functai.stores", "hashlib", "dataclasses", "importlib.util"):
+                   "functai.stores", "functai.calls.tools", "functai.calls.template", "functai.models.toolcall",
+                   "hashlib", "dataclasses", "importlib.util"):
         assert module not in found, module
 
 
@@ -99,9 +101,43 @@ def test_the_digest_is_hashlibs_sha256(data):
     assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
 
 
+def test_a_first_call_without_tools_or_template_loads_neither():
+    found = _probe(
+        "import json, sys\n"
+        "import functai\n"
+        "from functai.testing import ScriptedLM\n"
+        "@functai.ai\n"
+        "def answer(question: str) -> str:\n"
+        "    '''Answer.'''\n"
+        "functai.configure(client=ScriptedLM(reply=lambda request: 'ok'))\n"
+        "answer('q')\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    for module in ("functai.calls.tools", "functai.calls.template", "functai.models.toolcall"):
+        assert module not in found, module
+
+
 def test_the_lazy_names_resolve_to_the_same_objects():
     import functai
     import functai.builtins
+    import functai.calls.layout
+    import functai.calls.template
+    import functai.calls.tools
+    import functai.models.request
+    import functai.models.toolcall
+    from functai.models.request import ToolCall as FromRequest
 
     assert functai.compaction is functai.builtins.compaction
     assert functai.delegate is functai.builtins.delegate
+    assert functai.Template is functai.calls.layout.Template is functai.calls.template.Template
+    assert functai.ToolCall is FromRequest is functai.models.toolcall.ToolCall
+    assert functai.tool is functai.calls.tools.tool and functai.Tool is functai.calls.tools.Tool
+    assert functai.ApprovalError is functai.calls.tools.ApprovalError
+    with pytest.raises(AttributeError):
+        functai.models.request.NoSuchName  # noqa: B018
+
+
+def test_effects_are_named_once_for_functions_and_tools():
+    from functai.calls import function, tools
+
+    assert function.EFFECTS == tools.EFFECTS

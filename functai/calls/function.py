@@ -13,16 +13,21 @@ import inspect
 import json
 import types
 import typing
-from typing import Any, Callable, Sequence, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
 from ..layers import SETTING_NAMES, Layer
 from .inputs import InputChecker
-from .layout import Template
 from .outputs import output_schema, to_jsonable
 from .records import Result
 from .run import call_steps, run_call
 from .steps import adrive
-from .tools import EFFECTS, as_tool, derived_effects
+
+if TYPE_CHECKING:
+    from .template import Template
+
+#: What a function may do as a tool of another (`functai.calls.tools.EFFECTS`, which is
+#: loaded only with the first tool).
+EFFECTS = ("reads", "changes")
 
 R = TypeVar("R")
 
@@ -72,9 +77,11 @@ class AIFunction:
         self.output_type: Any = hints.get("return", str)
         self.output_schema = output_schema(self.output_type)
         self.input_names: tuple[str, ...] = tuple(self.signature.parameters)
-        if not isinstance(layout, (Template, type(None))):
-            raise TypeError(f"layout must be a functai.Template, not {type(layout).__name__}")
         if layout is not None:
+            from .template import Template  # loaded with the first Template, not at import
+
+            if not isinstance(layout, Template):
+                raise TypeError(f"layout must be a functai.Template, not {type(layout).__name__}")
             layout.check(self.input_names, self.name)
         self.layout = layout
         self.tools: tuple[Any, ...] = tuple(tools)
@@ -134,8 +141,13 @@ class AIFunction:
         """The JSON schemas of the tools offered to the model, made once per choice of tools."""
         found = self._schemas.get(offered)
         if found is None:
-            by_name = dict(zip(self.tool_names, self.tools))
-            found = self._schemas[offered] = tuple(as_tool(by_name[name]).schema() for name in offered)
+            found = ()
+            if offered:
+                from .tools import as_tool  # loaded with the first function that has tools
+
+                by_name = dict(zip(self.tool_names, self.tools))
+                found = tuple(as_tool(by_name[name]).schema() for name in offered)
+            self._schemas[offered] = found
         return found
 
     def _version(self) -> str:
@@ -154,10 +166,14 @@ class AIFunction:
             ]
             for param in self.signature.parameters.values()
         ]
-        tools = [
-            [name, getattr(tool, "version", None) or [getattr(tool, "effects", None), as_tool(tool).schema()]]
-            for name, tool in zip(self.tool_names, self.tools)
-        ]
+        tools: list[Any] = []
+        if self.tools:
+            from .tools import as_tool
+
+            tools = [
+                [name, getattr(tool, "version", None) or [getattr(tool, "effects", None), as_tool(tool).schema()]]
+                for name, tool in zip(self.tool_names, self.tools)
+            ]
         parts = {
             "function": f"{self.module}.{self.fn.__qualname__}",
             "inputs": inputs,
@@ -224,6 +240,8 @@ class AIFunction:
     def effects(self) -> str:
         """The function's effects as a tool of another: ``@ai(effects=...)`` when declared,
         else "reads" unless one of its own tools changes things or declares nothing."""
+        from .tools import derived_effects
+
         return derived_effects(self)
 
     def conversation(

@@ -3,7 +3,7 @@
 - The default layout: the instruction (plus sections) as the system message,
   the inputs as the user message.
 - `Template`: the user writes the messages, with ``{instruction}`` and input
-  slots.
+  slots (`functai.calls.template`, loaded when first used).
 - A baked student (``lm=baked("model")``) reads only the inputs message it
   was trained on.
 
@@ -14,15 +14,13 @@ plugin changed (``spec/plugins.md`` §9): the record would say it was sent.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-import attrs
-
-from ..attrsmethods import fields_repr, type_hash
 from ..models.request import Frozen, frozen_messages
 from .outputs import to_jsonable
 
-_object_setattr = object.__setattr__
+if TYPE_CHECKING:
+    from .template import Template
 
 
 class Baked(str):
@@ -41,59 +39,6 @@ def baked(model: str) -> Baked:
     return Baked(model)
 
 
-def _slots(text: str | None) -> set[str]:
-    if text is None:
-        return set()
-    import string
-
-    return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
-
-
-@attrs.frozen(kw_only=True, init=False, repr=False, eq=False)
-class Template:
-    """Messages written by hand: ``{instruction}`` and ``{input_name}`` slots.
-
-    ``Template(system=None, user=...)``: the user message is required.
-    """
-
-    system: str | None = None
-    user: str
-
-    # The methods attrs would generate, written out (see `functai.attrsmethods`).
-    def __init__(self, *, system: str | None = None, user: str) -> None:
-        _setattr = _object_setattr.__get__(self)
-        _setattr("system", system)
-        _setattr("user", user)
-
-    def __repr__(self) -> str:
-        return fields_repr(self, ("system", "user"))
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self.system == other.system and self.user == other.user  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((_TEMPLATE_HASH, self.system, self.user))
-
-    def slots(self) -> set[str]:
-        return _slots(self.system) | _slots(self.user)
-
-    def writes_instruction(self) -> bool:
-        return "instruction" in self.slots()
-
-    def check(self, inputs: Iterable[str], function: str) -> None:
-        """Refuse slots that name no input (at decoration time)."""
-        known = set(inputs) | {"instruction"}
-        unknown = self.slots() - known
-        if unknown:
-            raise TypeError(
-                f"Template of {function} has slots {sorted(unknown)} that are not inputs; "
-                f"known slots: {sorted(known)}"
-            )
-
-
-_TEMPLATE_HASH = type_hash(Template)
 
 
 def render_value(value: Any) -> str:
@@ -154,3 +99,13 @@ def messages(
     out.extend(history)
     out.append({"role": "user", "content": layout.user.format_map(slots)})
     return out
+
+
+def __getattr__(name: str) -> Any:
+    """``Template`` lives in `functai.calls.template`, loaded when first used."""
+    if name == "Template":
+        from .template import Template
+
+        globals()["Template"] = Template
+        return Template
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,13 +33,13 @@ from . import records
 from .outputs import describe, read_output, to_jsonable
 from .scope import TurnScope, current_turn
 from .steps import Send, Steps, drive
-from .tools import ToolRunner
 
 #: Values whose JSON is never a record's fields (see ``outputs_of`` in conversations).
 _PLAIN = (str, int, float, bool, list, tuple, dict, type(None))
 
 if TYPE_CHECKING:
     from .function import AIFunction
+    from .tools import ToolRunner
 
 
 class Budget:
@@ -226,6 +226,8 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
                         code="max-steps",
                     )
                 if runner is None:
+                    from .tools import ToolRunner  # loaded with the first call that has tools
+
                     runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal, listen)
                 messages = frozen_messages(messages) + (yield from runner.run(reply))  # what was sent stays frozen
                 continue

@@ -13,12 +13,15 @@ plain dicts so a `request` hook can rewrite them with `attrs.evolve`:
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
 from attrs import NOTHING
 
 from ..attrsmethods import fields_repr, type_hash
+
+if TYPE_CHECKING:
+    from .toolcall import ToolCall
 
 _object_setattr = object.__setattr__
 
@@ -64,43 +67,14 @@ def _dict(value: Mapping[str, Any]) -> dict[str, Any]:
     return value if type(value) is dict else dict(value)  # type: ignore[return-value]
 
 
-def _dict_of(value: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(value)
-
-
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-@attrs.frozen(init=False, repr=False, eq=False)
-class ToolCall:
-    """One tool the model asked for."""
-
-    id: str
-    name: str
-    input: dict[str, Any] = attrs.field(factory=dict, converter=_dict_of)
-
-    # The methods attrs would generate, written out (see `functai.attrsmethods`).
-    def __init__(self, id: str, name: str, input: Mapping[str, Any] = NOTHING) -> None:  # type: ignore[assignment]
-        _setattr = _object_setattr.__get__(self)
-        _setattr("id", id)
-        _setattr("name", name)
-        _setattr("input", {} if input is NOTHING else dict(input))
-
-    def __repr__(self) -> str:
-        return fields_repr(self, ("id", "name", "input"))
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self.id == other.id and self.name == other.name and self.input == other.input  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((_TOOL_CALL_HASH, self.id, self.name, self.input))
 
 
 def _tool_calls(items: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
     if not items:
         return ()
+    from .toolcall import ToolCall
+
     for item in items:
         if not isinstance(item, ToolCall):
             raise TypeError(f"tool_calls must hold ToolCall objects, got {type(item).__name__}")
@@ -210,7 +184,7 @@ class Reply:
                      self.reasoning))
 
 
-_TOOL_CALL_HASH, _REQUEST_HASH, _REPLY_HASH = (type_hash(c) for c in (ToolCall, Request, Reply))
+_REQUEST_HASH, _REPLY_HASH = type_hash(Request), type_hash(Reply)
 
 
 @runtime_checkable
@@ -290,3 +264,13 @@ MODEL_SETTING_CHECKS: dict[str, Callable[[str, Any], None]] = {
 }
 
 MODEL_SETTINGS: frozenset[str] = frozenset(MODEL_SETTING_CHECKS)
+
+
+def __getattr__(name: str) -> Any:
+    """``ToolCall`` lives in `functai.models.toolcall`, built when a reply first asks for a tool."""
+    if name == "ToolCall":
+        from .toolcall import ToolCall
+
+        globals()["ToolCall"] = ToolCall
+        return ToolCall
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
