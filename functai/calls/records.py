@@ -23,7 +23,6 @@ from typing import Any, Iterator, NamedTuple
 import attrs
 from attrs import NOTHING
 
-from .. import codec
 from ..attrsmethods import fields_repr
 from ..files import unwritable
 from ..log import warn
@@ -292,6 +291,8 @@ def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
 
 def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     """Append one JSON line to the file at ``path`` (non-finite numbers as text, see `functai.codec`)."""
+    from .. import codec  # here, not at import: a plain call writes and reads no JSON lines
+
     _append(path, codec.dumps(data, non_finite="text") + b"\n")
 
 
@@ -424,6 +425,8 @@ def numbered_lines(
         if error.errno == errno.ENOTDIR:  # a file where the log folder should be
             raise unwritable(path, error, _what(where)) from None
         raise
+    from .. import codec
+
     with handle:
         for number, raw in enumerate(handle, 1):
             if not raw.endswith(b"\n"):
@@ -456,6 +459,8 @@ def _caught_line(raw: bytes) -> bool:
     object follows ``:``, ``,`` or ``[``: an object start after anything else is
     where a new line began. A few are tried, from the left.
     """
+    from .. import codec
+
     start = 0
     for _ in range(3):
         start = raw.find(b'{"', start + 1)
