@@ -35,7 +35,7 @@ import msgspec
 
 from .. import codec
 from .outputs import to_jsonable
-from .records import CallRecord, raw_changes
+from .records import CallRecord
 
 
 class _Line(msgspec.Struct, gc=False):
@@ -73,20 +73,24 @@ _UNSET = msgspec.UNSET
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 _encode = codec._encode or codec._load()  # the codec's own encoder: the same rules for what is not JSON data
 _may_hold_non_finite = codec._may_hold_non_finite
-_raw_changes = raw_changes
 _FIELDS = _Line.__struct_fields__
 
 
-def _flat_finite(data: dict[Any, Any]) -> bool:
-    """Whether every value of ``data`` is text, a whole number, a bool, None or a finite float
-    (nothing nested to look into)."""
-    for value in data.values():
-        t = type(value)
-        if t is float:
-            if value - value:  # nan for NaN and ±Infinity, 0.0 otherwise
-                return False
-        elif t not in _PLAIN:
+def _flat_finite(*fields: Any) -> bool:
+    """Whether each field is None or a dict whose values are all text, whole numbers, bools, None or
+    finite floats (nothing nested to look into)."""
+    for data in fields:
+        if data is None:
+            continue
+        if type(data) is not dict:
             return False
+        for value in data.values():
+            t = type(value)
+            if t is float:
+                if value - value:  # nan for NaN and ±Infinity, 0.0 otherwise
+                    return False
+            elif t not in _PLAIN:
+                return False
     return True
 
 
@@ -96,41 +100,52 @@ def encode(record: CallRecord) -> bytes:
     # Whether a non-finite float may be in the record: found true for anything not plainly finite in
     # the fields that hold data (the text fields — id, names, instruction, model … — hold text).
     unsure = False
-    inputs, output = r.inputs, r.output
+    inputs = r.inputs
     if type(inputs) is dict:
         for key, value in inputs.items():
             t = type(value)
             if type(key) is not str or t not in _PLAIN:
-                inputs, unsure = to_jsonable(inputs), True
+                inputs = to_jsonable(inputs)
+                unsure = True
                 break
-            if t is float and value - value:
+            if t is float and value - value:  # nan for NaN and ±Infinity, 0.0 otherwise
                 unsure = True
     else:
-        inputs, unsure = to_jsonable(inputs), True
+        inputs = to_jsonable(inputs)
+        unsure = True
+    output = r.output
     t = type(output)
     if t not in _PLAIN:
-        output, unsure = to_jsonable(output), True
+        output = to_jsonable(output)
+        unsure = True
     elif t is float and output - output:
         unsure = True
-    parent, error, instruction, model, reason, reasoning, seconds, conversation = (
-        r.parent, r.error, r.instruction, r.model, r.finish_reason, r.reasoning, r.seconds, r.conversation)
-    settings, usage, tools, sections = r.settings, r.usage, r.tool_calls, r.sections
-    changes = _raw_changes(r)
+    parent = r.parent
+    error = r.error
+    instruction = r.instruction
+    model = r.model
+    reason = r.finish_reason
+    reasoning = r.reasoning
+    seconds = r.seconds
+    settings = r.settings
+    usage = r.usage
+    tools = r.tool_calls
+    conversation = r.conversation
+    changes = r._changes_raw
     if changes:
-        changes = r.changes  # its entries made (see records: they may still be tuples)
-    replayable, heard, rating = r.replayable, r.heard, r.rating
-    if not unsure:
-        unsure = bool(
-            (seconds is not None and (type(seconds) is not float or seconds - seconds))
-            or (error is not None and (type(error) is not dict or not _flat_finite(error)))
-            or (settings and (type(settings) is not dict or not _flat_finite(settings)))
-            or (usage and (type(usage) is not dict or not _flat_finite(usage)))
-            or tools or conversation is not None or changes or heard or rating is not None
-        )
+        changes = r.changes  # its entries made (see records: the engine may have left them as tuples)
+    heard = r.heard
+    rating = r.rating
+    if unsure or (seconds is not None and (type(seconds) is not float or seconds - seconds)) \
+            or tools or conversation is not None or changes or heard or rating is not None:
+        unsure = True
+    elif error is not None or settings or usage:
+        unsure = not _flat_finite(error, settings, usage)
+    replayable = r.replayable
     line = _Line(
         r.id, r.function, r.version, inputs, r.started, parent, r.path, r.module, output, error,
         instruction, model, settings, usage, reason, reasoning, seconds, tools,
-        conversation, changes, sections, _UNSET if replayable else replayable, r.attempts,
+        conversation, changes, r.sections, _UNSET if replayable else replayable, r.attempts,
         heard if heard else _UNSET, _UNSET if rating is None else rating,
     )
     try:

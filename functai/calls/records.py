@@ -140,7 +140,7 @@ class CallRecord:
             inputs = to_jsonable(inputs)
         if type(output) not in _PLAIN:
             output = to_jsonable(output)
-        changes = _raw_changes(self)
+        changes = self._changes_raw  # type: ignore[attr-defined]
         if changes:
             changes = self.changes  # entries the engine left as tuples made now (see below)
         data = {
@@ -188,10 +188,13 @@ class Result(NamedTuple):
 # copies and pickles all read entries.
 _changes_slot = CallRecord.changes  # type: ignore[attr-defined]
 _raw_changes = _changes_slot.__get__
+# The same slot under a second name: ``record._changes_raw`` reads the list as the engine appends
+# to it, as fast as any field (calling the descriptor's ``__get__`` costs a method-wrapper call).
+CallRecord._changes_raw = _changes_slot  # type: ignore[attr-defined]
 
 
 def _read_changes(record: CallRecord) -> list[dict[str, Any]]:
-    changes = _raw_changes(record)
+    changes = record._changes_raw  # type: ignore[attr-defined]
     for index, item in enumerate(changes):
         if item.__class__ is tuple:
             plugin, version, hook, change = item
@@ -206,7 +209,7 @@ CallRecord.changes = property(  # type: ignore[assignment,method-assign]
 
 def raw_changes(record: CallRecord) -> list[Any]:
     """The record's changes list as the engine appends to it (entries not made yet may be tuples)."""
-    return _raw_changes(record)
+    return record._changes_raw  # type: ignore[attr-defined]
 
 
 def size(value: Any) -> int:
