@@ -74,3 +74,114 @@ def test_change_is_frozen_data():
 
 def test_a_blank_section_does_not_hide_a_wrong_item():
     _refused("sections", sections=[" ", 5])
+
+
+# --- The Change made at run time (`_init`, its fast path) against the declared one and attrs ---
+
+import inspect
+
+import attrs
+
+from functai.hooks import change as change_module
+
+
+@attrs.frozen
+class _Reference:
+    """What attrs itself generates for Change's fields (no checks): eq, hash, repr, evolve, asdict."""
+
+    instruction: object = None
+    sections: object = None
+    lm: object = None
+    settings: object = None
+    tools: object = None
+    keep: object = None
+    without: object = None
+    inputs: object = None
+    block: object = None
+    output: object = None
+
+
+_CASES = [
+    {},
+    {"sections": ["a"]},
+    {"sections": ("a", "b")},
+    {"sections": ["a", " ", "b"]},
+    {"sections": ["", "  "]},
+    {"sections": []},
+    {"sections": "bare"},
+    {"sections": ["ok", 3]},
+    {"sections": [b"bytes"]},
+    {"sections": iter(["a"])},
+    {"sections": None},
+    {"instruction": "Do it.", "sections": ["a"]},
+    {"sections": ["a"], "lm": "m", "settings": {"temperature": 0.5}},
+    {"tools": ["t"], "keep": [], "without": {"t1": ["x"]}, "inputs": {"a": 1}, "block": "no", "output": ""},
+    {"settings": {}},
+    {"lm": ""},
+    {"nonsense": 1},
+    {"sections": ["a"], "nonsense": 1},
+]
+
+
+def _made(make, kwargs):
+    try:
+        return ("made", make(**kwargs))
+    except Exception as error:  # noqa: BLE001 - the error itself is compared
+        return ("raised", type(error), str(error), getattr(error, "code", None), getattr(error, "field", None))
+
+
+@pytest.mark.parametrize("kwargs", _CASES, ids=[repr(c) for c in _CASES])
+def test_the_fast_init_makes_what_the_declared_init_makes(kwargs):
+    def declared(**given):
+        change = object.__new__(Change)
+        change_module._checked_init(change, **given)
+        return change
+
+    fast, slow = _made(Change, dict(kwargs)), _made(declared, dict(kwargs))
+    if fast[0] == "raised":
+        assert fast == slow
+        return
+    assert slow[0] == "made"
+    made, reference = fast[1], slow[1]
+    assert made.fields_set() == reference.fields_set()
+    assert made.__dict__ == reference.__dict__ and list(made.__dict__) == list(reference.__dict__)
+    assert made == reference and repr(made) == repr(reference)
+    assert made.to_data() == reference.to_data()
+
+
+@pytest.mark.parametrize("kwargs", [c for c in _CASES if _made(Change, dict(c))[0] == "made"])
+def test_change_behaves_as_an_attrs_class_with_its_fields(kwargs):
+    made = Change(**kwargs)
+    values = {field.name: getattr(made, field.name) for field in attrs.fields(Change)}
+    reference = _Reference(**values)
+    assert [f.name for f in attrs.fields(Change)] == [f.name for f in attrs.fields(_Reference)]
+    assert repr(made) == repr(reference).replace("_Reference(", "Change(")
+    assert attrs.asdict(made) == attrs.asdict(reference)
+    assert attrs.astuple(made) == attrs.astuple(reference)
+    assert (made == Change(**kwargs)) is (reference == _Reference(**values))
+    try:
+        expected_hash: object = hash(reference)
+    except TypeError:
+        expected_hash = TypeError
+    if expected_hash is TypeError:
+        with pytest.raises(TypeError):
+            hash(made)
+    else:
+        assert hash(made) == hash(Change(**kwargs))
+    evolved = attrs.evolve(made, lm="other")
+    assert evolved.lm == "other" and evolved.sections == made.sections
+    assert attrs.evolve(made) == made
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made.sections = ("x",)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        del made.lm
+
+
+def test_change_keeps_its_keyword_only_signature():
+    params = inspect.signature(Change).parameters
+    assert list(params) == [f.name for f in attrs.fields(Change)]
+    assert all(p.kind is p.KEYWORD_ONLY and p.default is None for p in params.values())
+    with pytest.raises(TypeError, match="positional"):
+        Change(["a"])  # type: ignore[misc]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'section'"):
+        Change(section=["a"])  # type: ignore[call-arg]

@@ -20,7 +20,7 @@ from ..errors import FunctAIError, OutputError, Waiting
 from ..files import check_log_calls
 from ..hooks.change import Change
 from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
-from ..hooks.fold import call_handler_steps, fold_now, record as change_record, refuse
+from ..hooks.fold import call_handler_steps, fold_part, record as change_record, refuse, resume
 from ..hooks.hear import hear_steps
 from ..hooks.timing import stamp
 from ..hooks.plugin import Plugin
@@ -36,6 +36,9 @@ from .steps import Send, Steps, drive
 
 #: Values whose JSON is never a record's fields (see ``outputs_of`` in conversations).
 _PLAIN = (str, int, float, bool, list, tuple, dict, type(None))
+
+#: A record's own changes list, as the fold appends to it (`records.raw_changes`, without its frame).
+_raw_changes = records.raw_changes_of
 
 if TYPE_CHECKING:
     from .function import AIFunction
@@ -172,12 +175,18 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
                               lm=lm, settings=settings_view, tools=tools, all_tools=fn.tool_names, path=path)
             if scope is not None:
                 event.__dict__.update(conversation=scope.conversation, turn=scope.turn, _memory=scope.memory)
-            rest = fold_now("before_call", handlers, event, records.raw_changes(record), _apply_before_call, lazy=True)
-            if rest is not None:
-                yield from rest
-            lm, instruction, sections, tools, settings_view = (
-                event.lm, event.instruction, event.sections, event.tools, event.settings
-            )
+            changes = _raw_changes(record)
+            made = len(changes)
+            # fold_now's loop, run directly; outside a conversation no handler can read its plugin's
+            # name on the event (entries() and remember() need a conversation), so none is written.
+            paused = fold_part("before_call", iter(handlers), event, changes, _apply_before_call, True, scope is not None)
+            if paused is not None:
+                yield from resume("before_call", paused, event, changes, _apply_before_call, True, scope is not None)
+            if len(changes) != made:  # every change applied is recorded: none recorded, nothing changed
+                data = event.__dict__
+                lm, instruction, sections, tools, settings_view = (
+                    data["lm"], data["instruction"], data["sections"], data["tools"], data["settings"]
+                )
         client, model, messages, model_settings = _prepared(
             fn, inputs, resolved, record, turn, lm, instruction, sections, settings_view
         )

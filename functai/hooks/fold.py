@@ -10,7 +10,7 @@ read (`fold_now`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, Tuple
 
 from ..calls.steps import Await, Steps, drive
 from ..errors import FunctAIError, PluginError
@@ -163,25 +163,34 @@ def fold_now(
     that entry when it is read. A Change is immutable, so the entry reads
     the same either way.
     """
-    paused = _fold(hook, iter(handlers), event, changes, apply, lazy)
-    return None if paused is None else _resume(hook, paused, event, changes, apply, lazy)
+    paused = fold_part(hook, iter(handlers), event, changes, apply, lazy, True)
+    return None if paused is None else resume(hook, paused, event, changes, apply, lazy, True)
 
 
-def _fold(
-    hook: str, handlers: Iterator[Handler], event: Event, changes: list[Any], apply: Apply, lazy: bool
-) -> Any:
-    """The loop of `fold_now`, run for every handler of every call.
+#: Where `fold_part` stopped: the handler's plugin, the handler, its awaitable, the handlers after it.
+Paused = Tuple[Plugin, Handler, Any, Iterator[Handler]]
+
+
+def fold_part(
+    hook: str, handlers: Iterator[Handler], event: Event, changes: list[Any], apply: Apply, lazy: bool, named: bool
+) -> Paused | None:
+    """The loop of `fold_now`, run for every handler of every call; a call's
+    ``before_call`` runs it directly (one frame less), and `resume` when paused.
 
     The common case is checked and applied inline: a Change whose fields the
     hook takes, and in ``before_call`` a Change setting only ``sections``.
-    Returns None when done; at a handler's awaitable, the handler's plugin,
-    the handler, the awaitable and the iterator of the handlers left.
+    ``named``: the event's ``_plugin`` names each handler's plugin while it
+    runs; it is read only by ``entries``/``remember`` (which need a
+    conversation's memory) and the approval asked at a tool call, so an event
+    without a memory that is not a tool call's may go without. Returns None
+    when done; at a handler's awaitable, where it stopped (`Paused`).
     """
-    data = event.__dict__
+    data = event.__dict__ if named else None
     allowed = HOOK_FIELDS[hook]
     sections_inline = hook == "before_call"
     for plugin, handler in handlers:
-        name = data["_plugin"] = plugin.name
+        if named:
+            data["_plugin"] = plugin.name  # type: ignore[index]
         try:
             result = handler(event)
         except Exception as error:
@@ -193,6 +202,8 @@ def _fold(
             if not given:
                 continue
             if sections_inline and len(given) == 1 and "sections" in given:
+                if data is None:
+                    data = event.__dict__
                 data["sections"] = data["sections"] + given["sections"]
             elif given.keys() <= allowed:
                 apply(plugin, result, event)
@@ -206,18 +217,22 @@ def _fold(
                 continue
             apply(plugin, result, event)
         if handler.__class__ is Timed:  # record_timing=True
-            changes.append({"plugin": name, "version": plugin.version, "hook": hook, "change": result.to_data(),
-                            "µs": event._us})
+            changes.append({"plugin": plugin.name, "version": plugin.version, "hook": hook,
+                            "change": result.to_data(), "µs": event._us})
         elif lazy:
-            changes.append((name, plugin.version, hook, result))
+            changes.append((plugin.name, plugin.version, hook, result))
         else:
-            changes.append({"plugin": name, "version": plugin.version, "hook": hook, "change": result.to_data()})
-    data["_plugin"] = None
+            changes.append({"plugin": plugin.name, "version": plugin.version, "hook": hook,
+                            "change": result.to_data()})
+    if named:
+        data["_plugin"] = None  # type: ignore[index]
     return None
 
 
-def _resume(hook: str, paused: Any, event: Event, changes: list[Any], apply: Apply, lazy: bool) -> Steps[None]:
-    """Await a handler's awaitable, fold its result in, and go on with the handlers after it."""
+def resume(
+    hook: str, paused: Paused, event: Event, changes: list[Any], apply: Apply, lazy: bool, named: bool
+) -> Steps[None]:
+    """Await a paused handler's awaitable, fold its result in, and go on with the handlers after it."""
     while paused is not None:
         plugin, handler, awaitable, rest = paused
         try:
@@ -233,4 +248,4 @@ def _resume(hook: str, paused: Any, event: Event, changes: list[Any], apply: App
                 changes.append((plugin.name, plugin.version, hook, change))
             else:
                 changes.append(record(plugin, hook, change.to_data()))
-        paused = _fold(hook, rest, event, changes, apply, lazy)
+        paused = fold_part(hook, rest, event, changes, apply, lazy, named)
