@@ -212,10 +212,6 @@ def raw_changes(record: CallRecord) -> list[Any]:
     return record._changes_raw  # type: ignore[attr-defined]
 
 
-#: `raw_changes` without its Python frame (the slot's bound getter), for the call's hot path.
-raw_changes_of = _raw_changes
-
-
 def size(value: Any) -> int:
     """How many characters a value takes as text (what ``log_content=False`` keeps)."""
     if isinstance(value, str):

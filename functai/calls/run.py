@@ -37,9 +37,6 @@ from .steps import Send, Steps, drive
 #: Values whose JSON is never a record's fields (see ``outputs_of`` in conversations).
 _PLAIN = (str, int, float, bool, list, tuple, dict, type(None))
 
-#: A record's own changes list, as the fold appends to it (`records.raw_changes`, without its frame).
-_raw_changes = records.raw_changes_of
-
 if TYPE_CHECKING:
     from .function import AIFunction
     from .tools import ToolRunner
@@ -175,7 +172,7 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
                               lm=lm, settings=settings_view, tools=tools, all_tools=fn.tool_names, path=path)
             if scope is not None:
                 event.__dict__.update(conversation=scope.conversation, turn=scope.turn, _memory=scope.memory)
-            changes = _raw_changes(record)
+            changes = record._changes_raw  # type: ignore[attr-defined]  # records.raw_changes, inline
             made = len(changes)
             # fold_now's loop, run directly; outside a conversation no handler can read its plugin's
             # name on the event (entries() and remember() need a conversation), so none is written.
