@@ -363,3 +363,52 @@ def test_a_store_that_overrides_read_is_read_by_read(tmp_path) -> None:
     spied = FolderStore(tmp_path)
     spied.read = lambda conversation, start=0: []  # type: ignore[method-assign]
     assert rows.row_reader(spied) is None  # set on the object: read through it too
+
+
+def test_a_turn_left_to_fill_in_keeps_what_a_later_record_changes(varied, monkeypatch) -> None:
+    """A turn an open made from a row fills in its other fields when first asked, and a record
+    folded later (a wait for a turn still running, here) is applied to the filled-in turn: the
+    fill never undoes it."""
+    owner = {"pid": 2 ** 22 + 9, "host": "elsewhere", "boot": "b", "start": "1"}
+    lines = _lines(varied, "v") + [_rec(kind="turn", turn="t-late", parent=None, inputs={"q": 1},
+                                        shown={"last": 0}, claim="c9", owner=owner, t=1.0, ttl=60.0, at="then")]
+    _write(varied, "v", lines)
+    store = FolderStore(varied)
+    history, _ = _fast(store, "v")
+    late = history.turns["t-late"]
+    assert late._row is not None and late.lease == {"owner": owner, "t": 1.0, "ttl": 60.0}  # not filled yet
+    approvals = [{"key": "k", "plugin": "approval", "name": "book"}]
+    with open(varied / "v.jsonl", "a") as out:
+        out.write(_rec(kind="wait", turn="t-late", approvals=approvals, plugins=["approval"], at="now") + "\n")
+    held.refresh(history, store, "v")
+    assert late.state == "waiting" and late.approvals == approvals and late.inputs == {"q": 1} and late.at == "then"
+    assert late._row is None
+    assert _state(history) == _state(_full(FolderStore(varied), "v", monkeypatch)[0])
+
+
+def test_threads_reading_turns_an_open_left_to_fill_in_read_the_same(tmp_path, monkeypatch) -> None:
+    import threading
+
+    memory = MemoryStore()
+    with functai.settings(client=ScriptedLM(reply=lambda request: "ok")):
+        chat = desk.conversation("t", store=memory)
+        for i in range(200):
+            chat(f"plain {i}")
+    history, _ = _fast(memory, "t")
+    full, _ = _full(memory, "t", monkeypatch)
+    seen: list[Any] = []
+    start = threading.Barrier(8)
+
+    def read() -> None:
+        start.wait()
+        seen.append([(t, dict(history.turns[t].inputs), history.turns[t].at, history.turns[t].call,
+                      history.turns[t].claim, dict(history.turns[t].ran_with)) for t in history.order])
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = [(t, dict(full.turns[t].inputs), full.turns[t].at, full.turns[t].call, full.turns[t].claim,
+                 dict(full.turns[t].ran_with)) for t in full.order]
+    assert seen == [expected] * 8

@@ -204,6 +204,7 @@ class History:
             if kind not in _TURN_KINDS or self.partial:  # newer writer's kind; a turn on another branch
                 return None  # a kind from a newer writer
             return f"turn {record.get('turn')!r} is unknown (its turn record is missing or damaged)"
+        turn.ready()  # a turn an open made from a row: all its fields, before one changes
         if turn.state == DONE and kind in ("wait", "resume", "end", "interrupt"):
             return f"turn {turn.id!r} already ended done, and a done turn never changes"
         if kind == "reply":

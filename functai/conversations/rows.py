@@ -11,7 +11,10 @@ skips the rest (still checking it as JSON). The fold takes a sound row as
 row it does not take (another kind, a damaged or unusual shape) is read
 again from its line as the whole dict and applied field by field, as
 before. A file with a kind rows do not know (a newer writer's) is read as
-dicts. tests/test_opening_rows.py opens conversations both ways — sound,
+dicts. A turn made from a row gets at once only what the fold and a branch
+walk read (id, parent, state, order, fork, outputs ...); the rest (`LAZY`:
+inputs, what it was shown, when it started ...) is filled in from its row
+when first asked for, under a lock, and before any later record changes it. tests/test_opening_rows.py opens conversations both ways — sound,
 damaged, torn, hand-edited, written by older versions — and compares every
 field of every turn, the damage named, and what the views return.
 
@@ -25,6 +28,7 @@ msgspec is imported when the first row is decoded, not with this module.
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, Callable, Mapping
 
 from .bulk import BULK_RECORDS, paused_gc
@@ -115,9 +119,9 @@ def fold(history: History, items: list[Any], full: Callable[[int], dict[str, Any
     turns, order, running = history.turns, history.order, history.running
     plain, unset, new = _PLAIN_REPLY.fullmatch, _UNSET, TurnData.__new__
     start = history.count
-    #: Turns not ended yet, by id: ``(turn, position of its record)``. Their leases are read from
-    #: their whole records before anything else may look at them (a record taken whole; the end).
-    pending: dict[str, tuple[TurnData, int]] = {}
+    #: Turns not ended yet: their record's position by id. Their leases are read from their whole
+    #: records before anything else may look at them (a record taken whole; the end).
+    pending: dict[str, int] = {}
     with paused_gc(len(items), BULK_RECORDS):
         for position, item in enumerate(items):
             kind = type(item)
@@ -128,15 +132,12 @@ def fold(history: History, items: list[Any], full: Callable[[int], dict[str, Any
                         and type(shown) is dict and len(shown) == 1 and type(shown.get("last")) is int
                         and shown["last"] >= 0 and not (item.changes or item.without or item.sections)
                         and (parent_id is None or (type(parent_id) is str and parent_id in turns))):
-                    turn = new(TurnData)  # what TurnData(record) makes of such a record
-                    turn.id, turn.parent, turn.inputs, turn.outputs = turn_id, parent_id, inputs or NOTHING, NOTHING
-                    turn.state, turn.order, turn.changes, turn.context = RUNNING, len(order), (), context
-                    turn.shown, turn.without, turn.sections, turn.approvals = shown, NOTHING, (), ()
-                    turn.answers, turn._replies, turn.tools, turn.error = NOTHING, (), NOTHING, None
-                    turn.at, turn.resumes, turn.waited_with, turn.claim = item.at, 0, NOTHING, item.claim
-                    turn.lease, turn.why, turn.call, turn.waits = None, None, item.call, ()  # the lease: see pending
-                    turn.lost_parent, turn.messages = None, None
-                    turn.ran_with = NOTHING if item.ran_with is unset else _ran_with(bytes(item.ran_with))
+                    # What TurnData(record) makes of such a record: the fields the fold and branch
+                    # walks read now, the others (`LAZY`) from the row when first asked for (`fill`).
+                    turn = new(TurnData)
+                    turn.id, turn.parent, turn.state, turn.order = turn_id, parent_id, RUNNING, len(order)
+                    turn.outputs, turn._replies, turn.error, turn.messages = NOTHING, (), None, None
+                    turn.lease, turn._row = None, item  # the lease: see pending
                     fork = turn.fork = bool(item.fork)
                     if parent_id is None:
                         turn.base, turn.forked = 0, fork
@@ -146,7 +147,7 @@ def fold(history: History, items: list[Any], full: Callable[[int], dict[str, Any
                     turns[turn_id] = turn
                     order.append(turn_id)
                     running.add(turn_id)
-                    pending[turn_id] = (turn, position)
+                    pending[turn_id] = position
                     continue
             elif kind is reply_row:
                 turn_id, raw = item.turn, item.reply
@@ -160,23 +161,45 @@ def fold(history: History, items: list[Any], full: Callable[[int], dict[str, Any
                         and state in END_STATES and (outputs is None or type(outputs) is dict)
                         and (error is None or type(error) is dict)
                         and (turn := turns.get(turn_id)) is not None and turn.state != DONE):
-                    history._end(turn, state, outputs, error)
+                    turn.state = state  # History._end
+                    running.discard(turn_id)
+                    turn.lease, turn.outputs, turn.error, turn.messages = None, outputs or NOTHING, error, None
                     pending.pop(turn_id, None)  # an ended turn keeps no lease
                     continue
             if kind is not dict:  # a row not taken above: the whole record, checked field by field
                 item = full(position)
             if pending:
-                _settle(pending, full)
+                _settle(turns, pending, full)
             history.count = start + position
             history.apply(item)
         if pending:
-            _settle(pending, full)
+            _settle(turns, pending, full)
         history.count = start + len(items)
 
 
-def _settle(pending: dict[str, tuple[TurnData, int]], full: Callable[[int], dict[str, Any]]) -> None:
-    for turn, position in pending.values():
-        turn.lease = _lease(full(position))
+#: Held while a row-made turn is filled in, so a reader filling it never undoes what a fold
+#: (which fills it first, under this lock too) then changes.
+_filling = threading.Lock()
+
+
+def fill(turn: TurnData) -> None:
+    """Set the fields an open left unset on a turn made from a row (see `LAZY`), as
+    ``TurnData(record)`` sets them for a record the quick path takes."""
+    with _filling:
+        row = turn._row
+        if row is None:
+            return
+        turn.inputs, turn.changes, turn.context, turn.shown = row.inputs or NOTHING, (), row.context, row.shown
+        turn.without, turn.sections, turn.approvals, turn.answers = NOTHING, (), (), NOTHING
+        turn.tools, turn.at, turn.resumes, turn.waited_with = NOTHING, row.at, 0, NOTHING
+        turn.claim, turn.why, turn.call, turn.waits, turn.lost_parent = row.claim, None, row.call, (), None
+        turn.ran_with = NOTHING if row.ran_with is _UNSET else _ran_with(bytes(row.ran_with))
+        turn._row = None
+
+
+def _settle(turns: dict[str, TurnData], pending: dict[str, int], full: Callable[[int], dict[str, Any]]) -> None:
+    for turn_id, position in pending.items():
+        turns[turn_id].lease = _lease(full(position))
     pending.clear()
 
 

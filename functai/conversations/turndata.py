@@ -40,7 +40,7 @@ class TurnData:
         "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown",
         "without", "sections", "approvals", "answers", "_replies", "tools", "error", "at", "resumes", "fork",
         "waited_with", "claim", "lease", "why", "call", "ran_with", "waits",
-        "base", "lost_parent", "messages", "forked",
+        "base", "lost_parent", "messages", "forked", "_row",
     )
 
     def __init__(self, record: Mapping[str, Any], order: int) -> None:
@@ -92,7 +92,23 @@ class TurnData:
         self.forked = self.fork
         #: The turn as prior messages (a done turn's, rendered once).
         self.messages: tuple[Mapping[str, Any], ...] | None = None
+        #: The row a turn read by an open was made from, until its other fields are filled in.
+        self._row: Any = None
 
+    def __getattr__(self, name: str) -> Any:
+        """A field of a turn an open made from a row (`functai.conversations.rows`) and that nobody
+        asked for yet: every such field is filled in from the row now, once."""
+        if name in LAZY:
+            self.ready()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def ready(self) -> None:
+        """Fill in what a row-made turn left for later (before anything changes it)."""
+        if self._row is not None:
+            from .rows import fill
+
+            fill(self)
 
     #: What the turn's fields are called (``replies`` is kept as ``_replies``, see `replies`).
     FIELDS: tuple[str, ...] = ()
@@ -117,7 +133,14 @@ class TurnData:
         self._replies = tuple(value)
 
 
-TurnData.FIELDS = tuple("replies" if name == "_replies" else name for name in TurnData.__slots__)
+TurnData.FIELDS = tuple("replies" if name == "_replies" else name for name in TurnData.__slots__ if name != "_row")
+
+#: The fields an open leaves unset on a turn made from a row until one of them is asked for
+#: (`TurnData.__getattr__`); the others it sets at once (what the fold and a branch walk read).
+LAZY = frozenset({
+    "inputs", "changes", "context", "shown", "without", "sections", "approvals", "answers", "tools", "at",
+    "resumes", "waited_with", "claim", "why", "call", "ran_with", "waits", "lost_parent",
+})
 
 
 def _lease(record: Mapping[str, Any]) -> dict[str, Any] | None:
