@@ -38,7 +38,8 @@ def strict_lines(path) -> list[dict]:
     def refuse(name: str) -> None:
         raise ValueError(f"not JSON: {name}")
 
-    return [json.loads(line, parse_constant=refuse) for line in open(path, "rb").read().splitlines()]
+    with open(path, "rb") as file:
+        return [json.loads(line, parse_constant=refuse) for line in file.read().splitlines()]
 
 
 def test_a_nan_in_a_record_is_written_as_text_named_in_a_warning_and_the_call_keeps_its_answer(tmp_path):

@@ -269,6 +269,7 @@ def test_a_pipe_closed_midway_ends_quietly(tmp_path):
     first = proc.stdout.readline()
     proc.stdout.close()
     err = proc.stderr.read()
+    proc.stderr.close()
     assert proc.wait(timeout=60) == 1
     assert first.split()[0] == "STARTED" and err == ""
 

@@ -111,6 +111,8 @@ def test_a_live_owner_keeps_its_turn_and_a_dead_one_leaves_it_interrupted(app, t
     finally:
         proc.kill()
         proc.wait(timeout=60)
+        proc.stdin.close()
+        proc.stdout.close()
     view = app.support.conversation("c", store=store)  # opening marks it
     turn = view.head
     assert turn.state == "interrupted" and f"pid {proc.pid}" in turn.why and "is gone" in turn.why
