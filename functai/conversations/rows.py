@@ -14,9 +14,10 @@ before. A file with a kind rows do not know (a newer writer's) is read as
 dicts. A turn made from a row gets at once only what the fold and a branch
 walk read (id, parent, state, order, fork, outputs ...); the rest (`LAZY`:
 inputs, what it was shown, when it started ...) is filled in from its row
-when first asked for, under a lock, and before any later record changes it. tests/test_opening_rows.py opens conversations both ways — sound,
-damaged, torn, hand-edited, written by older versions — and compares every
-field of every turn, the damage named, and what the views return.
+when first asked for, under a lock, and before any later record changes it.
+tests/test_opening_rows.py opens conversations both ways (sound, damaged,
+torn, hand-edited, written by older versions) and compares every field of
+every turn, the damage named, and what the views return.
 
 Nothing is read lazily from the file: a row holds what was read, so another
 process appending to (or cutting) the file later changes nothing already
