@@ -157,13 +157,8 @@ class LineFile:
         try:
             end = os.lseek(self.fd, 0, os.SEEK_CUR)
             start = end - written
-            try:
-                while written < len(line):
-                    n = os.write(self.fd, line[written:])
-                    if n == 0:
-                        raise OSError(errno.EIO, "write returned 0")
-                    written += n
-            except OSError as error:
+            _, error = _write_rest(self.fd, line, written)
+            if error is not None:
                 end = os.lseek(self.fd, 0, os.SEEK_CUR)
                 if os.fstat(self.fd).st_size == end:  # nothing of anyone's after our part: cut it off
                     try:
@@ -190,14 +185,8 @@ class LineFile:
             size = stat.st_size
             if size and size != self.end and os.pread(self.fd, 1, size - 1) != b"\n":
                 line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
-            written = 0
-            try:
-                while written < len(line):
-                    n = os.write(self.fd, line[written:])
-                    if n == 0:
-                        raise OSError(errno.EIO, "write returned 0")
-                    written += n
-            except OSError as error:
+            written, error = _write_rest(self.fd, line, 0)
+            if error is not None:
                 if written:
                     try:
                         os.ftruncate(self.fd, size)
@@ -208,6 +197,20 @@ class LineFile:
             return True
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+def _write_rest(fd: int, line: bytes, written: int) -> tuple[int, OSError | None]:
+    """Write ``line`` on from byte ``written``, in as many parts as the file system takes (a full
+    disk takes less): how far it got, and the error that stopped it (None when all is written)."""
+    try:
+        while written < len(line):
+            n = os.write(fd, line[written:])
+            if n == 0:
+                raise OSError(errno.EIO, "write returned 0")
+            written += n
+    except OSError as error:
+        return written, error
+    return written, None
 
 
 class _Retry(Exception):
