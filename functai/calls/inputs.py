@@ -25,6 +25,7 @@ import attrs
 
 from ..errors import FunctAIError
 from .outputs import describe
+from .outputs.jsonable import PLAIN as _PLAIN
 from .outputs.kinds import is_dataclass
 from .outputs.kinds import unwrap as _unwrap
 
@@ -210,7 +211,6 @@ def _build(tp: Any) -> tuple[Check, bool]:
 # --------------------------------------------------------------------------- showable
 
 
-_PLAIN = frozenset({str, int, float, bool, _NoneType})
 _OK, _MAPPING, _ITEMS, _DATACLASS, _ATTRS, _ENUM, _OTHER = range(7)
 _kinds: dict[type, int] = {}
 

@@ -35,6 +35,7 @@ import msgspec
 
 from .. import codec
 from .outputs import to_jsonable
+from .outputs.jsonable import PLAIN as _PLAIN
 from .records import CallRecord
 
 
@@ -70,7 +71,6 @@ class _Line(msgspec.Struct, gc=False):
 
 
 _UNSET = msgspec.UNSET
-_PLAIN = frozenset({str, int, float, bool, type(None)})
 _encode = codec._encode or codec._load()  # the codec's own encoder: the same rules for what is not JSON data
 _may_hold_non_finite = codec._may_hold_non_finite
 _FIELDS = _Line.__struct_fields__

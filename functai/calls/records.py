@@ -127,19 +127,11 @@ class CallRecord:
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON data (``replayable`` only when false; ``heard`` and ``rating`` only when set).
 
-        On every logged call: one dict display, and the inputs and output converted
-        only when they are not plain already.
+        The inputs and output are converted only when they are not plain already
+        (`to_jsonable` returns plain data as it is). The call log writes the same
+        line without this dict (`functai.calls.logline`).
         """
-        inputs, output = self.inputs, self.output
-        if type(inputs) is dict:
-            for key, value in inputs.items():
-                if type(key) is not str or type(value) not in _PLAIN:
-                    inputs = to_jsonable(inputs)
-                    break
-        else:
-            inputs = to_jsonable(inputs)
-        if type(output) not in _PLAIN:
-            output = to_jsonable(output)
+        inputs, output = to_jsonable(self.inputs), to_jsonable(self.output)
         changes = self._changes_raw  # type: ignore[attr-defined]
         if changes:
             changes = self.changes  # entries the engine left as tuples made now (see below)
@@ -169,7 +161,6 @@ class CallRecord:
 
 _FIELDS = tuple(f.name for f in attrs.fields(CallRecord))
 _REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
-_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 class Result(NamedTuple):

@@ -19,14 +19,15 @@ def to_jsonable(value: Any) -> Any:
     becomes its repr, so recording never fails.
     """
     t = type(value)
-    if t in _PLAIN:
+    if t in PLAIN:
         return value
-    if t is dict and all(type(k) is str and type(v) in _PLAIN for k, v in value.items()):
+    if t is dict and all(type(k) is str and type(v) in PLAIN for k, v in value.items()):
         return value  # the common case on every recorded call: nothing to convert
     return _jsonable(value, set())
 
 
-_PLAIN = frozenset({str, int, float, bool, type(None)})
+#: The types whose values are JSON data as they are.
+PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _jsonable(value: Any, seen: set[int]) -> Any:
