@@ -115,6 +115,8 @@ CASES = [
     (["evaluate", "needs_yaml:f"], 1, "import-failed"),
     (["evaluate", "support_app:support", "--log", "calls"], 1, "no-model"),
     (["evaluate", "support_app:support", "--workers", "none"], 2, "usage"),
+    (["evaluate", "support_app:support", "--min-score", "1.5"], 2, "usage"),
+    (["evaluate", "support_app:support", "--min-score", "nan"], 2, "usage"),
     (["demo", "--log", "afile.txt"], 2, "not-a-folder"),
     (["demo", "extra"], 2, "usage"),
     (["calls", "calls", "extra"], 2, "usage"),

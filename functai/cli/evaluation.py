@@ -6,7 +6,7 @@ import argparse
 from typing import Any, TextIO
 
 from .calls import find
-from .common import LOG_HELP, ai_function, log_folder, positive, require_model, short
+from .common import LOG_HELP, RUNTIME, CLIError, ai_function, log_folder, plural, positive, require_model, short
 
 
 def register(commands: Any) -> None:
@@ -24,6 +24,8 @@ def register(commands: Any) -> None:
     evaluate.add_argument("function", help="MODULE:FUNCTION (importable from here)")
     evaluate.add_argument("--log", help=LOG_HELP)
     evaluate.add_argument("--workers", type=positive, default=None, help="rows asked at once (default 4)")
+    evaluate.add_argument("--min-score", type=fraction, default=None, metavar="SCORE",
+                          help="exit 1 when the score is below SCORE (0 to 1); without it a low score exits 0")
     evaluate.set_defaults(run=cmd_evaluate)
 
 
@@ -47,4 +49,26 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
     require_model(program)  # a score of rows that all failed no-model would say nothing true
     result = evaluate(program, log=folder, workers=args.workers, progress_to=args.err)
     print(result.table(), file=out)
+    failed = result.model_failures
+    if failed:  # an outage scored as 0 would pass for a bad function in CI
+        codes = sorted({row.code for row in failed if row.code})
+        raise CLIError(
+            f"{len(failed)} of {plural(len(result.rows), 'row')} failed because the model could not be used "
+            f"({', '.join(codes)}), so the score measures the model's outage, not the function: {failed[0].error}",
+            code=failed[0].code or "model-error", status=RUNTIME,
+            hint="check the model (FUNCTAI_LM, its key and base URL) and run it again")
+    if args.min_score is not None and result.score < args.min_score:
+        raise CLIError(f"the score {result.score:.3f} is below --min-score {args.min_score:g}", code="min-score",
+                       status=RUNTIME)
     return 0
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, not {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1, not {text}")
+    return value
