@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any, TextIO
 
+from ..calls.records import CallRecord
 from .calls import find
-from .common import LOG_HELP, RUNTIME, CLIError, ai_function, log_folder, plural, positive, require_model, short
+from .common import (
+    LOG_HELP,
+    RUNTIME,
+    CLIError,
+    ai_function,
+    import_program,
+    log_folder,
+    plural,
+    positive,
+    require_model,
+    short,
+)
 
 
 def register(commands: Any) -> None:
@@ -34,11 +47,74 @@ def cmd_rate(args: argparse.Namespace, out: TextIO) -> int:
 
     folder = log_folder(args.log)
     record = find(folder, args.id)
-    rating = rate(record.id, good=args.good, correction=args.correction, by=args.by, log=folder)
+    correction = None if args.correction is None else _correction(record, args.correction)
+    rating = rate(record.id, good=args.good, correction=correction, by=args.by, log=folder)
     verdict = "good" if rating.good else "bad"
     fix = f", correction {short(rating.correction)}" if rating.correction is not None else ""
     print(f"rated {rating.call} {verdict}{fix}" + (f" (by {rating.by})" if rating.by else ""), file=out)
     return 0
+
+
+def _correction(record: CallRecord, text: str) -> Any:
+    """``--correction TEXT`` as a value of the function's output type, read as its reply would be.
+
+    Checked now, or a correction that can never match (``notanint`` for an
+    ``int`` function) would fail every evaluation row it makes. The type is
+    the function's when ``MODULE:FUNCTION`` imports from here, else the kind
+    of JSON value the call recorded (text when nothing tells).
+    """
+    from ..calls.outputs import describe, read_output
+    from ..errors import OutputError
+
+    fn = _function_of(record)
+    if fn is not None:
+        try:
+            return read_output(text, fn.output_type)
+        except OutputError as error:
+            raise CLIError(f"--correction {short(text)!r} is not a {describe(fn.output_type)}, the output type of "
+                           f"{record.module}:{record.function}: {error.message}", code="input-invalid",
+                           hint="give the answer it should have given, as JSON of that type (text as it is for str)"
+                           ) from None
+    kind = _json_kind(record.output)
+    if kind in (None, "text") or (kind == "object" and set(record.output) == {"chars"}):  # log_content=False
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = _NOT_JSON
+    if _json_kind(value) != kind and not (kind == "number" and _json_kind(value) == "integer"):
+        raise CLIError(f"--correction {short(text)!r} is not a JSON {kind}, as the call's recorded output "
+                       f"{short(record.output)} is", code="input-invalid",
+                       hint="give the answer it should have given, as JSON of the function's output type")
+    return value
+
+
+_NOT_JSON = object()
+
+
+def _json_kind(value: Any) -> str | None:
+    """The kind of JSON value ``value`` is (None for null, or for what JSON cannot hold)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    for kind, types in (("number", float), ("text", str), ("array", list), ("object", dict)):
+        if isinstance(value, types):
+            return kind
+    return None
+
+
+def _function_of(record: CallRecord) -> Any:
+    """The AI function that made ``record``, when it imports from here (quietly None when not)."""
+    from ..calls.function import AIFunction
+
+    if not record.module or record.module == "__main__":
+        return None
+    try:
+        found = import_program(f"{record.module}:{record.function}")
+    except CLIError:
+        return None
+    return found if isinstance(found, AIFunction) else None
 
 
 def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
