@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.venv  # slow: `python -m pytest -m "not venv"` leaves these out
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 PROGRAM = textwrap.dedent('''
