@@ -19,6 +19,7 @@ import contextvars
 from typing import Any, AsyncIterator, Iterator, Mapping
 
 from ..errors import FunctAIError
+from .run import _now as now_text
 from .steps import Ask, Note, Send, Steps
 
 KINDS = ("text", "tool_call", "tool_result", "waiting", "done")
@@ -67,6 +68,7 @@ class _Base:
         self._resume: tuple[bool, Any] = (False, None)
         self._asking: Mapping[str, Any] | None = None
         self._answer: tuple[bool, str | None] | None = None
+        self._answered_at: str | None = None
         self._finished = False
         self._keep: Any = None  # the turn that keeps a streamed reply
         #: Set when the stream ends with its "done" event.
@@ -98,7 +100,16 @@ class _Base:
             key = approval if isinstance(approval, str) else approval.get("key")
             if key != asking["key"]:
                 raise FunctAIError(f"the stream waits for {asking['key']!r}, not {key!r}", code="turn-not-waiting")
-        self._answer = answer
+        given = self._answer
+        if given is not None and given[0] != answer[0]:
+            first = "approved" if given[0] else "denied" + (f" ({given[1]})" if given[1] else "")
+            raise FunctAIError(
+                f"the approval {asking['key']!r} was already {first} at this stream at {self._answered_at}; the "
+                f"first answer holds, so this {'approval' if answer[0] else 'denial'} is not applied",
+                code="approval-answered", key=asking["key"],
+            )
+        if given is None:  # answering again the same way changes nothing: the first answer (and reason) holds
+            self._answer, self._answered_at = answer, now_text()
 
     def _answered(self) -> None:
         """The consumer asks for the next event: what it answered (or None) goes to the pipeline."""
