@@ -1,8 +1,7 @@
 """The first recorded answer to an approval holds: a later contrary answer is refused
 (``approval-answered``) and never runs a refused tool — in one process, across processes on
-every durable store, at a stream, and at the command line."""
+every durable store, and at a stream (the command line: test_cli_errors.py)."""
 
-import io
 import os
 import subprocess
 import sys
@@ -13,7 +12,6 @@ import pytest
 
 import functai
 from functai import FunctAIError, Waiting
-from functai.cli import main
 from functai.conversations.store import open_store
 from functai.testing import ScriptedLM, tool_call
 
@@ -201,19 +199,3 @@ def test_a_stream_keeps_its_first_answer(shop, tmp_path):
     assert refunds(tmp_path) == []
     assert stream.record.tool_calls[0]["refuse_reason"] == "no receipt"
 
-
-def test_the_cli_reports_an_answer_given_the_other_way_first(shop, tmp_path):
-    store = str(tmp_path / "store")
-    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "Not refunded."]))
-    chat = shop.support.conversation("c6", store=store, approve="changes")
-    with pytest.raises(Waiting) as info:
-        chat("Refund A1")
-    info.value.turn.deny(reason="no receipt", by="manager")
-    out, err = io.StringIO(), io.StringIO()
-    status = main(["approve", store, "c6", "--by", "intern"], out, err)
-    assert status == 1, err.getvalue()
-    assert err.getvalue().startswith("functai: error [approval-answered]: approval ")
-    assert "already denied (no receipt) by manager" in err.getvalue() and "Traceback" not in err.getvalue()
-    assert out.getvalue() == f"{info.value.turn.id}: not answered [approval-answered]\n"
-    assert chat.turn(info.value.turn.id).state == "waiting"  # not resumed by the refused command
-    assert refunds(tmp_path) == []
