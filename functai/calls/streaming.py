@@ -177,7 +177,12 @@ class _Base:
 
 
 class Stream(_Base):
-    """``fn.stream(...)``: an iterator of `StreamEvent`; ``.value`` and ``.record`` when it ends."""
+    """``fn.stream(...)``: an iterator of `StreamEvent`; ``.value`` and ``.record`` when it ends.
+
+    Use it as ``with fn.stream(...) as stream:``: leaving the block (a ``break``, an
+    exception) ends the call at once. A loop left without it keeps the call — and a
+    conversation turn, ``running`` — until the stream object is collected.
+    """
 
     def __init__(self, steps: Steps[Any]) -> None:
         super().__init__(steps)
@@ -193,10 +198,16 @@ class Stream(_Base):
         self.close()
 
     def close(self) -> None:
-        """Stop the call (its record says ``interrupted``) if it has not ended."""
+        """Stop the call if it has not ended: the model's reply stops streaming (its connection
+        is closed), the call's record says ``interrupted`` and a conversation turn ends ``stopped``."""
         if not self._finished:
             self._finished = True
-            self._ctx.run(self._steps.close)
+            chunks, self._chunks = self._chunks, None
+            try:
+                if chunks is not None and hasattr(chunks, "close"):
+                    self._ctx.run(chunks.close)
+            finally:
+                self._ctx.run(self._steps.close)
 
     def __next__(self) -> StreamEvent:
         if self._finished:
@@ -270,10 +281,15 @@ class AStream(_Base):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the call (its record says ``interrupted``) if it has not ended."""
+        """`Stream.close` for async code: ``async with chat.astream(...) as stream`` calls it."""
         if not self._finished:
             self._finished = True
-            self._ctx.run(self._steps.close)
+            chunks, self._chunks = self._chunks, None
+            try:
+                if chunks is not None and hasattr(chunks, "aclose"):
+                    await self._in_context(chunks.aclose())
+            finally:
+                self._ctx.run(self._steps.close)
 
     async def _in_context(self, awaitable: Any) -> Any:
         import asyncio
