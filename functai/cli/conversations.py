@@ -154,7 +154,7 @@ def conversation_function(args: argparse.Namespace, found: "History", fallback: 
         if args.function is None:
             error.hint = f"{reference} is the conversation's function: run this where it is importable, or {fallback}"
         raise
-    if module == "__main__" and args.function.rpartition(":")[0].endswith(".py"):
+    if module == "__main__" and args.function is not None:
         program.module = module  # the script, loaded here as a module, is what ran as __main__ there
     return program
 

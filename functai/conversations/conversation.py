@@ -423,7 +423,7 @@ class Conversation:
             finally:
                 pop_block(block)
         record: dict[str, Any] = {"kind": "end", "turn": data.id, "state": state, "outputs": outputs, "at": _now()}
-        if isinstance(error, GeneratorExit):  # only a stream's close (or its collection) ends steps so
+        if isinstance(error, GeneratorExit):  # steps end so only when a stream is closed (or collected) early
             record["error"] = {"code": "stream-closed", "message": "the stream was closed before the turn ended"}
         elif error is not None:
             record["error"] = {"code": getattr(error, "code", type(error).__name__), "message": str(error)}
