@@ -66,25 +66,31 @@ def _subcommands(top):
                 yield from ((f"{name} {verb}", inner) for verb, inner in _subcommands(sub))
 
 
+def _table_commands():
+    """The ``functai …`` code spans of the first column of README's command table."""
+    table = README[README.index("## Command line"):].split("\n\n")[1]
+    return [span for row in table.splitlines()[2:] for span in re.findall(r"`(functai [^`]*)`", row.split(" | ")[0])]
+
+
 def _documented(command):
-    """Every option the README's command table shows for ``functai COMMAND`` (not a longer command)."""
-    spans = []
-    for row in README[README.index("## Command line"):].split("\n\n")[1].splitlines()[2:]:
-        spans += re.findall(r"`(functai [^`]*)`", row.split(" | ")[0])
-    shown = set()
-    for span in spans:
+    """Whether the table shows ``functai COMMAND``, and every option it shows for it (not for a longer command:
+    the options of ``plugins explain`` are not ``plugins``')."""
+    length, listed, shown = len(command.split()), False, set()
+    for span in _table_commands():
         words = span.split()[1:]
-        if words[: len(command.split())] == command.split() and (
-                len(words) == len(command.split()) or not re.fullmatch(r"[a-z]+", words[len(command.split())])):
+        if words[:length] != command.split():
+            continue
+        listed = True
+        if len(words) == length or not re.fullmatch(r"[a-z]+", words[length]):
             shown |= set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", span))
-    return shown, bool(spans) and any(span.split()[1:len(command.split()) + 1] == command.split() for span in spans)
+    return listed, shown
 
 
 @pytest.mark.parametrize("command", [name for name, _ in _subcommands(parser())])
 def test_the_readme_command_table_shows_every_command_and_option_help_has(command):
     sub = dict(_subcommands(parser()))[command]
     options = [a.option_strings for a in sub._actions if a.option_strings and "--help" not in a.option_strings]
-    shown, listed = _documented(command)
+    listed, shown = _documented(command)
     assert listed, f"functai {command} is not in the README's command table"
     for names in options:
         assert shown & set(names), f"functai {command} {names[-1]} is missing from the README's command table"
@@ -182,7 +188,7 @@ def test_a_log_url_is_named_as_it_was_given(one_call):
     assert err.splitlines()[0].endswith(f"in {one_call['folder']}/")
 
 
-def test_a_log_url_with_a_password_is_named_without_it(one_call):
+def test_a_log_url_with_a_password_is_named_without_it():
     from functai.cli.common import location
 
     assert location("postgresql://app:s3cret-pw@db.internal:5432/x") == "postgresql://app@db.internal:5432/x"
