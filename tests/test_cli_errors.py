@@ -30,6 +30,10 @@ APP = textwrap.dedent('''
     def support(request: str) -> str:
         """Support the customer."""
 
+    @ai
+    def count(text: str) -> int:
+        """How many words the text has."""
+
     def plain(text: str) -> str:
         return text
 
@@ -53,13 +57,14 @@ def world(tmp_path, monkeypatch, install):
     install(functai_approval.plugin)
     import support_app
 
-    functai.configure(client=ScriptedLM(["hi", "hi", tool_call("refund", {"order": "A1"})]),
+    functai.configure(client=ScriptedLM(["hi", "hi", tool_call("refund", {"order": "A1"}), "3"]),
                       log_calls=str(tmp_path / "calls"))
     support_app.support("hello")  # two logged calls (a waiting turn's call is logged when it ends)
     chat = support_app.support.conversation("c1", store=str(tmp_path / "store"), approve="changes")
     chat("hello")
     with pytest.raises(Waiting):
         chat("refund A1")
+    support_app.count("a b c")
     functai.configure(client=None)  # the CLI's process has no model unless a case gives one
     yield tmp_path
     for name in ("support_app", "broken_app", "needs_yaml"):
@@ -86,7 +91,8 @@ CASES = [
     (["calls", "--bogus"], 2, "usage"),
     (["show"], 2, "usage"),
     (["show", "nothere", "--log", "calls"], 2, "not-found"),
-    (["show", "", "--log", "calls"], 2, "ambiguous-id"),
+    (["show", "", "--log", "calls"], 2, "call-id"),
+    (["show", " ", "--log", "calls"], 2, "call-id"),
     (["show", "abc", "--log", "afile.txt"], 2, "not-a-folder"),
     (["conversation", "afile.txt", "c1"], 2, "not-a-folder"),
     (["conversation", "nostore", "c1"], 2, "not-found"),
@@ -108,6 +114,8 @@ CASES = [
     (["rate", "{first}"], 2, "usage"),  # neither --good nor --bad
     (["rate", "{first}", "--good", "--bad", "--log", "calls"], 2, "usage"),
     (["rate", "x", "--good", "--log", "afile.txt"], 2, "not-a-folder"),
+    (["rate", "", "--good", "--log", "calls"], 2, "call-id"),
+    (["rate", "{count}", "--bad", "--correction", "notanint", "--log", "calls"], 2, "input-invalid"),
     (["evaluate", "nomod:fn"], 2, "not-found"),
     (["evaluate", "support_app"], 2, "usage"),
     (["evaluate", "support_app:"], 2, "usage"),
@@ -118,6 +126,8 @@ CASES = [
     (["evaluate", "needs_yaml:f"], 1, "import-failed"),
     (["evaluate", "support_app:support", "--log", "calls"], 1, "no-model"),
     (["evaluate", "support_app:support", "--workers", "none"], 2, "usage"),
+    (["evaluate", "support_app:support", "--min-score", "1.5"], 2, "usage"),
+    (["evaluate", "support_app:support", "--min-score", "nan"], 2, "usage"),
     (["demo", "--log", "afile.txt"], 2, "not-a-folder"),
     (["demo", "extra"], 2, "usage"),
     (["calls", "calls", "extra"], 2, "usage"),
@@ -138,7 +148,8 @@ CASES = [
 
 @pytest.mark.parametrize("argv, status, code", CASES, ids=[" ".join(c[0]) or "(nothing)" for c in CASES])
 def test_every_subcommand_with_bad_input_fails_in_one_coded_line(world, argv, status, code):
-    argv = [arg.replace("{first}", first_id(world / "calls")) for arg in argv]
+    count = next(r.id for r in functai.read_calls(world / "calls") if r.function == "count")
+    argv = [arg.replace("{first}", first_id(world / "calls")).replace("{count}", count) for arg in argv]
     got, out, err = run(argv)
     assert "Traceback" not in err and "Traceback" not in out
     lines = err.splitlines()

@@ -29,6 +29,8 @@ from ..log import warn
 from .outputs import to_jsonable
 
 LOG_FILE = "calls.jsonl"
+#: Beside it in a call log folder: the ratings made of its calls (`functai.evaluation.ratings`).
+RATINGS_FILE = "ratings.jsonl"
 
 
 @attrs.define(eq=False, init=False, repr=False)
@@ -386,6 +388,15 @@ def _record_problem(data: dict[str, Any]) -> str | None:
         if name in data and not all(isinstance(item, dict) for item in data[name]):
             return f"{name!r} holds something other than objects"
     return None
+
+
+def is_log_line(data: Any) -> bool:
+    """Whether a decoded line is one a call log folder holds: a call record, or a rating of one."""
+    if not isinstance(data, dict):
+        return False
+    if isinstance(data.get("call"), str) and isinstance(data.get("good"), bool):
+        return True
+    return _record_problem(data) is None
 
 
 def report_skipped(path: str, number: int, reason: str, skipped: list[tuple[str, str]] | None) -> None:

@@ -65,6 +65,16 @@ def _is_url(text: str) -> bool:
     return is_url(text)
 
 
+def location(where: str) -> str:
+    """A call log or store as messages name it: a folder ends in ``/``; a URL is shown as it is
+    (nothing added), without its password."""
+    if _is_url(where):
+        from ..stores.urls import redact
+
+        return redact(where)
+    return where if where.endswith(("/", os.sep)) else where + "/"
+
+
 def positive(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
     try:
@@ -112,7 +122,7 @@ def history(store: str, conversation: str) -> "History":
     with paused_gc():  # the decoded records die in the pause: only what the history keeps is ever scanned
         found.apply_all(open_store(store_folder(store)).read(conversation))
     if not found.count:
-        raise CLIError(f"no conversation {conversation!r} in {store}", code="not-found",
+        raise CLIError(f"no conversation {conversation!r} in {location(store)}", code="not-found",
                        hint=_known(store))
     return found
 

@@ -15,14 +15,20 @@ from typing import Any
 import attrs
 
 from ..calls.outputs import to_jsonable
-from ..calls.records import LOG_FILE, CallRecord, append_line, numbered_lines, read_calls, report_skipped
+from ..calls.records import (
+    LOG_FILE,
+    RATINGS_FILE,
+    CallRecord,
+    append_line,
+    numbered_lines,
+    read_calls,
+    report_skipped,
+)
 from ..errors import FunctAIError
 from ..layers import current_values
 from ..stores import calllog
 from ..stores.calllog import is_log_url
 from ..stores.urls import redact
-
-RATINGS_FILE = "ratings.jsonl"
 
 
 @attrs.frozen
