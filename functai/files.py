@@ -66,6 +66,18 @@ def write_all(fd: int, data: bytes, size_before: int) -> None:
         raise
 
 
+def check_folder_name(path: str) -> str:
+    """Refuse a folder name that is surely a mistake: empty or blank (``""`` would be the
+    current folder, ``" "`` a folder named by a space), or holding a NUL byte."""
+    if not path.strip() or "\x00" in path:
+        raise FunctAIError(
+            f"{path!r} names no store or call log: give a folder path or a URL (sqlite:///file.db, "
+            "postgresql://host/db)",
+            code="store-url",
+        )
+    return path
+
+
 def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: str | None = None) -> None:
     """Refuse a folder that cannot be written: a file in its place, or no permission.
 

@@ -23,6 +23,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..conversations.store import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
@@ -56,8 +57,31 @@ def _psycopg() -> Any:
 
 def open_postgres(url: str) -> "PostgresStore":
     """The ``functai.stores`` factory for ``postgresql://`` (and ``postgres://``) URLs."""
+    check_url(url)
     _psycopg()  # fail on use, with the extra to install, not on the first append
     return PostgresStore(url)
+
+
+def check_url(url: str) -> None:
+    """Refuse a URL whose host or port cannot be read, before anything connects.
+
+    The message never repeats the URL: a password may be in it, and where the
+    URL cannot be taken apart it cannot be left out either.
+    """
+    scheme, _, rest = url.partition(":")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (a port that is not a number raises here)
+    except ValueError:
+        ok = False
+    else:
+        ok = rest.startswith("//")
+    if not ok:
+        raise FunctAIError(
+            f"this {scheme}: URL cannot be read: write {scheme}://user@host:5432/dbname (an IPv6 host in "
+            "brackets, as [::1]; the port a number)",
+            code="store-url",
+        )
 
 
 class PostgresStore(SQLStore):
