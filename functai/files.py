@@ -103,18 +103,19 @@ def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: s
     if not is_dir:
         raise unwritable(path, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), probe), what)
     if not os.access(probe, os.W_OK | os.X_OK):
-        code = errno.EROFS if _read_only(probe) else errno.EACCES
+        code = errno.EROFS if read_only(probe) else errno.EACCES
         raise unwritable(path, PermissionError(code, os.strerror(code), probe), what)
     if file is not None and probe == path:
         target = os.path.join(path, file)
         if os.path.isdir(target):
             raise unwritable(target, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target), what)
         if os.path.lexists(target) and not os.access(target, os.W_OK):
-            code = errno.EROFS if _read_only(path) else errno.EACCES
+            code = errno.EROFS if read_only(path) else errno.EACCES
             raise unwritable(target, PermissionError(code, os.strerror(code), target), what)
 
 
-def _read_only(path: str) -> bool:
+def read_only(path: str) -> bool:
+    """Whether the file system holding ``path`` is mounted read-only."""
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except (OSError, AttributeError):

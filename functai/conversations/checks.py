@@ -158,6 +158,10 @@ def _sound_reply(r: Mapping[str, Any]) -> bool:
             and _opt(reply.get("reasoning"), str))
 
 
+#: The key of what a SQL store reads for a row that is not a record: why it cannot be used.
+UNUSABLE = "functai_unusable"
+
+
 def _sound_end(r: Mapping[str, Any]) -> bool:
     turn = r.get("turn")
     state = r.get("state")
@@ -175,6 +179,9 @@ _SOUND: dict[str, Callable[[Mapping[str, Any]], bool]] = {
 
 def problem(record: Mapping[str, Any]) -> str | None:
     """Why ``record`` (of this format) cannot be used, or None when its shape is sound."""
+    unusable = record.get(UNUSABLE)
+    if isinstance(unusable, str):
+        return unusable
     kind = record.get("kind")
     if not isinstance(kind, str):
         return "it has no 'kind'"
