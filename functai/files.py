@@ -139,7 +139,13 @@ def check_log_calls(value: object) -> None:
     path = os.fspath(value)
     if not isinstance(path, str) or path in _checked_logs:
         return
+    check_folder_name(path)
     if re.match(_URL, path) or path.endswith((".db", ".sqlite", ".sqlite3")):
-        return  # a database, checked by its own store
+        from .stores.calllog import check_log_url, is_log_url
+
+        if is_log_url(path):  # a database: its URL and, for SQLite, its file's folder
+            check_log_url(path)
+            _checked_logs.add(path)
+            return
     check_folder(path, "call log", file="calls.jsonl")
     _checked_logs.add(path)
