@@ -51,18 +51,15 @@ def record_of(data: str) -> dict[str, Any]:
     """A row's record. A row that is not a JSON object (garbled, written by hand) still takes its
     place, so positions and counts stay one sequence, as a record that says why it cannot be used:
     a conversation reports it as damage, as the folder store reports a line that is not a record."""
-    record = _decoded(data)
-    return record if record is not None else {"functai_conversation": FORMAT, UNUSABLE: _why(data)}
-
-
-def _why(data: str) -> str:
-    if not data.strip():
-        return "an empty line"
     try:
-        value = codec.loads(data)
+        record = codec.loads(data)
     except ValueError:
-        return "not JSON"
-    return not_an_object(value)
+        why = "not JSON" if data.strip() else "an empty line"
+    else:
+        if isinstance(record, dict):
+            return record
+        why = not_an_object(record)
+    return {"functai_conversation": FORMAT, UNUSABLE: why}
 
 
 def backfill(rows: Iterable[tuple[str, int, str]]) -> list[tuple[str | None, str | None, str | None, str, int]]:
