@@ -158,10 +158,6 @@ def _sound_reply(r: Mapping[str, Any]) -> bool:
             and _opt(reply.get("reasoning"), str))
 
 
-#: The key of what a SQL store reads for a row that is not a record: why it cannot be used.
-UNUSABLE = "functai_unusable"
-
-
 def _sound_end(r: Mapping[str, Any]) -> bool:
     turn = r.get("turn")
     state = r.get("state")
@@ -175,6 +171,10 @@ def _sound_end(r: Mapping[str, Any]) -> bool:
 _SOUND: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     "turn": _sound_turn, "reply": _sound_reply, "end": _sound_end,
 }
+
+
+#: The key of what a SQL store reads for a row that is not a record: why it cannot be used.
+UNUSABLE = "functai_unusable"
 
 
 def problem(record: Mapping[str, Any]) -> str | None:
