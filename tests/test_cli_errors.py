@@ -5,6 +5,7 @@ import io
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -136,6 +137,15 @@ CASES = [
     (["calls", "copy", "calls", "calls"], 2, "store-copy"),
     (["calls", "copy", "calls", "afile.txt"], 2, "not-a-folder"),
     (["conversation", "sqlite:///missing.db", "c1"], 2, "not-found"),
+    (["calls", "nolog"], 2, "not-found"),
+    (["calls", "sqlite:///nowhere/x.db"], 2, "not-found"),
+    (["calls", "sqlite:"], 2, "store-url"),
+    (["calls", "postgresql://[::zz]/db"], 2, "store-url"),
+    (["show", "abc", "--log", "sqlite:///nowhere/x.db"], 2, "not-found"),
+    (["rate", "abc", "--good", "--log", "nolog"], 2, "not-found"),
+    (["calls", "copy", "sqlite:///nowhere/x.db", "dst"], 2, "not-found"),
+    (["store", "copy", "sqlite:///nowhere/x.db", "dst"], 2, "not-found"),
+    (["conversation", "", "c1"], 2, "not-found"),
     (["conversation", "postgresql://nobody@127.0.0.1:1/db", "c1"], 1, "store-io"),
     (["store"], 2, "usage"),
     (["store", "copy", "store"], 2, "usage"),
@@ -317,3 +327,32 @@ def test_a_warning_while_a_command_runs_is_one_plain_line(world, monkeypatch):
     status, out, err = run(["calls", "calls"])
     assert status == 0 and out
     assert err == "functai: warning: something odd: at=here\n"
+
+
+READING = [
+    ["calls", "{missing}"],
+    ["show", "abc", "--log", "{missing}"],
+    ["rate", "abc", "--good", "--log", "{missing}"],
+    ["evaluate", "support_app:support", "--log", "{missing}"],
+    ["conversation", "{missing}", "c1"],
+    ["calls", "copy", "{missing}", "dst"],
+    ["store", "copy", "{missing}", "dst"],
+]
+
+
+@pytest.mark.parametrize("missing", ["sqlite:///nowhere/x.db", "sqlite:///x.db", "x.sqlite", "nowhere/log"])
+@pytest.mark.parametrize("argv", READING, ids=[" ".join(argv[:2]) for argv in READING])
+def test_a_command_that_reads_creates_nothing_and_says_not_found(world, argv, missing):
+    before = sorted(p.relative_to(world) for p in world.rglob("*"))
+    status, out, err = run([arg.replace("{missing}", missing) for arg in argv])
+    assert (status, LINE.match(err.splitlines()[0]).group(1)) == (2, "not-found"), err
+    assert sorted(p.relative_to(world) for p in world.rglob("*")) == before  # no file, no folder, no table
+
+
+def test_an_empty_call_log_is_not_a_missing_one(world):
+    (world / "empty").mkdir()
+    sqlite3.connect(world / "empty.db").close()  # a database with no tables yet
+    for log in ("empty", "sqlite:///empty.db"):
+        status, out, err = run(["calls", log])
+        assert (status, out, err) == (0, f"no calls recorded in {log}\n", "")
+    assert sorted(p.name for p in world.iterdir() if p.name.startswith("empty")) == ["empty", "empty.db"]

@@ -353,8 +353,8 @@ def _read_log(folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | N
     from ..stores import calllog
 
     if calllog.is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
-        path = calllog.redact(os.fspath(folder))
-        lines: Iterator[tuple[int, dict[str, Any]]] = enumerate(calllog.read_lines(os.fspath(folder), "calls"), 1)
+        path = calllog.place(os.fspath(folder), "calls")
+        lines: Iterator[tuple[int, dict[str, Any]]] = calllog.numbered_rows(os.fspath(folder), "calls", skipped)
     else:
         path = os.path.join(os.fspath(folder), LOG_FILE)
         lines = numbered_lines(path, skipped)

@@ -93,8 +93,8 @@ def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
     """Each call's ratings, one per person (the latest wins), oldest first."""
     latest: dict[tuple[str, str | None], Rating] = {}
     if is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
-        path = redact(os.fspath(folder))
-        lines: Any = enumerate(calllog.read_lines(os.fspath(folder), "ratings"), 1)
+        path = calllog.place(os.fspath(folder), "ratings")
+        lines: Any = calllog.numbered_rows(os.fspath(folder), "ratings")
     else:
         path = os.path.join(os.fspath(folder), RATINGS_FILE)
         lines = numbered_lines(path)
