@@ -352,7 +352,7 @@ def test_a_command_that_reads_creates_nothing_and_says_not_found(world, argv, mi
 def test_an_empty_call_log_is_not_a_missing_one(world):
     (world / "empty").mkdir()
     sqlite3.connect(world / "empty.db").close()  # a database with no tables yet
-    for log in ("empty", "sqlite:///empty.db"):
+    for log, named in (("empty", "empty/"), ("sqlite:///empty.db", "sqlite:///empty.db")):  # a folder is named with its /
         status, out, err = run(["calls", log])
-        assert (status, out, err) == (0, f"no calls recorded in {log}\n", "")
+        assert (status, out, err) == (0, f"no calls recorded in {named}\n", "")
     assert sorted(p.name for p in world.iterdir() if p.name.startswith("empty")) == ["empty", "empty.db"]
