@@ -224,6 +224,21 @@ def test_a_streamed_conversation_turn_is_answered_at_the_stream(tools_ran, insta
     assert [name for name, _ in tools_ran] == ["look_up", "look_up"]
 
 
+@dataclasses.dataclass
+class Loop:
+    next: "Loop"
+
+
+def test_a_type_with_no_finite_value_is_refused_with_a_code():
+    @ai(lm="test")
+    def loop(seed: str) -> Loop:
+        """Make a loop."""
+
+    with pytest.raises(functai.FunctAIError) as error:
+        loop("a")
+    assert error.value.code == "test-model-schema" and "Optional" in str(error.value)
+
+
 def test_the_values_fit_their_schemas_bounds_and_formats():
     from functai.models.samples import sample
 
