@@ -356,7 +356,8 @@ def _client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tupl
     if not lm:
         raise FunctAIError(
             f"no model is configured for {fn.name}: set lm=... (functai.configure, functai.settings, "
-            "@ai, or the FUNCTAI_LM environment variable) or give client=...",
+            "@ai, or the FUNCTAI_LM environment variable) or give client=...; lm='test' is an offline "
+            "test model",
             code="no-model",
         )
     return providers.client_for(lm, values)
