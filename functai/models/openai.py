@@ -34,7 +34,9 @@ from functai.models.loops import LoopClients
 from functai.models.replies import split_reasoning
 from functai.models.streams import AsyncAndStreams
 from functai.models.request import Reply, Request, ToolCall
-from functai.models.wire import FORMATS, build_body, content_text, read_arguments, read_usage, unwrap_value
+from functai.models.wire import (
+    FORMATS, build_body, content_text, qualifies_strict, read_arguments, read_usage, unwrap_value,
+)
 
 __all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
 
@@ -235,8 +237,9 @@ class OpenAIClient(AsyncAndStreams):
         """Send `request`, retrying transient failures, and read the reply.
 
         A server that answers 400 to a structured-output format is asked
-        again with the next weaker one (`wire.FORMATS`); what worked is
-        remembered for its base URL.
+        again with the next weaker one (`wire.FORMATS`: strict schema, the
+        same schema with strict false, json_object, instructions); what
+        worked is remembered for its base URL.
         """
         return self._drive(self._exchange(request, False))
 
@@ -265,6 +268,8 @@ class OpenAIClient(AsyncAndStreams):
                 if schema and level + 1 < len(FORMATS):
                     first_error = first_error or error
                     level += 1
+                    if FORMATS[level] == "json_schema_loose" and not qualifies_strict(request.output_schema):
+                        level += 1  # its strict: false body was the one just refused
                     continue
                 raise (first_error or error) from None
             if level != start:
