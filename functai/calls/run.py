@@ -236,6 +236,8 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
 
                     runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal, listen)
                 messages = frozen_messages(messages) + (yield from runner.run(reply))  # what was sent stays frozen
+                if steps == 1:
+                    model_settings = _tool_choice_released(model_settings, record)
                 continue
             text = reply.text if reply.text is not None else ""
             try:
@@ -400,6 +402,17 @@ def _request_hook(
         records.raw_changes(record).append(stamp(replaced, handler, event))
         record.replayable = False
     return event.request
+
+
+def _tool_choice_released(model_settings: dict[str, Any], record: records.CallRecord) -> dict[str, Any]:
+    """After the first tool step, a forced ``tool_choice`` (``required``, a tool) is sent as ``auto``:
+    a server that honours it would otherwise call tools until ``max_steps``. The record keeps
+    the setting as first sent, and ``tool_choice_after_tools`` says what followed."""
+    choice = model_settings.get("tool_choice")
+    if choice is None or choice in ("auto", "none"):
+        return model_settings
+    record.settings = {**record.settings, "tool_choice_after_tools": "auto"}
+    return {**model_settings, "tool_choice": "auto"}
 
 
 def _reask(reply: str | None, reason: str, fn: "AIFunction") -> list[dict[str, Any]]:
