@@ -436,10 +436,12 @@ def _add_usage(record: records.CallRecord, reply: Reply) -> None:
 
 
 def _approval_missing(fn: "AIFunction") -> FunctAIError:
+    from ..builtins import install_command
+
     return FunctAIError(
         f"approve is set for {fn.name}, but no approval plugin is installed, and approval never turns "
-        "off silently: pip install functai-approval (or another distribution whose entry point "
-        "'approval' is in the group 'functai'), or remove the approve setting",
+        f"off silently: {install_command('functai-approval')}, or install another distribution whose entry "
+        "point 'approval' is in the group 'functai', or remove the approve setting",
         code="approval-missing",
     )
 

@@ -1,6 +1,6 @@
 """Conversations (and a call log) in PostgreSQL, shared by every machine that can reach it.
 
-Needs psycopg 3: ``pip install "functai[postgres]"``. Each record is a row
+Needs psycopg 3: ``pip install "psycopg[binary]>=3.1"`` (the ``postgres`` extra). Each record is a row
 keyed by ``(conversation, position)``; an append reads the count and
 inserts the next positions in one transaction, so two writers that saw the
 same count cannot both insert — the second meets the primary key and gets
@@ -43,7 +43,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS functai_ratings (seq bigserial PRIMARY KEY, call text NOT NULL, line text NOT NULL)",
 )
 
-DRIVER_HINT = 'the PostgreSQL store needs psycopg 3: pip install "functai[postgres]"'
+DRIVER_HINT = 'the PostgreSQL store needs psycopg 3: pip install "psycopg[binary]>=3.1"'
 
 
 def _psycopg() -> Any:
