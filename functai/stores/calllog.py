@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from .. import codec
 from ..errors import FunctAIError
+from ..models.keys import SecretURL, reveal
 from .urls import is_url, open_url, redact
 
 
@@ -27,14 +28,16 @@ class LogStore(Protocol):
     def read_log(self, table: str) -> Iterator[str]: ...
 
 
-def is_log_url(where: str | os.PathLike[str]) -> bool:
+def is_log_url(where: str | os.PathLike[str] | SecretURL) -> bool:
     """Whether a ``log_calls`` value names a store by URL rather than a folder (cheap: on every call)."""
+    if isinstance(where, SecretURL):
+        return True
     return isinstance(where, str) and (":" in where or where.endswith((".db", ".sqlite", ".sqlite3"))) and is_url(where)
 
 
-def log_store(url: str) -> LogStore:
+def log_store(url: str | SecretURL) -> LogStore:
     """The store behind a call-log URL; refuses a store that cannot keep one."""
-    store = open_url(url)  # cached by the URL's text: this is on every logged call
+    store = open_url(reveal(url))  # cached by the URL's text: this is on every logged call
     if not (callable(getattr(store, "log_lines", None)) and callable(getattr(store, "read_log", None))):
         raise FunctAIError(
             f"log_calls={redact(url)!r}: that store keeps conversations but not a call log; use a folder, "
@@ -49,7 +52,7 @@ def encode(data: dict[str, Any]) -> str:
     return codec.dumps_str(data, non_finite="text")
 
 
-def append_call(url: str, data: dict[str, Any]) -> None:
+def append_call(url: str | SecretURL, data: dict[str, Any]) -> None:
     log_store(url).log_lines("calls", [(str(data.get("id", "")), encode(data))])
 
 

@@ -28,6 +28,7 @@ from ..conversations.store import StoreConflict, _line, check_conversation_id, c
 from ..errors import FunctAIError
 from . import schema
 from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
+from ..models.keys import hide_url, reveal
 from .urls import redact
 
 __all__ = ["PostgresStore", "open_postgres"]
@@ -64,7 +65,7 @@ class PostgresStore(SQLStore):
     """Conversations in a PostgreSQL database: one connection per process, shared by its threads."""
 
     def __init__(self, url: str) -> None:
-        self._url = url
+        self._url = hide_url(url)  # the password in no frame or attribute repr (tracebacks with locals)
         #: The URL without its password: what records, messages and ``repr`` show.
         self.url = redact(url)
         self._start()
@@ -83,13 +84,14 @@ class PostgresStore(SQLStore):
             return conn
         psycopg = _psycopg()
         try:
-            conn = psycopg.connect(self._url, autocommit=True)
+            conn = psycopg.connect(reveal(self._url), autocommit=True)
             # Commits do not wait for the server's disk unless a transaction asks (sync=True):
             # set once here, so an append or a call-log row costs no extra round trip.
             conn.execute("SET synchronous_commit = off")
         except psycopg.Error as error:
+            # from None: the driver's frames hold the connection string, password and all
             raise FunctAIError(f"cannot connect to the PostgreSQL store {self.url}: {_first_line(error)}",
-                               code="store-io") from error
+                               code="store-io") from None
         try:
             self._check_schema(conn)
         except psycopg.Error as error:  # no right to create the tables, say
