@@ -4,7 +4,7 @@
 handle whose repr shows nothing secret. The key itself stays in this module
 until a client is built from it, so no frame of a failing call holds it
 (tracebacks that print locals, debuggers, crash reporters). The same goes
-for the values of ``headers`` named like a secret (`SECRET_HEADER`: a
+for the values of ``headers`` named like a secret (`is_secret_header`: a
 `Secret` each) and for a ``log_calls`` URL with a password (a `SecretURL`,
 whose repr is the URL without it).
 """
@@ -17,14 +17,19 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 __all__ = ["Key", "Secret", "SecretURL", "hide_key", "hide_headers", "hide_url", "reveal", "reveal_headers",
-           "refuse_url_credentials", "SECRET_HEADER", "MIN_SCRUB"]
+           "refuse_url_credentials", "is_secret_header", "SECRET_HEADER", "MIN_SCRUB"]
 
 #: Secrets shorter than this are not scrubbed from text: replacing ``"k"``
 #: everywhere would mangle messages, and so short a key is no secret.
 MIN_SCRUB = 8
 
 #: Header names whose values are secrets: kept behind a handle, scrubbed from server text like the key.
-SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|cookie|credential|session", re.IGNORECASE)
+SECRET_HEADER = r"auth|key|token|secret|passw|cookie|credential|session"
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether a header's name says its value is a secret (`SECRET_HEADER`; compiled on first use, not at import)."""
+    return re.search(SECRET_HEADER, name, re.IGNORECASE) is not None
 
 _lock = threading.Lock()
 _keys: dict[str, str] = {}
@@ -95,10 +100,10 @@ def hide_key(value: str | Key) -> Key:
 
 def hide_headers(headers: Mapping[str, Any]) -> Mapping[str, Any]:
     """``headers`` with each value whose name is like a secret's (`SECRET_HEADER`) behind a `Secret`."""
-    if not any(SECRET_HEADER.search(name) for name in headers):
+    if not any(is_secret_header(name) for name in headers):
         return headers
     return MappingProxyType({
-        name: Secret(_ident(value)) if SECRET_HEADER.search(name) and isinstance(value, str) else value
+        name: Secret(_ident(value)) if is_secret_header(name) and isinstance(value, str) else value
         for name, value in headers.items()
     })
 

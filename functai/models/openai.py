@@ -30,7 +30,7 @@ from typing import Any, Callable, Generator, Mapping
 import httpx
 
 from functai.errors import ModelError
-from functai.models.keys import MIN_SCRUB, SECRET_HEADER, Key, refuse_url_credentials, reveal, reveal_headers
+from functai.models.keys import MIN_SCRUB, Key, is_secret_header, refuse_url_credentials, reveal, reveal_headers
 from functai.models.loops import LoopClients
 from functai.models.replies import split_reasoning
 from functai.models.streams import AsyncAndStreams
@@ -168,7 +168,7 @@ class OpenAIClient(AsyncAndStreams):
         self._headers = _Secret(extra)
         secrets = [key] if key else []
         for header, value in extra.items():
-            if SECRET_HEADER.search(header):
+            if is_secret_header(header):
                 secrets += _secret_forms(value)
         self._secrets = _Secret(tuple(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SCRUB))
         self.timeout = timeout
@@ -228,7 +228,7 @@ class OpenAIClient(AsyncAndStreams):
         merged.update(self._headers.reveal())  # yours win
         # The key and secret-named headers go on each request through an auth object, not into the
         # pooled client's default headers, which show in its repr (tracebacks that print locals).
-        secret = {name: value for name, value in merged.items() if SECRET_HEADER.search(name)}
+        secret = {name: value for name, value in merged.items() if is_secret_header(name)}
         headers = {name: value for name, value in merged.items() if name not in secret}
         return {"headers": headers, "auth": _SecretHeaders(secret) if secret else None, "follow_redirects": False,
                 "timeout": httpx.Timeout(self.timeout, connect=self.connect_timeout or self.timeout)}
