@@ -275,10 +275,13 @@ def append(folder: str | os.PathLike[str] | SecretURL, record: CallRecord) -> No
         if not log.append(line):
             _append(os.path.join(folder, LOG_FILE), line, folder, tried=log)
         return
-    if isinstance(folder, SecretURL) or isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3"))):
+    # A log URL with a password is a SecretURL (see `functai.models.keys`): revealed only to open its store.
+    if isinstance(folder, SecretURL) or (
+        isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3")))
+    ):
         from ..stores import calllog
 
-        if calllog.is_log_url(folder):  # a URL with a password is a SecretURL: revealed only to open the store
+        if calllog.is_log_url(folder):
             calllog.append_call(folder, record.to_dict())
             return
     _append(os.path.join(folder, LOG_FILE), (_encode_line or _line_encoder())(record) + b"\n", folder)

@@ -26,9 +26,9 @@ from typing import Any
 
 from ..conversations.store import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
+from ..models.keys import hide_url, reveal
 from . import schema
 from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
-from ..models.keys import hide_url, reveal
 from .urls import redact
 
 __all__ = ["PostgresStore", "open_postgres"]
