@@ -78,12 +78,12 @@ def test_a_password_never_reaches_a_record_or_a_message():
     assert info.value.code == "store-io" and "s3cret" not in str(info.value)
 
 
-def test_postgresql_without_psycopg_names_the_extra(monkeypatch):
+def test_postgresql_without_psycopg_names_the_driver(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now fails, as when it is not installed
     with pytest.raises(FunctAIError) as info:
         open_store("postgresql://127.0.0.1/nowhere")
     assert info.value.code == "store-driver-missing"
-    assert 'pip install "functai[postgres]"' in info.value.message
+    assert 'pip install "psycopg[binary]>=3.1"' in info.value.message
 
 
 

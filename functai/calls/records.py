@@ -26,6 +26,7 @@ from attrs import NOTHING
 from ..attrsmethods import fields_repr
 from ..files import unwritable
 from ..log import warn
+from ..models.keys import SecretURL
 from .outputs import to_jsonable
 
 LOG_FILE = "calls.jsonl"
@@ -268,7 +269,7 @@ def _line_encoder() -> Any:
     return encode
 
 
-def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
+def append(folder: str | os.PathLike[str] | SecretURL, record: CallRecord) -> None:
     """Append one record to the call log in ``folder`` (or at a store URL, see `functai.stores.calllog`)."""
     log = _by_folder.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
     if log is not None:  # a folder already open: the path every logged call takes
@@ -276,7 +277,10 @@ def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
         if not log.append(line):
             _append(os.path.join(folder, LOG_FILE), line, folder, tried=log)
         return
-    if isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3"))):
+    # A log URL with a password is a SecretURL (see `functai.models.keys`): revealed only to open its store.
+    if isinstance(folder, SecretURL) or (
+        isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3")))
+    ):
         from ..stores import calllog
 
         if calllog.is_log_url(folder):

@@ -63,7 +63,8 @@ def _table(out: TextIO) -> None:
 def cmd_install(args: argparse.Namespace, out: TextIO) -> int:
     if not args.names and not args.editable:
         raise CLIError("name at least one plugin distribution to install", code="usage",
-                       hint="e.g. functai install functai-otel, or functai install ./my-plugin")
+                       hint="e.g. functai install ./my-plugin, or functai install ./functai_builtin_plugins/otel "
+                            "in a checkout of the functai repository")
     flags = [flag for flag, on in (("--upgrade", args.upgrade), ("--force-reinstall", args.force_reinstall),
                                    ("--no-cache-dir", args.no_cache_dir), ("--pre", args.pre)) if on]
     for path in args.editable:

@@ -26,6 +26,7 @@ from ..calls.records import (
 )
 from ..errors import FunctAIError
 from ..layers import current_values
+from ..models.keys import reveal
 from ..stores import calllog
 from ..stores.calllog import is_log_url
 from ..stores.urls import redact
@@ -50,7 +51,7 @@ def _log_folder(log: str | os.PathLike[str] | None) -> str:
             "set functai.configure(log_calls='calls/') or pass log=...",
             code="no-call-log",
         )
-    return os.fspath(folder)
+    return os.fspath(reveal(folder))  # a log_calls URL with a password is kept behind a handle
 
 
 def rate(

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import pluggy
 
 from ..errors import FunctAIError
-from .keys import Key, hide_key, reveal
+from .keys import Key, hide_key, reveal, reveal_headers
 from .request import Client
 
 providerspec = pluggy.HookspecMarker("functai.providers")
@@ -241,8 +241,11 @@ def _test_model() -> Client:
 
 
 def _ask_providers(provider: str, model: str, lm: str, wanted: dict[str, Any]) -> Client:
+    # Plugins get the key and the headers themselves, only here.
     if isinstance(wanted.get("api_key"), Key):
-        wanted["api_key"] = reveal(wanted["api_key"])  # plugins get the key itself, only here
+        wanted["api_key"] = reveal(wanted["api_key"])
+    if wanted.get("headers"):
+        wanted["headers"] = reveal_headers(wanted["headers"])
     client = manager().hook.functai_client(provider=provider, model=model, settings=wanted)
     if client is None:
         raise FunctAIError(

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from .. import codec
 from ..errors import FunctAIError
+from ..models.keys import SecretURL, reveal
 from .urls import is_url, open_url, redact
 
 
@@ -27,14 +28,16 @@ class LogStore(Protocol):
     def read_log(self, table: str) -> Iterator[str]: ...
 
 
-def is_log_url(where: str | os.PathLike[str]) -> bool:
+def is_log_url(where: str | os.PathLike[str] | SecretURL) -> bool:
     """Whether a ``log_calls`` value names a store by URL rather than a folder (cheap: on every call)."""
+    if isinstance(where, SecretURL):
+        return True
     return isinstance(where, str) and (":" in where or where.endswith((".db", ".sqlite", ".sqlite3"))) and is_url(where)
 
 
-def log_store(url: str) -> LogStore:
+def log_store(url: str | SecretURL) -> LogStore:
     """The store behind a call-log URL; refuses a store that cannot keep one."""
-    store = open_url(url)  # cached by the URL's text: this is on every logged call
+    store = open_url(reveal(url))  # cached by the URL's text: this is on every logged call
     if not (callable(getattr(store, "log_lines", None)) and callable(getattr(store, "read_log", None))):
         raise FunctAIError(
             f"log_calls={redact(url)!r}: that store keeps conversations but not a call log; use a folder, "
@@ -53,7 +56,7 @@ def encode(data: dict[str, Any]) -> str:
 UNREACHABLE = "call-log-unreachable"
 
 
-def check_log_url(url: str) -> None:
+def check_log_url(url: str | SecretURL) -> None:
     """Refuse, when ``log_calls`` is set, a URL that can never keep the log: an unknown scheme, a
     malformed URL, a missing driver, a store without a call log, a SQLite file that cannot be
     written. Nothing is created and nothing connects: a server is reached by the first call."""
@@ -66,7 +69,7 @@ def check_log_url(url: str) -> None:
         check_folder(os.path.dirname(path), "SQLite call log", file=os.path.basename(path))
 
 
-def append_call(url: str, data: dict[str, Any]) -> None:
+def append_call(url: str | SecretURL, data: dict[str, Any]) -> None:
     """Write a call's record. Its answer is already paid for: a log that cannot be reached (a
     server down, ``store-io``) loses the record, not the answer — a warning says so
     (`UNREACHABLE`); a log that refuses the write (``store-unwritable``) raises, as a folder does."""

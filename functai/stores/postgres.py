@@ -1,6 +1,6 @@
 """Conversations (and a call log) in PostgreSQL, shared by every machine that can reach it.
 
-Needs psycopg 3: ``pip install "functai[postgres]"``. Each record is a row
+Needs psycopg 3: ``pip install "psycopg[binary]>=3.1"`` (the ``postgres`` extra). Each record is a row
 keyed by ``(conversation, position)``; an append reads the count and
 inserts the next positions in one transaction, so two writers that saw the
 same count cannot both insert — the second meets the primary key and gets
@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from ..conversations.store import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
+from ..models.keys import hide_url, reveal
 from . import schema
 from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
 from .urls import redact
@@ -44,7 +45,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS functai_ratings (seq bigserial PRIMARY KEY, call text NOT NULL, line text NOT NULL)",
 )
 
-DRIVER_HINT = 'the PostgreSQL store needs psycopg 3: pip install "functai[postgres]"'
+DRIVER_HINT = 'the PostgreSQL store needs psycopg 3: pip install "psycopg[binary]>=3.1"'
 
 
 def _psycopg() -> Any:
@@ -88,7 +89,7 @@ class PostgresStore(SQLStore):
     """Conversations in a PostgreSQL database: one connection per process, shared by its threads."""
 
     def __init__(self, url: str) -> None:
-        self._url = url
+        self._url = hide_url(url)  # the password in no frame or attribute repr (tracebacks with locals)
         #: The URL without its password: what records, messages and ``repr`` show.
         self.url = redact(url)
         self._start()
@@ -107,13 +108,14 @@ class PostgresStore(SQLStore):
         if conn is None or self._pid != os.getpid() or conn.closed:
             psycopg = _psycopg()
             try:
-                conn = psycopg.connect(self._url, autocommit=True)
+                conn = psycopg.connect(reveal(self._url), autocommit=True)
                 # Commits do not wait for the server's disk unless a transaction asks (sync=True):
                 # set once here, so an append or a call-log row costs no extra round trip.
                 conn.execute("SET synchronous_commit = off")
             except psycopg.Error as error:
+                # from None: the driver's frames hold the connection string, password and all
                 raise FunctAIError(f"cannot connect to the PostgreSQL store {self.url}: {_first_line(error)}",
-                                   code="store-io") from error
+                                   code="store-io") from None
             self._conn, self._pid, self._ready = conn, os.getpid(), False
         if not self._ready:
             try:

@@ -28,6 +28,7 @@ from ..errors import FunctAIError
 
 if TYPE_CHECKING:
     from ..conversations.store import Store
+    from ..models.keys import SecretURL
 
 #: The schema version SQL stores write; a store written by a newer version is refused.
 SCHEMA_VERSION = 2
@@ -62,8 +63,10 @@ def is_url(text: str | os.PathLike[str]) -> bool:
     return isinstance(text, str) and scheme_of(text) is not None
 
 
-def redact(url: str) -> str:
+def redact(url: "str | SecretURL") -> str:
     """The URL without its password, as records and messages may show it."""
+    if not isinstance(url, str):
+        return url.shown  # a SecretURL: shown without its password already
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018  (raises on a port that is not a number)
