@@ -52,8 +52,16 @@ def finishes(call):
 
 # A tool that fans each nested call out over one pool shared by every level: 64 workers.
 
-POOL = concurrent.futures.ThreadPoolExecutor(64)
 WIDTH = 64
+POOL = None
+
+
+@pytest.fixture
+def shared_pool():
+    global POOL
+    POOL = concurrent.futures.ThreadPoolExecutor(WIDTH)
+    yield POOL
+    POOL.shutdown(wait=False, cancel_futures=True)
 
 
 @tool(effects="reads")
@@ -69,7 +77,9 @@ def pooled(task: str) -> str:
     """Do the task."""
 
 
-def test_a_fan_out_over_a_shared_64_worker_pool_with_copied_contexts_stops_at_exactly_max_requests(tmp_path):
+def test_a_fan_out_over_a_shared_64_worker_pool_with_copied_contexts_stops_at_exactly_max_requests(
+    tmp_path, shared_pool
+):
     lm = fan_model()
     functai.configure(client=lm, max_depth=8, max_requests=20, log_calls=str(tmp_path))
     with pytest.raises(FunctAIError) as info:
@@ -94,7 +104,7 @@ def pooled_plain(task: str) -> str:
     """Do the task."""
 
 
-def test_a_fan_out_over_the_shared_pool_without_the_context_is_refused_instead_of_deadlocking(tmp_path):
+def test_a_fan_out_over_the_shared_pool_without_the_context_is_refused_instead_of_deadlocking(tmp_path, shared_pool):
     lm = fan_model("fan_plain")
     functai.configure(client=lm, max_depth=8, max_requests=20, log_calls=str(tmp_path))
     with pytest.raises(FunctAIError) as info:
