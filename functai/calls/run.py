@@ -29,6 +29,7 @@ from ..models.replies import non_answer
 from ..models.request import Client, Reply, Request, frozen_messages
 from ..layers import Resolved, pop_block, push_block, resolve
 from . import layout as layouts
+from . import limits
 from . import records
 from .outputs import describe, read_output, to_jsonable
 from .scope import TurnScope, current_turn
@@ -42,36 +43,13 @@ if TYPE_CHECKING:
     from .tools import ToolRunner
 
 
-class Budget:
-    """The model requests an outermost call and every call nested in it may still make."""
-
-    __slots__ = ("used", "limit", "function")
-
-    def __init__(self, limit: int, function: str) -> None:
-        self.used = 0
-        self.limit = limit
-        self.function = function
-
-    def spend(self, fn: "AIFunction") -> None:
-        """Count one model request; refuse ``max-requests`` past the limit."""
-        self.used += 1
-        if self.used > self.limit:
-            inside = "" if fn.name == self.function else f" (the last asked by {fn.name}, nested in it)"
-            raise FunctAIError(
-                f"{self.function} made max_requests={self.limit} model requests, counting every AI function "
-                f"called inside it{inside}, and needed another; raise max_requests, or check why the calls keep "
-                "asking (an AI function that calls itself as a tool?)",
-                code="max-requests",
-            )
-
-
 class Frame:
     """The call in progress in this context (for ``parent``, ``path`` and the limits on nesting)."""
 
     __slots__ = ("record", "path", "ordinal", "depth", "budget")
 
     def __init__(self, record: records.CallRecord, path: str, ordinal: int, depth: int = 1,
-                 budget: Budget | None = None) -> None:
+                 budget: limits.Budget | None = None) -> None:
         self.record = record
         self.path = path
         #: The call's ordinal inside its conversation turn (0 outside one).
@@ -147,13 +125,17 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
             record.conversation = {"id": scope.conversation, "turn": scope.turn}  # a call inside a turn
     started = time.perf_counter()
     if frame is None:
-        depth, budget = 1, Budget(values["max_requests"], fn.name)
+        depth, budget = 1, limits.Budget(values["max_requests"], fn.name)
     else:
         depth, budget = frame.depth + 1, frame.budget
     logged = True
     token = current.set(Frame(record, path, ordinal, depth, budget))
     closing = False
     try:
+        if frame is None and limits.running:
+            placeless = limits.placeless(path)
+            if placeless is not None:
+                raise placeless
         if depth > values["max_depth"]:
             raise FunctAIError(
                 f"{path} is {depth} AI function calls deep, past max_depth={values['max_depth']}; raise max_depth, "

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Generator, TypeVar
 
+from . import limits
+
 T = TypeVar("T")
 
 #: What the pipeline's generators are: they yield effects and return a value.
@@ -103,15 +105,23 @@ class Invoke(Effect):
         self.input = input
 
     def run(self) -> Any:
-        value = self.tool.invoke(self.input)
-        if value is not None and hasattr(value, "__await__"):
-            from ..hooks.hear import run_awaitable
+        limits.tool_started()  # while it runs, a call on a thread without the context is refused
+        try:
+            value = self.tool.invoke(self.input)
+            if value is not None and hasattr(value, "__await__"):
+                from ..hooks.hear import run_awaitable
 
-            value = run_awaitable(value)
-        return value
+                value = run_awaitable(value)
+            return value
+        finally:
+            limits.tool_ended()
 
     async def arun(self) -> Any:
-        return await self.tool.ainvoke(self.input)
+        limits.tool_started()
+        try:
+            return await self.tool.ainvoke(self.input)
+        finally:
+            limits.tool_ended()
 
 
 class Ask(Effect):

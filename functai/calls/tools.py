@@ -37,8 +37,8 @@ EFFECTS = ("reads", "changes")
 SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
 
 #: Codes that end the outermost call instead of being shown to the model as a failed tool:
-#: nobody could be asked, or the calls ran away.
-RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests"})
+#: nobody could be asked, the calls ran away, or a nested call could not be counted.
+RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests", "thread-context"})
 
 REFUSED = "The person did not allow this call."
 CHECK_FAILED = "a check failed"

@@ -1,0 +1,95 @@
+"""The bounds on nested calls, whichever thread a nested call runs on.
+
+A call finds the call it is nested in through a contextvar, so a nested call
+made on another thread is counted when that thread runs in a copy of the
+asking call's context (``contextvars.copy_context().run``, ``asyncio.to_thread``,
+asyncio tasks): `Budget` is one object shared by the whole tree, and thread-safe.
+
+A thread started without a copy (``threading.Thread``, ``pool.submit(fn)``,
+``loop.run_in_executor``) carries nothing: a call there cannot be told apart
+from one a running tool started, and counting it as a new outermost call
+would give every such hop a fresh budget — no bound at all. So while any
+tool runs in this process, such a call is refused (`placeless`). Calls on the
+main thread, and in contexts copied from it, are never nested by accident: a
+tool cannot start the main thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+from ..errors import FunctAIError
+
+if TYPE_CHECKING:
+    from .function import AIFunction
+
+
+class Budget:
+    """The model requests an outermost call and every call nested in it may still make.
+
+    Shared by the calls of the tree on every thread that carries the context: counted under a lock
+    (one for every budget, so making a budget costs nothing more; the count is all it guards)."""
+
+    __slots__ = ("used", "limit", "function")
+
+    def __init__(self, limit: int, function: str) -> None:
+        self.used = 0
+        self.limit = limit
+        self.function = function
+
+    def spend(self, fn: "AIFunction") -> None:
+        """Count one model request; refuse ``max-requests`` past the limit."""
+        _spend_lock.acquire()  # (cheaper than ``with`` on every request)
+        self.used = used = self.used + 1
+        _spend_lock.release()
+        if used > self.limit:
+            inside = "" if fn.name == self.function else f" (the last asked by {fn.name}, nested in it)"
+            raise FunctAIError(
+                f"{self.function} made max_requests={self.limit} model requests, counting every AI function "
+                f"called inside it{inside}, and needed another; raise max_requests, or check why the calls keep "
+                "asking (an AI function that calls itself as a tool?)",
+                code="max-requests",
+            )
+
+
+_spend_lock = threading.Lock()
+
+#: Tool bodies running in this process now (any thread, any call).
+running = 0
+_running_lock = threading.Lock()
+
+
+def tool_started() -> None:
+    global running
+    with _running_lock:
+        running += 1
+
+
+def tool_ended() -> None:
+    global running
+    with _running_lock:
+        running -= 1
+
+
+#: True in the main thread's context (and every copy of it): calls there are never a tool's by accident.
+_main: ContextVar[bool] = ContextVar("functai_main_context", default=False)
+if threading.current_thread() is threading.main_thread():
+    _main.set(True)
+
+
+def placeless(path: str) -> FunctAIError | None:
+    """The refusal of an outermost call that may be nested where functai cannot count it, or None.
+
+    Asked only of calls with no call in their context, so the common case costs one read."""
+    if not running or _main.get() or threading.current_thread() is threading.main_thread():
+        return None
+    return FunctAIError(
+        f"{path} was called on a thread that does not carry functai's context while a tool is running in "
+        "this process, so functai cannot tell whether a tool started it and cannot count it against "
+        "max_depth and max_requests; start the thread's work in a copy of the context "
+        "(pool.submit(contextvars.copy_context().run, fn, ...), asyncio.to_thread), or, for a call that "
+        "belongs to no running call, in a copy made on the main thread",
+        code="thread-context",
+    )
