@@ -41,9 +41,8 @@ class Budget:
 
     def spend(self, fn: "AIFunction") -> None:
         """Count one model request; refuse ``max-requests`` past the limit."""
-        _spend_lock.acquire()  # (cheaper than ``with`` on every request)
-        self.used = used = self.used + 1
-        _spend_lock.release()
+        with _spend_lock:
+            self.used = used = self.used + 1
         if used > self.limit:
             inside = "" if fn.name == self.function else f" (the last asked by {fn.name}, nested in it)"
             raise FunctAIError(
