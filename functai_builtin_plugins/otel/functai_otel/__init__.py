@@ -135,8 +135,8 @@ class _Tracing:
         last decided on, so a provider set later is picked up by the next call.
         """
         provider = self._given
-        if provider is None:  # the global one: see `_global`
-            provider = getattr(trace, _GLOBAL, _UNSEEN) if _GLOBAL else trace.get_tracer_provider()
+        if provider is None:  # the global one (see `_GLOBAL`)
+            provider = getattr(trace, _GLOBAL) if _GLOBAL else trace.get_tracer_provider()
         if provider is self._seen:
             return self._tracer is not None
         self._seen, self._tracer = provider, None
@@ -180,7 +180,7 @@ class _Tracing:
 
     def before_call(self, call: Any) -> None:
         try:
-            models = _models.get(call.lm) or _model_of(call.lm)
+            models = _model_of(call.lm)
             attributes: dict[str, Any] = {FUNCTION: call.function, CALL_PATH: call.path}
             if models[1]:
                 attributes[MODEL] = models[1]
@@ -216,7 +216,7 @@ class _Tracing:
             attributes[RESPONSE_MODEL] = answer.model
         if answer.tool_calls:
             attributes["functai.tool_calls"] = len(answer.tool_calls)
-        self._tracer.start_span(f"chat {attributes.get(MODEL)}", kind=_CLIENT, attributes=attributes,
+        self._tracer.start_span(_chat_name(attributes), kind=_CLIENT, attributes=attributes,
                                 start_time=now - int(event.seconds * 1e9)).end(end_time=now)
         if call is not None:
             call.replies += 1
@@ -284,17 +284,16 @@ class _Tracing:
         attempts = record.attempts
         attributes: dict[str, Any] = {CALL_ID: record.id, "functai.function.version": record.version,
                                       "functai.attempts": attempts}
-        if call is None or not call.model:
-            model = record.model
-            if model:
-                attributes[MODEL] = _model_of(model)[1]
+        model = call.model if call is not None else None
+        if not model and record.model:  # no model name before the call (a client given): the record's
+            model = attributes[MODEL] = _model_of(record.model)[1]
         for key, count in event.usage.items():
             name = USAGE.get(key)
             if name is not None:
                 attributes[name] = count
         span.set_attributes(attributes)
         if call is not None and call.replies < attempts:  # the last request failed: no reply was heard
-            self._failed_request(span, call, attempts, event.error or "exception", event.server, now)
+            self._failed_request(span, call, model, attempts, event.error or "exception", event.server, now)
         changes = record.changes
         if changes:
             for item in changes:
@@ -311,13 +310,13 @@ class _Tracing:
             span.set_status(Status(StatusCode.ERROR, event.error))
         span.end(end_time=now)
 
-    def _failed_request(self, parent: Any, call: _Call, attempt: int, error: str,
+    def _failed_request(self, parent: Any, call: _Call, model: str | None, attempt: int, error: str,
                         server: tuple[str, int | None] | None, now: int) -> None:
         """The span of a model request that failed (no reply): from the call's last step to its end."""
-        attributes = self._chat_attributes(call, call.prefix + (call.model or ""), call.settings, call.json, server)
+        attributes = self._chat_attributes(call, model, call.settings, call.json, server)
         attributes["functai.attempt"] = attempt
         attributes[ERROR_TYPE] = error
-        span = self._tracer.start_span(f"chat {attributes.get(MODEL)}", context=trace.set_span_in_context(parent),
+        span = self._tracer.start_span(_chat_name(attributes), context=trace.set_span_in_context(parent),
                                        kind=_CLIENT, attributes=attributes, start_time=call.last)
         span.set_status(Status(StatusCode.ERROR, error))
         span.end(end_time=now)
@@ -347,6 +346,12 @@ class _Tracing:
     def _failed(self, hook: str, error: Exception) -> None:
         warnings.warn(f"functai: hook failed: plugin={self._name} hook={hook} error={type(error).__name__}: {error}",
                       RuntimeWarning, stacklevel=3)
+
+
+def _chat_name(attributes: Mapping[str, Any]) -> str:
+    """``chat <model>``, as the conventions name the span (``chat`` when the model is not known)."""
+    model = attributes.get(MODEL)
+    return f"chat {model}" if model else "chat"
 
 
 def _tool_outcome(span: Any, entry: Mapping[str, Any] | None, content: bool) -> None:

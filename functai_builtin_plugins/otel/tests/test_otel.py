@@ -253,3 +253,16 @@ def test_a_provider_that_makes_no_spans_leaves_the_plugin_out(functai_isolated, 
     monkeypatch.delenv("OTEL_SDK_DISABLED")
     functai.configure(plugins=[otel(TracerProvider())])
     assert [h["hook"] for h in summarize.run("x").record.heard] == ["reply", "call_end"]
+
+
+def test_a_request_the_client_could_not_make_has_a_failed_chat_span(spans):
+    functai.configure(client=ScriptedLM(["short", RuntimeError("connection reset")]))
+    summarize("x")
+    with pytest.raises(RuntimeError):
+        summarize("y")
+    ok, failed = sorted(spans.named("chat scripted"), key=lambda s: s.start_time)
+    assert ok.status.status_code == StatusCode.UNSET
+    assert failed.status.status_code == StatusCode.ERROR and failed.attributes["error.type"] == "exception"
+    assert failed.attributes["gen_ai.request.model"] == "scripted"
+    call = spans.named("functai.call summarize")[-1]
+    assert parent_of(failed) == call.context.span_id and call.attributes["gen_ai.request.model"] == "scripted"
