@@ -99,6 +99,9 @@ CASES = [
     (["approve", "store", "nobody"], 2, "not-found"),
     (["approve", "store", "c1"], 1, "no-model"),
     (["approve", "store", "c1", "--deny", "x", "extra"], 2, "usage"),
+    (["approve", "store", "c1", "--function", "nothere.py:support"], 2, "not-found"),
+    (["approve", "store", "c1", "--function", "support_app"], 2, "usage"),
+    (["resume", "store", "c1", "--rerun", "refund", "--abandon"], 2, "usage"),
     (["plugins", "--bogus"], 2, "usage"),
     (["plugins", "extra"], 2, "usage"),
     (["rate", "nothere", "--good", "--log", "calls"], 2, "not-found"),
@@ -173,6 +176,20 @@ def test_approve_reports_a_turn_that_fails_after_resuming_in_one_line(world):
     assert status == 1
     assert LINE.match(err.splitlines()[0]).group(1) == "scripted-exhausted"
     assert "failed [scripted-exhausted]" in out
+
+
+def test_approve_after_a_contrary_answer_is_refused_in_one_line(world):
+    import support_app
+
+    chat = support_app.support.conversation("c1", store=str(world / "store"))
+    (turn,) = [t for t in chat.all_turns() if t.state == "waiting"]
+    turn.deny(reason="no receipt", by="manager")
+    functai.configure(client=ScriptedLM(["Refunded A1."]))
+    status, out, err = run(["approve", str(world / "store"), "c1", "--by", "intern"])
+    assert status == 1 and LINE.match(err.splitlines()[0]).group(1) == "approval-answered", err
+    assert "already denied (no receipt) by manager at " in err and "Traceback" not in err
+    assert out == f"{turn.id}: not answered [approval-answered]\n"
+    assert chat.turn(turn.id).state == "waiting"  # the refused command resumed nothing
 
 
 def test_approve_with_nothing_waiting(world):

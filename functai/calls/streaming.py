@@ -19,6 +19,7 @@ import contextvars
 from typing import Any, AsyncIterator, Iterator, Mapping
 
 from ..errors import FunctAIError
+from .run import _now as now_text
 from .steps import Ask, Note, Send, Steps
 
 KINDS = ("text", "tool_call", "tool_result", "waiting", "done")
@@ -67,6 +68,7 @@ class _Base:
         self._resume: tuple[bool, Any] = (False, None)
         self._asking: Mapping[str, Any] | None = None
         self._answer: tuple[bool, str | None] | None = None
+        self._answered_at: str | None = None
         self._finished = False
         self._keep: Any = None  # the turn that keeps a streamed reply
         #: Set when the stream ends with its "done" event.
@@ -98,7 +100,16 @@ class _Base:
             key = approval if isinstance(approval, str) else approval.get("key")
             if key != asking["key"]:
                 raise FunctAIError(f"the stream waits for {asking['key']!r}, not {key!r}", code="turn-not-waiting")
-        self._answer = answer
+        given = self._answer
+        if given is not None and given[0] != answer[0]:
+            first = "approved" if given[0] else "denied" + (f" ({given[1]})" if given[1] else "")
+            raise FunctAIError(
+                f"the approval {asking['key']!r} was already {first} at this stream at {self._answered_at}; the "
+                f"first answer holds, so this {'approval' if answer[0] else 'denial'} is not applied",
+                code="approval-answered", key=asking["key"],
+            )
+        if given is None:  # answering again the same way changes nothing: the first answer (and reason) holds
+            self._answer, self._answered_at = answer, now_text()
 
     def _answered(self) -> None:
         """The consumer asks for the next event: what it answered (or None) goes to the pipeline."""
@@ -166,7 +177,12 @@ class _Base:
 
 
 class Stream(_Base):
-    """``fn.stream(...)``: an iterator of `StreamEvent`; ``.value`` and ``.record`` when it ends."""
+    """``fn.stream(...)``: an iterator of `StreamEvent`; ``.value`` and ``.record`` when it ends.
+
+    Use it as ``with fn.stream(...) as stream:``: leaving the block (a ``break``, an
+    exception) ends the call at once. A loop left without it keeps the call — and a
+    conversation turn, ``running`` — until the stream object is collected.
+    """
 
     def __init__(self, steps: Steps[Any]) -> None:
         super().__init__(steps)
@@ -182,10 +198,16 @@ class Stream(_Base):
         self.close()
 
     def close(self) -> None:
-        """Stop the call (its record says ``interrupted``) if it has not ended."""
+        """Stop the call if it has not ended: the model's reply stops streaming (its connection
+        is closed), the call's record says ``interrupted`` and a conversation turn ends ``stopped``."""
         if not self._finished:
             self._finished = True
-            self._ctx.run(self._steps.close)
+            chunks, self._chunks = self._chunks, None
+            try:
+                if chunks is not None and hasattr(chunks, "close"):
+                    self._ctx.run(chunks.close)
+            finally:
+                self._ctx.run(self._steps.close)
 
     def __next__(self) -> StreamEvent:
         if self._finished:
@@ -259,10 +281,15 @@ class AStream(_Base):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the call (its record says ``interrupted``) if it has not ended."""
+        """`Stream.close` for async code: ``async with chat.astream(...) as stream`` calls it."""
         if not self._finished:
             self._finished = True
-            self._ctx.run(self._steps.close)
+            chunks, self._chunks = self._chunks, None
+            try:
+                if chunks is not None and hasattr(chunks, "aclose"):
+                    await self._in_context(chunks.aclose())
+            finally:
+                self._ctx.run(self._steps.close)
 
     async def _in_context(self, awaitable: Any) -> Any:
         import asyncio

@@ -131,14 +131,16 @@ def import_program(reference: str, what: str = "function") -> Any:
     """The object ``MODULE:NAME`` names, importable from the current folder; refuses clearly."""
     import importlib
 
-    module_name, colon, qualname = reference.partition(":")
+    module_name, colon, qualname = reference.rpartition(":")  # the last colon: a Windows path has one too
     if not colon or not module_name or not qualname or not all(qualname.split(".")):
         raise CLIError(f"{reference!r} is not MODULE:{what.upper()}", code="usage",
-                       hint=f"name the {what} as module:name, e.g. support_app:answer")
+                       hint=f"name the {what} as module:name, e.g. support_app:answer (or path/to/script.py:answer)")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = load_script(module_name) if module_name.endswith(".py") else importlib.import_module(module_name)
+    except CLIError:
+        raise
     except ModuleNotFoundError as error:
         if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
             raise CLIError(f"no module named {module_name!r}", code="not-found",
@@ -155,8 +157,28 @@ def import_program(reference: str, what: str = "function") -> Any:
     return target
 
 
+def load_script(path: str) -> Any:
+    """A script file loaded as a module named after it (not ``__main__``: its
+    ``if __name__ == "__main__":`` block does not run), its folder importable as when run."""
+    import importlib.util
+
+    if not os.path.isfile(path):
+        raise CLIError(f"no script {path}", code="not-found", hint="give the path of the .py file that defines it")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = stem if stem.isidentifier() and stem not in sys.modules else "__functai_script__"
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a .py path always has a source loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # what a running module finds of itself (dataclasses, pickling)
+    spec.loader.exec_module(module)
+    return module
+
+
 def ai_function(reference: str) -> Any:
-    """The AI function ``MODULE:FUNCTION`` names."""
+    """The AI function ``MODULE:FUNCTION`` (or ``path/to/script.py:FUNCTION``) names."""
     from ..calls.function import AIFunction
 
     found = import_program(reference)

@@ -28,6 +28,8 @@ def register(commands: Any) -> None:
     approve.add_argument("id", help="the conversation id")
     approve.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
     approve.add_argument("--by", help="who answers (kept with the answer)")
+    approve.add_argument("--function", metavar="PATH.py:NAME",
+                         help="the conversation's function, for one a script made (recorded as __main__:NAME)")
     approve.set_defaults(run=cmd_approve)
 
     resume = commands.add_parser(
@@ -38,11 +40,14 @@ def register(commands: Any) -> None:
     )
     resume.add_argument("store", help="the store folder")
     resume.add_argument("id", help="the conversation id")
-    resume.add_argument("--abandon", metavar="REASON", nargs="?", const="",
-                        help="abandon them instead (with a reason); needs no model and no importable function")
-    resume.add_argument("--rerun", metavar="TOOL", action="append", default=[],
-                        help="run this tool again if it started without a recorded result (repeatable)")
+    how = resume.add_mutually_exclusive_group()
+    how.add_argument("--abandon", metavar="REASON", nargs="?", const="",
+                     help="abandon them instead (with a reason); needs no model and no importable function")
+    how.add_argument("--rerun", metavar="TOOL", action="append", default=[],
+                     help="run this tool again: one that started without a recorded result (repeatable)")
     resume.add_argument("--by", help="who abandons (kept with the record)")
+    resume.add_argument("--function", metavar="PATH.py:NAME",
+                        help="the conversation's function, for one a script made (recorded as __main__:NAME)")
     resume.set_defaults(run=cmd_resume)
 
 
@@ -128,35 +133,65 @@ def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
-    from ..errors import FunctAIError, Waiting
-
-    found = history(args.store, args.id)
+def conversation_function(args: argparse.Namespace, found: "History", fallback: str) -> Any:
+    """The AI function that resumes the conversation's turns: ``--function`` when given,
+    else the ``MODULE:NAME`` its first record names. ``fallback`` says what works without it."""
     reference = (found.header or {}).get("function")
     if not reference:
         raise CLIError(f"conversation {args.id!r} does not record its function", code="conversation-function",
                        status=RUNTIME)
+    module, _, name = reference.partition(":")
+    if args.function is None and module == "__main__":
+        raise CLIError(
+            f"conversation {args.id!r} was made by a script run as a program, so its function is recorded as "
+            f"{reference}, which this command cannot import",
+            code="script-function",
+            hint=f"name the script: --function path/to/script.py:{name}; or {fallback}",
+        )
+    try:
+        program = ai_function(args.function or reference)
+    except CLIError as error:
+        if args.function is None:
+            error.hint = f"{reference} is the conversation's function: run this where it is importable, or {fallback}"
+        raise
+    if module == "__main__" and args.function is not None:
+        program.module = module  # the script, loaded here as a module, is what ran as __main__ there
+    return program
+
+
+def _answer(turn: Any, args: argparse.Namespace) -> None:
+    if args.deny is not None:
+        turn.deny(reason=args.deny or None, by=args.by)
+    else:
+        turn.approve(by=args.by)
+
+
+def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
+    from ..errors import FunctAIError, Waiting
+
+    found = history(args.store, args.id)
     if not any(turn.state == "waiting" for turn in found.turns.values()):
         raise CLIError(f"nothing waits in conversation {args.id!r}", code="nothing-waiting", status=RUNTIME,
                        hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
-    try:
-        program = ai_function(reference)
-    except CLIError as error:
-        error.hint = f"{reference} is the conversation's function: run this where it is importable"
-        raise
+    program = conversation_function(args, found, "answer in the program: chat.turn(TURN_ID).approve() "
+                                    "(or .deny()), then .resume()")
     require_model(program)  # before any answer is recorded: an answer that cannot resume strands the turn
     chat = program.conversation(args.id, store=args.store)
     waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
     waits_again = False
     failures: list[tuple[str, FunctAIError]] = []
     for turn in waiting:
+        try:
+            _answer(turn, args)
+        except FunctAIError as error:
+            if error.code != "approval-answered":
+                raise
+            print(f"{turn.id}: not answered [approval-answered]", file=out)
+            failures.append((turn.id, error))
+            continue
         for approval in turn.approvals:
             verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
             print(f"{turn.id}: {approval['name']} {short(approval['input'], 40)} — {verdict}", file=out)
-        if args.deny is not None:
-            turn.deny(reason=args.deny or None, by=args.by)
-        else:
-            turn.approve(by=args.by)
         try:
             answer = turn.resume()
         except Waiting as again:
@@ -170,9 +205,21 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         print(f"{turn.id}: {short(answer, 200)}", file=out)
     if failures:
         turn_id, error = failures[0]
-        more = f" (and {len(failures) - 1} more turns failed)" if len(failures) > 1 else ""
-        raise CLIError(f"turn {turn_id} failed: {error.message}{more}", code=error.code, status=RUNTIME)
+        more = f" (and {len(failures) - 1} more turns)" if len(failures) > 1 else ""
+        message = error.message if error.code == "approval-answered" else f"turn {turn_id} failed: {error.message}"
+        raise CLIError(message + more, code=error.code, status=RUNTIME)
     return 3 if waits_again else 0
+
+
+def _check_rerun(found: "History", interrupted: list[str], rerun: list[str]) -> None:
+    """Refuse a ``--rerun`` name no interrupted turn has a started, unfinished call of (it could change nothing)."""
+    started = {tool["entry"].get("name") for turn_id in interrupted
+               for tool in found.turns[turn_id].tools.values() if tool.get("state") == "started"}
+    unknown = [name for name in rerun if name not in started]
+    if unknown:
+        can = f"only {', '.join(sorted(map(str, started)))} can be" if started else "no tool can be"
+        raise CLIError(f"--rerun {unknown[0]}: no interrupted turn started {unknown[0]!r} without recording "
+                       f"its result; {can} run again", code="rerun-not-started")
 
 
 def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
@@ -192,16 +239,9 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
             held.abandon(found, store, args.id, turn_id, reason=args.abandon or None, by=args.by)
             print(f"{turn_id}: abandoned", file=out)
         return 0
-    reference = (found.header or {}).get("function")
-    if not reference:
-        raise CLIError(f"conversation {args.id!r} does not record its function", code="conversation-function",
-                       status=RUNTIME)
-    try:
-        program = ai_function(reference)
-    except CLIError as error:
-        error.hint = (f"{reference} is the conversation's function: run this where it is importable, "
-                      "or give up on the turns with --abandon")
-        raise
+    _check_rerun(found, interrupted, args.rerun)
+    program = conversation_function(args, found, "resume in the program (chat.turn(TURN_ID).resume()), "
+                                    "or give up on the turns with --abandon")
     require_model(program)
     chat = program.conversation(args.id, store=args.store)
     waits = False

@@ -128,6 +128,7 @@ _KINDS: dict[str, tuple[tuple[str, Callable[[Any], bool], str, bool], ...]] = {
               True), ("plugins", *TEXTS, False)),
     "answer": (("turn", *TEXT, True), ("key", *TEXT, True), ("allow", lambda v: isinstance(v, bool), "true or false",
                True), ("reason", *OPTIONAL_TEXT, False)),
+    "late_answer": (("turn", *TEXT, True), ("key", *TEXT, True)),
     "resume": (("turn", *TEXT, True),),
     "lease": (("turn", *TEXT, True),),
     "interrupt": (("turn", *TEXT, True), ("why", *OPTIONAL_TEXT, False)),

@@ -423,7 +423,9 @@ class Conversation:
             finally:
                 pop_block(block)
         record: dict[str, Any] = {"kind": "end", "turn": data.id, "state": state, "outputs": outputs, "at": _now()}
-        if error is not None:
+        if isinstance(error, GeneratorExit):  # steps end so only when a stream is closed (or collected) early
+            record["error"] = {"code": "stream-closed", "message": "the stream was closed before the turn ended"}
+        elif error is not None:
             record["error"] = {"code": getattr(error, "code", type(error).__name__), "message": str(error)}
         self._append(record, sync=True)
 
@@ -431,20 +433,7 @@ class Conversation:
 
     def _answer(self, turn_id: str, approval: Mapping[str, Any] | str | None, *, allow: bool,
                 reason: str | None, by: str | None) -> None:
-        self._refresh()
-        data = self._history.turns.get(turn_id)
-        if data is None or data.state != WAITING:
-            raise FunctAIError(f"turn {turn_id!r} is not waiting", code="turn-not-waiting")
-        keys = [a["key"] for a in data.approvals]
-        if approval is not None:
-            key = approval if isinstance(approval, str) else approval.get("key")
-            if key not in keys:
-                raise FunctAIError(f"turn {turn_id!r} does not wait for {key!r}; it waits for {keys}",
-                                   code="turn-not-waiting")
-            keys = [key]
-        for key in keys:
-            self._append({"kind": "answer", "turn": turn_id, "key": key, "allow": allow, "reason": reason,
-                          "by": by, "at": _now()}, sync=True)
+        held.answer(self._history, self.store, self.id, turn_id, approval, allow=allow, reason=reason, by=by)
 
     def _ran_with(self) -> dict[str, Any]:
         """The approve rule and plugins a turn of this view runs with (kept when it starts and waits)."""

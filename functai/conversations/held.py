@@ -3,6 +3,8 @@
 * `reap` marks running turns whose owner is gone ``interrupted`` (one
   ``interrupt`` record each, naming the claim it ends and why);
 * `abandon` ends a waiting or interrupted turn as ``abandoned``;
+* `answer` records a person's answer to a waiting turn: the first answer
+  to an approval holds, a contrary later one is refused (and kept);
 * `resume_care` decides what a resumed turn runs with: never less care
   than it started with.
 
@@ -15,13 +17,13 @@ from __future__ import annotations
 import random
 import time
 from datetime import datetime
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from ..calls.run import _now as now_text  # one clock reading per timestamp, as call records use
 from ..errors import FunctAIError
 from . import leases, rows
 from .bulk import paused_gc
-from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, WAITING, History, TurnData
+from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, LATE_ANSWER, WAITING, History, TurnData
 from .store import Store, StoreConflict
 
 #: How a record names an approve rule that is a function (it cannot be stored).
@@ -124,6 +126,58 @@ def abandon(history: History, store: Store, conversation: str, turn_id: str, *,
             continue
         break
     refresh(history, store, conversation)
+
+
+def answer(history: History, store: Store, conversation: str, turn_id: str,
+           approval: Mapping[str, Any] | str | None, *, allow: bool, reason: str | None, by: str | None) -> None:
+    """Record a person's answer to a waiting turn's approvals (all of them, or the one named).
+
+    The first answer recorded for an approval holds: answering it again the same way
+    changes nothing, and a contrary answer is refused with ``approval-answered`` — kept
+    in the store as a ``late_answer`` record (who tried, and when), never applied. The
+    check and the write are one compare-and-set, so of two processes answering at once
+    exactly one answer holds and the other is told.
+    """
+    for _ in attempts("answer the turn", conversation):
+        refresh(history, store, conversation)
+        turn = history.turns.get(turn_id)
+        if turn is None or turn.state != WAITING:
+            raise FunctAIError(f"turn {turn_id!r} is not waiting", code="turn-not-waiting")
+        keys = [a["key"] for a in turn.approvals]
+        if approval is not None:
+            key = approval if isinstance(approval, str) else approval.get("key")
+            if key not in keys:
+                raise FunctAIError(f"turn {turn_id!r} does not wait for {key!r}; it waits for {keys}",
+                                   code="turn-not-waiting")
+            keys = [key]
+        given = history.answered.get(turn_id, {})
+        contrary = [key for key in keys if key in given and given[key]["allow"] != allow]
+        kind = LATE_ANSWER if contrary else "answer"
+        at = now_text()
+        records = [{"functai_conversation": FORMAT, "kind": kind, "turn": turn_id, "key": key, "allow": allow,
+                    "reason": reason, "by": by, "at": at} for key in (contrary or [k for k in keys if k not in given])]
+        if not records:
+            return  # every one already answered this way: the first answers hold as they are
+        try:
+            store.append(conversation, records, expect=history.count, sync=True)
+        except StoreConflict:
+            continue
+        break
+    refresh(history, store, conversation)
+    if contrary:
+        raise already_answered(turn_id, contrary[0], given[contrary[0]], allow)
+
+
+def already_answered(turn_id: str, key: str, first: Mapping[str, Any], allow: bool) -> FunctAIError:
+    """The error for an answer contrary to the first one recorded (``first``: allow, reason, by, at)."""
+    held_as = "approved" if first["allow"] else "denied" + (f" ({first['reason']})" if first.get("reason") else "")
+    who = first.get("by") or "someone who gave no name (by=)"
+    return FunctAIError(
+        f"approval {key!r} of turn {turn_id!r} was already {held_as} by {who} at {first.get('at')}; the first "
+        f"answer holds, so this {'approval' if allow else 'denial'} is not applied (it is kept in the store as a "
+        "late answer); to change the outcome, abandon the turn and send a new one",
+        code="approval-answered", answered=dict(first), key=key,
+    )
 
 
 def describe_rule(rule: Any) -> Any:

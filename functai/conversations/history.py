@@ -31,6 +31,7 @@ from .turndata import (  # noqa: F401  (the names the fold's users import from h
     FORMAT,
     HELD,
     INTERRUPTED,
+    LATE_ANSWER,
     NOTHING,
     RUNNING,
     STOPPED,
@@ -218,6 +219,8 @@ class History:
             turn.waits = (*turn.waits,
                           {"approvals": turn.approvals, "at": record.get("at"), "started": record.get("started")})
         elif kind == "answer":
+            if record["key"] in turn.answers:
+                return None  # the first answer holds (a second one only an older writer records as an answer)
             turn.answers = {**turn.answers, record["key"]: (bool(record.get("allow")), record.get("reason"))}
             self.answered.setdefault(turn.id, {})[record["key"]] = {
                 "allow": bool(record.get("allow")), "reason": record.get("reason"), "by": record.get("by"),
@@ -444,7 +447,7 @@ class History:
 _QUICK = {"turn": History._quick_turn, "reply": History._quick_reply, "end": History._quick_end}
 
 #: Kinds that belong to a turn: a record of one for an unknown turn is damage.
-_TURN_KINDS = frozenset({"reply", "tool", "wait", "answer", "resume", "end", "lease", "interrupt"})
+_TURN_KINDS = frozenset({"reply", "tool", "wait", "answer", LATE_ANSWER, "resume", "end", "lease", "interrupt"})
 
 
 def _render(inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> list[dict[str, Any]]:

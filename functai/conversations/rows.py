@@ -54,7 +54,8 @@ _KINDS: dict[str, tuple[str, ...]] = {
              "claim", "fork", "ran_with"),
     "reply": ("turn", "reply"),
     "end": ("turn", "state", "outputs", "error"),
-    **{kind: () for kind in ("conversation", "entry", "tool", "wait", "answer", "resume", "lease", "interrupt")},
+    **{kind: () for kind in ("conversation", "entry", "tool", "wait", "answer", "late_answer", "resume", "lease",
+                                   "interrupt")},
 }
 _RAW = frozenset({"ran_with", "reply"})
 

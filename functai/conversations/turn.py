@@ -39,14 +39,20 @@ class Turn:
         return {key: {"allow": allow, "reason": reason} for key, (allow, reason) in self._data.answers.items()}
 
     def approve(self, approval: Mapping[str, Any] | str | None = None, *, by: str | None = None) -> "Turn":
-        """Allow a waiting approval (all of them when none is named)."""
+        """Allow a waiting approval (all of them when none is named).
+
+        The first recorded answer holds: approving again changes nothing, and approving
+        one already denied raises ``approval-answered`` (see `deny`)."""
         self._chat._answer(self.id, approval, allow=True, reason=None, by=by)
         return self
 
     def deny(
         self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None, by: str | None = None
     ) -> "Turn":
-        """Refuse a waiting approval (all of them when none is named)."""
+        """Refuse a waiting approval (all of them when none is named).
+
+        Refused on ``approval-answered`` — naming who answered first and when, and writing
+        nothing that changes the turn — when an approval was already answered the other way."""
         self._chat._answer(self.id, approval, allow=False, reason=reason, by=by)
         return self
 

@@ -19,6 +19,9 @@ INTERRUPTED = "interrupted"
 ABANDONED = "abandoned"
 #: The states a turn leaves only by being resumed (or abandoned): the branch waits on it.
 HELD = (WAITING, INTERRUPTED)
+#: The record kind of an answer given after its approval was answered the other way:
+#: kept (who tried, and when), never applied — the first answer holds.
+LATE_ANSWER = "late_answer"
 
 
 #: What a turn holds where its records hold nothing: one shared, read-only empty mapping
