@@ -139,20 +139,23 @@ class _Tracing:
             provider = getattr(trace, _GLOBAL) if _GLOBAL else trace.get_tracer_provider()
         if provider is self._seen:
             return self._tracer is not None
-        self._seen, self._tracer = provider, None
+        self._tracer = tracer = self._tracer_of(provider)
+        self._seen = provider  # after the tracer: a thread that sees this provider sees its tracer
+        return tracer is not None
+
+    def _tracer_of(self, provider: Any) -> Any:
+        """The tracer to make spans with, or None when ``provider`` makes none."""
         if provider is None and "OTEL_PYTHON_TRACER_PROVIDER" in os.environ:
             provider = trace.get_tracer_provider()  # named by the environment: the API loads and sets it
         if provider is None or isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
-            return False
+            return None
         try:
             tracer = provider.get_tracer("functai_otel", __version__)
         except Exception as error:  # tracing must never stop a call: report it, and sit calls out
             warnings.warn(f"functai: plugin={self._name} cannot trace: the tracer provider failed: "
-                          f"{type(error).__name__}: {error}", RuntimeWarning, stacklevel=2)
-            return False
-        if not isinstance(tracer, trace.NoOpTracer):  # the SDK disabled (OTEL_SDK_DISABLED) gives one
-            self._tracer = tracer
-        return self._tracer is not None
+                          f"{type(error).__name__}: {error}", RuntimeWarning, stacklevel=3)
+            return None
+        return None if isinstance(tracer, trace.NoOpTracer) else tracer  # the SDK switched off gives a no-op one
 
     # -- the stack of open spans -----------------------------------------------------
 
