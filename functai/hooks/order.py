@@ -46,7 +46,8 @@ class Plan:
         copy.plugins = tuple(p for p in self.plugins if p not in out)
         copy.approval = None if self.approval in out else self.approval
         copy.gated = tuple(p for p in self.gated if p not in out)
-        copy.handlers = {hook: tuple(h for h in handlers if h[0] not in out) for hook, handlers in self.handlers.items()}
+        copy.handlers = {hook: tuple(h for h in handlers if h[0] not in out)
+                         for hook, handlers in self.handlers.items()}
         return copy
 
 

@@ -174,7 +174,7 @@ class Reply:
         _setattr("model", model)
 
     def __repr__(self) -> str:
-        return fields_repr(self, ("text", "tool_calls", "usage", "finish_reason", "refusal", "reasoning", "id", "model"))
+        return fields_repr(self, _REPLY_FIELDS)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
@@ -194,6 +194,7 @@ class Reply:
 
 
 _REQUEST_HASH, _REPLY_HASH = type_hash(Request), type_hash(Reply)
+_REPLY_FIELDS = ("text", "tool_calls", "usage", "finish_reason", "refusal", "reasoning", "id", "model")
 
 
 @runtime_checkable

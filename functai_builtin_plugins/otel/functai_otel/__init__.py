@@ -99,14 +99,12 @@ _models: dict[Any, tuple[str, str | None, str | None]] = {}
 
 def _model_of(lm: Any) -> tuple[str, str | None, str | None]:
     """``"openai/gpt-4.1"`` → ("openai/", "gpt-4.1", "openai"): the prefix the model name sent may carry,
-    the model, the provider's name in the conventions. Made once per name."""
-    found = _models.get(lm)
-    if found is None:
-        text = str(lm) if lm else ""
-        provider, slash, model = text.partition("/")
-        found = (provider + "/", model, provider_name(provider)) if slash else ("", text or None, None)
-        if len(_models) < 256:
-            _models[lm] = found
+    the model, the provider's name in the conventions. Kept in `_models` (read there first) once made."""
+    text = str(lm) if lm else ""
+    provider, slash, model = text.partition("/")
+    found = (provider + "/", model, provider_name(provider)) if slash else ("", text or None, None)
+    if len(_models) < 256:
+        _models[lm] = found
     return found
 
 
@@ -183,7 +181,7 @@ class _Tracing:
 
     def before_call(self, call: Any) -> None:
         try:
-            models = _model_of(call.lm)
+            models = _models.get(call.lm) or _model_of(call.lm)
             attributes: dict[str, Any] = {FUNCTION: call.function, CALL_PATH: call.path}
             if models[1]:
                 attributes[MODEL] = models[1]
@@ -219,7 +217,8 @@ class _Tracing:
             attributes[RESPONSE_MODEL] = answer.model
         if answer.tool_calls:
             attributes["functai.tool_calls"] = len(answer.tool_calls)
-        self._tracer.start_span(_chat_name(attributes), kind=_CLIENT, attributes=attributes,
+        model = attributes.get(MODEL)
+        self._tracer.start_span(f"chat {model}" if model else "chat", kind=_CLIENT, attributes=attributes,
                                 start_time=now - int(event.seconds * 1e9)).end(end_time=now)
         if call is not None:
             call.replies += 1
@@ -289,7 +288,7 @@ class _Tracing:
                                       "functai.attempts": attempts}
         model = call.model if call is not None else None
         if not model and record.model:  # no model name before the call (a client given): the record's
-            model = attributes[MODEL] = _model_of(record.model)[1]
+            model = attributes[MODEL] = (_models.get(record.model) or _model_of(record.model))[1]
         for key, count in event.usage.items():
             name = USAGE.get(key)
             if name is not None:
@@ -319,7 +318,7 @@ class _Tracing:
         attributes = self._chat_attributes(call, model, call.settings, call.json, server)
         attributes["functai.attempt"] = attempt
         attributes[ERROR_TYPE] = error
-        span = self._tracer.start_span(_chat_name(attributes), context=trace.set_span_in_context(parent),
+        span = self._tracer.start_span(f"chat {model}" if model else "chat", context=trace.set_span_in_context(parent),
                                        kind=_CLIENT, attributes=attributes, start_time=call.last)
         span.set_status(Status(StatusCode.ERROR, error))
         span.end(end_time=now)
@@ -349,12 +348,6 @@ class _Tracing:
     def _failed(self, hook: str, error: Exception) -> None:
         warnings.warn(f"functai: hook failed: plugin={self._name} hook={hook} error={type(error).__name__}: {error}",
                       RuntimeWarning, stacklevel=3)
-
-
-def _chat_name(attributes: Mapping[str, Any]) -> str:
-    """``chat <model>``, as the conventions name the span (``chat`` when the model is not known)."""
-    model = attributes.get(MODEL)
-    return f"chat {model}" if model else "chat"
 
 
 def _tool_outcome(span: Any, entry: Mapping[str, Any] | None, content: bool) -> None:

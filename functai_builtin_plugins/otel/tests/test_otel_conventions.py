@@ -201,8 +201,8 @@ def test_every_attribute_name_is_one_of_the_conventions(spans, server):
                       presence_penalty=0.1, frequency_penalty=0.1, max_tokens=9, seed=1)
     with pytest.raises(functai.FunctAIError):
         support("where is A1?")
-    chat = ScriptedLM([Reply(text="12", finish_reason="stop", usage={"input_tokens": 1, "output_tokens": 1,
-                                                                     "cached_tokens": 1, "reasoning_tokens": 1}, id="r1", model="m1")])
+    usage = {"input_tokens": 1, "output_tokens": 1, "cached_tokens": 1, "reasoning_tokens": 1}
+    chat = ScriptedLM([Reply(text="12", finish_reason="stop", usage=usage, id="r1", model="m1")])
     with functai.settings(client=chat, lm="openai/gpt-y"):
         population.conversation("alex")("Peru")
     used = {key for span in spans.all() for key in span.attributes}
