@@ -3,11 +3,17 @@
 ``functai.compaction(...)`` and ``functai.delegate(...)`` resolve, on first
 use, to the entry point of that name in the group ``functai.builtins``;
 installing another distribution that registers the name swaps it. With none
-installed they say which distribution to install.
+installed they say how to install it.
+
+The built-in distributions are not on the package index (anyone could
+register their names there), so every hint names the folder of this
+repository they are in, as `install_command` writes it.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import threading
 from typing import Any, Callable
 
@@ -15,8 +21,23 @@ from .errors import FunctAIError
 
 GROUP = "functai.builtins"
 
-#: The distribution that provides each built-in, for the error that names it.
-DISTRIBUTIONS = {"compaction": "functai-compaction", "delegate": "functai-delegate"}
+#: This repository's distributions, each in ``functai_builtin_plugins/<folder>``: distribution → folder.
+BUILTIN_FOLDERS = {"functai-approval": "approval", "functai-compaction": "compaction",
+                   "functai-delegate": "delegate", "functai-otel": "otel"}
+
+
+def install_command(distribution: str) -> str:
+    """The command that installs one of this repository's distributions (`BUILTIN_FOLDERS`).
+
+    Its folder's full path when this functai runs from a checkout of the
+    repository, else the path from the repository's top folder, as the README writes it.
+    """
+    folder = BUILTIN_FOLDERS[distribution]
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.join(top, "functai_builtin_plugins", folder)
+    if os.path.isfile(os.path.join(here, "pyproject.toml")):
+        return f"functai install {shlex.quote(here)}"
+    return f"functai install ./functai_builtin_plugins/{folder} (in a checkout of the functai repository)"
 
 _lock = threading.Lock()
 _found: dict[str, Callable[..., Any]] = {}
@@ -30,12 +51,12 @@ def builtin(name: str) -> Callable[..., Any]:
     from .hooks.installed import entry_points
 
     matches = [ep for ep in entry_points(GROUP) if ep.name == name]
-    distribution = DISTRIBUTIONS.get(name, f"a distribution providing {name!r}")
     if not matches:
+        own = f"functai-{name}"
+        how = f"{install_command(own)}, or install another" if own in BUILTIN_FOLDERS else "install a"
         raise FunctAIError(
             f"functai.{name} is provided by an installed distribution, and none is installed: "
-            f"pip install {distribution} (or another distribution whose entry point {name!r} is in the "
-            f"group {GROUP!r})",
+            f"{how} distribution whose entry point {name!r} is in the group {GROUP!r}",
             code="builtin-missing",
         )
     if len(matches) > 1:

@@ -90,9 +90,19 @@ LAYERS = (  # innermost first, the order their handlers run in
 
 
 def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
-    """Run the demo, keeping its call log in ``folder/calls`` and its conversation in ``folder/conversations``."""
-    calls = os.path.join(folder, "calls")
-    store = os.path.join(folder, "conversations")
+    """Run the demo, keeping its call log in ``folder/calls`` and its conversation in ``folder/conversations``.
+
+    ``folder`` may be a store URL (``sqlite:///demo.db``): the call log and the
+    conversation are then kept in that one database, as ``log_calls=`` and
+    ``store=`` keep them when both name it.
+    """
+    from .stores.urls import is_url
+
+    if is_url(folder):
+        calls = store = folder
+    else:
+        calls = os.path.join(folder, "calls")
+        store = os.path.join(folder, "conversations")
     lm = os.environ.get("FUNCTAI_LM")
     if lm:
         print(f"Model: {lm} (from FUNCTAI_LM)", file=out)
@@ -162,7 +172,7 @@ def _fresh_id(store: str) -> str:
     """``demo-1``, ``demo-2`` …: each run starts its own conversation in a kept folder."""
     from .conversations.store import open_store
 
-    taken = set(open_store(store).conversations()) if os.path.isdir(store) else set()
+    taken = set(open_store(store).conversations())
     number = 1
     while f"demo-{number}" in taken:
         number += 1
@@ -179,7 +189,7 @@ def _turn_record(calls: str, conversation: str) -> Any:
 
 
 def _next_steps(out: TextIO, folder: str, calls: str, call: str, store: str | None, conversation: str | None) -> None:
-    from .cli.common import table
+    from .cli.common import location, table
 
     rows = [
         [f"functai calls {calls}", "# every call, one line each"],
@@ -187,5 +197,5 @@ def _next_steps(out: TextIO, folder: str, calls: str, call: str, store: str | No
     ]
     if store and conversation:
         rows.append([f"functai conversation {store} {conversation}", "# the turn tree and the plugins' entries"])
-    print(f"\nEverything the demo did is kept in {folder}{os.sep}. Look at it with:", file=out)
+    print(f"\nEverything the demo did is kept in {location(folder)}. Look at it with:", file=out)
     table(rows, out, indent="   ")

@@ -66,6 +66,18 @@ def write_all(fd: int, data: bytes, size_before: int) -> None:
         raise
 
 
+def check_folder_name(path: str) -> str:
+    """Refuse a folder name that is surely a mistake: empty or blank (``""`` would be the
+    current folder, ``" "`` a folder named by a space), or holding a NUL byte."""
+    if not path.strip() or "\x00" in path:
+        raise FunctAIError(
+            f"{path!r} names no store or call log: give a folder path or a URL (sqlite:///file.db, "
+            "postgresql://host/db)",
+            code="store-url",
+        )
+    return path
+
+
 def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: str | None = None) -> None:
     """Refuse a folder that cannot be written: a file in its place, or no permission.
 
@@ -91,18 +103,19 @@ def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: s
     if not is_dir:
         raise unwritable(path, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), probe), what)
     if not os.access(probe, os.W_OK | os.X_OK):
-        code = errno.EROFS if _read_only(probe) else errno.EACCES
+        code = errno.EROFS if read_only(probe) else errno.EACCES
         raise unwritable(path, PermissionError(code, os.strerror(code), probe), what)
     if file is not None and probe == path:
         target = os.path.join(path, file)
         if os.path.isdir(target):
             raise unwritable(target, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target), what)
         if os.path.lexists(target) and not os.access(target, os.W_OK):
-            code = errno.EROFS if _read_only(path) else errno.EACCES
+            code = errno.EROFS if read_only(path) else errno.EACCES
             raise unwritable(target, PermissionError(code, os.strerror(code), target), what)
 
 
-def _read_only(path: str) -> bool:
+def read_only(path: str) -> bool:
+    """Whether the file system holding ``path`` is mounted read-only."""
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except (OSError, AttributeError):
@@ -126,7 +139,13 @@ def check_log_calls(value: object) -> None:
     path = os.fspath(value)
     if not isinstance(path, str) or path in _checked_logs:
         return
+    check_folder_name(path)
     if re.match(_URL, path) or path.endswith((".db", ".sqlite", ".sqlite3")):
-        return  # a database, checked by its own store
+        from .stores.calllog import check_log_url, is_log_url
+
+        if is_log_url(path):  # a database: its URL and, for SQLite, its file's folder
+            check_log_url(path)
+            _checked_logs.add(path)
+            return
     check_folder(path, "call log", file="calls.jsonl")
     _checked_logs.add(path)

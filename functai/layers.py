@@ -23,7 +23,7 @@ from .hooks.adapt import as_plugins
 from .hooks.installed import installed
 from .hooks.order import Plan, cached_plan
 from .hooks.plugin import Plugin
-from .models.keys import hide_key
+from .models.keys import hide_headers, hide_key, hide_url, refuse_url_credentials
 from .models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS, whole as _whole
 
 
@@ -52,6 +52,11 @@ def _folder(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a folder path or a store URL (or False), not {type(value).__name__}")
     if name == "log_calls":
         check_log_calls(value)  # store-unwritable now, not after a model answered
+
+
+def _base_url(name: str, value: Any) -> None:
+    _text(name, value)
+    refuse_url_credentials(value, "base_url")
 
 
 def _headers(name: str, value: Any) -> None:
@@ -98,7 +103,7 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "log_content": _flag,
     "record_timing": _flag,
     "approve": _approve,
-    "base_url": _text,
+    "base_url": _base_url,
     "api_key": _text,
     "timeout": _seconds,
     "connect_timeout": _seconds,
@@ -109,6 +114,9 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "load_plugins": _names,
     "disable_plugins": _names,
 }
+
+#: Settings that may hold a secret, and the handle each is kept behind (`functai.models.keys`).
+_HIDDEN: dict[str, Callable[[Any], Any]] = {"api_key": hide_key, "headers": hide_headers, "log_calls": hide_url}
 
 #: All names ``configure``/``settings``/``@ai`` accept (``plugins`` included).
 SETTING_NAMES: frozenset[str] = frozenset(CHECKS) | {"plugins"}
@@ -157,7 +165,7 @@ class Layer:
                 values.pop(name, None)
             else:
                 CHECKS[name](name, value)
-                values[name] = hide_key(value) if name == "api_key" else value  # the key stays out of values
+                values[name] = _HIDDEN[name](value) if name in _HIDDEN else value  # secrets stay out of values
         return cls(MappingProxyType(values), plugins)
 
 
@@ -173,7 +181,7 @@ def from_environment() -> Layer:
 
     A value ``configure`` sets replaces it; ``configure(log_calls=None)`` unsets it.
     """
-    values = {setting: os.environ[name] for name, setting in ENVIRONMENT.items() if os.environ.get(name)}
+    values = {setting: hide_url(os.environ[name]) for name, setting in ENVIRONMENT.items() if os.environ.get(name)}
     # Not checked here: a bad value must not make `import functai` fail; the call that uses it says why.
     return Layer(MappingProxyType(values), None) if values else EMPTY
 

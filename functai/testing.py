@@ -1,13 +1,15 @@
-"""A scripted model for tests and the offline demo.
+"""Offline models for tests, docs and the demo.
 
 `ScriptedLM` answers from a list or a function and keeps every request it
-received. It is only ever used when given explicitly (``client=ScriptedLM(...)``);
-it is never a default for real calls.
+received. `TestModel` (``lm="test"``) makes up a valid answer for any call.
+Each is only ever used when named (``client=ScriptedLM(...)``, ``lm="test"``);
+neither is ever a default for real calls.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence, Union
@@ -134,4 +136,68 @@ class ScriptedLM:
         return f"ScriptedLM({len(self.requests)} requests)"
 
 
-__all__ = ["ScriptedLM", "tool_call", "tool_calls"]
+class TestModel(ScriptedLM):
+    """The model ``lm="test"`` names: a valid answer for any call, made up, offline.
+
+    Asked with tools, it first calls every tool it is offered that it has not
+    called since the last user message (one at a time when
+    ``parallel_tool_calls=False``; none with ``tool_choice="none"``; only the
+    named one with a tool's name), each with an input built from the tool's
+    schema; then it answers with a value built from the output schema
+    (`functai.models.samples`): strings ``"test"``, numbers 0, and so on.
+    Every answer says in its ``reasoning`` that the test model made it up,
+    so the call record does too. It keeps no requests (use `ScriptedLM` to
+    look at them).
+    """
+
+    __test__ = False  # not a pytest test class
+    name = "test"
+
+    #: The reasoning of each answer, kept in the call record.
+    MARK = "functai test model: no model was asked; this answer was made up from the output schema"
+
+    def __init__(self, *, delay: float = 0.0, chunk: int = 4) -> None:
+        super().__init__(reply=self._made_up, delay=delay, chunk=chunk)
+
+    def _answer(self, request: Request) -> Reply:
+        return self._made_up(request)
+
+    def _made_up(self, request: Request) -> Reply:
+        from .models.samples import sample, sample_input
+
+        due = [t for t in _allowed(request) if t["name"] not in _called_this_turn(request.messages)]
+        if due:
+            if request.settings.get("parallel_tool_calls") is False:
+                due = due[:1]
+            return tool_calls((t["name"], sample_input(t.get("parameters"))) for t in due)
+        if request.output_schema is None:
+            return Reply(text="test", finish_reason="stop", reasoning=self.MARK)
+        return Reply(text=json.dumps(sample(request.output_schema)), finish_reason="stop", reasoning=self.MARK)
+
+    def __repr__(self) -> str:
+        return "TestModel()"
+
+
+def _allowed(request: Request) -> list[Mapping[str, Any]]:
+    """The tools offered that ``tool_choice`` lets the model call."""
+    choice = request.settings.get("tool_choice", "auto")
+    if choice == "none":
+        return []
+    if isinstance(choice, Mapping):
+        choice = choice.get("function", {}).get("name")
+    if choice in ("auto", "required", None):
+        return list(request.tools)
+    return [t for t in request.tools if t["name"] == choice]
+
+
+def _called_this_turn(messages: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The tools asked for since the last user message."""
+    called: set[str] = set()
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            break
+        called.update(call["name"] for call in message.get("tool_calls") or ())
+    return called
+
+
+__all__ = ["ScriptedLM", "TestModel", "tool_call", "tool_calls"]

@@ -8,6 +8,7 @@ pass to another process): a folder path, a ``sqlite:////…`` URL or a
 from __future__ import annotations
 
 import os
+import sqlite3
 import warnings
 
 import pytest
@@ -39,6 +40,24 @@ def postgres_url(postgres_server):
     url = postgres_server.new_url()
     yield url
     forget(url)
+
+
+def raw_sql(url):
+    """Run SQL on the store's database directly, as another program would."""
+    if url.startswith("sqlite:"):
+        path = url[len("sqlite:///"):]
+
+        def run(sql):
+            with sqlite3.connect(path) as conn:
+                return conn.execute(sql).fetchall()
+    else:
+        import psycopg
+
+        def run(sql):
+            with psycopg.connect(url, autocommit=True) as conn:
+                cursor = conn.execute(sql)
+                return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+    return run
 
 
 def store_url(kind: str, tmp_path, request) -> str:

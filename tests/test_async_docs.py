@@ -1,8 +1,6 @@
 """docs/async.md: its web endpoint example, run with Starlette's TestClient."""
 
 import json
-import pathlib
-import re
 
 import functai_approval
 import pytest
@@ -11,13 +9,11 @@ from starlette.testclient import TestClient
 import functai
 from functai.testing import ScriptedLM, tool_call
 
-DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "async.md"
+from test_docs_blocks import blocks
 
 
 def example():
-    text = DOC.read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    return next(block for block in blocks if "StreamingResponse" in block)
+    return next(block for block in blocks("docs/async.md") if "StreamingResponse" in block.code)
 
 
 def events(response):
@@ -28,7 +24,8 @@ def events(response):
 def app(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "docs_async_example"}
-    exec(compile(example(), str(DOC), "exec"), namespace)
+    found = example()
+    exec(compile("\n" * (found.line - 1) + found.code, found.page, "exec"), namespace)
     return namespace
 
 

@@ -70,10 +70,10 @@ def entry_points(monkeypatch):
 def test_with_none_installed_the_factory_names_the_distribution(entry_points):
     with pytest.raises(FunctAIError) as info:
         functai.compaction(keep=2)
-    assert info.value.code == "builtin-missing" and "pip install functai-compaction" in info.value.message
+    assert info.value.code == "builtin-missing" and "functai_builtin_plugins/compaction" in info.value.message
     with pytest.raises(FunctAIError) as info:
         functai.delegate(None)
-    assert "functai-delegate" in info.value.message
+    assert "functai_builtin_plugins/delegate" in info.value.message
 
 
 def test_another_distribution_registering_the_name_is_used(entry_points):

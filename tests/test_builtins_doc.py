@@ -1,6 +1,5 @@
 """docs/builtins.md: the replacement factory example does what the page says."""
 
-import pathlib
 import re
 import sys
 
@@ -11,16 +10,7 @@ from functai import ai, builtins
 from functai.hooks import installed
 from functai.testing import ScriptedLM
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-PAGE = (ROOT / "docs" / "builtins.md").read_text()
-
-
-def block(first_line):
-    """The fenced block of the page whose first line is ``first_line``."""
-    for body in re.findall(r"```\w*\n(.*?)```", PAGE, flags=re.S):
-        if body.splitlines()[0] == first_line:
-            return body
-    raise AssertionError(f"docs/builtins.md has no block starting {first_line!r}")
+from test_docs_blocks import block
 
 
 class Dist:
@@ -38,11 +28,11 @@ class EntryPoint:
 @pytest.fixture
 def replaced(tmp_path, monkeypatch):
     """The page's my_compaction.py, registered as `compaction` in functai.builtins."""
-    toml = block("# my-compaction/pyproject.toml")
+    toml = block("docs/builtins.md", "# my-compaction/pyproject.toml", "toml")
     entry = re.search(r'^\[project\.entry-points\."functai\.builtins"\]\n(\w+) = "(\w+):(\w+)"$', toml, flags=re.M)
     assert entry, toml
     name, module_name, attribute = entry.groups()
-    (tmp_path / f"{module_name}.py").write_text(block("# my-compaction/my_compaction.py"))
+    (tmp_path / f"{module_name}.py").write_text(block("docs/builtins.md", "# my-compaction/my_compaction.py"))
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop(module_name, None)
     module = __import__(module_name)

@@ -216,3 +216,40 @@ def test_a_short_write_split_by_another_writer_is_written_again_whole(tmp_path, 
     got = list(records.read_lines(path, skipped))
     assert [line.get("n") for line in got] == [0, 1, 2] and got[1]["pad"] == "x" * 300
     assert len(skipped) == 2  # our first third with the other line it caught, and our stranded rest
+
+
+# -- where the log goes: checked when set; a server that cannot be reached keeps the answer ------------------
+
+
+@pytest.mark.parametrize("bad", ["sqlite://", "sqlite:", "foo://x", "memory:", "postgresql://[::zz]/db", " "])
+def test_a_log_calls_that_can_never_keep_a_log_is_refused_when_set(bad):
+    for set_it in (lambda: functai.configure(log_calls=bad), lambda: functai.settings(log_calls=bad),
+                   lambda: ai(log_calls=bad)(lambda text: None)):
+        with pytest.raises(functai.FunctAIError) as info:
+            set_it()
+        assert info.value.code == "store-url", info.value
+
+
+def test_a_sqlite_log_where_a_file_is_refused_when_set(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(functai.FunctAIError) as info:
+        functai.configure(log_calls="sqlite:///" + str(tmp_path / "afile" / "calls.db"))
+    assert info.value.code == "store-unwritable" and "a file is where a folder should be" in info.value.message
+    functai.configure(log_calls="sqlite:///" + str(tmp_path / "not" / "yet" / "calls.db"))  # creatable: fine
+    assert not (tmp_path / "not").exists()  # and nothing made by the check
+
+
+def test_a_postgresql_log_that_cannot_be_reached_keeps_the_answer_and_warns_with_a_code():
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on: bound, then closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"postgresql://functai:s3cret@127.0.0.1:{port}/calls?connect_timeout=5"
+    lm = ScriptedLM(["the answer"])
+    functai.configure(client=lm, log_calls=url)  # accepted: the server is reached by the first call
+    with pytest.warns(RuntimeWarning) as caught:
+        assert echo("hi") == "the answer"  # paid for, and kept
+    assert len(lm.requests) == 1
+    (warned,) = [str(w.message) for w in caught if "call record not written" in str(w.message)]
+    assert "code=call-log-unreachable" in warned and f"127.0.0.1:{port}" in warned and "s3cret" not in warned

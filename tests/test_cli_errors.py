@@ -5,6 +5,7 @@ import io
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -30,6 +31,10 @@ APP = textwrap.dedent('''
     def support(request: str) -> str:
         """Support the customer."""
 
+    @ai
+    def count(text: str) -> int:
+        """How many words the text has."""
+
     def plain(text: str) -> str:
         return text
 
@@ -53,13 +58,14 @@ def world(tmp_path, monkeypatch, install):
     install(functai_approval.plugin)
     import support_app
 
-    functai.configure(client=ScriptedLM(["hi", "hi", tool_call("refund", {"order": "A1"})]),
+    functai.configure(client=ScriptedLM(["hi", "hi", tool_call("refund", {"order": "A1"}), "3"]),
                       log_calls=str(tmp_path / "calls"))
     support_app.support("hello")  # two logged calls (a waiting turn's call is logged when it ends)
     chat = support_app.support.conversation("c1", store=str(tmp_path / "store"), approve="changes")
     chat("hello")
     with pytest.raises(Waiting):
         chat("refund A1")
+    support_app.count("a b c")
     functai.configure(client=None)  # the CLI's process has no model unless a case gives one
     yield tmp_path
     for name in ("support_app", "broken_app", "needs_yaml"):
@@ -86,7 +92,8 @@ CASES = [
     (["calls", "--bogus"], 2, "usage"),
     (["show"], 2, "usage"),
     (["show", "nothere", "--log", "calls"], 2, "not-found"),
-    (["show", "", "--log", "calls"], 2, "ambiguous-id"),
+    (["show", "", "--log", "calls"], 2, "call-id"),
+    (["show", " ", "--log", "calls"], 2, "call-id"),
     (["show", "abc", "--log", "afile.txt"], 2, "not-a-folder"),
     (["conversation", "afile.txt", "c1"], 2, "not-a-folder"),
     (["conversation", "nostore", "c1"], 2, "not-found"),
@@ -108,6 +115,8 @@ CASES = [
     (["rate", "{first}"], 2, "usage"),  # neither --good nor --bad
     (["rate", "{first}", "--good", "--bad", "--log", "calls"], 2, "usage"),
     (["rate", "x", "--good", "--log", "afile.txt"], 2, "not-a-folder"),
+    (["rate", "", "--good", "--log", "calls"], 2, "call-id"),
+    (["rate", "{count}", "--bad", "--correction", "notanint", "--log", "calls"], 2, "input-invalid"),
     (["evaluate", "nomod:fn"], 2, "not-found"),
     (["evaluate", "support_app"], 2, "usage"),
     (["evaluate", "support_app:"], 2, "usage"),
@@ -118,6 +127,8 @@ CASES = [
     (["evaluate", "needs_yaml:f"], 1, "import-failed"),
     (["evaluate", "support_app:support", "--log", "calls"], 1, "no-model"),
     (["evaluate", "support_app:support", "--workers", "none"], 2, "usage"),
+    (["evaluate", "support_app:support", "--min-score", "1.5"], 2, "usage"),
+    (["evaluate", "support_app:support", "--min-score", "nan"], 2, "usage"),
     (["demo", "--log", "afile.txt"], 2, "not-a-folder"),
     (["demo", "extra"], 2, "usage"),
     (["calls", "calls", "extra"], 2, "usage"),
@@ -126,6 +137,15 @@ CASES = [
     (["calls", "copy", "calls", "calls"], 2, "store-copy"),
     (["calls", "copy", "calls", "afile.txt"], 2, "not-a-folder"),
     (["conversation", "sqlite:///missing.db", "c1"], 2, "not-found"),
+    (["calls", "nolog"], 2, "not-found"),
+    (["calls", "sqlite:///nowhere/x.db"], 2, "not-found"),
+    (["calls", "sqlite:"], 2, "store-url"),
+    (["calls", "postgresql://[::zz]/db"], 2, "store-url"),
+    (["show", "abc", "--log", "sqlite:///nowhere/x.db"], 2, "not-found"),
+    (["rate", "abc", "--good", "--log", "nolog"], 2, "not-found"),
+    (["calls", "copy", "sqlite:///nowhere/x.db", "dst"], 2, "not-found"),
+    (["store", "copy", "sqlite:///nowhere/x.db", "dst"], 2, "not-found"),
+    (["conversation", "", "c1"], 2, "not-found"),
     (["conversation", "postgresql://nobody@127.0.0.1:1/db", "c1"], 1, "store-io"),
     (["store"], 2, "usage"),
     (["store", "copy", "store"], 2, "usage"),
@@ -138,7 +158,8 @@ CASES = [
 
 @pytest.mark.parametrize("argv, status, code", CASES, ids=[" ".join(c[0]) or "(nothing)" for c in CASES])
 def test_every_subcommand_with_bad_input_fails_in_one_coded_line(world, argv, status, code):
-    argv = [arg.replace("{first}", first_id(world / "calls")) for arg in argv]
+    count = next(r.id for r in functai.read_calls(world / "calls") if r.function == "count")
+    argv = [arg.replace("{first}", first_id(world / "calls")).replace("{count}", count) for arg in argv]
     got, out, err = run(argv)
     assert "Traceback" not in err and "Traceback" not in out
     lines = err.splitlines()
@@ -306,3 +327,32 @@ def test_a_warning_while_a_command_runs_is_one_plain_line(world, monkeypatch):
     status, out, err = run(["calls", "calls"])
     assert status == 0 and out
     assert err == "functai: warning: something odd: at=here\n"
+
+
+READING = [
+    ["calls", "{missing}"],
+    ["show", "abc", "--log", "{missing}"],
+    ["rate", "abc", "--good", "--log", "{missing}"],
+    ["evaluate", "support_app:support", "--log", "{missing}"],
+    ["conversation", "{missing}", "c1"],
+    ["calls", "copy", "{missing}", "dst"],
+    ["store", "copy", "{missing}", "dst"],
+]
+
+
+@pytest.mark.parametrize("missing", ["sqlite:///nowhere/x.db", "sqlite:///x.db", "x.sqlite", "nowhere/log"])
+@pytest.mark.parametrize("argv", READING, ids=[" ".join(argv[:2]) for argv in READING])
+def test_a_command_that_reads_creates_nothing_and_says_not_found(world, argv, missing):
+    before = sorted(p.relative_to(world) for p in world.rglob("*"))
+    status, out, err = run([arg.replace("{missing}", missing) for arg in argv])
+    assert (status, LINE.match(err.splitlines()[0]).group(1)) == (2, "not-found"), err
+    assert sorted(p.relative_to(world) for p in world.rglob("*")) == before  # no file, no folder, no table
+
+
+def test_an_empty_call_log_is_not_a_missing_one(world):
+    (world / "empty").mkdir()
+    sqlite3.connect(world / "empty.db").close()  # a database with no tables yet
+    for log, named in (("empty", "empty/"), ("sqlite:///empty.db", "sqlite:///empty.db")):  # a folder is named with its /
+        status, out, err = run(["calls", log])
+        assert (status, out, err) == (0, f"no calls recorded in {named}\n", "")
+    assert sorted(p.name for p in world.iterdir() if p.name.startswith("empty")) == ["empty", "empty.db"]

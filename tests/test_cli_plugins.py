@@ -207,3 +207,38 @@ def test_with_several_broken_plugins_the_error_says_to_disable_them_all(monkeypa
     with pytest.raises(functai.FunctAIError) as narrowed:  # narrowed by settings: only those that would run
         found.layer(disable=["first"])
     assert "FUNCTAI_DISABLE_PLUGINS=off,second,third " in narrowed.value.message
+
+
+def _uninstall_at_a_terminal(tmp_path, answer):
+    """`functai uninstall` with stdin a real terminal (a pty) that types ``answer``."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    terminal, stdin = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "functai", "uninstall", "functai-not-installed-here"],
+                                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                env={k: v for k, v in os.environ.items() if not k.startswith("FUNCTAI_")})
+        os.close(stdin)
+        os.write(terminal, answer.encode() + b"\n")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(terminal)
+    return proc.returncode, out, err
+
+
+def test_uninstall_at_a_terminal_asks_once_and_no_changes_nothing(tmp_path):
+    status, out, err = _uninstall_at_a_terminal(tmp_path, "n")
+    assert (status, out) == (0, "nothing was uninstalled\n"), err
+    assert err.startswith("uninstall functai-not-installed-here from ") and err.endswith("? [y/N] ")
+    assert "Traceback" not in err
+
+
+def test_uninstall_at_a_terminal_answered_yes_runs_pip_without_its_own_question(tmp_path):
+    status, out, err = _uninstall_at_a_terminal(tmp_path, "y")
+    assert status == 0, err
+    assert err.count("[y/N]") == 1 and "Proceed" not in out + err and "Traceback" not in err
+    assert "functai-not-installed-here" in err.split("[y/N]", 1)[1]  # pip's own "Skipping … not installed"
+    assert "installed plugins" in out

@@ -21,6 +21,7 @@ import functai
 from functai import FunctAIError, ai
 from functai.cli import main
 from functai.testing import ScriptedLM
+from store_fixtures import raw_sql
 
 
 @ai
@@ -249,3 +250,53 @@ def test_damaged_ratings_are_skipped_and_reported(tmp_path):
         rated = list(functai.read_calls(log, rated=True))
     assert [r.rating["good"] for r in rated] == [True]
     assert [f"at={path}:{n} " in str(w.message) for n, w in zip((2, 3), caught)] == [True, True]
+
+
+# -- every store reports a garbled record the same way ------------------------------------------------
+
+
+def _garble_end(store: str) -> None:
+    """Overwrite the conversation's `end` record with bytes that are not JSON, as a disk or a hand might."""
+    if store.startswith(("sqlite:", "postgresql:")):
+        raw_sql(store)("UPDATE functai_records SET data = '{\"kind\": \"end\", garbled' WHERE kind = 'end'")
+        return
+    from pathlib import Path
+
+    path = Path(store) / "c.jsonl"
+    path.write_text("".join('{"kind": "end", garbled\n' if '"kind":"end"' in line else line
+                            for line in path.read_text().splitlines(keepends=True)))
+
+
+def test_a_garbled_record_is_reported_by_every_store(durable_store):
+    _lm()
+    tutor.conversation("c", store=durable_store)("q1")
+    _garble_end(durable_store)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        turn = tutor.conversation("c", store=durable_store).turns[-1]
+    assert turn.state != "done"  # its end is lost, in every store alike
+    warned = [str(w.message) for w in caught if "skipped" in str(w.message)]
+    assert len(warned) == 1 and "reason=not JSON" in warned[0], warned
+    out = io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["conversation", durable_store, "c"], out=out) == 0
+    assert "skipped 1 line that could not be used" in out.getvalue() and "not JSON" in out.getvalue()
+
+
+def test_a_garbled_call_log_row_is_reported_by_every_log(durable_log):
+    _lm()
+    with functai.settings(log_calls=durable_log):
+        tutor("q1")
+        tutor("q2")
+    if durable_log.startswith(("sqlite:", "postgresql:")):
+        raw_sql(durable_log)("UPDATE functai_calls SET line = '{garbled' WHERE seq = (SELECT MIN(seq) FROM functai_calls)")
+    else:
+        path = f"{durable_log}/calls.jsonl"
+        lines = open(path).read().splitlines()
+        open(path, "w").write("{garbled\n" + lines[1] + "\n")
+    skipped: list = []
+    assert [r.inputs["question"] for r in functai.read_calls(durable_log, skipped=skipped)] == ["q2"]
+    assert len(skipped) == 1 and skipped[0][1] == "not JSON" and skipped[0][0].endswith(":1")
+    with pytest.warns(RuntimeWarning, match="log line skipped.*reason=not JSON"):
+        assert len(list(functai.read_calls(durable_log))) == 1

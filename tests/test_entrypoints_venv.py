@@ -26,6 +26,8 @@ import pytest
 
 from test_installed_venv import package, pip
 
+pytestmark = pytest.mark.venv  # slow: `python -m pytest -m "not venv"` leaves these out
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 READER = ROOT / "functai" / "hooks" / "entrypoints.py"
 GROUPS = ("functai", "functai.builtins", "functai.stores")

@@ -2,6 +2,7 @@
 
 import dataclasses
 import enum
+import sys
 from typing import Any, Literal, Optional, Sequence
 
 import pytest
@@ -166,3 +167,35 @@ def test_a_conversation_refuses_a_wrong_input_before_writing_a_turn(lm):
     assert "input 'a' must be int" in refused(chat, "1", "2")
     assert chat.turns == [] and lm.requests == []
     assert chat(1, 2) == 3
+
+
+def _nested(depth: int, make) -> Any:
+    value: Any = {}
+    for _ in range(depth):
+        value = make(value)
+    return value
+
+
+@ai
+def take(data: dict) -> str:
+    """Take the data."""
+
+
+@ai
+def take_anything(data) -> str:
+    """Take the data."""
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
+@pytest.mark.parametrize("make", [lambda inner: {"a": inner}, lambda inner: [inner]], ids=["dicts", "lists"])
+def test_an_input_nested_too_deeply_is_a_coded_error_before_the_model_is_asked(lm, check, make):
+    functai.configure(check_inputs=check)
+    for fn in (take, take_anything):
+        data = _nested(max(5000, 5 * sys.getrecursionlimit()), make)
+        if fn is take and type(data) is not dict:
+            continue
+        with pytest.raises(FunctAIError) as info:
+            fn(data)
+        assert info.value.code == ("input-invalid" if check else "json-too-deep"), info.value
+        assert "nested too deeply" in info.value.message
+    assert lm.requests == []

@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.venv  # slow: `python -m pytest -m "not venv"` leaves these out
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 PROGRAM = textwrap.dedent('''
@@ -101,7 +103,7 @@ def test_installed_approval_is_found_and_uninstalling_it_makes_approve_refuse(ve
     uninstall(venv, "functai-approval")
     try:
         out = run(venv, PROGRAM)
-        assert out.startswith("approval-missing |") and "functai-approval" in out
+        assert out.startswith("approval-missing |") and "functai install ./functai_builtin_plugins/approval (in a" in out
     finally:
         install(venv, BUILTINS[0])
     assert run(venv, PROGRAM).startswith("approval-required |")
@@ -190,7 +192,7 @@ def test_uninstalling_compaction_names_it_and_a_replacement_is_used(venv, tmp_pa
     uninstall(venv, "functai-compaction")
     try:
         out = run(venv, COMPACTION)
-        assert out.startswith("builtin-missing |") and "pip install functai-compaction" in out
+        assert out.startswith("builtin-missing |") and "functai install ./functai_builtin_plugins/compaction (in a" in out
         install(venv, docs_replacement(tmp_path))  # the example of docs/builtins.md, as written there
         assert run(venv, COMPACTION) == 'Plugin("compaction", 1.0.0: context)'
         listing = subprocess.run([str(venv.parent / "functai"), "plugins"], capture_output=True, text=True,
@@ -251,10 +253,10 @@ def test_an_installed_provider_distribution_serves_its_models(venv):
         uninstall(venv, "functai-provider-example")
 
 
-def functai_command(python, *args):
+def functai_command(python, *args, **options):
     """The venv's own `functai` console script."""
     return subprocess.run([str(python.parent / "functai"), *args], capture_output=True, text=True, cwd="/",
-                          env={k: v for k, v in os.environ.items() if not k.startswith("FUNCTAI_")})
+                          env={k: v for k, v in os.environ.items() if not k.startswith("FUNCTAI_")}, **options)
 
 
 def test_functai_install_and_uninstall_a_local_plugin_then_list_plugins(venv, tmp_path):
@@ -282,6 +284,28 @@ def test_functai_install_and_uninstall_a_local_plugin_then_list_plugins(venv, tm
     assert done.returncode == 1 and "functai: error [pip-failed]" in done.stderr
     done = functai_command(venv, "uninstall", "-y", "functai")
     assert done.returncode == 2 and "it is functai itself" in done.stderr
+
+
+@pytest.mark.parametrize("stdin", ["empty", "closed"])
+def test_functai_uninstall_run_by_a_script_uninstalls_without_asking_or_a_traceback(venv, tmp_path, stdin):
+    name = f"functai-quiet-{stdin}"
+    install(venv, package(tmp_path, name, '''
+        import functai
+
+        @functai.hookimpl
+        def call_end(call):
+            pass
+    ''', {"functai": {f"quiet-{stdin}": name.replace("-", "_")}}))
+    assert f"quiet-{stdin}" in functai_command(venv, "plugins").stdout
+    if stdin == "empty":  # a pipe or /dev/null: reading gives end of file at once
+        done = functai_command(venv, "uninstall", name, stdin=subprocess.DEVNULL)
+    else:  # no stdin at all (a service, `functai ... <&-`)
+        done = functai_command(venv, "uninstall", name, stdin=subprocess.DEVNULL, preexec_fn=lambda: os.close(0))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout and "EOFError" not in done.stderr + done.stdout
+    assert "Proceed" not in done.stdout and "[y/N]" not in done.stderr  # nobody was asked
+    assert f"quiet-{stdin}" not in done.stdout[done.stdout.index("installed plugins"):]
+    assert f"quiet-{stdin}" not in functai_command(venv, "plugins").stdout
 
 
 def test_an_installed_plugin_made_for_another_functai_fails_closed_as_incompatible(venv, tmp_path):
@@ -360,6 +384,6 @@ def test_an_installed_store_is_found_by_its_url_scheme(venv, tmp_path):
         assert [line.split('"kind":"')[1].split('"')[0] for line in (folder / "c.jsonl").read_text().splitlines()] \
             == ["conversation", "turn", "reply", "end", "turn", "reply", "end"]
         assert out[1].startswith("store-url |") and "lines:" in out[1] and "'functai.stores'" in out[1]
-        assert out[2].startswith("store-driver-missing |") and 'pip install "functai[postgres]"' in out[2]
+        assert out[2].startswith("store-driver-missing |") and 'pip install "psycopg[binary]>=3.1"' in out[2]
     finally:
         uninstall(venv, "functai-store-x")

@@ -13,6 +13,7 @@ from loopback import LoopbackServer, Scripted, completion, error_body, tool_call
 import functai
 from functai import ai
 from functai.errors import FunctAIError
+from functai.layers import current_values
 
 KEY = "sk-test-SECRET-0123456789"
 
@@ -206,26 +207,89 @@ def answers_400(server: LoopbackServer) -> None:
     server.default = Scripted(status=400, body=error_body("bad request"))
 
 
-def test_the_key_is_in_no_frame_of_a_failing_call(answers_400: None) -> None:
-    with pytest.raises(FunctAIError) as info:
-        capital("Peru")
-    tb = info.value.__traceback__
-    frames = 0
-    while tb is not None:  # every frame, functai's or not
+#: Secret header values: by name (a key, a token, a cookie, a password) and an Authorization of its own.
+HEADERS = {"X-Api-Key": "hdr-KEY-0123456789", "X-Session-Token": "hdr-TOKEN-0123456789",
+           "Cookie": "sid=hdr-COOKIE-0123456789", "X-Db-Password": "hdr-PASSWORD-0123456789"}
+SECRETS = (KEY, "hdr-KEY", "hdr-TOKEN", "hdr-COOKIE", "hdr-PASSWORD", "pg-PASSWORD")
+
+
+def _in_no_frame(error: BaseException) -> int:
+    """Walk every frame of ``error``'s traceback after the test's own (which holds what it set, as the
+    program does), functai's or not: no local shows a secret. The frame count."""
+    tb = error.__traceback__.tb_next
+    frames = 1
+    while tb is not None:
         frames += 1
         for name, value in tb.tb_frame.f_locals.items():
             for text in _reprs(value):
-                assert KEY not in text, (tb.tb_frame.f_code.co_name, name)
+                for secret in SECRETS:
+                    assert secret not in text, (tb.tb_frame.f_code.co_name, name, secret)
         tb = tb.tb_next
-    assert frames >= 4  # the test, the function, the call, the client
-    assert KEY not in str(info.value) and KEY not in json.dumps(info.value.record.to_dict(), default=str)
+    return frames
+
+
+def test_the_key_is_in_no_frame_of_a_failing_call(answers_400: None) -> None:
+    functai.configure(headers={**HEADERS, "X-Trace": "plain-0123456789"})
+    with pytest.raises(FunctAIError) as info:
+        capital("Peru")
+    assert _in_no_frame(info.value) >= 4  # the test, the function, the call, the client
+    data = json.dumps(info.value.record.to_dict(), default=str)
+    for secret in SECRETS:
+        assert secret not in str(info.value) and secret not in data
+
+
+def _with_password(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    assert urlsplit(url).password is None, "the test server's URL has a password of its own"
+    return url.replace("@", ":pg-PASSWORD-0123456789@", 1)  # the test server trusts: any password works
+
+
+def test_a_postgresql_password_is_in_no_frame_of_a_failing_call(answers_400: None, postgres_url: str) -> None:
+    from functai.stores.urls import forget
+
+    url = _with_password(postgres_url)
+    functai.configure(log_calls=url)
+    chat = capital.conversation("c1", store=url)
+    try:
+        with pytest.raises(FunctAIError) as info:
+            chat("Peru")
+        assert info.value.code == "model-http"
+        assert _in_no_frame(info.value) >= 4
+        [logged] = functai.read_calls(url)  # the call was logged, in the database the URL names
+        assert logged.error["code"] == "model-http" and logged.conversation["store"] == postgres_url
+        assert "pg-PASSWORD" not in repr(current_values()) and "<url postgresql://" in repr(current_values())
+        functai.rate(logged, good=False)  # ratings go beside the log the setting names
+        assert [r.rating["good"] for r in functai.read_calls(url, rated=True)] == [False]
+    finally:
+        forget(url)
+
+
+def test_a_call_log_url_from_the_environment_is_hidden_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from functai.layers import from_environment
+    from functai.models.keys import reveal
+
+    url = "postgresql://ann:pg-PASSWORD-0123456789@db.example/calls"
+    monkeypatch.setenv("FUNCTAI_LOG_CALLS", url)
+    hidden = from_environment().values["log_calls"]
+    assert repr(hidden) == "<url postgresql://ann@db.example/calls>" and reveal(hidden) == url
+    monkeypatch.setenv("FUNCTAI_LOG_CALLS", "calls/")
+    assert from_environment().values["log_calls"] == "calls/"  # no password: kept as it is
 
 
 def test_resolved_settings_hold_no_key(server: LoopbackServer) -> None:
-    from functai.layers import current_values, resolve
+    from functai.layers import resolve
 
-    assert KEY not in repr(current_values()) and "<api key>" in repr(current_values())
-    assert KEY not in repr(dict(resolve(capital.own).values))
+    functai.configure(headers={**HEADERS, "X-Trace": "plain-0123456789"})
+    shown = repr(current_values())
+    assert "<api key>" in shown and "<secret>" in shown and "plain-0123456789" in shown
+    for secret in SECRETS:
+        assert secret not in shown and secret not in repr(dict(resolve(capital.own).values))
+    server.reply("Lima")
+    assert capital("Peru") == "Lima"  # and the server gets them all, as set
+    sent = server.requests[-1].headers
+    assert sent["authorization"] == f"Bearer {KEY}" and sent["x-api-key"] == HEADERS["X-Api-Key"]
+    assert sent["cookie"] == HEADERS["Cookie"] and sent["x-trace"] == "plain-0123456789"
 
 
 def test_a_key_echoed_in_a_reply_is_scrubbed_before_it_is_returned_or_recorded(server: LoopbackServer, tmp_path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 import pytest
-from loopback import LoopbackServer, Scripted, completion, error_body
+from loopback import LoopbackServer, Received, Scripted, completion, error_body, tool_call
 
 import functai
 from functai import ai
@@ -128,6 +128,58 @@ def test_a_tool_name_as_tool_choice_is_sent_in_the_wire_form(server: LoopbackSer
     with OpenAIClient(base_url=server.url) as client:
         client.complete(ask(tool_choice="lookup"))
     assert server.requests[0].body["tool_choice"] == {"type": "function", "function": {"name": "lookup"}}
+
+
+def honouring_tool_choice(request: Received) -> Scripted:
+    """A server that does what tool_choice says: a forced choice always gets a tool call."""
+    if request.body.get("tool_choice", "auto") in ("auto", "none"):
+        return Scripted(body=completion("Lima"))
+    return Scripted(body=completion(None, tool_calls=[tool_call(f"c{len(request.body['messages'])}", "lookup",
+                                                                {"country": "Peru"})], finish_reason="tool_calls"))
+
+
+@pytest.mark.parametrize("choice", ["required", "lookup"])
+def test_a_forced_tool_choice_is_sent_once_then_auto_and_recorded(choice: str, tmp_path) -> None:
+    looked_up: list[str] = []
+
+    @functai.tool(effects="reads")
+    def lookup(country: str) -> str:
+        """Facts about a country."""
+        looked_up.append(country)
+        return "capital: Lima"
+
+    @ai(tools=[lookup])
+    def capital_of(country: str) -> str:
+        """The capital city of the country."""
+
+    with LoopbackServer(default=honouring_tool_choice) as srv:
+        functai.configure(lm="openai/m", base_url=srv.url, tool_choice=choice, log_calls=str(tmp_path))
+        value, record = capital_of.run("Peru")
+    assert value == "Lima" and looked_up == ["Peru"]  # one tool step, not max_steps of them
+    first, second = (r.body["tool_choice"] for r in srv.requests)
+    assert first in ("required", {"type": "function", "function": {"name": "lookup"}}) and second == "auto"
+    assert record.settings == {"tool_choice": choice, "tool_choice_after_tools": "auto"}
+    [logged] = functai.read_calls(tmp_path)
+    assert logged.settings == record.settings
+
+
+def test_auto_tool_choice_is_left_as_set(tmp_path) -> None:
+    @functai.tool(effects="reads")
+    def lookup(country: str) -> str:
+        """Facts about a country."""
+        return "capital: Lima"
+
+    @ai(tools=[lookup])
+    def capital_of(country: str) -> str:
+        """The capital city of the country."""
+
+    with LoopbackServer() as srv:
+        srv.script(Scripted(body=completion(None, tool_calls=[tool_call("c1", "lookup", {"country": "Peru"})])),
+                   Scripted(body=completion("Lima")))
+        functai.configure(lm="openai/m", base_url=srv.url, tool_choice="auto")
+        value, record = capital_of.run("Peru")
+    assert [r.body["tool_choice"] for r in srv.requests] == ["auto", "auto"]
+    assert record.settings == {"tool_choice": "auto"}
 
 
 def test_max_tokens_is_sent_as_max_completion_tokens_to_openai_reasoning_models(server: LoopbackServer) -> None:

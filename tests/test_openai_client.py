@@ -9,7 +9,8 @@ from typing import Iterator
 import pytest
 from loopback import LoopbackServer, Scripted, completion, error_body, refused_url, tool_call
 
-from functai.errors import ModelError
+import functai
+from functai.errors import FunctAIError, ModelError
 from functai.models.openai import OpenAIClient
 from functai.models.request import Reply, Request, ToolCall
 
@@ -399,9 +400,53 @@ def test_malformed_success_is_a_protocol_error(server: LoopbackServer, body: obj
     assert len(server.requests) == 1
 
 
-def test_userinfo_in_base_url_is_hidden(server: LoopbackServer) -> None:
-    client = OpenAIClient(base_url=f"http://user:hunter2@127.0.0.1:{server.port}/v1")
-    assert "hunter2" not in repr(client)
+def test_credentials_in_a_base_url_are_refused_before_anything_is_sent(
+    server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"http://user:hunter2-0123456789@127.0.0.1:{server.port}/v1"
+    refusals = []
+    with pytest.raises(FunctAIError) as info:
+        OpenAIClient(base_url=url)
+    refusals.append(info.value)
+    with pytest.raises(FunctAIError) as info:
+        functai.configure(base_url=url)  # refused when set: it never becomes a setting
+    refusals.append(info.value)
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    functai.configure(lm="openai/m")
+
+    @functai.ai
+    def capital(country: str) -> str:
+        """The capital."""
+
+    with pytest.raises(FunctAIError) as info:
+        capital("Peru")
+    refusals.append(info.value)
+    for error in refusals:
+        assert error.code == "base-url-credentials"
+        assert "hunter2" not in str(error) and f"'http://127.0.0.1:{server.port}/v1'" in str(error)
+        assert "api_key=" in str(error) and "Authorization" in str(error)
+    assert server.requests == []
+
+
+def test_basic_and_bearer_credentials_echoed_in_any_form_are_scrubbed(server: LoopbackServer) -> None:
+    import base64
+
+    basic = base64.b64encode(b"ann:pw-SECRET-0123456789").decode()
+    token = "tok-SECRET-0123456789"
+    server.script(
+        Scripted(status=401, body=error_body(f"bad Authorization 'Basic {basic}': {basic} is ann:pw-SECRET-0123456789")),
+        Scripted(status=401, body=error_body(f"unknown token {token} (header 'Bearer {token}')")),
+    )
+    with OpenAIClient(base_url=server.url, headers={"Authorization": f"Basic {basic}"}) as client:
+        with pytest.raises(ModelError) as info:
+            client.complete(ask())
+    assert server.requests[0].headers["authorization"] == f"Basic {basic}"
+    text = str(info.value)
+    assert basic not in text and "pw-SECRET" not in text and "bad Authorization" in text
+    with OpenAIClient(base_url=server.url, headers={"X-Auth": f"Bearer {token}"}) as client:
+        with pytest.raises(ModelError) as info:
+            client.complete(ask())
+    assert token not in str(info.value) and "unknown token ***" in str(info.value)
 
 
 # -- configuration -------------------------------------------------------------

@@ -17,10 +17,12 @@ import pytest
 import functai
 from functai import FunctAIError
 from functai.conversations.store import FolderStore, MemoryStore, StoreConflict, open_store, store_reference
+from functai.evaluation.ratings import read_ratings
 from functai.stores.postgres import PostgresStore
 from functai.stores.sqlite import SQLiteStore
 from functai.stores.urls import SCHEMA_VERSION, forget, redact, scheme_of
 from functai.testing import ScriptedLM
+from store_fixtures import raw_sql
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,12 +78,12 @@ def test_a_password_never_reaches_a_record_or_a_message():
     assert info.value.code == "store-io" and "s3cret" not in str(info.value)
 
 
-def test_postgresql_without_psycopg_names_the_extra(monkeypatch):
+def test_postgresql_without_psycopg_names_the_driver(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now fails, as when it is not installed
     with pytest.raises(FunctAIError) as info:
         open_store("postgresql://127.0.0.1/nowhere")
     assert info.value.code == "store-driver-missing"
-    assert 'pip install "functai[postgres]"' in info.value.message
+    assert 'pip install "psycopg[binary]>=3.1"' in info.value.message
 
 
 
@@ -117,7 +119,7 @@ def test_the_schema_is_created_versioned_and_a_newer_one_refused(sql_url):
     store = open_store(sql_url)
     store.append("c", [{"n": 0}])
     forget(sql_url)
-    raw = _raw(sql_url)
+    raw = raw_sql(sql_url)
     assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [(str(SCHEMA_VERSION),)]
     raw(f"UPDATE functai_meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'schema'")
     with pytest.raises(FunctAIError) as info:
@@ -129,7 +131,7 @@ def test_the_schema_is_created_versioned_and_a_newer_one_refused(sql_url):
 
 @both
 def test_a_schema_1_store_is_migrated_on_first_open(sql_url):
-    raw = _raw(sql_url)
+    raw = raw_sql(sql_url)
     for statement in (  # what functai wrote as schema 1
         "CREATE TABLE functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE functai_records (conversation TEXT NOT NULL, position INTEGER NOT NULL, "
@@ -147,28 +149,10 @@ def test_a_schema_1_store_is_migrated_on_first_open(sql_url):
     assert store.count("c") == 6
     records, count = store.read_branch("c", "t3")
     assert count == 6 and [position for position, _ in records] == [0, 1, 2, 4, 5]  # t2's branch left out
-    assert records[-1][1] == {"functai_unreadable": "not json"}  # keeps its place; readers skip it
+    assert records[-1][1] == {"functai_conversation": 1, "functai_unusable": "not JSON"}  # keeps its place: damage
     assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [(str(SCHEMA_VERSION),)]
     assert store.append("c", [{"kind": "end", "turn": "t3"}], expect=6) == 7
     assert [p for p, _ in store.read_branch("c", "t3")[0]] == [0, 1, 2, 4, 5, 6]
-
-
-def _raw(url):
-    """Run SQL on the store's database directly, as another program would."""
-    if url.startswith("sqlite:"):
-        path = url[len("sqlite:///"):]
-
-        def run(sql):
-            with sqlite3.connect(path) as conn:
-                return conn.execute(sql).fetchall()
-    else:
-        import psycopg
-
-        def run(sql):
-            with psycopg.connect(url, autocommit=True) as conn:
-                cursor = conn.execute(sql)
-                return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
-    return run
 
 
 # -- SQLite --------------------------------------------------------------------------------------
@@ -421,3 +405,52 @@ def test_postgresql_waits_for_the_disk_only_when_asked(postgres_url):
     finally:
         del conn.execute
     assert store.read("c") == [{"n": 0}, {"n": 1}, {"n": 2}]
+
+
+# -- reading creates nothing; locations that name no store ----------------------------------------
+
+
+def _tables(url) -> set[str]:
+    raw = raw_sql(url)
+    if url.startswith("sqlite:"):
+        return {name for (name,) in raw("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {name for (name,) in raw("SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                                    "current_schema()")}
+
+
+def test_reading_a_sqlite_store_that_is_not_there_creates_nothing(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "not" / "yet" / "x.db")
+    store = open_store(url)
+    assert (store.read("c"), store.count("c"), store.conversations()) == ([], 0, [])
+    assert store.read_branch("c", "t1") == ([], 0)
+    assert list(functai.read_calls(url)) == [] and read_ratings(url) == {}
+    assert not (tmp_path / "not").exists()  # no file, no folder
+    assert store.append("c", [{"n": 1}]) == 1  # a write makes them
+    assert store.read("c") == [{"n": 1}] and (tmp_path / "not" / "yet" / "x.db").is_file()
+    forget(url)
+
+
+@both
+def test_reading_a_store_without_tables_creates_none(sql_url, tmp_path):
+    if sql_url.startswith("sqlite:"):
+        sqlite3.connect(sql_url[len("sqlite:///"):]).close()  # an empty database file, as another program left it
+    store = open_store(sql_url)
+    assert (store.read("c"), store.count("c"), store.conversations(), store.read_branch("c", "t")) == \
+        ([], 0, [], ([], 0))
+    assert list(functai.read_calls(sql_url)) == []
+    assert _tables(sql_url) == set()
+    store.append("c", [{"n": 1}])
+    assert {"functai_meta", "functai_records", "functai_calls", "functai_ratings"} <= _tables(sql_url)
+
+
+@pytest.mark.parametrize("bad", ["", " ", "\t", "sqlite:", "SQLite:", "sqlite:/x.db", "sqlite:///a\x00b.db",
+                                 "a\x00b", "postgresql:db", "postgresql://[::zz]/db", "postgresql://h:port/db",
+                                 "postgres://u:s3cret@[::1/db"])
+def test_a_location_that_names_no_store_is_refused_with_store_url(bad):
+    for use in (open_store, lambda where: functai.configure(log_calls=where) if where else None):
+        if bad == "" and use is not open_store:
+            continue  # log_calls="" is no call log, as FUNCTAI_LOG_CALLS= is
+        with pytest.raises(FunctAIError) as info:
+            use(bad)
+        assert info.value.code == "store-url", info.value
+        assert "s3cret" not in str(info.value)

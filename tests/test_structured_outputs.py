@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from typing import Iterator, Literal, Optional, TypedDict
+from typing import Callable, Iterator, Literal, Optional, TypedDict
 
 import attrs
 import pydantic
 import pytest
-from loopback import LoopbackServer, Scripted, completion, error_body
+from loopback import LoopbackServer, Received, Scripted, completion, error_body
 
 import functai
 from functai import ai
@@ -105,41 +105,80 @@ def test_strict_true_on_the_wire_for_a_dataclass(server: LoopbackServer) -> None
     assert {"type": "null"} in schema["properties"]["nickname"]["anyOf"]
 
 
-def test_a_400_to_json_schema_falls_back_to_json_object_and_is_remembered(server: LoopbackServer) -> None:
+def refusing(strict: bool, loose: bool, json_object: bool = False) -> Callable[[Received], Scripted]:
+    """A server that answers 400 to the response formats it does not take, as such servers do."""
+
+    def answer(request: Received) -> Scripted:
+        fmt = request.body.get("response_format") or {}
+        kind = fmt.get("type")
+        if kind == "json_schema" and fmt["json_schema"]["strict"] and strict:
+            return Scripted(status=400, body=error_body("'strict': true is not supported"))
+        if kind == "json_schema" and not fmt["json_schema"]["strict"] and loose:
+            return Scripted(status=400, body=error_body("response_format json_schema is not supported"))
+        if kind == "json_object" and json_object:
+            return Scripted(status=400, body=error_body("response_format type json_object is not supported"))
+        return Scripted(body=completion('{"name": "Ada", "age": 36, "nickname": null}'))
+
+    return answer
+
+
+def test_a_server_refusing_only_strict_gets_the_same_schema_with_strict_false(server: LoopbackServer) -> None:
+    server.default = refusing(strict=True, loose=False)
+    assert person("Ada, 36") == Person("Ada", 36, None)
+    assert person("Ada, 36") == Person("Ada", 36, None)
+    first, second, third = (r.body["response_format"] for r in server.requests)
+    assert first["type"] == "json_schema" and first["json_schema"]["strict"] is True
+    # The schema is still sent, as it was (every field required, no others), with strict false.
+    assert second == {"type": "json_schema",
+                      "json_schema": {"name": "output", "schema": first["json_schema"]["schema"], "strict": False}}
+    assert third == second  # remembered for this base URL: one request per call from now on
+    assert "JSON schema" not in json.dumps(server.requests[1].body["messages"])
+
+
+def test_a_server_refusing_json_schema_falls_back_to_json_object_and_is_remembered(server: LoopbackServer) -> None:
+    server.default = refusing(strict=True, loose=True)
+    assert person("Ada, 36") == Person("Ada", 36, None)
+    assert person("Ada, 36") == Person("Ada", 36, None)
+    first, second, third, fourth = (r.body for r in server.requests)
+    assert first["response_format"]["json_schema"]["strict"] is True
+    assert second["response_format"]["json_schema"]["strict"] is False
+    assert third["response_format"] == {"type": "json_object"}
+    assert "JSON schema" in third["messages"][0]["content"]  # the schema is said in the instructions
+    assert '"nickname"' in third["messages"][0]["content"]
+    assert fourth["response_format"] == {"type": "json_object"}  # remembered for this base URL
+
+
+def test_a_schema_that_cannot_be_strict_is_not_sent_twice_with_strict_false(server: LoopbackServer) -> None:
+    @ai
+    def counts(text: str) -> dict[str, int]:
+        """Count the words."""
+
     server.script(
         Scripted(status=400, body=error_body("response_format json_schema is not supported")),
-        Scripted(body=completion('{"name": "Ada", "age": 36, "nickname": null}')),
-        Scripted(body=completion('{"name": "Bob", "age": 7, "nickname": "B"}')),
+        Scripted(body=completion('{"a": 1}')),
     )
-    assert person("Ada, 36") == Person("Ada", 36, None)
-    assert person("Bob, 7") == Person("Bob", 7, "B")
-    first, second, third = (r.body for r in server.requests)
-    assert first["response_format"]["type"] == "json_schema"
-    assert second["response_format"] == {"type": "json_object"}
-    assert "JSON schema" in second["messages"][0]["content"]  # the schema is said in the instructions
-    assert '"nickname"' in second["messages"][0]["content"]
-    assert third["response_format"] == {"type": "json_object"}  # remembered for this base URL
+    assert counts("a") == {"a": 1}
+    first, second = (r.body["response_format"] for r in server.requests)
+    assert first["type"] == "json_schema" and first["json_schema"]["strict"] is False
+    assert second == {"type": "json_object"}
 
 
 def test_then_to_instructions_only(server: LoopbackServer) -> None:
-    server.script(
-        Scripted(status=400, body=error_body("unknown field response_format.json_schema")),
-        Scripted(status=400, body=error_body("response_format type json_object is not supported")),
-        Scripted(body=completion('{"name": "Ada", "age": 36, "nickname": null}')),
-    )
+    server.default = refusing(strict=True, loose=True, json_object=True)
     assert person("Ada, 36") == Person("Ada", 36, None)
+    assert len(server.requests) == 4
     last = server.requests[-1].body
     assert "response_format" not in last and "JSON schema" in last["messages"][0]["content"]
-    server.reply('{"name": "Bob", "age": 7, "nickname": null}')
     person("Bob, 7")
-    assert "response_format" not in server.requests[-1].body
+    assert len(server.requests) == 5 and "response_format" not in server.requests[-1].body
 
 
 def test_a_400_that_no_format_cures_is_the_first_error_and_is_not_remembered(server: LoopbackServer) -> None:
-    server.script(*[Scripted(status=400, body=error_body(f"model m does not exist ({n})")) for n in range(3)])
+    server.script(*[Scripted(status=400, body=error_body(f"model m does not exist ({n})")) for n in range(4)])
     with pytest.raises(ModelError) as info:
         person("Ada")
     assert "(0)" in info.value.message and info.value.status == 400
+    assert len(server.requests) == 4
     assert openai_client._formats == {}
 
 

@@ -466,7 +466,7 @@ def test_approve_without_an_approval_plugin_refuses_naming_the_distribution():
         with pytest.raises(FunctAIError) as info:
             answer("x")
     assert info.value.code == "approval-missing"
-    assert "functai-approval" in info.value.message
+    assert "functai install" in info.value.message and "functai_builtin_plugins/approval" in info.value.message
 
 
 def test_an_ai_function_tool_holding_a_tool_that_changes_things_counts_as_changes(approval):

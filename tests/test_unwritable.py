@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -231,3 +232,140 @@ def test_permission_denied_names_the_path(tmp_path):
         import shutil
 
         shutil.rmtree(shared)
+
+
+# -- SQL stores: read-only and full, each as the folder store says it ---------------------------------------
+
+
+def _sqlite_with_a_turn(where):
+    """A SQLite store (and call log) at ``where`` holding one done turn and one logged call."""
+    url = "sqlite:///" + str(where / "s.db")
+    functai.configure(client=ScriptedLM(reply=lambda r: "ok"), log_calls=url)
+    echo.conversation("c", store=url)("hi")
+    functai.configure(log_calls=None)
+    from functai.stores.urls import forget
+
+    forget(url)  # as a new process would find it: no connection open, no -wal file left
+    return url
+
+
+def test_a_sqlite_store_on_a_read_only_disk_reads_and_refuses_writes(tmp_path):
+    where = tmp_path / "ro"
+    _mount(where, "size=4m")
+    try:
+        url = _sqlite_with_a_turn(where)
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+        lm = ScriptedLM(["never"])
+        functai.configure(client=lm)
+        chat = echo.conversation("c", store=url)  # reading a read-only store works
+        assert [(t.state, t.outputs) for t in chat.turns] == [("done", {"output": "ok"})]
+        assert [r.inputs["text"] for r in records.read_calls(url)] == ["hi"]
+        with pytest.raises(FunctAIError) as info:
+            chat("again")
+        _unwritable(info, where / "s.db")
+        assert lm.requests == []  # refused before the model was asked
+        with pytest.raises(FunctAIError) as info:
+            functai.configure(log_calls=str(where / "s.db"))  # (the URL itself was found writable before)
+        _unwritable(info, where)
+        assert "read-only" in info.value.message
+    finally:
+        from functai.stores.urls import forget
+
+        forget("sqlite:///" + str(where / "s.db"))
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_under_a_sqlite_store_is_store_unwritable(tmp_path):
+    where = tmp_path / "disk"
+    _mount(where, "size=1m")
+    try:
+        url = _sqlite_with_a_turn(where)
+        from functai.conversations.store import open_store
+
+        store = open_store(url)
+        before = store.count("c")
+        fd = os.open(where / "filler", os.O_WRONLY | os.O_CREAT, 0o600)  # the disk, filled to the brim
+        try:
+            while True:
+                os.write(fd, b"x" * 512)
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        with pytest.raises(FunctAIError) as info:
+            store.append("c", [{"pad": "p" * 200_000}])
+        _unwritable(info, where / "s.db")
+        assert "full" in info.value.message
+        with pytest.raises(FunctAIError) as info:
+            store.log_lines("calls", [("x", json_line("p" * 200_000))])
+        _unwritable(info, where / "s.db")
+        with pytest.raises(FunctAIError) as info:  # a new store there: its tables cannot be made
+            open_store("sqlite:///" + str(where / "new.db")).append("c", [{"n": 1}])
+        _unwritable(info, where / "new.db")
+        os.remove(where / "filler")  # space again: it goes on
+        assert store.count("c") == before and store.append("c", [{"n": 1}], expect=before) == before + 1
+    finally:
+        from functai.stores.urls import forget
+
+        for name in ("s.db", "new.db"):
+            forget("sqlite:///" + str(where / name))
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def json_line(text: str) -> str:
+    return '{"pad": "' + text + '"}'
+
+
+@pytest.mark.skipif(not hasattr(os, "setuid") or os.geteuid() != 0, reason="needs root to become another user")
+def test_a_sqlite_store_another_user_may_only_read(tmp_path):
+    """As another user (root passes permission checks): a database in a folder it may read, not write."""
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="functai-ro-", dir="/tmp"))  # others may reach it, not write in it
+    try:
+        os.chmod(shared, 0o755)
+        url = _sqlite_with_a_turn(shared)
+        os.chmod(shared / "s.db", 0o644)
+        code = (
+            "import os, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records\n"
+            "from functai.conversations.store import open_store\n"
+            f"store = open_store({url!r})  # everything imported first: the interpreter's files may be root's only\n"
+            "os.setgid(65534); os.setuid(65534)\n"
+            "print(store.count('c'), len(list(functai.read_calls(" + repr(url) + "))))\n"
+            "try:\n"
+            "    store.append('c', [{'n': 1}])\n"
+            "except functai.FunctAIError as e:\n"
+            "    print(e.code)\n"
+        )
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(sys.path)}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd="/")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["4", "1", "store-unwritable"], done.stdout
+    finally:
+        import shutil
+
+        shutil.rmtree(shared)
+
+
+def test_a_read_only_postgresql_session_reads_and_refuses_writes(postgres_url):
+    from functai.conversations.store import open_store
+    from functai.stores.urls import forget
+
+    functai.configure(client=ScriptedLM(reply=lambda r: "ok"), log_calls=postgres_url)
+    echo.conversation("c", store=postgres_url)("hi")
+    functai.configure(log_calls=None)
+    read_only = postgres_url + "%20-cdefault_transaction_read_only%3Don"
+    try:
+        store = open_store(read_only)
+        assert store.count("c") == 4 and [r.inputs["text"] for r in records.read_calls(read_only)] == ["hi"]
+        for write in (lambda: store.append("c", [{"n": 1}]), lambda: store.log_lines("calls", [("x", "{}")])):
+            with pytest.raises(FunctAIError) as info:
+                write()
+            assert info.value.code == "store-unwritable", info.value
+        fresh = read_only.replace("search_path%3D", "search_path%3Dnone_")  # a schema with no tables yet
+        assert open_store(fresh).count("c") == 0  # a read creates no tables
+        with pytest.raises(FunctAIError) as info:
+            open_store(fresh).append("c", [{"n": 1}])  # creating them is a write too
+        assert info.value.code == "store-unwritable", info.value
+    finally:
+        forget(read_only)

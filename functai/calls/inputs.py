@@ -339,18 +339,22 @@ class InputChecker:
             value = inputs[name]
             if value is default:
                 continue  # a default is the author's choice (``x: str = None`` is common)
-            why = check(value)
-            if why is None and walk:
-                found = unshowable(value)
-                if found is not None:
-                    path, kind = found
-                    raise FunctAIError(
-                        f"{self.function}: input {name!r} cannot be shown to the model: {name}{path} is a "
-                        f"{kind.__module__}.{kind.__qualname__}, which has no JSON form and whose repr is only an "
-                        "address; pass JSON data (text, numbers, lists, dicts) or a dataclass, attrs or pydantic "
-                        "object, or give the class a __repr__ (or turn the check off with check_inputs=False)",
-                        code="input-invalid",
-                    )
+            try:
+                why = check(value)
+                found = unshowable(value) if why is None and walk else None
+            except RecursionError:
+                raise FunctAIError(
+                    f"{self.function}: input {name!r} is nested too deeply to check or show to the model (Python's "
+                    "recursion limit ran out); pass flatter data", code="input-invalid") from None
+            if found is not None:
+                path, kind = found
+                raise FunctAIError(
+                    f"{self.function}: input {name!r} cannot be shown to the model: {name}{path} is a "
+                    f"{kind.__module__}.{kind.__qualname__}, which has no JSON form and whose repr is only an "
+                    "address; pass JSON data (text, numbers, lists, dicts) or a dataclass, attrs or pydantic "
+                    "object, or give the class a __repr__ (or turn the check off with check_inputs=False)",
+                    code="input-invalid",
+                )
             if why is not None:
                 expected = describe(tp)
                 if why[0] in "[.":

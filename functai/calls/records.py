@@ -26,9 +26,12 @@ from attrs import NOTHING
 from ..attrsmethods import fields_repr
 from ..files import unwritable
 from ..log import warn
+from ..models.keys import SecretURL
 from .outputs import to_jsonable
 
 LOG_FILE = "calls.jsonl"
+#: Beside it in a call log folder: the ratings made of its calls (`functai.evaluation.ratings`).
+RATINGS_FILE = "ratings.jsonl"
 
 
 @attrs.define(eq=False, init=False, repr=False)
@@ -266,7 +269,7 @@ def _line_encoder() -> Any:
     return encode
 
 
-def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
+def append(folder: str | os.PathLike[str] | SecretURL, record: CallRecord) -> None:
     """Append one record to the call log in ``folder`` (or at a store URL, see `functai.stores.calllog`)."""
     log = _by_folder.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
     if log is not None:  # a folder already open: the path every logged call takes
@@ -274,7 +277,10 @@ def append(folder: str | os.PathLike[str], record: CallRecord) -> None:
         if not log.append(line):
             _append(os.path.join(folder, LOG_FILE), line, folder, tried=log)
         return
-    if isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3"))):
+    # A log URL with a password is a SecretURL (see `functai.models.keys`): revealed only to open its store.
+    if isinstance(folder, SecretURL) or (
+        isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3")))
+    ):
         from ..stores import calllog
 
         if calllog.is_log_url(folder):
@@ -351,8 +357,8 @@ def _read_log(folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | N
     from ..stores import calllog
 
     if calllog.is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
-        path = calllog.redact(os.fspath(folder))
-        lines: Iterator[tuple[int, dict[str, Any]]] = enumerate(calllog.read_lines(os.fspath(folder), "calls"), 1)
+        path = calllog.place(os.fspath(folder), "calls")
+        lines: Iterator[tuple[int, dict[str, Any]]] = calllog.numbered_rows(os.fspath(folder), "calls", skipped)
     else:
         path = os.path.join(os.fspath(folder), LOG_FILE)
         lines = numbered_lines(path, skipped)
@@ -386,6 +392,15 @@ def _record_problem(data: dict[str, Any]) -> str | None:
         if name in data and not all(isinstance(item, dict) for item in data[name]):
             return f"{name!r} holds something other than objects"
     return None
+
+
+def is_log_line(data: Any) -> bool:
+    """Whether a decoded line is one a call log folder holds: a call record, or a rating of one."""
+    if not isinstance(data, dict):
+        return False
+    if isinstance(data.get("call"), str) and isinstance(data.get("good"), bool):
+        return True
+    return _record_problem(data) is None
 
 
 def report_skipped(path: str, number: int, reason: str, skipped: list[tuple[str, str]] | None) -> None:

@@ -239,6 +239,8 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
 
                     runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal, listen)
                 messages = frozen_messages(messages) + (yield from runner.run(reply))  # what was sent stays frozen
+                if steps == 1:
+                    model_settings = _tool_choice_released(model_settings, record)
                 continue
             text = reply.text if reply.text is not None else ""
             try:
@@ -361,7 +363,8 @@ def _client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tupl
     if not lm:
         raise FunctAIError(
             f"no model is configured for {fn.name}: set lm=... (functai.configure, functai.settings, "
-            "@ai, or the FUNCTAI_LM environment variable) or give client=...",
+            "@ai, or the FUNCTAI_LM environment variable) or give client=...; lm='test' is an offline "
+            "test model",
             code="no-model",
         )
     return providers.client_for(lm, values)
@@ -407,6 +410,17 @@ def _request_hook(
     return event.request
 
 
+def _tool_choice_released(model_settings: dict[str, Any], record: records.CallRecord) -> dict[str, Any]:
+    """After the first tool step, a forced ``tool_choice`` (``required``, a tool) is sent as ``auto``:
+    a server that honours it would otherwise call tools until ``max_steps``. The record keeps
+    the setting as first sent, and ``tool_choice_after_tools`` says what followed."""
+    choice = model_settings.get("tool_choice")
+    if choice is None or choice in ("auto", "none"):
+        return model_settings
+    record.settings = {**record.settings, "tool_choice_after_tools": "auto"}
+    return {**model_settings, "tool_choice": "auto"}
+
+
 def _reask(reply: str | None, reason: str, fn: "AIFunction") -> list[dict[str, Any]]:
     want = "only the JSON value" if fn.output_schema is not None else "the answer"
     return [
@@ -428,10 +442,12 @@ def _add_usage(record: records.CallRecord, reply: Reply) -> None:
 
 
 def _approval_missing(fn: "AIFunction") -> FunctAIError:
+    from ..builtins import install_command
+
     return FunctAIError(
         f"approve is set for {fn.name}, but no approval plugin is installed, and approval never turns "
-        "off silently: pip install functai-approval (or another distribution whose entry point "
-        "'approval' is in the group 'functai'), or remove the approve setting",
+        f"off silently: {install_command('functai-approval')}, or install another distribution whose entry "
+        "point 'approval' is in the group 'functai', or remove the approve setting",
         code="approval-missing",
     )
 

@@ -7,7 +7,7 @@ import json
 from typing import Any, TextIO
 
 from ..calls.records import CallRecord, read_calls
-from .common import LOG_HELP, CLIError, log_folder, plural, positive, short, table
+from .common import LOG_HELP, CLIError, location, log_folder, plural, positive, short, table
 
 
 def register(commands: Any) -> None:
@@ -44,7 +44,7 @@ def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
     for where, reason in skipped:  # said once each, here, rather than as Python warnings
         print(f"functai: skipped {where}: {reason}", file=args.err)
     if not records:
-        print(f"no calls recorded in {folder}", file=out)
+        print(f"no calls recorded in {location(folder)}", file=out)
         return 0
     rows = [["STARTED", "ID", "FUNCTION", "MODEL", "SECONDS", "STATUS", "CHANGES", "TOOLS"]]
     for record in records[-args.limit :]:
@@ -59,10 +59,14 @@ def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
 
 def find(folder: str, prefix: str) -> CallRecord:
     """The one logged call whose id starts with ``prefix``."""
+    if not prefix.strip():  # "" starts every id
+        raise CLIError("the call id is empty", code="call-id",
+                       hint=f"give a call id, or enough of its start to be unique: `functai calls {location(folder)}` "
+                            "lists the recent ones")
     found = {r.id: r for r in read_calls(folder) if r.id.startswith(prefix)}
     if not found:
-        raise CLIError(f"no call with id {prefix!r} in {folder}/", code="not-found",
-                       hint=f"`functai calls {folder}` lists the recent ones")
+        raise CLIError(f"no call with id {prefix!r} in {location(folder)}", code="not-found",
+                       hint=f"`functai calls {location(folder)}` lists the recent ones")
     if len(found) > 1:
         raise CLIError(f"{prefix!r} matches {len(found)} calls", code="ambiguous-id", hint="give more of the id")
     return next(iter(found.values()))

@@ -30,39 +30,62 @@ class CLIError(Exception):
         self.message, self.code, self.status, self.hint = message, code, status, hint
 
 
-def log_folder(given: str | None) -> str:
-    """The call log folder a command reads: the one given, else $FUNCTAI_LOG_CALLS, else ``calls``."""
+def log_folder(given: str | None, *, existing: bool = True) -> str:
+    """The call log a command uses: the one given, else $FUNCTAI_LOG_CALLS, else ``calls``.
+
+    A command that reads it (``existing``) refuses one that is not there
+    (``not-found``) rather than reading it as empty: reading never creates a
+    call log, and a wrong path must not look like a log with no calls.
+    """
     folder = given or os.environ.get("FUNCTAI_LOG_CALLS") or DEFAULT_LOG
+    hint = "give the folder or URL that log_calls= (or FUNCTAI_LOG_CALLS) names; the first logged call makes it"
     if _is_url(folder):  # a SQLite or PostgreSQL call log (functai.stores)
+        if existing:
+            _no_sqlite_file(folder, "call log", hint)
         return folder
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise CLIError(f"{folder} is a file, not a call log folder", code="not-a-folder",
                        hint="give the folder that log_calls= (or FUNCTAI_LOG_CALLS) names")
+    if existing and not os.path.exists(folder):
+        raise CLIError(f"no call log folder {folder}", code="not-found", hint=hint)
     return folder
 
 
 def store_folder(given: str) -> str:
     """A conversation store folder (or store URL) that exists (a command never creates one by reading it)."""
+    hint = "give the folder or URL passed as store= when the conversation was made"
     if _is_url(given):
-        from ..stores.urls import scheme_of, sqlite_path
-
-        if scheme_of(given) == "sqlite" and not os.path.isfile(sqlite_path(given)):
-            raise CLIError(f"no SQLite store {sqlite_path(given)}", code="not-found",
-                           hint="give the URL passed as store= when the conversation was made")
+        _no_sqlite_file(given, "store", hint)
         return given
     if not os.path.exists(given):
-        raise CLIError(f"no store folder {given}", code="not-found",
-                       hint="give the folder passed as store= when the conversation was made")
+        raise CLIError(f"no store folder {given}", code="not-found", hint=hint)
     if not os.path.isdir(given):
-        raise CLIError(f"{given} is a file, not a store folder", code="not-a-folder",
-                       hint="give the folder passed as store= when the conversation was made")
+        raise CLIError(f"{given} is a file, not a store folder", code="not-a-folder", hint=hint)
     return given
+
+
+def _no_sqlite_file(url: str, what: str, hint: str) -> None:
+    """Refuse a SQLite URL whose file is not there (``not-found``); other URLs are asked when read."""
+    from ..stores.urls import scheme_of, sqlite_path
+
+    if scheme_of(url) == "sqlite" and not os.path.isfile(sqlite_path(url)):
+        raise CLIError(f"no SQLite {what} {sqlite_path(url)}", code="not-found", hint=hint)
 
 
 def _is_url(text: str) -> bool:
     from ..stores.urls import is_url
 
     return is_url(text)
+
+
+def location(where: str) -> str:
+    """A call log or store as messages name it: a folder ends in ``/``; a URL is shown as it is
+    (nothing added), without its password."""
+    if _is_url(where):
+        from ..stores.urls import redact
+
+        return redact(where)
+    return where if where.endswith(("/", os.sep)) else where + "/"
 
 
 def positive(text: str) -> int:
@@ -112,7 +135,7 @@ def history(store: str, conversation: str) -> "History":
     with paused_gc():  # the decoded records die in the pause: only what the history keeps is ever scanned
         found.apply_all(open_store(store_folder(store)).read(conversation))
     if not found.count:
-        raise CLIError(f"no conversation {conversation!r} in {store}", code="not-found",
+        raise CLIError(f"no conversation {conversation!r} in {location(store)}", code="not-found",
                        hint=_known(store))
     return found
 

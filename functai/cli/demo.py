@@ -16,7 +16,8 @@ def register(commands: Any) -> None:
         f"--log (default ./{DEFAULT_FOLDER}/) to look at afterwards.",
     )
     demo.add_argument("--log", default=DEFAULT_FOLDER, metavar="DIR",
-                      help=f"where the demo keeps its call log and conversation (default ./{DEFAULT_FOLDER}/)")
+                      help="where the demo keeps its call log and conversation: a folder "
+                           f"(default ./{DEFAULT_FOLDER}/) or a store URL such as sqlite:///demo.db")
     demo.set_defaults(run=cmd_demo)
 
 
@@ -25,9 +26,10 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
     from ..demo import main as demo
     from ..errors import FunctAIError
+    from ..stores.urls import is_url
     from .common import RUNTIME, CLIError
 
-    if os.path.exists(args.log) and not os.path.isdir(args.log):
+    if not is_url(args.log) and os.path.exists(args.log) and not os.path.isdir(args.log):
         raise CLIError(f"{args.log} is a file, not a folder", code="not-a-folder",
                        hint="give --log a folder (it is made when missing)")
     try:

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any, TextIO
 
+from ..calls.records import CallRecord
 from .calls import find
-from .common import LOG_HELP, ai_function, log_folder, positive, require_model, short
+from .common import (
+    LOG_HELP,
+    RUNTIME,
+    CLIError,
+    ai_function,
+    import_program,
+    log_folder,
+    plural,
+    positive,
+    require_model,
+    short,
+)
 
 
 def register(commands: Any) -> None:
@@ -24,6 +37,8 @@ def register(commands: Any) -> None:
     evaluate.add_argument("function", help="MODULE:FUNCTION (importable from here)")
     evaluate.add_argument("--log", help=LOG_HELP)
     evaluate.add_argument("--workers", type=positive, default=None, help="rows asked at once (default 4)")
+    evaluate.add_argument("--min-score", type=fraction, default=None, metavar="SCORE",
+                          help="exit 1 when the score is below SCORE (0 to 1); without it a low score exits 0")
     evaluate.set_defaults(run=cmd_evaluate)
 
 
@@ -32,11 +47,74 @@ def cmd_rate(args: argparse.Namespace, out: TextIO) -> int:
 
     folder = log_folder(args.log)
     record = find(folder, args.id)
-    rating = rate(record.id, good=args.good, correction=args.correction, by=args.by, log=folder)
+    correction = None if args.correction is None else _correction(record, args.correction)
+    rating = rate(record.id, good=args.good, correction=correction, by=args.by, log=folder)
     verdict = "good" if rating.good else "bad"
     fix = f", correction {short(rating.correction)}" if rating.correction is not None else ""
     print(f"rated {rating.call} {verdict}{fix}" + (f" (by {rating.by})" if rating.by else ""), file=out)
     return 0
+
+
+def _correction(record: CallRecord, text: str) -> Any:
+    """``--correction TEXT`` as a value of the function's output type, read as its reply would be.
+
+    Checked now, or a correction that can never match (``notanint`` for an
+    ``int`` function) would fail every evaluation row it makes. The type is
+    the function's when ``MODULE:FUNCTION`` imports from here, else the kind
+    of JSON value the call recorded (text when nothing tells).
+    """
+    from ..calls.outputs import describe, read_output
+    from ..errors import OutputError
+
+    fn = _function_of(record)
+    if fn is not None:
+        try:
+            return read_output(text, fn.output_type)
+        except OutputError as error:
+            raise CLIError(f"--correction {short(text)!r} is not a {describe(fn.output_type)}, the output type of "
+                           f"{record.module}:{record.function}: {error.message}", code="input-invalid",
+                           hint="give the answer it should have given, as JSON of that type (text as it is for str)"
+                           ) from None
+    kind = _json_kind(record.output)
+    if kind in (None, "text") or (kind == "object" and set(record.output) == {"chars"}):  # log_content=False
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = _NOT_JSON
+    if _json_kind(value) != kind and not (kind == "number" and _json_kind(value) == "integer"):
+        raise CLIError(f"--correction {short(text)!r} is not a JSON {kind}, as the call's recorded output "
+                       f"{short(record.output)} is", code="input-invalid",
+                       hint="give the answer it should have given, as JSON of the function's output type")
+    return value
+
+
+_NOT_JSON = object()
+
+
+def _json_kind(value: Any) -> str | None:
+    """The kind of JSON value ``value`` is (None for null, or for what JSON cannot hold)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    for kind, types in (("number", float), ("text", str), ("array", list), ("object", dict)):
+        if isinstance(value, types):
+            return kind
+    return None
+
+
+def _function_of(record: CallRecord) -> Any:
+    """The AI function that made ``record``, when it imports from here (quietly None when not)."""
+    from ..calls.function import AIFunction
+
+    if not record.module or record.module == "__main__":
+        return None
+    try:
+        found = import_program(f"{record.module}:{record.function}")
+    except CLIError:
+        return None
+    return found if isinstance(found, AIFunction) else None
 
 
 def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
@@ -47,4 +125,26 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
     require_model(program)  # a score of rows that all failed no-model would say nothing true
     result = evaluate(program, log=folder, workers=args.workers, progress_to=args.err)
     print(result.table(), file=out)
+    failed = result.model_failures
+    if failed:  # an outage scored as 0 would pass for a bad function in CI
+        codes = sorted({row.code for row in failed if row.code})
+        raise CLIError(
+            f"{len(failed)} of {plural(len(result.rows), 'row')} failed because the model could not be used "
+            f"({', '.join(codes)}), so the score measures the model's outage, not the function: {failed[0].error}",
+            code=failed[0].code or "model-error", status=RUNTIME,
+            hint="check the model (FUNCTAI_LM, its key and base URL) and run it again")
+    if args.min_score is not None and result.score < args.min_score:
+        raise CLIError(f"the score {result.score:.3f} is below --min-score {args.min_score:g}", code="min-score",
+                       status=RUNTIME)
     return 0
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, not {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1, not {text}")
+    return value

@@ -3,7 +3,9 @@
 pip runs with the Python that runs functai, so a functai installed with
 pipx (or in any venv) gets its plugins where it can find them. Afterwards
 the plugins table is printed by a fresh ``functai plugins`` process: what is
-installed now, as the next program will see it.
+installed now, as the next program will see it. ``uninstall`` asks once
+itself when stdin is a terminal (``--yes`` skips the question) and never
+lets pip ask: a script has nobody to answer, and pip dies on a closed stdin.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def register(commands: Any) -> None:
 
     uninstall = commands.add_parser("uninstall", help="pip uninstall plugins from functai's own environment")
     uninstall.add_argument("names", nargs="+", metavar="NAME", help="distribution names")
-    uninstall.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    uninstall.add_argument("-y", "--yes", action="store_true",
+                           help="do not ask for confirmation (it is asked only when stdin is a terminal)")
     uninstall.set_defaults(run=cmd_uninstall)
 
 
@@ -60,7 +63,8 @@ def _table(out: TextIO) -> None:
 def cmd_install(args: argparse.Namespace, out: TextIO) -> int:
     if not args.names and not args.editable:
         raise CLIError("name at least one plugin distribution to install", code="usage",
-                       hint="e.g. functai install functai-otel, or functai install ./my-plugin")
+                       hint="e.g. functai install ./my-plugin, or functai install ./functai_builtin_plugins/otel "
+                            "in a checkout of the functai repository")
     flags = [flag for flag, on in (("--upgrade", args.upgrade), ("--force-reinstall", args.force_reinstall),
                                    ("--no-cache-dir", args.no_cache_dir), ("--pre", args.pre)) if on]
     for path in args.editable:
@@ -78,6 +82,27 @@ def cmd_uninstall(args: argparse.Namespace, out: TextIO) -> int:
     if essential:
         raise CLIError(f"refusing to uninstall {', '.join(essential)}: it is functai itself", code="usage",
                        hint=f"to remove functai, run {sys.executable} -m pip uninstall functai")
-    _pip(["uninstall", *(["--yes"] if args.yes else []), *args.names], "uninstall")
+    if not args.yes and _interactive() and not _confirm(args.names, args.err):
+        print("nothing was uninstalled", file=out)
+        return 0
+    _pip(["uninstall", "--yes", *args.names], "uninstall")  # pip never prompts: it would die on a closed stdin
     _table(out)
     return 0
+
+
+def _interactive() -> bool:
+    """Whether a person can answer a question: stdin is a terminal (not a pipe, a file or closed)."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (OSError, ValueError):  # a closed or detached stdin
+        return False
+
+
+def _confirm(names: list[str], err: TextIO) -> bool:
+    """Ask once whether to uninstall ``names``; only an answer of y or yes goes on."""
+    print(f"uninstall {', '.join(names)} from {sys.prefix}? [y/N] ", end="", file=err, flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, ValueError):
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")

@@ -47,7 +47,7 @@ def cmd_calls_copy(rest: list[str], out: TextIO) -> int:
     if len(rest) != 2:
         raise CLIError("functai calls copy takes SRC and DST", code="usage",
                        hint=f"functai calls copy SRC DST, each {WHERE} (a folder named copy: ./copy)")
-    source, target = (log_folder(where) for where in rest)
+    source, target = log_folder(rest[0]), log_folder(rest[1], existing=False)
     calls, ratings = copy_calls(source, target)
     print(f"copied {plural(calls, 'call')} and {plural(ratings, 'rating')} from {redact(source)} to "
           f"{redact(target)}", file=out)

@@ -173,8 +173,15 @@ _SOUND: dict[str, Callable[[Mapping[str, Any]], bool]] = {
 }
 
 
+#: The key of what a SQL store reads for a row that is not a record: why it cannot be used.
+UNUSABLE = "functai_unusable"
+
+
 def problem(record: Mapping[str, Any]) -> str | None:
     """Why ``record`` (of this format) cannot be used, or None when its shape is sound."""
+    unusable = record.get(UNUSABLE)
+    if isinstance(unusable, str):
+        return unusable
     kind = record.get("kind")
     if not isinstance(kind, str):
         return "it has no 'kind'"

@@ -319,8 +319,22 @@ class FolderStore:
             names = os.listdir(self.folder)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        ids = (name[: -len(SUFFIX)] for name in names if name.endswith(SUFFIX))
+        ids = (name[: -len(SUFFIX)] for name in names if name.endswith(SUFFIX) and not self._call_log(name))
         return sorted(i for i in ids if CONVERSATION_ID.fullmatch(i))
+
+    def _call_log(self, name: str) -> bool:
+        """Whether file ``name`` belongs to a call log kept in this folder too (``log_calls=`` naming it):
+        ``calls.jsonl`` or ``ratings.jsonl`` whose first line is a call record or a rating."""
+        from ..calls.records import LOG_FILE, RATINGS_FILE, is_log_line
+
+        if name not in (LOG_FILE, RATINGS_FILE):
+            return False
+        try:
+            with open(self.folder / name, "rb") as file:
+                first = file.readline(_CHUNK)
+            return is_log_line(_record(first))
+        except (OSError, ValueError):  # unreadable, or not JSON: not the call log's
+            return False
 
     def __repr__(self) -> str:
         return f"FolderStore({str(self.folder)!r})"

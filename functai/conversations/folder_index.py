@@ -179,13 +179,18 @@ def _parse_lines(data: bytes, end: int, index: _Index, parsed: list[Any], rows: 
             index.numbers.add(number)
             parsed.append(record)
         else:
-            skipped.append((number, f"JSON {_JSON_NAMES.get(type(record), 'value')}, not an object"))
+            skipped.append((number, not_an_object(record)))
     index.parsed_lines = number
     return skipped
 
 
 _JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "true/false",
                type(None): "null"}
+
+
+def not_an_object(value: Any) -> str:
+    """Why a JSON value that is not an object is no record (every store says it the same way)."""
+    return f"JSON {_JSON_NAMES.get(type(value), 'value')}, not an object"
 
 
 def _parse_sound(data: bytes, end: int, index: _Index, parsed: list[Any], rows: bool = False) -> bool:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from .. import codec
 from ..errors import FunctAIError
+from ..files import check_folder_name
 
 __all__ = [
     "FolderStore",
@@ -281,6 +282,7 @@ def open_store(store: None | str | os.PathLike[str] | Store) -> Store:
         path = os.fspath(store)
         if isinstance(path, bytes):
             path = os.fsdecode(path)
+        check_folder_name(path)
         key = os.path.abspath(path)
         with _folder_stores_lock:
             found = _folder_stores.get(key)

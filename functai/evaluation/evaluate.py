@@ -29,6 +29,13 @@ from .replay import NotReplayable, ReplayedTurn, shown, turn_calls
 #: ``metric(expected, got) -> bool | float`` (1.0 / True is a pass).
 Metric = Callable[[Any, Any], Any]
 
+#: Error codes that say the model could not be used at all (no client, unreachable, an HTTP
+#: error such as a refused key, a reply that is not the protocol): a row failed by one of
+#: these measured an outage, not the function.
+MODEL_UNUSABLE: frozenset[str] = frozenset({
+    "no-model", "model-provider", "model-name", "model-unreachable", "model-http", "model-protocol", "model-error",
+})
+
 
 @attrs.frozen
 class Row:
@@ -57,6 +64,8 @@ class RowResult:
     #: The rated call this row came from, if any.
     record: str | None = None
     error: str | None = None
+    #: The failed call's error code (``model-http``, ``output-invalid`` …).
+    code: str | None = None
 
 
 @attrs.frozen
@@ -68,6 +77,11 @@ class Evaluation:
     rows: list[RowResult]
     #: Rated calls left out because they could not be asked again as they were: (call id, why).
     skipped: list[tuple[str, str]] = attrs.field(factory=list)
+
+    @property
+    def model_failures(self) -> list[RowResult]:
+        """The rows that failed because the model could not be used (codes in `MODEL_UNUSABLE`)."""
+        return [row for row in self.rows if row.code in MODEL_UNUSABLE]
 
     def table(self) -> str:
         lines = [f"score {self.score:.3f}  (95% interval {self.interval[0]:.3f}–{self.interval[1]:.3f}, "
@@ -163,7 +177,8 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
         got, record = fn.run(**row.inputs)
     except FunctAIError as error:
         record_id = error.record.id if error.record is not None else None
-        return RowResult(row.inputs, row.expected, None, 0.0, record_id, row.record, f"{error.code}: {error.message}")
+        return RowResult(row.inputs, row.expected, None, 0.0, record_id, row.record, f"{error.code}: {error.message}",
+                         error.code)
     except Exception as error:
         return RowResult(row.inputs, row.expected, None, 0.0, None, row.record, f"{type(error).__name__}: {error}")
     finally:

@@ -15,14 +15,21 @@ from typing import Any
 import attrs
 
 from ..calls.outputs import to_jsonable
-from ..calls.records import LOG_FILE, CallRecord, append_line, numbered_lines, read_calls, report_skipped
+from ..calls.records import (
+    LOG_FILE,
+    RATINGS_FILE,
+    CallRecord,
+    append_line,
+    numbered_lines,
+    read_calls,
+    report_skipped,
+)
 from ..errors import FunctAIError
 from ..layers import current_values
+from ..models.keys import reveal
 from ..stores import calllog
 from ..stores.calllog import is_log_url
 from ..stores.urls import redact
-
-RATINGS_FILE = "ratings.jsonl"
 
 
 @attrs.frozen
@@ -44,7 +51,7 @@ def _log_folder(log: str | os.PathLike[str] | None) -> str:
             "set functai.configure(log_calls='calls/') or pass log=...",
             code="no-call-log",
         )
-    return os.fspath(folder)
+    return os.fspath(reveal(folder))  # a log_calls URL with a password is kept behind a handle
 
 
 def rate(
@@ -87,8 +94,8 @@ def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
     """Each call's ratings, one per person (the latest wins), oldest first."""
     latest: dict[tuple[str, str | None], Rating] = {}
     if is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
-        path = redact(os.fspath(folder))
-        lines: Any = enumerate(calllog.read_lines(os.fspath(folder), "ratings"), 1)
+        path = calllog.place(os.fspath(folder), "ratings")
+        lines: Any = calllog.numbered_rows(os.fspath(folder), "ratings")
     else:
         path = os.path.join(os.fspath(folder), RATINGS_FILE)
         lines = numbered_lines(path)

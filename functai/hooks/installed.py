@@ -254,10 +254,14 @@ def incompatible(dist: Any) -> str | None:
             decided = _with_packaging(text, running)
         if decided is not None and not decided[1]:
             name = getattr(dist, "name", None) or "?"
+            from ..builtins import BUILTIN_FOLDERS, install_command
+
+            # This repository's own distributions are not on the package index: never send pip there for one.
+            how = install_command(name) if name in BUILTIN_FOLDERS else f"pip install -U {name}"
             return (
                 f"{name} {getattr(dist, 'version', None) or ''} supports functai{decided[0]}, "
                 f"but this is functai {running}; install a version of {name} made for functai {running} "
-                f"(pip install -U {name}), or a functai it supports"
+                f"({how}), or a functai it supports"
             )
     return None
 

@@ -1,20 +1,35 @@
-"""API keys set as settings, kept out of the values that flow through a call.
+"""Secrets set as settings, kept out of the values that flow through a call.
 
 ``configure(api_key="sk-…")`` stores a `Key` in the settings layer: an opaque
 handle whose repr shows nothing secret. The key itself stays in this module
 until a client is built from it, so no frame of a failing call holds it
-(tracebacks that print locals, debuggers, crash reporters).
+(tracebacks that print locals, debuggers, crash reporters). The same goes
+for the values of ``headers`` named like a secret (`is_secret_header`: a
+`Secret` each) and for a ``log_calls`` URL with a password (a `SecretURL`,
+whose repr is the URL without it).
 """
 
 from __future__ import annotations
 
+import re
 import threading
+from types import MappingProxyType
+from typing import Any, Mapping
 
-__all__ = ["Key", "hide_key", "reveal", "MIN_SCRUB"]
+__all__ = ["Key", "Secret", "SecretURL", "hide_key", "hide_headers", "hide_url", "reveal", "reveal_headers",
+           "refuse_url_credentials", "is_secret_header", "SECRET_HEADER", "MIN_SCRUB"]
 
 #: Secrets shorter than this are not scrubbed from text: replacing ``"k"``
 #: everywhere would mangle messages, and so short a key is no secret.
 MIN_SCRUB = 8
+
+#: Header names whose values are secrets: kept behind a handle, scrubbed from server text like the key.
+SECRET_HEADER = r"auth|key|token|secret|passw|cookie|credential|session"
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether a header's name says its value is a secret (`SECRET_HEADER`; compiled on first use, not at import)."""
+    return re.search(SECRET_HEADER, name, re.IGNORECASE) is not None
 
 _lock = threading.Lock()
 _keys: dict[str, str] = {}
@@ -40,23 +55,105 @@ class Key:
     def __repr__(self) -> str:
         return "<api key>"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return repr(self)
+
+
+class Secret(Key):
+    """A handle for a secret header value (a token, a cookie)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+
+class SecretURL(Key):
+    """A handle for a URL with a password; it shows itself as the URL without the password."""
+
+    __slots__ = ("shown",)
+
+    def __init__(self, ident: str, shown: str) -> None:
+        super().__init__(ident)
+        #: The URL without its password, as messages and records may show it.
+        self.shown = shown
+
+    def __repr__(self) -> str:
+        return f"<url {self.shown}>"
+
+
+def _ident(value: str) -> str:
+    from ..digest import sha256_hex
+
+    ident = sha256_hex(value.encode())[:32]
+    with _lock:
+        _keys.setdefault(ident, value)
+    return ident
 
 
 def hide_key(value: str | Key) -> Key:
     """A handle for ``value`` (the same handle for the same key)."""
     if isinstance(value, Key):
         return value
-    from ..digest import sha256_hex
-
-    ident = sha256_hex(value.encode())[:32]
-    with _lock:
-        _keys.setdefault(ident, value)
-    return Key(ident)
+    return Key(_ident(value))
 
 
-def reveal(value: str | Key | None) -> str | None:
-    """The key a handle stands for (a plain string is returned as is)."""
+def hide_headers(headers: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``headers`` with each value whose name is like a secret's (`SECRET_HEADER`) behind a `Secret`."""
+    if not any(is_secret_header(name) for name in headers):
+        return headers
+    return MappingProxyType({
+        name: Secret(_ident(value)) if is_secret_header(name) and isinstance(value, str) else value
+        for name, value in headers.items()
+    })
+
+
+def hide_url(url: Any) -> Any:
+    """A `SecretURL` for a URL with a password; anything else as it is."""
+    if not isinstance(url, str) or "@" not in url:
+        return url
+    from ..stores.urls import redact
+
+    try:
+        shown = redact(url)
+    except ValueError:  # not a URL a password can be read from: left for its store to refuse
+        return url
+    return SecretURL(_ident(url), shown) if shown != url else url
+
+
+def refuse_url_credentials(url: str, where: str) -> None:
+    """Refuse a base URL that carries ``user:password@``: a key belongs in ``api_key`` or ``headers``,
+    where it is hidden and scrubbed, not in a URL every message and record would have to cut out."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        userinfo = parts.username is not None or parts.password is not None
+    except ValueError:
+        return  # not a URL: the client says why when it is used
+    if not userinfo:
+        return
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port is not None else ""
+    shown = f"{parts.scheme}://{'[' + host + ']' if ':' in host else host}{port}{parts.path}"
+    del url, parts
+    from ..errors import FunctAIError
+
+    raise FunctAIError(
+        f"{where} {shown!r} carries a user name and password; functai does not send credentials in a URL: "
+        "give the key as api_key= (sent as a Bearer token), or the header yourself, e.g. "
+        "headers={'Authorization': 'Basic <base64 of user:password>'}",
+        code="base-url-credentials",
+    )
+
+
+def reveal(value: Any) -> Any:
+    """What a handle stands for (anything else is returned as is)."""
     if isinstance(value, Key):
         return _keys[value._id]
     return value
+
+
+def reveal_headers(headers: Mapping[str, Any]) -> dict[str, str]:
+    """``headers`` with their values themselves: for the client that sends them, and only there."""
+    return {name: reveal(value) for name, value in headers.items()}

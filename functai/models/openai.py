@@ -16,6 +16,7 @@ This module imports httpx at the top; ``import functai`` must not import it.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -29,12 +30,14 @@ from typing import Any, Callable, Generator, Mapping
 import httpx
 
 from functai.errors import ModelError
-from functai.models.keys import MIN_SCRUB, Key, reveal
+from functai.models.keys import MIN_SCRUB, Key, is_secret_header, refuse_url_credentials, reveal, reveal_headers
 from functai.models.loops import LoopClients
 from functai.models.replies import split_reasoning
 from functai.models.streams import AsyncAndStreams
 from functai.models.request import Reply, Request, ToolCall
-from functai.models.wire import FORMATS, build_body, content_text, read_arguments, read_usage, unwrap_value
+from functai.models.wire import (
+    FORMATS, build_body, content_text, qualifies_strict, read_arguments, read_usage, unwrap_value,
+)
 
 __all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
 
@@ -48,8 +51,6 @@ MAX_BACKOFF = 30.0
 RETRY_STATUSES = frozenset({408, 409, 429})
 #: Most characters of a server's error text copied into a message.
 _EXCERPT = 300
-#: User headers whose values are secrets (scrubbed like the key).
-_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
 #: OpenAI models that refuse ``max_tokens`` (reasoning models).
 _COMPLETION_TOKENS_MODELS = re.compile(r"(o\d|gpt-5)")
 
@@ -74,6 +75,20 @@ class _Secret:
         return "<secret>"
 
     __str__ = __repr__
+
+
+class _SecretHeaders(httpx.Auth):
+    """Puts the secret headers on each request as it is sent; shows none of them."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        self._headers = _Secret(headers)
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers.update(self._headers.reveal())
+        yield request
+
+    def __repr__(self) -> str:
+        return "<secret headers>"
 
 
 class OpenAIClient(AsyncAndStreams):
@@ -128,6 +143,7 @@ class OpenAIClient(AsyncAndStreams):
         if base_url_env is None and is_openai:
             base_url_env = "OPENAI_BASE_URL"
         url = base_url or (os.environ.get(base_url_env) if base_url_env else None) or self._default_base_url()
+        refuse_url_credentials(url, f"the base URL of {name}")
         #: Where requests go; ``/chat/completions`` is appended.
         self.base_url: str = url.rstrip("/")
         self.name = name
@@ -148,10 +164,12 @@ class OpenAIClient(AsyncAndStreams):
             extra["OpenAI-Organization"] = organization
         if project:
             extra["OpenAI-Project"] = project
-        extra.update(headers or {})
+        extra.update(reveal_headers(headers or {}))
         self._headers = _Secret(extra)
         secrets = [key] if key else []
-        secrets += [v for k, v in (headers or {}).items() if _SECRET_HEADER.search(k)]
+        for header, value in extra.items():
+            if is_secret_header(header):
+                secrets += _secret_forms(value)
         self._secrets = _Secret(tuple(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SCRUB))
         self.timeout = timeout
         self.connect_timeout = connect_timeout
@@ -172,7 +190,7 @@ class OpenAIClient(AsyncAndStreams):
     # -- lifecycle ---------------------------------------------------------
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, base_url={_display_url(self.base_url)!r})"
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
 
     def __enter__(self) -> OpenAIClient:
         return self
@@ -203,13 +221,16 @@ class OpenAIClient(AsyncAndStreams):
         return "Authorization", f"Bearer {key}"
 
     def _options(self) -> dict[str, Any]:
-        # httpx.Headers redacts Authorization in its repr (tracebacks with locals).
-        headers = httpx.Headers({"Accept": "application/json"})
+        merged = {"Accept": "application/json"}
         if self._api_key is not None:
             name, value = self._auth(self._api_key.reveal())
-            headers[name] = value
-        headers.update(self._headers.reveal())
-        return {"headers": headers, "follow_redirects": False,
+            merged[name] = value
+        merged.update(self._headers.reveal())  # yours win
+        # The key and secret-named headers go on each request through an auth object, not into the
+        # pooled client's default headers, which show in its repr (tracebacks that print locals).
+        secret = {name: value for name, value in merged.items() if is_secret_header(name)}
+        headers = {name: value for name, value in merged.items() if name not in secret}
+        return {"headers": headers, "auth": _SecretHeaders(secret) if secret else None, "follow_redirects": False,
                 "timeout": httpx.Timeout(self.timeout, connect=self.connect_timeout or self.timeout)}
 
     def _client(self) -> httpx.Client:
@@ -235,8 +256,9 @@ class OpenAIClient(AsyncAndStreams):
         """Send `request`, retrying transient failures, and read the reply.
 
         A server that answers 400 to a structured-output format is asked
-        again with the next weaker one (`wire.FORMATS`); what worked is
-        remembered for its base URL.
+        again with the next weaker one (`wire.FORMATS`: strict schema, the
+        same schema with strict false, json_object, instructions); what
+        worked is remembered for its base URL.
         """
         return self._drive(self._exchange(request, False))
 
@@ -265,6 +287,8 @@ class OpenAIClient(AsyncAndStreams):
                 if schema and level + 1 < len(FORMATS):
                     first_error = first_error or error
                     level += 1
+                    if FORMATS[level] == "json_schema_loose" and not qualifies_strict(request.output_schema):
+                        level += 1  # its strict: false body was the one just refused
                     continue
                 raise (first_error or error) from None
             if level != start:
@@ -422,7 +446,7 @@ class OpenAIClient(AsyncAndStreams):
     # -- safe messages -----------------------------------------------------
 
     def _where(self) -> str:
-        return f"{self.name} at {_display_url(self.base_url)}"
+        return f"{self.name} at {self.base_url}"
 
     def _scrub(self, text: str) -> str:
         """Remove the API key (and secret headers) from text a server or an exception gave us."""
@@ -470,12 +494,19 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     return None
 
 
-def _display_url(url: str) -> str:
-    """The URL without any user:password part, for messages and repr."""
-    try:
-        parsed = httpx.URL(url)
-    except Exception:  # noqa: BLE001 - an unparsable URL is shown as given
-        return url
-    if parsed.userinfo:
-        return str(parsed.copy_with(username=None, password=None))
-    return url
+def _secret_forms(value: str) -> list[str]:
+    """The texts a server may echo of a secret header: the value, its credential without the
+    scheme word (``Bearer``/``Basic``), and for Basic its decoded ``user:password`` and password."""
+    forms = [value]
+    scheme, _, credential = value.strip().partition(" ")
+    credential = credential.strip()
+    if credential:
+        forms.append(credential)
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(credential, validate=True).decode()
+            except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+                decoded = ""
+            if decoded:
+                forms += [decoded, decoded.partition(":")[2]]
+    return forms

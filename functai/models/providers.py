@@ -6,10 +6,14 @@ implement: the first implementation that returns a client wins. Provider
 plugins are registered with `register_provider` or found in the entry-point
 group ``functai.providers`` (looked up on first use, never at import).
 The OpenAI-compatible providers below (and Azure OpenAI) are built in and asked last.
+
+One name is reserved: ``"test"`` is functai's offline test model
+(`functai.testing.TestModel`), never a provider's model.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import OrderedDict
@@ -18,13 +22,16 @@ from typing import Any, Mapping
 import pluggy
 
 from ..errors import FunctAIError
-from .keys import Key, hide_key, reveal
+from .keys import Key, hide_key, reveal, reveal_headers
 from .request import Client
 
 providerspec = pluggy.HookspecMarker("functai.providers")
 providerimpl = pluggy.HookimplMarker("functai.providers")
 
 DEFAULT_PROVIDER = "openai"
+
+#: The model name of functai's offline test model.
+TEST_MODEL = "test"
 
 #: Settings a client is built from; clients are reused while these stay the same.
 CLIENT_SETTINGS = ("base_url", "api_key", "timeout", "connect_timeout", "http_retries", "headers", "api_version")
@@ -213,6 +220,8 @@ def split(lm: str) -> tuple[str, str]:
 
 def client_for(lm: str, settings: Mapping[str, Any]) -> tuple[Client, str]:
     """The client for model name ``lm`` and the model name to send it."""
+    if lm == TEST_MODEL:
+        return _test_model(), TEST_MODEL
     provider, model = split(lm)
     wanted = {name: settings[name] for name in CLIENT_SETTINGS if settings.get(name) is not None}
     key = (provider, model, *sorted((k, _hashable(v)) for k, v in wanted.items()))
@@ -223,9 +232,20 @@ def client_for(lm: str, settings: Mapping[str, Any]) -> tuple[Client, str]:
     return client, model
 
 
+@functools.lru_cache(maxsize=None)
+def _test_model() -> Client:
+    """The one `TestModel` every ``lm="test"`` call shares (it keeps nothing between calls)."""
+    from ..testing import TestModel
+
+    return TestModel()
+
+
 def _ask_providers(provider: str, model: str, lm: str, wanted: dict[str, Any]) -> Client:
+    # Plugins get the key and the headers themselves, only here.
     if isinstance(wanted.get("api_key"), Key):
-        wanted["api_key"] = reveal(wanted["api_key"])  # plugins get the key itself, only here
+        wanted["api_key"] = reveal(wanted["api_key"])
+    if wanted.get("headers"):
+        wanted["headers"] = reveal_headers(wanted["headers"])
     client = manager().hook.functai_client(provider=provider, model=model, settings=wanted)
     if client is None:
         raise FunctAIError(

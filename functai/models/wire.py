@@ -3,8 +3,9 @@
 Kept apart from the HTTP client so each piece can be tested on its own and
 reused by clients for other OpenAI-compatible endpoints (Azure, proxies).
 
-Structured outputs come in three strengths, tried in order (`FORMATS`):
-``json_schema`` (with ``strict: true`` when the schema qualifies), then
+Structured outputs come in four strengths, tried in order (`FORMATS`):
+``json_schema`` (with ``strict: true`` when the schema qualifies), the same
+schema with ``strict: false`` (servers that refuse only strict mode), then
 ``json_object`` plus the schema in the instructions, then the instructions
 alone, for servers that answer 400 to the stronger ones.
 """
@@ -20,6 +21,7 @@ __all__ = [
     "FORMATS",
     "build_body",
     "content_text",
+    "qualifies_strict",
     "read_arguments",
     "read_usage",
     "strict_schema",
@@ -29,8 +31,8 @@ __all__ = [
     "wrap_schema",
 ]
 
-#: How an output schema is asked for, strongest first.
-FORMATS = ("json_schema", "json_object", "instructions")
+#: How an output schema is asked for, strongest first (``json_schema_loose``: ``strict: false``).
+FORMATS = ("json_schema", "json_schema_loose", "json_object", "instructions")
 
 #: Settings that cannot override the request's own fields.
 _RESERVED = frozenset({"model", "messages"})
@@ -61,16 +63,22 @@ def build_body(
     wrapped = False
     if request.output_schema is not None:
         schema, wrapped, strict = _prepared(request.output_schema)
-        if format == "json_schema":
+        if format in ("json_schema", "json_schema_loose"):
+            enforced = format == "json_schema" and strict is not None  # loose: the same schema, strict false
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "output", "schema": strict or schema, "strict": strict is not None},
+                "json_schema": {"name": "output", "schema": strict or schema, "strict": enforced},
             }
         else:
             if format == "json_object":
                 body["response_format"] = {"type": "json_object"}
             _add_instruction(messages, schema)
     return body, wrapped
+
+
+def qualifies_strict(output_schema: Mapping[str, Any]) -> bool:
+    """Whether ``json_schema`` sends this output schema with ``strict: true`` (else it equals ``json_schema_loose``)."""
+    return _prepared(output_schema)[2] is not None
 
 
 def _add_instruction(messages: list[dict[str, Any]], schema: Mapping[str, Any]) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from .. import codec
 from ..errors import FunctAIError
+from ..models.keys import SecretURL, reveal
 from .urls import is_url, open_url, redact
 
 
@@ -27,14 +28,16 @@ class LogStore(Protocol):
     def read_log(self, table: str) -> Iterator[str]: ...
 
 
-def is_log_url(where: str | os.PathLike[str]) -> bool:
+def is_log_url(where: str | os.PathLike[str] | SecretURL) -> bool:
     """Whether a ``log_calls`` value names a store by URL rather than a folder (cheap: on every call)."""
+    if isinstance(where, SecretURL):
+        return True
     return isinstance(where, str) and (":" in where or where.endswith((".db", ".sqlite", ".sqlite3"))) and is_url(where)
 
 
-def log_store(url: str) -> LogStore:
+def log_store(url: str | SecretURL) -> LogStore:
     """The store behind a call-log URL; refuses a store that cannot keep one."""
-    store = open_url(url)  # cached by the URL's text: this is on every logged call
+    store = open_url(reveal(url))  # cached by the URL's text: this is on every logged call
     if not (callable(getattr(store, "log_lines", None)) and callable(getattr(store, "read_log", None))):
         raise FunctAIError(
             f"log_calls={redact(url)!r}: that store keeps conversations but not a call log; use a folder, "
@@ -49,20 +52,68 @@ def encode(data: dict[str, Any]) -> str:
     return codec.dumps_str(data, non_finite="text")
 
 
-def append_call(url: str, data: dict[str, Any]) -> None:
-    log_store(url).log_lines("calls", [(str(data.get("id", "")), encode(data))])
+#: The code of the warning that a call's record was not written because its log could not be reached.
+UNREACHABLE = "call-log-unreachable"
+
+
+def check_log_url(url: str | SecretURL) -> None:
+    """Refuse, when ``log_calls`` is set, a URL that can never keep the log: an unknown scheme, a
+    malformed URL, a missing driver, a store without a call log, a SQLite file that cannot be
+    written. Nothing is created and nothing connects: a server is reached by the first call."""
+    from ..files import check_folder
+    from .urls import scheme_of, sqlite_path
+
+    log_store(url)
+    if scheme_of(url) == "sqlite":
+        path = sqlite_path(url)
+        check_folder(os.path.dirname(path), "SQLite call log", file=os.path.basename(path))
+
+
+def append_call(url: str | SecretURL, data: dict[str, Any]) -> None:
+    """Write a call's record. Its answer is already paid for: a log that cannot be reached (a
+    server down, ``store-io``) loses the record, not the answer — a warning says so
+    (`UNREACHABLE`); a log that refuses the write (``store-unwritable``) raises, as a folder does."""
+    try:
+        log_store(url).log_lines("calls", [(str(data.get("id", "")), encode(data))])
+    except FunctAIError as error:
+        if error.code != "store-io":
+            raise
+        from ..log import warn
+
+        warn("call record not written", code=UNREACHABLE, call=data.get("id"), error=error.message)
 
 
 def append_rating(url: str, data: dict[str, Any]) -> None:
     log_store(url).log_lines("ratings", [(str(data.get("call", "")), encode(data))])
 
 
-def read_lines(url: str, table: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects of ``calls`` or ``ratings``, oldest first (anything else is skipped)."""
-    for line in log_store(url).read_log(table):
+def place(url: str, table: str) -> str:
+    """How a message names a call-log table: the URL (password left out) and the table."""
+    return f"{redact(url)} functai_{table}"
+
+
+def numbered_rows(
+    url: str, table: str, skipped: list[tuple[str, str]] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(row number, object)`` for each row of ``calls`` or ``ratings``, oldest first; a row that
+    is not a JSON object is reported as skipped, as a folder's call log reports a line
+    (`functai.calls.records.report_skipped`)."""
+    from ..calls.records import report_skipped
+    from ..conversations.folder_index import not_an_object
+
+    for number, line in enumerate(log_store(url).read_log(table), 1):
         try:
             data = codec.loads(line)
         except ValueError:
+            report_skipped(place(url, table), number, "not JSON", skipped)
             continue
         if isinstance(data, dict):
-            yield data
+            yield number, data
+        else:
+            report_skipped(place(url, table), number, not_an_object(data), skipped)
+
+
+def read_lines(url: str, table: str, skipped: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
+    """The JSON objects of ``calls`` or ``ratings``, oldest first (other rows reported, see `numbered_rows`)."""
+    for _, data in numbered_rows(url, table, skipped):
+        yield data

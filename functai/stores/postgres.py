@@ -1,6 +1,6 @@
 """Conversations (and a call log) in PostgreSQL, shared by every machine that can reach it.
 
-Needs psycopg 3: ``pip install "functai[postgres]"``. Each record is a row
+Needs psycopg 3: ``pip install "psycopg[binary]>=3.1"`` (the ``postgres`` extra). Each record is a row
 keyed by ``(conversation, position)``; an append reads the count and
 inserts the next positions in one transaction, so two writers that saw the
 same count cannot both insert — the second meets the primary key and gets
@@ -23,9 +23,11 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..conversations.store import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
+from ..models.keys import hide_url, reveal
 from . import schema
 from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
 from .urls import redact
@@ -43,7 +45,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS functai_ratings (seq bigserial PRIMARY KEY, call text NOT NULL, line text NOT NULL)",
 )
 
-DRIVER_HINT = 'the PostgreSQL store needs psycopg 3: pip install "functai[postgres]"'
+DRIVER_HINT = 'the PostgreSQL store needs psycopg 3: pip install "psycopg[binary]>=3.1"'
 
 
 def _psycopg() -> Any:
@@ -56,15 +58,38 @@ def _psycopg() -> Any:
 
 def open_postgres(url: str) -> "PostgresStore":
     """The ``functai.stores`` factory for ``postgresql://`` (and ``postgres://``) URLs."""
+    check_url(url)
     _psycopg()  # fail on use, with the extra to install, not on the first append
     return PostgresStore(url)
+
+
+def check_url(url: str) -> None:
+    """Refuse a URL whose host or port cannot be read, before anything connects.
+
+    The message never repeats the URL: a password may be in it, and where the
+    URL cannot be taken apart it cannot be left out either.
+    """
+    scheme, _, rest = url.partition(":")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (a port that is not a number raises here)
+    except ValueError:
+        ok = False
+    else:
+        ok = rest.startswith("//")
+    if not ok:
+        raise FunctAIError(
+            f"this {scheme}: URL cannot be read: write {scheme}://user@host:5432/dbname (an IPv6 host in "
+            "brackets, as [::1]; the port a number)",
+            code="store-url",
+        )
 
 
 class PostgresStore(SQLStore):
     """Conversations in a PostgreSQL database: one connection per process, shared by its threads."""
 
     def __init__(self, url: str) -> None:
-        self._url = url
+        self._url = hide_url(url)  # the password in no frame or attribute repr (tracebacks with locals)
         #: The URL without its password: what records, messages and ``repr`` show.
         self.url = redact(url)
         self._start()
@@ -77,57 +102,65 @@ class PostgresStore(SQLStore):
 
     # -- the connection --------------------------------------------------------------
 
-    def _connection(self) -> Any:
+    def _connection(self, write: bool = False) -> Any:
+        """This process's connection; None when a read finds no tables (a read creates none)."""
         conn = self._conn
-        if conn is not None and self._pid == os.getpid() and not conn.closed:
-            return conn
-        psycopg = _psycopg()
-        try:
-            conn = psycopg.connect(self._url, autocommit=True)
-            # Commits do not wait for the server's disk unless a transaction asks (sync=True):
-            # set once here, so an append or a call-log row costs no extra round trip.
-            conn.execute("SET synchronous_commit = off")
-        except psycopg.Error as error:
-            raise FunctAIError(f"cannot connect to the PostgreSQL store {self.url}: {_first_line(error)}",
-                               code="store-io") from error
-        try:
-            self._check_schema(conn)
-        except psycopg.Error as error:  # no right to create the tables, say
-            conn.close()
-            raise FunctAIError(f"PostgreSQL store {self.url}: could not prepare its tables: {_first_line(error)}",
-                               code="store-io") from error
-        except BaseException:
-            conn.close()
-            raise
-        self._conn, self._pid = conn, os.getpid()
-        return conn
+        if conn is None or self._pid != os.getpid() or conn.closed:
+            psycopg = _psycopg()
+            try:
+                conn = psycopg.connect(reveal(self._url), autocommit=True)
+                # Commits do not wait for the server's disk unless a transaction asks (sync=True):
+                # set once here, so an append or a call-log row costs no extra round trip.
+                conn.execute("SET synchronous_commit = off")
+            except psycopg.Error as error:
+                # from None: the driver's frames hold the connection string, password and all
+                raise FunctAIError(f"cannot connect to the PostgreSQL store {self.url}: {_first_line(error)}",
+                                   code="store-io") from None
+            self._conn, self._pid, self._ready = conn, os.getpid(), False
+        if not self._ready:
+            try:
+                self._ready = self._check_schema(conn, write)
+            except BaseException as error:
+                self._conn = None
+                conn.close()
+                if isinstance(error, _psycopg().Error):  # no right to create the tables, say
+                    raise FunctAIError(f"PostgreSQL store {self.url}: could not prepare its tables: "
+                                       f"{_first_line(error)}", code=_code(error, write)) from error
+                raise
+        return conn if self._ready else None
 
-    def _check_schema(self, conn: Any) -> None:
-        """Create the tables on first use, bring an older schema up to date, refuse a newer one."""
+    def _check_schema(self, conn: Any, write: bool) -> bool:
+        """Whether the tables are there: created on the first write, an older schema brought up to
+        date, a newer one refused."""
         psycopg = _psycopg()
         try:
             row = conn.execute(READ_VERSION).fetchone()
         except psycopg.errors.UndefinedTable:
             row = None
         if schema_is_current(row, f"the PostgreSQL store {self.url}"):
-            return
+            return True
+        if row is None and not write:
+            return False
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             prepare(conn, SCHEMA, "%s")
+        return True
 
-    def _run(self, doing: str, work: Any) -> Any:
-        """Run ``work(conn)`` under the lock; a lost connection is reopened next time, and reported."""
+    def _run(self, doing: str, work: Any, empty: Any = None) -> Any:
+        """Run ``work(conn)`` under the lock (``empty`` when a read finds no tables); a lost
+        connection is reopened next time, and reported."""
         psycopg = _psycopg()
         with self._lock:
-            conn = self._connection()
+            conn = self._connection(doing == "append")
+            if conn is None:
+                return empty
             try:
                 return work(conn)
             except psycopg.Error as error:  # a lost connection, a full disk, missing rights, …
                 if conn.closed or conn.broken:
                     self._conn = None
-                code = "store-unwritable" if doing == "append" else "store-io"
                 raise FunctAIError(f"PostgreSQL store {self.url}: could not {doing}: {_first_line(error)}",
-                                   code=code) from error
+                                   code=_code(error, doing == "append")) from error
 
     # -- the Store protocol ---------------------------------------------------------------
 
@@ -136,12 +169,12 @@ class PostgresStore(SQLStore):
         check_start(start)
         rows = self._run("read", lambda conn: conn.execute(
             "SELECT data FROM functai_records WHERE conversation = %s AND position >= %s ORDER BY position",
-            (conversation, start)).fetchall())
+            (conversation, start)).fetchall(), [])
         return [schema.record_of(data) for (data,) in rows]
 
     def count(self, conversation: str) -> int:
         check_conversation_id(conversation)
-        return self._run("read", lambda conn: _count(conn, conversation))  # type: ignore[no-any-return]
+        return self._run("read", lambda conn: _count(conn, conversation), 0)  # type: ignore[no-any-return]
 
     def append(
         self,
@@ -210,12 +243,12 @@ class PostgresStore(SQLStore):
                 rows = conn.execute(sql, {"c": conversation, "tip": tip}).fetchall()
                 return rows, _count(conn, conversation)
 
-        rows, count = self._run("read", work)
+        rows, count = self._run("read", work, ([], 0))
         return [(int(position), schema.record_of(data)) for position, data in rows], count
 
     def conversations(self) -> list[str]:
         rows = self._run("read", lambda conn: conn.execute(
-            "SELECT DISTINCT conversation FROM functai_records").fetchall())
+            "SELECT DISTINCT conversation FROM functai_records").fetchall(), [])
         return sorted(name for (name,) in rows)
 
     # -- the call log (see functai.stores.calllog) ----------------------------------------
@@ -237,7 +270,8 @@ class PostgresStore(SQLStore):
     def read_log(self, table: str) -> Iterator[str]:
         """The JSON lines of ``calls`` or ``ratings``, oldest first."""
         log_column(table)
-        rows = self._run("read", lambda conn: conn.execute(f"SELECT line FROM functai_{table} ORDER BY seq").fetchall())
+        rows = self._run("read", lambda conn: conn.execute(f"SELECT line FROM functai_{table} ORDER BY seq").fetchall(),
+                         [])
         return (line for (line,) in rows)
 
     def __repr__(self) -> str:
@@ -248,6 +282,17 @@ def _count(conn: Any, conversation: str) -> int:
     (found,) = conn.execute("SELECT MAX(position) FROM functai_records WHERE conversation = %s",
                             (conversation,)).fetchone()
     return 0 if found is None else int(found) + 1
+
+
+#: SQLSTATEs (or their class) that mean the database cannot be written: a read-only transaction
+#: or server, missing rights, a full disk or quota (class 53: insufficient resources).
+_UNWRITABLE = ("25006", "42501", "53")
+
+
+def _code(error: Any, writing: bool) -> str:
+    """``store-unwritable`` for a failed write or a database that cannot be written, else ``store-io``."""
+    state = getattr(error, "sqlstate", None) or ""
+    return "store-unwritable" if writing or state.startswith(_UNWRITABLE) else "store-io"
 
 
 def _first_line(error: BaseException) -> str:

@@ -13,6 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import codec
+from ..conversations.checks import UNUSABLE
+from ..conversations.folder_index import not_an_object
+from ..conversations.turndata import FORMAT
 
 #: Migrations: the SQL that adds schema 2's columns to a schema-1 table (both dialects read it).
 ADD_COLUMNS = (
@@ -45,10 +48,18 @@ def _decoded(data: str) -> dict[str, Any] | None:
 
 
 def record_of(data: str) -> dict[str, Any]:
-    """A row's record. A row that is not a JSON object (written by hand, say) still takes its
-    place, so positions and counts stay one sequence; readers skip it as a format they do not know."""
-    record = _decoded(data)
-    return record if record is not None else {"functai_unreadable": data[:200]}
+    """A row's record. A row that is not a JSON object (garbled, written by hand) still takes its
+    place, so positions and counts stay one sequence, as a record that says why it cannot be used:
+    a conversation reports it as damage, as the folder store reports a line that is not a record."""
+    try:
+        record = codec.loads(data)
+    except ValueError:
+        why = "not JSON" if data.strip() else "an empty line"
+    else:
+        if isinstance(record, dict):
+            return record
+        why = not_an_object(record)
+    return {"functai_conversation": FORMAT, UNUSABLE: why}
 
 
 def backfill(rows: Iterable[tuple[str, int, str]]) -> list[tuple[str | None, str | None, str | None, str, int]]:

@@ -28,12 +28,19 @@ class SQLStore:
     """One connection per process: made on first use, closed by `close`."""
 
     _conn: Any
+    #: How records and messages name the store (never with a password).
+    url: str
 
     def _start(self) -> None:
         self._lock = threading.Lock()
         self._conn = None
         self._pid = 0
+        self._ready = False  # the tables are known to be there (on this process's connection)
         _forkable.add(self)  # its `_reset_locks` runs in a forked child
+
+    def where(self, conversation: str, index: int) -> str:
+        """Where record ``index`` is, as a SQL query finds it (damage is reported with this)."""
+        return f"{self.url} conversation {conversation!r} position {index}"
 
     def close(self) -> None:
         """Close this process's connection (the next use opens a new one)."""

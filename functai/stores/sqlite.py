@@ -21,9 +21,11 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from ..conversations.store import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
+from ..files import read_only, unwritable
 from . import schema
 from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
 from .urls import sqlite_path
@@ -43,6 +45,9 @@ SCHEMA = (
     "line TEXT NOT NULL)",
 )
 
+
+#: SQLite's result codes (the low byte) that mean the database cannot be written: READONLY, FULL, PERM.
+_UNWRITABLE = frozenset({8, 13, 3})
 
 #: Connections inherited through fork: closing one in the child could touch the parent's WAL.
 _orphans: list[sqlite3.Connection] = []
@@ -69,26 +74,72 @@ class SQLiteStore(SQLStore):
 
     # -- the connection -----------------------------------------------------------
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is not None and self._pid == os.getpid():
-            return self._conn
-        self._create_file()
-        try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as error:
-            raise self._error("open", error) from error
-        try:
-            self._set_up(conn)
-        except BaseException as error:
-            conn.close()
-            if isinstance(error, sqlite3.Error):
+    def _connection(self, write: bool = False) -> sqlite3.Connection | None:
+        """This process's connection; None when a read finds nothing stored yet.
+
+        A read creates nothing: not the file, its folder or a table (a file
+        that is not there, or has no tables, reads as empty). A write creates
+        the file and the tables on first use.
+        """
+        conn = self._conn
+        if conn is None or self._pid != os.getpid():
+            if not self._exists(write):
+                if not write:
+                    return None
+                self._create_file()
+            try:
+                conn = sqlite3.connect(self._uri(), uri=True, timeout=BUSY_SECONDS, isolation_level=None,
+                                       check_same_thread=False)
+            except sqlite3.Error as error:
                 raise self._error("open", error) from error
-            raise
-        self._conn, self._pid = conn, os.getpid()
+            self._conn, self._pid, self._ready = conn, os.getpid(), False
+        if not self._ready:
+            try:
+                self._ready = self._set_up(conn, write)
+            except BaseException as error:
+                self._conn = None
+                conn.close()
+                if isinstance(error, sqlite3.Error):
+                    raise self._error("create its tables" if write else "open", error) from error
+                raise
+        return conn if self._ready else None
+
+    def _writer(self) -> sqlite3.Connection:
+        conn = self._connection(write=True)
+        assert conn is not None  # a write creates what is missing
         return conn
 
-    def _set_up(self, conn: sqlite3.Connection) -> None:
-        """WAL mode and the schema, retried while other processes open the same new file.
+    def _exists(self, write: bool) -> bool:
+        """Whether the file is there; a path that cannot be looked at is an error, not an empty store."""
+        try:
+            os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        except OSError as error:  # no permission to look, a file where a folder should be
+            if write:
+                raise unwritable(self.path, error, "SQLite store") from None
+            raise FunctAIError(f"SQLite store {self.path}: could not read: {error.strerror}",
+                               code="store-io") from None
+        return True
+
+    def _uri(self) -> str:
+        """The file as a URI that never creates it; ``immutable`` where nothing can write it.
+
+        A WAL database is read through its ``-shm`` file, which a folder this
+        process cannot write (a read-only file system, another user's folder)
+        cannot hold: such a store is read as immutable, unless a ``-wal`` file
+        beside it may hold commits not yet in the file.
+        """
+        path = quote(self.path)
+        folder = os.path.dirname(self.path)
+        if not os.access(folder, os.W_OK) or read_only(folder):
+            if not os.path.exists(self.path + "-wal"):
+                return f"file:{path}?immutable=1"
+        return f"file:{path}?mode=rw"
+
+    def _set_up(self, conn: sqlite3.Connection, write: bool) -> bool:
+        """The busy timeout and the schema, retried while other processes open the same new file;
+        whether the tables are there (a read creates none).
 
         Switching a new file to WAL (or recovering its WAL index) can answer
         "database is locked" without waiting on the busy timeout, so the
@@ -98,11 +149,8 @@ class SQLiteStore(SQLStore):
         while True:
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
-                if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
-                    raise FunctAIError(f"SQLite store {self.path}: WAL mode could not be set", code="store-io")
                 conn.execute("PRAGMA synchronous = NORMAL")
-                self._check_schema(conn)
-                return
+                return self._check_schema(conn, write)
             except sqlite3.OperationalError as error:
                 if "locked" not in str(error) or time.monotonic() >= deadline:
                     raise
@@ -112,43 +160,61 @@ class SQLiteStore(SQLStore):
 
     def _create_file(self) -> None:
         """Create the file as 0600 (and its folder as 0700) before SQLite does, whatever the umask."""
-        if os.path.exists(self.path):
-            return
         folder = os.path.dirname(self.path)
         try:
-            os.makedirs(folder, mode=0o700)
-        except FileExistsError:
-            pass
-        else:
-            os.chmod(folder, 0o700)
-        try:
+            try:
+                os.makedirs(folder, mode=0o700)
+            except FileExistsError:
+                pass
+            else:
+                os.chmod(folder, 0o700)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:
             return
+        except OSError as error:  # a read-only disk, no permission, a file where the folder should be
+            raise unwritable(self.path, error, "SQLite store") from None
         try:
             os.fchmod(fd, 0o600)
         finally:
             os.close(fd)
 
-    def _check_schema(self, conn: sqlite3.Connection) -> None:
-        """Create the tables on first use, bring an older schema up to date, refuse a newer one."""
+    def _check_schema(self, conn: sqlite3.Connection, write: bool) -> bool:
+        """Whether the tables are there: created on the first write, an older schema brought up to
+        date, a newer one refused."""
         try:
             row = conn.execute(READ_VERSION).fetchone()
-        except sqlite3.OperationalError:  # no such table: a new file
-            row = None
+        except sqlite3.OperationalError as error:
+            if "no such table" not in str(error):
+                raise
+            row = None  # a new file
         if schema_is_current(row, f"the SQLite store {self.path}"):
-            return
+            return True
+        if row is None and not write:
+            return False
+        if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+            raise FunctAIError(f"SQLite store {self.path}: WAL mode could not be set", code="store-io")
         conn.execute("BEGIN IMMEDIATE")  # the write lock: one process prepares, the others wait
         try:
             prepare(conn, SCHEMA, "?")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # a full disk ends the transaction itself
+                conn.execute("ROLLBACK")
             raise
+        return True
 
     def _error(self, doing: str, error: sqlite3.Error) -> FunctAIError:
-        code = "store-unwritable" if doing == "append" else "store-io"
-        return FunctAIError(f"SQLite store {self.path}: could not {doing}: {error}", code=code)
+        """``store-unwritable`` when writing failed or the database cannot be written (read-only,
+        a full disk, no permission); ``store-io`` otherwise (not a database, damaged)."""
+        code = getattr(error, "sqlite_errorcode", 0) & 0xFF
+        text = str(error).lower()
+        if code in _UNWRITABLE or doing == "append" or "readonly" in text or "is full" in text:
+            return FunctAIError(
+                f"cannot write the SQLite store at {self.path}: {error} (while trying to {doing}); free space, "
+                "fix the permissions, or point it at another file",
+                code="store-unwritable", path=self.path,
+            )
+        return FunctAIError(f"SQLite store {self.path}: could not {doing}: {error}", code="store-io")
 
     # -- the Store protocol -------------------------------------------------------------
 
@@ -168,12 +234,16 @@ class SQLiteStore(SQLStore):
             return self._count(conversation)
 
     def _count(self, conversation: str) -> int:
-        (found,) = self._query("SELECT MAX(position) FROM functai_records WHERE conversation = ?", (conversation,))[0]
-        return 0 if found is None else int(found) + 1
+        rows = self._query("SELECT MAX(position) FROM functai_records WHERE conversation = ?", (conversation,))
+        return 0 if not rows or rows[0][0] is None else int(rows[0][0]) + 1
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a read; none when nothing is stored yet (the read creates nothing)."""
+        conn = self._connection()
+        if conn is None:
+            return []
         try:
-            return self._connection().execute(sql, args).fetchall()
+            return conn.execute(sql, args).fetchall()
         except sqlite3.Error as error:
             raise self._error("read", error) from error
 
@@ -188,7 +258,7 @@ class SQLiteStore(SQLStore):
         check_conversation_id(conversation)
         lines = [_line(record) for record in records]  # a bad record appends nothing
         with self._lock:
-            conn = self._connection()
+            conn = self._writer()
             try:
                 if sync:
                     conn.execute("PRAGMA synchronous = FULL")
@@ -236,6 +306,8 @@ class SQLiteStore(SQLStore):
         sql = schema.BRANCH.format(tip="?2", conversation="?1", indexed="INDEXED BY functai_records_turn")
         with self._lock:
             conn = self._connection()
+            if conn is None:
+                return [], 0
             try:
                 conn.execute("BEGIN")  # one snapshot for the records and the count
                 try:
@@ -258,7 +330,7 @@ class SQLiteStore(SQLStore):
         """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
         column = log_column(table)
         with self._lock:
-            conn = self._connection()
+            conn = self._writer()
             try:
                 if len(items) == 1:  # one statement is its own transaction
                     conn.execute(f"INSERT INTO functai_{table} ({column}, line) VALUES (?, ?)", items[0])

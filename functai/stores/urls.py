@@ -2,8 +2,10 @@
 
 A URL is ``scheme://…`` (``sqlite:///rel.db``, ``sqlite:////abs/x.db``,
 ``postgresql://user@host/db``), ``memory:``, or a path ending ``.db``,
-``.sqlite`` or ``.sqlite3`` (a SQLite file). Anything else is a folder path
-and stays with `functai.conversations.store`.
+``.sqlite`` or ``.sqlite3`` (a SQLite file). A built-in scheme names its
+store even without ``//`` (``sqlite:`` is a SQLite URL, refused as one
+without a path, never a folder named ``sqlite:``). Anything else is a folder
+path and stays with `functai.conversations.store`.
 
 A distribution adds a scheme with an entry point named after it::
 
@@ -26,6 +28,7 @@ from ..errors import FunctAIError
 
 if TYPE_CHECKING:
     from ..conversations.store import Store
+    from ..models.keys import SecretURL
 
 #: The schema version SQL stores write; a store written by a newer version is refused.
 SCHEMA_VERSION = 2
@@ -36,6 +39,9 @@ SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
 
+#: The schemes functai knows itself: ``name:`` is one of these stores with or without ``//``.
+BUILTIN = frozenset({"sqlite", "postgresql", "postgres", "memory"})
+
 _lock = threading.Lock()
 _stores: dict[str, Any] = {}
 #: The same stores by the exact text that named them (not for relative SQLite paths, which follow the cwd).
@@ -45,7 +51,7 @@ _by_text: dict[str, Any] = {}
 def scheme_of(text: str) -> str | None:
     """The URL scheme of ``text`` (lower case), ``"sqlite"`` for a SQLite file path, None for a folder."""
     found = _SCHEME.match(text)
-    if found is not None and (text[found.end():].startswith("//") or found.group(1).lower() == "memory"):
+    if found is not None and (text[found.end():].startswith("//") or found.group(1).lower() in BUILTIN):
         return found.group(1).lower()
     if text.lower().endswith(SQLITE_SUFFIXES):
         return "sqlite"
@@ -57,9 +63,15 @@ def is_url(text: str | os.PathLike[str]) -> bool:
     return isinstance(text, str) and scheme_of(text) is not None
 
 
-def redact(url: str) -> str:
+def redact(url: "str | SecretURL") -> str:
     """The URL without its password, as records and messages may show it."""
-    parts = urlsplit(url)
+    if not isinstance(url, str):
+        return url.shown  # a SecretURL: shown without its password already
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:  # a host or port Python cannot read: where a password ends is unknown, so all goes
+        return re.sub(r"^([^:]*://)[^/?#]*", r"\1…", url)
     if parts.password is None:
         return url
     user = parts.username or ""
@@ -173,4 +185,7 @@ def sqlite_path(url: str) -> str:
         path = rest[3:].split("?", 1)[0]
     else:
         path = url
+    if "\x00" in path:
+        raise FunctAIError(f"the SQLite path {path!r} holds a NUL byte, which no file name can; name a real file",
+                           code="store-url")
     return os.path.abspath(path)

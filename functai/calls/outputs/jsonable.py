@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from ...errors import FunctAIError
 from .kinds import _is_pydantic, is_dataclass
 
 def to_jsonable(value: Any) -> Any:
@@ -16,14 +17,19 @@ def to_jsonable(value: Any) -> Any:
 
     dataclass/attrs/pydantic instances become dicts, Enums their value, tuples
     and sets lists, dict keys strings; anything else that json cannot write
-    becomes its repr, so recording never fails.
+    becomes its repr, so recording never fails on a type. Data nested deeper than
+    the recursion limit raises `FunctAIError` ``json-too-deep``.
     """
     t = type(value)
     if t in PLAIN:
         return value
     if t is dict and all(type(k) is str and type(v) in PLAIN for k, v in value.items()):
         return value  # the common case on every recorded call: nothing to convert
-    return _jsonable(value, set())
+    try:
+        return _jsonable(value, set())
+    except RecursionError:
+        raise FunctAIError("a value is nested too deeply to be written as JSON (Python's recursion limit ran "
+                           "out); pass flatter data", code="json-too-deep") from None
 
 
 #: The types whose values are JSON data as they are.

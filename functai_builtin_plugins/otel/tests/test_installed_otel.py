@@ -8,6 +8,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.venv  # slow: `python -m pytest -m "not venv"` leaves these out
+
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 OTEL = ROOT / "functai_builtin_plugins" / "otel"
 

@@ -1,0 +1,175 @@
+"""A plain value that fits a JSON schema: what the test model answers and passes to tools.
+
+The schemas are the ones functai makes for output types and tool inputs (and
+pydantic's, for pydantic models): ``type``, ``properties``/``required``,
+``additionalProperties``, ``items``/``prefixItems``, ``enum``, ``const``,
+``anyOf``/``oneOf``/``allOf``, ``$ref`` to ``#`` or ``$defs``, and the
+common bounds (``minimum``…, ``minLength``…, ``minItems``…, ``format``).
+The value is the simplest that fits, the same every time: strings are
+``"test"``, numbers 0, booleans true, a list holds one item, an enum or a
+union takes its first choice, an object has every property it lists.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..errors import FunctAIError
+
+#: Strings for the ``format``s pydantic writes (dates, e-mail addresses, …).
+FORMATS = {
+    "date": "2000-01-01",
+    "date-time": "2000-01-01T00:00:00Z",
+    "time": "00:00:00",
+    "duration": "PT0S",
+    "email": "test@example.com",
+    "uri": "https://example.com/",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+    "ipv4": "127.0.0.1",
+    "ipv6": "::1",
+}
+
+#: Deeper than this, the schema is taken to have no finite value.
+MAX_DEPTH = 64
+
+
+def sample(schema: dict[str, Any] | bool | None) -> Any:
+    """The simplest plain value (JSON data) that ``schema`` accepts."""
+    root = schema if isinstance(schema, dict) else {}
+    return _Sampler(root).value(root, 0)
+
+
+def sample_input(parameters: dict[str, Any] | None) -> dict[str, Any]:
+    """A tool's input: each parameter's value from its own schema (each is a root, with its own ``$defs``)."""
+    properties = (parameters or {}).get("properties") or {}
+    return {name: sample(schema) for name, schema in properties.items()}
+
+
+class _Sampler:
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self.expanding = ["#"]  # the $refs being expanded, to stop at a type that holds itself
+
+    def value(self, schema: Any, depth: int, index: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise FunctAIError(
+                "the test model found no finite value for this schema (a type that must hold itself?); "
+                "give it an Optional or a list, or answer with functai.testing.ScriptedLM",
+                code="test-model-schema",
+            )
+        if not isinstance(schema, dict):
+            return None if schema is False else "test"
+        if "$ref" in schema:
+            ref = schema["$ref"]
+            self.expanding.append(ref)
+            try:
+                return self.value(self._resolve(ref), depth + 1, index)
+            finally:
+                self.expanding.pop()
+        if "const" in schema:
+            return schema["const"]
+        if schema.get("enum"):
+            return schema["enum"][index % len(schema["enum"])]
+        for key in ("anyOf", "oneOf"):
+            if schema.get(key):
+                return self.value(self._choice(schema[key]), depth + 1, index)
+        if schema.get("allOf"):
+            merged: dict[str, Any] = {}
+            for part in schema["allOf"]:
+                merged.update(self._resolve(part["$ref"]) if "$ref" in part else part)
+            rest = {k: v for k, v in schema.items() if k != "allOf"}
+            return self.value({**merged, **rest}, depth + 1, index)
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), "null")
+        if kind is None:
+            kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
+        return getattr(self, "_" + kind, self._unknown)(schema, depth, index)
+
+    def _resolve(self, ref: str) -> Any:
+        if not ref.startswith("#"):
+            raise FunctAIError(f"the test model reads only local $refs, not {ref!r}", code="test-model-schema")
+        found: Any = self.root
+        for part in filter(None, ref[1:].split("/")):
+            found = found[part.replace("~1", "/").replace("~0", "~")]
+        return found
+
+    def _cycles(self, schema: Any) -> bool:
+        return isinstance(schema, dict) and schema.get("$ref") in self.expanding
+
+    def _choice(self, options: list[Any]) -> Any:
+        """The first choice that is neither null nor a type already being built, else the first."""
+        for option in options:
+            if isinstance(option, dict) and option.get("type") != "null" and not self._cycles(option):
+                return option
+        return next((o for o in options if isinstance(o, dict) and o.get("type") == "null"), options[0])
+
+    def _null(self, schema: dict[str, Any], depth: int, index: int) -> None:
+        return None
+
+    def _boolean(self, schema: dict[str, Any], depth: int, index: int) -> bool:
+        return index % 2 == 0
+
+    def _string(self, schema: dict[str, Any], depth: int, index: int) -> str:
+        text = FORMATS.get(schema.get("format", ""), "test" + (str(index) if index else ""))
+        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        if len(text) < low:
+            text += "x" * (low - len(text))
+        return text if high is None else text[:high]
+
+    def _integer(self, schema: dict[str, Any], depth: int, index: int) -> int:
+        value = math.ceil(_in_bounds(schema, 0, 1))
+        step = schema.get("multipleOf")
+        if isinstance(step, int) and step > 0 and value % step:
+            value += step - value % step
+        return value + index
+
+    def _number(self, schema: dict[str, Any], depth: int, index: int) -> float:
+        return float(_in_bounds(schema, 0.0, 1)) + index
+
+    def _array(self, schema: dict[str, Any], depth: int, index: int) -> list[Any]:
+        fixed = schema.get("prefixItems") or []
+        items = [self.value(item, depth + 1) for item in fixed]
+        more = schema.get("items", {})
+        if more is False or self._cycles(more):
+            return items
+        count = max(schema.get("minItems", 0), len(items) + (0 if fixed else 1))
+        if schema.get("maxItems") is not None:
+            count = min(count, schema["maxItems"])
+        unique = bool(schema.get("uniqueItems"))
+        items += [self.value(more, depth + 1, n if unique else 0) for n in range(len(items), count)]
+        return items
+
+    def _object(self, schema: dict[str, Any], depth: int, index: int) -> dict[str, Any]:
+        required = set(schema.get("required", ()))
+        data = {
+            name: self.value(sub, depth + 1)
+            for name, sub in (schema.get("properties") or {}).items()
+            if name in required or not self._cycles(sub)
+        }
+        extra = schema.get("additionalProperties")
+        if not data and isinstance(extra, dict) and not self._cycles(extra):
+            data["test"] = self.value(extra, depth + 1)
+        return data
+
+    def _unknown(self, schema: dict[str, Any], depth: int, index: int) -> Any:
+        return "test"
+
+
+def _in_bounds(schema: dict[str, Any], value: float, step: float) -> float:
+    """``value`` moved inside the schema's bounds (an exclusive bound by ``step``, or half-way to the other)."""
+    low, high = schema.get("minimum"), schema.get("maximum")
+    above, below = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if low is not None and value < low:
+        value = low
+    if above is not None and value <= above:
+        value = above + step
+    if high is not None and value > high:
+        value = high
+    if below is not None and value >= below:
+        value = below - step
+    floor = above if above is not None else low
+    if floor is not None and (value < floor or (above is not None and value == above)):
+        value = (floor + (below if below is not None else high)) / 2  # a range narrower than a step
+    return value
