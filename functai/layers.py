@@ -253,15 +253,42 @@ def pop_block(layer: Layer) -> None:
 class Resolved:
     """What one call runs with: merged settings and the plugin plan."""
 
-    __slots__ = ("values", "plan", "model_settings", "settings_view")
+    __slots__ = ("values", "plan", "model_settings", "settings_view", "whole", "_sitting_out")
 
-    def __init__(self, values: Mapping[str, Any], plan: Plan, model_settings: Mapping[str, Any]) -> None:
+    def __init__(self, values: Mapping[str, Any], plan: Plan, model_settings: Mapping[str, Any],
+                 whole: "Resolved | None" = None) -> None:
         self.values = values
         self.plan = plan
         #: The model settings among ``values`` (read-only: copy before changing).
         self.model_settings = model_settings
         #: A read-only view of them, as a before_call event shows them.
         self.settings_view = MappingProxyType(model_settings)
+        #: The resolution with every plugin in, plugins whose `Plugin.active` says no included.
+        self.whole = whole if whole is not None else self
+        #: Plugins left out (a tuple) → this resolution without them, made once each.
+        self._sitting_out: dict[tuple[Plugin, ...], Resolved] = {}
+
+    def now(self) -> "Resolved":
+        """This resolution without the plugins whose `Plugin.active` says no right now.
+
+        A plugin whose check raises takes part (and the failure is reported)."""
+        out: tuple[Plugin, ...] = ()
+        for plugin in self.plan.gated:
+            try:
+                if not plugin.active():  # type: ignore[misc]
+                    out += (plugin,)
+            except Exception as error:
+                from .log import warn
+
+                warn("plugin active check failed", plugin=plugin.name, version=plugin.version,
+                     error=f"{type(error).__name__}: {error}")
+        if not out:
+            return self
+        found = self._sitting_out.get(out)
+        if found is None:
+            found = Resolved(self.values, self.plan.without(out), self.model_settings, self)
+            self._sitting_out[out] = found
+        return found
 
 
 _resolved_lock = threading.Lock()
@@ -278,7 +305,8 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
     if hit is not None:
         parts = hit[0]
         if parts[0] is own and parts[1] is conversation and parts[2] is blocks and parts[3] is process and parts[4] is inst:
-            return hit[1]
+            found = hit[1]
+            return found.now() if found.plan.gated else found
 
     values: dict[str, Any] = dict(DEFAULTS)
     for layer in (process, *blocks, own, conversation):
@@ -302,4 +330,4 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
         if len(_resolved) >= 512:
             _resolved.clear()
         _resolved[key] = ((own, conversation, blocks, process, inst), result)
-    return result
+    return result.now() if plan.gated else result

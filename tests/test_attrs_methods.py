@@ -43,6 +43,7 @@ CASES: dict[type, tuple[dict[str, Any], list[tuple[tuple[Any, ...], dict[str, An
             (("a", [ToolCall("1", "t", {"x": 1})], {"input_tokens": 3}, "stop", None, "thought"), {}),
             ((), {"tool_calls": (), "usage": {}, "refusal": "no"}),
             ((), {"usage": [("input_tokens", 1)]}),
+            (("a",), {"id": "chatcmpl-1", "model": "gpt-x"}),
         ],
     ),
     ToolCall: (
@@ -69,7 +70,7 @@ CASES: dict[type, tuple[dict[str, Any], list[tuple[tuple[Any, ...], dict[str, An
 BAD_CALLS: dict[type, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
     Request: [((), {}), (("m",), {}), (("m", [], (), {}, None, "extra"), {}), (("m", []), {"nope": 1}),
               (("m", []), {"settings": None}), (("m", [1]), {})],
-    Reply: [((), {"tool_calls": [1]}), ((), {"usage": None}), ((None, (), {}, None, None, None, "x"), {}),
+    Reply: [((), {"tool_calls": [1]}), ((), {"usage": None}), ((None, (), {}, None, None, None, "i", "m", "x"), {}),
             ((), {"text": "a", "nope": 1})],
     ToolCall: [((), {}), (("1",), {}), (("1", "t", None), {}), (("1", "t"), {"x": 1})],
     Template: [((), {}), (("u",), {}), ((), {"system": "s"}), ((), {"user": "u", "other": 1})],

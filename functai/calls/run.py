@@ -21,12 +21,13 @@ from ..files import check_log_calls
 from ..hooks.change import Change
 from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
 from ..hooks.fold import call_handler_steps, fold_part, record as change_record, refuse, resume
-from ..hooks.hear import hear_steps
+from ..hooks.hear import hear_now
 from ..hooks.timing import stamp
 from ..hooks.plugin import Plugin
 from ..models import providers
 from ..models.replies import non_answer
 from ..models.request import Client, Reply, Request, frozen_messages
+from ..models.server import server_of
 from ..layers import Resolved, pop_block, push_block, resolve
 from . import layout as layouts
 from . import limits
@@ -129,6 +130,7 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
     else:
         depth, budget = frame.depth + 1, frame.budget
     logged = True
+    client = None
     token = current.set(Frame(record, path, ordinal, depth, budget))
     closing = False
     try:
@@ -198,10 +200,11 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
             _add_usage(record, reply)
             if heard_reply:
                 answered = ReplyEvent(request=request, reply=reply, seconds=round(time.perf_counter() - sent, 6),
-                                      attempt=record.attempts, function=fn.name, path=path)
-                yield from hear_steps("reply", heard_reply, answered,
-                                      record.heard if values.get("record_timing") else None,
-                                      function=fn.name, call=record.id)
+                                      attempt=record.attempts, function=fn.name, path=path, server=server_of(client))
+                rest = hear_now("reply", heard_reply, answered, record.heard if values.get("record_timing") else None,
+                                function=fn.name, call=record.id)
+                if rest is not None:  # an async def handler to await
+                    yield from rest
             problem = non_answer(reply, fn.output_schema is not None)
             if problem is not None:  # a refusal, a filter, a cut value, nothing: asking again would not help
                 raise problem
@@ -270,10 +273,12 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
             if not values["log_content"]:
                 records.without_content(record)
             if resolved.plan.handlers["call_end"]:
-                if closing:  # a stream dropped mid-call: its generator may not yield any more
-                    drive(_call_end(record, resolved))
-                else:
-                    yield from _call_end(record, resolved)
+                rest = _call_end(record, resolved, client)
+                if rest is not None:  # an async def handler to await
+                    if closing:  # a stream dropped mid-call: its generator may not yield any more
+                        drive(rest)
+                    else:
+                        yield from rest
             folder = values.get("log_calls")
             if folder:
                 records.append(folder, record)
@@ -303,16 +308,16 @@ def _join_turn(scope: TurnScope, record: records.CallRecord) -> Any:
     return push_block(scope.layer)  # calls inside the turn see the conversation as a block
 
 
-def _call_end(record: records.CallRecord, resolved: Resolved) -> Steps[None]:
-    """Run call_end after the content is dropped: handlers see the record as it is written."""
-    values = resolved.values
-    handlers = resolved.plan.handlers["call_end"]
-    if handlers:
-        event = CallEndEvent(record=RecordView(record), function=record.function, path=record.path,
-                             error=record.error["code"] if record.error else None, seconds=record.seconds,
-                             usage=MappingProxyType(dict(record.usage)))
-        yield from hear_steps("call_end", handlers, event, record.heard if values.get("record_timing") else None,
-             function=record.function, call=record.id)
+def _call_end(record: records.CallRecord, resolved: Resolved, client: Client | None) -> Steps[None] | None:
+    """Run call_end after the content is dropped: handlers see the record as it is written.
+    ``client``: the model client the call used (None when it failed before choosing one).
+    Returns the steps left to run when a handler is ``async def`` (`hear_now`)."""
+    event = CallEndEvent(record=RecordView(record), function=record.function, path=record.path,
+                         error=record.error["code"] if record.error else None, seconds=record.seconds,
+                         usage=MappingProxyType(dict(record.usage)), server=server_of(client))
+    return hear_now("call_end", resolved.plan.handlers["call_end"], event,
+                    record.heard if resolved.values.get("record_timing") else None,
+                    function=record.function, call=record.id)
 
 
 def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None:

@@ -137,7 +137,7 @@ class RequestEvent(Event):
 class ReplyEvent(Event):
     """``reply``: the model answered a request (hears only)."""
 
-    _fields = ("request", "reply", "seconds", "attempt", "function", "path")
+    _fields = ("request", "reply", "seconds", "attempt", "function", "path", "server")
     #: Made after every model reply while a plugin hears it: every field by keyword, in C.
     __init__ = SimpleNamespace.__init__  # type: ignore[assignment]
 
@@ -170,7 +170,7 @@ class ToolResultEvent(_Remembers):
 class CallEndEvent(Event):
     """``call_end``: an AI function call ended, done or failed (hears only)."""
 
-    _fields = ("record", "function", "path", "error", "seconds", "usage")
+    _fields = ("record", "function", "path", "error", "seconds", "usage", "server")
     #: Made at the end of every call while a plugin hears it: every field by keyword, in C.
     __init__ = SimpleNamespace.__init__  # type: ignore[assignment]
 
@@ -182,6 +182,22 @@ def frozen(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(frozen(item) for item in value)
     return value
+
+
+#: Values `frozen` gives back as they are (a record's text, numbers and flags): read without a call.
+_AS_IS = frozenset({str, int, float, bool, type(None)})
+
+
+def _reader(name: str) -> Callable[["RecordView"], Any]:
+    def read(view: "RecordView") -> Any:
+        value = getattr(view._record, name)
+        if value.__class__ in _AS_IS:
+            return value
+        if value.__class__ is list and not value:  # no tool calls, no changes: the usual record
+            return ()
+        return frozen(value)
+
+    return read
 
 
 class RecordView:
@@ -199,7 +215,11 @@ class RecordView:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        return frozen(getattr(self._record, name))
+        value = getattr(self._record, name)  # an unknown name raises AttributeError here
+        # Reached only after the usual lookup failed, which costs a raised AttributeError each time:
+        # the field gets a property on the class, so every later read goes straight to it.
+        setattr(RecordView, name, property(_reader(name)))
+        return frozen(value)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"the record a call_end handler is given is read-only ({name!r})")

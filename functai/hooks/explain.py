@@ -29,7 +29,8 @@ def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, 
     """
     from .. import layers as settings
 
-    resolved = settings.resolve(fn.own, conversation)
+    now = settings.resolve(fn.own, conversation)
+    resolved = now.whole  # every plugin, those whose `active` check says no right now marked
     values = resolved.values
     blocks = settings._blocks.get()
     process = settings._process
@@ -70,6 +71,8 @@ def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, 
                    "handler": qualified_name(getattr(handler, "__wrapped__", handler))}
             if hook == "tool_call" and plugin is resolved.plan.approval:
                 row["note"] = f"the installed plugin named {APPROVAL!r} runs after every other tool_call handler"
+            if plugin not in now.plan.plugins:
+                row["note"] = "sits calls out for now: its active() check says no (e.g. nothing to send spans to)"
             rows.append(row)
         hooks[hook] = rows
     return {

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from ..calls.steps import Await, Steps, drive
 from ..log import warn
-from .events import Event, set_field
+from .events import Event
 from .order import Handler
 
 
@@ -36,26 +36,67 @@ def hear_steps(
     heard: list[dict[str, Any]] | None = None,
     **where: Any,
 ) -> Steps[None]:
+    """`hear_now` as steps: what a pipeline that may have to await a handler runs."""
+    rest = hear_now(hook, handlers, event, heard, **where)
+    if rest is not None:
+        yield from rest
+
+
+def hear_now(
+    hook: str,
+    handlers: Sequence[Handler],
+    event: Event,
+    heard: list[dict[str, Any]] | None = None,
+    **where: Any,
+) -> Steps[None] | None:
     """Run each handler of ``hook`` on ``event``; report, never raise, what they raise.
 
     ``heard`` (only when timing is on) gets ``{"plugin", "version", "hook", "µs"}``
-    per handler; ``where`` names the call in a failure's warning. An ``async def``
-    handler is awaited by the driver.
+    per handler; ``where`` names the call in a failure's warning. Returns None
+    once every handler ran; an ``async def`` handler's result is left to the
+    steps returned instead (await it, then run the rest), so a call whose
+    handlers are plain makes no generator for them.
     """
-    for plugin, handler in handlers:
-        set_field(event, "_plugin", plugin.name)
+    data = event.__dict__  # the engine's own writes (`set_field`), without a call each
+    for index, (plugin, handler) in enumerate(handlers):
+        data["_plugin"] = plugin.name
         started = time.perf_counter_ns() if heard is not None else 0
         try:
             result = handler(event)
-            if result is not None and hasattr(result, "__await__"):
-                yield Await(result)
         except Exception as error:
-            warn("hook failed", plugin=plugin.name, version=plugin.version, hook=hook,
-                 error=f"{type(error).__name__}: {error}", **where)
+            _failed(hook, plugin, error, where)
+            result = None
+        if result is not None and hasattr(result, "__await__"):
+            return _awaiting(hook, handlers[index:], result, event, heard, started, where)
         if heard is not None:
-            heard.append({"plugin": plugin.name, "version": plugin.version, "hook": hook,
-                          "µs": round((time.perf_counter_ns() - started) / 1000, 1)})
-    set_field(event, "_plugin", None)
+            _note(heard, hook, plugin, started)
+    data["_plugin"] = None
+    return None
+
+
+def _awaiting(hook: str, handlers: Sequence[Handler], result: Any, event: Event,
+              heard: list[dict[str, Any]] | None, started: int, where: dict[str, Any]) -> Steps[None]:
+    """Await the first handler's result, then hear the rest."""
+    plugin = handlers[0][0]
+    try:
+        yield Await(result)
+    except Exception as error:
+        _failed(hook, plugin, error, where)
+    if heard is not None:
+        _note(heard, hook, plugin, started)
+    rest = hear_now(hook, handlers[1:], event, heard, **where)
+    if rest is not None:
+        yield from rest
+
+
+def _failed(hook: str, plugin: Any, error: Exception, where: dict[str, Any]) -> None:
+    warn("hook failed", plugin=plugin.name, version=plugin.version, hook=hook,
+         error=f"{type(error).__name__}: {error}", **where)
+
+
+def _note(heard: list[dict[str, Any]], hook: str, plugin: Any, started: int) -> None:
+    heard.append({"plugin": plugin.name, "version": plugin.version, "hook": hook,
+                  "µs": round((time.perf_counter_ns() - started) / 1000, 1)})
 
 
 def run_awaitable(awaitable: Any) -> Any:

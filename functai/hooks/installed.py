@@ -137,7 +137,8 @@ class _Given:
 
 
 def _with_version(plugin: Plugin, version: str) -> Plugin:
-    copy = Plugin(plugin.name, version=version, api=plugin.api, description=plugin.description)
+    copy = Plugin(plugin.name, version=version, api=plugin.api, description=plugin.description,
+                  active=plugin.active)
     for hook in plugin.hooks:
         for handler in plugin.handlers(hook):
             copy.on(hook, handler)

@@ -25,18 +25,30 @@ APPROVAL = "approval"
 class Plan:
     """The plugins of one call, in order, and their handlers by hook."""
 
-    __slots__ = ("plugins", "handlers", "approval")
+    __slots__ = ("plugins", "handlers", "approval", "gated")
 
     def __init__(self, plugins: tuple[Plugin, ...], approval: Plugin | None) -> None:
         self.plugins = plugins
         #: The installed plugin named ``approval``, which runs last in ``tool_call``.
         self.approval = approval
+        #: The plugins that say before each call whether they take part (`Plugin.active`).
+        self.gated = tuple(p for p in plugins if p.active is not None)
         self.handlers: dict[str, tuple[Handler, ...]] = {}
         for hook in HOOKS:
             found = [(p, fn) for p in plugins if p is not approval for fn in p.handlers(hook)]
             if approval is not None:
                 found.extend((approval, fn) for fn in approval.handlers(hook))
             self.handlers[hook] = tuple(found)
+
+    def without(self, out: tuple[Plugin, ...]) -> "Plan":
+        """This plan with the plugins ``out`` left out (their handlers, as this plan holds them)."""
+        copy = Plan.__new__(Plan)
+        copy.plugins = tuple(p for p in self.plugins if p not in out)
+        copy.approval = None if self.approval in out else self.approval
+        copy.gated = tuple(p for p in self.gated if p not in out)
+        copy.handlers = {hook: tuple(h for h in handlers if h[0] not in out)
+                         for hook, handlers in self.handlers.items()}
+        return copy
 
 
 def make_plan(

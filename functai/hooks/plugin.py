@@ -92,7 +92,7 @@ class Plugin:
     Plugin("modes", 1.0.0: before_call)
     """
 
-    __slots__ = ("name", "version", "api", "description", "_handlers")
+    __slots__ = ("name", "version", "api", "description", "active", "_handlers")
 
     def __init__(
         self,
@@ -100,6 +100,7 @@ class Plugin:
         version: str = "0.0.0",
         api: int = 1,
         description: str = "",
+        active: Callable[[], bool] | None = None,
         **handlers: Callable[[Any], Any],
     ) -> None:
         self.name = check_name(name)
@@ -114,6 +115,11 @@ class Plugin:
         self.version = version
         self.api = api
         self.description = description
+        if active is not None and not callable(active):
+            raise TypeError(f"plugin {name!r}: active must be a function of no arguments, not {type(active).__name__}")
+        #: Asked before each call when given: while it returns False the plugin sits that call out
+        #: and costs it nothing (a tracer with no one to send spans to). None: always in.
+        self.active = active
         self._handlers: dict[str, list[Callable[[Any], Any]]] = {}
         for hook, fn in handlers.items():
             self.on(hook, fn)

@@ -116,9 +116,12 @@ def reply(reply):  # type: ignore[no-untyped-def]
     each tool step), before the reply is read or its tools run.
 
     Event: ``request`` (the `functai.Request` that was sent), ``reply`` (the
-    `functai.Reply`: ``text``, ``tool_calls``, ``usage``, ``finish_reason``),
-    ``seconds`` (how long the model client took), ``attempt`` (1, 2, … within
-    the call), ``function``, ``path``.
+    `functai.Reply`: ``text``, ``tool_calls``, ``usage``, ``finish_reason``,
+    and ``id`` / ``model`` — the response's id and the model that answered —
+    when the server sent them), ``seconds`` (how long the model client took),
+    ``attempt`` (1, 2, … within the call), ``function``, ``path``, ``server``
+    (``(host, port)`` of the client's ``base_url``, or None for a client
+    without one).
 
     Hears only: a raising handler is reported and changes nothing; nothing is
     added to ``changes``. Made for tracing, cost and latency plugins, which
@@ -159,7 +162,10 @@ def call_end(call):  # type: ignore[no-untyped-def]
     Event: ``record`` (the call's record, read-only, as it will be written:
     without content when ``log_content=False``), ``function``, ``path``,
     ``error`` (the error code, or None when the call is done), ``seconds``,
-    ``usage`` (token counts summed over the call's replies).
+    ``usage`` (token counts summed over the call's replies), ``server`` (as in
+    ``reply``; None when the call failed before choosing a client). A model
+    request that failed has no ``reply``: the call ends with its error, and
+    ``record.attempts`` counts it.
 
     Hears only: a raising handler is reported and changes nothing; nothing is
     added to ``changes``. Runs for every call — nested ones, a turn's, a

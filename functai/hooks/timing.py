@@ -72,6 +72,7 @@ def timed(plan: Plan) -> Plan:
     copy = Plan.__new__(Plan)
     copy.plugins = plan.plugins
     copy.approval = plan.approval
+    copy.gated = plan.gated
     copy.handlers = {
         hook: handlers if hook in HEARING else tuple((plugin, Timed(fn)) for plugin, fn in handlers)
         for hook, handlers in plan.handlers.items()

@@ -410,6 +410,7 @@ class OpenAIClient(AsyncAndStreams):
         tool_calls = tuple(self._tool_call(i, item) for i, item in enumerate(message.get("tool_calls") or ()))
         refusal = message.get("refusal")
         finish = choice.get("finish_reason")
+        response_id, model = data.get("id"), data.get("model")
         return Reply(
             text=text,
             tool_calls=tool_calls,
@@ -417,6 +418,8 @@ class OpenAIClient(AsyncAndStreams):
             finish_reason=finish if isinstance(finish, str) else None,
             refusal=refusal if isinstance(refusal, str) and refusal.strip() else None,
             reasoning=reasoning,
+            id=response_id if isinstance(response_id, str) and response_id else None,
+            model=model if isinstance(model, str) and model else None,
         )
 
     def _tool_call(self, index: int, item: Any) -> ToolCall:

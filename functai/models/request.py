@@ -146,6 +146,11 @@ class Reply:
     refusal: str | None = None
     #: What a reasoning model thought before answering, kept out of ``text``.
     reasoning: str | None = None
+    #: The server's id for this response (``chatcmpl-…``), when it sent one. Not compared:
+    #: two replies that say the same are equal wherever they came from.
+    id: str | None = attrs.field(default=None, eq=False)
+    #: The model that answered, as the server names it (it may differ from the one asked).
+    model: str | None = attrs.field(default=None, eq=False)
 
     def __init__(
         self,
@@ -155,6 +160,8 @@ class Reply:
         finish_reason: str | None = None,
         refusal: str | None = None,
         reasoning: str | None = None,
+        id: str | None = None,
+        model: str | None = None,
     ) -> None:
         _setattr = _object_setattr.__get__(self)
         _setattr("text", text)
@@ -163,9 +170,11 @@ class Reply:
         _setattr("finish_reason", finish_reason)
         _setattr("refusal", refusal)
         _setattr("reasoning", reasoning)
+        _setattr("id", id)
+        _setattr("model", model)
 
     def __repr__(self) -> str:
-        return fields_repr(self, ("text", "tool_calls", "usage", "finish_reason", "refusal", "reasoning"))
+        return fields_repr(self, _REPLY_FIELDS)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
@@ -185,6 +194,7 @@ class Reply:
 
 
 _REQUEST_HASH, _REPLY_HASH = type_hash(Request), type_hash(Reply)
+_REPLY_FIELDS = ("text", "tool_calls", "usage", "finish_reason", "refusal", "reasoning", "id", "model")
 
 
 @runtime_checkable

@@ -30,6 +30,8 @@ class Assembler:
         self.finish: str | None = None
         self.usage: Any = None
         self.done = False
+        #: The response's ``id`` and ``model``, as the chunks give them.
+        self.response: dict[str, str] = {}
 
     def line(self, line: str) -> str | None:
         """Read one line of the event stream; the text delta it carries, if any."""
@@ -47,6 +49,9 @@ class Assembler:
             return None
         if chunk.get("usage"):
             self.usage = chunk["usage"]
+        for key in ("id", "model"):  # every chunk repeats them: the first is kept
+            if key not in self.response and isinstance(chunk.get(key), str) and chunk[key]:
+                self.response[key] = chunk[key]
         if isinstance(chunk.get("error"), (dict, str)):
             error = chunk["error"]
             raise StreamCut(f"the server reported an error mid-stream: {error.get('message') if isinstance(error, dict) else error}")
@@ -102,7 +107,7 @@ class Assembler:
             message["reasoning_content"] = "".join(self.reasoning)
         if self.refusal:
             message["refusal"] = "".join(self.refusal)
-        data: dict[str, Any] = {"choices": [{"message": message, "finish_reason": self.finish}]}
+        data: dict[str, Any] = {**self.response, "choices": [{"message": message, "finish_reason": self.finish}]}
         if self.usage is not None:
             data["usage"] = self.usage
         return data

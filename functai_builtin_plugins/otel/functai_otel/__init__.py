@@ -2,201 +2,328 @@
 
 Installed, it is the plugin ``otel`` of every AI function call in the
 environment. It uses ``opentelemetry-api`` only: the application configures
-the SDK and its exporter, and without one every span is the API's no-op.
+the SDK and its exporter. While no tracer provider is set (or a no-op one),
+the plugin sits every call out (`functai.Plugin`'s ``active`` check): it
+costs a call one identity comparison, and starts tracing with the first call
+after a provider is set.
 
 - ``functai.call <function>``: one span per AI function call. Its parent is
   the tool span of the enclosing call that ran it, else the application's
   current span. The call's plugin changes are its events.
 - ``chat <model>``: one child span per model request (every attempt and
-  tool step), with ``gen_ai.operation.name``, ``gen_ai.request.model``,
-  ``gen_ai.response.finish_reasons`` and ``gen_ai.usage.*``.
+  tool step, and a request that failed), with the request's model, settings
+  and server, and the response's id, model, finish reason and token counts.
 - ``execute_tool <name>``: one child span per tool the model asked for,
   with ``gen_ai.tool.name``; AI functions the tool calls are its children.
 
 Content — inputs, outputs, instructions, what a change said — is never put
 on a span except the change itself, and only while the call's record keeps
-content (``log_content``, on by default). Settings are never read, so no API
-key can reach a span.
+content (``log_content``, on by default). Settings other than the model's are
+never read, so no API key can reach a span.
 """
 
 from __future__ import annotations
 
-import functools
 import json
+import os
 import time
 import warnings
 from contextvars import ContextVar
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import functai
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from .names import (
+    CALL_ID, CALL_PATH, CONVERSATION, ERROR_TYPE, FINISH_REASONS, FUNCTION, MODEL, OPERATION, OUTPUT_TYPE,
+    PROVIDER, RESPONSE_ID, RESPONSE_MODEL, SERVER_ADDRESS, SERVER_PORT, TOOL_CALL_ID, TOOL_NAME, TOOL_TYPE, USAGE,
+    provider_name, setting_attributes,
+)
+
 __version__ = "0.1.0"
 
 __all__ = ["otel", "plugin", "__version__"]
 
-#: Model settings that have a ``gen_ai.request.*`` attribute of the same name.
-_REQUEST_SETTINGS = ("temperature", "max_tokens", "top_p", "seed", "presence_penalty", "frequency_penalty")
+_INTERNAL, _CLIENT = SpanKind.INTERNAL, SpanKind.CLIENT
+_time_ns = time.time_ns
+#: Stands for "no provider looked at yet" (None is a provider state: none set).
+_UNSEEN = object()
 
 
-class _Open:
-    """A span this plugin started and has not ended yet."""
+class _Call:
+    """A call span this plugin started and has not ended yet: the top of a stack of open spans."""
 
-    __slots__ = ("kind", "key", "span", "token", "lm", "tools", "id", "end", "content")
+    __slots__ = ("path", "span", "token", "below", "prefix", "model", "provider", "settings", "json", "replies",
+                 "last", "tools")
 
-    def __init__(self, kind: str, key: Any, span: Any, token: object, **extra: Any) -> None:
-        self.kind = kind  # "call" or "tool"
-        self.key = key  # a call's path; a tool's (path, invocation)
+    def __init__(self, call: Any, span: Any, token: object, below: Any, models: tuple[str, str | None, str | None]
+                 ) -> None:
+        self.path = call.path
         self.span = span
         self.token = token
-        self.lm: str | None = extra.get("lm")
-        #: A call's tool spans, ended with what its record says about each once it ends.
-        self.tools: list[_Open] = []
-        self.id: str | None = extra.get("id")
-        self.end: int | None = None
-        self.content: bool = extra.get("content", True)
+        self.below = below
+        #: What the model name sent starts with when the call names its provider ("openai/"),
+        #: the model, the provider's name in the conventions (`_model_of`).
+        self.prefix, self.model, self.provider = models
+        #: For a request that fails: the model settings and whether a JSON value was asked for.
+        self.settings = call.settings
+        self.json = call.program.output_schema is not None
+        #: Model replies heard, and when the latest step of the call ended (a failed request starts there).
+        self.replies = 0
+        self.last = _time_ns()
+        #: The call's tool spans, ended with what its record says about each once it ends.
+        self.tools: list[_Tool] = []
+
+
+class _Tool:
+    """A tool span this plugin started and has not ended yet."""
+
+    __slots__ = ("path", "invocation", "call_path", "span", "token", "below", "id", "end", "content")
+
+    def __init__(self, tool: Any, span: Any, token: object, below: Any) -> None:
+        self.path = tool.path
+        self.invocation = tool.invocation
+        self.call_path = tool.path.rpartition("/")[0]
+        self.span = span
+        self.token = token
+        self.below = below
+        self.id = tool.id
+        self.end = 0
+        self.content = tool.settings.get("log_content", True) is not False
+
+
+_models: dict[Any, tuple[str, str | None, str | None]] = {}
+
+
+def _model_of(lm: Any) -> tuple[str, str | None, str | None]:
+    """``"openai/gpt-4.1"`` → ("openai/", "gpt-4.1", "openai"): the prefix the model name sent may carry,
+    the model, the provider's name in the conventions. Kept in `_models` (read there first) once made."""
+    text = str(lm) if lm else ""
+    provider, slash, model = text.partition("/")
+    found = (provider + "/", model, provider_name(provider)) if slash else ("", text or None, None)
+    if len(_models) < 256:
+        _models[lm] = found
+    return found
+
+
+#: Where the API keeps the global tracer provider (None while none is set), read as it is:
+#: ``trace.get_tracer_provider()`` reads ``os.environ`` on every call while none is set (about
+#: 1.5 µs, most of what an idle plugin may cost a call). An API without it is asked the public way.
+_GLOBAL = "_TRACER_PROVIDER" if hasattr(trace, "_TRACER_PROVIDER") else ""
 
 
 class _Tracing:
     """The handlers of one ``otel`` plugin, and the spans it has open in this context."""
 
-    def __init__(self, tracer_provider: Any = None) -> None:
-        self._provider = tracer_provider
+    def __init__(self, name: str, tracer_provider: Any = None) -> None:
+        self._name = name
+        self._given = tracer_provider
+        self._seen: Any = _UNSEEN
         self._tracer: Any = None
-        self._open: ContextVar[tuple[_Open, ...]] = ContextVar(f"functai_otel_{id(self)}", default=())
+        self._open: ContextVar[Any] = ContextVar(f"functai_otel_{id(self)}", default=None)
 
-    @property
-    def tracer(self) -> Any:
-        if self._tracer is None:  # the API's proxy tracer follows a provider set later
-            self._tracer = trace.get_tracer("functai_otel", __version__, tracer_provider=self._provider)
-        return self._tracer
+    # -- whether anyone listens -------------------------------------------------------
+
+    def listening(self) -> bool:
+        """The plugin's ``active`` check: True while its provider makes real spans.
+
+        Decided once per provider: each call compares the provider with the one
+        last decided on, so a provider set later is picked up by the next call.
+        """
+        provider = self._given
+        if provider is None:  # the global one (see `_GLOBAL`)
+            provider = getattr(trace, _GLOBAL) if _GLOBAL else trace.get_tracer_provider()
+        if provider is self._seen:
+            return self._tracer is not None
+        self._tracer = tracer = self._tracer_of(provider)
+        self._seen = provider  # after the tracer: a thread that sees this provider sees its tracer
+        return tracer is not None
+
+    def _tracer_of(self, provider: Any) -> Any:
+        """The tracer to make spans with, or None when ``provider`` makes none."""
+        if provider is None and "OTEL_PYTHON_TRACER_PROVIDER" in os.environ:
+            provider = trace.get_tracer_provider()  # named by the environment: the API loads and sets it
+        if provider is None or isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+            return None
+        try:
+            tracer = provider.get_tracer("functai_otel", __version__)
+        except Exception as error:  # tracing must never stop a call: report it, and sit calls out
+            warnings.warn(f"functai: plugin={self._name} cannot trace: the tracer provider failed: "
+                          f"{type(error).__name__}: {error}", RuntimeWarning, stacklevel=3)
+            return None
+        return None if isinstance(tracer, trace.NoOpTracer) else tracer  # the SDK switched off gives a no-op one
 
     # -- the stack of open spans -----------------------------------------------------
 
-    def _push(self, entry: _Open) -> None:
-        self._open.set(self._open.get() + (entry,))
-
-    def _settle(self, path: str) -> _Open | None:
+    def _settle(self, path: str) -> _Call | None:
         """End this call's tool spans left open (a tool that never ran); its open call span, if any."""
-        stack = self._open.get()
-        while stack and stack[-1].kind == "tool" and stack[-1].key[0].rpartition("/")[0] == path:
-            tool = stack[-1]
-            stack = stack[:-1]
-            self._close_tool(tool, stack)
-        self._open.set(stack)
-        if stack and stack[-1].kind == "call" and stack[-1].key == path:
-            return stack[-1]
-        return None
+        top = self._open.get()
+        if top.__class__ is _Tool and top.call_path == path:
+            while top.__class__ is _Tool and top.call_path == path:
+                self._close_tool(top)
+                top = top.below
+            self._open.set(top)
+        return top if top.__class__ is _Call and top.path == path else None
 
-    def _close_tool(self, tool: _Open, below: tuple[_Open, ...]) -> None:
+    def _close_tool(self, tool: _Tool) -> None:
         otel_context.detach(tool.token)
-        tool.end = time.time_ns()
-        if below and below[-1].kind == "call":
-            below[-1].tools.append(tool)
+        tool.end = _time_ns()
+        below = tool.below
+        if below.__class__ is _Call:
+            below.tools.append(tool)
+            below.last = tool.end
         else:  # no call span to wait for: end it now
             tool.span.end(end_time=tool.end)
 
     # -- handlers ---------------------------------------------------------------------
 
     def before_call(self, call: Any) -> None:
-        attributes: dict[str, Any] = {"functai.function": call.function, "functai.path": call.path}
-        if call.lm:
-            attributes["gen_ai.request.model"] = str(call.lm)
-        if call.conversation is not None:
-            attributes["gen_ai.conversation.id"] = call.conversation
-            attributes["functai.turn"] = call.turn
-        span = self.tracer.start_span(f"functai.call {call.function}", kind=SpanKind.INTERNAL, attributes=attributes)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        self._push(_Open("call", call.path, span, token, lm=str(call.lm) if call.lm else None))
+        try:
+            models = _models.get(call.lm) or _model_of(call.lm)
+            attributes: dict[str, Any] = {FUNCTION: call.function, CALL_PATH: call.path}
+            if models[1]:
+                attributes[MODEL] = models[1]
+            if models[2]:
+                attributes[PROVIDER] = models[2]
+            if call.conversation is not None:
+                attributes[CONVERSATION] = call.conversation
+                attributes["functai.turn"] = call.turn
+            span = self._tracer.start_span(f"functai.call {call.function}", kind=_INTERNAL, attributes=attributes)
+            token = otel_context.attach(trace.set_span_in_context(span))
+            self._open.set(_Call(call, span, token, self._open.get(), models))
+        except Exception as error:  # in a changing hook a raise would stop the call: report, go on
+            self._failed("before_call", error)
 
     def reply(self, event: Any) -> None:
-        call = self._settle(event.path)
+        call = self._open.get()
+        if call.__class__ is not _Call or call.path != event.path:
+            call = self._settle(event.path)
+        now = _time_ns()
         request, answer = event.request, event.reply
-        now = time.time_ns()
-        model, provider = request.model, None
-        if call is not None and call.lm and "/" in call.lm:  # "openai/gpt-4.1": the provider, then the model
-            provider = call.lm.partition("/")[0]
-            model = model.removeprefix(provider + "/")
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": model,
-            "functai.path": event.path,
-            "functai.attempt": event.attempt,
-        }
-        if provider:
-            attributes["gen_ai.provider.name"] = provider
-        settings: Mapping[str, Any] = request.settings
-        for name in _REQUEST_SETTINGS:
-            if name in settings:
-                attributes[f"gen_ai.request.{name}"] = settings[name]
+        attributes = self._chat_attributes(call, request.model, request.settings, request.output_schema is not None,
+                                           event.server)
+        attributes["functai.attempt"] = event.attempt
         if answer.finish_reason:
-            attributes["gen_ai.response.finish_reasons"] = (answer.finish_reason,)
-        _usage(attributes, answer.usage)
+            attributes[FINISH_REASONS] = (answer.finish_reason,)
+        for key, count in answer.usage.items():
+            name = USAGE.get(key)
+            if name is not None:
+                attributes[name] = count
+        if answer.id:
+            attributes[RESPONSE_ID] = answer.id
+        if answer.model:
+            attributes[RESPONSE_MODEL] = answer.model
         if answer.tool_calls:
             attributes["functai.tool_calls"] = len(answer.tool_calls)
-        span = self.tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes,
-                                      start_time=now - int(event.seconds * 1e9))
-        span.end(end_time=now)
+        model = attributes.get(MODEL)
+        self._tracer.start_span(f"chat {model}" if model else "chat", kind=_CLIENT, attributes=attributes,
+                                start_time=now - int(event.seconds * 1e9)).end(end_time=now)
+        if call is not None:
+            call.replies += 1
+            call.last = now
+
+    def _chat_attributes(self, call: _Call | None, model: str | None, settings: Mapping[str, Any], json_output: bool,
+                         server: tuple[str, int | None] | None) -> dict[str, Any]:
+        """What a ``chat`` span says of its request."""
+        attributes: dict[str, Any] = {OPERATION: "chat", OUTPUT_TYPE: "json" if json_output else "text"}
+        if call is not None:
+            attributes[CALL_PATH] = call.path
+            if call.provider:
+                attributes[PROVIDER] = call.provider
+            if model and call.prefix and model.startswith(call.prefix):
+                model = model[len(call.prefix):]
+        if model:
+            attributes[MODEL] = model
+        if settings:
+            setting_attributes(attributes, settings)
+        if server is not None:
+            attributes[SERVER_ADDRESS] = server[0]
+            if server[1] is not None:
+                attributes[SERVER_PORT] = server[1]
+        return attributes
 
     def tool_call(self, tool: Any) -> None:
-        self._settle(tool.path.rpartition("/")[0])
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": tool.name,
-            "gen_ai.tool.call.id": tool.id,
-            "functai.path": tool.path,
-            "functai.invocation": tool.invocation,
-        }
-        if tool.effects:
-            attributes["functai.tool.effects"] = tool.effects
-        span = self.tracer.start_span(f"execute_tool {tool.name}", kind=SpanKind.INTERNAL, attributes=attributes)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        content = tool.settings.get("log_content", True) is not False
-        self._push(_Open("tool", (tool.path, tool.invocation), span, token, id=tool.id, content=content))
+        try:
+            self._settle(tool.path.rpartition("/")[0])
+            attributes: dict[str, Any] = {
+                OPERATION: "execute_tool", TOOL_NAME: tool.name, TOOL_CALL_ID: tool.id, TOOL_TYPE: "function",
+                CALL_PATH: tool.path, "functai.invocation": tool.invocation,
+            }
+            if tool.effects:
+                attributes["functai.tool.effects"] = tool.effects
+            span = self._tracer.start_span(f"execute_tool {tool.name}", kind=_INTERNAL, attributes=attributes)
+            token = otel_context.attach(trace.set_span_in_context(span))
+            self._open.set(_Tool(tool, span, token, self._open.get()))
+        except Exception as error:
+            self._failed("tool_call", error)
 
     def tool_result(self, result: Any) -> None:
-        stack = self._open.get()
-        if stack and stack[-1].kind == "tool" and stack[-1].key == (result.path, result.invocation):
-            self._open.set(stack[:-1])
-            self._close_tool(stack[-1], stack[:-1])
+        try:
+            top = self._open.get()
+            if top.__class__ is _Tool and top.path == result.path and top.invocation == result.invocation:
+                self._open.set(top.below)
+                self._close_tool(top)
+        except Exception as error:
+            self._failed("tool_result", error)
 
-    def call_end(self, call: Any) -> None:
-        entry = self._settle(call.path)
-        record = call.record
-        now = time.time_ns()
-        if entry is None:  # the call ended before this plugin's before_call ran
-            span = self.tracer.start_span(f"functai.call {call.function}", kind=SpanKind.INTERNAL,
-                                          attributes={"functai.function": call.function, "functai.path": call.path},
-                                          start_time=now - int((call.seconds or 0) * 1e9))
-            tools: list[_Open] = []
+    def call_end(self, event: Any) -> None:
+        call = self._open.get()
+        if call.__class__ is not _Call or call.path != event.path:
+            call = self._settle(event.path)
+        record = event.record
+        now = _time_ns()
+        if call is None:  # the call ended before this plugin's before_call ran
+            span = self._tracer.start_span(f"functai.call {event.function}", kind=_INTERNAL,
+                                           attributes={FUNCTION: event.function, CALL_PATH: event.path},
+                                           start_time=now - int((event.seconds or 0) * 1e9))
+            tools: list[_Tool] = []
         else:
-            self._open.set(self._open.get()[:-1])
-            otel_context.detach(entry.token)
-            span, tools = entry.span, entry.tools
-        attributes: dict[str, Any] = {
-            "functai.call.id": record.id,
-            "functai.function.version": record.version,
-            "functai.attempts": record.attempts,
-        }
-        if record.model:
-            attributes["gen_ai.request.model"] = record.model
-        _usage(attributes, call.usage)
+            self._open.set(call.below)
+            otel_context.detach(call.token)
+            span, tools = call.span, call.tools
+        attempts = record.attempts
+        attributes: dict[str, Any] = {CALL_ID: record.id, "functai.function.version": record.version,
+                                      "functai.attempts": attempts}
+        model = call.model if call is not None else None
+        if not model and record.model:  # no model name before the call (a client given): the record's
+            model = attributes[MODEL] = (_models.get(record.model) or _model_of(record.model))[1]
+        for key, count in event.usage.items():
+            name = USAGE.get(key)
+            if name is not None:
+                attributes[name] = count
         span.set_attributes(attributes)
-        for item in record.changes:
-            data = {"functai.plugin": item["plugin"], "functai.plugin.version": item["version"],
-                    "functai.hook": item["hook"]}
-            if "change" in item:  # present only while the record keeps content
-                data["functai.change"] = json.dumps(_plain(item["change"]), ensure_ascii=False, default=str)
-            span.add_event("functai.change", data, timestamp=now)
-        self._end_tools(span, tools, record.tool_calls, now)
-        if call.error is not None:
-            span.set_attribute("error.type", call.error)
-            span.set_status(Status(StatusCode.ERROR, call.error))
+        if call is not None and call.replies < attempts:  # the last request failed: no reply was heard
+            self._failed_request(span, call, model, attempts, event.error or "exception", event.server, now)
+        changes = record.changes
+        if changes:
+            for item in changes:
+                data = {"functai.plugin": item["plugin"], "functai.plugin.version": item["version"],
+                        "functai.hook": item["hook"]}
+                if "change" in item:  # present only while the record keeps content
+                    data["functai.change"] = json.dumps(_plain(item["change"]), ensure_ascii=False, default=str)
+                span.add_event("functai.change", data, timestamp=now)
+        recorded = record.tool_calls
+        if tools or recorded:
+            self._end_tools(span, tools, recorded, now)
+        if event.error is not None:
+            span.set_attribute(ERROR_TYPE, event.error)
+            span.set_status(Status(StatusCode.ERROR, event.error))
         span.end(end_time=now)
 
-    def _end_tools(self, parent: Any, tools: list[_Open], recorded: Any, now: int) -> None:
+    def _failed_request(self, parent: Any, call: _Call, model: str | None, attempt: int, error: str,
+                        server: tuple[str, int | None] | None, now: int) -> None:
+        """The span of a model request that failed (no reply): from the call's last step to its end."""
+        attributes = self._chat_attributes(call, model, call.settings, call.json, server)
+        attributes["functai.attempt"] = attempt
+        attributes[ERROR_TYPE] = error
+        span = self._tracer.start_span(f"chat {model}" if model else "chat", context=trace.set_span_in_context(parent),
+                                       kind=_CLIENT, attributes=attributes, start_time=call.last)
+        span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=now)
+
+    def _end_tools(self, parent: Any, tools: list[_Tool], recorded: Any, now: int) -> None:
         """End the call's tool spans with what the record says; add spans for tool calls no hook saw."""
         by_id = {entry.get("id"): entry for entry in recorded}
         seen = set()
@@ -204,17 +331,23 @@ class _Tracing:
             seen.add(tool.id)
             _tool_outcome(tool.span, by_id.get(tool.id), tool.content)
             tool.span.end(end_time=tool.end)
-        context = trace.set_span_in_context(parent)
+        context = None
         for entry in recorded:  # blocked before this plugin ran, no such tool, or reused on resume
             if entry.get("id") in seen:
                 continue
-            span = self.tracer.start_span(
-                f"execute_tool {entry.get('name')}", context=context, kind=SpanKind.INTERNAL, start_time=now,
-                attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": str(entry.get("name")),
-                            "gen_ai.tool.call.id": str(entry.get("id"))},
+            context = context or trace.set_span_in_context(parent)
+            name = str(entry.get("name"))
+            span = self._tracer.start_span(
+                f"execute_tool {name}", context=context, kind=_INTERNAL, start_time=now,
+                attributes={OPERATION: "execute_tool", TOOL_NAME: name, TOOL_CALL_ID: str(entry.get("id")),
+                            TOOL_TYPE: "function"},
             )
             _tool_outcome(span, entry, not isinstance(entry.get("input"), Mapping) or "chars" not in entry["input"])
             span.end(end_time=now)
+
+    def _failed(self, hook: str, error: Exception) -> None:
+        warnings.warn(f"functai: hook failed: plugin={self._name} hook={hook} error={type(error).__name__}: {error}",
+                      RuntimeWarning, stacklevel=3)
 
 
 def _tool_outcome(span: Any, entry: Mapping[str, Any] | None, content: bool) -> None:
@@ -227,14 +360,8 @@ def _tool_outcome(span: Any, entry: Mapping[str, Any] | None, content: bool) -> 
     error = entry.get("error")
     if error:
         kind = str(error).partition(":")[0]
-        span.set_attribute("error.type", kind)
+        span.set_attribute(ERROR_TYPE, kind)
         span.set_status(Status(StatusCode.ERROR, str(error) if content else kind))
-
-
-def _usage(attributes: dict[str, Any], usage: Mapping[str, Any]) -> None:
-    for key in ("input_tokens", "output_tokens"):
-        if key in usage:
-            attributes[f"gen_ai.usage.{key}"] = usage[key]
 
 
 def _plain(value: Any) -> Any:
@@ -246,36 +373,22 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _never_raises(name: str, hook: str, handler: Callable[[Any], None]) -> Callable[[Any], None]:
-    """In a changing hook a raising handler would stop the call (or block a tool):
-    tracing must never do that, so a failure is reported and the call goes on."""
-
-    @functools.wraps(handler)
-    def guarded(event: Any) -> None:
-        try:
-            handler(event)
-        except Exception as error:
-            warnings.warn(f"functai: hook failed: plugin={name} hook={hook} error={type(error).__name__}: {error}",
-                          RuntimeWarning, stacklevel=2)
-
-    return guarded
-
-
 def otel(tracer_provider: Any = None, *, name: str = "otel") -> functai.Plugin:
     """An ``otel`` plugin: spans from ``tracer_provider``, or from the global one when None.
 
     The installed plugin is ``otel()``; give your own (``plugins=[otel(provider)]``)
     to send one program's spans to a provider of its own.
     """
-    tracing = _Tracing(tracer_provider)
+    tracing = _Tracing(name, tracer_provider)
     return functai.Plugin(
         name,
         version=__version__,
         description="OpenTelemetry spans for calls, model requests and tools (GenAI semantic conventions)",
-        before_call=_never_raises(name, "before_call", tracing.before_call),
+        active=tracing.listening,
+        before_call=tracing.before_call,
         reply=tracing.reply,
-        tool_call=_never_raises(name, "tool_call", tracing.tool_call),
-        tool_result=_never_raises(name, "tool_result", tracing.tool_result),
+        tool_call=tracing.tool_call,
+        tool_result=tracing.tool_result,
         call_end=tracing.call_end,
     )
 

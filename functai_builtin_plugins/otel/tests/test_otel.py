@@ -177,7 +177,7 @@ def test_no_api_key_reaches_any_span(spans):
     assert spans.all() and key not in dumped and "KEY-0123" not in dumped
 
 
-def test_a_raising_exporter_side_never_breaks_a_call(functai_isolated):
+def test_a_raising_provider_never_breaks_a_call(functai_isolated):
     class Broken:
         def get_tracer(self, *args, **kwargs):
             raise RuntimeError("no tracer today")
@@ -193,3 +193,76 @@ def test_the_installed_plugin_uses_the_global_provider_and_has_its_hooks():
 
     assert functai_otel.plugin.name == "otel" and functai_otel.plugin.version == functai_otel.__version__
     assert functai_otel.plugin.hooks == ("before_call", "reply", "tool_call", "tool_result", "call_end")
+
+
+LATE_PROVIDER = '''
+import json
+
+import functai
+from functai import ai
+from functai.testing import ScriptedLM
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+
+@ai
+def capital(country: str) -> str:
+    """The capital city of the country."""
+
+
+functai.configure(client=ScriptedLM(reply=lambda request: "Lima"), lm="openai/gpt-test", record_timing=True)
+before = [capital.run("Peru").record.heard for _ in range(3)]
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+after = capital.run("Peru").record.heard
+print(json.dumps({"before": before, "after": [(h["plugin"], h["hook"]) for h in after],
+                  "spans": [span.name for span in exporter.get_finished_spans()]}))
+'''
+
+
+def test_the_installed_plugin_sits_out_until_a_provider_is_set_then_traces_the_next_call():
+    """No provider: the plugin's handlers never run (the record's ``heard`` has none of them), so no
+    span is made; the first call after ``set_tracer_provider`` is traced."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FUNCTAI_", "OTEL_"))}
+    env["FUNCTAI_LOAD_PLUGINS"] = "otel"  # the installed entry point, and no other installed plugin
+    done = subprocess.run([sys.executable, "-c", LATE_PROVIDER], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["before"] == [[], [], []]
+    assert data["after"] == [["otel", "reply"], ["otel", "call_end"]]
+    assert data["spans"] == ["chat gpt-test", "functai.call capital"]
+
+
+def test_a_provider_that_makes_no_spans_leaves_the_plugin_out(functai_isolated, monkeypatch):
+    from opentelemetry.trace import NoOpTracerProvider
+
+    functai.configure(client=ScriptedLM(reply=lambda request: "short"), record_timing=True,
+                      plugins=[otel(NoOpTracerProvider())])
+    assert summarize.run("x").record.heard == []
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")  # the SDK switched off: its tracers are no-ops
+    functai.configure(plugins=[otel(TracerProvider())])
+    assert summarize.run("x").record.heard == []
+    monkeypatch.delenv("OTEL_SDK_DISABLED")
+    functai.configure(plugins=[otel(TracerProvider())])
+    assert [h["hook"] for h in summarize.run("x").record.heard] == ["reply", "call_end"]
+
+
+def test_a_request_the_client_could_not_make_has_a_failed_chat_span(spans):
+    functai.configure(client=ScriptedLM(["short", RuntimeError("connection reset")]))
+    summarize("x")
+    with pytest.raises(RuntimeError):
+        summarize("y")
+    ok, failed = sorted(spans.named("chat scripted"), key=lambda s: s.start_time)
+    assert ok.status.status_code == StatusCode.UNSET
+    assert failed.status.status_code == StatusCode.ERROR and failed.attributes["error.type"] == "exception"
+    assert failed.attributes["gen_ai.request.model"] == "scripted"
+    call = spans.named("functai.call summarize")[-1]
+    assert parent_of(failed) == call.context.span_id and call.attributes["gen_ai.request.model"] == "scripted"

@@ -1,0 +1,35 @@
+"""Where a model client sends its requests, as ``(host, port)``: what tracing reports as the server.
+
+Read from the client's ``base_url`` (the built-in clients have one; a client
+without it, such as `functai.testing.ScriptedLM`, has no server). Only the
+host and the port are kept, never a user or password written into the URL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+_known: dict[str, tuple[str, int | None] | None] = {}
+
+
+def server_of(client: Any) -> tuple[str, int | None] | None:
+    """``(host, port)`` of the client's ``base_url`` (the scheme's port when none is written), else None."""
+    url = getattr(client, "base_url", None)
+    if url.__class__ is not str:
+        return None
+    try:
+        return _known[url]
+    except KeyError:
+        pass
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        found = (host, parts.port or _DEFAULT_PORTS.get(parts.scheme)) if host else None
+    except ValueError:  # a port that is not a number: no server to report
+        found = None
+    if len(_known) >= 64:
+        _known.clear()
+    _known[url] = found
+    return found
