@@ -142,7 +142,8 @@ class TestModel(ScriptedLM):
     Asked with tools, it first calls every tool it is offered that it has not
     called since the last user message (one at a time when
     ``parallel_tool_calls=False``; none with ``tool_choice="none"``; only the
-    named one with a tool's name), each with an input built from the tool's
+    named one while ``tool_choice`` names a tool, so the others come after,
+    once it goes back to ``auto``), each with an input built from the tool's
     schema; then it answers with a value built from the output schema
     (`functai.models.samples`): strings ``"test"``, numbers 0, and so on.
     Every answer says in its ``reasoning`` that the test model made it up,

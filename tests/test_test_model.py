@@ -176,9 +176,10 @@ def test_tool_choice_and_parallel_tool_calls_are_followed(tools_ran):
     with functai.settings(tool_choice="none"):
         _, record = desk.run("how many?")
     assert record.tool_calls == [] and record.attempts == 1
-    with functai.settings(tool_choice="save"):
+    with functai.settings(tool_choice="save"):  # the named tool first; then tool_choice goes back to auto
         _, record = desk.run("how many?")
-    assert [c["name"] for c in record.tool_calls] == ["save"]
+    assert [c["name"] for c in record.tool_calls] == ["save", "look_up"] and record.attempts == 3
+    assert record.settings["tool_choice"] == "save" and record.settings["tool_choice_after_tools"] == "auto"
 
 
 def test_a_tool_that_needs_approval_is_refused_in_a_plain_call(tools_ran, install):
