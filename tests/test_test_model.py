@@ -333,3 +333,21 @@ def test_a_pydantic_model_with_formatted_fields_comes_back_read():
     value, record = host.run("db")
     assert str(value.address) == "127.0.0.1" and str(value.network) == "127.0.0.0/8" and value.key.version == 4
     assert record.attempts == 1
+
+
+def test_the_test_model_is_no_scripted_model_and_has_no_script_or_requests():
+    from functai.testing import ScriptedLM
+
+    model = TestModel(delay=0, chunk=2)
+    assert not isinstance(model, ScriptedLM) and not hasattr(model, "requests") and not hasattr(model, "_reply")
+    with pytest.raises(TypeError, match=r"TestModel\(chunk=...\)"):
+        TestModel(chunk=0)
+    with pytest.raises(TypeError, match=r"ScriptedLM\(delay=...\)"):
+        ScriptedLM(["x"], delay=-1)
+
+    @ai(client=model)
+    def shout(text: str) -> str:
+        """Shout it."""
+
+    with shout.stream("hi") as stream:
+        assert [event.text for event in stream if event.kind == "text"] == ["te", "st"]
