@@ -8,7 +8,7 @@ from __future__ import annotations
 from .calls.function import AIFunction, Result, ai
 from .calls.layout import baked
 from .calls.records import CallRecord, read_calls
-from .errors import FunctAIError, ModelError, OutputError, PluginError, Waiting
+from .errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError, OutputError, PluginError, Waiting
 from .hooks.adapt import load_plugin
 from .hooks.change import Change
 from .hooks.plugin import Plugin
@@ -69,7 +69,9 @@ __all__ = [
     "last_turns",
     "FunctAIError",
     "HOOKS",
+    "ModelConfigError",
     "ModelError",
+    "NonAnswerError",
     "OutputError",
     "Plugin",
     "PluginError",

@@ -62,14 +62,29 @@ class OutputError(FunctAIError):
         self.reply = reply
 
 
+class ModelConfigError(FunctAIError):
+    """No model could be set up for the call, so nothing was sent: none is named (``no-model``),
+    ``lm`` names no model (``model-name``) or no provider serves it (``model-provider``), or a
+    base URL carries credentials (``base-url-credentials``). A setting to fix, not an answer."""
+
+    code = "model-config"
+
+
 class ModelError(FunctAIError):
-    """A model client could not get a reply (HTTP status, network, protocol)."""
+    """A model client could not get a reply (HTTP status, network, protocol), or — as
+    `NonAnswerError` — the reply it got is not an answer."""
 
     code = "model-error"
 
     def __init__(self, message: str, *, code: str = "model-error", status: int | None = None) -> None:
         super().__init__(message, code=code)
         self.status = status
+
+
+class NonAnswerError(ModelError):
+    """The model replied, but not with an answer: it refused (``model-refused``), a content filter
+    stopped it (``model-filtered``), it was cut at the token limit (``model-truncated``) or is empty
+    (``model-empty``). The model could be used; the request or its limits need changing."""
 
 
 class Waiting(FunctAIError):

@@ -37,68 +37,21 @@ def tool_call(name: str, input: Mapping[str, Any] | None = None) -> Reply:
     return tool_calls([(name, input or {})])
 
 
-class ScriptedLM:
-    """A model client that answers from a script.
+class _OfflineModel:
+    """What both offline models share: the four ways a call asks (``complete``, ``acomplete``,
+    ``stream``, ``astream``) around one `_answer`, with `ScriptedLM`'s ``delay`` and ``chunk``."""
 
-    ``ScriptedLM(["Paris", "42"])`` answers each request with the next item
-    (a string, a `Reply` such as `tool_call(...)`, or an exception to raise);
-    ``ScriptedLM(reply=fn)`` answers with ``fn(request)``. Every request
-    received is kept in ``.requests``.
-
-    It answers ``complete``, ``acomplete``, ``stream`` and ``astream``: a
-    streamed reply comes as its text cut into ``chunk``-character pieces, then
-    the whole `Reply`. ``delay`` (seconds) is waited before each reply, to
-    simulate a model's latency (``time.sleep`` in a plain call, ``asyncio.sleep``
-    in an async one).
-    """
-
-    name = "scripted"
-
-    def __init__(
-        self,
-        replies: Sequence[Scripted] | None = None,
-        *,
-        reply: Callable[[Request], Scripted] | None = None,
-        delay: float = 0.0,
-        chunk: int = 4,
-    ) -> None:
-        if (replies is None) == (reply is None):
-            raise TypeError("ScriptedLM takes a list of replies or reply=callable, exactly one")
-        if isinstance(replies, (str, Reply)):
-            raise TypeError("ScriptedLM(replies) takes a list; wrap a single reply in [...]")
+    def __init__(self, *, delay: float = 0.0, chunk: int = 4) -> None:
+        name = type(self).__name__
         if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
-            raise TypeError(f"ScriptedLM(delay=...) takes seconds, a number >= 0, not {delay!r}")
+            raise TypeError(f"{name}(delay=...) takes seconds, a number >= 0, not {delay!r}")
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-            raise TypeError(f"ScriptedLM(chunk=...) takes a whole number of characters >= 1, not {chunk!r}")
-        self._replies = list(replies) if replies is not None else None
-        self._reply = reply
-        self._next = 0
-        self._lock = threading.Lock()
+            raise TypeError(f"{name}(chunk=...) takes a whole number of characters >= 1, not {chunk!r}")
         self.delay = delay
         self.chunk = chunk
-        self.requests: list[Request] = []
 
     def _answer(self, request: Request) -> Reply:
-        with self._lock:
-            self.requests.append(request)
-            if self._replies is not None:
-                if self._next >= len(self._replies):
-                    raise FunctAIError(
-                        f"ScriptedLM ran out of replies: it was given {len(self._replies)} and was asked again "
-                        f"(request {len(self.requests)}); add replies to the script",
-                        code="scripted-exhausted",
-                    )
-                item = self._replies[self._next]
-                self._next += 1
-        if self._reply is not None:
-            item = self._reply(request)
-        if isinstance(item, BaseException):
-            raise item
-        if isinstance(item, Reply):
-            return item
-        if isinstance(item, str):
-            return Reply(text=item, finish_reason="stop")
-        raise TypeError(f"ScriptedLM: a reply must be a string, a Reply or an exception, not {type(item).__name__}")
+        raise NotImplementedError
 
     def complete(self, request: Request) -> Reply:
         if self.delay:
@@ -132,22 +85,82 @@ class ScriptedLM:
             yield piece
             await asyncio.sleep(0)
 
+
+class ScriptedLM(_OfflineModel):
+    """A model client that answers from a script.
+
+    ``ScriptedLM(["Paris", "42"])`` answers each request with the next item
+    (a string, a `Reply` such as `tool_call(...)`, or an exception to raise);
+    ``ScriptedLM(reply=fn)`` answers with ``fn(request)``. Every request
+    received is kept in ``.requests``.
+
+    It answers ``complete``, ``acomplete``, ``stream`` and ``astream``: a
+    streamed reply comes as its text cut into ``chunk``-character pieces, then
+    the whole `Reply`. ``delay`` (seconds) is waited before each reply, to
+    simulate a model's latency (``time.sleep`` in a plain call, ``asyncio.sleep``
+    in an async one).
+    """
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        replies: Sequence[Scripted] | None = None,
+        *,
+        reply: Callable[[Request], Scripted] | None = None,
+        delay: float = 0.0,
+        chunk: int = 4,
+    ) -> None:
+        if (replies is None) == (reply is None):
+            raise TypeError("ScriptedLM takes a list of replies or reply=callable, exactly one")
+        if isinstance(replies, (str, Reply)):
+            raise TypeError("ScriptedLM(replies) takes a list; wrap a single reply in [...]")
+        super().__init__(delay=delay, chunk=chunk)
+        self._replies = list(replies) if replies is not None else None
+        self._reply = reply
+        self._next = 0
+        self._lock = threading.Lock()
+        self.requests: list[Request] = []
+
+    def _answer(self, request: Request) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            if self._replies is not None:
+                if self._next >= len(self._replies):
+                    raise FunctAIError(
+                        f"ScriptedLM ran out of replies: it was given {len(self._replies)} and was asked again "
+                        f"(request {len(self.requests)}); add replies to the script",
+                        code="scripted-exhausted",
+                    )
+                item = self._replies[self._next]
+                self._next += 1
+        if self._reply is not None:
+            item = self._reply(request)
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, Reply):
+            return item
+        if isinstance(item, str):
+            return Reply(text=item, finish_reason="stop")
+        raise TypeError(f"ScriptedLM: a reply must be a string, a Reply or an exception, not {type(item).__name__}")
+
     def __repr__(self) -> str:
         return f"ScriptedLM({len(self.requests)} requests)"
 
 
-class TestModel(ScriptedLM):
+class TestModel(_OfflineModel):
     """The model ``lm="test"`` names: a valid answer for any call, made up, offline.
 
     Asked with tools, it first calls every tool it is offered that it has not
     called since the last user message (one at a time when
     ``parallel_tool_calls=False``; none with ``tool_choice="none"``; only the
-    named one with a tool's name), each with an input built from the tool's
+    named one while ``tool_choice`` names a tool, so the others come after,
+    once it goes back to ``auto``), each with an input built from the tool's
     schema; then it answers with a value built from the output schema
     (`functai.models.samples`): strings ``"test"``, numbers 0, and so on.
     Every answer says in its ``reasoning`` that the test model made it up,
-    so the call record does too. It keeps no requests (use `ScriptedLM` to
-    look at them).
+    so the call record does too. ``delay`` and ``chunk`` are `ScriptedLM`'s.
+    It keeps no requests (use `ScriptedLM` to look at them).
     """
 
     __test__ = False  # not a pytest test class
@@ -156,13 +169,7 @@ class TestModel(ScriptedLM):
     #: The reasoning of each answer, kept in the call record.
     MARK = "functai test model: no model was asked; this answer was made up from the output schema"
 
-    def __init__(self, *, delay: float = 0.0, chunk: int = 4) -> None:
-        super().__init__(reply=self._made_up, delay=delay, chunk=chunk)
-
     def _answer(self, request: Request) -> Reply:
-        return self._made_up(request)
-
-    def _made_up(self, request: Request) -> Reply:
         from .models.samples import sample, sample_input
 
         due = [t for t in _allowed(request) if t["name"] not in _called_this_turn(request.messages)]

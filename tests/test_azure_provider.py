@@ -53,3 +53,4 @@ def test_no_endpoint_is_a_clear_error() -> None:
     with pytest.raises(FunctAIError) as info:
         capital("Peru")
     assert info.value.code == "model-provider" and "AZURE_OPENAI_ENDPOINT" in info.value.message
+    assert isinstance(info.value, functai.ModelConfigError)  # a setting to fix, nothing was sent

@@ -10,6 +10,7 @@ from loopback import LoopbackServer, Scripted, error_body, refused_url
 
 import functai
 from functai.cli import main
+from functai import Reply
 from functai.testing import ScriptedLM
 
 APP = textwrap.dedent('''
@@ -104,3 +105,23 @@ def test_the_library_names_the_rows_the_model_could_not_answer(rated):
     functai.configure(client=ScriptedLM(["Lima", "Quito"]))
     result = functai.evaluate(capital_app.capital, log=rated, workers=1)
     assert result.model_failures == [] and result.score == 0.5
+
+
+def test_a_base_url_carrying_credentials_exits_1(rated, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://user:hunter2@127.0.0.1:9/v1")
+    functai.configure(lm="openai/m", api_key="k", http_retries=0)
+    got, out, err = evaluate(rated)
+    assert got == 1 and err.startswith("functai: error [base-url-credentials]: 2 of 2 rows failed"), err
+    assert "hunter2" not in out + err
+
+
+def test_the_model_is_unusable_by_the_errors_type_not_a_list_of_codes(rated):
+    new_code = functai.ModelError("the server is overloaded", code="model-overloaded")
+    refused = Reply(refusal="I cannot say", finish_reason="stop")
+    functai.configure(client=ScriptedLM([new_code, refused]))
+    got, out, err = evaluate(rated)
+    assert got == 1 and err.startswith("functai: error [model-overloaded]: 1 of 2 rows failed"), err
+    assert "model-refused" in out  # the refusal is a row the model answered: scored 0, not an outage
+    functai.configure(client=ScriptedLM([refused, refused]))
+    got, out, err = evaluate(rated)
+    assert (got, err) == (0, "") and out.startswith("score 0.000")

@@ -8,7 +8,9 @@ content: it is written there (so later blocks can load or import it) and run as 
 module of its own. A block that cannot run offline says so on its first line,
 ``# not run: <why>``, and is skipped; `SKIPPED` lists every such block with its reason,
 so none is skipped silently (a block marked or unmarked without changing `SKIPPED`
-fails the summary).
+fails the summary). Only a fence of exactly ```` ```python ```` at the start of a line
+is run, so any other fence that says Python (```` ```py ````, ```` ```python3 ````,
+```` ```pycon ````, an indented or ``~~~`` one) fails the summary too.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ CLEARED = re.compile(r"FUNCTAI_|.*_API_KEY$|.*_BASE_URL$|AZURE_OPENAI_|OPENAI_")
 
 _FENCE = r"^```{}[ \t]*\n(.*?)^```[ \t]*$"
 _FILE = re.compile(r"# ([\w./-]+\.py)")
+#: A fence opening a block in a language starting ``py``/``python``/``ipython``: ``py``, ``python3``, ``pycon``, ``{.python}``…
+_PYTHON_LIKE = re.compile(r"^([ \t]*(?:`{3,}|~{3,})[ \t]*\{?\.?(?:i?py|python)[^\n]*)$", re.M | re.I)
 
 
 class Block(NamedTuple):
@@ -61,6 +65,16 @@ def blocks(page: str, language: str = "python") -> list[Block]:
     text = (ROOT / page).read_text()
     fence = re.compile(_FENCE.format(re.escape(language)), re.S | re.M)
     return [Block(page, text.count("\n", 0, m.start(1)) + 1, m.group(1)) for m in fence.finditer(text)]
+
+
+def unrun_python_fences(page: str) -> list[tuple[int, str]]:
+    """(line, fence) of each fence that names Python but is not the ```` ```python ```` that `blocks` runs."""
+    text = (ROOT / page).read_text()
+    return [
+        (text.count("\n", 0, m.start()) + 1, m.group(1))
+        for m in _PYTHON_LIKE.finditer(text)
+        if not re.fullmatch(r"```python[ \t]*", m.group(1))
+    ]
 
 
 def block(page: str, first_line: str, language: str = "python") -> str:
@@ -115,6 +129,19 @@ def test_every_block_is_run_or_skipped_with_its_reason_listed(capsys):
     assert sorted(skipped) == sorted(SKIPPED), "a block's '# not run:' mark and SKIPPED disagree"
     assert all(reason for _, reason in skipped), "a '# not run:' mark says why"
     assert len(found) - len(skipped) > len(skipped)
+    unrun = [(page, line, fence) for page in PAGES for line, fence in unrun_python_fences(page)]
+    assert not unrun, f"Python blocks that would be neither run nor counted (write ```python at column 0): {unrun}"
+
+
+def test_a_fence_that_names_python_but_is_not_run_is_found(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nx = 1\n```\n\n```python  \nx = 2\n```\n\n```pycon\n>>> 1\n```\n\n```py\nx = 3\n```\n\n"
+        "```python3\nx = 4\n```\n\n- a list item:\n\n  ```python\n  x = 5\n  ```\n\n~~~python\nx = 6\n~~~\n\n"
+        "```{.python}\nx = 7\n```\n\n````python\nx = 8\n````\n\n```text\npython\n```\n\n```toml\n[python]\n```\n"
+    )
+    assert [line for line, _ in unrun_python_fences(str(page))] == [9, 13, 17, 23, 27, 31, 35]
+    assert [code.strip() for _, _, code in blocks(str(page))] == ["x = 1", "x = 2"]
 
 
 def test_a_page_runs_in_order_in_a_clean_folder_and_a_failing_block_names_its_line(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+from test_cli_plugins import uninstall_at_a_terminal
 
 pytestmark = pytest.mark.venv  # slow: `python -m pytest -m "not venv"` leaves these out
 
@@ -306,6 +307,24 @@ def test_functai_uninstall_run_by_a_script_uninstalls_without_asking_or_a_traceb
     assert "Proceed" not in done.stdout and "[y/N]" not in done.stderr  # nobody was asked
     assert f"quiet-{stdin}" not in done.stdout[done.stdout.index("installed plugins"):]
     assert f"quiet-{stdin}" not in functai_command(venv, "plugins").stdout
+
+
+def test_functai_uninstall_at_a_terminal_answered_yes_uninstalls_without_pips_own_question(venv, tmp_path):
+    install(venv, package(tmp_path, "functai-asked", '''
+        import functai
+
+        @functai.hookimpl
+        def call_end(call):
+            pass
+    ''', {"functai": {"asked": "functai_asked"}}))
+    assert "asked" in functai_command(venv, "plugins").stdout
+    status, out, err = uninstall_at_a_terminal([str(venv.parent / "functai"), "uninstall", "functai-asked"], "y",
+                                               tmp_path)
+    assert status == 0, err
+    assert err.count("[y/N]") == 1 and "Proceed" not in out + err and "Traceback" not in err
+    assert "Successfully uninstalled functai-asked" in out
+    assert "asked" not in out[out.index("installed plugins"):]
+    assert "asked" not in functai_command(venv, "plugins").stdout
 
 
 def test_an_installed_plugin_made_for_another_functai_fails_closed_as_incompatible(venv, tmp_path):

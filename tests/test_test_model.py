@@ -4,11 +4,15 @@ import asyncio
 import dataclasses
 import datetime
 import enum
+import ipaddress
 import json
 import os
+import pathlib
 import subprocess
 import sys
-from typing import Any, Literal, Optional
+import uuid
+import zoneinfo
+from typing import Annotated, Any, Literal, Optional
 
 import attrs
 import functai_approval
@@ -176,9 +180,10 @@ def test_tool_choice_and_parallel_tool_calls_are_followed(tools_ran):
     with functai.settings(tool_choice="none"):
         _, record = desk.run("how many?")
     assert record.tool_calls == [] and record.attempts == 1
-    with functai.settings(tool_choice="save"):
+    with functai.settings(tool_choice="save"):  # the named tool first; then tool_choice goes back to auto
         _, record = desk.run("how many?")
-    assert [c["name"] for c in record.tool_calls] == ["save"]
+    assert [c["name"] for c in record.tool_calls] == ["save", "look_up"] and record.attempts == 3
+    assert record.settings["tool_choice"] == "save" and record.settings["tool_choice_after_tools"] == "auto"
 
 
 def test_a_tool_that_needs_approval_is_refused_in_a_plain_call(tools_ran, install):
@@ -252,3 +257,97 @@ def test_the_values_fit_their_schemas_bounds_and_formats():
     assert sample({"const": 7}) == 7
     assert sample({"allOf": [{"$ref": "#/$defs/A"}], "$defs": {"A": {"enum": ["a"]}}}) == "a"
     json.dumps(sample({"type": "object", "additionalProperties": {"type": "array", "items": {}}}))
+
+
+def test_a_missing_ref_is_refused_with_a_code():
+    from functai.models.samples import sample
+
+    for schema in (
+        {"$ref": "#/$defs/Gone"},
+        {"allOf": [{"$ref": "#/$defs/Gone"}], "$defs": {"Here": {"type": "string"}}},
+        {"$ref": "#/prefixItems/3", "prefixItems": [{"type": "string"}]},
+        {"$ref": "#/properties/a/type/x", "properties": {"a": {"type": "string"}}},
+    ):
+        with pytest.raises(functai.FunctAIError) as error:
+            sample(schema)
+        ref = schema.get("$ref") or schema["allOf"][0]["$ref"]
+        assert error.value.code == "test-model-schema" and repr(ref) in str(error.value)
+
+
+class Measured(pydantic.BaseModel):
+    half: float = pydantic.Field(gt=0.2, multiple_of=0.5)
+    below: float = pydantic.Field(le=-2.2, multiple_of=0.5)
+    tenth: float = pydantic.Field(ge=0.3, multiple_of=0.1)
+    third: int = pydantic.Field(gt=6, multiple_of=3)
+    quarters: set[Annotated[float, pydantic.Field(ge=1, multiple_of=0.25)]] = pydantic.Field(min_length=3)
+
+
+def test_numbers_are_multiples_of_multiple_of_inside_the_bounds():
+    from functai.models.samples import sample
+
+    @ai(lm="test")
+    def measure(what: str) -> Measured:
+        """Measure."""
+
+    value = measure("it")
+    assert (value.half, value.below, value.third) == (0.5, -2.5, 9) and value.tenth == pytest.approx(0.3)
+    assert value.quarters == {1.0, 1.25, 1.5}
+    with pytest.raises(functai.FunctAIError) as error:
+        sample({"type": "number", "multipleOf": 2, "minimum": 0.5, "maximum": 1.5})
+    assert error.value.code == "test-model-schema" and "multiple of 2" in str(error.value)
+
+
+FORMATTED = [
+    "IPvAnyAddress", "IPvAnyInterface", "IPvAnyNetwork", "AnyUrl", "HttpUrl", "AnyHttpUrl", "EmailStr", "NameEmail",
+    "UUID1", "UUID3", "UUID4", "UUID5", "UUID6", "UUID7", "UUID8", "Base64Str", "Base64Bytes", "Base64UrlStr",
+    "Base64UrlBytes", "DirectoryPath", "SecretStr", "AwareDatetime", "PastDate",
+]
+STANDARD = [
+    uuid.UUID, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, pathlib.Path, bytes,
+    ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Interface, ipaddress.IPv6Interface,
+    ipaddress.IPv4Network, ipaddress.IPv6Network, zoneinfo.ZoneInfo,
+]
+
+
+@pytest.mark.parametrize("kind", [getattr(pydantic, name) for name in FORMATTED] + STANDARD,
+                         ids=FORMATTED + [kind.__name__ for kind in STANDARD])
+def test_each_format_pydantic_writes_gets_a_value_pydantic_reads(kind):
+    from functai.models.samples import sample
+
+    schema = pydantic.TypeAdapter(kind).json_schema()
+    assert "format" in schema
+    pydantic.TypeAdapter(kind).validate_json(json.dumps(sample(schema)))
+
+
+class Host(pydantic.BaseModel):
+    address: pydantic.IPvAnyAddress
+    network: pydantic.IPvAnyNetwork
+    key: pydantic.UUID4
+
+
+def test_a_pydantic_model_with_formatted_fields_comes_back_read():
+    @ai(lm="test")
+    def host(name: str) -> Host:
+        """The host's addresses."""
+
+    value, record = host.run("db")
+    assert str(value.address) == "127.0.0.1" and str(value.network) == "127.0.0.0/8" and value.key.version == 4
+    assert record.attempts == 1
+
+
+def test_the_test_model_is_no_scripted_model_and_has_no_script_or_requests():
+    from functai.testing import ScriptedLM
+
+    model = TestModel(delay=0, chunk=2)
+    assert not isinstance(model, ScriptedLM) and not hasattr(model, "requests") and not hasattr(model, "_reply")
+    with pytest.raises(TypeError, match=r"TestModel\(chunk=...\)"):
+        TestModel(chunk=0)
+    with pytest.raises(TypeError, match=r"ScriptedLM\(delay=...\)"):
+        ScriptedLM(["x"], delay=-1)
+
+    @ai(client=model)
+    def shout(text: str) -> str:
+        """Shout it."""
+
+    with shout.stream("hi") as stream:
+        assert [event.text for event in stream if event.kind == "text"] == ["te", "st"]

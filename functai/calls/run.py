@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..errors import FunctAIError, OutputError, Waiting
+from ..errors import FunctAIError, ModelConfigError, OutputError, Waiting
 from ..files import check_log_calls
 from ..hooks.change import Change
 from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
@@ -343,7 +343,7 @@ def _client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tupl
     if client is not None:
         return client, str(lm) if lm else getattr(client, "name", type(client).__name__)
     if not lm:
-        raise FunctAIError(
+        raise ModelConfigError(
             f"no model is configured for {fn.name}: set lm=... (functai.configure, functai.settings, "
             "@ai, or the FUNCTAI_LM environment variable) or give client=...; lm='test' is an offline "
             "test model",

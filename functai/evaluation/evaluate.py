@@ -20,7 +20,7 @@ import attrs
 from ..calls.outputs import to_jsonable
 from ..calls.records import CallRecord, read_calls
 from ..calls.scope import current_turn
-from ..errors import FunctAIError
+from ..errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError
 from ..layers import current_values
 from ..log import warn
 from .ratings import _log_folder
@@ -29,12 +29,16 @@ from .replay import NotReplayable, ReplayedTurn, shown, turn_calls
 #: ``metric(expected, got) -> bool | float`` (1.0 / True is a pass).
 Metric = Callable[[Any, Any], Any]
 
-#: Error codes that say the model could not be used at all (no client, unreachable, an HTTP
-#: error such as a refused key, a reply that is not the protocol): a row failed by one of
-#: these measured an outage, not the function.
-MODEL_UNUSABLE: frozenset[str] = frozenset({
-    "no-model", "model-provider", "model-name", "model-unreachable", "model-http", "model-protocol", "model-error",
-})
+
+def could_not_use_model(error: BaseException) -> bool:
+    """Whether ``error`` says the model could not be used at all, so a row it failed measured an
+    outage or a setting, not the function: no model could be set up (`ModelConfigError`), or the
+    client got no reply (any `ModelError` — unreachable, an HTTP error such as a refused key, not
+    the protocol, and any code added later). A reply that is not an answer (`NonAnswerError`:
+    refused, filtered, cut, empty) came from a usable model: it is the function's result."""
+    if isinstance(error, ModelConfigError):
+        return True
+    return isinstance(error, ModelError) and not isinstance(error, NonAnswerError)
 
 
 @attrs.frozen
@@ -66,6 +70,8 @@ class RowResult:
     error: str | None = None
     #: The failed call's error code (``model-http``, ``output-invalid`` …).
     code: str | None = None
+    #: The call failed because the model could not be used (`could_not_use_model`).
+    model_unusable: bool = False
 
 
 @attrs.frozen
@@ -80,8 +86,8 @@ class Evaluation:
 
     @property
     def model_failures(self) -> list[RowResult]:
-        """The rows that failed because the model could not be used (codes in `MODEL_UNUSABLE`)."""
-        return [row for row in self.rows if row.code in MODEL_UNUSABLE]
+        """The rows that failed because the model could not be used (see `could_not_use_model`)."""
+        return [row for row in self.rows if row.model_unusable]
 
     def table(self) -> str:
         lines = [f"score {self.score:.3f}  (95% interval {self.interval[0]:.3f}–{self.interval[1]:.3f}, "
@@ -178,7 +184,7 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
     except FunctAIError as error:
         record_id = error.record.id if error.record is not None else None
         return RowResult(row.inputs, row.expected, None, 0.0, record_id, row.record, f"{error.code}: {error.message}",
-                         error.code)
+                         error.code, could_not_use_model(error))
     except Exception as error:
         return RowResult(row.inputs, row.expected, None, 0.0, None, row.record, f"{type(error).__name__}: {error}")
     finally:

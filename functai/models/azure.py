@@ -13,7 +13,7 @@ import os
 from typing import Any
 from urllib.parse import quote
 
-from ..errors import ModelError
+from ..errors import ModelConfigError
 from .openai import OpenAIClient
 
 __all__ = ["AzureOpenAIClient", "DEFAULT_API_VERSION"]
@@ -34,7 +34,7 @@ class AzureOpenAIClient(OpenAIClient):
         self.api_version = api_version or os.environ.get("AZURE_OPENAI_API_VERSION") or DEFAULT_API_VERSION
 
     def _default_base_url(self) -> str:
-        raise ModelError(
+        raise ModelConfigError(
             "no Azure OpenAI endpoint: set AZURE_OPENAI_ENDPOINT (https://<resource>.openai.azure.com) "
             "or the base_url setting",
             code="model-provider",

@@ -137,9 +137,9 @@ def refuse_url_credentials(url: str, where: str) -> None:
     port = f":{parts.port}" if parts.port is not None else ""
     shown = f"{parts.scheme}://{'[' + host + ']' if ':' in host else host}{port}{parts.path}"
     del url, parts
-    from ..errors import FunctAIError
+    from ..errors import ModelConfigError
 
-    raise FunctAIError(
+    raise ModelConfigError(
         f"{where} {shown!r} carries a user name and password; functai does not send credentials in a URL: "
         "give the key as api_key= (sent as a Bearer token), or the header yourself, e.g. "
         "headers={'Authorization': 'Basic <base64 of user:password>'}",

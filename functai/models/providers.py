@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import pluggy
 
-from ..errors import FunctAIError
+from ..errors import ModelConfigError
 from .keys import Key, hide_key, reveal, reveal_headers
 from .request import Client
 
@@ -210,7 +210,7 @@ def split(lm: str) -> tuple[str, str]:
     if not slash:
         provider, model = DEFAULT_PROVIDER, str(lm)
     if not provider.strip() or not model.strip():
-        raise FunctAIError(
+        raise ModelConfigError(
             f"lm={str(lm)!r} does not name a model: write '<provider>/<model>' (e.g. 'openai/gpt-4.1-mini', "
             "'ollama/llama3') or a bare OpenAI model name",
             code="model-name",
@@ -248,7 +248,7 @@ def _ask_providers(provider: str, model: str, lm: str, wanted: dict[str, Any]) -
         wanted["headers"] = reveal_headers(wanted["headers"])
     client = manager().hook.functai_client(provider=provider, model=model, settings=wanted)
     if client is None:
-        raise FunctAIError(
+        raise ModelConfigError(
             f"no model client for provider {provider!r} (model {str(lm)!r}); install a provider "
             f"plugin for it, use a built-in provider ({', '.join(PROVIDERS)}), or pass client=...",
             code="model-provider",

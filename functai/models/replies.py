@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import ModelError
+from ..errors import NonAnswerError
 from .request import Reply
 
 __all__ = ["non_answer", "split_reasoning"]
@@ -37,14 +37,14 @@ def split_reasoning(text: str) -> tuple[str, str | None]:
     return text[match.end():], match.group(2).strip()
 
 
-def non_answer(reply: Reply, typed: bool) -> ModelError | None:
+def non_answer(reply: Reply, typed: bool) -> NonAnswerError | None:
     """The error for a reply that is not an answer, or None for an answer (or tool calls).
 
     ``typed``: the function's output is not ``str``, so a cut reply cannot be read.
     """
     finish = reply.finish_reason
     if finish == "content_filter":
-        return ModelError(
+        return NonAnswerError(
             "the server's content filter stopped the reply (finish_reason 'content_filter'); asking again the "
             "same way is stopped again: change the inputs or the instruction, or see the provider's content policy",
             code="model-filtered",
@@ -52,7 +52,7 @@ def non_answer(reply: Reply, typed: bool) -> ModelError | None:
     if reply.tool_calls:
         return None
     if reply.refusal:
-        return ModelError(
+        return NonAnswerError(
             f"the model refused to answer: {reply.refusal!r}; asking again the same way gets the same refusal: "
             "change the request or the instruction",
             code="model-refused",
@@ -66,9 +66,9 @@ def non_answer(reply: Reply, typed: bool) -> ModelError | None:
             fix = "check the model and the server (some servers answer null when the prompt is too long)"
         if finish == "length":
             why += ", cut at the token limit"
-        return ModelError(f"the model's reply is empty: {why}; {fix}", code="model-empty")
+        return NonAnswerError(f"the model's reply is empty: {why}; {fix}", code="model-empty")
     if finish == "length" and typed:
-        return ModelError(
+        return NonAnswerError(
             "the reply was cut at the token limit (finish_reason 'length') before the value was complete; "
             "raise max_completion_tokens (or max_tokens): asking again would cut it at the same place",
             code="model-truncated",

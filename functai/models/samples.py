@@ -4,7 +4,8 @@ The schemas are the ones functai makes for output types and tool inputs (and
 pydantic's, for pydantic models): ``type``, ``properties``/``required``,
 ``additionalProperties``, ``items``/``prefixItems``, ``enum``, ``const``,
 ``anyOf``/``oneOf``/``allOf``, ``$ref`` to ``#`` or ``$defs``, and the
-common bounds (``minimum``…, ``minLength``…, ``minItems``…, ``format``).
+common bounds (``minimum``…, ``multipleOf``, ``minLength``…, ``minItems``…,
+``format``).
 The value is the simplest that fits, the same every time: strings are
 ``"test"``, numbers 0, booleans true, a list holds one item, an enum or a
 union takes its first choice, an object has every property it lists.
@@ -17,17 +18,34 @@ from typing import Any
 
 from ..errors import FunctAIError
 
-#: Strings for the ``format``s pydantic writes (dates, e-mail addresses, …).
+#: Strings for the ``format``s pydantic writes (dates, e-mail and IP addresses, …).
+#: Not every type is met by its format alone: a ``Dsn`` wants its own scheme,
+#: a ``FilePath`` a file that exists, a ``FutureDate`` a later date.
 FORMATS = {
     "date": "2000-01-01",
     "date-time": "2000-01-01T00:00:00Z",
     "time": "00:00:00",
     "duration": "PT0S",
     "email": "test@example.com",
+    "name-email": "test <test@example.com>",
     "uri": "https://example.com/",
+    "multi-host-uri": "https://example.com/",
     "uuid": "00000000-0000-4000-8000-000000000000",
+    **{f"uuid{v}": f"00000000-0000-{v}000-8000-000000000000" for v in range(1, 9)},
     "ipv4": "127.0.0.1",
     "ipv6": "::1",
+    "ipvanyaddress": "127.0.0.1",
+    "ipv4interface": "127.0.0.1/8",
+    "ipv6interface": "::1/128",
+    "ipvanyinterface": "127.0.0.1/8",
+    "ipv4network": "127.0.0.0/8",
+    "ipv6network": "::1/128",
+    "ipvanynetwork": "127.0.0.0/8",
+    "base64": "dGVzdA==",
+    "base64url": "dGVzdA==",
+    "directory-path": ".",
+    "zoneinfo": "UTC",
+    "color": "black",
 }
 
 #: Deeper than this, the schema is taken to have no finite value.
@@ -91,8 +109,15 @@ class _Sampler:
         if not ref.startswith("#"):
             raise FunctAIError(f"the test model reads only local $refs, not {ref!r}", code="test-model-schema")
         found: Any = self.root
-        for part in filter(None, ref[1:].split("/")):
-            found = found[part.replace("~1", "/").replace("~0", "~")]
+        try:
+            for part in filter(None, ref[1:].split("/")):
+                part = part.replace("~1", "/").replace("~0", "~")
+                found = found[int(part)] if isinstance(found, list) else found[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise FunctAIError(
+                f"the test model found nothing at $ref {ref!r} in the schema; make the schema's $defs hold it",
+                code="test-model-schema",
+            ) from None
         return found
 
     def _cycles(self, schema: Any) -> bool:
@@ -119,14 +144,13 @@ class _Sampler:
         return text if high is None else text[:high]
 
     def _integer(self, schema: dict[str, Any], depth: int, index: int) -> int:
-        value = math.ceil(_in_bounds(schema, 0, 1))
-        step = schema.get("multipleOf")
-        if isinstance(step, int) and step > 0 and value % step:
-            value += step - value % step
-        return value + index
+        value = _multiple(schema, math.ceil(_in_bounds(schema, 0, 1)))
+        if value != int(value):
+            raise _no_multiple(schema)
+        return int(value) + index * int(_step(schema) or 1)
 
     def _number(self, schema: dict[str, Any], depth: int, index: int) -> float:
-        return float(_in_bounds(schema, 0.0, 1)) + index
+        return float(_multiple(schema, _in_bounds(schema, 0.0, 1))) + index * (_step(schema) or 1)
 
     def _array(self, schema: dict[str, Any], depth: int, index: int) -> list[Any]:
         fixed = schema.get("prefixItems") or []
@@ -155,6 +179,52 @@ class _Sampler:
 
     def _unknown(self, schema: dict[str, Any], depth: int, index: int) -> Any:
         return "test"
+
+
+def _step(schema: dict[str, Any]) -> float | None:
+    step = schema.get("multipleOf")
+    return step if isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0 else None
+
+
+def _multiple(schema: dict[str, Any], value: float) -> float:
+    """``value`` if it is a multiple of ``multipleOf``, else the first multiple above the lower
+    bound, else a multiple next to ``value``: the first of these inside the bounds."""
+    step = _step(schema)
+    if step is None or _is_multiple(value, step):
+        return value
+    near = math.floor(value / step) * step
+    candidates = [near + step, near]
+    floors = [schema[key] for key in ("minimum", "exclusiveMinimum") if schema.get(key) is not None]
+    if floors:
+        first = math.ceil(max(floors) / step) * step
+        candidates[:0] = [first, first + step]
+    found = next((candidate for candidate in candidates if _fits(schema, candidate)), None)
+    if found is None:
+        raise _no_multiple(schema)
+    return found
+
+
+def _is_multiple(value: float, step: float) -> bool:
+    """As pydantic checks it: the remainder within a billionth of the step."""
+    left = value % step
+    return abs(left) <= step / 1e9 or abs(left - step) <= step / 1e9
+
+
+def _fits(schema: dict[str, Any], value: float) -> bool:
+    low, high = schema.get("minimum"), schema.get("maximum")
+    above, below = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    return (
+        (low is None or value >= low) and (high is None or value <= high)
+        and (above is None or value > above) and (below is None or value < below)
+    )
+
+
+def _no_multiple(schema: dict[str, Any]) -> FunctAIError:
+    return FunctAIError(
+        f"the test model found no multiple of {schema['multipleOf']} within this schema's bounds; "
+        "widen the bounds, or answer with functai.testing.ScriptedLM",
+        code="test-model-schema",
+    )
 
 
 def _in_bounds(schema: dict[str, Any], value: float, step: float) -> float:
