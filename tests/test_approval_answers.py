@@ -3,6 +3,7 @@
 every durable store, and at a stream (the command line: test_cli_errors.py)."""
 
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,9 @@ from functai import FunctAIError, Waiting
 from functai.conversations import held
 from functai.conversations.store import open_store
 from functai.testing import ScriptedLM, tool_call
+
+#: The checkout these tests run from, on the subprocesses' path wherever pytest was started.
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 SHOP = textwrap.dedent('''
     import os
@@ -54,7 +58,7 @@ def refunds(tmp_path):
 def python(code, tmp_path):
     """Run ``code`` in a new OS process that shares only the store (and the ledger file) with this one."""
     env = {**os.environ, "SHOP_LEDGER": str(tmp_path / "ledger.txt"),
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]), "FUNCTAI_LOAD_PLUGINS": "approval"}
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "FUNCTAI_LOAD_PLUGINS": "approval"}
     env.pop("FUNCTAI_DISABLE_PLUGINS", None)
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
@@ -121,7 +125,7 @@ def test_two_processes_answering_at_once_leave_exactly_one_answer_holding(shop, 
         except functai.FunctAIError as error:
             print(error.code)
     '''
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
            "FUNCTAI_LOAD_PLUGINS": "approval"}
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), who], env=env, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
