@@ -19,8 +19,8 @@ import time
 from datetime import datetime
 from typing import Any, Iterator, Mapping, Sequence
 
-from ..calls.run import _now as now_text  # one clock reading per timestamp, as call records use
-from ..errors import FunctAIError
+from ..calls.run import now_text
+from ..errors import FunctAIError, approval_answered
 from . import leases, rows
 from .bulk import paused_gc
 from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, LATE_ANSWER, WAITING, History, TurnData
@@ -168,19 +168,13 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
         break
     refresh(history, store, conversation)
     if contrary:
-        raise already_answered(turn_id, contrary[0], given[contrary[0]], allow)
-
-
-def already_answered(turn_id: str, key: str, first: Mapping[str, Any], allow: bool) -> FunctAIError:
-    """The error for an answer contrary to the first one recorded (``first``: allow, reason, by, at)."""
-    held_as = "approved" if first["allow"] else "denied" + (f" ({first['reason']})" if first.get("reason") else "")
-    who = first.get("by") or "someone who gave no name (by=)"
-    return FunctAIError(
-        f"approval {key!r} of turn {turn_id!r} was already {held_as} by {who} at {first.get('at')}; the first "
-        f"answer holds, so this {'approval' if allow else 'denial'} is not applied (it is kept in the store as a "
-        "late answer); to change the outcome, abandon the turn and send a new one",
-        code="approval-answered", answered=dict(first), key=key,
-    )
+        first = given[contrary[0]]
+        raise approval_answered(
+            contrary[0], first, allow, where=f" of turn {turn_id!r}",
+            who=f"by {first.get('by') or 'someone who gave no name (by=)'}",
+            after=" (it is kept in the store as a late answer); to change the outcome, abandon the turn and "
+                  "send a new one",
+        )
 
 
 def describe_rule(rule: Any) -> Any:
