@@ -30,7 +30,7 @@ from ..calls.scope import current_turn as current_scope
 from ..calls.steps import Steps, adrive, drive
 from ..errors import FunctAIError, Waiting
 from ..hooks.events import TurnEndEvent, set_field
-from ..hooks.hear import run_awaitable
+from ..hooks.hear import hear
 from ..layers import Layer, pop_block, push_block, resolve
 from ..log import warn
 from . import context as shown_context
@@ -409,16 +409,8 @@ class Conversation:
                                  branch_turns=branch_turns)
             set_field(event, "_memory", Memory(self, data.id))
             block = push_block(self.layer)  # what turn_end handlers call runs with the conversation's settings
-            try:
-                for plugin, handler in handlers:
-                    set_field(event, "_plugin", plugin.name)
-                    try:
-                        result = handler(event)
-                        if result is not None and hasattr(result, "__await__"):
-                            run_awaitable(result)  # an async def handler, run to its end
-                    except Exception as failure:  # turn_end hears: a failure is reported, the turn stays as it is
-                        warn("hook failed", plugin=plugin.name, version=plugin.version, hook="turn_end",
-                             conversation=self.id, turn=data.id, error=f"{type(failure).__name__}: {failure}")
+            try:  # turn_end hears: a failure is reported, the turn stays as it is
+                hear("turn_end", handlers, event, conversation=self.id, turn=data.id)
             finally:
                 pop_block(block)
         record: dict[str, Any] = {"kind": "end", "turn": data.id, "state": state, "outputs": outputs, "at": now_text()}
