@@ -90,7 +90,6 @@ class Waiting(FunctAIError):
         self.turn = turn
 
 
-
 def approval_answered(key: str, first: Mapping[str, Any], allow: bool, *, where: str = "", who: str,
                       after: str = "") -> FunctAIError:
     """The error for an answer contrary to the first one given to approval ``key`` (at a stream,
