@@ -6,7 +6,7 @@ branch on them; messages are for people and say what to fix.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 
 class FunctAIError(Exception):
@@ -103,3 +103,17 @@ class Waiting(FunctAIError):
         self.approvals = approvals
         #: The waiting `Turn` (set by the conversation).
         self.turn = turn
+
+
+def approval_answered(key: str, first: Mapping[str, Any], allow: bool, *, where: str = "", who: str,
+                      after: str = "") -> FunctAIError:
+    """The error for an answer contrary to the first one given to approval ``key`` (at a stream,
+    or recorded for a turn): ``first`` is the answer that holds (``allow``, ``reason``, ``at`` …),
+    ``where`` what the approval belongs to, ``who`` who gave the first answer, and ``after``
+    what became of this one."""
+    held_as = "approved" if first["allow"] else "denied" + (f" ({first['reason']})" if first.get("reason") else "")
+    return FunctAIError(
+        f"approval {key!r}{where} was already {held_as} {who} at {first.get('at')}; the first answer holds, "
+        f"so this {'approval' if allow else 'denial'} is not applied{after}",
+        code="approval-answered", answered=dict(first), key=key,
+    )

@@ -3,6 +3,7 @@
 every durable store, and at a stream (the command line: test_cli_errors.py)."""
 
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -12,8 +13,12 @@ import pytest
 
 import functai
 from functai import FunctAIError, Waiting
+from functai.conversations import held
 from functai.conversations.store import open_store
 from functai.testing import ScriptedLM, tool_call
+
+#: The checkout these tests run from, on the subprocesses' path wherever pytest was started.
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 SHOP = textwrap.dedent('''
     import os
@@ -53,7 +58,7 @@ def refunds(tmp_path):
 def python(code, tmp_path):
     """Run ``code`` in a new OS process that shares only the store (and the ledger file) with this one."""
     env = {**os.environ, "SHOP_LEDGER": str(tmp_path / "ledger.txt"),
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]), "FUNCTAI_LOAD_PLUGINS": "approval"}
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "FUNCTAI_LOAD_PLUGINS": "approval"}
     env.pop("FUNCTAI_DISABLE_PLUGINS", None)
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
@@ -120,7 +125,7 @@ def test_two_processes_answering_at_once_leave_exactly_one_answer_holding(shop, 
         except functai.FunctAIError as error:
             print(error.code)
     '''
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
            "FUNCTAI_LOAD_PLUGINS": "approval"}
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), who], env=env, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -199,3 +204,50 @@ def test_a_stream_keeps_its_first_answer(shop, tmp_path):
     assert refunds(tmp_path) == []
     assert stream.record.tool_calls[0]["refuse_reason"] == "no receipt"
 
+
+
+
+def meanwhile(monkeypatch, action):
+    """Run ``action`` once, at the clock reading a writer makes between reading the turn and
+    appending: what another thread sharing the view could do at that instant, made certain."""
+    read_clock = held.now_text
+
+    def now_text():
+        monkeypatch.setattr(held, "now_text", read_clock)
+        action()
+        return read_clock()
+
+    monkeypatch.setattr(held, "now_text", now_text)
+
+
+def test_an_answer_recorded_between_the_check_and_the_write_holds(shop, tmp_path, monkeypatch):
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "Not refunded."]))
+    chat = shop.support.conversation("c6", approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("Refund A1")
+    turn = info.value.turn
+    meanwhile(monkeypatch, lambda: chat.turn(turn.id).deny(reason="no receipt", by="manager"))
+    with pytest.raises(FunctAIError) as refused:
+        turn.approve(by="intern")
+    assert refused.value.code == "approval-answered"
+    assert "already denied (no receipt) by manager" in refused.value.message
+    records = chat.store.read("c6")
+    given = [(r["kind"], r["allow"], r["by"]) for r in records if r["kind"] in ("answer", "late_answer")]
+    assert given == [("answer", False, "manager"), ("late_answer", True, "intern")]
+    assert turn.resume() == "Not refunded."
+    assert refunds(tmp_path) == []  # the refused tool ran 0 times
+
+
+def test_a_turn_resumed_between_the_check_and_the_write_is_not_abandoned(shop, tmp_path, monkeypatch):
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "Refunded."]))
+    chat = shop.support.conversation("c7", approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("Refund A1")
+    turn = info.value.turn
+    turn.approve(by="manager")
+    meanwhile(monkeypatch, lambda: chat.turn(turn.id).resume())
+    with pytest.raises(FunctAIError) as refused:
+        turn.abandon(by="intern")
+    assert refused.value.code == "turn-not-waiting" and "is done" in refused.value.message
+    assert [r["state"] for r in chat.store.read("c7") if r["kind"] == "end"] == ["done"]
+    assert refunds(tmp_path) == ["A1"]

@@ -4,11 +4,15 @@ only a tool the turn started."""
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+#: The checkout these tests run from, on the subprocesses' path wherever pytest was started.
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 APP = textwrap.dedent('''
     import json, os, sys
@@ -51,7 +55,7 @@ def app(tmp_path):
 
 def env(tmp_path, script=None, **more):
     found = {**os.environ, "APP_LEDGER": str(tmp_path / "ledger.txt"), "FUNCTAI_LOAD_PLUGINS": "approval",
-             "PYTHONPATH": os.getcwd(), **more}
+             "PYTHONPATH": str(ROOT), **more}
     found.pop("FUNCTAI_DISABLE_PLUGINS", None)
     if script is not None:
         found["APP_SCRIPT"] = json.dumps(script)

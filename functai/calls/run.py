@@ -67,8 +67,9 @@ current: ContextVar[Frame | None] = ContextVar("functai_call", default=None)
 _second = (-1, "")
 
 
-def _now() -> str:
-    """The time as ISO 8601 UTC with milliseconds (the seconds part is made once a second)."""
+def now_text() -> str:
+    """The time as ISO 8601 UTC with milliseconds, as every record's timestamps are written
+    (the seconds part is made once a second)."""
     global _second
     now = time.time()
     whole = int(now)
@@ -110,7 +111,7 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
         module=fn.module,
         version=fn.version,
         inputs=inputs,
-        started=_now(),
+        started=now_text(),
         parent=frame.record.id if frame is not None else None,
         path=path,
     )

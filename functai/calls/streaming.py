@@ -18,8 +18,8 @@ from __future__ import annotations
 import contextvars
 from typing import Any, AsyncIterator, Iterator, Mapping
 
-from ..errors import FunctAIError
-from .run import _now as now_text
+from ..errors import FunctAIError, approval_answered
+from .run import now_text
 from .steps import Ask, Note, Send, Steps
 
 KINDS = ("text", "tool_call", "tool_result", "waiting", "done")
@@ -102,12 +102,8 @@ class _Base:
                 raise FunctAIError(f"the stream waits for {asking['key']!r}, not {key!r}", code="turn-not-waiting")
         given = self._answer
         if given is not None and given[0] != answer[0]:
-            first = "approved" if given[0] else "denied" + (f" ({given[1]})" if given[1] else "")
-            raise FunctAIError(
-                f"the approval {asking['key']!r} was already {first} at this stream at {self._answered_at}; the "
-                f"first answer holds, so this {'approval' if answer[0] else 'denial'} is not applied",
-                code="approval-answered", key=asking["key"],
-            )
+            first = {"allow": given[0], "reason": given[1], "at": self._answered_at}
+            raise approval_answered(asking["key"], first, answer[0], who="at this stream")
         if given is None:  # answering again the same way changes nothing: the first answer (and reason) holds
             self._answer, self._answered_at = answer, now_text()
 

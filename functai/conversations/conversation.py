@@ -25,12 +25,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..calls.outputs import to_jsonable
-from ..calls.run import call_steps
+from ..calls.run import call_steps, now_text
 from ..calls.scope import current_turn as current_scope
 from ..calls.steps import Steps, adrive, drive
 from ..errors import FunctAIError, Waiting
 from ..hooks.events import TurnEndEvent, set_field
-from ..hooks.hear import run_awaitable
+from ..hooks.hear import hear
 from ..layers import Layer, pop_block, push_block, resolve
 from ..log import warn
 from . import context as shown_context
@@ -51,7 +51,6 @@ __all__ = [
 ]
 
 FUNCTION_RULE = held.FUNCTION_RULE
-_now = held.now_text
 #: The names these had when they lived here.
 _Memory, _TurnScope = Memory, TurnScope
 
@@ -236,7 +235,7 @@ class Conversation:
         if not isinstance(kind, str) or not kind:
             raise ValueError("an entry's kind must be a non-empty string")
         self._append({"kind": "entry", "plugin": plugin, "entry": kind, "turn": turn_id,
-                      "data": to_jsonable(data), "at": _now()})
+                      "data": to_jsonable(data), "at": now_text()})
 
     # -- writing ------------------------------------------------------------------
 
@@ -248,7 +247,7 @@ class Conversation:
     def _header(self) -> dict[str, Any]:
         return {"functai_conversation": FORMAT, "kind": "conversation", "id": self.id,
                 "function": f"{self.program.module}:{self.program.fn.__qualname__}",
-                "version": self.program.version, "at": _now()}
+                "version": self.program.version, "at": now_text()}
 
     # -- sending a turn --------------------------------------------------------------
 
@@ -377,7 +376,7 @@ class Conversation:
                 value = result.value
             except Waiting as waiting:
                 self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, **self._ran_with(),
-                              "started": scope.call_started, "at": _now()}, sync=True)
+                              "started": scope.call_started, "at": now_text()}, sync=True)
                 waiting.turn = self._turn(data.id)
                 raise
             except Exception as error:
@@ -410,19 +409,11 @@ class Conversation:
                                  branch_turns=branch_turns)
             set_field(event, "_memory", Memory(self, data.id))
             block = push_block(self.layer)  # what turn_end handlers call runs with the conversation's settings
-            try:
-                for plugin, handler in handlers:
-                    set_field(event, "_plugin", plugin.name)
-                    try:
-                        result = handler(event)
-                        if result is not None and hasattr(result, "__await__"):
-                            run_awaitable(result)  # an async def handler, run to its end
-                    except Exception as failure:  # turn_end hears: a failure is reported, the turn stays as it is
-                        warn("hook failed", plugin=plugin.name, version=plugin.version, hook="turn_end",
-                             conversation=self.id, turn=data.id, error=f"{type(failure).__name__}: {failure}")
+            try:  # turn_end hears: a failure is reported, the turn stays as it is
+                hear("turn_end", handlers, event, conversation=self.id, turn=data.id)
             finally:
                 pop_block(block)
-        record: dict[str, Any] = {"kind": "end", "turn": data.id, "state": state, "outputs": outputs, "at": _now()}
+        record: dict[str, Any] = {"kind": "end", "turn": data.id, "state": state, "outputs": outputs, "at": now_text()}
         if isinstance(error, GeneratorExit):  # steps end so only when a stream is closed (or collected) early
             record["error"] = {"code": "stream-closed", "message": "the stream was closed before the turn ended"}
         elif error is not None:
@@ -457,7 +448,7 @@ class Conversation:
         record = records.CallRecord(
             id=data.call, function=program.name, module=program.module, version=program.version,
             inputs=dict(data.inputs), path=program.name,
-            started=next((w["started"] for w in data.waits if w.get("started")), None) or data.at or _now(),
+            started=next((w["started"] for w in data.waits if w.get("started")), None) or data.at or now_text(),
             error={"code": "turn-abandoned",
                    "message": f"turn {turn_id!r} was abandoned" + (f": {reason}" if reason else "")},
             conversation={"id": self.id, "turn": turn_id, "parent": data.parent, "store": store_reference(self.store),
@@ -485,7 +476,7 @@ class Conversation:
                 self._hold(lease["claim"], turn_id)
                 lease["t"] = round(time.time(), 3)
                 record = {"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id, "was": data.state,
-                          "rerun": list(rerun), "at": _now(), **lease}
+                          "rerun": list(rerun), "at": now_text(), **lease}
                 try:  # claim the turn, so two processes never resume it both
                     self.store.append(self.id, [record], expect=self._history.count)
                 except StoreConflict:

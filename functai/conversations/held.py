@@ -19,8 +19,8 @@ import time
 from datetime import datetime
 from typing import Any, Iterator, Mapping, Sequence
 
-from ..calls.run import _now as now_text  # one clock reading per timestamp, as call records use
-from ..errors import FunctAIError
+from ..calls.run import now_text
+from ..errors import FunctAIError, approval_answered
 from . import leases, rows
 from .bulk import paused_gc
 from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, LATE_ANSWER, WAITING, History, TurnData
@@ -115,13 +115,14 @@ def abandon(history: History, store: Store, conversation: str, turn_id: str, *,
     for _ in attempts("abandon the turn", conversation):
         refresh(history, store, conversation)
         reap(history, store, conversation)
+        count = history.count  # before the turn is read: a thread sharing the history may refresh it meanwhile
         turn = history.turns.get(turn_id)
         if turn is None or turn.state not in HELD:
             raise not_held(turn_id, turn, "abandoned")
         record = {"functai_conversation": FORMAT, "kind": "end", "turn": turn_id, "state": ABANDONED,
                   "outputs": {}, "was": turn.state, "reason": reason, "by": by, "at": now_text()}
-        try:  # compare-and-set: never abandon a turn another process just resumed
-            store.append(conversation, [record], expect=history.count, sync=True)
+        try:  # compare-and-set: never abandon a turn another process (or thread) just resumed
+            store.append(conversation, [record], expect=count, sync=True)
         except StoreConflict:
             continue
         break
@@ -135,11 +136,13 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
     The first answer recorded for an approval holds: answering it again the same way
     changes nothing, and a contrary answer is refused with ``approval-answered`` — kept
     in the store as a ``late_answer`` record (who tried, and when), never applied. The
-    check and the write are one compare-and-set, so of two processes answering at once
-    exactly one answer holds and the other is told.
+    check and the write are one compare-and-set against the record count the check read,
+    so of two processes (or threads sharing a view) answering at once exactly one answer
+    holds and the other is told.
     """
     for _ in attempts("answer the turn", conversation):
         refresh(history, store, conversation)
+        count = history.count  # before the turn and its answers are read: what the write is checked against
         turn = history.turns.get(turn_id)
         if turn is None or turn.state != WAITING:
             raise FunctAIError(f"turn {turn_id!r} is not waiting", code="turn-not-waiting")
@@ -159,25 +162,19 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
         if not records:
             return  # every one already answered this way: the first answers hold as they are
         try:
-            store.append(conversation, records, expect=history.count, sync=True)
+            store.append(conversation, records, expect=count, sync=True)
         except StoreConflict:
             continue
         break
     refresh(history, store, conversation)
     if contrary:
-        raise already_answered(turn_id, contrary[0], given[contrary[0]], allow)
-
-
-def already_answered(turn_id: str, key: str, first: Mapping[str, Any], allow: bool) -> FunctAIError:
-    """The error for an answer contrary to the first one recorded (``first``: allow, reason, by, at)."""
-    held_as = "approved" if first["allow"] else "denied" + (f" ({first['reason']})" if first.get("reason") else "")
-    who = first.get("by") or "someone who gave no name (by=)"
-    return FunctAIError(
-        f"approval {key!r} of turn {turn_id!r} was already {held_as} by {who} at {first.get('at')}; the first "
-        f"answer holds, so this {'approval' if allow else 'denial'} is not applied (it is kept in the store as a "
-        "late answer); to change the outcome, abandon the turn and send a new one",
-        code="approval-answered", answered=dict(first), key=key,
-    )
+        first = given[contrary[0]]
+        raise approval_answered(
+            contrary[0], first, allow, where=f" of turn {turn_id!r}",
+            who=f"by {first.get('by') or 'someone who gave no name (by=)'}",
+            after=" (it is kept in the store as a late answer); to change the outcome, abandon the turn and "
+                  "send a new one",
+        )
 
 
 def describe_rule(rule: Any) -> Any:
