@@ -251,3 +251,28 @@ def test_a_turn_resumed_between_the_check_and_the_write_is_not_abandoned(shop, t
     assert refused.value.code == "turn-not-waiting" and "is done" in refused.value.message
     assert [r["state"] for r in chat.store.read("c7") if r["kind"] == "end"] == ["done"]
     assert refunds(tmp_path) == ["A1"]
+
+
+def test_a_turn_abandoned_between_the_resume_check_and_its_claim_does_not_run(shop, tmp_path, monkeypatch):
+    from functai.conversations import conversation
+
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "Refunded."]))
+    chat = shop.support.conversation("c8", approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("Refund A1")
+    turn = info.value.turn
+    turn.approve(by="manager")
+    read_clock = conversation.now_text
+
+    def now_text():  # the resume's claim reads the clock after its check: the turn is abandoned there
+        monkeypatch.setattr(conversation, "now_text", read_clock)
+        chat.turn(turn.id).abandon(by="intern")
+        return read_clock()
+
+    monkeypatch.setattr(conversation, "now_text", now_text)
+    with pytest.raises(FunctAIError) as refused:
+        turn.resume()
+    assert refused.value.code == "turn-not-waiting" and "is abandoned" in refused.value.message
+    assert [r["state"] for r in chat.store.read("c8") if r["kind"] == "end"] == ["abandoned"]
+    assert not [r for r in chat.store.read("c8") if r["kind"] == "resume"]
+    assert refunds(tmp_path) == []  # the abandoned turn's tool never ran

@@ -314,6 +314,7 @@ class Conversation:
             for _ in held.attempts("send a turn", self.id):
                 self._refresh()
                 self._reap()
+                expect = self._history.count  # before deciding: a record another thread adds meanwhile conflicts
                 newest = self._history.newest_below(self._tip, done=False) if self._follow else self._tip
                 if newest is not None and self._history.turns[newest].state in HELD:
                     raise FunctAIError(held.held_message(self.id, self._history.turns[newest]),
@@ -324,7 +325,6 @@ class Conversation:
                 record.update(lease)
                 if not self._follow and not self._forked:
                     record["fork"] = True
-                expect = self._history.count
                 records = [record] if expect else [self._header(), record]
                 try:
                     self.store.append(self.id, records, expect=expect)
@@ -465,6 +465,7 @@ class Conversation:
             for _ in held.attempts("resume the turn", self.id):
                 self._refresh()
                 self._reap()
+                expect = self._history.count  # before deciding: a record another thread adds meanwhile conflicts
                 data = self._history.turns.get(turn_id)
                 if data is None or data.state not in HELD:
                     raise held.not_held(turn_id, data, "resumed")
@@ -478,7 +479,7 @@ class Conversation:
                 record = {"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id, "was": data.state,
                           "rerun": list(rerun), "at": now_text(), **lease}
                 try:  # claim the turn, so two processes never resume it both
-                    self.store.append(self.id, [record], expect=self._history.count)
+                    self.store.append(self.id, [record], expect=expect)
                 except StoreConflict:
                     leases.release(lease["claim"])
                     continue
