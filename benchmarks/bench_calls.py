@@ -109,11 +109,11 @@ def event_case() -> Callable[[int], tuple[float, float]]:
     settings = MappingProxyType({})
     from functai.hooks.events import CallEvent
 
-    if issubclass(CallEvent, SimpleNamespace):  # issue 15: keyword arguments in C, the inputs view made when read
+    if issubclass(CallEvent, SimpleNamespace):  # keyword arguments in C, the inputs view made when read
         def build() -> None:
             CallEvent(function="capital", program=capital, inputs=inputs, instruction="I.", sections=(), lm=None,
                       settings=settings, tools=(), all_tools=(), path="capital")
-    else:  # before: a __setattr__ per field, the inputs view made at once
+    else:  # an older engine: a __setattr__ per field, the inputs view made at once
         def build() -> None:
             CallEvent(function="capital", program=capital, inputs=MappingProxyType(inputs), instruction="I.",
                       sections=(), lm=None, settings=settings, tools=(), all_tools=(), path="capital",

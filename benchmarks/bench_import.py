@@ -150,8 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"| {cpu - dcpu:.1f} ms ({wall - dwall:.1f}) | {fcpu:.1f} ms ({fwall:.1f}) |")
         if args.before:
             (cpu, wall), (bcpu, bwall) = _ms(got["after", "functai"]), _ms(got["before", "deps"])
-            print(f"after's import over before's dependencies: {cpu / bcpu:.2f}x CPU ({wall / bwall:.2f}x wall); "
-                  f"the issue's target is 40 / 32.6 = 1.23x")
+            print(f"after's import over before's dependencies: {cpu / bcpu:.2f}x CPU ({wall / bwall:.2f}x wall)")
         for label, root in roots.items():
             if args.modules:
                 slow = own_modules(root, max(5, args.runs // 2))[: args.modules]

@@ -14,8 +14,8 @@
    with as many kept-alive connections as threads (so reconnecting does not
    hide the pool's own cost).
 
-    python benchmarks/bench_pools.py --async [--rounds 7] [--calls 300] [--concurrent 200]
-    python benchmarks/bench_pools.py --threads [--requests 20] [--rounds 3]
+    python benchmarks/bench_pools.py --async [--rounds 5] [--calls 300] [--concurrent 200]
+    python benchmarks/bench_pools.py --threads [--requests 20] [--rounds 5] [--most-threads 200]
 """
 
 from __future__ import annotations
