@@ -253,3 +253,29 @@ def test_a_postgresql_log_that_cannot_be_reached_keeps_the_answer_and_warns_with
     assert len(lm.requests) == 1
     (warned,) = [str(w.message) for w in caught if "call record not written" in str(w.message)]
     assert "code=call-log-unreachable" in warned and f"127.0.0.1:{port}" in warned and "s3cret" not in warned
+
+
+@pytest.mark.parametrize("bad", ["postgresql://u@host:notaport/db", "foo://u:pw@x/y"])
+def test_a_log_calls_url_with_a_password_from_the_environment_is_checked_before_the_model_is_paid(bad, monkeypatch):
+    from functai.layers import reset
+
+    bad = bad.replace("u@", "u:pg-PASSWORD-0123@")  # each with a password: kept behind a handle
+    monkeypatch.setenv("FUNCTAI_LOG_CALLS", bad)
+    reset()  # the process layer as this environment starts it
+    try:
+        lm = ScriptedLM(["the answer"])
+        with functai.settings(client=lm):
+            with pytest.raises(functai.FunctAIError) as info:
+                echo("hi")
+        assert info.value.code == "store-url" and "PASSWORD" not in str(info.value)
+        assert len(lm.requests) == 0  # refused before the model was paid
+    finally:
+        monkeypatch.delenv("FUNCTAI_LOG_CALLS")
+        reset()
+
+
+def test_a_store_url_with_a_nul_byte_is_refused_without_its_password():
+    url = "postgresql://u:secretpw@host/db\x00"
+    with pytest.raises(functai.FunctAIError) as info:
+        functai.configure(log_calls=url)
+    assert info.value.code == "store-url" and "secretpw" not in str(info.value), info.value

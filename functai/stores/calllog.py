@@ -64,8 +64,9 @@ def check_log_url(url: str | SecretURL) -> None:
     from .urls import scheme_of, sqlite_path
 
     log_store(url)
-    if scheme_of(url) == "sqlite":
-        path = sqlite_path(url)
+    text = reveal(url)
+    if scheme_of(text) == "sqlite":
+        path = sqlite_path(text)
         check_folder(os.path.dirname(path), "SQLite call log", file=os.path.basename(path))
 
 
