@@ -130,7 +130,7 @@ def test_the_schema_is_created_versioned_and_a_newer_one_refused(sql_url):
 
 
 @both
-def test_a_schema_1_store_is_migrated_on_first_open(sql_url):
+def test_a_schema_1_store_is_read_as_it_is_and_migrated_by_the_first_write(sql_url):
     raw = raw_sql(sql_url)
     for statement in (  # what functai wrote as schema 1
         "CREATE TABLE functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -146,13 +146,15 @@ def test_a_schema_1_store_is_migrated_on_first_open(sql_url):
     ):
         raw(statement)
     store = open_store(sql_url)
-    assert store.count("c") == 6
-    records, count = store.read_branch("c", "t3")
-    assert count == 6 and [position for position, _ in records] == [0, 1, 2, 4, 5]  # t2's branch left out
-    assert records[-1][1] == {"functai_conversation": 1, "functai_unusable": "not JSON"}  # keeps its place: damage
-    assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [(str(SCHEMA_VERSION),)]
+    assert store.count("c") == 6 and store.conversations() == ["c"]
+    records, count = store.read_branch("c", "t3")  # no columns to walk: every record, as a view at none reads
+    assert count == 6 and [position for position, _ in records] == [0, 1, 2, 3, 4, 5]
+    assert records[-1][1]["functai_unusable"] == "not JSON"  # keeps its place: damage
+    assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [("1",)]  # a read changed nothing
     assert store.append("c", [{"kind": "end", "turn": "t3"}], expect=6) == 7
-    assert [p for p, _ in store.read_branch("c", "t3")[0]] == [0, 1, 2, 4, 5, 6]
+    assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [(str(SCHEMA_VERSION),)]
+    records, count = store.read_branch("c", "t3")
+    assert count == 7 and [position for position, _ in records] == [0, 1, 2, 4, 5, 6]  # t2's branch left out
 
 
 # -- SQLite --------------------------------------------------------------------------------------

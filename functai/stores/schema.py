@@ -4,7 +4,8 @@ Schema 2 keeps three columns taken from each record — its ``kind``, the
 ``turn`` it belongs to and, for a turn, its ``parent`` — indexed by
 ``(conversation, turn)``. A view opened at a turn then reads that turn's
 branch (a walk up the parents, one index lookup a step) and nothing else.
-Schema 1 (the JSON only) is migrated on first open, in one transaction.
+Schema 1 (the JSON only) is migrated by the first write, in one transaction;
+until then it is read as it is (a view at a turn then reads every record).
 """
 
 from __future__ import annotations
@@ -90,3 +91,12 @@ SELECT r.position, r.data FROM branch AS b JOIN functai_records AS r {indexed}
 ON r.conversation = {conversation} AND r.turn = b.id
 ORDER BY 1
 """
+
+
+def branch_sql(old: bool, **names: str) -> str:
+    """The query for a branch's ``(position, data)`` rows; on an older schema, without the columns
+    to walk, every record of the conversation (a view applies them all, as one opened at none)."""
+    if old:
+        return "SELECT position, data FROM functai_records WHERE conversation = {conversation} ORDER BY 1".format(
+            conversation=names["conversation"])
+    return BRANCH.format(**names)
