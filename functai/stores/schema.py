@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import codec
-from ..conversations.checks import UNUSABLE
-from ..conversations.folder_index import not_an_object
+from ..conversations.checks import UNUSABLE, not_an_object
 from ..conversations.turndata import FORMAT
 
 #: Migrations: the SQL that adds schema 2's columns to a schema-1 table (both dialects read it).
@@ -50,7 +49,8 @@ def _decoded(data: str) -> dict[str, Any] | None:
 
 def record_of(data: str) -> dict[str, Any]:
     """A row's record. A row that is not a JSON object (garbled, written by hand) still takes its
-    place, so positions and counts stay one sequence, as a record that says why it cannot be used:
+    place, so positions and counts stay one sequence, as a record that says why it cannot be used
+    and keeps the row's first 200 characters as its ``text`` (a copy of the store keeps them too):
     a conversation reports it as damage, as the folder store reports a line that is not a record."""
     try:
         record = codec.loads(data)
@@ -60,7 +60,7 @@ def record_of(data: str) -> dict[str, Any]:
         if isinstance(record, dict):
             return record
         why = not_an_object(record)
-    return {"functai_conversation": FORMAT, UNUSABLE: why}
+    return {"functai_conversation": FORMAT, UNUSABLE: why, "text": data[:200]}
 
 
 def backfill(rows: Iterable[tuple[str, int, str]]) -> list[tuple[str | None, str | None, str | None, str, int]]:
