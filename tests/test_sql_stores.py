@@ -445,6 +445,18 @@ def test_reading_a_store_without_tables_creates_none(sql_url, tmp_path):
     assert {"functai_meta", "functai_records", "functai_calls", "functai_ratings"} <= _tables(sql_url)
 
 
+@both
+def test_a_reader_that_found_no_tables_sees_them_once_another_writer_made_them(sql_url):
+    from functai.stores.postgres import PostgresStore
+
+    reader = open_store(sql_url)
+    assert reader.read("c") == []  # nothing there yet: nothing made
+    writer = SQLiteStore(sql_url[len("sqlite:///"):]) if sql_url.startswith("sqlite:") else PostgresStore(sql_url)
+    writer.append("c", [{"n": 1}])  # another process, as far as the reader knows
+    writer.close()
+    assert reader.read("c") == [{"n": 1}] and reader.conversations() == ["c"]
+
+
 @pytest.mark.parametrize("bad", ["", " ", "\t", "sqlite:", "SQLite:", "sqlite:/x.db", "sqlite:///a\x00b.db",
                                  "a\x00b", "postgresql:db", "postgresql://[::zz]/db", "postgresql://h:port/db",
                                  "postgres://u:s3cret@[::1/db"])

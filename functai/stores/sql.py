@@ -56,7 +56,7 @@ class SQLStore:
             if conn is None:
                 return None
             self._conn, self._pid, self._tables = conn, os.getpid(), None
-        if self._tables is None or (write and self._tables != SCHEMA_VERSION):
+        if not self._tables or (write and self._tables != SCHEMA_VERSION):  # no tables yet: looked for again
             try:
                 self._tables = self._schema(conn, write)
             except BaseException as error:
