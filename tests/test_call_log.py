@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -289,7 +290,10 @@ def _end_the_log_connection(url: str) -> None:
     from functai.stores.urls import open_url
 
     pid = open_url(url)._conn.info.backend_pid
-    assert raw_sql(url)(f"SELECT pg_terminate_backend({pid})") == [(True,)]
+    run = raw_sql(url)
+    assert run(f"SELECT pg_terminate_backend({pid})") == [(True,)]
+    while run(f"SELECT 1 FROM pg_stat_activity WHERE pid = {pid}"):  # the signal is sent; wait until it is gone
+        time.sleep(0.01)
 
 
 def test_a_postgresql_log_whose_session_was_ended_reconnects_and_keeps_every_record(postgres_url):
