@@ -327,7 +327,7 @@ def test_a_sqlite_store_another_user_may_only_read(tmp_path):
         url = _sqlite_with_a_turn(shared)
         os.chmod(shared / "s.db", 0o644)
         code = (
-            "import os, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records\n"
+            "import os, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records, functai.stores.calllog\n"
             "from functai.conversations.store import open_store\n"
             f"store = open_store({url!r})  # everything imported first: the interpreter's files may be root's only\n"
             "os.setgid(65534); os.setuid(65534)\n"
