@@ -41,11 +41,15 @@ __all__ = ["decode_lines", "fold", "row_reader"]
 ROWS: dict[str, type] = {}
 _decode_lines: Callable[[Any], list[Any]] | None = None
 _UNSET: Any = None
+_NO_LIST: Any = None
+_NO_DICT: Any = None
 
 #: The fields of each kind's row the fold reads, decoded (None when absent); a record of any other
 #: known kind is a row with none (the fold reads it again whole). What a turn ran with is kept as
 #: raw JSON (the same for most turns: decoded once per text, see `_ran_with`), and so is a reply
-#: (read again only when its turn resumes, see `_reply`). A turn's lease (its owner, ``t`` and
+#: (read again only when its turn resumes, see `_reply`), and so are ``changes``, ``without`` and
+#: ``sections`` (only ever compared with the empty value here; decoded, each empty list would be
+#: one more object per turn for the collector to walk). A turn's lease (its owner, ``t`` and
 #: ``ttl``) is not in the row: only a turn still running when the fold ends keeps one, and that
 #: one is read from the whole record (see `fold`).
 _KINDS: dict[str, tuple[str, ...]] = {
@@ -56,7 +60,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
     **{kind: () for kind in ("conversation", "entry", "tool", "wait", "answer", "late_answer", "resume", "lease",
                                    "interrupt")},
 }
-_RAW = frozenset({"ran_with", "reply"})
+_RAW = frozenset({"ran_with", "reply", "changes", "without", "sections"})
 
 _STRING = rb'"(?:[^"\\]++|\\.)*+"'
 _SCALAR = rb'(?:-?[0-9][0-9.eE+-]*+|null|true|false|"[^"\\]*+")'
@@ -70,12 +74,12 @@ _PLAIN_REPLY = re.compile(rb'\{"text":(?:' + _STRING + rb'|null),"tool_calls":\[
 
 
 def _load() -> Callable[[Any], list[Any]]:
-    global _decode_lines, _UNSET
+    global _decode_lines, _UNSET, _NO_LIST, _NO_DICT
     from typing import Union
 
     import msgspec
 
-    _UNSET = msgspec.UNSET
+    _UNSET, _NO_LIST, _NO_DICT = msgspec.UNSET, msgspec.Raw(b"[]"), msgspec.Raw(b"{}")
     # Tagged by ``kind``; no cycles go through a row, so the collector never needs to see one.
     base = msgspec.defstruct("Row", [("functai_conversation", Any, None)], tag_field="kind", gc=False)
     for kind, names in _KINDS.items():
@@ -118,7 +122,7 @@ def fold(history: History, items: list[Any], full: Callable[[int], dict[str, Any
         _load()
     turn_row, reply_row, end_row = ROWS["turn"], ROWS["reply"], ROWS["end"]
     turns, order, running = history.turns, history.order, history.running
-    plain, unset, new = _PLAIN_REPLY.fullmatch, _UNSET, TurnData.__new__
+    plain, unset, no_list, no_dict, new = _PLAIN_REPLY.fullmatch, _UNSET, _NO_LIST, _NO_DICT, TurnData.__new__
     start = history.count
     #: Turns not ended yet: their record's position by id. Their leases are read from their whole
     #: records before anything else may look at them (a record taken whole; the end).
@@ -130,7 +134,8 @@ def fold(history: History, items: list[Any], full: Callable[[int], dict[str, Any
             if (item.functai_conversation == FORMAT and type(turn_id) is str and turn_id and turn_id not in turns
                     and (inputs is None or type(inputs) is dict) and (context is None or type(context) is dict)
                     and type(shown) is dict and len(shown) == 1 and type(shown.get("last")) is int
-                    and shown["last"] >= 0 and not (item.changes or item.without or item.sections)
+                    and shown["last"] >= 0 and item.changes in (unset, no_list) and item.sections in (unset, no_list)
+                    and item.without in (unset, no_dict)
                     and (parent_id is None or (type(parent_id) is str and parent_id in turns))):
                 # What TurnData(record) makes of such a record: the fields the fold and branch
                 # walks read now, the others (`LAZY`) from the row when first asked for (`fill`).
