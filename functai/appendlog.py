@@ -17,7 +17,10 @@ cut) is found too.
 Elsewhere — network file systems (NFS, SMB, FUSE …), where appends from
 two machines are not atomic, and any system without ``/proc/self/mountinfo``
 to tell (macOS, BSD) — every line is written under an exclusive ``flock``
-with the tail checked first, as before.
+with the tail checked first.
+
+Why two protocols: the lock on every line (two more system calls) makes ``log_calls`` cost
+1.2-1.3x as much per call (``benchmarks/compare.py --only log``), past its 1.25x budget.
 
 A short write (a full disk) takes the lock and finishes the line, or cuts the
 file back to where the line began if nothing was appended after it, and

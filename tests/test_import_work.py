@@ -2,15 +2,13 @@
 
 No timing here: each test checks the work itself — no method of the classes
 built at import is compiled by attrs, no regular expression is compiled, no
-module is loaded that a plain import or a first call does not use, hashlib is
-not imported for a function's version — so a change that brings the cost
-back fails, on any machine.
+module is loaded that a plain import or a first call does not use — so a
+change that brings the cost back fails, on any machine.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import json
 import os
@@ -20,7 +18,6 @@ import sys
 import pytest
 
 from functai import CallRecord, Reply, Request, Template, ToolCall
-from functai.digest import sha256_hex
 
 HAND_WRITTEN = {
     Request: ("__init__", "__repr__", "__eq__", "__hash__"),
@@ -77,7 +74,7 @@ def test_a_plain_import_leaves_out_what_only_some_programs_use():
     )
     for module in ("functai.builtins", "functai.conversations", "functai.evaluation", "functai.cli",
                    "functai.stores", "functai.calls.tools", "functai.calls.template", "functai.models.toolcall",
-                   "hashlib", "dataclasses", "importlib.util"):
+                   "dataclasses", "importlib.util"):
         assert module not in found, module
 
 
@@ -97,19 +94,10 @@ def _first_call() -> dict:
     )
 
 
-def test_decorating_and_a_first_call_do_not_import_hashlib():
-    found = _first_call()
-    assert found["value"] == "ok" and len(found["version"]) == 16
-    assert "hashlib" not in found["modules"]
-
-
-@pytest.mark.parametrize("data", [b"", b"abc", "é ✓".encode(), bytes(range(256)) * 40])
-def test_the_digest_is_hashlibs_sha256(data):
-    assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
-
-
 def test_a_first_call_without_tools_or_template_loads_neither():
-    found = _first_call()["modules"]
+    first = _first_call()
+    assert first["value"] == "ok" and len(first["version"]) == 16
+    found = first["modules"]
     for module in ("functai.calls.tools", "functai.calls.template", "functai.models.toolcall"):
         assert module not in found, module
 

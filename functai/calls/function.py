@@ -9,6 +9,7 @@ the output → record. See `functai.calls.run`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import json
 import types
@@ -185,9 +186,7 @@ class AIFunction:
         if self.declared_effects is not None:  # only when declared, so other versions stay as they were
             parts["effects"] = self.declared_effects
         blob = json.dumps(parts, sort_keys=True, default=str).encode()
-        from ..digest import sha256_hex  # here, not at import: only decoration needs it
-
-        return sha256_hex(blob)[:16]
+        return hashlib.sha256(blob).hexdigest()[:16]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return run_call(self, args, kwargs).value  # not through `run`: one frame less on every call

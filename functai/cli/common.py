@@ -126,14 +126,12 @@ def table(rows: list[list[str]], out: TextIO, indent: str = "") -> None:
 
 def history(store: str, conversation: str) -> "History":
     """The records of a conversation folded into its state; refuses one that is not there."""
-    from ..conversations.bulk import paused_gc
     from ..conversations.history import History
     from ..conversations.store import check_conversation_id, open_store
 
     check_conversation_id(conversation)
     found = History()
-    with paused_gc():  # the decoded records die in the pause: only what the history keeps is ever scanned
-        found.apply_all(open_store(store_folder(store)).read(conversation))
+    found.apply_all(open_store(store_folder(store)).read(conversation))
     if not found.count:
         raise CLIError(f"no conversation {conversation!r} in {location(store)}", code="not-found",
                        hint=_known(store))

@@ -30,7 +30,6 @@ from typing import Any, Callable
 from ..errors import FunctAIError
 from ..files import unwritable, write_all
 from ..log import warn
-from .bulk import BULK_BYTES, paused_gc
 from .folder_index import _TORN_END, _Index, _parse_lines, _why_not_json
 from .store import (
     CONVERSATION_ID,
@@ -107,8 +106,7 @@ class FolderStore:
             if end < 0:
                 pending = data
                 continue
-            with paused_gc(end, BULK_BYTES):
-                skipped = _parse_lines(data, end, index, index.fresh, rows)
+            skipped = _parse_lines(data, end, index, index.fresh, rows)
             index.offset += end + 1
             pending = data[end + 1 :]
             if skipped:

@@ -22,7 +22,6 @@ from typing import Any, Iterator, Mapping, Sequence
 from ..calls.run import now_text
 from ..errors import FunctAIError, approval_answered
 from . import leases, rows
-from .bulk import paused_gc
 from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, LATE_ANSWER, WAITING, History, TurnData
 from .store import Store, StoreConflict
 
@@ -51,12 +50,8 @@ def attempts(what: str, conversation: str) -> Iterator[int]:
 
 
 def refresh(history: History, store: Store, conversation: str) -> None:
-    """Apply what is new in the store (one thread at a time: each record once).
-
-    The collector is paused from the read to the end of the fold: the decoded records
-    mostly die in it, so only what the history keeps of them is ever scanned.
-    """
-    with history.lock, paused_gc():
+    """Apply what is new in the store (one thread at a time: each record once)."""
+    with history.lock:
         read_rows = rows.row_reader(store)
         if read_rows is not None:  # the built-in stores: records decoded only as far as the fold needs
             rows.fold(history, *read_rows(conversation, history.count))

@@ -21,7 +21,6 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..models.request import Frozen
-from .bulk import BULK_RECORDS, paused_gc
 from .checks import END_STATES, problem, sound_reply
 
 from .turndata import (  # noqa: F401  (the names the fold's users import from here)
@@ -94,20 +93,18 @@ class History:
         self.lock = lock
 
     def apply_all(self, records: Iterable[Mapping[str, Any]]) -> None:
-        many = len(records) if isinstance(records, list) else 0
         quick = {kind: method.__get__(self) for kind, method in _QUICK.items()}
-        with paused_gc(many, BULK_RECORDS):
-            apply = self.apply
-            for record in records:  # `apply`, with the quick path written out: a long open runs it per record
-                if type(record) is dict and record.get("functai_conversation") == FORMAT:
-                    try:
-                        handler = quick.get(record.get("kind"))
-                    except TypeError:  # a kind that is not even hashable: damage, said by `apply`
-                        handler = None
-                    if handler is not None and handler(record):
-                        self.count += 1
-                        continue
-                apply(record)
+        apply = self.apply
+        for record in records:  # `apply`, with the quick path written out: a long open runs it per record
+            if type(record) is dict and record.get("functai_conversation") == FORMAT:
+                try:
+                    handler = quick.get(record.get("kind"))
+                except TypeError:  # a kind that is not even hashable: damage, said by `apply`
+                    handler = None
+                if handler is not None and handler(record):
+                    self.count += 1
+                    continue
+            apply(record)
 
     def apply(self, record: Mapping[str, Any]) -> None:
         index = self.count

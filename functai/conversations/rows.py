@@ -32,7 +32,6 @@ import re
 import threading
 from typing import Any, Callable, Mapping
 
-from .bulk import BULK_RECORDS, paused_gc
 from .checks import END_STATES
 from .history import DONE, FORMAT, NOTHING, RUNNING, History, TurnData, _lease
 
@@ -42,11 +41,15 @@ __all__ = ["decode_lines", "fold", "row_reader"]
 ROWS: dict[str, type] = {}
 _decode_lines: Callable[[Any], list[Any]] | None = None
 _UNSET: Any = None
+_NO_LIST: Any = None
+_NO_DICT: Any = None
 
 #: The fields of each kind's row the fold reads, decoded (None when absent); a record of any other
 #: known kind is a row with none (the fold reads it again whole). What a turn ran with is kept as
 #: raw JSON (the same for most turns: decoded once per text, see `_ran_with`), and so is a reply
-#: (read again only when its turn resumes, see `_reply`). A turn's lease (its owner, ``t`` and
+#: (read again only when its turn resumes, see `_reply`), and so are ``changes``, ``without`` and
+#: ``sections`` (only ever compared with the empty value here; decoded, each empty list would be
+#: one more object per turn for the collector to walk). A turn's lease (its owner, ``t`` and
 #: ``ttl``) is not in the row: only a turn still running when the fold ends keeps one, and that
 #: one is read from the whole record (see `fold`).
 _KINDS: dict[str, tuple[str, ...]] = {
@@ -57,7 +60,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
     **{kind: () for kind in ("conversation", "entry", "tool", "wait", "answer", "late_answer", "resume", "lease",
                                    "interrupt")},
 }
-_RAW = frozenset({"ran_with", "reply"})
+_RAW = frozenset({"ran_with", "reply", "changes", "without", "sections"})
 
 _STRING = rb'"(?:[^"\\]++|\\.)*+"'
 _SCALAR = rb'(?:-?[0-9][0-9.eE+-]*+|null|true|false|"[^"\\]*+")'
@@ -71,12 +74,12 @@ _PLAIN_REPLY = re.compile(rb'\{"text":(?:' + _STRING + rb'|null),"tool_calls":\[
 
 
 def _load() -> Callable[[Any], list[Any]]:
-    global _decode_lines, _UNSET
+    global _decode_lines, _UNSET, _NO_LIST, _NO_DICT
     from typing import Union
 
     import msgspec
 
-    _UNSET = msgspec.UNSET
+    _UNSET, _NO_LIST, _NO_DICT = msgspec.UNSET, msgspec.Raw(b"[]"), msgspec.Raw(b"{}")
     # Tagged by ``kind``; no cycles go through a row, so the collector never needs to see one.
     base = msgspec.defstruct("Row", [("functai_conversation", Any, None)], tag_field="kind", gc=False)
     for kind, names in _KINDS.items():
@@ -119,64 +122,64 @@ def fold(history: History, items: list[Any], full: Callable[[int], dict[str, Any
         _load()
     turn_row, reply_row, end_row = ROWS["turn"], ROWS["reply"], ROWS["end"]
     turns, order, running = history.turns, history.order, history.running
-    plain, unset, new = _PLAIN_REPLY.fullmatch, _UNSET, TurnData.__new__
+    plain, unset, no_list, no_dict, new = _PLAIN_REPLY.fullmatch, _UNSET, _NO_LIST, _NO_DICT, TurnData.__new__
     start = history.count
     #: Turns not ended yet: their record's position by id. Their leases are read from their whole
     #: records before anything else may look at them (a record taken whole; the end).
     pending: dict[str, int] = {}
-    with paused_gc(len(items), BULK_RECORDS):
-        for position, item in enumerate(items):
-            kind = type(item)
-            if kind is turn_row:
-                turn_id, parent_id, inputs, shown, context = item.turn, item.parent, item.inputs, item.shown, item.context
-                if (item.functai_conversation == FORMAT and type(turn_id) is str and turn_id and turn_id not in turns
-                        and (inputs is None or type(inputs) is dict) and (context is None or type(context) is dict)
-                        and type(shown) is dict and len(shown) == 1 and type(shown.get("last")) is int
-                        and shown["last"] >= 0 and not (item.changes or item.without or item.sections)
-                        and (parent_id is None or (type(parent_id) is str and parent_id in turns))):
-                    # What TurnData(record) makes of such a record: the fields the fold and branch
-                    # walks read now, the others (`LAZY`) from the row when first asked for (`fill`).
-                    turn = new(TurnData)
-                    turn.id, turn.parent, turn.state, turn.order = turn_id, parent_id, RUNNING, len(order)
-                    turn.outputs, turn._replies, turn.error, turn.messages = NOTHING, (), None, None
-                    turn.lease, turn._row = None, item  # the lease: see pending
-                    fork = turn.fork = bool(item.fork)
-                    if parent_id is None:
-                        turn.base, turn.forked = 0, fork
-                    else:
-                        parent = turns[parent_id]
-                        turn.base, turn.forked = parent.base + (parent.state == DONE), fork or parent.forked
-                    turns[turn_id] = turn
-                    order.append(turn_id)
-                    running.add(turn_id)
-                    pending[turn_id] = position
-                    continue
-            elif kind is reply_row:
-                turn_id, raw = item.turn, item.reply
-                if (item.functai_conversation == FORMAT and type(turn_id) is str and raw is not unset and plain(raw)
-                        and (turn := turns.get(turn_id)) is not None):
-                    turn._replies = (*turn._replies, raw)  # its JSON, decoded when asked for (`TurnData.replies`)
-                    continue
-            elif kind is end_row:
-                turn_id, state, outputs, error = item.turn, item.state, item.outputs, item.error
-                if (item.functai_conversation == FORMAT and type(turn_id) is str and type(state) is str
-                        and state in END_STATES and (outputs is None or type(outputs) is dict)
-                        and (error is None or type(error) is dict)
-                        and (turn := turns.get(turn_id)) is not None and turn.state != DONE):
-                    turn.state = state  # History._end
-                    running.discard(turn_id)
-                    turn.lease, turn.outputs, turn.error, turn.messages = None, outputs or NOTHING, error, None
-                    pending.pop(turn_id, None)  # an ended turn keeps no lease
-                    continue
-            if kind is not dict:  # a row not taken above: the whole record, checked field by field
-                item = full(position)
-            if pending:
-                _settle(turns, pending, full)
-            history.count = start + position
-            history.apply(item)
+    for position, item in enumerate(items):
+        kind = type(item)
+        if kind is turn_row:
+            turn_id, parent_id, inputs, shown, context = item.turn, item.parent, item.inputs, item.shown, item.context
+            if (item.functai_conversation == FORMAT and type(turn_id) is str and turn_id and turn_id not in turns
+                    and (inputs is None or type(inputs) is dict) and (context is None or type(context) is dict)
+                    and type(shown) is dict and len(shown) == 1 and type(shown.get("last")) is int
+                    and shown["last"] >= 0 and item.changes in (unset, no_list) and item.sections in (unset, no_list)
+                    and item.without in (unset, no_dict)
+                    and (parent_id is None or (type(parent_id) is str and parent_id in turns))):
+                # What TurnData(record) makes of such a record: the fields the fold and branch
+                # walks read now, the others (`LAZY`) from the row when first asked for (`fill`).
+                turn = new(TurnData)
+                turn.id, turn.parent, turn.state, turn.order = turn_id, parent_id, RUNNING, len(order)
+                turn.outputs, turn._replies, turn.error, turn.messages = NOTHING, (), None, None
+                turn.lease, turn._row = None, item  # the lease: see pending
+                fork = turn.fork = bool(item.fork)
+                if parent_id is None:
+                    turn.base, turn.forked = 0, fork
+                else:
+                    parent = turns[parent_id]
+                    turn.base, turn.forked = parent.base + (parent.state == DONE), fork or parent.forked
+                turns[turn_id] = turn
+                order.append(turn_id)
+                running.add(turn_id)
+                pending[turn_id] = position
+                continue
+        elif kind is reply_row:
+            turn_id, raw = item.turn, item.reply
+            if (item.functai_conversation == FORMAT and type(turn_id) is str and raw is not unset and plain(raw)
+                    and (turn := turns.get(turn_id)) is not None):
+                turn._replies = (*turn._replies, raw)  # its JSON, decoded when asked for (`TurnData.replies`)
+                continue
+        elif kind is end_row:
+            turn_id, state, outputs, error = item.turn, item.state, item.outputs, item.error
+            if (item.functai_conversation == FORMAT and type(turn_id) is str and type(state) is str
+                    and state in END_STATES and (outputs is None or type(outputs) is dict)
+                    and (error is None or type(error) is dict)
+                    and (turn := turns.get(turn_id)) is not None and turn.state != DONE):
+                turn.state = state  # History._end
+                running.discard(turn_id)
+                turn.lease, turn.outputs, turn.error, turn.messages = None, outputs or NOTHING, error, None
+                pending.pop(turn_id, None)  # an ended turn keeps no lease
+                continue
+        if kind is not dict:  # a row not taken above: the whole record, checked field by field
+            item = full(position)
         if pending:
             _settle(turns, pending, full)
-        history.count = start + len(items)
+        history.count = start + position
+        history.apply(item)
+    if pending:
+        _settle(turns, pending, full)
+    history.count = start + len(items)
 
 
 #: Held while a row-made turn is filled in, so a reader filling it never undoes what a fold

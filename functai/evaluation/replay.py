@@ -158,7 +158,6 @@ def shown(
         messages = _from_log(record, calls)
         if messages is not None:
             return messages, list(record.sections or [])
-    from ..conversations.bulk import paused_gc
     from ..conversations.history import History
     from ..conversations.store import open_reference
 
@@ -166,8 +165,7 @@ def shown(
     if not reference:
         raise NotReplayable(f"call {record.id}: its conversation's store cannot be opened again")
     history = History()
-    with paused_gc():
-        history.apply_all(open_reference(reference).read(conversation["id"]))
+    history.apply_all(open_reference(reference).read(conversation["id"]))
     turn = history.turns.get(conversation["turn"])
     if turn is None:
         raise NotReplayable(

@@ -11,6 +11,7 @@ whose repr is the URL without it).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from types import MappingProxyType
@@ -83,9 +84,7 @@ class SecretURL(Key):
 
 
 def _ident(value: str) -> str:
-    from ..digest import sha256_hex
-
-    ident = sha256_hex(value.encode())[:32]
+    ident = hashlib.sha256(value.encode()).hexdigest()[:32]
     with _lock:
         _keys.setdefault(ident, value)
     return ident

@@ -13,6 +13,10 @@ costs the same however many there are; each connection is still an
 The limits mean what `httpx.Limits` means (the same defaults). It serves
 asyncio only, as the client's async pools do (one per event loop); a proxy
 set in the environment is left to httpx's own transport (see `lean_transport`).
+
+Kept because 200 concurrent ``acall`` take 2.6x the CPU over httpcore's pool (0.42 s → 1.16 s,
+``benchmarks/compare.py --only acall``; the budget is 0.5 s wall). It can go once httpcore's
+pool assigns queued requests in one pass, not one per connection (encode/httpcore#1035).
 """
 
 from __future__ import annotations
