@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import json
 import os
 import subprocess
