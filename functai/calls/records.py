@@ -21,9 +21,7 @@ import threading
 from typing import Any, Iterator, NamedTuple
 
 import attrs
-from attrs import NOTHING
 
-from ..attrsmethods import fields_repr
 from ..files import unwritable
 from ..log import warn
 from ..models.keys import SecretURL
@@ -34,7 +32,7 @@ LOG_FILE = "calls.jsonl"
 RATINGS_FILE = "ratings.jsonl"
 
 
-@attrs.define(eq=False, init=False, repr=False)
+@attrs.define(eq=False)
 class CallRecord:
     """What happened in one AI function call."""
 
@@ -68,64 +66,6 @@ class CallRecord:
     heard: list[dict[str, Any]] = attrs.field(factory=list)
     #: The latest rating, when read with ``read_calls(..., rated=True)`` (never written to the log).
     rating: dict[str, Any] | None = None
-
-    # ``__init__`` and ``__repr__`` as attrs would generate them, written out (see `functai.attrsmethods`).
-    def __init__(
-        self,
-        id: str,
-        function: str,
-        version: str,
-        inputs: dict[str, Any],
-        started: str,
-        parent: str | None = None,
-        path: str = "",
-        module: str = "",
-        output: Any = None,
-        error: dict[str, Any] | None = None,
-        instruction: str | None = None,
-        model: str | None = None,
-        settings: dict[str, Any] = NOTHING,  # type: ignore[assignment]
-        usage: dict[str, int] = NOTHING,  # type: ignore[assignment]
-        finish_reason: str | None = None,
-        reasoning: str | None = None,
-        seconds: float | None = None,
-        tool_calls: list[dict[str, Any]] = NOTHING,  # type: ignore[assignment]
-        conversation: dict[str, Any] | None = None,
-        changes: list[dict[str, Any]] = NOTHING,  # type: ignore[assignment]
-        sections: list[str] = NOTHING,  # type: ignore[assignment]
-        replayable: bool = True,
-        attempts: int = 0,
-        heard: list[dict[str, Any]] = NOTHING,  # type: ignore[assignment]
-        rating: dict[str, Any] | None = None,
-    ) -> None:
-        self.id = id
-        self.function = function
-        self.version = version
-        self.inputs = inputs
-        self.started = started
-        self.parent = parent
-        self.path = path
-        self.module = module
-        self.output = output
-        self.error = error
-        self.instruction = instruction
-        self.model = model
-        self.settings = {} if settings is NOTHING else settings
-        self.usage = {} if usage is NOTHING else usage
-        self.finish_reason = finish_reason
-        self.reasoning = reasoning
-        self.seconds = seconds
-        self.tool_calls = [] if tool_calls is NOTHING else tool_calls
-        self.conversation = conversation
-        self.changes = [] if changes is NOTHING else changes
-        self.sections = [] if sections is NOTHING else sections
-        self.replayable = replayable
-        self.attempts = attempts
-        self.heard = [] if heard is NOTHING else heard
-        self.rating = rating
-
-    def __repr__(self) -> str:
-        return fields_repr(self, _FIELDS)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON data (``replayable`` only when false; ``heard`` and ``rating`` only when set).
@@ -162,7 +102,6 @@ class CallRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-_FIELDS = tuple(f.name for f in attrs.fields(CallRecord))
 _REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
 
 

@@ -91,18 +91,8 @@ def _without(value: Any) -> Any:
     return _names("without")(value)
 
 
-_CHECKS: dict[str, Any] = {
-    "instruction": _text("instruction"),
-    "sections": _names("sections", drop_blank=True),
-    "lm": _text("lm"),
-    "settings": _settings,
-    "tools": _names("tools"),
-    "keep": _names("keep"),
-    "without": _without,
-    "inputs": _inputs,
-    "block": _text("block"),
-    "output": _text("output", allow_empty=True),
-}
+_instruction, _sections, _lm = _text("instruction"), _names("sections", drop_blank=True), _text("lm")
+_tools, _keep, _block, _output = _names("tools"), _names("keep"), _text("block"), _text("output", allow_empty=True)
 
 
 @attrs.frozen(init=False, slots=False)
@@ -140,29 +130,28 @@ class Change:
     ) -> None:
         # Only the set fields are checked and stored in the instance dict (in
         # declaration order); unset ones read the class default, None. So
-        # ``fields_set`` is just the dict's keys. (At run time `_init` takes
-        # this method's place, and calls it for all but the usual change.)
+        # ``fields_set`` is just the dict's keys.
         given = self.__dict__
         if instruction is not None:
-            given["instruction"] = _CHECKS["instruction"](instruction)
-        if sections is not None and (sections := _CHECKS["sections"](sections)) is not None:
+            given["instruction"] = _instruction(instruction)
+        if sections is not None and (sections := _sections(sections)) is not None:
             given["sections"] = sections
         if lm is not None:
-            given["lm"] = _CHECKS["lm"](lm)
-        if settings is not None and (settings := _CHECKS["settings"](settings)) is not None:
+            given["lm"] = _lm(lm)
+        if settings is not None and (settings := _settings(settings)) is not None:
             given["settings"] = settings
         if tools is not None:
-            given["tools"] = _CHECKS["tools"](tools)
+            given["tools"] = _tools(tools)
         if keep is not None:
-            given["keep"] = _CHECKS["keep"](keep)
-        if without is not None and (without := _CHECKS["without"](without)) is not None:
+            given["keep"] = _keep(keep)
+        if without is not None and (without := _without(without)) is not None:
             given["without"] = without
-        if inputs is not None and (inputs := _CHECKS["inputs"](inputs)) is not None:
+        if inputs is not None and (inputs := _inputs(inputs)) is not None:
             given["inputs"] = inputs
         if block is not None:
-            given["block"] = _CHECKS["block"](block)
+            given["block"] = _block(block)
         if output is not None:
-            given["output"] = _CHECKS["output"](output)
+            given["output"] = _output(output)
 
     def fields_set(self) -> tuple[str, ...]:
         """Names of the fields this change sets, in declaration order."""
@@ -185,40 +174,6 @@ class Change:
 for _field in attrs.fields(Change):
     setattr(Change, _field.name, None)  # the default every unset field reads
 del _field
-
-_checked_init = Change.__init__
-
-
-def _init(self: Change, *, sections: Any = None, **fields: Any) -> None:
-    """`Change.__init__` as it runs: the usual change, ``sections`` alone as a list
-    or tuple of non-blank strings, is made inline; any other goes through the
-    declared ``__init__`` (its ``__wrapped__``, whose signature ``inspect`` shows).
-
-    Calling a class with keyword arguments is most of what making a Change
-    costs, and a keyword-only parameter left to its default costs a lookup of
-    its own: a handler's ``Change(sections=[...])`` would pay for nine. The
-    same values are checked and stored, with the same errors (unknown names
-    raise `TypeError` from the declared ``__init__``): tests/test_change.py
-    compares the two.
-    """
-    if fields:
-        _checked_init(self, sections=sections, **fields)
-    elif sections is not None:
-        kind = sections.__class__
-        if kind is list or kind is tuple:
-            for item in sections:
-                if item.__class__ is not str or not item.strip():
-                    break
-            else:
-                self.__dict__["sections"] = tuple(sections)
-                return
-        _checked_init(self, sections=sections)
-
-
-_init.__wrapped__ = _checked_init  # type: ignore[attr-defined]
-_init.__qualname__ = _checked_init.__qualname__
-_init.__doc__ = _checked_init.__doc__
-Change.__init__ = _init  # type: ignore[method-assign]
 
 #: The Change fields each hook takes (``request`` takes a Request instead; ``reply``, ``call_end`` and ``turn_end`` only hear).
 HOOK_FIELDS: dict[str, frozenset[str]] = {

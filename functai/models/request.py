@@ -16,14 +16,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
-from attrs import NOTHING
-
-from ..attrsmethods import fields_repr, type_hash
 
 if TYPE_CHECKING:
     from .toolcall import ToolCall
-
-_object_setattr = object.__setattr__
 
 
 def _frozen(item: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -81,7 +76,7 @@ def _tool_calls(items: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
     return tuple(items)
 
 
-@attrs.frozen(init=False, repr=False, eq=False)
+@attrs.frozen
 class Request:
     """What is sent to a model: the same shape whatever the provider.
 
@@ -95,44 +90,12 @@ class Request:
     #: Tools offered, each ``{"name", "description", "parameters"}`` (a JSON schema).
     tools: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_tuple)
     #: Model settings: temperature, max_tokens, top_p, seed, stop, …
-    settings: Mapping[str, Any] = attrs.field(factory=dict, converter=_view)
+    settings: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_view)
     #: JSON schema of the answer, or None for plain text.
     output_schema: dict[str, Any] | None = None
 
-    def __init__(
-        self,
-        model: str,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] = (),
-        settings: Mapping[str, Any] = NOTHING,  # type: ignore[assignment]
-        output_schema: dict[str, Any] | None = None,
-    ) -> None:
-        _setattr = _object_setattr.__get__(self)
-        _setattr("model", model)
-        _setattr("messages", frozen_messages(messages))
-        _setattr("tools", frozen_messages(tools))
-        _setattr("settings", _EMPTY if settings is NOTHING else _view(settings))
-        _setattr("output_schema", output_schema)
 
-    def __repr__(self) -> str:
-        return fields_repr(self, ("model", "messages", "tools", "settings", "output_schema"))
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return (
-            self.model == other.model  # type: ignore[attr-defined]
-            and self.messages == other.messages  # type: ignore[attr-defined]
-            and self.tools == other.tools  # type: ignore[attr-defined]
-            and self.settings == other.settings  # type: ignore[attr-defined]
-            and self.output_schema == other.output_schema  # type: ignore[attr-defined]
-        )
-
-    def __hash__(self) -> int:
-        return hash((_REQUEST_HASH, self.model, self.messages, self.tools, self.settings, self.output_schema))
-
-
-@attrs.frozen(init=False, repr=False, eq=False)
+@attrs.frozen
 class Reply:
     """What a model answered."""
 
@@ -151,50 +114,6 @@ class Reply:
     id: str | None = attrs.field(default=None, eq=False)
     #: The model that answered, as the server names it (it may differ from the one asked).
     model: str | None = attrs.field(default=None, eq=False)
-
-    def __init__(
-        self,
-        text: str | None = None,
-        tool_calls: Sequence[ToolCall] = (),
-        usage: Mapping[str, Any] = NOTHING,  # type: ignore[assignment]
-        finish_reason: str | None = None,
-        refusal: str | None = None,
-        reasoning: str | None = None,
-        id: str | None = None,
-        model: str | None = None,
-    ) -> None:
-        _setattr = _object_setattr.__get__(self)
-        _setattr("text", text)
-        _setattr("tool_calls", _tool_calls(tool_calls))
-        _setattr("usage", {} if usage is NOTHING else _dict(usage))
-        _setattr("finish_reason", finish_reason)
-        _setattr("refusal", refusal)
-        _setattr("reasoning", reasoning)
-        _setattr("id", id)
-        _setattr("model", model)
-
-    def __repr__(self) -> str:
-        return fields_repr(self, _REPLY_FIELDS)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return (
-            self.text == other.text  # type: ignore[attr-defined]
-            and self.tool_calls == other.tool_calls  # type: ignore[attr-defined]
-            and self.usage == other.usage  # type: ignore[attr-defined]
-            and self.finish_reason == other.finish_reason  # type: ignore[attr-defined]
-            and self.refusal == other.refusal  # type: ignore[attr-defined]
-            and self.reasoning == other.reasoning  # type: ignore[attr-defined]
-        )
-
-    def __hash__(self) -> int:
-        return hash((_REPLY_HASH, self.text, self.tool_calls, self.usage, self.finish_reason, self.refusal,
-                     self.reasoning))
-
-
-_REQUEST_HASH, _REPLY_HASH = type_hash(Request), type_hash(Reply)
-_REPLY_FIELDS = ("text", "tool_calls", "usage", "finish_reason", "refusal", "reasoning", "id", "model")
 
 
 @runtime_checkable
