@@ -70,8 +70,10 @@ def check_folder_name(path: str) -> str:
     """Refuse a folder name that is surely a mistake: empty or blank (``""`` would be the
     current folder, ``" "`` a folder named by a space), or holding a NUL byte."""
     if not path.strip() or "\x00" in path:
+        from .stores.urls import redact  # a URL's password is never repeated
+
         raise FunctAIError(
-            f"{path!r} names no store or call log: give a folder path or a URL (sqlite:///file.db, "
+            f"{redact(path)!r} names no store or call log: give a folder path or a URL (sqlite:///file.db, "
             "postgresql://host/db)",
             code="store-url",
         )
@@ -126,13 +128,22 @@ def read_only(path: str) -> bool:
 _URL = r"[A-Za-z][A-Za-z0-9+.-]+:"  # compiled on first use (re caches it), not at import
 
 #: Call log folders already found writable in this process (each is checked once).
-_checked_logs: set[str] = set()
+_checked_logs: set[object] = set()  # a URL with a password: by its handle
 
 
 def check_log_calls(value: object) -> None:
     """Refuse a ``log_calls`` folder that cannot be written, once per folder and process,
     so a bad path is refused when it is set, and before a model is paid for, not after."""
     if type(value) is str and value in _checked_logs:  # every logged call after the first: nothing to do
+        return
+    from .models.keys import SecretURL
+
+    if isinstance(value, SecretURL):  # a URL with a password (FUNCTAI_LOG_CALLS, or configure's handle)
+        if value not in _checked_logs:
+            from .stores.calllog import check_log_url
+
+            check_log_url(value)
+            _checked_logs.add(value)
         return
     if not value or not isinstance(value, (str, os.PathLike)):
         return

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -253,3 +254,69 @@ def test_a_postgresql_log_that_cannot_be_reached_keeps_the_answer_and_warns_with
     assert len(lm.requests) == 1
     (warned,) = [str(w.message) for w in caught if "call record not written" in str(w.message)]
     assert "code=call-log-unreachable" in warned and f"127.0.0.1:{port}" in warned and "s3cret" not in warned
+
+
+@pytest.mark.parametrize("bad", ["postgresql://u@host:notaport/db", "foo://u:pw@x/y"])
+def test_a_log_calls_url_with_a_password_from_the_environment_is_checked_before_the_model_is_paid(bad, monkeypatch):
+    from functai.layers import reset
+
+    bad = bad.replace("u@", "u:pg-PASSWORD-0123@")  # each with a password: kept behind a handle
+    monkeypatch.setenv("FUNCTAI_LOG_CALLS", bad)
+    reset()  # the process layer as this environment starts it
+    try:
+        lm = ScriptedLM(["the answer"])
+        with functai.settings(client=lm):
+            with pytest.raises(functai.FunctAIError) as info:
+                echo("hi")
+        assert info.value.code == "store-url" and "PASSWORD" not in str(info.value)
+        assert len(lm.requests) == 0  # refused before the model was paid
+    finally:
+        monkeypatch.delenv("FUNCTAI_LOG_CALLS")
+        reset()
+
+
+def test_a_store_url_with_a_nul_byte_is_refused_without_its_password():
+    url = "postgresql://u:secretpw@host/db\x00"
+    for refuse in (lambda: functai.configure(log_calls=url), lambda: echo.conversation("c", store=url)):
+        with pytest.raises(functai.FunctAIError) as info:
+            refuse()
+        assert info.value.code == "store-url" and "secretpw" not in str(info.value), info.value
+
+
+def _end_the_log_connection(url: str) -> None:
+    """End the server session the call log's store holds, as a server restart or an admin would."""
+    from store_fixtures import raw_sql
+
+    from functai.stores.urls import open_url
+
+    pid = open_url(url)._conn.info.backend_pid
+    run = raw_sql(url)
+    assert run(f"SELECT pg_terminate_backend({pid})") == [(True,)]
+    while run(f"SELECT 1 FROM pg_stat_activity WHERE pid = {pid}"):  # the signal is sent; wait until it is gone
+        time.sleep(0.01)
+
+
+def test_a_postgresql_log_whose_session_was_ended_reconnects_and_keeps_every_record(postgres_url):
+    lm = ScriptedLM(["one", "two"])
+    functai.configure(client=lm, log_calls=postgres_url)
+    assert echo("a") == "one"
+    _end_the_log_connection(postgres_url)
+    assert echo("b") == "two"  # the session is replaced before anything is sent on the dead one
+    assert [r.output for r in functai.read_calls(postgres_url)] == ["one", "two"]
+
+
+def test_a_postgresql_log_connection_lost_while_writing_keeps_the_answer_and_warns(postgres_url, monkeypatch):
+    from functai.stores import postgres
+
+    lm = ScriptedLM(["one", "two", "three"])
+    functai.configure(client=lm, log_calls=postgres_url)
+    assert echo("a") == "one"
+    _end_the_log_connection(postgres_url)
+    # as if it ended just after the look (raising=False: older code has no such look to skip)
+    monkeypatch.setattr(postgres.PostgresStore, "_stale", lambda self, conn: False, raising=False)
+    with pytest.warns(RuntimeWarning) as caught:
+        assert echo("b") == "two"  # paid for, and kept
+    (warned,) = [str(w.message) for w in caught if "call record not written" in str(w.message)]
+    assert "code=call-log-unreachable" in warned and "connection to the server was lost" in warned
+    assert echo("c") == "three"  # the next call opens a new session
+    assert [r.output for r in functai.read_calls(postgres_url)] == ["one", "three"]

@@ -284,6 +284,24 @@ def test_a_garbled_record_is_reported_by_every_store(durable_store):
     assert "skipped 1 line that could not be used" in out.getvalue() and "not JSON" in out.getvalue()
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_garbled_sql_row_keeps_its_text_through_a_copy(kind, tmp_path, request):
+    from store_fixtures import store_url
+
+    from functai.conversations.store import open_store
+    from functai.stores.copy import copy_conversations
+
+    store = store_url(kind, tmp_path, request)
+    _lm()
+    tutor.conversation("c", store=store)("q1")
+    _garble_end(store)
+    copy_conversations(store, str(tmp_path / "copy"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (kept,) = [r for r in open_store(str(tmp_path / "copy")).read("c") if "functai_unusable" in r]
+    assert kept["functai_unusable"] == "not JSON" and kept["text"] == '{"kind": "end", garbled'
+
+
 def test_a_garbled_call_log_row_is_reported_by_every_log(durable_log):
     _lm()
     with functai.settings(log_calls=durable_log):

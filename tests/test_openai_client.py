@@ -428,6 +428,12 @@ def test_credentials_in_a_base_url_are_refused_before_anything_is_sent(
     assert server.requests == []
 
 
+def test_base_url_credentials_before_a_port_that_cannot_be_read_are_refused_without_them() -> None:
+    with pytest.raises(FunctAIError) as info:
+        functai.configure(base_url="http://user:hunter2-0123456789@example.test:notaport/v1")
+    assert info.value.code == "base-url-credentials" and "hunter2" not in str(info.value)
+
+
 def test_basic_and_bearer_credentials_echoed_in_any_form_are_scrubbed(server: LoopbackServer) -> None:
     import base64
 

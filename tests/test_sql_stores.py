@@ -130,7 +130,7 @@ def test_the_schema_is_created_versioned_and_a_newer_one_refused(sql_url):
 
 
 @both
-def test_a_schema_1_store_is_migrated_on_first_open(sql_url):
+def test_a_schema_1_store_is_read_as_it_is_and_migrated_by_the_first_write(sql_url):
     raw = raw_sql(sql_url)
     for statement in (  # what functai wrote as schema 1
         "CREATE TABLE functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -146,13 +146,15 @@ def test_a_schema_1_store_is_migrated_on_first_open(sql_url):
     ):
         raw(statement)
     store = open_store(sql_url)
-    assert store.count("c") == 6
-    records, count = store.read_branch("c", "t3")
-    assert count == 6 and [position for position, _ in records] == [0, 1, 2, 4, 5]  # t2's branch left out
-    assert records[-1][1] == {"functai_conversation": 1, "functai_unusable": "not JSON"}  # keeps its place: damage
-    assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [(str(SCHEMA_VERSION),)]
+    assert store.count("c") == 6 and store.conversations() == ["c"]
+    records, count = store.read_branch("c", "t3")  # no columns to walk: every record, as a view at none reads
+    assert count == 6 and [position for position, _ in records] == [0, 1, 2, 3, 4, 5]
+    assert records[-1][1]["functai_unusable"] == "not JSON"  # keeps its place: damage
+    assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [("1",)]  # a read changed nothing
     assert store.append("c", [{"kind": "end", "turn": "t3"}], expect=6) == 7
-    assert [p for p, _ in store.read_branch("c", "t3")[0]] == [0, 1, 2, 4, 5, 6]
+    assert raw("SELECT value FROM functai_meta WHERE key = 'schema'") == [(str(SCHEMA_VERSION),)]
+    records, count = store.read_branch("c", "t3")
+    assert count == 7 and [position for position, _ in records] == [0, 1, 2, 4, 5, 6]  # t2's branch left out
 
 
 # -- SQLite --------------------------------------------------------------------------------------
@@ -441,6 +443,18 @@ def test_reading_a_store_without_tables_creates_none(sql_url, tmp_path):
     assert _tables(sql_url) == set()
     store.append("c", [{"n": 1}])
     assert {"functai_meta", "functai_records", "functai_calls", "functai_ratings"} <= _tables(sql_url)
+
+
+@both
+def test_a_reader_that_found_no_tables_sees_them_once_another_writer_made_them(sql_url):
+    from functai.stores.postgres import PostgresStore
+
+    reader = open_store(sql_url)
+    assert reader.read("c") == []  # nothing there yet: nothing made
+    writer = SQLiteStore(sql_url[len("sqlite:///"):]) if sql_url.startswith("sqlite:") else PostgresStore(sql_url)
+    writer.append("c", [{"n": 1}])  # another process, as far as the reader knows
+    writer.close()
+    assert reader.read("c") == [{"n": 1}] and reader.conversations() == ["c"]
 
 
 @pytest.mark.parametrize("bad", ["", " ", "\t", "sqlite:", "SQLite:", "sqlite:/x.db", "sqlite:///a\x00b.db",

@@ -398,9 +398,14 @@ def is_log_line(data: Any) -> bool:
     """Whether a decoded line is one a call log folder holds: a call record, or a rating of one."""
     if not isinstance(data, dict):
         return False
-    if isinstance(data.get("call"), str) and isinstance(data.get("good"), bool):
-        return True
-    return _record_problem(data) is None
+    return is_rating(data) or _record_problem(data) is None
+
+
+def is_rating(data: dict[str, Any]) -> bool:
+    """Whether a decoded line is a rating: a call id, ``good`` true or false, and who rated (or null)."""
+    call, by = data.get("call"), data.get("by")
+    return isinstance(call, str) and call != "" and isinstance(data.get("good"), bool) and (
+        by is None or isinstance(by, str))
 
 
 def report_skipped(path: str, number: int, reason: str, skipped: list[tuple[str, str]] | None) -> None:

@@ -7,6 +7,7 @@ import json
 from typing import Any, TextIO
 
 from ..calls.records import CallRecord
+from ..conversations.checks import json_kind
 from .calls import find
 from .common import (
     LOG_HELP,
@@ -75,33 +76,22 @@ def _correction(record: CallRecord, text: str) -> Any:
                            f"{record.module}:{record.function}: {error.message}", code="input-invalid",
                            hint="give the answer it should have given, as JSON of that type (text as it is for str)"
                            ) from None
-    kind = _json_kind(record.output)
-    if kind in (None, "text") or (kind == "object" and set(record.output) == {"chars"}):  # log_content=False
+    kind = json_kind(record.output)
+    if kind in ("null", "string", "value") or (kind == "object" and set(record.output) == {"chars"}):  # no content
         return text
     try:
         value = json.loads(text)
     except ValueError:
         value = _NOT_JSON
-    if _json_kind(value) != kind and not (kind == "number" and _json_kind(value) == "integer"):
-        raise CLIError(f"--correction {short(text)!r} is not a JSON {kind}, as the call's recorded output "
-                       f"{short(record.output)} is", code="input-invalid",
+    whole = kind == "number" and isinstance(record.output, int)  # an integer output takes an integer correction
+    if json_kind(value) != kind or (whole and not isinstance(value, int)):
+        raise CLIError(f"--correction {short(text)!r} is not a JSON {'integer' if whole else kind}, as the call's "
+                       f"recorded output {short(record.output)} is", code="input-invalid",
                        hint="give the answer it should have given, as JSON of the function's output type")
     return value
 
 
 _NOT_JSON = object()
-
-
-def _json_kind(value: Any) -> str | None:
-    """The kind of JSON value ``value`` is (None for null, or for what JSON cannot hold)."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    for kind, types in (("number", float), ("text", str), ("array", list), ("object", dict)):
-        if isinstance(value, types):
-            return kind
-    return None
 
 
 def _function_of(record: CallRecord) -> Any:

@@ -177,6 +177,24 @@ _SOUND: dict[str, Callable[[Mapping[str, Any]], bool]] = {
 UNUSABLE = "functai_unusable"
 
 
+def json_kind(value: Any) -> str:
+    """The kind of JSON value a decoded ``value`` is, as messages name it: object, array, string,
+    number, true/false or null ("value" for what JSON cannot hold)."""
+    if isinstance(value, bool):
+        return "true/false"
+    if value is None:
+        return "null"
+    for kind, types in (("number", (int, float)), ("string", str), ("array", list), ("object", dict)):
+        if isinstance(value, types):
+            return kind
+    return "value"
+
+
+def not_an_object(value: Any) -> str:
+    """Why a JSON value that is not an object is no record (every store and log says it the same way)."""
+    return f"JSON {json_kind(value)}, not an object"
+
+
 def problem(record: Mapping[str, Any]) -> str | None:
     """Why ``record`` (of this format) cannot be used, or None when its shape is sound."""
     unusable = record.get(UNUSABLE)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import codec
+from .checks import not_an_object
 
 #: Written after a torn last line before appending. A NUL is never valid
 #: JSON (not outside a string, not raw inside one), so whatever the torn
@@ -182,15 +183,6 @@ def _parse_lines(data: bytes, end: int, index: _Index, parsed: list[Any], rows: 
             skipped.append((number, not_an_object(record)))
     index.parsed_lines = number
     return skipped
-
-
-_JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "true/false",
-               type(None): "null"}
-
-
-def not_an_object(value: Any) -> str:
-    """Why a JSON value that is not an object is no record (every store says it the same way)."""
-    return f"JSON {_JSON_NAMES.get(type(value), 'value')}, not an object"
 
 
 def _parse_sound(data: bytes, end: int, index: _Index, parsed: list[Any], rows: bool = False) -> bool:

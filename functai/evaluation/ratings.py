@@ -20,6 +20,7 @@ from ..calls.records import (
     RATINGS_FILE,
     CallRecord,
     append_line,
+    is_rating,
     numbered_lines,
     read_calls,
     report_skipped,
@@ -100,11 +101,11 @@ def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
         path = os.path.join(os.fspath(folder), RATINGS_FILE)
         lines = numbered_lines(path)
     for number, data in lines:
-        call, good, by = data.get("call"), data.get("good"), data.get("by")
-        if not isinstance(call, str) or not call or not isinstance(good, bool) or not isinstance(by, (str, type(None))):
+        if not is_rating(data):
             report_skipped(path, number, "not a rating (it needs a call id, good true or false, and by)", None)
             continue
-        rating = Rating(call=call, good=good, correction=data.get("correction"), by=by, at=str(data.get("at", "")))
+        rating = Rating(call=data["call"], good=data["good"], correction=data.get("correction"), by=data.get("by"),
+                        at=str(data.get("at", "")))
         latest.pop((rating.call, rating.by), None)  # the latest by each person wins, in its own place
         latest[(rating.call, rating.by)] = rating
     by_call: dict[str, list[Rating]] = {}

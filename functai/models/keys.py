@@ -114,28 +114,24 @@ def hide_url(url: Any) -> Any:
         return url
     from ..stores.urls import redact
 
-    try:
-        shown = redact(url)
-    except ValueError:  # not a URL a password can be read from: left for its store to refuse
-        return url
+    shown = redact(url)
     return SecretURL(_ident(url), shown) if shown != url else url
 
 
 def refuse_url_credentials(url: str, where: str) -> None:
     """Refuse a base URL that carries ``user:password@``: a key belongs in ``api_key`` or ``headers``,
     where it is hidden and scrubbed, not in a URL every message and record would have to cut out."""
-    from urllib.parse import urlsplit
+    from ..stores.urls import host_port, redact, split_url
 
-    try:
-        parts = urlsplit(url)
-        userinfo = parts.username is not None or parts.password is not None
-    except ValueError:
-        return  # not a URL: the client says why when it is used
-    if not userinfo:
+    parts = split_url(url)
+    if parts is None:
+        if "@" not in url:
+            return  # not a URL: the client says why when it is used
+        shown = redact(url)  # a host or port that cannot be read: all of user, password and host left out
+    elif parts.username is None and parts.password is None:
         return
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port is not None else ""
-    shown = f"{parts.scheme}://{'[' + host + ']' if ':' in host else host}{port}{parts.path}"
+    else:
+        shown = f"{parts.scheme}://{host_port(parts)}{parts.path}"
     del url, parts
     from ..errors import ModelConfigError
 

@@ -64,8 +64,9 @@ def check_log_url(url: str | SecretURL) -> None:
     from .urls import scheme_of, sqlite_path
 
     log_store(url)
-    if scheme_of(url) == "sqlite":
-        path = sqlite_path(url)
+    text = reveal(url)
+    if scheme_of(text) == "sqlite":
+        path = sqlite_path(text)
         check_folder(os.path.dirname(path), "SQLite call log", file=os.path.basename(path))
 
 
@@ -99,7 +100,7 @@ def numbered_rows(
     is not a JSON object is reported as skipped, as a folder's call log reports a line
     (`functai.calls.records.report_skipped`)."""
     from ..calls.records import report_skipped
-    from ..conversations.folder_index import not_an_object
+    from ..conversations.checks import not_an_object
 
     for number, line in enumerate(log_store(url).read_log(table), 1):
         try:

@@ -20,17 +20,17 @@ copy between stores keeps them byte for byte.
 from __future__ import annotations
 
 import os
+import select
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..conversations.store import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
 from ..models.keys import hide_url, reveal
 from . import schema
-from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
-from .urls import redact
+from .sql import READ_VERSION, SQLStore, log_column, prepare
+from .urls import redact, split_url
 
 __all__ = ["PostgresStore", "open_postgres"]
 
@@ -70,14 +70,7 @@ def check_url(url: str) -> None:
     URL cannot be taken apart it cannot be left out either.
     """
     scheme, _, rest = url.partition(":")
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  (a port that is not a number raises here)
-    except ValueError:
-        ok = False
-    else:
-        ok = rest.startswith("//")
-    if not ok:
+    if split_url(url) is None or not rest.startswith("//"):
         raise FunctAIError(
             f"this {scheme}: URL cannot be read: write {scheme}://user@host:5432/dbname (an IPv6 host in "
             "brackets, as [::1]; the port a number)",
@@ -102,53 +95,61 @@ class PostgresStore(SQLStore):
 
     # -- the connection --------------------------------------------------------------
 
-    def _connection(self, write: bool = False) -> Any:
-        """This process's connection; None when a read finds no tables (a read creates none)."""
-        conn = self._conn
-        if conn is None or self._pid != os.getpid() or conn.closed:
-            psycopg = _psycopg()
-            try:
-                conn = psycopg.connect(reveal(self._url), autocommit=True)
-                # Commits do not wait for the server's disk unless a transaction asks (sync=True):
-                # set once here, so an append or a call-log row costs no extra round trip.
-                conn.execute("SET synchronous_commit = off")
-            except psycopg.Error as error:
-                # from None: the driver's frames hold the connection string, password and all
-                raise FunctAIError(f"cannot connect to the PostgreSQL store {self.url}: {_first_line(error)}",
-                                   code="store-io") from None
-            self._conn, self._pid, self._ready = conn, os.getpid(), False
-        if not self._ready:
-            try:
-                self._ready = self._check_schema(conn, write)
-            except BaseException as error:
-                self._conn = None
-                conn.close()
-                if isinstance(error, _psycopg().Error):  # no right to create the tables, say
-                    raise FunctAIError(f"PostgreSQL store {self.url}: could not prepare its tables: "
-                                       f"{_first_line(error)}", code=_code(error, write)) from error
-                raise
-        return conn if self._ready else None
+    def _name(self) -> str:
+        return f"the PostgreSQL store {self.url}"
 
-    def _check_schema(self, conn: Any, write: bool) -> bool:
-        """Whether the tables are there: created on the first write, an older schema brought up to
-        date, a newer one refused."""
+    def _open(self, write: bool) -> Any:
         psycopg = _psycopg()
         try:
-            row = conn.execute(READ_VERSION).fetchone()
-        except psycopg.errors.UndefinedTable:
-            row = None
-        if schema_is_current(row, f"the PostgreSQL store {self.url}"):
+            conn = psycopg.connect(reveal(self._url), autocommit=True)
+            # Commits do not wait for the server's disk unless a transaction asks (sync=True):
+            # set once here, so an append or a call-log row costs no extra round trip.
+            conn.execute("SET synchronous_commit = off")
+        except psycopg.Error as error:
+            # from None: the driver's frames hold the connection string, password and all
+            raise FunctAIError(f"cannot connect to the PostgreSQL store {self.url}: {_first_line(error)}",
+                               code="store-io") from None
+        return conn
+
+    def _stale(self, conn: Any) -> bool:
+        """Whether the server ended the session while it was idle (a restart, ``pg_terminate_backend``,
+        an idle timeout). Between statements the server sends nothing, so a socket with something to
+        read (its goodbye, or the end of the stream) is a session that is over: it is replaced before
+        anything is sent on it, so no write is lost or made twice."""
+        if conn.closed or conn.broken:
             return True
-        if row is None and not write:
-            return False
+        try:
+            readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        except Exception:  # no socket left to look at
+            return True
+        if readable:
+            conn.close()
+        return bool(readable)
+
+    def _read_version(self, conn: Any) -> Any:
+        try:
+            return conn.execute(READ_VERSION).fetchone()
+        except _psycopg().errors.UndefinedTable:
+            return None
+
+    def _prepare(self, conn: Any) -> None:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             prepare(conn, SCHEMA, "%s")
-        return True
+
+    def _failed(self, error: BaseException, write: bool) -> BaseException:
+        if isinstance(error, _psycopg().Error):  # no right to create the tables, say
+            return FunctAIError(f"PostgreSQL store {self.url}: could not prepare its tables: "
+                                f"{_first_line(error)}", code=_code(error, write))
+        return error
 
     def _run(self, doing: str, work: Any, empty: Any = None) -> Any:
-        """Run ``work(conn)`` under the lock (``empty`` when a read finds no tables); a lost
-        connection is reopened next time, and reported."""
+        """Run ``work(conn)`` under the lock (``empty`` when a read finds no tables).
+
+        A connection lost while it is used is reopened next time and reported
+        as ``store-io`` (the server could not be reached; whether a write
+        reached it is unknown), never as a store that refuses writes.
+        """
         psycopg = _psycopg()
         with self._lock:
             conn = self._connection(doing == "append")
@@ -157,10 +158,12 @@ class PostgresStore(SQLStore):
             try:
                 return work(conn)
             except psycopg.Error as error:  # a lost connection, a full disk, missing rights, …
-                if conn.closed or conn.broken:
+                lost = conn.closed or conn.broken
+                if lost:
                     self._conn = None
-                raise FunctAIError(f"PostgreSQL store {self.url}: could not {doing}: {_first_line(error)}",
-                                   code=_code(error, doing == "append")) from error
+                raise FunctAIError(f"PostgreSQL store {self.url}: could not {doing}: {_first_line(error)}"
+                                   + (" (the connection to the server was lost)" if lost else ""),
+                                   code="store-io" if lost else _code(error, doing == "append")) from error
 
     # -- the Store protocol ---------------------------------------------------------------
 
@@ -235,9 +238,9 @@ class PostgresStore(SQLStore):
         """The records of the branch ending at turn ``tip`` with their positions, and the
         record count they were read at: what a view pinned to that turn needs, and no more."""
         check_conversation_id(conversation)
-        sql = schema.BRANCH.format(tip="%(tip)s::text", conversation="%(c)s", indexed="")
 
         def work(conn: Any) -> tuple[list[Any], int]:
+            sql = schema.branch_sql(self.old_schema, tip="%(tip)s::text", conversation="%(c)s", indexed="")
             with conn.transaction():  # one snapshot for the records and the count
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 rows = conn.execute(sql, {"c": conversation, "tip": tip}).fetchall()

@@ -4,7 +4,8 @@ Schema 2 keeps three columns taken from each record — its ``kind``, the
 ``turn`` it belongs to and, for a turn, its ``parent`` — indexed by
 ``(conversation, turn)``. A view opened at a turn then reads that turn's
 branch (a walk up the parents, one index lookup a step) and nothing else.
-Schema 1 (the JSON only) is migrated on first open, in one transaction.
+Schema 1 (the JSON only) is migrated by the first write, in one transaction;
+until then it is read as it is (a view at a turn then reads every record).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import codec
-from ..conversations.checks import UNUSABLE
-from ..conversations.folder_index import not_an_object
+from ..conversations.checks import UNUSABLE, not_an_object
 from ..conversations.turndata import FORMAT
 
 #: Migrations: the SQL that adds schema 2's columns to a schema-1 table (both dialects read it).
@@ -49,7 +49,8 @@ def _decoded(data: str) -> dict[str, Any] | None:
 
 def record_of(data: str) -> dict[str, Any]:
     """A row's record. A row that is not a JSON object (garbled, written by hand) still takes its
-    place, so positions and counts stay one sequence, as a record that says why it cannot be used:
+    place, so positions and counts stay one sequence, as a record that says why it cannot be used
+    and keeps the row's first 200 characters as its ``text`` (a copy of the store keeps them too):
     a conversation reports it as damage, as the folder store reports a line that is not a record."""
     try:
         record = codec.loads(data)
@@ -59,7 +60,7 @@ def record_of(data: str) -> dict[str, Any]:
         if isinstance(record, dict):
             return record
         why = not_an_object(record)
-    return {"functai_conversation": FORMAT, UNUSABLE: why}
+    return {"functai_conversation": FORMAT, UNUSABLE: why, "text": data[:200]}
 
 
 def backfill(rows: Iterable[tuple[str, int, str]]) -> list[tuple[str | None, str | None, str | None, str, int]]:
@@ -90,3 +91,12 @@ SELECT r.position, r.data FROM branch AS b JOIN functai_records AS r {indexed}
 ON r.conversation = {conversation} AND r.turn = b.id
 ORDER BY 1
 """
+
+
+def branch_sql(old: bool, **names: str) -> str:
+    """The query for a branch's ``(position, data)`` rows; on an older schema, without the columns
+    to walk, every record of the conversation (a view applies them all, as one opened at none)."""
+    if old:
+        return "SELECT position, data FROM functai_records WHERE conversation = {conversation} ORDER BY 1".format(
+            conversation=names["conversation"])
+    return BRANCH.format(**names)

@@ -27,7 +27,7 @@ from ..conversations.store import StoreConflict, _line, check_conversation_id, c
 from ..errors import FunctAIError
 from ..files import read_only, unwritable
 from . import schema
-from .sql import READ_VERSION, SQLStore, log_column, prepare, schema_is_current
+from .sql import READ_VERSION, SQLStore, log_column, prepare
 from .urls import sqlite_path
 
 __all__ = ["SQLiteStore", "open_sqlite"]
@@ -64,6 +64,7 @@ class SQLiteStore(SQLStore):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self.url = "sqlite:///" + self.path  # an absolute path: sqlite:////abs/file.db
+        self._frozen: tuple[int, int, int, bool] | None = None
         self._start()
 
     def _reset_locks(self) -> None:
@@ -74,35 +75,40 @@ class SQLiteStore(SQLStore):
 
     # -- the connection -----------------------------------------------------------
 
-    def _connection(self, write: bool = False) -> sqlite3.Connection | None:
-        """This process's connection; None when a read finds nothing stored yet.
+    def _name(self) -> str:
+        return f"the SQLite store {self.path}"
 
-        A read creates nothing: not the file, its folder or a table (a file
-        that is not there, or has no tables, reads as empty). A write creates
-        the file and the tables on first use.
-        """
-        conn = self._conn
-        if conn is None or self._pid != os.getpid():
-            if not self._exists(write):
-                if not write:
-                    return None
-                self._create_file()
-            try:
-                conn = sqlite3.connect(self._uri(), uri=True, timeout=BUSY_SECONDS, isolation_level=None,
-                                       check_same_thread=False)
-            except sqlite3.Error as error:
-                raise self._error("open", error) from error
-            self._conn, self._pid, self._ready = conn, os.getpid(), False
-        if not self._ready:
-            try:
-                self._ready = self._set_up(conn, write)
-            except BaseException as error:
-                self._conn = None
-                conn.close()
-                if isinstance(error, sqlite3.Error):
-                    raise self._error("create its tables" if write else "open", error) from error
-                raise
-        return conn if self._ready else None
+    def _open(self, write: bool) -> sqlite3.Connection | None:
+        """A new connection; None when a read finds no file (a read creates nothing: not the
+        file, its folder or a table). A write creates the file on first use."""
+        if not self._exists(write):
+            if not write:
+                return None
+            self._create_file()
+        uri = self._uri()
+        # The file as it was when opened immutable: SQLite then assumes nobody changes it.
+        self._frozen = self._looks() if "immutable=1" in uri else None
+        try:
+            return sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as error:
+            raise self._error("open", error) from error
+
+    def _stale(self, conn: sqlite3.Connection) -> bool:
+        """Whether a connection opened immutable no longer matches the file: its owner wrote
+        since, and the connection would read what it kept (stale, or seemingly damaged)."""
+        if self._frozen is None or self._looks() == self._frozen:
+            return False
+        conn.close()
+        return True
+
+    def _looks(self) -> tuple[int, int, int, bool] | None:
+        """The file's inode, size and modification time, and whether a ``-wal`` is beside it."""
+        try:
+            found = os.stat(self.path)
+        except OSError:
+            return None
+        return found.st_ino, found.st_size, found.st_mtime_ns, os.path.exists(self.path + "-wal")
 
     def _writer(self) -> sqlite3.Connection:
         conn = self._connection(write=True)
@@ -137,9 +143,9 @@ class SQLiteStore(SQLStore):
                 return f"file:{path}?immutable=1"
         return f"file:{path}?mode=rw"
 
-    def _set_up(self, conn: sqlite3.Connection, write: bool) -> bool:
-        """The busy timeout and the schema, retried while other processes open the same new file;
-        whether the tables are there (a read creates none).
+    def _schema(self, conn: sqlite3.Connection, write: bool) -> int:
+        """The busy timeout, then the schema (`SQLStore._schema`), retried while other processes
+        open the same new file.
 
         Switching a new file to WAL (or recovering its WAL index) can answer
         "database is locked" without waiting on the busy timeout, so the
@@ -150,7 +156,7 @@ class SQLiteStore(SQLStore):
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
                 conn.execute("PRAGMA synchronous = NORMAL")
-                return self._check_schema(conn, write)
+                return super()._schema(conn, write)
             except sqlite3.OperationalError as error:
                 if "locked" not in str(error) or time.monotonic() >= deadline:
                     raise
@@ -178,19 +184,15 @@ class SQLiteStore(SQLStore):
         finally:
             os.close(fd)
 
-    def _check_schema(self, conn: sqlite3.Connection, write: bool) -> bool:
-        """Whether the tables are there: created on the first write, an older schema brought up to
-        date, a newer one refused."""
+    def _read_version(self, conn: sqlite3.Connection) -> Any:
         try:
-            row = conn.execute(READ_VERSION).fetchone()
+            return conn.execute(READ_VERSION).fetchone()
         except sqlite3.OperationalError as error:
             if "no such table" not in str(error):
                 raise
-            row = None  # a new file
-        if schema_is_current(row, f"the SQLite store {self.path}"):
-            return True
-        if row is None and not write:
-            return False
+            return None  # a new file
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
         if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
             raise FunctAIError(f"SQLite store {self.path}: WAL mode could not be set", code="store-io")
         conn.execute("BEGIN IMMEDIATE")  # the write lock: one process prepares, the others wait
@@ -201,7 +203,11 @@ class SQLiteStore(SQLStore):
             if conn.in_transaction:  # a full disk ends the transaction itself
                 conn.execute("ROLLBACK")
             raise
-        return True
+
+    def _failed(self, error: BaseException, write: bool) -> BaseException:
+        if isinstance(error, sqlite3.Error):
+            return self._error("create its tables" if write else "open", error)
+        return error
 
     def _error(self, doing: str, error: sqlite3.Error) -> FunctAIError:
         """``store-unwritable`` when writing failed or the database cannot be written (read-only,
@@ -303,15 +309,16 @@ class SQLiteStore(SQLStore):
         """The records of the branch ending at turn ``tip`` with their positions, and the
         record count they were read at: what a view pinned to that turn needs, and no more."""
         check_conversation_id(conversation)
-        sql = schema.BRANCH.format(tip="?2", conversation="?1", indexed="INDEXED BY functai_records_turn")
         with self._lock:
             conn = self._connection()
             if conn is None:
                 return [], 0
+            sql = schema.branch_sql(self.old_schema, tip=":tip", conversation=":c",
+                                    indexed="INDEXED BY functai_records_turn")
             try:
                 conn.execute("BEGIN")  # one snapshot for the records and the count
                 try:
-                    rows = conn.execute(sql, (conversation, tip)).fetchall()
+                    rows = conn.execute(sql, {"c": conversation, "tip": tip}).fetchall()
                     count = self._count(conversation)
                 finally:
                     conn.execute("COMMIT")

@@ -22,7 +22,7 @@ import os
 import re
 import threading
 from typing import TYPE_CHECKING, Any, Callable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from ..errors import FunctAIError
 
@@ -63,23 +63,38 @@ def is_url(text: str | os.PathLike[str]) -> bool:
     return isinstance(text, str) and scheme_of(text) is not None
 
 
+def split_url(url: str) -> SplitResult | None:
+    """``url`` taken apart, or None when its host or port cannot be read (a port that is not a
+    number, a malformed IPv6 host, a NUL byte): where a password in it ends is then unknown."""
+    if "\x00" in url:
+        return None
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:
+        return None
+    return parts
+
+
+def host_port(parts: SplitResult) -> str:
+    """``host:port`` of a URL taken apart by `split_url` (an IPv6 host in brackets), without user or password."""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return host + (f":{parts.port}" if parts.port is not None else "")
+
+
 def redact(url: "str | SecretURL") -> str:
     """The URL without its password, as records and messages may show it."""
     if not isinstance(url, str):
         return url.shown  # a SecretURL: shown without its password already
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  (raises on a port that is not a number)
-    except ValueError:  # a host or port Python cannot read: where a password ends is unknown, so all goes
+    parts = split_url(url)
+    if parts is None:  # where a password ends is unknown, so all of user, password, host and port go
         return re.sub(r"^([^:]*://)[^/?#]*", r"\1…", url)
     if parts.password is None:
         return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    port = f":{parts.port}" if parts.port is not None else ""
-    return urlunsplit((parts.scheme, f"{user}@{host}{port}", parts.path, parts.query, parts.fragment))
+    return urlunsplit((parts.scheme, f"{parts.username or ''}@{host_port(parts)}", parts.path, parts.query,
+                       parts.fragment))
 
 
 def _builtin(scheme: str) -> Callable[[str], Any] | None:
