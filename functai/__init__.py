@@ -5,9 +5,11 @@ The public API is what this module exports (and `functai.testing`).
 
 from __future__ import annotations
 
-from .calls.function import AIFunction, Result, ai
+from typing import TYPE_CHECKING
+
+from .calls.function import AIFunction, ai
 from .calls.layout import baked
-from .calls.records import CallRecord, read_calls
+from .calls.records import CallRecord, Result, read_calls
 from .errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError, OutputError, PluginError, Waiting
 from .hooks.adapt import load_plugin
 from .hooks.change import Change
@@ -16,6 +18,26 @@ from .hooks.specs import HOOKS, hookimpl
 from .models.providers import providerimpl, register_provider
 from .models.request import Reply, Request
 from .layers import configure, settings
+
+if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checker; never imported here at run time
+    from .builtins import compaction, delegate
+    from .calls.streaming import StreamEvent
+    from .calls.template import Template
+    from .calls.tools import ApprovalError, Tool, tool
+    from .conversations import (
+        Conversation,
+        FolderStore,
+        MemoryStore,
+        Store,
+        Turn,
+        all_turns,
+        current_turn,
+        last_turns,
+    )
+    from .evaluation.evaluate import evaluate
+    from .evaluation.optimize import optimize
+    from .evaluation.ratings import rate
+    from .models.toolcall import ToolCall
 
 __version__ = "0.1.0"
 
@@ -52,6 +74,7 @@ def __getattr__(name: str) -> object:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
 
 __all__ = [
     "AIFunction",

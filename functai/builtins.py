@@ -66,7 +66,7 @@ def builtin(name: str) -> Callable[..., Any]:
             code="builtin-ambiguous",
         )
     try:
-        factory = matches[0].load()
+        loaded: Callable[..., Any] = matches[0].load()
     except Exception as error:
         raise FunctAIError(
             f"functai.{name} could not be loaded from {getattr(matches[0].dist, 'name', '?')}: "
@@ -74,8 +74,8 @@ def builtin(name: str) -> Callable[..., Any]:
             code="plugin-load",
         ) from error
     with _lock:
-        _found[name] = factory
-    return factory
+        _found[name] = loaded
+    return loaded
 
 
 def forget() -> None:

@@ -97,7 +97,7 @@ def dumps_str(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> st
 def loads(data: bytes | bytearray | str) -> Any:
     """One JSON document (bytes or text); ``ValueError`` when it is not one."""
     try:
-        return (_decode or (_load() and _decode))(data)  # type: ignore[misc]
+        return (_decode or (_load() and _decode))(data)  # type: ignore[misc, truthy-function]
     except ValueError:  # msgspec.DecodeError: older or looser input, read as the standard library reads it
         return json.loads(data)
 

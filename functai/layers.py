@@ -304,7 +304,8 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
     hit = _resolved.get(key)
     if hit is not None:
         parts = hit[0]
-        if parts[0] is own and parts[1] is conversation and parts[2] is blocks and parts[3] is process and parts[4] is inst:
+        if (parts[0] is own and parts[1] is conversation and parts[2] is blocks and parts[3] is process
+                and parts[4] is inst):
             found = hit[1]
             return found.now() if found.plan.gated else found
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeGuard
 
 import pytest
 
@@ -142,7 +142,7 @@ class InstalledPluginsFactory:
         return result
 
 
-def _is_entry_point_name(item: object) -> bool:
+def _is_entry_point_name(item: object) -> TypeGuard[str]:
     return isinstance(item, str) and not (item.endswith(".py") or "/" in item or os.sep in item)
 
 

@@ -35,7 +35,7 @@ R = TypeVar("R")
 
 def _stable(value: Any) -> Any:
     data = to_jsonable(value)
-    if isinstance(data, str) and type(value).__repr__ is object.__repr__:
+    if isinstance(data, str) and type(value).__repr__ is object.__repr__:  # type: ignore[comparison-overlap]  # mypy binds it
         return f"<{type(value).__module__}.{type(value).__qualname__}>"  # its repr holds an address
     return data
 
@@ -49,6 +49,9 @@ def _tool_name(tool: object) -> str:
 
 class AIFunction:
     """A function answered by a language model. Made by `ai`."""
+
+    #: The function as a tool of another, with what it was made from (kept by `functai.calls.tools`).
+    _as_tool: tuple[tuple[Any, ...], Any]
 
     def __init__(
         self,
@@ -90,7 +93,9 @@ class AIFunction:
         if len(set(self.tool_names)) != len(self.tool_names):
             raise TypeError(f"@ai function {self.name}: two tools share a name: {self.tool_names}")
         if effects is not None and effects not in EFFECTS:
-            raise ValueError(f"@ai function {self.name}: effects must be 'reads' or 'changes' (or left out), not {effects!r}")
+            raise ValueError(
+                f"@ai function {self.name}: effects must be 'reads' or 'changes' (or left out), not {effects!r}"
+            )
         #: What ``@ai(effects=...)`` declared; None means derived from the tools (see `effects`).
         self.declared_effects: str | None = effects
         self.own = own

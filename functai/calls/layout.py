@@ -73,7 +73,7 @@ def messages(
     instruction: str,
     inputs: Mapping[str, Any],
     history: Sequence[Mapping[str, Any]] = (),
-) -> list[dict[str, Any]]:
+) -> list[Mapping[str, Any]]:
     """The messages of a call, before any tool steps or re-asks.
 
     ``history`` (a conversation's earlier turns, as user/assistant messages)
@@ -81,8 +81,8 @@ def messages(
     is too, so a long history is never looked at message by message.
     """
     if type(history) is Frozen:  # every layout puts the history just before the call's own message
-        out = messages(layout, lm, instruction, inputs)
-        return frozen_messages(out[:-1]) + history + out[-1:]  # type: ignore[return-value]
+        own = messages(layout, lm, instruction, inputs)
+        return frozen_messages(own[:-1]) + history + own[-1:]  # type: ignore[return-value]
     if isinstance(lm, Baked):
         return [*history, {"role": "user", "content": inputs_message(inputs)}]
     if layout is None:
@@ -93,7 +93,7 @@ def messages(
         ]
     slots = {name: render_value(value) for name, value in inputs.items()}
     slots["instruction"] = instruction
-    out: list[dict[str, Any]] = []
+    out: list[Mapping[str, Any]] = []
     if layout.system is not None:
         out.append({"role": "system", "content": layout.system.format_map(slots)})
     out.extend(history)

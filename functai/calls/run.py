@@ -49,8 +49,8 @@ class Frame:
 
     __slots__ = ("record", "path", "ordinal", "depth", "budget")
 
-    def __init__(self, record: records.CallRecord, path: str, ordinal: int, depth: int = 1,
-                 budget: limits.Budget | None = None) -> None:
+    def __init__(self, record: records.CallRecord, path: str, ordinal: int, depth: int,
+                 budget: limits.Budget) -> None:
         self.record = record
         self.path = path
         #: The call's ordinal inside its conversation turn (0 outside one).
@@ -83,7 +83,9 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return drive(call_steps(fn, args, kwargs))
 
 
-def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], listen: bool = False) -> Steps[records.Result]:
+def call_steps(
+    fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], listen: bool = False
+) -> Steps[records.Result]:
     """The whole call as steps. ``listen``: the driver has a stream consumer, so
     the pipeline notes tool events and may ask a person at the stream.
 
@@ -161,7 +163,9 @@ def call_steps(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], 
             made = len(changes)
             # fold_now's loop, run directly; outside a conversation no handler can read its plugin's
             # name on the event (entries() and remember() need a conversation), so none is written.
-            paused = fold_part("before_call", iter(handlers), event, changes, _apply_before_call, True, scope is not None)
+            paused = fold_part(
+                "before_call", iter(handlers), event, changes, _apply_before_call, True, scope is not None
+            )
             if paused is not None:
                 yield from resume("before_call", paused, event, changes, _apply_before_call, True, scope is not None)
             if len(changes) != made:  # every change applied is recorded: none recorded, nothing changed
@@ -304,7 +308,7 @@ def _join_turn(scope: TurnScope, record: records.CallRecord) -> Any:
                 record.conversation["without"] = dict(scope.without)  # type: ignore[attr-defined]
         if getattr(scope, "waited", None):
             record.conversation["waited"] = list(scope.waited)
-    record.changes.extend(scope.changes)
+    record.changes.extend(scope.changes)  # type: ignore[arg-type]  # the scope's entries are plain dicts
     record.sections = list(scope.sections)
     return push_block(scope.layer)  # calls inside the turn see the conversation as a block
 
@@ -335,7 +339,9 @@ def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None
             for name in value:
                 if name not in event.all_tools:
                     have = ", ".join(event.all_tools) or "none"
-                    raise refuse(plugin, "before_call", "tools", f"{name!r} is not one of {event.function}'s tools ({have})")
+                    raise refuse(
+                        plugin, "before_call", "tools", f"{name!r} is not one of {event.function}'s tools ({have})"
+                    )
             set_field(event, "tools", value)
 
 
@@ -358,7 +364,7 @@ def _refuse_dropped_instruction(record: records.CallRecord, why: str) -> FunctAI
         c for c in record.changes if c["hook"] in ("before_call", "context")
         and ("instruction" in c["change"] or "sections" in c["change"])
     ]
-    first = changers[0] if changers else {"plugin": None, "version": "", "hook": "before_call"}
+    first: dict[str, Any] = changers[0] if changers else {"plugin": None, "version": "", "hook": "before_call"}
     names = ", ".join(sorted({repr(c["plugin"]) for c in changers})) or "a plugin"
     plugin = Plugin(first["plugin"], version=first["version"] or "0.0.0") if first["plugin"] else None
     message = (
@@ -410,7 +416,9 @@ def _reask(reply: str | None, reason: str, fn: "AIFunction") -> list[dict[str, A
         {"role": "assistant", "content": reply or ""},
         {
             "role": "user",
-            "content": f"Your reply could not be read as {describe(fn.output_type)}: {reason}. Reply again with {want}.",
+            "content": (
+                f"Your reply could not be read as {describe(fn.output_type)}: {reason}. Reply again with {want}."
+            ),
         },
     ]
 

@@ -14,7 +14,7 @@ import inspect
 import json
 import typing
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, overload
 
 from ..errors import FunctAIError, PluginError, Waiting
 from ..hooks.events import ToolCallEvent, ToolResultEvent, set_field
@@ -22,7 +22,8 @@ from ..hooks.fold import call_handler_steps, check_change, record as change_reco
 from ..hooks.order import Plan
 from ..hooks.timing import stamp
 from ..log import warn
-from ..models.request import Reply, ToolCall
+from ..models.request import Reply
+from ..models.toolcall import ToolCall
 from .outputs import output_schema, read_value, to_jsonable
 from .records import CallRecord
 from .scope import TurnScope
@@ -113,6 +114,12 @@ class Tool:
         return f"<tool {self.name} effects={self.effects}>"
 
 
+@overload
+def tool(fn: AIFunction, /, *, effects: str | None = None) -> _ProgramTool: ...  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
+@overload
+def tool(fn: Callable[..., Any], /, *, effects: str | None = None) -> Tool: ...
+@overload
+def tool(fn: None = None, /, *, effects: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None) -> Any:
     """``@tool`` or ``@tool(effects="reads" | "changes")``: a tool from a typed function.
 
@@ -341,6 +348,7 @@ class ToolRunner:
             return entry["output"]
 
         first_change = len(self.record.changes)
+        stopped: str | None = None  # the loop below breaks only once the hook has set it
         while True:
             event = ToolCallEvent(
                 name=call.name,

@@ -7,7 +7,7 @@ import json
 from typing import Any, TextIO
 
 from ..calls.records import CallRecord, read_calls
-from .common import LOG_HELP, CLIError, location, log_folder, plural, positive, short, table
+from .common import LOG_HELP, CLIError, location, log_folder, plural, positive, table
 
 
 def register(commands: Any) -> None:

@@ -99,7 +99,8 @@ def skipped_lines(store: str, conversation: str, found: "History") -> list[tuple
     from ..conversations.store import open_store
 
     opened = open_store(store_folder(store))
-    lines = list(opened.skipped(conversation)) if callable(getattr(opened, "skipped", None)) else []
+    skipped = getattr(opened, "skipped", None)
+    lines = list(skipped(conversation)) if callable(skipped) else []
     lines += [(record_place(opened, conversation, index), reason) for index, reason in found.damage]
 
     def line_number(item: tuple[str, str]) -> int:
@@ -204,10 +205,10 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             continue
         print(f"{turn.id}: {short(answer, 200)}", file=out)
     if failures:
-        turn_id, error = failures[0]
+        turn_id, first = failures[0]
         more = f" (and {len(failures) - 1} more turns)" if len(failures) > 1 else ""
-        message = error.message if error.code == "approval-answered" else f"turn {turn_id} failed: {error.message}"
-        raise CLIError(message + more, code=error.code, status=RUNTIME)
+        message = first.message if first.code == "approval-answered" else f"turn {turn_id} failed: {first.message}"
+        raise CLIError(message + more, code=first.code, status=RUNTIME)
     return 3 if waits_again else 0
 
 

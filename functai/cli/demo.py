@@ -35,5 +35,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     try:
         return demo(out, folder=args.log)
     except FunctAIError as error:
-        hint = "unset FUNCTAI_LM to run the demo on its scripted offline model" if os.environ.get("FUNCTAI_LM") else None
+        hint = None
+        if os.environ.get("FUNCTAI_LM"):
+            hint = "unset FUNCTAI_LM to run the demo on its scripted offline model"
         raise CLIError(error.message, code=error.code, status=RUNTIME, hint=hint) from error

@@ -55,7 +55,9 @@ def outputs_of(value: Any) -> dict[str, Any]:
     return {"output": data}
 
 
-def history_messages(history: History, shown: Sequence[str], without: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
+def history_messages(
+    history: History, shown: Sequence[str], without: Mapping[str, Sequence[str]]
+) -> list[dict[str, Any]]:
     """Earlier turns as prior user/assistant messages; fields left out are absent."""
     return [dict(message) for message in history.messages(shown, without)]
 

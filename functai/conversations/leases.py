@@ -116,7 +116,10 @@ def expired(lease: Mapping[str, Any] | None, claim: str | None, now: float | Non
     except (TypeError, ValueError):
         return "its lease cannot be read"
     if now - last > ttl:
-        return f"its lease (pid {pid} on {who.get('host')}) was last renewed {now - last:.0f} s ago (expires after {ttl:.0f} s)"
+        return (
+            f"its lease (pid {pid} on {who.get('host')}) was last renewed {now - last:.0f} s ago "
+            f"(expires after {ttl:.0f} s)"
+        )
     return None
 
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..calls.outputs import to_jsonable
 from ..calls.scope import current_turn as current_scope
-from ..models.request import Client, Reply, Request, ToolCall
+from ..models.request import Client, Reply, Request
+from ..models.toolcall import ToolCall
 from .history import History, TurnData
 from .store import store_reference
 
@@ -87,7 +88,9 @@ class TurnScope:
             saved = self.data.replies[self.requests - 1]
             return Reply(
                 text=saved.get("text"),
-                tool_calls=tuple(ToolCall(c["id"], c["name"], c.get("input") or {}) for c in saved.get("tool_calls", ())),
+                tool_calls=tuple(
+                    ToolCall(c["id"], c["name"], c.get("input") or {}) for c in saved.get("tool_calls", ())
+                ),
                 usage=saved.get("usage") or {},
                 finish_reason=saved.get("finish_reason"),
                 refusal=saved.get("refusal"),

@@ -49,7 +49,7 @@ def _teacher(lm: str | None) -> AIFunction:
         ones. Keep what works; be specific about what went wrong.
         """
 
-    return ai(**({"lm": lm} if lm else {}))(propose_instructions)
+    return (ai(lm=lm) if lm else ai())(propose_instructions)
 
 
 def optimize(

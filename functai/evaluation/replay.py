@@ -116,7 +116,9 @@ def _from_log(record: CallRecord, calls: Mapping[tuple[str, str], CallRecord]) -
     else:
         ids, found, turn_id = [], [], conversation.get("parent")
         for _ in range(int(raw.get("last", 0))):
-            item = calls.get((name, turn_id)) if turn_id is not None else None
+            if turn_id is None:
+                return None
+            item = calls.get((name, turn_id))
             if item is None:
                 return None
             ids.append(turn_id)
@@ -127,11 +129,12 @@ def _from_log(record: CallRecord, calls: Mapping[tuple[str, str], CallRecord]) -
         drop = set(raw.get("drop") or ())
         kept = [(t, item) for t, item in zip(ids, found) if t not in drop]
         ids, found = [t for t, _ in kept], [item for _, item in kept]
-    if any(item is None for item in found):
+    logged = [item for item in found if item is not None]
+    if len(logged) < len(found):
         return None
     history = History()
-    for turn_id, item in zip(ids, found):
-        if _without_content(item) or (isinstance(item.output, dict) and set(item.output) == {"chars"}):  # type: ignore[union-attr]
+    for turn_id, item in zip(ids, logged):
+        if _without_content(item) or (isinstance(item.output, dict) and set(item.output) == {"chars"}):
             raise NotReplayable(f"call {record.id}: the turn {turn_id} it was shown was logged without content "
                                 "(log_content=False)")
         history.turns[turn_id] = _LoggedTurn(item)  # type: ignore[arg-type, assignment]

@@ -106,11 +106,13 @@ class Distribution:
 
     @property
     def name(self) -> str | None:
-        return (self._read().get("name") or [None])[0]
+        values = self._read().get("name")
+        return values[0] if values else None
 
     @property
     def version(self) -> str | None:
-        return (self._read().get("version") or [None])[0]
+        values = self._read().get("version")
+        return values[0] if values else None
 
     @property
     def requires(self) -> list[str] | None:

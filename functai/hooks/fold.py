@@ -168,7 +168,7 @@ def fold_now(
 
 
 #: Where `fold_part` stopped: the handler's plugin, the handler, its awaitable, the handlers after it.
-Paused = Tuple[Plugin, Handler, Any, Iterator[Handler]]
+Paused = Tuple[Plugin, Callable[[Any], Any], Any, Iterator[Handler]]
 
 
 def fold_part(
@@ -230,7 +230,7 @@ def fold_part(
 
 
 def resume(
-    hook: str, paused: Paused, event: Event, changes: list[Any], apply: Apply, lazy: bool, named: bool
+    hook: str, paused: Paused | None, event: Event, changes: list[Any], apply: Apply, lazy: bool, named: bool
 ) -> Steps[None]:
     """Await a paused handler's awaitable, fold its result in, and go on with the handlers after it."""
     while paused is not None:

@@ -39,7 +39,7 @@ def ordering_refused(options: list[str], plugin: str | None = None, hook: str | 
     )
 
 
-class HookimplMarker(pluggy.HookimplMarker):
+class HookimplMarker(pluggy.HookimplMarker):  # type: ignore[misc]  # pluggy marks it final; this only narrows it
     """pluggy's hookimpl marker, refusing the ordering options at once (``plugin-hook``):
     silently ignoring ``tryfirst=True`` would run a handler where its author did not expect."""
 

@@ -47,4 +47,5 @@ class AzureOpenAIClient(OpenAIClient):
         base = self.base_url
         if base.endswith("/openai"):
             base = base[: -len("/openai")]
-        return f"{base}/openai/deployments/{quote(model, safe='')}/chat/completions?api-version={quote(self.api_version)}"
+        deployment = quote(model, safe="")
+        return f"{base}/openai/deployments/{deployment}/chat/completions?api-version={quote(self.api_version)}"

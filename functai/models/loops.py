@@ -25,7 +25,7 @@ import asyncio
 import sys
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 if TYPE_CHECKING:
     import httpx
@@ -44,7 +44,7 @@ class _Entry:
 
 
 async def _watch(owner: weakref.ref[LoopClients], loop: asyncio.AbstractEventLoop,
-                 http: httpx.AsyncClient) -> AsyncIterator[None]:
+                 http: httpx.AsyncClient) -> AsyncGenerator[None, None]:
     """Suspended for the loop's life; asyncio closes it as the loop shuts down.
 
     Closing a client twice is harmless (httpx marks it closed before closing

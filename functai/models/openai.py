@@ -34,7 +34,8 @@ from functai.models.keys import MIN_SCRUB, Key, is_secret_header, refuse_url_cre
 from functai.models.loops import LoopClients
 from functai.models.replies import split_reasoning
 from functai.models.streams import AsyncAndStreams
-from functai.models.request import Reply, Request, ToolCall
+from functai.models.request import Reply, Request
+from functai.models.toolcall import ToolCall
 from functai.models.wire import (
     FORMATS, build_body, content_text, qualifies_strict, read_arguments, read_usage, unwrap_value,
 )
@@ -287,7 +288,7 @@ class OpenAIClient(AsyncAndStreams):
                 if schema and level + 1 < len(FORMATS):
                     first_error = first_error or error
                     level += 1
-                    if FORMATS[level] == "json_schema_loose" and not qualifies_strict(request.output_schema):
+                    if FORMATS[level] == "json_schema_loose" and not qualifies_strict(request.output_schema or {}):
                         level += 1  # its strict: false body was the one just refused
                     continue
                 raise (first_error or error) from None
@@ -424,7 +425,9 @@ class OpenAIClient(AsyncAndStreams):
 
     def _tool_call(self, index: int, item: Any) -> ToolCall:
         function = item.get("function") if isinstance(item, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(function, dict):
+            function = {}
+        name = function.get("name")
         if not isinstance(name, str) or not name:
             raise ModelError(
                 f"{self._where()} answered tool call #{index} without a function name",

@@ -54,7 +54,8 @@ class Assembler:
                 self.response[key] = chunk[key]
         if isinstance(chunk.get("error"), (dict, str)):
             error = chunk["error"]
-            raise StreamCut(f"the server reported an error mid-stream: {error.get('message') if isinstance(error, dict) else error}")
+            said = error.get("message") if isinstance(error, dict) else error
+            raise StreamCut(f"the server reported an error mid-stream: {said}")
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return None
@@ -100,7 +101,11 @@ class Assembler:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) if self.text else None}
         if self.calls:
             message["tool_calls"] = [
-                {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": call["arguments"]},
+                }
                 for _, call in sorted(self.calls.items())
             ]
         if self.reasoning:

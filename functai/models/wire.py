@@ -13,7 +13,7 @@ alone, for servers that answer 400 to the stronger ones.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeGuard
 
 from .request import Request
 
@@ -210,7 +210,7 @@ _USAGE_DETAILS = (
 )
 
 
-def _count(value: Any) -> bool:
+def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -121,7 +121,8 @@ def unwrap(tp: Any) -> Any:
             tp = tp.__value__
         elif isinstance(tp, TypeVar):
             # An unbound type variable means what it would mean to a type checker.
-            tp = tp.__bound__ if tp.__bound__ is not None else (Union[tp.__constraints__] if tp.__constraints__ else Any)
+            constrained = Union[tp.__constraints__] if tp.__constraints__ else Any
+            tp = tp.__bound__ if tp.__bound__ is not None else constrained
         else:
             return _NoneType if tp is None else tp
 
@@ -212,7 +213,8 @@ def _check_enum(cls: type[enum.Enum]) -> None:
 
 def _check_hashable(tp: Any, item: Any) -> None:
     kind, data = _classify(item)
-    if kind in ("list", "dict", "set") or (kind == "class" and getattr(get_origin(data) or data, "__hash__", None) is None):
+    unhashable = kind == "class" and getattr(get_origin(data) or data, "__hash__", None) is None
+    if kind in ("list", "dict", "set") or unhashable:
         raise _Unsupported(tp, f"set items must be hashable and {describe(item)} is not")
     if kind == "union":
         for member in data:
@@ -291,8 +293,8 @@ def _class_info(tp: Any) -> _ClassInfo:
                 )
             )
     if mapping:
-        for f in fields:
-            f.type = _substitute(f.type, mapping)
+        for field in fields:
+            field.type = _substitute(field.type, mapping)
     info = _ClassInfo(cls, describe(tp), tuple(fields))
     _class_infos[tp] = info
     return info
