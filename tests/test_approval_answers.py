@@ -207,17 +207,18 @@ def test_a_stream_keeps_its_first_answer(shop, tmp_path):
 
 
 
-def meanwhile(monkeypatch, action):
-    """Run ``action`` once, at the clock reading a writer makes between reading the turn and
-    appending: what another thread sharing the view could do at that instant, made certain."""
-    read_clock = held.now_text
+def meanwhile(monkeypatch, action, writer=held):
+    """Run ``action`` once, at the clock reading a writer (the module ``writer``) makes between
+    reading the turn and appending: what another thread sharing the view could do at that instant,
+    made certain."""
+    read_clock = writer.now_text
 
     def now_text():
-        monkeypatch.setattr(held, "now_text", read_clock)
+        monkeypatch.setattr(writer, "now_text", read_clock)
         action()
         return read_clock()
 
-    monkeypatch.setattr(held, "now_text", now_text)
+    monkeypatch.setattr(writer, "now_text", now_text)
 
 
 def test_an_answer_recorded_between_the_check_and_the_write_holds(shop, tmp_path, monkeypatch):
@@ -262,14 +263,7 @@ def test_a_turn_abandoned_between_the_resume_check_and_its_claim_does_not_run(sh
         chat("Refund A1")
     turn = info.value.turn
     turn.approve(by="manager")
-    read_clock = conversation.now_text
-
-    def now_text():  # the resume's claim reads the clock after its check: the turn is abandoned there
-        monkeypatch.setattr(conversation, "now_text", read_clock)
-        chat.turn(turn.id).abandon(by="intern")
-        return read_clock()
-
-    monkeypatch.setattr(conversation, "now_text", now_text)
+    meanwhile(monkeypatch, lambda: chat.turn(turn.id).abandon(by="intern"), writer=conversation)
     with pytest.raises(FunctAIError) as refused:
         turn.resume()
     assert refused.value.code == "turn-not-waiting" and "is abandoned" in refused.value.message
