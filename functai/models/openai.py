@@ -11,13 +11,19 @@ The API key is held in a redacting wrapper, sent only as a header of the
 pooled `httpx.Client`, and scrubbed from every server text: error messages
 and replies alike, so a server that echoes it cannot get it into a record.
 
+One exchange — build the body, post, retry, fall back to a weaker output
+format, read the reply — is written once, in `OpenAIClient._exchange`, as
+steps that do no I/O: they yield ``("post", url, body, stream)`` and
+``("sleep", seconds)``. `_drive` performs them with the pooled
+`httpx.Client`, `_adrive` with the event loop's `httpx.AsyncClient`; the
+answer is read by the client's `functai.models.answers.Reader`.
+
 This module imports httpx at the top; ``import functai`` must not import it.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import math
 import os
 import random
@@ -25,20 +31,17 @@ import re
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, Generator, Mapping
+from typing import Any, AsyncIterator, Callable, Generator, Iterator, Mapping
 
 import httpx
 
 from functai.errors import ModelError
 from functai.models.keys import MIN_SCRUB, Key, is_secret_header, refuse_url_credentials, reveal, reveal_headers
+from functai.models.answers import Reader, Secret
 from functai.models.loops import LoopClients
-from functai.models.replies import split_reasoning
-from functai.models.streams import AsyncAndStreams
 from functai.models.request import Reply, Request
-from functai.models.toolcall import ToolCall
-from functai.models.wire import (
-    FORMATS, build_body, content_text, qualifies_strict, read_arguments, read_usage, unwrap_value,
-)
+from functai.models.sse import Assembler, StreamCut
+from functai.models.wire import FORMATS, build_body, qualifies_strict
 
 __all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
 
@@ -50,8 +53,6 @@ MAX_RETRY_AFTER = 30.0
 MAX_BACKOFF = 30.0
 #: Statuses worth asking again: timeout, conflict, rate limit; and every 5xx.
 RETRY_STATUSES = frozenset({408, 409, 429})
-#: Most characters of a server's error text copied into a message.
-_EXCERPT = 300
 #: OpenAI models that refuse ``max_tokens`` (reasoning models).
 _COMPLETION_TOKENS_MODELS = re.compile(r"(o\d|gpt-5)")
 
@@ -61,28 +62,11 @@ _formats: dict[str, int] = {}
 _completion_tokens: set[tuple[str, str]] = set()
 
 
-class _Secret:
-    """A value that never shows itself in repr/str (tracebacks with locals, pretty printers)."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: Any) -> None:
-        self._value = value
-
-    def reveal(self) -> Any:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
-
-
 class _SecretHeaders(httpx.Auth):
     """Puts the secret headers on each request as it is sent; shows none of them."""
 
     def __init__(self, headers: dict[str, str]) -> None:
-        self._headers = _Secret(headers)
+        self._headers = Secret(headers)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.headers.update(self._headers.reveal())
@@ -92,7 +76,7 @@ class _SecretHeaders(httpx.Auth):
         return "<secret headers>"
 
 
-class OpenAIClient(AsyncAndStreams):
+class OpenAIClient:
     """Answers `Request`s through an OpenAI-compatible ``/chat/completions`` endpoint.
 
     One pooled `httpx.Client` is made on first use and shared by concurrent
@@ -156,7 +140,7 @@ class OpenAIClient(AsyncAndStreams):
             self._key_from = api_key_env if key else None
         self._key_env = api_key_env
         # An empty key means "none": local servers want no Authorization header.
-        self._api_key: _Secret | None = _Secret(key) if key else None
+        self._api_key: Secret | None = Secret(key) if key else None
         extra: dict[str, str] = {}
         if is_openai:
             organization = organization or os.environ.get("OPENAI_ORG_ID")
@@ -166,12 +150,13 @@ class OpenAIClient(AsyncAndStreams):
         if project:
             extra["OpenAI-Project"] = project
         extra.update(reveal_headers(headers or {}))
-        self._headers = _Secret(extra)
+        self._headers = Secret(extra)
         secrets = [key] if key else []
         for header, value in extra.items():
             if is_secret_header(header):
                 secrets += _secret_forms(value)
-        self._secrets = _Secret(tuple(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SCRUB))
+        self._reader = Reader(f"{name} at {self.base_url}",
+                              tuple(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SCRUB))
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_retries = max_retries
@@ -217,6 +202,17 @@ class OpenAIClient(AsyncAndStreams):
             http.close()
         self._pools.close()
 
+    async def aclose(self) -> None:
+        """Close the pools: this event loop's (awaited), every other loop's on that loop, and the plain one."""
+        await self._pools.aclose()
+        self.close()
+
+    async def __aenter__(self) -> OpenAIClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     def _auth(self, key: str) -> tuple[str, str]:
         """The header that carries the key."""
         return "Authorization", f"Bearer {key}"
@@ -243,6 +239,18 @@ class OpenAIClient(AsyncAndStreams):
                 self._http = httpx.Client(transport=self._transport, **self._options())
             return self._http
 
+    def _aclient(self) -> httpx.AsyncClient:
+        """The pooled `httpx.AsyncClient` of the running event loop."""
+        return self._pools.get(self._new_aclient)
+
+    def _new_aclient(self) -> httpx.AsyncClient:
+        transport = self._async_transport
+        if transport is None:
+            from functai.models.pool import lean_transport
+
+            transport = lean_transport()
+        return httpx.AsyncClient(transport=transport, **self._options())
+
     # -- the call ----------------------------------------------------------
 
     def _url(self, model: str) -> str:
@@ -262,6 +270,98 @@ class OpenAIClient(AsyncAndStreams):
         worked is remembered for its base URL.
         """
         return self._drive(self._exchange(request, False))
+
+    async def acomplete(self, request: Request) -> Reply:
+        """`complete` over the event loop's pooled `httpx.AsyncClient`: the same steps, awaited."""
+        return await self._adrive(self._exchange(request, False))
+
+    def stream(self, request: Request) -> Iterator[Any]:
+        """Send `request` with ``"stream": true``: each text delta as it arrives (``str``),
+        then the whole `Reply` (tool calls assembled from their deltas, usage from the last chunk)."""
+        response, wrapped = self._drive(self._exchange(request, True))
+        assembler = Assembler()
+        try:
+            for line in response.iter_lines():
+                text = assembler.line(line)
+                if text:
+                    yield text
+            yield self._reader.assembled(assembler.answer(), wrapped)
+        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
+            raise self._reader.cut(error) from None
+        finally:
+            response.close()
+
+    async def astream(self, request: Request) -> AsyncIterator[Any]:
+        """`stream` over the event loop's pooled `httpx.AsyncClient`."""
+        response, wrapped = await self._adrive(self._exchange(request, True))
+        assembler = Assembler()
+        try:
+            async for line in response.aiter_lines():
+                text = assembler.line(line)
+                if text:
+                    yield text
+            yield self._reader.assembled(assembler.answer(), wrapped)
+        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
+            raise self._reader.cut(error) from None
+        finally:
+            await response.aclose()
+
+    # -- performing the exchange's steps: ("post", url, body, stream) and ("sleep", seconds) ----------
+
+    def _drive(self, steps: Generator[Any, Any, Any]) -> Any:
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                op = steps.throw(error) if error is not None else steps.send(result)
+            except StopIteration as done:
+                return done.value
+            result = error = None
+            try:
+                if op[0] == "sleep":
+                    self._sleep(op[1])
+                else:
+                    http = self._client()
+                    result = http.send(http.build_request("POST", self._parsed(op[1]), json=op[2]), stream=op[3])
+                    if op[3] and not result.is_success:
+                        result.read()
+                        result.close()
+            except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
+                error = failure
+
+    async def _adrive(self, steps: Generator[Any, Any, Any]) -> Any:
+        import asyncio
+
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                op = steps.throw(error) if error is not None else steps.send(result)
+            except StopIteration as done:
+                return done.value
+            result = error = None
+            try:
+                if op[0] == "sleep":
+                    await asyncio.sleep(op[1])
+                else:
+                    http = self._aclient()
+                    result = await http.send(http.build_request("POST", self._parsed(op[1]), json=op[2]), stream=op[3])
+                    if op[3] and not result.is_success:
+                        await result.aread()
+                        await result.aclose()
+            except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
+                error = failure
+
+    def _parsed(self, url: str) -> httpx.URL:
+        """`url` parsed once (httpx parses a string URL again on every request)."""
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= 64:  # one per base URL (per deployment for Azure): a few
+                self._urls.clear()
+            parsed = self._urls[url] = httpx.URL(url)
+        return parsed
+
+    # -- the exchange, as steps that do no I/O ------------------------------
 
     def _exchange(self, request: Request, stream: bool) -> Generator[Any, Any, Any]:
         """The reply to `request` (or, streaming, the open response and whether the value is wrapped)."""
@@ -296,7 +396,7 @@ class OpenAIClient(AsyncAndStreams):
                 _formats[self.base_url] = level
             if stream:
                 return response, wrapped
-            return self._read_reply(self._json(response), wrapped)
+            return self._reader.reply(self._reader.json(response), wrapped)
 
     def _attempts(self, url: str, body: dict[str, Any], stream: bool) -> Generator[Any, Any, httpx.Response]:
         """Post until a success (retrying transient failures); the successful response."""
@@ -311,7 +411,7 @@ class OpenAIClient(AsyncAndStreams):
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
                 # A bad base URL will not get better by retrying.
                 raise ModelError(
-                    self._scrub(f"cannot reach {self._where()}: invalid base URL ({exc})"),
+                    self._reader.scrub(f"cannot reach {self._reader.where}: invalid base URL ({exc})"),
                     code="model-unreachable",
                 ) from None
             except httpx.TransportError as exc:
@@ -324,15 +424,15 @@ class OpenAIClient(AsyncAndStreams):
                 last_error, last_response = None, response
                 continue
             raise ModelError(
-                f"{self._where()} answered HTTP {status}: {self._error_text(response)}{self._hint(status)}",
+                f"{self._reader.where} answered HTTP {status}: {self._reader.error_text(response)}{self._hint(status)}",
                 code="model-http",
                 status=status,
             )
         if last_response is not None:
             status = last_response.status_code
             raise ModelError(
-                f"gave up on {self._where()} after {attempts} attempt{'s' if attempts != 1 else ''}: "
-                f"last status HTTP {status}: {self._error_text(last_response)}",
+                f"gave up on {self._reader.where} after {attempts} attempt{'s' if attempts != 1 else ''}: "
+                f"last status HTTP {status}: {self._reader.error_text(last_response)}",
                 code="model-http",
                 status=status,
             )
@@ -340,8 +440,8 @@ class OpenAIClient(AsyncAndStreams):
         kind = "timed out" if isinstance(last_error, httpx.TimeoutException) else "connection failed"
         detail = str(last_error) or type(last_error).__name__
         raise ModelError(
-            self._scrub(
-                f"{self._where()} is unreachable ({kind}) after {attempts} "
+            self._reader.scrub(
+                f"{self._reader.where} is unreachable ({kind}) after {attempts} "
                 f"attempt{'s' if attempts != 1 else ''}: {type(last_error).__name__}: {detail}"
             ),
             code="model-unreachable",
@@ -368,118 +468,6 @@ class OpenAIClient(AsyncAndStreams):
             return f" (the key sent to {self.name} came from {self._key_from}: check it is the right one)"
         where = f"set {self._key_env} or the api_key setting" if self._key_env else "set the api_key setting"
         return f" (no key was sent to {self.name}: {where})"
-
-    def _json(self, response: httpx.Response) -> Any:
-        raw = response.content
-        for secret in self._secrets.reveal():
-            encoded = secret.encode()
-            if encoded in raw:
-                raw = raw.replace(encoded, b"***")
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise ModelError(
-                f"{self._where()} answered HTTP {response.status_code} with a body that is not JSON: "
-                f"{self._excerpt(response.text)!r}",
-                code="model-protocol",
-                status=response.status_code,
-            ) from None
-
-    def _read_reply(self, data: Any, wrapped: bool) -> Reply:
-        choices = data.get("choices") if isinstance(data, dict) else None
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise ModelError(
-                f"{self._where()} answered without choices: {self._excerpt(json.dumps(data))!r}",
-                code="model-protocol",
-            )
-        choice = choices[0]
-        message = choice.get("message")
-        if not isinstance(message, dict):
-            raise ModelError(
-                f"{self._where()} answered a choice without a message: {self._excerpt(json.dumps(choice))!r}",
-                code="model-protocol",
-            )
-        text = content_text(message.get("content"))
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        reasoning = reasoning if isinstance(reasoning, str) and reasoning.strip() else None
-        if text is not None:
-            text, thought = split_reasoning(text)
-            if thought is not None:
-                reasoning = f"{reasoning}\n\n{thought}" if reasoning else thought
-            if wrapped:
-                text = unwrap_value(text)
-        tool_calls = tuple(self._tool_call(i, item) for i, item in enumerate(message.get("tool_calls") or ()))
-        refusal = message.get("refusal")
-        finish = choice.get("finish_reason")
-        response_id, model = data.get("id"), data.get("model")
-        return Reply(
-            text=text,
-            tool_calls=tool_calls,
-            usage=read_usage(data.get("usage")),
-            finish_reason=finish if isinstance(finish, str) else None,
-            refusal=refusal if isinstance(refusal, str) and refusal.strip() else None,
-            reasoning=reasoning,
-            id=response_id if isinstance(response_id, str) and response_id else None,
-            model=model if isinstance(model, str) and model else None,
-        )
-
-    def _tool_call(self, index: int, item: Any) -> ToolCall:
-        function = item.get("function") if isinstance(item, dict) else None
-        if not isinstance(function, dict):
-            function = {}
-        name = function.get("name")
-        if not isinstance(name, str) or not name:
-            raise ModelError(
-                f"{self._where()} answered tool call #{index} without a function name",
-                code="model-protocol",
-            )
-        arguments = function.get("arguments")
-        parsed = read_arguments(arguments)
-        if not isinstance(parsed, dict):
-            raise ModelError(
-                f"{self._where()} called tool {name!r} with arguments that are not a JSON object: "
-                f"{self._excerpt(str(arguments))!r}",
-                code="model-protocol",
-            )
-        call_id = item.get("id")
-        if not isinstance(call_id, str) or not call_id:
-            call_id = f"call_{index}"  # llama.cpp and friends may omit ids
-        return ToolCall(id=call_id, name=name, input=parsed)
-
-    # -- safe messages -----------------------------------------------------
-
-    def _where(self) -> str:
-        return f"{self.name} at {self.base_url}"
-
-    def _scrub(self, text: str) -> str:
-        """Remove the API key (and secret headers) from text a server or an exception gave us."""
-        for secret in self._secrets.reveal():
-            text = text.replace(secret, "***")
-        return text
-
-    def _excerpt(self, text: str) -> str:
-        # Scrub before cutting, so a cut cannot leave part of the key behind.
-        text = " ".join(self._scrub(text).split())
-        return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
-
-    def _error_text(self, response: httpx.Response) -> str:
-        """The server's own error message (OpenAI shape and common variants), else an excerpt."""
-        message: Any = None
-        try:
-            data = response.json()
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            error = data.get("error")
-            if isinstance(error, dict):
-                message = error.get("message")
-            elif isinstance(error, str):
-                message = error
-            if not isinstance(message, str):
-                message = data.get("message") or data.get("detail")
-        if not isinstance(message, str) or not message.strip():
-            message = response.text or response.reason_phrase or "(empty body)"
-        return self._excerpt(message)
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

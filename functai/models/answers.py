@@ -1,0 +1,174 @@
+"""Reading what an OpenAI-compatible server sent back, with no I/O.
+
+`Reader` turns a whole answer's JSON (or a streamed answer put together by
+`functai.models.sse.Assembler`) into a `Reply`, a failed response into the
+server's own error text, and every server text into one with the API key
+(and secret headers) scrubbed out. The client's plain, async and streamed
+paths all read through the one `Reader` they share.
+
+This module imports httpx at the top; ``import functai`` must not import it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from functai.errors import ModelError
+from functai.models.replies import split_reasoning
+from functai.models.request import Reply
+from functai.models.toolcall import ToolCall
+from functai.models.wire import content_text, read_arguments, read_usage, unwrap_value
+
+__all__ = ["Reader", "Secret"]
+
+#: Most characters of a server's error text copied into a message.
+_EXCERPT = 300
+
+
+class Secret:
+    """A value that never shows itself in repr/str (tracebacks with locals, pretty printers)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def reveal(self) -> Any:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
+
+
+class Reader:
+    """Reads one server's answers: ``where`` names it in messages, ``secrets`` are scrubbed from them."""
+
+    __slots__ = ("where", "_secrets")
+
+    def __init__(self, where: str, secrets: tuple[str, ...]) -> None:
+        self.where = where
+        self._secrets = Secret(secrets)
+
+    def scrub(self, text: str) -> str:
+        """Remove the API key (and secret headers) from text a server or an exception gave us."""
+        for secret in self._secrets.reveal():
+            text = text.replace(secret, "***")
+        return text
+
+    def excerpt(self, text: str) -> str:
+        # Scrub before cutting, so a cut cannot leave part of the key behind.
+        text = " ".join(self.scrub(text).split())
+        return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
+
+    def json(self, response: httpx.Response) -> Any:
+        """The body of a successful whole answer, secrets scrubbed from the bytes before parsing."""
+        raw = response.content
+        for secret in self._secrets.reveal():
+            encoded = secret.encode()
+            if encoded in raw:
+                raw = raw.replace(encoded, b"***")
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ModelError(
+                f"{self.where} answered HTTP {response.status_code} with a body that is not JSON: "
+                f"{self.excerpt(response.text)!r}",
+                code="model-protocol",
+                status=response.status_code,
+            ) from None
+
+    def assembled(self, data: Any, wrapped: bool) -> Reply:
+        """A streamed answer put together, scrubbed like a whole answer's body, then read."""
+        for secret in self._secrets.reveal():
+            data = json.loads(json.dumps(data).replace(json.dumps(secret)[1:-1], "***"))
+        return self.reply(data, wrapped)
+
+    def cut(self, error: BaseException) -> ModelError:
+        """The error for a streamed answer that broke off."""
+        return ModelError(self.scrub(f"{self.where} broke off its streamed reply: {type(error).__name__}: "
+                                     f"{error or 'no detail'}"), code="model-unreachable")
+
+    def reply(self, data: Any, wrapped: bool) -> Reply:
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ModelError(
+                f"{self.where} answered without choices: {self.excerpt(json.dumps(data))!r}",
+                code="model-protocol",
+            )
+        choice = choices[0]
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise ModelError(
+                f"{self.where} answered a choice without a message: {self.excerpt(json.dumps(choice))!r}",
+                code="model-protocol",
+            )
+        text = content_text(message.get("content"))
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        reasoning = reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+        if text is not None:
+            text, thought = split_reasoning(text)
+            if thought is not None:
+                reasoning = f"{reasoning}\n\n{thought}" if reasoning else thought
+            if wrapped:
+                text = unwrap_value(text)
+        tool_calls = tuple(self.tool_call(i, item) for i, item in enumerate(message.get("tool_calls") or ()))
+        refusal = message.get("refusal")
+        finish = choice.get("finish_reason")
+        response_id, model = data.get("id"), data.get("model")
+        return Reply(
+            text=text,
+            tool_calls=tool_calls,
+            usage=read_usage(data.get("usage")),
+            finish_reason=finish if isinstance(finish, str) else None,
+            refusal=refusal if isinstance(refusal, str) and refusal.strip() else None,
+            reasoning=reasoning,
+            id=response_id if isinstance(response_id, str) and response_id else None,
+            model=model if isinstance(model, str) and model else None,
+        )
+
+    def tool_call(self, index: int, item: Any) -> ToolCall:
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict):
+            function = {}
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise ModelError(
+                f"{self.where} answered tool call #{index} without a function name",
+                code="model-protocol",
+            )
+        arguments = function.get("arguments")
+        parsed = read_arguments(arguments)
+        if not isinstance(parsed, dict):
+            raise ModelError(
+                f"{self.where} called tool {name!r} with arguments that are not a JSON object: "
+                f"{self.excerpt(str(arguments))!r}",
+                code="model-protocol",
+            )
+        call_id = item.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            call_id = f"call_{index}"  # llama.cpp and friends may omit ids
+        return ToolCall(id=call_id, name=name, input=parsed)
+
+    def error_text(self, response: httpx.Response) -> str:
+        """The server's own error message (OpenAI shape and common variants), else an excerpt."""
+        message: Any = None
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            error = data.get("error")
+            if isinstance(error, dict):
+                message = error.get("message")
+            elif isinstance(error, str):
+                message = error
+            if not isinstance(message, str):
+                message = data.get("message") or data.get("detail")
+        if not isinstance(message, str) or not message.strip():
+            message = response.text or response.reason_phrase or "(empty body)"
+        return self.excerpt(message)
