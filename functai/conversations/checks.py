@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..stores.protocol import json_kind as json_kind, not_an_object as not_an_object  # re-exported
 
 #: The states an ``end`` record may give a turn.
 END_STATES = frozenset({"done", "failed", "stopped", "abandoned"})
