@@ -5,7 +5,7 @@ A URL is ``scheme://…`` (``sqlite:///rel.db``, ``sqlite:////abs/x.db``,
 ``.sqlite`` or ``.sqlite3`` (a SQLite file). A built-in scheme names its
 store even without ``//`` (``sqlite:`` is a SQLite URL, refused as one
 without a path, never a folder named ``sqlite:``). Anything else is a folder
-path and names a folder (`functai.stores.folder`).
+path (a folder store, `functai.stores.folder`).
 
 A distribution adds a scheme with an entry point named after it::
 
