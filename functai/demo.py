@@ -170,7 +170,7 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
 
 def _fresh_id(store: str) -> str:
     """``demo-1``, ``demo-2`` …: each run starts its own conversation in a kept folder."""
-    from .conversations.store import open_store
+    from .stores.opening import open_store
 
     taken = set(open_store(store).conversations())
     number = 1

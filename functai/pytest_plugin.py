@@ -51,13 +51,13 @@ def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     the test are closed.
     """
     from . import layers
-    from .conversations import store
+    from .stores import memory
     from .hooks import installed
     from .models import providers
 
     for name in ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(store, "_shared_memory", store.MemoryStore())
+    monkeypatch.setattr(memory, "shared", memory.MemoryStore())
     with layers._process_lock:
         settings_before = layers._process
     layers.reset()

@@ -9,6 +9,7 @@ import pytest
 import functai
 from functai import Change, FunctAIError, Plugin, PluginError, ai
 from functai.conversations import store as store_module
+from functai.stores import memory as memory_module
 from functai.conversations.store import open_store
 from functai.testing import ScriptedLM
 from store_fixtures import DURABLE, store_url
@@ -18,7 +19,7 @@ from store_fixtures import DURABLE, store_url
 def default_store(request, tmp_path, monkeypatch):
     """Every test here runs with each store as the one ``store=None`` opens."""
     if request.param != "memory":
-        monkeypatch.setattr(store_module, "_shared_memory", open_store(store_url(request.param, tmp_path, request)))
+        monkeypatch.setattr(memory_module, "shared", open_store(store_url(request.param, tmp_path, request)))
     return request.param
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from functai.conversations import folder as folder_module
+from functai.stores import folder as folder_module
 from functai.conversations import store as store_module
 from functai.conversations.store import (
     FolderStore,

@@ -22,7 +22,7 @@ class TurnScope(Protocol):
     conversation: str | None
     turn: str | None
     parent: str | None
-    #: How the call record names the store (see `functai.conversations.store.store_reference`).
+    #: How the call record names the store (see `functai.stores.opening.store_reference`).
     store: str | None
     #: Whether an approval with nobody to decide makes the turn wait (else: approval-required).
     waits: bool

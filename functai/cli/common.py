@@ -127,7 +127,8 @@ def table(rows: list[list[str]], out: TextIO, indent: str = "") -> None:
 def history(store: str, conversation: str) -> "History":
     """The records of a conversation folded into its state; refuses one that is not there."""
     from ..conversations.history import History
-    from ..conversations.store import check_conversation_id, open_store
+    from ..stores.opening import open_store
+    from ..stores.protocol import check_conversation_id
 
     check_conversation_id(conversation)
     found = History()
@@ -139,7 +140,7 @@ def history(store: str, conversation: str) -> "History":
 
 
 def _known(store: str) -> str | None:
-    from ..conversations.store import open_store
+    from ..stores.opening import open_store
 
     names = open_store(store).conversations()
     if not names:

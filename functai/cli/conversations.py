@@ -96,7 +96,7 @@ def tree(found: "History", out: TextIO) -> None:
 def skipped_lines(store: str, conversation: str, found: "History") -> list[tuple[str, str]]:
     """The lines of a conversation that could not be used, ``(<file>:<line>, reason)``, in file order."""
     from ..conversations.conversation import record_place
-    from ..conversations.store import open_store
+    from ..stores.opening import open_store
 
     opened = open_store(store_folder(store))
     skipped = getattr(opened, "skipped", None)
@@ -225,7 +225,7 @@ def _check_rerun(found: "History", interrupted: list[str], rerun: list[str]) -> 
 
 def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     from ..conversations import held
-    from ..conversations.store import open_store
+    from ..stores.opening import open_store
     from ..errors import FunctAIError, Waiting
 
     found = history(args.store, args.id)

@@ -7,7 +7,7 @@ import json
 from typing import Any, TextIO
 
 from ..calls.records import CallRecord
-from ..conversations.checks import json_kind
+from ..stores.protocol import json_kind
 from .calls import find
 from .common import (
     LOG_HELP,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+
 #: The states an ``end`` record may give a turn.
 END_STATES = frozenset({"done", "failed", "stopped", "abandoned"})
 
@@ -175,24 +176,6 @@ _SOUND: dict[str, Callable[[Mapping[str, Any]], bool]] = {
 
 #: The key of what a SQL store reads for a row that is not a record: why it cannot be used.
 UNUSABLE = "functai_unusable"
-
-
-def json_kind(value: Any) -> str:
-    """The kind of JSON value a decoded ``value`` is, as messages name it: object, array, string,
-    number, true/false or null ("value" for what JSON cannot hold)."""
-    if isinstance(value, bool):
-        return "true/false"
-    if value is None:
-        return "null"
-    for kind, types in (("number", (int, float)), ("string", str), ("array", list), ("object", dict)):
-        if isinstance(value, types):
-            return kind
-    return "value"
-
-
-def not_an_object(value: Any) -> str:
-    """Why a JSON value that is not an object is no record (every store and log says it the same way)."""
-    return f"JSON {json_kind(value)}, not an object"
 
 
 def problem(record: Mapping[str, Any]) -> str | None:

@@ -16,7 +16,7 @@ from ..layers import resolve
 from . import held
 from .history import FORMAT, History, TurnData
 from .scope import Memory
-from .store import Store
+from ..stores.protocol import Store
 
 if TYPE_CHECKING:
     from .conversation import Conversation

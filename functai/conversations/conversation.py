@@ -39,7 +39,9 @@ from .context import ShownTurn, history_messages, outputs_of, record_place
 from .history import DONE, FAILED, FORMAT, HELD, STOPPED, WAITING, History, TurnData
 from .rules import all_turns, last_turns
 from .scope import Memory, TurnScope, current_turn, waits_of
-from .store import MemoryStore, Store, StoreConflict, check_conversation_id, open_store, store_reference
+from ..stores.memory import MemoryStore
+from ..stores.opening import open_store, store_reference
+from ..stores.protocol import Store, StoreConflict, check_conversation_id
 from .turn import Turn
 
 if TYPE_CHECKING:

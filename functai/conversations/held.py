@@ -23,7 +23,7 @@ from ..calls.run import now_text
 from ..errors import FunctAIError, approval_answered
 from . import leases, rows
 from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, LATE_ANSWER, WAITING, History, TurnData
-from .store import Store, StoreConflict
+from ..stores.protocol import Store, StoreConflict
 
 #: How a record names an approve rule that is a function (it cannot be stored).
 FUNCTION_RULE = "<function>"

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..log import warn
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..stores.protocol import Store
 
 #: Seconds between renewals of a running turn's lease.
 RENEW = 10.0

@@ -11,7 +11,7 @@ from ..calls.scope import current_turn as current_scope
 from ..models.request import Client, Reply, Request
 from ..models.toolcall import ToolCall
 from .history import History, TurnData
-from .store import store_reference
+from ..stores.opening import store_reference
 
 if TYPE_CHECKING:
     from .conversation import Conversation

@@ -162,7 +162,7 @@ def shown(
         if messages is not None:
             return messages, list(record.sections or [])
     from ..conversations.history import History
-    from ..conversations.store import open_reference
+    from ..stores.opening import open_reference
 
     reference = conversation.get("store")
     if not reference:

@@ -16,8 +16,10 @@ from typing import Any, Protocol
 
 from .. import codec
 from ..errors import FunctAIError
+from ..files import check_folder
+from ..log import warn
 from ..models.keys import SecretURL, reveal
-from .urls import is_url, open_url, redact
+from .urls import is_url, open_url, redact, scheme_of, sqlite_path
 
 
 class LogStore(Protocol):
@@ -60,9 +62,6 @@ def check_log_url(url: str | SecretURL) -> None:
     """Refuse, when ``log_calls`` is set, a URL that can never keep the log: an unknown scheme, a
     malformed URL, a missing driver, a store without a call log, a SQLite file that cannot be
     written. Nothing is created and nothing connects: a server is reached by the first call."""
-    from ..files import check_folder
-    from .urls import scheme_of, sqlite_path
-
     log_store(url)
     text = reveal(url)
     if scheme_of(text) == "sqlite":
@@ -79,8 +78,6 @@ def append_call(url: str | SecretURL, data: dict[str, Any]) -> None:
     except FunctAIError as error:
         if error.code != "store-io":
             raise
-        from ..log import warn
-
         warn("call record not written", code=UNREACHABLE, call=data.get("id"), error=error.message)
 
 
@@ -100,7 +97,7 @@ def numbered_rows(
     is not a JSON object is reported as skipped, as a folder's call log reports a line
     (`functai.calls.records.report_skipped`)."""
     from ..calls.records import report_skipped
-    from ..conversations.checks import not_an_object
+    from .protocol import not_an_object
 
     for number, line in enumerate(log_store(url).read_log(table), 1):
         try:

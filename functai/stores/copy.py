@@ -28,7 +28,8 @@ def copy_conversations(source: Any, target: Any, conversations: list[str] | None
     records (an earlier copy, cut short); one that differs is refused and
     left as it is, and nothing more is copied.
     """
-    from ..conversations.store import check_conversation_id, open_store
+    from .opening import open_store
+    from .protocol import check_conversation_id
 
     src, dst = open_store(source), open_store(target)
     if src is dst:

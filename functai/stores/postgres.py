@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..conversations.store import StoreConflict, _line, check_conversation_id, check_start
+from .protocol import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
 from ..models.keys import hide_url, reveal
 from . import schema

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import codec
-from ..conversations.checks import UNUSABLE, not_an_object
+from ..conversations.checks import UNUSABLE
+from .protocol import not_an_object
 from ..conversations.turndata import FORMAT
 
 #: Migrations: the SQL that adds schema 2's columns to a schema-1 table (both dialects read it).

@@ -16,7 +16,7 @@ import threading
 from contextlib import closing
 from typing import Any
 
-from ..conversations.store import _forkable
+from .protocol import _forkable
 from ..errors import FunctAIError
 from . import schema
 from .urls import SCHEMA_VERSION

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from ..conversations.store import StoreConflict, _line, check_conversation_id, check_start
+from .protocol import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
 from ..files import read_only, unwritable
 from . import schema

@@ -5,7 +5,7 @@ A URL is ``scheme://…`` (``sqlite:///rel.db``, ``sqlite:////abs/x.db``,
 ``.sqlite`` or ``.sqlite3`` (a SQLite file). A built-in scheme names its
 store even without ``//`` (``sqlite:`` is a SQLite URL, refused as one
 without a path, never a folder named ``sqlite:``). Anything else is a folder
-path and stays with `functai.conversations.store`.
+path (a folder store, `functai.stores.folder`).
 
 A distribution adds a scheme with an entry point named after it::
 
@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from ..errors import FunctAIError
+from . import memory
+from .folder import open_folder
+from .protocol import Store
 
 if TYPE_CHECKING:
-    from ..conversations.store import Store
     from ..models.keys import SecretURL
 
 #: The schema version SQL stores write; a store written by a newer version is refused.
@@ -138,18 +140,16 @@ def _installed(scheme: str) -> Callable[[str], Any]:
 
 def open_url(url: str) -> "Store":
     """The store ``url`` names; one object per URL in a process, so connections and caches are shared."""
-    from ..conversations.store import Store, open_store
-
     store = _by_text.get(url)
     if store is not None:
         return store  # type: ignore[no-any-return]
     scheme = scheme_of(url)
     if scheme is None:
-        return open_store(url)
+        return open_folder(url)
     if scheme == "memory":
         if url.rstrip("/").lower() != "memory:":
             raise FunctAIError(f"{url!r}: the memory store takes no path; write 'memory:'", code="store-url")
-        return open_store(None)
+        return memory.shared
     key = url if scheme != "sqlite" else "sqlite:" + sqlite_path(url)
     store = _stores.get(key)
     if store is not None:

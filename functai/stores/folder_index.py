@@ -1,6 +1,6 @@
 """What one process knows of one folder-store file, and how its lines are checked.
 
-`FolderStore` (`functai.conversations.folder`) keeps one `_Index` per
+`FolderStore` (`functai.stores.folder`) keeps one `_Index` per
 conversation: how far the file was parsed, the text of its valid records
 (a chunk of sound lines kept whole until a line is asked for), the file line
 of each, and the lines skipped as not records. Lines are checked when first
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import codec
-from .checks import not_an_object
+from .protocol import not_an_object
 
 #: Written after a torn last line before appending. A NUL is never valid
 #: JSON (not outside a string, not raw inside one), so whatever the torn
@@ -202,7 +202,7 @@ def _parse_sound(data: bytes, end: int, index: _Index, parsed: list[Any], rows: 
     view = data if end == len(data) else memoryview(data)[:end]  # no copy of the lot
     records: list[Any] | None = None
     if rows:
-        from . import rows as row_codec
+        from ..conversations import rows as row_codec  # the fold's row decoder: see tests/test_layers.py
 
         try:
             records = row_codec.decode_lines(view)  # each an object of a known kind, or it raises

@@ -1,0 +1,186 @@
+"""The import-layers contract: functai's modules import each other in one direction.
+
+From the top down: the command line and the package's front door, evaluation,
+conversations, calls, the settings layers, hooks, models, stores, then the
+core (errors, codec, files, log, appendlog). A module may import its own layer and the
+layers below it; conversations use stores through the `Store` protocol, and
+stores import only the core. Every import counts, at the top of a module or
+inside a function. An import that goes up is allowed only when it is named in
+`EXCEPTIONS` with the reason it is there.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "functai"
+
+#: Layers from the top (0) down; a module's layer is the first prefix of its name found here.
+LAYERS: list[tuple[str, ...]] = [
+    ("functai", "functai.__main__", "functai.cli", "functai.demo", "functai.pytest_plugin", "functai.testing",
+     "functai.builtins"),
+    ("functai.evaluation",),
+    ("functai.conversations",),
+    ("functai.calls",),
+    ("functai.layers",),  # the process, block and function settings: plugins and model settings in layers
+    ("functai.hooks",),
+    ("functai.models",),
+    ("functai.stores",),
+    ("functai.errors", "functai.codec", "functai.files", "functai.log", "functai.appendlog"),
+]
+
+#: (importing module, imported module) → why this import goes up a layer.
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("functai.calls.function", "functai.conversations.conversation"):
+        "AIFunction.conversation(...) is the front door to a Conversation of that function",
+    ("functai.calls.records", "functai.evaluation.ratings"):
+        "a call log read with its ratings joins each record to the ratings made of it",
+    ("functai.calls.run", "functai.builtins"):
+        "a call refused for a missing built-in plugin says which command installs it",
+    ("functai.hooks.installed", "functai"):
+        "the plugin report names functai's own version",
+    ("functai.hooks.installed", "functai.builtins"):
+        "the plugin report names the folders the built-in plugins install from",
+    ("functai.hooks.change", "functai.calls.outputs"):
+        "a Change's values are made JSON-able by the one to_jsonable outputs use",
+    ("functai.hooks.explain", "functai.calls.function"):
+        "explain() takes an AIFunction (for its type only)",
+    ("functai.hooks.explain", "functai.layers"):
+        "explain() shows the plugins of every settings layer a call would run",
+    ("functai.hooks.fold", "functai.calls.steps"):
+        "handlers are folded as steps, driven sync or async by the call's own driver",
+    ("functai.hooks.hear", "functai.calls.steps"):
+        "listeners are heard as steps, driven sync or async by the call's own driver",
+    ("functai.models.providers", "functai.testing"):
+        'lm="test" names the offline TestModel',
+    ("functai.files", "functai.models.keys"):
+        "a log_calls= value may be a SecretURL, checked without revealing it",
+    ("functai.files", "functai.stores.calllog"):
+        "a log_calls= value that is a URL is checked by the store that will keep the log",
+    ("functai.files", "functai.stores.urls"):
+        "an error about a path that is a URL repeats it with its password redacted",
+    ("functai.stores.calllog", "functai.calls.records"):
+        "a call log kept in a store reports skipped lines as the folder call log does",
+    ("functai.stores.calllog", "functai.models.keys"):
+        "a call-log URL may be a SecretURL, revealed only to connect",
+    ("functai.stores.copy", "functai.calls.records"):
+        "copying a call log reads and writes call records, whatever store holds them",
+    ("functai.stores.copy", "functai.evaluation.ratings"):
+        "copying a call log copies the ratings file beside it",
+    ("functai.stores.folder", "functai.calls.records"):
+        "a folder shared with a call log leaves out its calls.jsonl and ratings.jsonl",
+    ("functai.stores.folder_index", "functai.conversations.rows"):
+        "read_rows decodes lines straight into the fold's rows (the 10,000-turn open budget)",
+    ("functai.stores.protocol", "functai.conversations.rows"):
+        "read_rows decodes lines straight into the fold's rows (the 10,000-turn open budget)",
+    ("functai.stores.postgres", "functai.models.keys"):
+        "a PostgreSQL URL's password is revealed only to connect and hidden in messages",
+    ("functai.stores.schema", "functai.conversations.checks"):
+        "a SQL row that cannot be read comes back as the record the fold marks unusable",
+    ("functai.stores.schema", "functai.conversations.turndata"):
+        "SQL columns hold the turn record's fields of the conversation format version",
+    ("functai.stores.urls", "functai.hooks.installed"):
+        "a URL scheme not built in is looked up among installed functai.stores entry points",
+    ("functai.stores.urls", "functai.models.keys"):
+        "a store URL may be a SecretURL",
+}
+
+
+def layer(module: str) -> int:
+    """The layer of ``module``: the longest prefix of its dotted name that `LAYERS` names."""
+    best, length = -1, -1
+    for index, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > length:
+                best, length = index, len(name)
+    assert best >= 0, f"{module} is in no layer: add it to LAYERS"
+    return best
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path) -> set[str]:
+    """The functai modules ``path`` imports, anywhere in it (``from x import name`` counts a
+    submodule ``x.name`` when there is one)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "functai")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "functai":
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if _exists(sub) else target)
+    found.discard(name)
+    return found
+
+
+def _exists(module: str) -> bool:
+    path = PACKAGE.parent.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def upward_imports() -> dict[tuple[str, str], int]:
+    """Every import from a module to a module in a higher layer, with how many layers it climbs."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = module_name(path)
+        for target in imports(path):
+            climb = layer(name) - layer(target)
+            if climb > 0:
+                found[(name, target)] = climb
+    return found
+
+
+def test_imports_go_down_the_layers() -> None:
+    unexplained = sorted(set(upward_imports()) - set(EXCEPTIONS))
+    assert not unexplained, "imports up a layer (reverse them, or name them in EXCEPTIONS with why):\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in unexplained)
+
+
+def test_every_exception_is_still_needed() -> None:
+    stale = sorted(set(EXCEPTIONS) - set(upward_imports()))
+    assert not stale, "EXCEPTIONS names imports that no longer go up; drop them:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in stale)
+
+
+#: What conversations may use of `functai.stores`: the protocol, the opener and the memory store.
+CONVERSATIONS_USE = {"functai.stores.protocol", "functai.stores.opening", "functai.stores.memory"}
+#: Modules of `functai.conversations` that only re-export the stores' public names from where they were.
+RE_EXPORTS = {"functai.conversations", "functai.conversations.store", "functai.conversations.folder"}
+
+
+def test_conversations_use_stores_through_the_protocol() -> None:
+    """No conversation module reaches into a store's backend (folder, SQL): a store is any `Store`."""
+    reached = sorted(
+        (module_name(path), target)
+        for path in PACKAGE.joinpath("conversations").rglob("*.py")
+        if module_name(path) not in RE_EXPORTS
+        for target in imports(path)
+        if target.startswith("functai.stores") and target not in CONVERSATIONS_USE
+    )
+    assert not reached
+
+
+def test_a_module_in_no_layer_is_refused() -> None:
+    try:
+        layer("elsewhere.module")
+    except AssertionError as error:
+        assert "in no layer" in str(error)
+    else:
+        raise AssertionError("a module outside every layer was given one")
