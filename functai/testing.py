@@ -39,7 +39,7 @@ def tool_call(name: str, input: Mapping[str, Any] | None = None) -> Reply:
 
 class _OfflineModel:
     """What both offline models share: the four ways a call asks (``complete``, ``acomplete``,
-    ``stream``, ``astream``) around one `_answer`, with `ScriptedLM`'s ``delay`` and ``chunk``."""
+    ``stream``, ``astream``) built on one `_answer`, with `ScriptedLM`'s ``delay`` and ``chunk``."""
 
     def __init__(self, *, delay: float = 0.0, chunk: int = 4) -> None:
         name = type(self).__name__
