@@ -316,75 +316,71 @@ def json_line(text: str) -> str:
     return '{"pad": "' + text + '"}'
 
 
-@pytest.mark.skipif(not hasattr(os, "setuid") or os.geteuid() != 0, reason="needs root to become another user")
-def test_a_sqlite_store_another_user_may_only_read(tmp_path):
-    """As another user (root passes permission checks): a database in a folder it may read, not write."""
+@pytest.fixture
+def readable_by_others():
+    """A SQLite store with one turn, in a folder under /tmp that other users may read but not write
+    (wherever the checkout lives); and the environment a child that becomes another user runs with."""
+    import shutil
     import tempfile
-
-    shared = Path(tempfile.mkdtemp(prefix="functai-ro-", dir="/tmp"))  # others may reach it, not write in it
-    try:
-        os.chmod(shared, 0o755)
-        url = _sqlite_with_a_turn(shared)
-        os.chmod(shared / "s.db", 0o644)
-        code = (
-            "import os, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records, functai.stores.calllog\n"
-            "from functai.conversations.store import open_store\n"
-            f"store = open_store({url!r})  # everything imported first: the interpreter's files may be root's only\n"
-            "os.setgid(65534); os.setuid(65534)\n"
-            "print(store.count('c'), len(list(functai.read_calls(" + repr(url) + "))))\n"
-            "try:\n"
-            "    store.append('c', [{'n': 1}])\n"
-            "except functai.FunctAIError as e:\n"
-            "    print(e.code)\n"
-        )
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(sys.path)}
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd="/")
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.split() == ["4", "1", "store-unwritable"], done.stdout
-    finally:
-        import shutil
-
-        shutil.rmtree(shared)
-
-
-def test_a_reader_that_may_not_write_sees_what_the_owner_writes_later(tmp_path):
-    """A store read immutable (no -shm can be made) is not read from a kept connection once its owner wrote."""
-    import tempfile
-
-    from functai.conversations.store import open_store
-    from functai.stores.urls import forget
 
     shared = Path(tempfile.mkdtemp(prefix="functai-ro-", dir="/tmp"))
     try:
         os.chmod(shared, 0o755)
         url = _sqlite_with_a_turn(shared)
         os.chmod(shared / "s.db", 0o644)
-        code = (
-            "import os, sys, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records\n"
-            "from functai.conversations.store import open_store\n"
-            f"store = open_store({url!r})\n"
-            "os.setgid(65534); os.setuid(65534)\n"
-            "for _ in range(2):\n"
-            "    print(store.count('c'), store.read('c')[-1].get('n'), flush=True)\n"
-            "    sys.stdin.readline()  # the owner writes in between\n"
-        )
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(sys.path)}
-        with subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env, cwd="/") as reader:
-            first = reader.stdout.readline().split()
-            open_store(url).append("c", [{"n": 7}])
-            forget(url)  # the owner done: its -wal checkpointed into the file
-            reader.stdin.write("\n")
-            reader.stdin.flush()
-            second = reader.stdout.readline().split()
-            reader.stdin.write("\n")
-            out, err = reader.communicate()
-        assert reader.returncode == 0, err
-        assert first == ["4", "None"] and second == ["5", "7"], (first, second, err)
+        yield url, {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(sys.path)}
     finally:
-        import shutil
-
         shutil.rmtree(shared)
+
+
+@pytest.mark.skipif(not hasattr(os, "setuid") or os.geteuid() != 0, reason="needs root to become another user")
+def test_a_sqlite_store_another_user_may_only_read(readable_by_others):
+    """As another user (root passes permission checks): a database in a folder it may read, not write."""
+    url, env = readable_by_others
+    code = (
+        "import os, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records, functai.stores.calllog\n"
+        "from functai.conversations.store import open_store\n"
+        f"store = open_store({url!r})  # everything imported first: the interpreter's files may be root's only\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "print(store.count('c'), len(list(functai.read_calls(" + repr(url) + "))))\n"
+        "try:\n"
+        "    store.append('c', [{'n': 1}])\n"
+        "except functai.FunctAIError as e:\n"
+        "    print(e.code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["4", "1", "store-unwritable"], done.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "setuid") or os.geteuid() != 0, reason="needs root to become another user")
+def test_a_reader_that_may_not_write_sees_what_the_owner_writes_later(readable_by_others):
+    """A store read immutable (no -shm can be made) is not read from a kept connection once its owner wrote."""
+    from functai.conversations.store import open_store
+    from functai.stores.urls import forget
+
+    url, env = readable_by_others
+    code = (
+        "import os, sys, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records\n"
+        "from functai.conversations.store import open_store\n"
+        f"store = open_store({url!r})\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "for _ in range(2):\n"
+        "    print(store.count('c'), store.read('c')[-1].get('n'), flush=True)\n"
+        "    sys.stdin.readline()  # the owner writes in between\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=env, cwd="/") as reader:
+        first = reader.stdout.readline().split()
+        open_store(url).append("c", [{"n": 7}])
+        forget(url)  # the owner done: its -wal checkpointed into the file
+        reader.stdin.write("\n")
+        reader.stdin.flush()
+        second = reader.stdout.readline().split()
+        reader.stdin.write("\n")
+        out, err = reader.communicate()
+    assert reader.returncode == 0, err
+    assert first == ["4", "None"] and second == ["5", "7"], (first, second, err)
 
 
 def test_a_read_only_postgresql_session_reads_and_refuses_writes(postgres_url):
