@@ -25,21 +25,10 @@ def hear(
     heard: list[dict[str, Any]] | None = None,
     **where: Any,
 ) -> None:
-    """`hear_steps` outside the pipeline (an ``async def`` handler runs on a private event loop)."""
-    drive(hear_steps(hook, handlers, event, heard, **where))
-
-
-def hear_steps(
-    hook: str,
-    handlers: Sequence[Handler],
-    event: Event,
-    heard: list[dict[str, Any]] | None = None,
-    **where: Any,
-) -> Steps[None]:
-    """`hear_now` as steps: what a pipeline that may have to await a handler runs."""
+    """`hear_now` outside the pipeline (an ``async def`` handler runs on a private event loop)."""
     rest = hear_now(hook, handlers, event, heard, **where)
     if rest is not None:
-        yield from rest
+        drive(rest)
 
 
 def hear_now(
