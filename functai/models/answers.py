@@ -84,8 +84,13 @@ class Reader:
 
     def assembled(self, data: Any, wrapped: bool) -> Reply:
         """A streamed answer put together, scrubbed like a whole answer's body, then read."""
-        for secret in self._secrets.reveal():
-            data = json.loads(json.dumps(data).replace(json.dumps(secret)[1:-1], "***"))
+        secrets = self._secrets.reveal()
+        if secrets:
+            text = scrubbed = json.dumps(data)
+            for secret in secrets:
+                scrubbed = scrubbed.replace(json.dumps(secret)[1:-1], "***")
+            if scrubbed != text:
+                data = json.loads(scrubbed)
         return self.reply(data, wrapped)
 
     def cut(self, error: BaseException) -> ModelError:
