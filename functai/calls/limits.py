@@ -81,8 +81,8 @@ if threading.current_thread() is threading.main_thread():
 def placeless(path: str) -> FunctAIError | None:
     """The refusal of an outermost call that may be nested where functai cannot count it, or None.
 
-    Asked only of calls with no call in their context, so the common case costs one read."""
-    if not running or _main.get() or threading.current_thread() is threading.main_thread():
+    Asked only of calls with no call in their context while `running` is not 0 (the caller checks)."""
+    if _main.get() or threading.current_thread() is threading.main_thread():
         return None
     return FunctAIError(
         f"{path} was called on a thread that does not carry functai's context while a tool is running in "
