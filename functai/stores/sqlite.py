@@ -240,8 +240,7 @@ class SQLiteStore(SQLStore):
             return self._count(conversation)
 
     def _count(self, conversation: str) -> int:
-        rows = self._query("SELECT MAX(position) FROM functai_records WHERE conversation = ?", (conversation,))
-        return 0 if not rows or rows[0][0] is None else int(rows[0][0]) + 1
+        return _counted(self._query(_COUNT, (conversation,)))
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """The rows of a read; none when nothing is stored yet (the read creates nothing)."""
@@ -319,7 +318,7 @@ class SQLiteStore(SQLStore):
                 conn.execute("BEGIN")  # one snapshot for the records and the count
                 try:
                     rows = conn.execute(sql, {"c": conversation, "tip": tip}).fetchall()
-                    count = self._count(conversation)
+                    count = _counted(conn.execute(_COUNT, (conversation,)).fetchall())  # in the same snapshot
                 finally:
                     conn.execute("COMMIT")
             except sqlite3.Error as error:
@@ -362,3 +361,11 @@ class SQLiteStore(SQLStore):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+
+_COUNT = "SELECT MAX(position) FROM functai_records WHERE conversation = ?"
+
+
+def _counted(rows: list[Any]) -> int:
+    """The record count from `_COUNT`'s rows (none, or a NULL maximum, when there are no records)."""
+    return 0 if not rows or rows[0][0] is None else int(rows[0][0]) + 1
