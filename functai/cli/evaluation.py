@@ -79,19 +79,19 @@ def _correction(record: CallRecord, text: str) -> Any:
     kind = json_kind(record.output)
     if kind in ("null", "string", "value") or (kind == "object" and set(record.output) == {"chars"}):  # no content
         return text
+    whole = kind == "number" and isinstance(record.output, int)  # an integer output takes an integer correction
     try:
         value = json.loads(text)
     except ValueError:
-        value = _NOT_JSON
-    whole = kind == "number" and isinstance(record.output, int)  # an integer output takes an integer correction
-    if json_kind(value) != kind or (whole and not isinstance(value, int)):
+        fits = False
+    else:
+        fits = json_kind(value) == kind and (isinstance(value, int) or not whole)
+    if not fits:
         raise CLIError(f"--correction {short(text)!r} is not a JSON {'integer' if whole else kind}, as the call's "
                        f"recorded output {short(record.output)} is", code="input-invalid",
                        hint="give the answer it should have given, as JSON of the function's output type")
     return value
 
-
-_NOT_JSON = object()
 
 
 def _function_of(record: CallRecord) -> Any:
