@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from ..calls.records import CallRecord, read_calls
 from .common import LOG_HELP, CLIError, location, log_folder, plural, positive, table
+from .stores import cmd_calls_copy
 
 
 def register(commands: Any) -> None:
@@ -32,8 +33,6 @@ def status(record: CallRecord) -> str:
 
 def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
     if args.folder == "copy":
-        from .stores import cmd_calls_copy
-
         return cmd_calls_copy(args.more, out)
     if args.more:
         raise CLIError(f"functai calls takes one call log, not {1 + len(args.more)}", code="usage",

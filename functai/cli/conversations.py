@@ -7,6 +7,8 @@ import argparse
 import warnings
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..errors import FunctAIError, Waiting
+from ..stores.opening import open_store
 from .common import RUNTIME, CLIError, ai_function, history, plural, require_model, short, store_folder
 
 if TYPE_CHECKING:
@@ -96,7 +98,6 @@ def tree(found: "History", out: TextIO) -> None:
 def skipped_lines(store: str, conversation: str, found: "History") -> list[tuple[str, str]]:
     """The lines of a conversation that could not be used, ``(<file>:<line>, reason)``, in file order."""
     from ..conversations.conversation import record_place
-    from ..stores.opening import open_store
 
     opened = open_store(store_folder(store))
     skipped = getattr(opened, "skipped", None)
@@ -160,16 +161,7 @@ def conversation_function(args: argparse.Namespace, found: "History", fallback: 
     return program
 
 
-def _answer(turn: Any, args: argparse.Namespace) -> None:
-    if args.deny is not None:
-        turn.deny(reason=args.deny or None, by=args.by)
-    else:
-        turn.approve(by=args.by)
-
-
 def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
-    from ..errors import FunctAIError, Waiting
-
     found = history(args.store, args.id)
     if not any(turn.state == "waiting" for turn in found.turns.values()):
         raise CLIError(f"nothing waits in conversation {args.id!r}", code="nothing-waiting", status=RUNTIME,
@@ -183,7 +175,10 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
     failures: list[tuple[str, FunctAIError]] = []
     for turn in waiting:
         try:
-            _answer(turn, args)
+            if args.deny is not None:
+                turn.deny(reason=args.deny or None, by=args.by)
+            else:
+                turn.approve(by=args.by)
         except FunctAIError as error:
             if error.code != "approval-answered":
                 raise
@@ -225,8 +220,6 @@ def _check_rerun(found: "History", interrupted: list[str], rerun: list[str]) -> 
 
 def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     from ..conversations import held
-    from ..stores.opening import open_store
-    from ..errors import FunctAIError, Waiting
 
     found = history(args.store, args.id)
     store = open_store(args.store)

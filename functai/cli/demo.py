@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any, TextIO
+
+from ..errors import FunctAIError
+from ..stores.urls import is_url
+from .common import RUNTIME, CLIError
 
 DEFAULT_FOLDER = "functai-demo"
 
@@ -22,12 +27,7 @@ def register(commands: Any) -> None:
 
 
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
-    import os
-
-    from ..demo import main as demo
-    from ..errors import FunctAIError
-    from ..stores.urls import is_url
-    from .common import RUNTIME, CLIError
+    from ..demo import main as demo  # not loaded for the other commands
 
     if not is_url(args.log) and os.path.exists(args.log) and not os.path.isdir(args.log):
         raise CLIError(f"{args.log} is a file, not a folder", code="not-a-folder",

@@ -6,21 +6,12 @@ import argparse
 import json
 from typing import Any, TextIO
 
+from ..calls.outputs import describe, read_output
 from ..calls.records import CallRecord
+from ..errors import OutputError
 from ..stores.protocol import json_kind
 from .calls import find
-from .common import (
-    LOG_HELP,
-    RUNTIME,
-    CLIError,
-    ai_function,
-    import_program,
-    log_folder,
-    plural,
-    positive,
-    require_model,
-    short,
-)
+from .common import LOG_HELP, RUNTIME, CLIError, ai_function, log_folder, plural, positive, require_model, short
 
 
 def register(commands: Any) -> None:
@@ -64,9 +55,6 @@ def _correction(record: CallRecord, text: str) -> Any:
     the function's when ``MODULE:FUNCTION`` imports from here, else the kind
     of JSON value the call recorded (text when nothing tells).
     """
-    from ..calls.outputs import describe, read_output
-    from ..errors import OutputError
-
     fn = _function_of(record)
     if fn is not None:
         try:
@@ -93,18 +81,14 @@ def _correction(record: CallRecord, text: str) -> Any:
     return value
 
 
-
 def _function_of(record: CallRecord) -> Any:
     """The AI function that made ``record``, when it imports from here (quietly None when not)."""
-    from ..calls.function import AIFunction
-
     if not record.module or record.module == "__main__":
         return None
     try:
-        found = import_program(f"{record.module}:{record.function}")
+        return ai_function(f"{record.module}:{record.function}")
     except CLIError:
         return None
-    return found if isinstance(found, AIFunction) else None
 
 
 def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import TYPE_CHECKING, Any, TextIO
+import warnings
+from typing import Any, TextIO
 
-from .common import plural, table
-
-if TYPE_CHECKING:
-    from ..hooks.installed import Installed
+from ..hooks.installed import FAILED, GROUP, Installed, entry_points
+from .common import ai_function, plural, table
 
 BUILTINS_GROUP = "functai.builtins"
 
@@ -28,24 +27,18 @@ def register(commands: Any) -> None:
     explain.set_defaults(run=cmd_explain)
 
 
-def discover() -> "Installed":
+def discover() -> Installed:
     """A fresh discovery (not the process's cached one).
 
     A plugin that fails to load is warned about; the listing says the same,
     so the warning is not repeated.
     """
-    import warnings
-
-    from ..hooks.installed import Installed
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return Installed.discover()
 
 
 def builtins() -> list[dict[str, object]]:
-    from ..hooks.installed import entry_points
-
     found = entry_points(BUILTINS_GROUP)
     rows = []
     for entry_point in found:
@@ -69,14 +62,8 @@ def _state(plugin: dict[str, object]) -> str:
 
 def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
     """List installed plugins with their state; exit 0 even when one failed (a diagnostic)."""
-    from ..hooks.installed import FAILED, GROUP
-
     found = discover()
-    plugins = []
-    for item in found.found:
-        data = item.as_dict()
-        data["distribution_version"] = item.dist_version
-        plugins.append(data)
+    plugins = [{**item.as_dict(), "distribution_version": item.dist_version} for item in found.found]
     factories = builtins()
     if args.json:
         print(json.dumps({"plugins": plugins, "builtins": factories}, indent=2, ensure_ascii=False), file=out)
@@ -127,9 +114,7 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
     """Every plugin a call of the function would run, hook by hook, with its layer."""
-    from ..hooks.explain import explain
-
-    from .common import ai_function
+    from ..hooks.explain import explain  # not loaded for the other commands
 
     data = explain(ai_function(args.function))
     if args.json:

@@ -23,7 +23,7 @@ from ..calls.scope import current_turn
 from ..errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError
 from ..layers import current_values
 from ..log import warn
-from .ratings import _log_folder
+from .ratings import log_folder
 from .replay import NotReplayable, ReplayedTurn, shown, turn_calls
 
 #: ``metric(expected, got) -> bool | float`` (1.0 / True is a pass).
@@ -112,7 +112,7 @@ def rows_from_log(fn: Any, log: str | os.PathLike[str] | None = None) -> tuple[l
     """The rated calls of every version of ``fn`` in the call log, rebuilt as rows."""
     rows: list[Row] = []
     skipped: list[tuple[str, str]] = []
-    folder = _log_folder(log)
+    folder = log_folder(log)
     calls = turn_calls(read_calls(folder))  # the turns they were shown, from the log itself
     for record in read_calls(folder, rated=True, function=fn):
         try:
@@ -135,6 +135,15 @@ def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list
         expected, agree = record.output, False  # only known to be wrong: a different answer agrees
     return Row(inputs=dict(record.inputs), expected=expected, agree=agree, record=record.id, rating=rating,
                history=history, sections=sections, replayable=record.replayable)
+
+
+def rows_for(fn: Any, rows: Iterable[Any] | None, log: str | os.PathLike[str] | None) -> tuple[
+    list[Row], list[tuple[str, str]]
+]:
+    """The rows to ask: the ones given, or (None) the rated calls in the call log, with those left out."""
+    if rows is None:
+        return rows_from_log(fn, log)
+    return _given_rows(rows), []
 
 
 def _given_rows(rows: Iterable[Any]) -> list[Row]:
@@ -252,11 +261,7 @@ def evaluate(
     on ``progress_to`` (default ``sys.stderr``) when ``progress`` is true, or
     when it is None and that stream is a terminal.
     """
-    skipped: list[tuple[str, str]] = []
-    if rows is None:
-        todo, skipped = rows_from_log(fn, log)
-    else:
-        todo = _given_rows(rows)
+    todo, skipped = rows_for(fn, rows, log)
     count = workers or current_values().get("workers") or 4
     bar = _Progress(len(todo), f"evaluating {fn.name}", progress, progress_to)
 
