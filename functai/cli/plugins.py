@@ -8,7 +8,8 @@ import os
 import warnings
 from typing import Any, TextIO
 
-from ..hooks.installed import FAILED, GROUP, Installed, entry_points
+from ..hooks import installed
+from ..hooks.installed import FAILED, GROUP, Installed
 from .common import ai_function, plural, table
 
 BUILTINS_GROUP = "functai.builtins"
@@ -39,7 +40,7 @@ def discover() -> Installed:
 
 
 def builtins() -> list[dict[str, object]]:
-    found = entry_points(BUILTINS_GROUP)
+    found = installed.entry_points(BUILTINS_GROUP)  # looked up when called: a test may replace it
     rows = []
     for entry_point in found:
         dist = getattr(entry_point, "dist", None)
