@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import Callable, Iterator, Sequence, TypeGuard
+from typing import Callable, Iterator, Sequence
 
 import pytest
 
@@ -21,7 +21,7 @@ from . import layers
 from .calls.records import CallRecord, read_calls
 from .errors import PluginError
 from .hooks import installed
-from .hooks.adapt import from_hookimpls, load_plugin
+from .hooks.adapt import from_hookimpls, load_plugin, looks_like_path
 from .hooks.installed import GROUP, Installed, InstalledPlugin
 from .hooks.plugin import Plugin
 from .models import providers
@@ -105,7 +105,8 @@ class InstalledPluginsFactory:
         They run in the order given. ``installed_plugins()`` installs none.
         Returns the `Installed` set (its ``.found`` has each plugin's state).
         """
-        found = [_entry_point(item) if _is_entry_point_name(item) else _given(item, None) for item in plugins]
+        found = [_entry_point(item) if isinstance(item, str) and not looks_like_path(item) else _given(item, None)
+                 for item in plugins]
         found += [_given(item, name) for name, item in named.items()]
         names = [item.name for item in found]
         twice = [name for name in names if names.count(name) > 1]
@@ -118,10 +119,6 @@ class InstalledPluginsFactory:
         result = Installed(found)
         installed.use(result)
         return result
-
-
-def _is_entry_point_name(item: object) -> TypeGuard[str]:
-    return isinstance(item, str) and not (item.endswith(".py") or "/" in item or os.sep in item)
 
 
 def _given(item: object, name: str | None) -> InstalledPlugin:

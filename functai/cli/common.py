@@ -48,15 +48,15 @@ def log_folder(given: str | None, *, existing: bool = True) -> str:
     """
     folder = given or os.environ.get("FUNCTAI_LOG_CALLS") or DEFAULT_LOG
     hint = "give the folder or URL that log_calls= (or FUNCTAI_LOG_CALLS) names; the first logged call makes it"
-    return _checked(folder, "call log", hint, existing)
+    return folder_or_url(folder, "call log", hint, existing)
 
 
 def store_folder(given: str) -> str:
     """A conversation store folder (or store URL) that exists (a command never creates one by reading it)."""
-    return _checked(given, "store", "give the folder or URL passed as store= when the conversation was made")
+    return folder_or_url(given, "store", "give the folder or URL passed as store= when the conversation was made")
 
 
-def _checked(where: str, what: str, hint: str, existing: bool = True) -> str:
+def folder_or_url(where: str, what: str, hint: str, existing: bool = True) -> str:
     """``where`` refused when it is a file, or (``existing``) when it is not there: a folder, or
     the file of a SQLite URL (other URLs are asked when read)."""
     if is_url(where):

@@ -30,17 +30,6 @@ from .replay import NotReplayable, ReplayedTurn, shown, turn_calls
 Metric = Callable[[Any, Any], Any]
 
 
-def could_not_use_model(error: BaseException) -> bool:
-    """Whether ``error`` says the model could not be used at all, so a row it failed measured an
-    outage or a setting, not the function: no model could be set up (`ModelConfigError`), or the
-    client got no reply (any `ModelError` — unreachable, an HTTP error such as a refused key, not
-    the protocol, and any code added later). A reply that is not an answer (`NonAnswerError`:
-    refused, filtered, cut, empty) came from a usable model: it is the function's result."""
-    if isinstance(error, ModelConfigError):
-        return True
-    return isinstance(error, ModelError) and not isinstance(error, NonAnswerError)
-
-
 @attrs.frozen
 class Row:
     """One thing to ask: inputs, what is expected, and (for a rated call) how it was shown."""
@@ -70,7 +59,7 @@ class RowResult:
     error: str | None = None
     #: The failed call's error code (``model-http``, ``output-invalid`` …).
     code: str | None = None
-    #: The call failed because the model could not be used (`could_not_use_model`).
+    #: The call failed because the model could not be used (no reply, or no model set up).
     model_unusable: bool = False
 
 
@@ -86,7 +75,7 @@ class Evaluation:
 
     @property
     def model_failures(self) -> list[RowResult]:
-        """The rows that failed because the model could not be used (see `could_not_use_model`)."""
+        """The rows that failed because the model could not be used (no reply, or no model set up)."""
         return [row for row in self.rows if row.model_unusable]
 
     def table(self) -> str:
@@ -192,8 +181,13 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
         got, record = fn.run(**row.inputs)
     except FunctAIError as error:
         record_id = error.record.id if error.record is not None else None
+        # No model could be set up, or the client got no reply (unreachable, an HTTP error such as a refused
+        # key): the row measured an outage, not the function. A reply that is not an answer came from a model.
+        unusable = isinstance(error, ModelConfigError) or (
+            isinstance(error, ModelError) and not isinstance(error, NonAnswerError)
+        )
         return RowResult(row.inputs, row.expected, None, 0.0, record_id, row.record, f"{error.code}: {error.message}",
-                         error.code, could_not_use_model(error))
+                         error.code, unusable)
     except Exception as error:
         return RowResult(row.inputs, row.expected, None, 0.0, None, row.record, f"{type(error).__name__}: {error}")
     finally:

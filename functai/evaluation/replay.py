@@ -15,9 +15,11 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..calls.records import CallRecord
+from ..conversations.history import History
 from ..errors import FunctAIError
 from ..layers import EMPTY
 from ..models.request import Client, Reply, Request
+from ..stores.opening import open_reference
 
 
 class NotReplayable(FunctAIError):
@@ -106,8 +108,6 @@ def _from_log(record: CallRecord, calls: Mapping[tuple[str, str], CallRecord]) -
     or ``{"last": n, "drop": [...]}`` — the ``n`` turns before it on its
     branch (every parent is a done turn, so that is ``n`` parent steps).
     """
-    from ..conversations.history import History
-
     conversation = record.conversation or {}
     name, raw = conversation["id"], conversation["shown"]
     if isinstance(raw, list):
@@ -161,9 +161,6 @@ def shown(
         messages = _from_log(record, calls)
         if messages is not None:
             return messages, list(record.sections or [])
-    from ..conversations.history import History
-    from ..stores.opening import open_reference
-
     reference = conversation.get("store")
     if not reference:
         raise NotReplayable(f"call {record.id}: its conversation's store cannot be opened again")
