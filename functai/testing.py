@@ -71,17 +71,13 @@ class _OfflineModel:
 
     def stream(self, request: Request) -> Iterator[Any]:
         """The reply's text in pieces (``str``), then the whole `Reply`."""
-        if self.delay:
-            time.sleep(self.delay)
-        yield from self._pieces(self._answer(request))
+        yield from self._pieces(self.complete(request))
 
     async def astream(self, request: Request) -> AsyncIterator[Any]:
         """`stream` for async code."""
         import asyncio
 
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        for piece in self._pieces(self._answer(request)):
+        for piece in self._pieces(await self.acomplete(request)):
             yield piece
             await asyncio.sleep(0)
 

@@ -8,7 +8,7 @@ import importlib.util
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from ..calls.function import AIFunction
 from ..errors import FunctAIError
@@ -77,15 +77,25 @@ def location(where: str) -> str:
     return where if where.endswith(("/", os.sep)) else where + "/"
 
 
-def positive(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def number(kind: Callable[[str], float], low: float, high: float | None = None) -> Callable[[str], Any]:
+    """An argparse type: a number read by ``kind`` (``int``: a whole one) from ``low`` (to ``high``)."""
+    bounds = f"at least {low:g}" if high is None else f"from {low:g} to {high:g}"
+    expected = "a whole number" if kind is int else f"a number {bounds}"
+
+    def read(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, not {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {bounds}, not {text}")
+        return value
+
+    return read
+
+
+#: An argparse type: a whole number of at least 1.
+positive = number(int, 1)
 
 
 def short(value: object, width: int = 60) -> str:
