@@ -8,11 +8,10 @@ import os
 import warnings
 from typing import Any, TextIO
 
+from ..builtins import GROUP as BUILTINS_GROUP
 from ..hooks import installed
 from ..hooks.installed import FAILED, GROUP, Installed
 from .common import ai_function, plural, table
-
-BUILTINS_GROUP = "functai.builtins"
 
 
 def register(commands: Any) -> None:

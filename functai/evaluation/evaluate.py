@@ -97,9 +97,14 @@ def _short(value: Any, width: int = 24) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def rows_from_log(fn: Any, log: str | os.PathLike[str] | None = None) -> tuple[list[Row], list[tuple[str, str]]]:
-    """The rated calls of every version of ``fn`` in the call log, rebuilt as rows."""
-    rows: list[Row] = []
+def rows_for(fn: Any, rows: Iterable[Any] | None, log: str | os.PathLike[str] | None) -> tuple[
+    list[Row], list[tuple[str, str]]
+]:
+    """The rows to ask, and the rated calls left out (call id, why): ``rows`` as given, or (None)
+    the rated calls of every version of ``fn`` in the call log, each rebuilt as it was shown."""
+    if rows is not None:
+        return [_given_row(row) for row in rows], []
+    todo: list[Row] = []
     skipped: list[tuple[str, str]] = []
     folder = log_folder(log)
     calls = turn_calls(read_calls(folder))  # the turns they were shown, from the log itself
@@ -110,8 +115,8 @@ def rows_from_log(fn: Any, log: str | os.PathLike[str] | None = None) -> tuple[l
             warn("rated call left out", call=record.id, reason=error.message)
             skipped.append((record.id, error.message))
             continue
-        rows.append(_rated_row(record, history, sections))
-    return rows, skipped
+        todo.append(_rated_row(record, history, sections))
+    return todo, skipped
 
 
 def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list[str]) -> Row:
@@ -126,27 +131,14 @@ def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list
                history=history, sections=sections, replayable=record.replayable)
 
 
-def rows_for(fn: Any, rows: Iterable[Any] | None, log: str | os.PathLike[str] | None) -> tuple[
-    list[Row], list[tuple[str, str]]
-]:
-    """The rows to ask: the ones given, or (None) the rated calls in the call log, with those left out."""
-    if rows is None:
-        return rows_from_log(fn, log)
-    return _given_rows(rows), []
-
-
-def _given_rows(rows: Iterable[Any]) -> list[Row]:
-    out = []
-    for row in rows:
-        if isinstance(row, Row):
-            out.append(row)
-        elif isinstance(row, Mapping) and "inputs" in row:
-            out.append(Row(inputs=dict(row["inputs"]), expected=row.get("expected")))
-        elif isinstance(row, (tuple, list)) and len(row) == 2:
-            out.append(Row(inputs=dict(row[0]), expected=row[1]))
-        else:
-            raise TypeError(f"a row is {{'inputs': {{...}}, 'expected': ...}} or (inputs, expected), not {row!r}")
-    return out
+def _given_row(row: Any) -> Row:
+    if isinstance(row, Row):
+        return row
+    if isinstance(row, Mapping) and "inputs" in row:
+        return Row(inputs=dict(row["inputs"]), expected=row.get("expected"))
+    if isinstance(row, (tuple, list)) and len(row) == 2:
+        return Row(inputs=dict(row[0]), expected=row[1])
+    raise TypeError(f"a row is {{'inputs': {{...}}, 'expected': ...}} or (inputs, expected), not {row!r}")
 
 
 def exact(expected: Any, got: Any) -> bool:
