@@ -15,8 +15,6 @@ from typing import Callable, Iterator, Sequence
 
 import pytest
 
-import functai
-
 from . import layers
 from .calls.records import CallRecord, read_calls
 from .errors import PluginError
@@ -74,7 +72,7 @@ class ScriptedLMFactory:
     ) -> ScriptedLM:
         """Make a ScriptedLM and configure it as the process ``client`` (the latest one wins)."""
         lm = ScriptedLM(replies, reply=reply)
-        functai.configure(client=lm)
+        layers.configure(client=lm)
         self.made.append(lm)
         return lm
 
@@ -184,7 +182,7 @@ class CallLog:
 def call_records(functai_isolated: None, tmp_path: pathlib.Path) -> CallLog:
     """Record the test's calls in a folder of its own and read them back: ``call_records.last().changes``."""
     log = CallLog(tmp_path / "functai-calls")
-    functai.configure(log_calls=str(log.folder))
+    layers.configure(log_calls=str(log.folder))
     return log
 
 

@@ -8,7 +8,6 @@ import os
 import warnings
 from typing import Any, TextIO
 
-from ..builtins import GROUP as BUILTINS_GROUP
 from ..hooks import installed
 from ..hooks.installed import FAILED, GROUP, Installed
 from .common import ai_function, plural, table
@@ -38,8 +37,8 @@ def discover() -> Installed:
         return Installed.discover()
 
 
-def builtins() -> list[dict[str, object]]:
-    found = installed.entry_points(BUILTINS_GROUP)  # looked up when called: a test may replace it
+def builtins(group: str) -> list[dict[str, object]]:
+    found = installed.entry_points(group)  # looked up when called: a test may replace it
     rows = []
     for entry_point in found:
         dist = getattr(entry_point, "dist", None)
@@ -62,9 +61,11 @@ def _state(plugin: dict[str, object]) -> str:
 
 def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
     """List installed plugins with their state; exit 0 even when one failed (a diagnostic)."""
+    from ..builtins import GROUP as BUILTINS  # not loaded for the other commands
+
     found = discover()
     plugins = [{**item.as_dict(), "distribution_version": item.dist_version} for item in found.found]
-    factories = builtins()
+    factories = builtins(BUILTINS)
     if args.json:
         print(json.dumps({"plugins": plugins, "builtins": factories}, indent=2, ensure_ascii=False), file=out)
         return 0
@@ -100,7 +101,7 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
             if item.plugin is not None:
                 print("\n" + item.plugin.describe(), file=out)
     if factories:
-        print(f"\nbuilt-in factories (entry-point group {BUILTINS_GROUP!r}):", file=out)
+        print(f"\nbuilt-in factories (entry-point group {BUILTINS!r}):", file=out)
         rows = [["NAME", "DISTRIBUTION", "VERSION", "ENTRY POINT"]]
         for row in factories:
             note = ""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from ..stores.copy import copy_calls, copy_conversations
 from ..stores.urls import redact
 from .common import CLIError, log_folder, plural, store_folder
 
@@ -27,6 +26,8 @@ def register(commands: Any) -> None:
 
 
 def cmd_store_copy(args: argparse.Namespace, out: TextIO) -> int:
+    from ..stores.copy import copy_conversations  # not loaded for the other commands
+
     store_folder(args.source)  # refuses a source that is not there, rather than copying nothing
     added = copy_conversations(args.source, args.target, args.conversation)
     for name, count in added.items():
@@ -38,6 +39,8 @@ def cmd_store_copy(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_calls_copy(rest: list[str], out: TextIO) -> int:
     """``functai calls copy SRC DST`` (``calls`` keeps its optional FOLDER, so ``copy`` is read there)."""
+    from ..stores.copy import copy_calls  # not loaded for the other commands
+
     if len(rest) != 2:
         raise CLIError("functai calls copy takes SRC and DST", code="usage",
                        hint=f"functai calls copy SRC DST, each {WHERE} (a folder named copy: ./copy)")
