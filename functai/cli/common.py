@@ -125,7 +125,7 @@ def table(rows: list[list[str]], out: TextIO, indent: str = "") -> None:
 
 def history(store: str, conversation: str) -> "History":
     """The records of a conversation folded into its state; refuses one that is not there."""
-    from ..conversations.history import History  # not loaded for the other commands
+    from ..conversations.history import History
 
     check_conversation_id(conversation)
     found = History()

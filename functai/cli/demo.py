@@ -26,7 +26,7 @@ def register(commands: Any) -> None:
 
 
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
-    from ..demo import main as demo  # not loaded for the other commands
+    from ..demo import main as demo
 
     folder_or_url(args.log, "demo", "give --log a folder (it is made when missing)", existing=False)
     try:

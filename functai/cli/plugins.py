@@ -61,7 +61,7 @@ def _state(plugin: dict[str, object]) -> str:
 
 def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
     """List installed plugins with their state; exit 0 even when one failed (a diagnostic)."""
-    from ..builtins import GROUP as BUILTINS  # not loaded for the other commands
+    from ..builtins import GROUP as BUILTINS
 
     found = discover()
     plugins = [{**item.as_dict(), "distribution_version": item.dist_version} for item in found.found]
@@ -115,7 +115,7 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
     """Every plugin a call of the function would run, hook by hook, with its layer."""
-    from ..hooks.explain import explain  # not loaded for the other commands
+    from ..hooks.explain import explain
 
     data = explain(ai_function(args.function))
     if args.json:

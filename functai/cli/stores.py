@@ -26,7 +26,7 @@ def register(commands: Any) -> None:
 
 
 def cmd_store_copy(args: argparse.Namespace, out: TextIO) -> int:
-    from ..stores.copy import copy_conversations  # not loaded for the other commands
+    from ..stores.copy import copy_conversations
 
     store_folder(args.source)  # refuses a source that is not there, rather than copying nothing
     added = copy_conversations(args.source, args.target, args.conversation)
@@ -39,7 +39,7 @@ def cmd_store_copy(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_calls_copy(rest: list[str], out: TextIO) -> int:
     """``functai calls copy SRC DST`` (``calls`` keeps its optional FOLDER, so ``copy`` is read there)."""
-    from ..stores.copy import copy_calls  # not loaded for the other commands
+    from ..stores.copy import copy_calls
 
     if len(rest) != 2:
         raise CLIError("functai calls copy takes SRC and DST", code="usage",
