@@ -87,7 +87,7 @@ def number(kind: Callable[[str], float], low: float, high: float | None = None) 
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {expected}, not {text!r}") from None
-        if value < low or (high is not None and value > high):
+        if not (low <= value and (high is None or value <= high)):  # NaN is in no range
             raise argparse.ArgumentTypeError(f"must be {bounds}, not {text}")
         return value
 
