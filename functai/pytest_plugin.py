@@ -60,10 +60,6 @@ def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 class ScriptedLMFactory:
     """``scripted_lm(replies)`` / ``scripted_lm(reply=fn)``: a ScriptedLM as the process client."""
 
-    def __init__(self) -> None:
-        #: Every ScriptedLM made in this test, oldest first.
-        self.made: list[ScriptedLM] = []
-
     def __call__(
         self,
         replies: Sequence[Scripted] | None = None,
@@ -73,7 +69,6 @@ class ScriptedLMFactory:
         """Make a ScriptedLM and configure it as the process ``client`` (the latest one wins)."""
         lm = ScriptedLM(replies, reply=reply)
         layers.configure(client=lm)
-        self.made.append(lm)
         return lm
 
 

@@ -27,10 +27,6 @@ def register(commands: Any) -> None:
     show.set_defaults(run=cmd_show)
 
 
-def status(record: CallRecord) -> str:
-    return f"error:{record.error.get('code')}" if record.error else "ok"
-
-
 def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
     if args.folder == "copy":
         return cmd_calls_copy(args.more, out)
@@ -49,7 +45,8 @@ def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
     for record in records[-args.limit :]:
         rows.append([
             record.started, record.id, record.path or record.function, record.model or "-",
-            f"{record.seconds:.3f}" if record.seconds is not None else "-", status(record),
+            f"{record.seconds:.3f}" if record.seconds is not None else "-",
+            f"error:{record.error.get('code')}" if record.error else "ok",
             str(len(record.changes)), str(len(record.tool_calls)),
         ])
     table(rows, out)
