@@ -15,9 +15,14 @@ import sys
 from typing import Any, TextIO
 
 import functai
-from functai import Change, FunctAIError, Plugin, ai, tool
-from functai.models.request import Request
-from functai.testing import ScriptedLM, tool_call
+
+from . import Change, FunctAIError, Plugin, ai, tool
+from .cli import main as cli
+from .cli.common import location, table
+from .models.request import Request
+from .stores.opening import open_store
+from .stores.urls import is_url
+from .testing import ScriptedLM, tool_call
 
 NOTES = {"fractions": "A fraction is a part of a whole: 1/2 is one of two equal parts."}
 
@@ -96,8 +101,6 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
     conversation are then kept in that one database, as ``log_calls=`` and
     ``store=`` keep them when both name it.
     """
-    from .stores.urls import is_url
-
     if is_url(folder):
         calls = store = folder
     else:
@@ -161,8 +164,6 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
         latest = summaries[-1]["data"]
         print(f"   compaction folded {latest['turns']} turns into: {latest['text']!r}", file=out)
     print("\n   The conversation, as `functai conversation` shows it:", file=out)
-    from .cli import main as cli
-
     cli(["conversation", store, conversation], out)
     _next_steps(out, folder, calls, record.id, store, conversation)
     return 0
@@ -170,8 +171,6 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
 
 def _fresh_id(store: str) -> str:
     """``demo-1``, ``demo-2`` …: each run starts its own conversation in a kept folder."""
-    from .stores.opening import open_store
-
     taken = set(open_store(store).conversations())
     number = 1
     while f"demo-{number}" in taken:
@@ -189,8 +188,6 @@ def _turn_record(calls: str, conversation: str) -> Any:
 
 
 def _next_steps(out: TextIO, folder: str, calls: str, call: str, store: str | None, conversation: str | None) -> None:
-    from .cli.common import location, table
-
     rows = [
         [f"functai calls {calls}", "# every call, one line each"],
         [f"functai show {call} --log {calls}", "# the first call: what shaped its answer"],

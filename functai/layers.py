@@ -201,12 +201,13 @@ def configure(**settings: Any) -> None:
         _process = Layer.make("configure()", _process, **settings)
 
 
-def reset() -> None:
-    """Forget every ``configure`` setting: back to the process layer the environment gives
-    (tests use this to isolate themselves)."""
+def reset(to: Layer | None = None) -> Layer:
+    """Forget every ``configure`` setting: back to the process layer the environment gives (or
+    ``to``); returns the layer it replaces (tests use this to isolate themselves, then put it back)."""
     global _process
     with _process_lock:
-        _process = from_environment()
+        before, _process = _process, to if to is not None else from_environment()
+    return before
 
 
 class settings:

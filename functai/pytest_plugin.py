@@ -1,38 +1,30 @@
-"""functai's pytest plugin: fixtures for testing plugins and AI functions.
+"""functai's pytest plugin: fixtures for testing plugins and AI functions (docs/writing-plugins.md).
 
 Installed with functai (entry point ``pytest11``), so pytest loads it in every
-project where functai is installed. Importing it therefore only defines
-fixtures: it imports the light ``functai`` package (no model clients, no
-entry-point scan), everything else only when a test asks for a fixture, and
-it changes nothing unless a fixture is used.
-
-- ``functai_isolated``: no process settings, no ``FUNCTAI_LM`` /
-  ``FUNCTAI_LOAD_PLUGINS`` / ``FUNCTAI_DISABLE_PLUGINS``, no installed
-  plugins, and an empty default conversation store for the test; everything
-  as it was afterwards.
-- ``scripted_lm``: ``scripted_lm(["reply", ...])`` or ``scripted_lm(reply=fn)``
-  makes a `functai.testing.ScriptedLM` the process ``client``.
-- ``installed_plugins``: ``installed_plugins(plugin, module, "entry-point", name=module)``
-  makes those the installed plugins (the outermost layer), as pip would.
-- ``call_records``: a fresh ``log_calls`` folder, and its records read back.
-
-Every fixture depends on ``functai_isolated``. See docs/writing-plugins.md.
+project where functai is installed: importing it only defines the fixtures
+(``functai_isolated``, ``scripted_lm``, ``installed_plugins``, ``call_records``;
+each depends on ``functai_isolated``), imports only what ``import functai`` does
+and `functai.testing`, and changes nothing unless a fixture is used.
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeGuard
+from typing import Callable, Iterator, Sequence
 
 import pytest
 
-if TYPE_CHECKING:
-    from .calls.records import CallRecord
-    from .hooks.installed import Installed, InstalledPlugin
-    from .hooks.plugin import Plugin
-    from .models.request import Request
-    from .testing import Scripted, ScriptedLM
+from . import layers
+from .calls.records import CallRecord, read_calls
+from .errors import PluginError
+from .hooks import installed
+from .hooks.adapt import from_hookimpls, load_plugin, looks_like_path
+from .hooks.installed import GROUP, Installed, InstalledPlugin
+from .hooks.plugin import Plugin
+from .models import providers
+from .models.request import Request
+from .testing import Scripted, ScriptedLM
 
 #: Environment variables that would let the machine running the tests change them.
 ENVIRONMENT = ("FUNCTAI_LM", "FUNCTAI_LOAD_PLUGINS", "FUNCTAI_DISABLE_PLUGINS", "FUNCTAI_LOG_CALLS")
@@ -50,33 +42,23 @@ def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     The previous state comes back afterwards, and model clients made during
     the test are closed.
     """
-    from . import layers
-    from .stores import memory
-    from .hooks import installed
-    from .models import providers
+    from .stores import memory  # not loaded by ``import functai``
 
     for name in ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(memory, "shared", memory.MemoryStore())
-    with layers._process_lock:
-        settings_before = layers._process
-    layers.reset()
-    installed_before = installed.use(installed.Installed.of([]))
+    settings_before = layers.reset()
+    installed_before = installed.use(Installed.of([]))
     try:
         yield
     finally:
         installed.use(installed_before)
-        with layers._process_lock:
-            layers._process = settings_before
+        layers.reset(settings_before)
         providers.close_clients()
 
 
 class ScriptedLMFactory:
     """``scripted_lm(replies)`` / ``scripted_lm(reply=fn)``: a ScriptedLM as the process client."""
-
-    def __init__(self) -> None:
-        #: Every ScriptedLM made in this test, oldest first.
-        self.made: list[ScriptedLM] = []
 
     def __call__(
         self,
@@ -85,12 +67,8 @@ class ScriptedLMFactory:
         reply: Callable[[Request], Scripted] | None = None,
     ) -> ScriptedLM:
         """Make a ScriptedLM and configure it as the process ``client`` (the latest one wins)."""
-        import functai
-        from .testing import ScriptedLM
-
         lm = ScriptedLM(replies, reply=reply)
-        functai.configure(client=lm)
-        self.made.append(lm)
+        layers.configure(client=lm)
         return lm
 
 
@@ -120,60 +98,39 @@ class InstalledPluginsFactory:
         They run in the order given. ``installed_plugins()`` installs none.
         Returns the `Installed` set (its ``.found`` has each plugin's state).
         """
-        from .hooks import installed
-
-        found: list[InstalledPlugin] = []
-        for item in plugins:
-            found.append(_entry_point(item) if _is_entry_point_name(item) else _given(_as_plugin(item, None)))
-        for name, item in named.items():
-            found.append(_given(_as_plugin(item, name)))
+        found = [_entry_point(item) if isinstance(item, str) and not looks_like_path(item) else _given(item, None)
+                 for item in plugins]
+        found += [_given(item, name) for name, item in named.items()]
         names = [item.name for item in found]
-        for name in names:
-            if names.count(name) > 1:
-                from .errors import PluginError
-
-                raise PluginError(
-                    f"installed_plugins: two plugins named {name!r}; an entry-point name is one plugin",
-                    code="plugin-name",
-                    plugin=name,
-                )
-        result = installed.Installed(found)
+        twice = [name for name in names if names.count(name) > 1]
+        if twice:
+            raise PluginError(
+                f"installed_plugins: two plugins named {twice[0]!r}; an entry-point name is one plugin",
+                code="plugin-name",
+                plugin=twice[0],
+            )
+        result = Installed(found)
         installed.use(result)
         return result
 
 
-def _is_entry_point_name(item: object) -> TypeGuard[str]:
-    return isinstance(item, str) and not (item.endswith(".py") or "/" in item or os.sep in item)
-
-
-def _as_plugin(item: object, name: str | None) -> Plugin:
-    from .hooks.adapt import from_hookimpls, load_plugin
-    from .hooks.plugin import Plugin
-
+def _given(item: object, name: str | None) -> InstalledPlugin:
+    """A plugin, a plugin file or a module of hookimpls, installed as if pip had (``name``: its entry point)."""
     if isinstance(item, (str, os.PathLike)):
         plugin = load_plugin(item)
     elif isinstance(item, Plugin):
         plugin = item
     else:
-        return from_hookimpls(item, name=name)
+        plugin = from_hookimpls(item, name=name)
     if name is not None and plugin.name != name:
         raise TypeError(
             f"installed_plugins: {name}= gives Plugin {plugin.name!r}; the entry-point name must be the plugin's name"
         )
-    return plugin
-
-
-def _given(plugin: Plugin) -> InstalledPlugin:
-    from .hooks.installed import Installed
-
     return Installed.of([plugin]).found[0]
 
 
 def _entry_point(name: str) -> InstalledPlugin:
-    from .errors import PluginError
-    from .hooks.installed import GROUP, InstalledPlugin, entry_points
-
-    for entry_point in entry_points(GROUP):
+    for entry_point in installed.entry_points(GROUP):  # looked up when called: a test may replace it
         if entry_point.name == name:
             item = InstalledPlugin(entry_point)
             item.load()
@@ -204,8 +161,6 @@ class CallLog:
 
     def read(self) -> list[CallRecord]:
         """Every record so far, oldest first."""
-        from .calls.records import read_calls
-
         return list(read_calls(self.folder))
 
     def last(self) -> CallRecord:
@@ -219,24 +174,11 @@ class CallLog:
 
 
 @pytest.fixture
-def call_records(functai_isolated: None, tmp_path: pathlib.Path) -> Iterator[CallLog]:
+def call_records(functai_isolated: None, tmp_path: pathlib.Path) -> CallLog:
     """Record the test's calls in a folder of its own and read them back: ``call_records.last().changes``."""
-    import functai
-
     log = CallLog(tmp_path / "functai-calls")
-    functai.configure(log_calls=str(log.folder))
-    yield log
-    _close_log(log.folder)
-
-
-def _close_log(folder: pathlib.Path) -> None:
-    """Close the log file functai keeps open for the folder (one per test would pile up)."""
-    from .calls import records
-
-    with records._logs_lock:
-        log = records._logs.pop(os.path.abspath(folder), None)
-    if log is not None:
-        os.close(log.fd)
+    layers.configure(log_calls=str(log.folder))
+    return log
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Se
 
 from .errors import FunctAIError
 from .models.request import Reply, Request
+from .models.samples import sample, sample_input
 
 Scripted = Union[str, Reply, BaseException]
 
@@ -60,7 +61,7 @@ class _OfflineModel:
 
     async def acomplete(self, request: Request) -> Reply:
         if self.delay:
-            import asyncio
+            import asyncio  # only async callers load it (``import functai`` does not)
 
             await asyncio.sleep(self.delay)
         return self._answer(request)
@@ -71,17 +72,13 @@ class _OfflineModel:
 
     def stream(self, request: Request) -> Iterator[Any]:
         """The reply's text in pieces (``str``), then the whole `Reply`."""
-        if self.delay:
-            time.sleep(self.delay)
-        yield from self._pieces(self._answer(request))
+        yield from self._pieces(self.complete(request))
 
     async def astream(self, request: Request) -> AsyncIterator[Any]:
         """`stream` for async code."""
-        import asyncio
+        import asyncio  # only async callers load it (``import functai`` does not)
 
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        for piece in self._pieces(self._answer(request)):
+        for piece in self._pieces(await self.acomplete(request)):
             yield piece
             await asyncio.sleep(0)
 
@@ -170,8 +167,6 @@ class TestModel(_OfflineModel):
     MARK = "functai test model: no model was asked; this answer was made up from the output schema"
 
     def _answer(self, request: Request) -> Reply:
-        from .models.samples import sample, sample_input
-
         due = [t for t in _allowed(request) if t["name"] not in _called_this_turn(request.messages)]
         if due:
             if request.settings.get("parallel_tool_calls") is False:

@@ -8,8 +8,9 @@ import os
 import sys
 import traceback
 import warnings
-from typing import Callable, NoReturn, Sequence, TextIO
+from typing import Any, NoReturn, Sequence, TextIO
 
+from ..errors import FunctAIError
 from .common import INPUT, RUNTIME, CLIError
 
 #: The modules (in this package) whose ``register(commands)`` adds subcommands, in help order.
@@ -47,12 +48,6 @@ def _take_debug(argv: list[str]) -> tuple[list[str], bool]:
     return rest, len(rest) != len(argv)
 
 
-def _report(err: TextIO, code: str, message: str, hint: str | None) -> None:
-    print(f"functai: error [{code}]: {message}", file=err)
-    if hint:
-        print(f"  hint: {hint}", file=err)
-
-
 def _silence_stdout() -> None:
     """After a broken pipe, point stdout at /dev/null so the exit flush cannot fail again."""
     try:
@@ -67,20 +62,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
     out = out or sys.stdout
     err = err or sys.stderr
+
+    def show(message: Warning | str, *where: Any, **more: Any) -> None:
+        """A warning while a command runs, as a ``functai: warning: …`` line (no source line, no path)."""
+        print(f"functai: warning: {str(message).removeprefix('functai: ')}", file=err)
+
     with warnings.catch_warnings():
-        warnings.showwarning = _warnings_to(err)
+        warnings.showwarning = show
         return _run(argv, out, err, debug)
-
-
-def _warnings_to(err: TextIO) -> "Callable[..., None]":
-    """Warnings while a command runs, as ``functai: warning: …`` lines (no source line, no path)."""
-
-    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-             file: TextIO | None = None, line: str | None = None) -> None:
-        text = str(message)
-        print(f"functai: warning: {text.removeprefix('functai: ')}", file=err)
-
-    return show
 
 
 def _run(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
@@ -107,14 +96,14 @@ def _run(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
         code, message, hint, status = _describe(error, debug)
         if debug and hint and "--debug" in hint:
             hint = None
-        _report(err, code, message, hint)
+        print(f"functai: error [{code}]: {message}", file=err)
+        if hint:
+            print(f"  hint: {hint}", file=err)
         return status
 
 
 def _describe(error: Exception, debug: bool) -> tuple[str, str, str | None, int]:
     """The code, message, hint and exit status a failure is reported with."""
-    from ..errors import FunctAIError
-
     if isinstance(error, CLIError):
         return error.code, error.message, error.hint, error.status
     if isinstance(error, FunctAIError):

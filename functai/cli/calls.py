@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from ..calls.records import CallRecord, read_calls
 from .common import LOG_HELP, CLIError, location, log_folder, plural, positive, table
+from .stores import cmd_calls_copy
 
 
 def register(commands: Any) -> None:
@@ -26,14 +27,8 @@ def register(commands: Any) -> None:
     show.set_defaults(run=cmd_show)
 
 
-def status(record: CallRecord) -> str:
-    return f"error:{record.error.get('code')}" if record.error else "ok"
-
-
 def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
     if args.folder == "copy":
-        from .stores import cmd_calls_copy
-
         return cmd_calls_copy(args.more, out)
     if args.more:
         raise CLIError(f"functai calls takes one call log, not {1 + len(args.more)}", code="usage",
@@ -50,7 +45,8 @@ def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
     for record in records[-args.limit :]:
         rows.append([
             record.started, record.id, record.path or record.function, record.model or "-",
-            f"{record.seconds:.3f}" if record.seconds is not None else "-", status(record),
+            f"{record.seconds:.3f}" if record.seconds is not None else "-",
+            f"error:{record.error.get('code')}" if record.error else "ok",
             str(len(record.changes)), str(len(record.tool_calls)),
         ])
     table(rows, out)

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
+
+from ..calls.function import AIFunction
+from ..errors import FunctAIError
+from ..layers import resolve
+from ..stores.opening import open_store
+from ..stores.protocol import check_conversation_id
+from ..stores.urls import is_url, redact, scheme_of, sqlite_path
 
 if TYPE_CHECKING:
     from ..conversations.history import History
@@ -39,64 +48,54 @@ def log_folder(given: str | None, *, existing: bool = True) -> str:
     """
     folder = given or os.environ.get("FUNCTAI_LOG_CALLS") or DEFAULT_LOG
     hint = "give the folder or URL that log_calls= (or FUNCTAI_LOG_CALLS) names; the first logged call makes it"
-    if _is_url(folder):  # a SQLite or PostgreSQL call log (functai.stores)
-        if existing:
-            _no_sqlite_file(folder, "call log", hint)
-        return folder
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise CLIError(f"{folder} is a file, not a call log folder", code="not-a-folder",
-                       hint="give the folder that log_calls= (or FUNCTAI_LOG_CALLS) names")
-    if existing and not os.path.exists(folder):
-        raise CLIError(f"no call log folder {folder}", code="not-found", hint=hint)
-    return folder
+    return folder_or_url(folder, "call log", hint, existing)
 
 
 def store_folder(given: str) -> str:
     """A conversation store folder (or store URL) that exists (a command never creates one by reading it)."""
-    hint = "give the folder or URL passed as store= when the conversation was made"
-    if _is_url(given):
-        _no_sqlite_file(given, "store", hint)
-        return given
-    if not os.path.exists(given):
-        raise CLIError(f"no store folder {given}", code="not-found", hint=hint)
-    if not os.path.isdir(given):
-        raise CLIError(f"{given} is a file, not a store folder", code="not-a-folder", hint=hint)
-    return given
+    return folder_or_url(given, "store", "give the folder or URL passed as store= when the conversation was made")
 
 
-def _no_sqlite_file(url: str, what: str, hint: str) -> None:
-    """Refuse a SQLite URL whose file is not there (``not-found``); other URLs are asked when read."""
-    from ..stores.urls import scheme_of, sqlite_path
-
-    if scheme_of(url) == "sqlite" and not os.path.isfile(sqlite_path(url)):
-        raise CLIError(f"no SQLite {what} {sqlite_path(url)}", code="not-found", hint=hint)
-
-
-def _is_url(text: str) -> bool:
-    from ..stores.urls import is_url
-
-    return is_url(text)
+def folder_or_url(where: str, what: str, hint: str, existing: bool = True) -> str:
+    """``where`` refused when it is a file, or (``existing``) when it is not there: a folder, or
+    the file of a SQLite URL (other URLs are asked when read)."""
+    if is_url(where):
+        if existing and scheme_of(where) == "sqlite" and not os.path.isfile(sqlite_path(where)):
+            raise CLIError(f"no SQLite {what} {sqlite_path(where)}", code="not-found", hint=hint)
+    elif os.path.exists(where) and not os.path.isdir(where):
+        raise CLIError(f"{where} is a file, not a {what} folder", code="not-a-folder", hint=hint)
+    elif existing and not os.path.exists(where):
+        raise CLIError(f"no {what} folder {where}", code="not-found", hint=hint)
+    return where
 
 
 def location(where: str) -> str:
     """A call log or store as messages name it: a folder ends in ``/``; a URL is shown as it is
     (nothing added), without its password."""
-    if _is_url(where):
-        from ..stores.urls import redact
-
+    if is_url(where):
         return redact(where)
     return where if where.endswith(("/", os.sep)) else where + "/"
 
 
-def positive(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def number(kind: Callable[[str], float], low: float, high: float | None = None) -> Callable[[str], Any]:
+    """An argparse type: a number read by ``kind`` (``int``: a whole one) from ``low`` (to ``high``)."""
+    bounds = f"at least {low:g}" if high is None else f"from {low:g} to {high:g}"
+    expected = "a whole number" if kind is int else f"a number {bounds}"
+
+    def read(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, not {text!r}") from None
+        if not (low <= value and (high is None or value <= high)):  # NaN is in no range
+            raise argparse.ArgumentTypeError(f"must be {bounds}, not {text}")
+        return value
+
+    return read
+
+
+#: An argparse type: a whole number of at least 1.
+positive = number(int, 1)
 
 
 def short(value: object, width: int = 60) -> str:
@@ -127,8 +126,6 @@ def table(rows: list[list[str]], out: TextIO, indent: str = "") -> None:
 def history(store: str, conversation: str) -> "History":
     """The records of a conversation folded into its state; refuses one that is not there."""
     from ..conversations.history import History
-    from ..stores.opening import open_store
-    from ..stores.protocol import check_conversation_id
 
     check_conversation_id(conversation)
     found = History()
@@ -140,8 +137,6 @@ def history(store: str, conversation: str) -> "History":
 
 
 def _known(store: str) -> str | None:
-    from ..stores.opening import open_store
-
     names = open_store(store).conversations()
     if not names:
         return "the store holds no conversations"
@@ -151,8 +146,6 @@ def _known(store: str) -> str | None:
 
 def import_program(reference: str, what: str = "function") -> Any:
     """The object ``MODULE:NAME`` names, importable from the current folder; refuses clearly."""
-    import importlib
-
     module_name, colon, qualname = reference.rpartition(":")  # the last colon: a Windows path has one too
     if not colon or not module_name or not qualname or not all(qualname.split(".")):
         raise CLIError(f"{reference!r} is not MODULE:{what.upper()}", code="usage",
@@ -182,8 +175,6 @@ def import_program(reference: str, what: str = "function") -> Any:
 def load_script(path: str) -> Any:
     """A script file loaded as a module named after it (not ``__main__``: its
     ``if __name__ == "__main__":`` block does not run), its folder importable as when run."""
-    import importlib.util
-
     if not os.path.isfile(path):
         raise CLIError(f"no script {path}", code="not-found", hint="give the path of the .py file that defines it")
     stem = os.path.splitext(os.path.basename(path))[0]
@@ -201,8 +192,6 @@ def load_script(path: str) -> Any:
 
 def ai_function(reference: str) -> Any:
     """The AI function ``MODULE:FUNCTION`` (or ``path/to/script.py:FUNCTION``) names."""
-    from ..calls.function import AIFunction
-
     found = import_program(reference)
     if not isinstance(found, AIFunction):
         raise CLIError(f"{reference} is a {type(found).__name__}, not an AI function (made with @ai)",
@@ -216,9 +205,6 @@ def require_model(fn: Any) -> None:
     The same layers a call resolves, without sending anything: a model given
     by ``lm``/``client`` in any layer or by ``FUNCTAI_LM``.
     """
-    from ..errors import FunctAIError
-    from ..layers import resolve
-
     values = resolve(fn.own).values
     if values.get("client") is not None or values.get("lm") or os.environ.get("FUNCTAI_LM"):
         return

@@ -7,6 +7,8 @@ import argparse
 import warnings
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..errors import FunctAIError, Waiting
+from ..stores.opening import open_store
 from .common import RUNTIME, CLIError, ai_function, history, plural, require_model, short, store_folder
 
 if TYPE_CHECKING:
@@ -15,8 +17,7 @@ if TYPE_CHECKING:
 
 def register(commands: Any) -> None:
     conversation = commands.add_parser("conversation", help="a conversation's turn tree, with states and entries")
-    conversation.add_argument("store", help="the store: a folder or a sqlite:/postgresql: URL")
-    conversation.add_argument("id", help="the conversation id")
+    _conversation_arguments(conversation)
     conversation.set_defaults(run=cmd_conversation)
 
     approve = commands.add_parser(
@@ -24,12 +25,8 @@ def register(commands: Any) -> None:
         description="Answer every waiting turn's approvals and resume it. Exit status: 0 answered and done, "
         "1 a turn failed, 2 bad input, 3 a turn waits again.",
     )
-    approve.add_argument("store", help="the store: a folder or a sqlite:/postgresql: URL")
-    approve.add_argument("id", help="the conversation id")
+    _conversation_arguments(approve, by="who answers (kept with the answer)")
     approve.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
-    approve.add_argument("--by", help="who answers (kept with the answer)")
-    approve.add_argument("--function", metavar="PATH.py:NAME",
-                         help="the conversation's function, for one a script made (recorded as __main__:NAME)")
     approve.set_defaults(run=cmd_approve)
 
     resume = commands.add_parser(
@@ -38,17 +35,23 @@ def register(commands: Any) -> None:
         "a result are not run again unless named with --rerun — or abandon them with --abandon. Exit status: "
         "0 done, 1 a turn failed or nothing is interrupted, 2 bad input, 3 a turn waits for an approval.",
     )
-    resume.add_argument("store", help="the store folder")
-    resume.add_argument("id", help="the conversation id")
+    _conversation_arguments(resume, by="who abandons (kept with the record)")
     how = resume.add_mutually_exclusive_group()
     how.add_argument("--abandon", metavar="REASON", nargs="?", const="",
                      help="abandon them instead (with a reason); needs no model and no importable function")
     how.add_argument("--rerun", metavar="TOOL", action="append", default=[],
                      help="run this tool again: one that started without a recorded result (repeatable)")
-    resume.add_argument("--by", help="who abandons (kept with the record)")
-    resume.add_argument("--function", metavar="PATH.py:NAME",
-                        help="the conversation's function, for one a script made (recorded as __main__:NAME)")
     resume.set_defaults(run=cmd_resume)
+
+
+def _conversation_arguments(command: argparse.ArgumentParser, by: str | None = None) -> None:
+    """STORE and ID; with ``by`` (its help), also ``--by`` and ``--function`` of a command that resumes turns."""
+    command.add_argument("store", help="the store: a folder or a sqlite:/postgresql: URL")
+    command.add_argument("id", help="the conversation id")
+    if by is not None:
+        command.add_argument("--by", help=by)
+        command.add_argument("--function", metavar="PATH.py:NAME",
+                             help="the conversation's function, for one a script made (recorded as __main__:NAME)")
 
 
 def _state(turn: Any) -> tuple[str, str | None]:
@@ -95,8 +98,7 @@ def tree(found: "History", out: TextIO) -> None:
 
 def skipped_lines(store: str, conversation: str, found: "History") -> list[tuple[str, str]]:
     """The lines of a conversation that could not be used, ``(<file>:<line>, reason)``, in file order."""
-    from ..conversations.conversation import record_place
-    from ..stores.opening import open_store
+    from ..conversations.context import record_place
 
     opened = open_store(store_folder(store))
     skipped = getattr(opened, "skipped", None)
@@ -160,16 +162,7 @@ def conversation_function(args: argparse.Namespace, found: "History", fallback: 
     return program
 
 
-def _answer(turn: Any, args: argparse.Namespace) -> None:
-    if args.deny is not None:
-        turn.deny(reason=args.deny or None, by=args.by)
-    else:
-        turn.approve(by=args.by)
-
-
 def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
-    from ..errors import FunctAIError, Waiting
-
     found = history(args.store, args.id)
     if not any(turn.state == "waiting" for turn in found.turns.values()):
         raise CLIError(f"nothing waits in conversation {args.id!r}", code="nothing-waiting", status=RUNTIME,
@@ -183,7 +176,10 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
     failures: list[tuple[str, FunctAIError]] = []
     for turn in waiting:
         try:
-            _answer(turn, args)
+            if args.deny is not None:
+                turn.deny(reason=args.deny or None, by=args.by)
+            else:
+                turn.approve(by=args.by)
         except FunctAIError as error:
             if error.code != "approval-answered":
                 raise
@@ -225,8 +221,6 @@ def _check_rerun(found: "History", interrupted: list[str], rerun: list[str]) -> 
 
 def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     from ..conversations import held
-    from ..stores.opening import open_store
-    from ..errors import FunctAIError, Waiting
 
     found = history(args.store, args.id)
     store = open_store(args.store)

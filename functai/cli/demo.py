@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any, TextIO
+
+from ..errors import FunctAIError
+from .common import RUNTIME, CLIError, folder_or_url
 
 DEFAULT_FOLDER = "functai-demo"
 
@@ -22,16 +26,9 @@ def register(commands: Any) -> None:
 
 
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
-    import os
-
     from ..demo import main as demo
-    from ..errors import FunctAIError
-    from ..stores.urls import is_url
-    from .common import RUNTIME, CLIError
 
-    if not is_url(args.log) and os.path.exists(args.log) and not os.path.isdir(args.log):
-        raise CLIError(f"{args.log} is a file, not a folder", code="not-a-folder",
-                       hint="give --log a folder (it is made when missing)")
+    folder_or_url(args.log, "demo", "give --log a folder (it is made when missing)", existing=False)
     try:
         return demo(out, folder=args.log)
     except FunctAIError as error:

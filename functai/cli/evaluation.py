@@ -6,21 +6,12 @@ import argparse
 import json
 from typing import Any, TextIO
 
+from ..calls.outputs import describe, read_output
 from ..calls.records import CallRecord
+from ..errors import OutputError
 from ..stores.protocol import json_kind
 from .calls import find
-from .common import (
-    LOG_HELP,
-    RUNTIME,
-    CLIError,
-    ai_function,
-    import_program,
-    log_folder,
-    plural,
-    positive,
-    require_model,
-    short,
-)
+from .common import LOG_HELP, RUNTIME, CLIError, ai_function, log_folder, number, plural, positive, require_model, short
 
 
 def register(commands: Any) -> None:
@@ -38,7 +29,7 @@ def register(commands: Any) -> None:
     evaluate.add_argument("function", help="MODULE:FUNCTION (importable from here)")
     evaluate.add_argument("--log", help=LOG_HELP)
     evaluate.add_argument("--workers", type=positive, default=None, help="rows asked at once (default 4)")
-    evaluate.add_argument("--min-score", type=fraction, default=None, metavar="SCORE",
+    evaluate.add_argument("--min-score", type=number(float, 0, 1), default=None, metavar="SCORE",
                           help="exit 1 when the score is below SCORE (0 to 1); without it a low score exits 0")
     evaluate.set_defaults(run=cmd_evaluate)
 
@@ -64,9 +55,6 @@ def _correction(record: CallRecord, text: str) -> Any:
     the function's when ``MODULE:FUNCTION`` imports from here, else the kind
     of JSON value the call recorded (text when nothing tells).
     """
-    from ..calls.outputs import describe, read_output
-    from ..errors import OutputError
-
     fn = _function_of(record)
     if fn is not None:
         try:
@@ -93,18 +81,14 @@ def _correction(record: CallRecord, text: str) -> Any:
     return value
 
 
-
 def _function_of(record: CallRecord) -> Any:
     """The AI function that made ``record``, when it imports from here (quietly None when not)."""
-    from ..calls.function import AIFunction
-
     if not record.module or record.module == "__main__":
         return None
     try:
-        found = import_program(f"{record.module}:{record.function}")
+        return ai_function(f"{record.module}:{record.function}")
     except CLIError:
         return None
-    return found if isinstance(found, AIFunction) else None
 
 
 def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
@@ -127,14 +111,3 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError(f"the score {result.score:.3f} is below --min-score {args.min_score:g}", code="min-score",
                        status=RUNTIME)
     return 0
-
-
-def fraction(text: str) -> float:
-    """An argparse type: a number from 0 to 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, not {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 1, not {text}")
-    return value

@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import TYPE_CHECKING, Any, TextIO
+import warnings
+from typing import Any, TextIO
 
-from .common import plural, table
-
-if TYPE_CHECKING:
-    from ..hooks.installed import Installed
-
-BUILTINS_GROUP = "functai.builtins"
+from ..hooks import installed
+from ..hooks.installed import FAILED, GROUP, Installed
+from .common import ai_function, plural, table
 
 
 def register(commands: Any) -> None:
@@ -28,25 +26,19 @@ def register(commands: Any) -> None:
     explain.set_defaults(run=cmd_explain)
 
 
-def discover() -> "Installed":
+def discover() -> Installed:
     """A fresh discovery (not the process's cached one).
 
     A plugin that fails to load is warned about; the listing says the same,
     so the warning is not repeated.
     """
-    import warnings
-
-    from ..hooks.installed import Installed
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return Installed.discover()
 
 
-def builtins() -> list[dict[str, object]]:
-    from ..hooks.installed import entry_points
-
-    found = entry_points(BUILTINS_GROUP)
+def builtins(group: str) -> list[dict[str, object]]:
+    found = installed.entry_points(group)  # looked up when called: a test may replace it
     rows = []
     for entry_point in found:
         dist = getattr(entry_point, "dist", None)
@@ -69,15 +61,11 @@ def _state(plugin: dict[str, object]) -> str:
 
 def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
     """List installed plugins with their state; exit 0 even when one failed (a diagnostic)."""
-    from ..hooks.installed import FAILED, GROUP
+    from ..builtins import GROUP as BUILTINS
 
     found = discover()
-    plugins = []
-    for item in found.found:
-        data = item.as_dict()
-        data["distribution_version"] = item.dist_version
-        plugins.append(data)
-    factories = builtins()
+    plugins = [{**item.as_dict(), "distribution_version": item.dist_version} for item in found.found]
+    factories = builtins(BUILTINS)
     if args.json:
         print(json.dumps({"plugins": plugins, "builtins": factories}, indent=2, ensure_ascii=False), file=out)
         return 0
@@ -113,7 +101,7 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
             if item.plugin is not None:
                 print("\n" + item.plugin.describe(), file=out)
     if factories:
-        print(f"\nbuilt-in factories (entry-point group {BUILTINS_GROUP!r}):", file=out)
+        print(f"\nbuilt-in factories (entry-point group {BUILTINS!r}):", file=out)
         rows = [["NAME", "DISTRIBUTION", "VERSION", "ENTRY POINT"]]
         for row in factories:
             note = ""
@@ -128,8 +116,6 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
     """Every plugin a call of the function would run, hook by hook, with its layer."""
     from ..hooks.explain import explain
-
-    from .common import ai_function
 
     data = explain(ai_function(args.function))
     if args.json:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from .common import CLIError, plural
+from ..stores.urls import redact
+from .common import CLIError, log_folder, plural, store_folder
 
 WHERE = "a folder, a SQLite file or URL (sqlite:///…), a postgresql:// URL"
 
@@ -26,8 +27,6 @@ def register(commands: Any) -> None:
 
 def cmd_store_copy(args: argparse.Namespace, out: TextIO) -> int:
     from ..stores.copy import copy_conversations
-    from ..stores.urls import redact
-    from .common import store_folder
 
     store_folder(args.source)  # refuses a source that is not there, rather than copying nothing
     added = copy_conversations(args.source, args.target, args.conversation)
@@ -41,8 +40,6 @@ def cmd_store_copy(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_calls_copy(rest: list[str], out: TextIO) -> int:
     """``functai calls copy SRC DST`` (``calls`` keeps its optional FOLDER, so ``copy`` is read there)."""
     from ..stores.copy import copy_calls
-    from ..stores.urls import redact
-    from .common import log_folder
 
     if len(rest) != 2:
         raise CLIError("functai calls copy takes SRC and DST", code="usage",

@@ -23,22 +23,11 @@ from ..calls.scope import current_turn
 from ..errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError
 from ..layers import current_values
 from ..log import warn
-from .ratings import _log_folder
+from .ratings import log_folder
 from .replay import NotReplayable, ReplayedTurn, shown, turn_calls
 
 #: ``metric(expected, got) -> bool | float`` (1.0 / True is a pass).
 Metric = Callable[[Any, Any], Any]
-
-
-def could_not_use_model(error: BaseException) -> bool:
-    """Whether ``error`` says the model could not be used at all, so a row it failed measured an
-    outage or a setting, not the function: no model could be set up (`ModelConfigError`), or the
-    client got no reply (any `ModelError` — unreachable, an HTTP error such as a refused key, not
-    the protocol, and any code added later). A reply that is not an answer (`NonAnswerError`:
-    refused, filtered, cut, empty) came from a usable model: it is the function's result."""
-    if isinstance(error, ModelConfigError):
-        return True
-    return isinstance(error, ModelError) and not isinstance(error, NonAnswerError)
 
 
 @attrs.frozen
@@ -70,7 +59,7 @@ class RowResult:
     error: str | None = None
     #: The failed call's error code (``model-http``, ``output-invalid`` …).
     code: str | None = None
-    #: The call failed because the model could not be used (`could_not_use_model`).
+    #: The call failed because the model could not be used (no reply, or no model set up).
     model_unusable: bool = False
 
 
@@ -86,7 +75,7 @@ class Evaluation:
 
     @property
     def model_failures(self) -> list[RowResult]:
-        """The rows that failed because the model could not be used (see `could_not_use_model`)."""
+        """The rows that failed because the model could not be used (no reply, or no model set up)."""
         return [row for row in self.rows if row.model_unusable]
 
     def table(self) -> str:
@@ -108,11 +97,16 @@ def _short(value: Any, width: int = 24) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def rows_from_log(fn: Any, log: str | os.PathLike[str] | None = None) -> tuple[list[Row], list[tuple[str, str]]]:
-    """The rated calls of every version of ``fn`` in the call log, rebuilt as rows."""
-    rows: list[Row] = []
+def rows_for(fn: Any, rows: Iterable[Any] | None, log: str | os.PathLike[str] | None) -> tuple[
+    list[Row], list[tuple[str, str]]
+]:
+    """The rows to ask, and the rated calls left out (call id, why): ``rows`` as given, or (None)
+    the rated calls of every version of ``fn`` in the call log, each rebuilt as it was shown."""
+    if rows is not None:
+        return [_given_row(row) for row in rows], []
+    todo: list[Row] = []
     skipped: list[tuple[str, str]] = []
-    folder = _log_folder(log)
+    folder = log_folder(log)
     calls = turn_calls(read_calls(folder))  # the turns they were shown, from the log itself
     for record in read_calls(folder, rated=True, function=fn):
         try:
@@ -121,8 +115,8 @@ def rows_from_log(fn: Any, log: str | os.PathLike[str] | None = None) -> tuple[l
             warn("rated call left out", call=record.id, reason=error.message)
             skipped.append((record.id, error.message))
             continue
-        rows.append(_rated_row(record, history, sections))
-    return rows, skipped
+        todo.append(_rated_row(record, history, sections))
+    return todo, skipped
 
 
 def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list[str]) -> Row:
@@ -137,18 +131,14 @@ def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list
                history=history, sections=sections, replayable=record.replayable)
 
 
-def _given_rows(rows: Iterable[Any]) -> list[Row]:
-    out = []
-    for row in rows:
-        if isinstance(row, Row):
-            out.append(row)
-        elif isinstance(row, Mapping) and "inputs" in row:
-            out.append(Row(inputs=dict(row["inputs"]), expected=row.get("expected")))
-        elif isinstance(row, (tuple, list)) and len(row) == 2:
-            out.append(Row(inputs=dict(row[0]), expected=row[1]))
-        else:
-            raise TypeError(f"a row is {{'inputs': {{...}}, 'expected': ...}} or (inputs, expected), not {row!r}")
-    return out
+def _given_row(row: Any) -> Row:
+    if isinstance(row, Row):
+        return row
+    if isinstance(row, Mapping) and "inputs" in row:
+        return Row(inputs=dict(row["inputs"]), expected=row.get("expected"))
+    if isinstance(row, (tuple, list)) and len(row) == 2:
+        return Row(inputs=dict(row[0]), expected=row[1])
+    raise TypeError(f"a row is {{'inputs': {{...}}, 'expected': ...}} or (inputs, expected), not {row!r}")
 
 
 def exact(expected: Any, got: Any) -> bool:
@@ -183,8 +173,13 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
         got, record = fn.run(**row.inputs)
     except FunctAIError as error:
         record_id = error.record.id if error.record is not None else None
+        # No model could be set up, or the client got no reply (unreachable, an HTTP error such as a refused
+        # key): the row measured an outage, not the function. A reply that is not an answer came from a model.
+        unusable = isinstance(error, ModelConfigError) or (
+            isinstance(error, ModelError) and not isinstance(error, NonAnswerError)
+        )
         return RowResult(row.inputs, row.expected, None, 0.0, record_id, row.record, f"{error.code}: {error.message}",
-                         error.code, could_not_use_model(error))
+                         error.code, unusable)
     except Exception as error:
         return RowResult(row.inputs, row.expected, None, 0.0, None, row.record, f"{type(error).__name__}: {error}")
     finally:
@@ -252,11 +247,7 @@ def evaluate(
     on ``progress_to`` (default ``sys.stderr``) when ``progress`` is true, or
     when it is None and that stream is a terminal.
     """
-    skipped: list[tuple[str, str]] = []
-    if rows is None:
-        todo, skipped = rows_from_log(fn, log)
-    else:
-        todo = _given_rows(rows)
+    todo, skipped = rows_for(fn, rows, log)
     count = workers or current_values().get("workers") or 4
     bar = _Progress(len(todo), f"evaluating {fn.name}", progress, progress_to)
 

@@ -15,7 +15,7 @@ import attrs
 
 from ..calls.function import AIFunction, ai
 from ..calls.outputs import to_jsonable
-from .evaluate import Evaluation, Metric, Row, evaluate, rows_from_log
+from .evaluate import Evaluation, Metric, evaluate, rows_for
 
 
 @attrs.frozen
@@ -68,18 +68,18 @@ def optimize(
     itself when no candidate beats it), with the scores of every candidate."""
     if not isinstance(fn, AIFunction):
         raise TypeError(f"optimize() takes an AI function, not {fn!r}")
-    if rows is None:
-        todo, _ = rows_from_log(fn, log)
-    else:
-        todo = list(rows)
-    baseline_eval = evaluate(fn, todo, metric, workers=workers, progress=progress, progress_to=progress_to)
-    baseline = Candidate(fn.instruction, baseline_eval.score, baseline_eval)
-    rows_by_record = {row.record: row for row in todo if isinstance(row, Row)}
+    todo, _ = rows_for(fn, rows, log)
+
+    def measure(variant: AIFunction, instruction: str) -> Candidate:
+        result = evaluate(variant, todo, metric, workers=workers, progress=progress, progress_to=progress_to)
+        return Candidate(instruction, result.score, result)
+
+    baseline = measure(fn, fn.instruction)
     results = [  # the teacher's worked examples: never a call whose request a plugin replaced
         {"inputs": to_jsonable(dict(r.inputs)), "expected": to_jsonable(r.expected), "got": to_jsonable(r.got),
          "passed": r.passed >= 1}
-        for r in baseline_eval.rows
-        if r.record is None or rows_by_record.get(r.record, Row(inputs={})).replayable
+        for row, r in zip(todo, baseline.evaluation.rows)
+        if row.replayable
     ]
     proposals = _teacher(teacher_lm)(instruction=fn.instruction, results=results, count=candidates)
     scored: list[Candidate] = []
@@ -88,8 +88,7 @@ def optimize(
         if text == fn.instruction:
             continue
         variant = fn.with_instruction(text)
-        result = evaluate(variant, todo, metric, workers=workers, progress=progress, progress_to=progress_to)
-        scored.append(Candidate(text, result.score, result))
-        if result.score > best_score:
-            best, best_score = variant, result.score
+        scored.append(measure(variant, text))
+        if scored[-1].score > best_score:
+            best, best_score = variant, scored[-1].score
     return Optimization(best=best, baseline=baseline, candidates=scored)

@@ -44,7 +44,7 @@ class Rating:
     at: str = ""
 
 
-def _log_folder(log: str | os.PathLike[str] | None) -> str:
+def log_folder(log: str | os.PathLike[str] | None) -> str:
     folder = log if log is not None else current_values().get("log_calls")
     if not folder:
         raise FunctAIError(
@@ -69,7 +69,7 @@ def rate(
     call_id = record_or_id.id if isinstance(record_or_id, CallRecord) else record_or_id
     if not isinstance(call_id, str) or not call_id:
         raise TypeError(f"rate() takes a call record or a call id, not {record_or_id!r}")
-    folder = _log_folder(log)
+    folder = log_folder(log)
     if not any(record.id == call_id for record in read_calls(folder)):
         where = redact(folder) if is_log_url(folder) else os.path.join(folder, LOG_FILE)
         raise FunctAIError(

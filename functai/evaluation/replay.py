@@ -15,9 +15,11 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..calls.records import CallRecord
+from ..conversations.history import History
 from ..errors import FunctAIError
 from ..layers import EMPTY
 from ..models.request import Client, Reply, Request
+from ..stores.opening import open_reference
 
 
 class NotReplayable(FunctAIError):
@@ -106,31 +108,21 @@ def _from_log(record: CallRecord, calls: Mapping[tuple[str, str], CallRecord]) -
     or ``{"last": n, "drop": [...]}`` — the ``n`` turns before it on its
     branch (every parent is a done turn, so that is ``n`` parent steps).
     """
-    from ..conversations.history import History
-
     conversation = record.conversation or {}
     name, raw = conversation["id"], conversation["shown"]
     if isinstance(raw, list):
         ids = [str(turn_id) for turn_id in raw]
-        found = [calls.get((name, turn_id)) for turn_id in ids]
     else:
-        ids, found, turn_id = [], [], conversation.get("parent")
+        ids, turn_id = [], conversation.get("parent")
         for _ in range(int(raw.get("last", 0))):
-            if turn_id is None:
+            if turn_id is None or (name, turn_id) not in calls:
                 return None
-            item = calls.get((name, turn_id))
-            if item is None:
-                return None
-            ids.append(turn_id)
-            found.append(item)
-            turn_id = (item.conversation or {}).get("parent")
-        ids.reverse()
-        found.reverse()
+            ids.insert(0, turn_id)
+            turn_id = (calls[(name, turn_id)].conversation or {}).get("parent")
         drop = set(raw.get("drop") or ())
-        kept = [(t, item) for t, item in zip(ids, found) if t not in drop]
-        ids, found = [t for t, _ in kept], [item for _, item in kept]
-    logged = [item for item in found if item is not None]
-    if len(logged) < len(found):
+        ids = [t for t in ids if t not in drop]
+    logged = [calls[(name, turn_id)] for turn_id in ids if (name, turn_id) in calls]
+    if len(logged) < len(ids):
         return None
     history = History()
     for turn_id, item in zip(ids, logged):
@@ -161,9 +153,6 @@ def shown(
         messages = _from_log(record, calls)
         if messages is not None:
             return messages, list(record.sections or [])
-    from ..conversations.history import History
-    from ..stores.opening import open_reference
-
     reference = conversation.get("store")
     if not reference:
         raise NotReplayable(f"call {record.id}: its conversation's store cannot be opened again")

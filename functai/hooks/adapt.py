@@ -184,7 +184,7 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
     return plugin
 
 
-def _looks_like_path(item: str) -> bool:
+def looks_like_path(item: str) -> bool:
     return item.endswith(".py") or os.sep in item or "/" in item
 
 
@@ -212,7 +212,7 @@ def as_plugins(value: object, where: str) -> tuple[Plugin, ...]:
             plugin = item
         elif isinstance(item, (str, os.PathLike)):
             text = os.fspath(item)
-            plugin = load_plugin(text) if _looks_like_path(text) else installed_plugin(text)
+            plugin = load_plugin(text) if looks_like_path(text) else installed_plugin(text)
         elif item is None or isinstance(item, (int, float, bool, dict, list, tuple, set)):
             raise TypeError(f"plugins ({where}): {item!r} is not a plugin, a module with hookimpls, or a path")
         else:
