@@ -131,9 +131,7 @@ def encode(record: CallRecord) -> bytes:
     usage = r.usage
     tools = r.tool_calls
     conversation = r.conversation
-    changes = r._changes_raw
-    if changes:
-        changes = r.changes  # its entries made (see records: the engine may have left them as tuples)
+    changes = r.changes
     heard = r.heard
     rating = r.rating
     if unsure or (seconds is not None and (type(seconds) is not float or seconds - seconds)) \

@@ -53,13 +53,6 @@ async def _until_done(awaitable: Any, event: Any, started: int) -> Any:
         _note(event, started)
 
 
-def stamp(entry: dict[str, Any], handler: Callable[[Any], Any], event: Any) -> dict[str, Any]:
-    """``entry`` (a change about to be recorded) with the handler's ``µs`` when it was timed."""
-    if handler.__class__ is Timed:
-        entry["µs"] = event._us
-    return entry
-
-
 _lock = threading.Lock()
 _timed: dict[int, tuple[Plan, Plan]] = {}
 
