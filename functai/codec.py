@@ -1,24 +1,18 @@
 """Strict JSON for what functai writes and reads back: call records, the call log, ratings, stores.
 
-msgspec does the encoding and decoding (chosen over orjson and the standard
-library, with figures, in docs/performance.md, "JSON codec"): it is about ten
-times faster than ``json`` and exact for integers of any size in both
-directions (orjson refuses to write an integer beyond 64 bits and reads one
-back as a float). It is imported on first use, not with this module.
+msgspec encodes and decodes (docs/performance.md, "JSON codec", says why): it
+is exact for integers of any size both ways. It is imported on first use.
 
-Written: compact JSON in UTF-8; keys in insertion order; text as UTF-8
-(a lone surrogate, which UTF-8 cannot hold, is escaped as ``\\udXXX``);
-integers of any size; never ``NaN`` or ``Infinity`` (see `dumps`).
-Anything that is not JSON data is written as msgspec writes it — dataclasses
-and attrs classes as objects, enums as their value, datetimes as ISO 8601,
-sets and tuples as arrays, bytes as base64 — or else as ``str(obj)``;
-a dict key that is not text is written as text (``True`` as ``"true"``,
-``None`` as ``"null"``, as the standard library does).
+Written: compact JSON in UTF-8, keys in insertion order, a lone surrogate
+escaped as ``\\udXXX``, never ``NaN`` or ``Infinity`` (see `dumps`). What is
+not JSON data is written as msgspec writes it (dataclasses and attrs classes
+as objects, enums as their value, datetimes as ISO 8601, sets and tuples as
+arrays, bytes as base64), else as ``str(obj)``; a dict key that is not text as
+text (``True`` as ``"true"``, as the standard library does).
 
 Read: JSON. Input msgspec refuses is read again by ``json.loads``, so what
-older versions wrote (``NaN``, ``Infinity``, a UTF-8 byte-order mark, an
-escaped lone surrogate, a number beyond a float's range) still reads as it
-did; what neither reads raises ``ValueError``.
+older versions wrote (``NaN``, a byte-order mark, an escaped lone surrogate)
+still reads; what neither reads raises ``ValueError``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ a handler from changing anything except by returning a Change.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 
 class Memory(Protocol):
@@ -47,6 +47,9 @@ class Event:
     #: Whose handler runs, and where its entries are kept: read here until the engine sets them.
     _plugin: str | None = None
     _memory: Memory | None = None
+
+    if TYPE_CHECKING:  # the fields, named by each class's ``_fields``
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -109,6 +112,7 @@ class CallEvent(_Remembers):
         "function", "program", "inputs", "instruction", "sections", "lm", "settings",
         "tools", "all_tools", "path", "conversation", "turn",
     )
+
     @property
     def inputs(self) -> Mapping[str, Any]:
         """The call's inputs by name, read-only (the view is made only for a handler that reads them)."""
@@ -165,22 +169,6 @@ def frozen(value: Any) -> Any:
     return value
 
 
-#: Values `frozen` gives back as they are (a record's text, numbers and flags): read without a call.
-_AS_IS = frozenset({str, int, float, bool, type(None)})
-
-
-def _reader(name: str) -> Callable[["RecordView"], Any]:
-    def read(view: "RecordView") -> Any:
-        value = getattr(view._record, name)
-        if value.__class__ in _AS_IS:
-            return value
-        if value.__class__ is list and not value:  # no tool calls, no changes: the usual record
-            return ()
-        return frozen(value)
-
-    return read
-
-
 class RecordView:
     """A call record that a hearing handler can read but not change.
 
@@ -196,11 +184,7 @@ class RecordView:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        value = getattr(self._record, name)  # an unknown name raises AttributeError here
-        # Reached only after the usual lookup failed, which costs a raised AttributeError each time:
-        # the field gets a property on the class, so every later read goes straight to it.
-        setattr(RecordView, name, property(_reader(name)))
-        return frozen(value)
+        return frozen(getattr(self._record, name))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"the record a call_end handler is given is read-only ({name!r})")

@@ -168,7 +168,7 @@ def fold_part(
                     data = event.__dict__
                 added = given["sections"]
                 data["sections"] = data["sections"] + added
-                change = {"sections": list(added)}  # to_data() inline: the usual change, on every call
+                change = {"sections": [*added]}  # to_data() inline: the usual change, on every call
             elif given.keys() <= allowed:
                 apply(plugin, result, event)
                 change = result.to_data()

@@ -61,18 +61,9 @@ def _jsonable(value: Any, seen: set[int]) -> Any:
             except TypeError:
                 pass
             return items
-        if is_dataclass(t) and not isinstance(value, type):
-            import dataclasses
-
-            return {f.name: _jsonable(getattr(value, f.name), seen) for f in dataclasses.fields(value)}
-        if attrs.has(t):
-            out = {}
-            for a in attrs.fields(t):
-                try:
-                    out[a.name] = _jsonable(getattr(value, a.name), seen)
-                except AttributeError:  # an init=False field never set
-                    continue
-            return out
+        fields = _fields(value)
+        if fields is not None:
+            return {name: _jsonable(item, seen) for name, item in fields.items()}
         if is_pydantic(t) and hasattr(value, "model_dump"):
             try:
                 return value.model_dump(mode="json")
@@ -114,7 +105,7 @@ def non_finite_as_text(value: Any, found: list[str]) -> Any:
 
 def _finite(value: Any, at: Any, places: list[Any]) -> Any:
     """``value`` with its non-finite floats as text (a new container only where one changed);
-    ``at`` is where it is, as ``(parent, key, is_index)`` links, made only for containers."""
+    ``at`` is where it is, as ``(parent, key, is_index)`` links (`_place` spells one out)."""
     t = type(value)
     if t is str or t is int or t is bool or value is None:
         return value
@@ -133,11 +124,11 @@ def _finite(value: Any, at: Any, places: list[Any]) -> Any:
         return value if changed is None else changed
     if isinstance(value, (list, tuple, set, frozenset)):
         items = list(value)
-        changed = False
+        differs = False
         for index, item in enumerate(items):
             new = items[index] = _finite(item, (at, index, True), places)
-            changed = changed or new is not item
-        return items if changed else value
+            differs = differs or new is not item
+        return items if differs else value
     fields = _fields(value)
     if fields is None:
         return value
@@ -157,7 +148,7 @@ def _fields(value: Any) -> dict[str, Any] | None:
         names = [a.name for a in attrs.fields(cls)]
     if names is None:
         return None
-    return {name: getattr(value, name) for name in names if hasattr(value, name)}
+    return {name: getattr(value, name) for name in names if hasattr(value, name)}  # not an init=False one never set
 
 
 def _place(at: Any) -> str:
