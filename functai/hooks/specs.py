@@ -189,3 +189,8 @@ def turn_end(turn):  # type: ignore[no-untyped-def]
 HOOKS: tuple[str, ...] = tuple(
     name for name, value in list(globals().items()) if callable(value) and hasattr(value, "functai_spec")
 )
+
+#: The one argument each hook's handler is given, by hook.
+ARGUMENT: dict[str, str] = {
+    name: globals()[name].__code__.co_varnames[0] for name in HOOKS
+}
