@@ -230,13 +230,9 @@ def call_records(functai_isolated: None, tmp_path: pathlib.Path) -> Iterator[Cal
 
 
 def _close_log(folder: pathlib.Path) -> None:
-    """Close the log file functai keeps open for the folder (one per test would pile up)."""
     from .calls import records
 
-    with records._logs_lock:
-        log = records._logs.pop(os.path.abspath(folder), None)
-    if log is not None:
-        os.close(log.fd)
+    records.close_log(folder)
 
 
 __all__ = [

@@ -215,14 +215,29 @@ def _append(path: str | os.PathLike[str], line: bytes, folder: Any = None, tried
         if current is not None and current is not log and current is not tried and current.append(line):
             return  # another thread opened it again meanwhile
         if current is not None:
-            for name in [name for name, value in _by_folder.items() if value is current]:
-                del _by_folder[name]
+            _forget(current)
             current.close()
         log = _logs[key] = LineFile(key, _what(key))
         if type(folder) is str and os.path.isabs(folder):
             _by_folder[folder] = log  # found by the folder's own name next time: no path to build
     if not log.append(line):
         raise unwritable(key, FileNotFoundError(errno.ENOENT, "removed while being written", key), _what(key))
+
+
+def _forget(log: Any) -> None:
+    """Forget the folders found to write to ``log`` (under ``_logs_lock``)."""
+    for name in [name for name, value in _by_folder.items() if value is log]:
+        del _by_folder[name]
+
+
+def close_log(folder: str | os.PathLike[str]) -> None:
+    """Close the call log file kept open for ``folder`` (a test's folder: one per test would pile up)."""
+    key = os.path.abspath(os.path.join(os.fspath(folder), LOG_FILE))
+    with _logs_lock:
+        log = _logs.pop(key, None)
+        _forget(log)
+    if log is not None:
+        log.close()
 
 
 def read_calls(
