@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Literal
 
+from .calls.outputs.jsonable import non_finite_as_text
+
 _encode: Callable[[Any], bytes] | None = None
 _decode: Callable[[Any], Any] | None = None
 _decode_lines: Callable[[Any], list[Any]] | None = None
@@ -57,8 +59,6 @@ def dumps(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> bytes:
     where — what records and stores use, so that a call never loses its
     record, nor a record its value, over a NaN.
     """
-    from .calls.outputs.jsonable import non_finite_as_text
-
     encode = _encode or encoder()
     found: list[str] = []
     try:
