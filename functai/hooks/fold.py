@@ -150,6 +150,7 @@ def fold_part(
     data = event.__dict__ if named else None
     allowed = HOOK_FIELDS[hook]
     sections_inline = hook == "before_call"
+    append = changes.append
     for plugin, handler in handlers:
         if named:
             data["_plugin"] = plugin.name  # type: ignore[index]
@@ -185,7 +186,7 @@ def fold_part(
         entry = {"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": change}  # `record`, inline
         if handler.__class__ is Timed:
             entry["µs"] = event._us
-        changes.append(entry)
+        append(entry)
     if named:
         data["_plugin"] = None  # type: ignore[index]
     return None
