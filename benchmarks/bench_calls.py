@@ -23,7 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
-from types import MappingProxyType, SimpleNamespace
+from types import MappingProxyType
 from typing import Callable
 
 import functai
@@ -109,15 +109,9 @@ def event_case() -> Callable[[int], tuple[float, float]]:
     settings = MappingProxyType({})
     from functai.hooks.events import CallEvent
 
-    if issubclass(CallEvent, SimpleNamespace):  # keyword arguments in C, the inputs view made when read
-        def build() -> None:
-            CallEvent(function="capital", program=capital, inputs=inputs, instruction="I.", sections=(), lm=None,
-                      settings=settings, tools=(), all_tools=(), path="capital")
-    else:  # an older engine: a __setattr__ per field, the inputs view made at once
-        def build() -> None:
-            CallEvent(function="capital", program=capital, inputs=MappingProxyType(inputs), instruction="I.",
-                      sections=(), lm=None, settings=settings, tools=(), all_tools=(), path="capital",
-                      conversation=None, turn=None)
+    def build() -> None:
+        CallEvent(function="capital", program=capital, inputs=inputs, instruction="I.", sections=(), lm=None,
+                  settings=settings, tools=(), all_tools=(), path="capital")
 
     def run(calls: int) -> tuple[float, float]:
         start, cpu = time.perf_counter(), time.process_time()

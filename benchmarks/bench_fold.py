@@ -3,9 +3,7 @@
 Folds ``before_call`` over 0, 10 and 40 handlers (each returning None, or a
 fresh ``Change(sections=[…])``) on an event built as the engine builds it,
 and times a ``Change(sections=[…])`` made alone. Process CPU time, medians of
-interleaved rounds. Runs against an older engine too (one with
-``fold_steps`` and a ``CallEvent`` that sets each field in turn), for
-before/after figures:
+interleaved rounds. Run it against another checkout for before/after figures:
 
     PYTHONPATH=. python benchmarks/bench_fold.py [--rounds 21] [--folds 2000]
     PYTHONPATH=/path/to/old/checkout python benchmarks/bench_fold.py
@@ -22,7 +20,7 @@ import argparse
 import statistics
 import sys
 import time
-from types import MappingProxyType, SimpleNamespace
+from types import MappingProxyType
 from typing import Any, Callable
 
 from functai import Change, Plugin
@@ -32,21 +30,13 @@ from functai.hooks.events import CallEvent
 
 SETTINGS: Any = MappingProxyType({})
 
-if issubclass(CallEvent, SimpleNamespace):  # events filled from keyword arguments in C
-    def new_event() -> Any:
-        return CallEvent(function="f", program=None, inputs={}, instruction="I.", sections=(), lm=None,
-                         settings=SETTINGS, tools=(), all_tools=(), path="f")
+def new_event() -> Any:
+    return CallEvent(function="f", program=None, inputs={}, instruction="I.", sections=(), lm=None,
+                     settings=SETTINGS, tools=(), all_tools=(), path="f")
 
-    def run_fold(handlers: Any, event: Any, changes: list[Any]) -> None:
-        folding.fold_now("before_call", handlers, event, changes, _apply_before_call, lazy=True)
-else:  # an older engine: fold_steps, and a CallEvent with a __setattr__ per field
-    def new_event() -> Any:
-        return CallEvent(function="f", program=None, inputs=MappingProxyType({}), instruction="I.", sections=(),
-                         lm=None, settings=SETTINGS, tools=(), all_tools=(), path="f", conversation=None, turn=None)
 
-    def run_fold(handlers: Any, event: Any, changes: list[Any]) -> None:
-        for _ in folding.fold_steps("before_call", handlers, event, changes, _apply_before_call):
-            pass
+def run_fold(handlers: Any, event: Any, changes: list[Any]) -> None:
+    folding.fold("before_call", handlers, event, changes, _apply_before_call)
 
 
 def handlers(count: int, changing: bool) -> tuple[Any, ...]:

@@ -1,24 +1,18 @@
 """Strict JSON for what functai writes and reads back: call records, the call log, ratings, stores.
 
-msgspec does the encoding and decoding (chosen over orjson and the standard
-library, with figures, in docs/performance.md, "JSON codec"): it is about ten
-times faster than ``json`` and exact for integers of any size in both
-directions (orjson refuses to write an integer beyond 64 bits and reads one
-back as a float). It is imported on first use, not with this module.
+msgspec encodes and decodes (docs/performance.md, "JSON codec", says why): it
+is exact for integers of any size both ways. It is imported on first use.
 
-Written: compact JSON in UTF-8; keys in insertion order; text as UTF-8
-(a lone surrogate, which UTF-8 cannot hold, is escaped as ``\\udXXX``);
-integers of any size; never ``NaN`` or ``Infinity`` (see `dumps`).
-Anything that is not JSON data is written as msgspec writes it — dataclasses
-and attrs classes as objects, enums as their value, datetimes as ISO 8601,
-sets and tuples as arrays, bytes as base64 — or else as ``str(obj)``;
-a dict key that is not text is written as text (``True`` as ``"true"``,
-``None`` as ``"null"``, as the standard library does).
+Written: compact JSON in UTF-8, keys in insertion order, a lone surrogate
+escaped as ``\\udXXX``, never ``NaN`` or ``Infinity`` (see `dumps`). What is
+not JSON data is written as msgspec writes it (dataclasses and attrs classes
+as objects, enums as their value, datetimes as ISO 8601, sets and tuples as
+arrays, bytes as base64), else as ``str(obj)``; a dict key that is not text as
+text (``True`` as ``"true"``, as the standard library does).
 
 Read: JSON. Input msgspec refuses is read again by ``json.loads``, so what
-older versions wrote (``NaN``, ``Infinity``, a UTF-8 byte-order mark, an
-escaped lone surrogate, a number beyond a float's range) still reads as it
-did; what neither reads raises ``ValueError``.
+older versions wrote (``NaN``, a byte-order mark, an escaped lone surrogate)
+still reads; what neither reads raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -26,14 +20,11 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Literal
 
+from .calls.outputs.jsonable import non_finite_as_text
+
 _encode: Callable[[Any], bytes] | None = None
 _decode: Callable[[Any], Any] | None = None
 _decode_lines: Callable[[Any], list[Any]] | None = None
-
-#: How each non-finite float is written with ``non_finite="text"`` (the names JSON-minded
-#: formats such as Protocol Buffers' JSON mapping use; ``float()`` reads them back).
-NON_FINITE_TEXT = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-
 
 def _default(obj: Any) -> Any:
     """What msgspec cannot write itself: a key that is not text, an int or float subclass, anything else."""
@@ -46,7 +37,9 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
-def _load() -> Callable[[Any], bytes]:
+def encoder() -> Callable[[Any], bytes]:
+    """msgspec's encoder with the codec's rules for what is not JSON data (non-finite floats
+    not looked for: see `dumps`); loads msgspec on first use."""
     global _encode, _decode, _decode_lines
     import msgspec
 
@@ -66,27 +59,22 @@ def dumps(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> bytes:
     where — what records and stores use, so that a call never loses its
     record, nor a record its value, over a NaN.
     """
-    encode = _encode or _load()
+    encode = _encode or encoder()
+    found: list[str] = []
     try:
-        out = encode(obj)
-    except UnicodeEncodeError:  # a lone surrogate
-        out = _escaped(obj)
-    except RecursionError:  # msgspec follows a cycle until the stack ends; json says so first
-        raise ValueError("cannot write this as JSON: it contains itself (a circular reference) "
-                         "or is nested too deeply") from None
-    # msgspec writes a non-finite float as null: more nulls than Nones means one may be there.
-    nulls = out.count(b"null")
-    if nulls and (type(obj) is not dict or nulls != [*obj.values()].count(None)) and _may_hold_non_finite(obj, nulls):
-        found: list[tuple[str, float]] = []
-        fixed = _scan(obj, "", found, non_finite == "text")
+        obj = non_finite_as_text(obj, found)
         if found:
             if non_finite != "text":
                 raise _not_finite(found)
             from .log import warn
 
-            warn("a non-finite number was written as text", where=", ".join(path for path, _ in found))
-            out = dumps(fixed)
-    return out
+            warn("a non-finite number was written as text", where=", ".join(found))
+        return encode(obj)
+    except UnicodeEncodeError:  # a lone surrogate
+        return _escaped(obj)
+    except RecursionError:  # json says so rather than follow a cycle until the stack ends
+        raise ValueError("cannot write this as JSON: it contains itself (a circular reference) "
+                         "or is nested too deeply") from None
 
 
 def dumps_str(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> str:
@@ -97,7 +85,7 @@ def dumps_str(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> st
 def loads(data: bytes | bytearray | str) -> Any:
     """One JSON document (bytes or text); ``ValueError`` when it is not one."""
     try:
-        return (_decode or (_load() and _decode))(data)  # type: ignore[misc, truthy-function]
+        return (_decode or (encoder() and _decode))(data)  # type: ignore[misc, truthy-function]
     except ValueError:  # msgspec.DecodeError: older or looser input, read as the standard library reads it
         return json.loads(data)
 
@@ -106,7 +94,7 @@ def loads_lines(data: bytes | str) -> list[Any]:
     """Every line of a JSON-lines buffer, decoded at once; ``ValueError`` when any line is not JSON
     (the caller then reads line by line with `loads` to say which)."""
     if _decode_lines is None:
-        _load()
+        encoder()
     return _decode_lines(data)  # type: ignore[misc]
 
 
@@ -121,84 +109,14 @@ def _escaped(obj: Any) -> bytes:
     return json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=_default).encode()
 
 
-_PLAIN = frozenset({str, int, bool, type(None)})
-
-
-def _may_hold_non_finite(obj: Any, nulls: int) -> bool:
-    """False when ``obj`` holds no non-finite float: level by level, stop once its Nones
-    explain every ``null`` written (each non-finite float adds one more)."""
-    level, nones = [obj], 0
-    while level:
-        below = []
-        for value in level:
-            t = type(value)
-            values = [*value.values()] if t is dict else value if t is list or t is tuple else None
-            if values is None:
-                if t is float and value - value == 0.0:
-                    continue
-                return True  # a non-finite float, or something msgspec writes by its own rules: look closely
-            nones += values.count(None)
-            if nones >= nulls:
-                return False
-            for item in values:
-                if type(item) not in _PLAIN:
-                    below.append(item)
-        level = below
-    return False
-
-
-def _scan(value: Any, path: str, found: list[tuple[str, float]], replace: bool) -> Any:
-    """Find the non-finite floats in ``value``; return it with them as text when ``replace``."""
-    t = type(value)
-    if t is float or isinstance(value, float):
-        if value - value == 0.0:
-            return value
-        found.append((path or "(the value)", value))
-        return NON_FINITE_TEXT[repr(float(value))]
-    if t is str or t is int or t is bool or value is None:
-        return value
-    if isinstance(value, dict):
-        items = [(k, _scan(v, _step(path, k), found, replace)) for k, v in value.items()]
-        return dict(items) if replace else value
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = [_scan(v, f"{path}[{i}]", found, replace) for i, v in enumerate(value)]
-        return items if replace else value
-    fields = _fields(value)
-    if fields is not None:  # written by msgspec as an object: look inside it too
-        return _scan(fields, path, found, replace)
-    return value
-
-
-def _fields(value: Any) -> dict[str, Any] | None:
-    """The fields msgspec writes for a dataclass, attrs or msgspec Struct instance (else None)."""
-    cls = type(value)
-    names: Any = getattr(cls, "__struct_fields__", None)
-    if names is None and hasattr(cls, "__dataclass_fields__"):
-        import dataclasses
-
-        names = [f.name for f in dataclasses.fields(value)]
-    if names is None and hasattr(cls, "__attrs_attrs__"):
-        names = [a.name for a in cls.__attrs_attrs__]
-    if names is None:
-        return None
-    return {name: getattr(value, name) for name in names if hasattr(value, name)}
-
-
-def _step(path: str, key: Any) -> str:
-    key = key if isinstance(key, str) else str(_default(key))
-    if key.isidentifier():
-        return f"{path}.{key}" if path else key
-    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
-
-
-def _not_finite(found: list[tuple[str, float]]) -> Exception:
+def _not_finite(found: list[str]) -> Exception:
     from .errors import FunctAIError
 
-    (path, value), more = found[0], len(found) - 1
-    also = f" (and {more} more: {', '.join(p for p, _ in found[1:4])}{', …' if more > 3 else ''})" if more else ""
+    more = len(found) - 1
+    also = f" (and {more} more: {', '.join(found[1:4])}{', …' if more > 3 else ''})" if more else ""
     return FunctAIError(
-        f"cannot write {value!r} at {path}{also} as JSON, which has no NaN or Infinity; "
+        f"cannot write a non-finite number at {found[0]}{also} as JSON, which has no NaN or Infinity; "
         "use None, a string, or a finite number there",
         code="json-not-finite",
-        where=[p for p, _ in found],
+        where=found,
     )

@@ -237,6 +237,11 @@ def current_values() -> dict[str, Any]:
     return values
 
 
+def current_layers() -> tuple[Layer, tuple[Layer, ...]]:
+    """The process layer, and the blocks entered here (outermost first)."""
+    return _process, _blocks.get()
+
+
 def push_block(layer: Layer) -> Layer:
     """Enter a block layer by hand (conversations use this for the calls inside a turn)."""
     _blocks.set(_blocks.get() + (layer,))

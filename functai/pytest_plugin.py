@@ -16,6 +16,7 @@ from typing import Callable, Iterator, Sequence
 import pytest
 
 from . import layers
+from .calls import records
 from .calls.records import CallRecord, read_calls
 from .errors import PluginError
 from .hooks import installed
@@ -165,20 +166,21 @@ class CallLog:
 
     def last(self) -> CallRecord:
         """The newest record (an AssertionError when nothing was recorded)."""
-        records = self.read()
-        assert records, f"no call was recorded in {self.folder}"
-        return records[-1]
+        found = self.read()
+        assert found, f"no call was recorded in {self.folder}"
+        return found[-1]
 
     def __len__(self) -> int:
         return len(self.read())
 
 
 @pytest.fixture
-def call_records(functai_isolated: None, tmp_path: pathlib.Path) -> CallLog:
+def call_records(functai_isolated: None, tmp_path: pathlib.Path) -> Iterator[CallLog]:
     """Record the test's calls in a folder of its own and read them back: ``call_records.last().changes``."""
     log = CallLog(tmp_path / "functai-calls")
     layers.configure(log_calls=str(log.folder))
-    return log
+    yield log
+    records.close_log(log.folder)
 
 
 __all__ = [

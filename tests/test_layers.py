@@ -54,6 +54,8 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "listeners are heard as steps, driven sync or async by the call's own driver",
     ("functai.models.providers", "functai.testing"):
         'lm="test" names the offline TestModel',
+    ("functai.codec", "functai.calls.outputs.jsonable"):
+        "non-finite numbers are found, and written as text, in one place: beside to_jsonable",
     ("functai.files", "functai.models.keys"):
         "a log_calls= value may be a SecretURL, checked without revealing it",
     ("functai.files", "functai.stores.calllog"):

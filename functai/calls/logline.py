@@ -18,11 +18,10 @@ and the usage — are looked at as the record is read (their values' types, and
 plain call whose tool calls, changes, conversation, timings and rating are
 empty is done. (The text fields — id, names, instruction, model, finish
 reason, reasoning, sections — are typed as text and not looked at.)
-Otherwise the nulls of the line are counted against the Nones of the record
-(the top level's, then level by level only while they fall short, as
-`functai.codec.dumps` does); when there are more, the record goes through
-``codec.dumps`` after all, which finds the float, writes it as text and warns.
-So does a record msgspec cannot encode as it is (a lone surrogate, a cycle).
+Any other record goes through ``codec.dumps(record.to_dict(), non_finite="text")``,
+which finds a non-finite float (`functai.calls.outputs.jsonable.non_finite_as_text`),
+writes it as text and warns; so does a record msgspec cannot encode as it is
+(a lone surrogate, a cycle).
 
 Imported on the first logged call (it imports msgspec), never by ``import functai``.
 """
@@ -71,9 +70,7 @@ class _Line(msgspec.Struct, gc=False):
 
 
 _UNSET = msgspec.UNSET
-_encode = codec._encode or codec._load()  # the codec's own encoder: the same rules for what is not JSON data
-_may_hold_non_finite = codec._may_hold_non_finite
-_FIELDS = _Line.__struct_fields__
+_encode = codec.encoder()  # the codec's own encoder: the same rules for what is not JSON data
 
 
 def _flat_finite(*fields: Any) -> bool:
@@ -131,9 +128,7 @@ def encode(record: CallRecord) -> bytes:
     usage = r.usage
     tools = r.tool_calls
     conversation = r.conversation
-    changes = r._changes_raw
-    if changes:
-        changes = r.changes  # its entries made (see records: the engine may have left them as tuples)
+    changes = r.changes
     heard = r.heard
     rating = r.rating
     if unsure or (seconds is not None and (type(seconds) is not float or seconds - seconds)) \
@@ -141,6 +136,8 @@ def encode(record: CallRecord) -> bytes:
         unsure = True
     elif error is not None or settings or usage:
         unsure = not _flat_finite(error, settings, usage)
+    if unsure:  # a non-finite float may be in it: the codec's line of its dict, which finds one
+        return codec.dumps(record.to_dict(), non_finite="text")
     replayable = r.replayable
     line = _Line(
         r.id, r.function, r.version, inputs, r.started, parent, r.path, r.module, output, error,
@@ -149,17 +146,6 @@ def encode(record: CallRecord) -> bytes:
         heard if heard else _UNSET, _UNSET if rating is None else rating,
     )
     try:
-        out = _encode(line)
+        return _encode(line)
     except Exception:  # a lone surrogate, a cycle …: the codec's own ways (escape, or a clear error)
         return codec.dumps(record.to_dict(), non_finite="text")
-    if not unsure:
-        return out
-    nulls = out.count(b"null")
-    # The Nones of the fields that are None when unset: each is one null. (A None anywhere else is
-    # not counted here: more nulls then, and the closer look below.)
-    if nulls and nulls != (parent is None) + (output is None) + (error is None) + (instruction is None) \
-            + (model is None) + (reason is None) + (reasoning is None) + (seconds is None) + (conversation is None) \
-            and _may_hold_non_finite(tuple(getattr(line, name) for name in _FIELDS
-                                           if getattr(line, name) is not _UNSET), nulls):
-        return codec.dumps(record.to_dict(), non_finite="text")
-    return out

@@ -58,6 +58,7 @@ class CallRecord:
     seconds: float | None = None
     tool_calls: list[dict[str, Any]] = attrs.field(factory=list)
     conversation: dict[str, Any] | None = None
+    #: Every change made to the call, in order: ``{"plugin", "version", "hook", "change"}`` (and ``µs``).
     changes: list[dict[str, Any]] = attrs.field(factory=list)
     sections: list[str] = attrs.field(factory=list)
     replayable: bool = True
@@ -75,16 +76,13 @@ class CallRecord:
         line without this dict (`functai.calls.logline`).
         """
         inputs, output = to_jsonable(self.inputs), to_jsonable(self.output)
-        changes = self._changes_raw  # type: ignore[attr-defined]
-        if changes:
-            changes = self.changes  # entries the engine left as tuples made now (see below)
         data = {
             "id": self.id, "function": self.function, "version": self.version, "inputs": inputs,
             "started": self.started, "parent": self.parent, "path": self.path, "module": self.module,
             "output": output, "error": self.error, "instruction": self.instruction, "model": self.model,
             "settings": self.settings, "usage": self.usage, "finish_reason": self.finish_reason,
             "reasoning": self.reasoning, "seconds": self.seconds, "tool_calls": self.tool_calls,
-            "conversation": self.conversation, "changes": changes, "sections": self.sections,
+            "conversation": self.conversation, "changes": self.changes, "sections": self.sections,
             "replayable": self.replayable, "attempts": self.attempts, "heard": self.heard, "rating": self.rating,
         }
         if self.replayable:
@@ -110,39 +108,6 @@ class Result(NamedTuple):
 
     value: Any
     record: CallRecord
-
-
-# ``record.changes`` as it reads. The plugin engine appends a change as the
-# tuple ``(plugin name, version, hook, Change)`` (`functai.hooks.fold.fold_now`)
-# and the entry ``{"plugin", "version", "hook", "change"}`` is made only when
-# someone reads the list — most records of a process are never read — in
-# place, so the list reads exactly as if the entries had been made at once.
-# The getter wraps the attrs slot, so ``to_dict``, ``attrs.asdict``, repr,
-# copies and pickles all read entries.
-_changes_slot = CallRecord.changes  # type: ignore[attr-defined]
-_raw_changes = _changes_slot.__get__
-# The same slot under a second name: ``record._changes_raw`` reads the list as the engine appends
-# to it, as fast as any field (calling the descriptor's ``__get__`` costs a method-wrapper call).
-CallRecord._changes_raw = _changes_slot  # type: ignore[attr-defined]
-
-
-def _read_changes(record: CallRecord) -> list[dict[str, Any]]:
-    changes = record._changes_raw  # type: ignore[attr-defined]
-    for index, item in enumerate(changes):
-        if item.__class__ is tuple:
-            plugin, version, hook, change = item
-            changes[index] = {"plugin": plugin, "version": version, "hook": hook, "change": change.to_data()}
-    return changes
-
-
-CallRecord.changes = property(  # type: ignore[assignment,method-assign]
-    _read_changes, _changes_slot.__set__, doc="Every change made to the call, in order."
-)
-
-
-def raw_changes(record: CallRecord) -> list[Any]:
-    """The record's changes list as the engine appends to it (entries not made yet may be tuples)."""
-    return record._changes_raw  # type: ignore[attr-defined]
 
 
 def size(value: Any) -> int:
@@ -250,14 +215,29 @@ def _append(path: str | os.PathLike[str], line: bytes, folder: Any = None, tried
         if current is not None and current is not log and current is not tried and current.append(line):
             return  # another thread opened it again meanwhile
         if current is not None:
-            for name in [name for name, value in _by_folder.items() if value is current]:
-                del _by_folder[name]
+            _forget(current)
             current.close()
         log = _logs[key] = LineFile(key, _what(key))
         if type(folder) is str and os.path.isabs(folder):
             _by_folder[folder] = log  # found by the folder's own name next time: no path to build
     if not log.append(line):
         raise unwritable(key, FileNotFoundError(errno.ENOENT, "removed while being written", key), _what(key))
+
+
+def _forget(log: Any) -> None:
+    """Forget the folders found to write to ``log`` (under ``_logs_lock``)."""
+    for name in [name for name, value in _by_folder.items() if value is log]:
+        del _by_folder[name]
+
+
+def close_log(folder: str | os.PathLike[str]) -> None:
+    """Close the call log file kept open for ``folder`` (a test's folder: one per test would pile up)."""
+    key = os.path.abspath(os.path.join(os.fspath(folder), LOG_FILE))
+    with _logs_lock:
+        log = _logs.pop(key, None)
+        _forget(log)
+    if log is not None:
+        log.close()
 
 
 def read_calls(

@@ -22,7 +22,6 @@ from ..hooks.change import Change
 from ..hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
 from ..hooks.fold import call_handler_steps, fold_part, record as change_record, refuse, resume
 from ..hooks.hear import hear_now
-from ..hooks.timing import stamp
 from ..hooks.plugin import Plugin
 from ..models import providers
 from ..models.replies import non_answer
@@ -159,15 +158,15 @@ def call_steps(
                               lm=lm, settings=settings_view, tools=tools, all_tools=fn.tool_names, path=path)
             if scope is not None:
                 event.__dict__.update(conversation=scope.conversation, turn=scope.turn, _memory=scope.memory)
-            changes = record._changes_raw  # type: ignore[attr-defined]  # records.raw_changes, inline
+            changes = record.changes
             made = len(changes)
-            # fold_now's loop, run directly; outside a conversation no handler can read its plugin's
+            # fold's loop, run directly; outside a conversation no handler can read its plugin's
             # name on the event (entries() and remember() need a conversation), so none is written.
             paused = fold_part(
-                "before_call", iter(handlers), event, changes, _apply_before_call, True, scope is not None
+                "before_call", iter(handlers), event, changes, _apply_before_call, scope is not None
             )
             if paused is not None:
-                yield from resume("before_call", paused, event, changes, _apply_before_call, True, scope is not None)
+                yield from resume("before_call", paused, event, changes, _apply_before_call, scope is not None)
             if len(changes) != made:  # every change applied is recorded: none recorded, nothing changed
                 data = event.__dict__
                 lm, instruction, sections, tools, settings_view = (
@@ -393,8 +392,7 @@ def _request_hook(
                 f"a request handler must return a functai.Request or None, not {type(result).__name__}",
             )
         set_field(event, "request", result)
-        replaced = change_record(plugin, "request", {"request": "replaced"})
-        records.raw_changes(record).append(stamp(replaced, handler, event))
+        record.changes.append(change_record(plugin, "request", {"request": "replaced"}, handler, event))
         record.replayable = False
     return event.request
 

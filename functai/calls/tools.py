@@ -20,7 +20,6 @@ from ..errors import FunctAIError, PluginError, Waiting
 from ..hooks.events import ToolCallEvent, ToolResultEvent, set_field
 from ..hooks.fold import call_handler_steps, check_change, record as change_record
 from ..hooks.order import Plan
-from ..hooks.timing import stamp
 from ..log import warn
 from ..models.request import Reply
 from ..models.toolcall import ToolCall
@@ -426,13 +425,12 @@ class ToolRunner:
                      function=self.fn.name, error=f"{type(cause).__name__}: {cause}")
                 entry["blocked"] = plugin.name
                 entry["block_reason"] = CHECK_FAILED
-                self.record.changes.append(stamp(change_record(plugin, "tool_call", {"block": CHECK_FAILED}),
-                                                 handler, event))
+                self.record.changes.append(change_record(plugin, "tool_call", {"block": CHECK_FAILED}, handler, event))
                 return blocked_text(plugin.name, CHECK_FAILED)
             if change is not None:
                 if change.inputs is not None:
                     set_field(event, "input", MappingProxyType({**event.input, **change.inputs}))
-                self.record.changes.append(stamp(change_record(plugin, "tool_call", change.to_data()), handler, event))
+                self.record.changes.append(change_record(plugin, "tool_call", change.to_data(), handler, event))
                 if change.block is not None:
                     entry["blocked"] = plugin.name
                     entry["block_reason"] = change.block
@@ -473,8 +471,7 @@ class ToolRunner:
             change = check_change(plugin, "tool_result", returned)
             if change is not None:
                 set_field(result, "output", change.output)
-                self.record.changes.append(stamp(change_record(plugin, "tool_result", change.to_data()),
-                                                 handler, result))
+                self.record.changes.append(change_record(plugin, "tool_result", change.to_data(), handler, result))
         return result.output
 
 

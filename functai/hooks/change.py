@@ -23,8 +23,6 @@ def _refuse(field: str, message: str) -> PluginError:
 
 def _text(field: str, *, allow_empty: bool = False):  # type: ignore[no-untyped-def]
     def check(value: Any) -> Any:
-        if value is None:
-            return None
         if not isinstance(value, str):
             raise _refuse(field, f"must be a string, not {type(value).__name__}")
         if not allow_empty and not value.strip():
@@ -54,8 +52,6 @@ def _names(field: str, *, drop_blank: bool = False):  # type: ignore[no-untyped-
 
 
 def _settings(value: Any) -> Any:
-    if value is None:
-        return None
     if not isinstance(value, Mapping):
         raise _refuse("settings", f"must be a dict, not {type(value).__name__}")
     for key, item in value.items():
@@ -71,16 +67,12 @@ def _settings(value: Any) -> Any:
 
 
 def _inputs(value: Any) -> Any:
-    if value is None:
-        return None
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise _refuse("inputs", "must be a dict of inputs by name")
     return dict(value) or None
 
 
 def _without(value: Any) -> Any:
-    if value is None:
-        return None
     if isinstance(value, Mapping):
         out: dict[str, tuple[str, ...]] = {}
         for turn, names in value.items():

@@ -7,8 +7,8 @@ a handler from changing anything except by returning a Change.
 
 from __future__ import annotations
 
-from types import MappingProxyType, SimpleNamespace
-from typing import Any, Callable, Mapping, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 
 class Memory(Protocol):
@@ -28,41 +28,41 @@ def set_field(event: "Event", name: str, value: Any) -> None:
     _set(event, name, value)
 
 
-class Event(SimpleNamespace):
+class Event:
     """Base of every event: ``entries(kind)`` reads this plugin's entries.
 
     Not attrs: one is made per hook per call, and their classes are built at
-    ``import functai``, which must stay light. An event keeps its fields in
-    its instance dict, filled in one step when it is made (no ``__setattr__``
-    per field): the events made on every call take `SimpleNamespace`'s
-    ``__init__``, which does it in C. The engine writes its bookkeeping
-    (``_plugin``: whose handler runs; ``_us``: how long the last handler took,
+    ``import functai``, which must stay light. An event keeps its fields in its
+    instance dict, filled in one step when it is made; a field not given reads
+    None (a class attribute). The engine writes its bookkeeping (``_plugin``:
+    whose handler runs; ``_memory``; ``_us``: how long the last handler took,
     only with ``record_timing``) straight into that dict or with `set_field`.
     """
 
-    # An event is itself, not its fields: equal and hashed by identity (a SimpleNamespace compares fields).
-    __eq__ = object.__eq__
-    __ne__ = object.__ne__
-    __hash__ = object.__hash__  # type: ignore[assignment]
-
+    #: The fields handlers read, in the order ``repr`` shows them.
     _fields: tuple[str, ...] = ()
+    #: What the engine may give besides the fields (not shown): the keyword arguments an event takes.
+    _also: tuple[str, ...] = ()
+    _known: frozenset[str] = frozenset()
     #: Whose handler runs, and where its entries are kept: read here until the engine sets them.
     _plugin: str | None = None
     _memory: Memory | None = None
-    #: A new event's attributes before its fields are given: no plugin, no memory, every field None.
-    _blank: dict[str, Any] = {"_plugin": None, "_memory": None}
+
+    if TYPE_CHECKING:  # the fields, named by each class's ``_fields``
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._blank = {"_plugin": None, "_memory": None, **dict.fromkeys(cls._fields)}
+        cls._known = frozenset(cls._fields + cls._also)
+        for name in cls._known:
+            if not hasattr(cls, name):
+                setattr(cls, name, None)
 
     def __init__(self, **fields: Any) -> None:
-        data = self.__dict__
-        data.update(self._blank)
-        data.update(fields)
-        if len(data) != len(self._blank) or "_plugin" in fields or "_memory" in fields:
-            unknown = sorted(name for name in fields if name not in self._fields)
+        if not fields.keys() <= self._known:
+            unknown = sorted(fields.keys() - self._known)
             raise TypeError(f"{type(self).__name__} has no field {unknown[0]!r}")
+        self.__dict__.update(fields)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A handler changes things only by returning a Change, so that every
@@ -112,15 +112,6 @@ class CallEvent(_Remembers):
         "function", "program", "inputs", "instruction", "sections", "lm", "settings",
         "tools", "all_tools", "path", "conversation", "turn",
     )
-    #: Outside a conversation (the engine leaves them, and ``_memory``, out of the instance).
-    conversation: str | None = None
-    turn: str | None = None
-
-    #: Made by the engine on every call with a before_call handler, with keyword arguments:
-    #: ``function``, ``program``, ``inputs`` (the call's own dict: handlers read it through
-    #: a read-only view), ``instruction``, ``sections``, ``lm``, ``settings``, ``tools``,
-    #: ``all_tools``, ``path``; inside a conversation ``conversation``, ``turn`` and ``_memory``.
-    __init__ = SimpleNamespace.__init__  # type: ignore[assignment]
 
     @property
     def inputs(self) -> Mapping[str, Any]:
@@ -138,27 +129,23 @@ class ReplyEvent(Event):
     """``reply``: the model answered a request (hears only)."""
 
     _fields = ("request", "reply", "seconds", "attempt", "function", "path", "server")
-    #: Made after every model reply while a plugin hears it: every field by keyword, in C.
-    __init__ = SimpleNamespace.__init__  # type: ignore[assignment]
 
 
 class ToolCallEvent(_Remembers):
     """``tool_call``: the model asked for a tool, which has not run yet."""
 
     _fields = ("name", "input", "effects", "path", "invocation", "id", "function", "settings")
-
-    def __init__(self, *, ask_person: Callable[..., bool] | None = None, **fields: Any) -> None:
-        super().__init__(**fields)
-        data = self.__dict__
-        data["_ask"] = ask_person
-        #: Set by ``ask`` when a person refused: the reason, or "" for none.
-        data["_refusal"] = None
+    #: How ``ask`` reaches a person (the engine's): ``ask_person(event, reason, decide)``.
+    _also = ("ask_person",)
+    ask_person: Callable[..., bool] | None
+    #: Set by ``ask_person`` when a person refused: the reason, or "" for none.
+    _refusal: str | None = None
 
     def ask(self, reason: str | None = None, *, decide: Callable[["ToolCallEvent"], Any] | None = None) -> bool:
         """Ask a person whether this tool call may run; True to allow."""
-        if self._ask is None:
+        if self.ask_person is None:
             raise RuntimeError("nobody can be asked about this tool call")
-        return self._ask(self, reason, decide)
+        return self.ask_person(self, reason, decide)
 
 
 class ToolResultEvent(_Remembers):
@@ -171,8 +158,6 @@ class CallEndEvent(Event):
     """``call_end``: an AI function call ended, done or failed (hears only)."""
 
     _fields = ("record", "function", "path", "error", "seconds", "usage", "server")
-    #: Made at the end of every call while a plugin hears it: every field by keyword, in C.
-    __init__ = SimpleNamespace.__init__  # type: ignore[assignment]
 
 
 def frozen(value: Any) -> Any:
@@ -182,22 +167,6 @@ def frozen(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(frozen(item) for item in value)
     return value
-
-
-#: Values `frozen` gives back as they are (a record's text, numbers and flags): read without a call.
-_AS_IS = frozenset({str, int, float, bool, type(None)})
-
-
-def _reader(name: str) -> Callable[["RecordView"], Any]:
-    def read(view: "RecordView") -> Any:
-        value = getattr(view._record, name)
-        if value.__class__ in _AS_IS:
-            return value
-        if value.__class__ is list and not value:  # no tool calls, no changes: the usual record
-            return ()
-        return frozen(value)
-
-    return read
 
 
 class RecordView:
@@ -215,11 +184,7 @@ class RecordView:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        value = getattr(self._record, name)  # an unknown name raises AttributeError here
-        # Reached only after the usual lookup failed, which costs a raised AttributeError each time:
-        # the field gets a property on the class, so every later read goes straight to it.
-        setattr(RecordView, name, property(_reader(name)))
-        return frozen(value)
+        return frozen(getattr(self._record, name))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"the record a call_end handler is given is read-only ({name!r})")
@@ -238,11 +203,10 @@ class TurnEndEvent(_Remembers):
     """``turn_end``: a turn ended (done, failed or stopped)."""
 
     _fields = ("turn", "state", "inputs", "outputs", "conversation", "parent")
-
-    def __init__(self, *, branch_turns: Callable[[], list[Any]] | None = None, **fields: Any) -> None:
-        super().__init__(**fields)
-        self.__dict__["_turns"] = branch_turns
+    #: Reads the done turns of the branch (the engine's).
+    _also = ("branch_turns",)
+    branch_turns: Callable[[], list[Any]] | None
 
     def turns(self) -> list[Any]:
         """Done turns of the branch, this one last when done."""
-        return self._turns() if self._turns is not None else []
+        return self.branch_turns() if self.branch_turns is not None else []

@@ -32,8 +32,7 @@ def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, 
     now = settings.resolve(fn.own, conversation)
     resolved = now.whole  # every plugin, those whose `active` check says no right now marked
     values = resolved.values
-    blocks = settings._blocks.get()
-    process = settings._process
+    process, blocks = settings.current_layers()
     host = [(layer, "conversation" if layer is conversation else "block")
             for layer in (conversation, *reversed(blocks)) if layer is not None]
     dropper = next((kind for layer, kind in [*host, (process, "process")]

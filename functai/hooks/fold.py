@@ -3,9 +3,8 @@
 One handler at a time: a handler's change is checked and applied to the
 event before the next handler runs, so every handler sees the event as the
 ones before it left it. Every applied change is appended to the call's
-``changes`` as ``{"plugin", "version", "hook", "change"}`` — or, into a call
-record's own list, as a tuple the record turns into that entry when it is
-read (`fold_now`).
+``changes`` as ``{"plugin", "version", "hook", "change"}`` (and ``µs`` with
+``record_timing``), made once, when it is folded in.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from .change import HOOK_FIELDS, Change
 from .events import Event
 from .order import Handler
 from .plugin import Plugin
-from .timing import Timed, stamp
+from .timing import Timed
 
 #: Checks and applies one change to the event; raises `refuse(...)` when it does not fit.
 Apply = Callable[[Plugin, Change, Any], None]
@@ -80,20 +79,9 @@ def handler_error(plugin: Plugin, hook: str, error: Exception) -> Exception:
     return wrapped
 
 
-def call_handler(plugin: Plugin, hook: str, handler: Callable[[Any], Any], event: Event) -> Any:
-    """Run one handler; turn what it raises into the right functai error."""
-    data = event.__dict__
-    data["_plugin"] = plugin.name
-    try:
-        return handler(event)
-    except Exception as error:
-        raise handler_error(plugin, hook, error)
-    finally:
-        data["_plugin"] = None
-
-
 def call_handler_steps(plugin: Plugin, hook: str, handler: Callable[[Any], Any], event: Event) -> Steps[Any]:
-    """`call_handler` for the pipeline: an ``async def`` handler's coroutine is awaited by the driver."""
+    """Run one handler, its ``async def`` coroutine awaited by the driver; what it raises becomes the right
+    functai error."""
     data = event.__dict__
     data["_plugin"] = plugin.name
     try:
@@ -107,8 +95,14 @@ def call_handler_steps(plugin: Plugin, hook: str, handler: Callable[[Any], Any],
         data["_plugin"] = None
 
 
-def record(plugin: Plugin, hook: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": data}
+def record(
+    plugin: Plugin, hook: str, data: dict[str, Any], handler: Callable[[Any], Any] | None = None, event: Any = None
+) -> dict[str, Any]:
+    """A change's entry in the call record; with ``record_timing`` (a `Timed` handler) its ``µs`` too."""
+    entry = {"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": data}
+    if handler.__class__ is Timed:
+        entry["µs"] = event._us
+    return entry
 
 
 def check_change(plugin: Plugin, hook: str, result: object) -> Change | None:
@@ -128,43 +122,12 @@ def check_change(plugin: Plugin, hook: str, result: object) -> Change | None:
     return result
 
 
-def fold(
-    hook: str,
-    handlers: Sequence[Handler],
-    event: Event,
-    changes: list[Any],
-    apply: Apply,
-) -> None:
-    """`fold_now` outside the pipeline (an ``async def`` handler runs on a private event loop)."""
-    rest = fold_now(hook, handlers, event, changes, apply)
-    if rest is not None:
-        drive(rest)
-
-
-def fold_now(
-    hook: str,
-    handlers: Sequence[Handler],
-    event: Event,
-    changes: list[Any],
-    apply: Apply,
-    *,
-    lazy: bool = False,
-) -> Steps[None] | None:
-    """Run ``handlers`` for a changing hook whose handlers return Changes.
-
-    Runs at once, with no generator, until a handler returns an awaitable
-    (an ``async def`` handler): then it returns the steps that await it and
-    fold the rest, which the caller must run (``yield from``).
-
-    Each change is appended to ``changes``: as its record entry
-    ``{"plugin", "version", "hook", "change"}``, or with ``lazy`` (the list
-    is a call record's own, see `functai.calls.records.raw_changes`) as the
-    tuple ``(plugin name, version, hook, Change)`` that the record turns into
-    that entry when it is read. A Change is immutable, so the entry reads
-    the same either way.
-    """
-    paused = fold_part(hook, iter(handlers), event, changes, apply, lazy, True)
-    return None if paused is None else resume(hook, paused, event, changes, apply, lazy, True)
+def fold(hook: str, handlers: Sequence[Handler], event: Event, changes: list[dict[str, Any]], apply: Apply) -> None:
+    """Run ``handlers`` for a changing hook outside the pipeline, appending each applied change's entry
+    to ``changes`` (an ``async def`` handler runs on a private event loop)."""
+    paused = fold_part(hook, iter(handlers), event, changes, apply, True)
+    if paused is not None:
+        drive(resume(hook, paused, event, changes, apply, True))
 
 
 #: Where `fold_part` stopped: the handler's plugin, the handler, its awaitable, the handlers after it.
@@ -172,22 +135,22 @@ Paused = Tuple[Plugin, Callable[[Any], Any], Any, Iterator[Handler]]
 
 
 def fold_part(
-    hook: str, handlers: Iterator[Handler], event: Event, changes: list[Any], apply: Apply, lazy: bool, named: bool
+    hook: str, handlers: Iterator[Handler], event: Event, changes: list[dict[str, Any]], apply: Apply, named: bool
 ) -> Paused | None:
-    """The loop of `fold_now`, run for every handler of every call; a call's
-    ``before_call`` runs it directly (one frame less), and `resume` when paused.
+    """Run handlers and fold their changes in, until one returns an awaitable (an ``async def``
+    handler): then return where it stopped (`Paused`) for `resume`; None when done.
 
-    The common case is checked and applied inline: a Change whose fields the
-    hook takes, and in ``before_call`` a Change setting only ``sections``.
-    ``named``: the event's ``_plugin`` names each handler's plugin while it
-    runs; it is read only by ``entries``/``remember`` (which need a
-    conversation's memory) and the approval asked at a tool call, so an event
-    without a memory that is not a tool call's may go without. Returns None
-    when done; at a handler's awaitable, where it stopped (`Paused`).
+    A call's ``before_call`` runs it directly (one frame less). The common case is checked and
+    applied inline: a Change whose fields the hook takes, and in ``before_call`` a Change setting
+    only ``sections``. ``named``: the event's ``_plugin`` names each handler's plugin while it
+    runs; it is read only by ``entries``/``remember`` (which need a conversation's memory) and the
+    approval asked at a tool call, so an event without a memory that is not a tool call's may go
+    without.
     """
     data = event.__dict__ if named else None
     allowed = HOOK_FIELDS[hook]
     sections_inline = hook == "before_call"
+    append = changes.append
     for plugin, handler in handlers:
         if named:
             data["_plugin"] = plugin.name  # type: ignore[index]
@@ -204,9 +167,12 @@ def fold_part(
             if sections_inline and len(given) == 1 and "sections" in given:
                 if data is None:
                     data = event.__dict__
-                data["sections"] = data["sections"] + given["sections"]
+                added = given["sections"]
+                data["sections"] = data["sections"] + added
+                change = {"sections": [*added]}  # to_data() inline: the usual change, on every call
             elif given.keys() <= allowed:
                 apply(plugin, result, event)
+                change = result.to_data()
             else:
                 check_change(plugin, hook, result)  # refuses, naming the field
         elif hasattr(result, "__await__"):
@@ -216,21 +182,18 @@ def fold_part(
             if result is None:
                 continue
             apply(plugin, result, event)
-        if handler.__class__ is Timed:  # record_timing=True
-            changes.append({"plugin": plugin.name, "version": plugin.version, "hook": hook,
-                            "change": result.to_data(), "µs": event._us})
-        elif lazy:
-            changes.append((plugin.name, plugin.version, hook, result))
-        else:
-            changes.append({"plugin": plugin.name, "version": plugin.version, "hook": hook,
-                            "change": result.to_data()})
+            change = result.to_data()
+        entry = {"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": change}  # `record`, inline
+        if handler.__class__ is Timed:
+            entry["µs"] = event._us
+        append(entry)
     if named:
         data["_plugin"] = None  # type: ignore[index]
     return None
 
 
 def resume(
-    hook: str, paused: Paused | None, event: Event, changes: list[Any], apply: Apply, lazy: bool, named: bool
+    hook: str, paused: Paused | None, event: Event, changes: list[dict[str, Any]], apply: Apply, named: bool
 ) -> Steps[None]:
     """Await a paused handler's awaitable, fold its result in, and go on with the handlers after it."""
     while paused is not None:
@@ -242,10 +205,5 @@ def resume(
         change = check_change(plugin, hook, result)
         if change is not None:
             apply(plugin, change, event)
-            if handler.__class__ is Timed:
-                changes.append(stamp(record(plugin, hook, change.to_data()), handler, event))
-            elif lazy:
-                changes.append((plugin.name, plugin.version, hook, change))
-            else:
-                changes.append(record(plugin, hook, change.to_data()))
-        paused = fold_part(hook, rest, event, changes, apply, lazy, named)
+            changes.append(record(plugin, hook, change.to_data(), handler, event))
+        paused = fold_part(hook, rest, event, changes, apply, named)

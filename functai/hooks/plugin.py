@@ -10,32 +10,17 @@ from .specs import HOOKS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: What a plugin name may hold after its first letter (``[a-z][a-z0-9_-]{0,63}``, checked without a
-#: regular expression: plugins are named while discovery runs, and compiling one costs more).
-_NAME_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz")
-_NAME_REST = _NAME_FIRST | frozenset("0123456789_-")
-
+_NAME = r"[a-z][a-z0-9_-]{0,63}"
 # A version as PEP 440 reads it (in any spelling it normalizes: "1.0", "2.0rc1", "1.0.post1",
-# "v1!2.0.dev3+local.7"), or a semantic version ("1.0.0-beta.2+build.5"). A plain release ("1.2.3")
-# is recognised without them; the patterns are compiled for the first version that is not one.
+# "v1!2.0.dev3+local.7"), or a semantic version ("1.0.0-beta.2+build.5").
 _PEP440 = (
     r"v?(\d+!)?\d+(\.\d+)*"
     r"([-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
     r"(-\d+|[-_.]?(post|rev|r)[-_.]?\d*)?"
     r"([-_.]?dev[-_.]?\d*)?"
-    r"(\+[a-z0-9]+([-_.][a-z0-9]+)*)?\Z"
+    r"(\+[a-z0-9]+([-_.][a-z0-9]+)*)?"
 )
-_SEMVER = r"\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?\Z"
-
-
-def _is_name(name: str) -> bool:
-    return 0 < len(name) <= 64 and name[0] in _NAME_FIRST and all(c in _NAME_REST for c in name)
-
-
-def _is_version(version: str) -> bool:
-    if all(part.isascii() and part.isdigit() for part in version.split(".")):
-        return True  # a plain release: both patterns read it
-    return bool(re.match(_PEP440, version, re.IGNORECASE) or re.match(_SEMVER, version))
+_SEMVER = r"\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?"
 
 #: The plugin API versions this runtime implements.
 API_VERSIONS = frozenset({1})
@@ -43,7 +28,7 @@ API_VERSIONS = frozenset({1})
 
 def check_name(name: object) -> str:
     """Return ``name`` if it is a valid plugin name, else refuse ``plugin-name``."""
-    if not isinstance(name, str) or not _is_name(name):
+    if not isinstance(name, str) or not re.fullmatch(_NAME, name):
         raise PluginError(
             f"invalid plugin name {name!r}: use 1-64 characters, a lower-case letter first, "
             "then lower-case letters, digits, '_' or '-'",
@@ -55,7 +40,9 @@ def check_name(name: object) -> str:
 
 def check_version(version: object, plugin: str) -> str:
     """Return ``version`` if PEP 440 or semantic versioning reads it, else refuse ``plugin-version``."""
-    if not isinstance(version, str) or not _is_version(version):
+    if not isinstance(version, str) or not (
+        re.fullmatch(_PEP440, version, re.IGNORECASE) or re.fullmatch(_SEMVER, version)
+    ):
         raise PluginError(
             f"plugin {plugin!r}: version {version!r} is not a version: use a PEP 440 or semantic version "
             "such as '1.0.0', '2.1' or '1.0.0rc1' (the record names the version that changed each call)",

@@ -4,14 +4,13 @@ With the setting on, a call runs with a *timed* copy of its plan: each
 handler of a changing hook is wrapped in `Timed`, which leaves how long it
 took on the event (``event._us``); the engine copies it into the change's
 entry as ``µs``. Hearing hooks time themselves (`functai.hooks.hear`). With
-the setting off nothing is wrapped, and the only cost is one class check
-per change recorded.
+the setting off nothing is wrapped.
 """
 
 from __future__ import annotations
 
-import threading
 import time
+from copy import copy as copy_of
 from typing import Any, Callable
 
 from .order import Plan
@@ -53,15 +52,7 @@ async def _until_done(awaitable: Any, event: Any, started: int) -> Any:
         _note(event, started)
 
 
-def stamp(entry: dict[str, Any], handler: Callable[[Any], Any], event: Any) -> dict[str, Any]:
-    """``entry`` (a change about to be recorded) with the handler's ``µs`` when it was timed."""
-    if handler.__class__ is Timed:
-        entry["µs"] = event._us
-    return entry
-
-
-_lock = threading.Lock()
-_timed: dict[int, tuple[Plan, Plan]] = {}
+_timed: dict[int, tuple[Plan, Plan]] = {}  # id(plan) -> (plan, its timed copy)
 
 
 def timed(plan: Plan) -> Plan:
@@ -69,16 +60,12 @@ def timed(plan: Plan) -> Plan:
     hit = _timed.get(id(plan))
     if hit is not None and hit[0] is plan:
         return hit[1]
-    copy = Plan.__new__(Plan)
-    copy.plugins = plan.plugins
-    copy.approval = plan.approval
-    copy.gated = plan.gated
+    copy = copy_of(plan)
     copy.handlers = {
         hook: handlers if hook in HEARING else tuple((plugin, Timed(fn)) for plugin, fn in handlers)
         for hook, handlers in plan.handlers.items()
     }
-    with _lock:
-        if len(_timed) >= 512:
-            _timed.clear()
-        _timed[id(plan)] = (plan, copy)
+    if len(_timed) >= 512:
+        _timed.clear()
+    _timed[id(plan)] = (plan, copy)
     return copy

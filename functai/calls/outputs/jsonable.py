@@ -10,7 +10,8 @@ from typing import Any
 import attrs
 
 from ...errors import FunctAIError
-from .kinds import _is_pydantic, is_dataclass
+from .kinds import is_dataclass, is_pydantic
+
 
 def to_jsonable(value: Any) -> Any:
     """Turn a value into JSON-compatible data for call records.
@@ -60,19 +61,10 @@ def _jsonable(value: Any, seen: set[int]) -> Any:
             except TypeError:
                 pass
             return items
-        if is_dataclass(t) and not isinstance(value, type):
-            import dataclasses
-
-            return {f.name: _jsonable(getattr(value, f.name), seen) for f in dataclasses.fields(value)}
-        if attrs.has(t):
-            out = {}
-            for a in attrs.fields(t):
-                try:
-                    out[a.name] = _jsonable(getattr(value, a.name), seen)
-                except AttributeError:  # an init=False field never set
-                    continue
-            return out
-        if _is_pydantic(t) and hasattr(value, "model_dump"):
+        fields = _fields(value)
+        if fields is not None:
+            return {name: _jsonable(item, seen) for name, item in fields.items()}
+        if is_pydantic(t) and hasattr(value, "model_dump"):
             try:
                 return value.model_dump(mode="json")
             except Exception:
@@ -90,3 +82,84 @@ def _key(key: Any) -> str:
     if isinstance(key, enum.Enum):
         return str(key.value)
     return key if isinstance(key, str) else str(key)
+
+
+#: How each non-finite float is written as text (the names JSON-minded formats such as Protocol
+#: Buffers' JSON mapping use; ``float()`` reads them back).
+NON_FINITE_TEXT = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def non_finite_as_text(value: Any, found: list[str]) -> Any:
+    """``value`` with each non-finite float (NaN, ±Infinity: JSON has none) as text, and where
+    each one was (``output.scores[2]``) added to ``found``; ``value`` itself when it holds none.
+
+    Looks where a JSON writer looks: into dicts, lists, tuples and sets, and into the fields of
+    dataclass, attrs and msgspec instances (which then become dicts). The one place non-finite
+    numbers are handled: `functai.codec` refuses them, or writes them as text, by it.
+    """
+    places: list[Any] = []
+    out = _finite(value, None, places)
+    found.extend(_place(at) for at in places)
+    return out
+
+
+def _finite(value: Any, at: Any, places: list[Any]) -> Any:
+    """``value`` with its non-finite floats as text (a new container only where one changed);
+    ``at`` is where it is, as ``(parent, key, is_index)`` links (`_place` spells one out)."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return value
+    if t is float or isinstance(value, float):
+        if value - value == 0.0:
+            return value
+        places.append(at)
+        return NON_FINITE_TEXT[repr(float(value))]
+    if isinstance(value, dict):
+        changed = None
+        for key, item in value.items():
+            new = _finite(item, (at, key, False), places)
+            if new is not item:
+                changed = changed or dict(value)
+                changed[key] = new
+        return value if changed is None else changed
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+        differs = False
+        for index, item in enumerate(items):
+            new = items[index] = _finite(item, (at, index, True), places)
+            differs = differs or new is not item
+        return items if differs else value
+    fields = _fields(value)
+    if fields is None:
+        return value
+    new = _finite(fields, at, places)
+    return value if new is fields else new
+
+
+def _fields(value: Any) -> dict[str, Any] | None:
+    """The fields a JSON writer writes for a dataclass, attrs or msgspec Struct instance (else None)."""
+    cls = type(value)
+    names: Any = getattr(cls, "__struct_fields__", None)
+    if names is None and is_dataclass(cls):
+        import dataclasses
+
+        names = [f.name for f in dataclasses.fields(value)]
+    if names is None and attrs.has(cls):
+        names = [a.name for a in attrs.fields(cls)]
+    if names is None:
+        return None
+    return {name: getattr(value, name) for name in names if hasattr(value, name)}  # not an init=False one never set
+
+
+def _place(at: Any) -> str:
+    """A place as ``inputs.deep["a key"][0]`` (``(the value)`` for the whole)."""
+    steps: list[str] = []
+    while at is not None:
+        at, key, is_index = at
+        if is_index:
+            steps.append(f"[{key}]")
+            continue
+        text = key if isinstance(key, str) else json.dumps(key) if key is None or isinstance(key, bool) else str(key)
+        steps.append(f".{text}" if text.isidentifier() else f"[{json.dumps(text, ensure_ascii=False)}]")
+    path = "".join(reversed(steps))
+    return path.removeprefix(".") or "(the value)"

@@ -186,12 +186,12 @@ def _classify(tp: Any) -> tuple[str, Any]:
             return "enum", cls
         if is_dataclass(cls) or attrs.has(cls) or (origin is None and typing.is_typeddict(cls)):
             return "class", tp
-        if origin is None and _is_pydantic(cls):
+        if origin is None and is_pydantic(cls):
             return "pydantic", cls
     raise _Unsupported(tp, _SUPPORTED)
 
 
-def _is_pydantic(cls: Any) -> bool:
+def is_pydantic(cls: Any) -> bool:
     return (
         isinstance(cls, type)
         and type(cls).__module__.startswith("pydantic")

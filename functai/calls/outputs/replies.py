@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from functai.errors import OutputError
 
-from .kinds import _Reader, _classify, _is_pydantic, _Unsupported, _unwrap
+from .kinds import _Reader, _Unsupported, _classify, _unwrap, is_pydantic
 from .readers import _Bad, _pydantic_bad, _pydantic_reader, _reader
 
 _FENCE_TAG = r"[A-Za-z0-9_.+-]*"  # compiled on first use (re caches it), not at import
@@ -50,7 +50,7 @@ def _top_reader(tp: Any) -> Callable[[str], Any]:
         fn = _read_text
     else:
         _classify(base)
-        fn = _pydantic_top(base) if _is_pydantic(base) else _json_top(_reader(tp))
+        fn = _pydantic_top(base) if is_pydantic(base) else _json_top(_reader(tp))
     if cacheable:
         _top_readers[tp] = fn
     return fn
@@ -125,7 +125,7 @@ def read_value(data: Any, tp: Any) -> Any:
     Raises ValueError with the reason when it does not fit, TypeError when
     ``tp`` is not a type that can be read from JSON.
     """
-    if _is_pydantic(_unwrap(tp)):
+    if is_pydantic(_unwrap(tp)):
         reader = _pydantic_reader(_unwrap(tp))
     else:
         try:
