@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 from contextvars import ContextVar
+from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -64,18 +65,9 @@ class Frame:
 current: ContextVar[Frame | None] = ContextVar("functai_call", default=None)
 
 
-_second = (-1, "")
-
-
 def now_text() -> str:
-    """The time as ISO 8601 UTC with milliseconds, as every record's timestamps are written
-    (the seconds part is made once a second)."""
-    global _second
-    now = time.time()
-    whole = int(now)
-    if whole != _second[0]:
-        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return f"{_second[1]}.{int((now - whole) * 1000):03d}+00:00"
+    """The time as ISO 8601 UTC with milliseconds, as every record's timestamps are written."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) -> records.Result:

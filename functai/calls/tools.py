@@ -383,7 +383,7 @@ class ToolRunner:
             entry["output"] = stopped
             return stopped
         if self.listen:
-            yield Note(_event("tool_call", name=call.name, input=entry["input"], path=event.path))
+            yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
 
         if self.scope is not None and found.effects != "reads":
             self.scope.tool_started(site, entry)
@@ -408,7 +408,7 @@ class ToolRunner:
         text = yield from self._tool_result_hook(call, event, invocation, text)
         entry["output"] = text
         if self.listen:
-            yield Note(_event("tool_result", name=call.name, output=text, path=event.path))
+            yield Note("tool_result", name=call.name, output=text, path=event.path)
         return text
 
     def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> Steps[str | None]:
@@ -495,12 +495,6 @@ class _Asking(FunctAIError):
     def __init__(self, approval: dict[str, Any]) -> None:
         super().__init__("a person at the stream is asked")
         self.approval = approval
-
-
-def _event(kind: str, **fields: Any) -> Any:
-    from .streaming import StreamEvent
-
-    return StreamEvent(kind, **fields)
 
 
 def _ask_person(
