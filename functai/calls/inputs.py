@@ -25,14 +25,13 @@ import attrs
 
 from ..errors import FunctAIError
 from .outputs import describe
-from .outputs.jsonable import PLAIN as _PLAIN
-from .outputs.kinds import is_dataclass
-from .outputs.kinds import unwrap as _unwrap
+from .outputs.jsonable import PLAIN
+from .outputs.kinds import is_dataclass, unwrap
 
 #: A check: None when the value fits, else why not (``expected … got …``, with a path).
 Check = Callable[[Any], "str | None"]
 
-_NoneType = type(None)
+NoneType = type(None)
 _ADDRESS = r" at 0x[0-9A-Fa-f]+>"  # compiled on first use (re caches it), not at import
 
 
@@ -75,12 +74,12 @@ def _anything(value: Any) -> str | None:
     return None
 
 
-_SIMPLE: dict[Any, Check] = {str: _exact_str, int: _int, float: _float, bool: _is(bool, "bool"), _NoneType: _none}
+_SIMPLE: dict[Any, Check] = {str: _exact_str, int: _int, float: _float, bool: _is(bool, "bool"), NoneType: _none}
 
 #: For the simple checks: the exact types that pass at once (a subclass goes the long way).
 _EXACT: dict[Check, frozenset[type]] = {
     _exact_str: frozenset({str}), _int: frozenset({int}), _float: frozenset({int, float}),
-    _SIMPLE[bool]: frozenset({bool}), _none: frozenset({_NoneType}),
+    _SIMPLE[bool]: frozenset({bool}), _none: frozenset({NoneType}),
 }
 
 #: Per-type checks, and whether a value that passes is sure to have a JSON form ("proof").
@@ -130,10 +129,10 @@ def _items(item: Check, outer: Any, what: str) -> Check:
 
 
 def _build(tp: Any) -> tuple[Check, bool]:
-    tp = _unwrap(tp)
+    tp = unwrap(tp)
     if tp is Any or tp is object:
         return _anything, False
-    simple = _SIMPLE.get(tp) if isinstance(tp, type) or tp is _NoneType else None
+    simple = _SIMPLE.get(tp) if isinstance(tp, type) or tp is NoneType else None
     if simple is not None:
         return simple, True
     origin, args = get_origin(tp), get_args(tp)
@@ -263,7 +262,7 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
     only ``<… object at 0x…>``.
     """
     kind = type(value)
-    if kind in _PLAIN:
+    if kind in PLAIN:
         return None
     how = _kind_of(kind)
     if how == _OK:
@@ -277,7 +276,7 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
     seen.add(id(value))
     if how == _ITEMS:
         for i, element in enumerate(value):
-            if type(element) not in _PLAIN:
+            if type(element) not in PLAIN:
                 found = unshowable(element, seen)
                 if found is not None:
                     return _inside(f"[{i}]", found)
@@ -288,7 +287,7 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
                 found = unshowable(key, seen)
                 if found is not None:
                     return f"[{_short(key)}] (its key)", found[1]
-            if type(element) not in _PLAIN:
+            if type(element) not in PLAIN:
                 found = unshowable(element, seen)
                 if found is not None:
                     return _inside(f"[{_short(key)}]", found)
@@ -296,7 +295,7 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
     if how == _DATACLASS or how == _ATTRS:
         for name in _field_names(kind, how):
             element = getattr(value, name, None)
-            if type(element) not in _PLAIN:
+            if type(element) not in PLAIN:
                 found = unshowable(element, seen)
                 if found is not None:
                     return _inside(f".{name}", found)

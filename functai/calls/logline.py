@@ -35,7 +35,7 @@ import msgspec
 
 from .. import codec
 from .outputs import to_jsonable
-from .outputs.jsonable import PLAIN as _PLAIN
+from .outputs.jsonable import PLAIN
 from .records import CallRecord
 
 
@@ -89,7 +89,7 @@ def _flat_finite(*fields: Any) -> bool:
             if t is float:
                 if value - value:  # nan for NaN and ±Infinity, 0.0 otherwise
                     return False
-            elif t not in _PLAIN:
+            elif t not in PLAIN:
                 return False
     return True
 
@@ -104,7 +104,7 @@ def encode(record: CallRecord) -> bytes:
     if type(inputs) is dict:
         for key, value in inputs.items():
             t = type(value)
-            if type(key) is not str or t not in _PLAIN:
+            if type(key) is not str or t not in PLAIN:
                 inputs = to_jsonable(inputs)
                 unsure = True
                 break
@@ -115,7 +115,7 @@ def encode(record: CallRecord) -> bytes:
         unsure = True
     output = r.output
     t = type(output)
-    if t not in _PLAIN:
+    if t not in PLAIN:
         output = to_jsonable(output)
         unsure = True
     elif t is float and output - output:

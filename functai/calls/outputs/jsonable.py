@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from ...errors import FunctAIError
-from .kinds import _is_pydantic, is_dataclass
+from .kinds import is_pydantic, is_dataclass
 
 def to_jsonable(value: Any) -> Any:
     """Turn a value into JSON-compatible data for call records.
@@ -72,7 +72,7 @@ def _jsonable(value: Any, seen: set[int]) -> Any:
                 except AttributeError:  # an init=False field never set
                     continue
             return out
-        if _is_pydantic(t) and hasattr(value, "model_dump"):
+        if is_pydantic(t) and hasattr(value, "model_dump"):
             try:
                 return value.model_dump(mode="json")
             except Exception:
