@@ -46,7 +46,8 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
-def _load() -> Callable[[Any], bytes]:
+def load() -> Callable[[Any], bytes]:
+    """Import msgspec and make the encoder and decoders; the encoder."""
     global _encode, _decode, _decode_lines
     import msgspec
 
@@ -66,7 +67,7 @@ def dumps(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> bytes:
     where — what records and stores use, so that a call never loses its
     record, nor a record its value, over a NaN.
     """
-    encode = _encode or _load()
+    encode = _encode or load()
     try:
         out = encode(obj)
     except UnicodeEncodeError:  # a lone surrogate
@@ -76,7 +77,7 @@ def dumps(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> bytes:
                          "or is nested too deeply") from None
     # msgspec writes a non-finite float as null: more nulls than Nones means one may be there.
     nulls = out.count(b"null")
-    if nulls and (type(obj) is not dict or nulls != [*obj.values()].count(None)) and _may_hold_non_finite(obj, nulls):
+    if nulls and (type(obj) is not dict or nulls != [*obj.values()].count(None)) and may_hold_non_finite(obj, nulls):
         found: list[tuple[str, float]] = []
         fixed = _scan(obj, "", found, non_finite == "text")
         if found:
@@ -97,7 +98,7 @@ def dumps_str(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> st
 def loads(data: bytes | bytearray | str) -> Any:
     """One JSON document (bytes or text); ``ValueError`` when it is not one."""
     try:
-        return (_decode or (_load() and _decode))(data)  # type: ignore[misc, truthy-function]
+        return (_decode or (load() and _decode))(data)  # type: ignore[misc, truthy-function]
     except ValueError:  # msgspec.DecodeError: older or looser input, read as the standard library reads it
         return json.loads(data)
 
@@ -106,7 +107,7 @@ def loads_lines(data: bytes | str) -> list[Any]:
     """Every line of a JSON-lines buffer, decoded at once; ``ValueError`` when any line is not JSON
     (the caller then reads line by line with `loads` to say which)."""
     if _decode_lines is None:
-        _load()
+        load()
     return _decode_lines(data)  # type: ignore[misc]
 
 
@@ -124,7 +125,7 @@ def _escaped(obj: Any) -> bytes:
 _PLAIN = frozenset({str, int, bool, type(None)})
 
 
-def _may_hold_non_finite(obj: Any, nulls: int) -> bool:
+def may_hold_non_finite(obj: Any, nulls: int) -> bool:
     """False when ``obj`` holds no non-finite float: level by level, stop once its Nones
     explain every ``null`` written (each non-finite float adds one more)."""
     level, nones = [obj], 0

@@ -26,8 +26,7 @@ from .steps import adrive
 if TYPE_CHECKING:
     from .template import Template
 
-#: What a function may do as a tool of another (`functai.calls.tools.EFFECTS`, which is
-#: loaded only with the first tool).
+#: What a function or a tool may do: declared by ``@ai(effects=...)`` and ``@tool(effects=...)``.
 EFFECTS = ("reads", "changes")
 
 R = TypeVar("R")
@@ -38,6 +37,11 @@ def _stable(value: Any) -> Any:
     if isinstance(data, str) and type(value).__repr__ is object.__repr__:  # type: ignore[comparison-overlap]  # mypy binds it
         return f"<{type(value).__module__}.{type(value).__qualname__}>"  # its repr holds an address
     return data
+
+
+def check_effects(effects: str | None) -> None:
+    if effects is not None and effects not in EFFECTS:
+        raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
 
 
 def _tool_name(tool: object) -> str:
@@ -78,6 +82,7 @@ class AIFunction:
             hints = typing.get_type_hints(fn)
         except Exception as error:
             raise TypeError(f"@ai function {self.name}: cannot resolve its annotations: {error}") from error
+        self._hints = hints
         self.output_type: Any = hints.get("return", str)
         self.output_schema = output_schema(self.output_type)
         self.input_names: tuple[str, ...] = tuple(self.signature.parameters)
@@ -92,10 +97,7 @@ class AIFunction:
         self.tool_names: tuple[str, ...] = tuple(_tool_name(t) for t in self.tools)
         if len(set(self.tool_names)) != len(self.tool_names):
             raise TypeError(f"@ai function {self.name}: two tools share a name: {self.tool_names}")
-        if effects is not None and effects not in EFFECTS:
-            raise ValueError(
-                f"@ai function {self.name}: effects must be 'reads' or 'changes' (or left out), not {effects!r}"
-            )
+        check_effects(effects)
         #: What ``@ai(effects=...)`` declared; None means derived from the tools (see `effects`).
         self.declared_effects: str | None = effects
         self.own = own
@@ -104,7 +106,6 @@ class AIFunction:
         self._positional = sum(1 for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
         self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
         self._schemas: dict[tuple[str, ...], tuple[dict[str, Any], ...]] = {}
-        self._hints = hints
         self._checker: InputChecker | None = None
 
     def check_inputs(self, inputs: dict[str, Any]) -> None:
@@ -162,7 +163,7 @@ class AIFunction:
         Only what is stable across processes goes in: annotations as text,
         defaults as JSON data (an object without its own repr by its type).
         """
-        hints = typing.get_type_hints(self.fn)
+        hints = self._hints
         inputs = [
             [
                 param.name,
@@ -306,8 +307,7 @@ def ai(
     the function (they are part of its ``version``); every other keyword is a
     setting of the function's own layer, ``plugins`` included.
     """
-    if effects is not None and effects not in EFFECTS:
-        raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
+    check_effects(effects)
     if "program_plugins" in settings:
         raise TypeError("program_plugins is for a host's layers (configure, settings, a conversation), not @ai")
     for name in settings:

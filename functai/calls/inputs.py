@@ -26,7 +26,7 @@ import attrs
 from ..errors import FunctAIError
 from .outputs import describe
 from .outputs.jsonable import PLAIN
-from .outputs.kinds import is_dataclass, unwrap
+from .outputs.kinds import is_dataclass, is_pydantic, unwrap
 
 #: A check: None when the value fits, else why not (``expected … got …``, with a path).
 Check = Callable[[Any], "str | None"]
@@ -52,10 +52,6 @@ def _is(kind: type | tuple[type, ...], what: str) -> Check:
     return check
 
 
-def _exact_str(value: Any) -> str | None:
-    return None if isinstance(value, str) else f"expected str, {_got(value)}"
-
-
 def _int(value: Any) -> str | None:
     return None if isinstance(value, int) and not isinstance(value, bool) else f"expected int, {_got(value)}"
 
@@ -66,20 +62,12 @@ def _float(value: Any) -> str | None:
     return f"expected float, {_got(value)}"
 
 
-def _none(value: Any) -> str | None:
-    return None if value is None else f"expected None, {_got(value)}"
-
-
 def _anything(value: Any) -> str | None:
     return None
 
 
-_SIMPLE: dict[Any, Check] = {str: _exact_str, int: _int, float: _float, bool: _is(bool, "bool"), NoneType: _none}
-
-#: For the simple checks: the exact types that pass at once (a subclass goes the long way).
-_EXACT: dict[Check, frozenset[type]] = {
-    _exact_str: frozenset({str}), _int: frozenset({int}), _float: frozenset({int, float}),
-    _SIMPLE[bool]: frozenset({bool}), _none: frozenset({NoneType}),
+_SIMPLE: dict[Any, Check] = {
+    str: _is(str, "str"), int: _int, float: _float, bool: _is(bool, "bool"), NoneType: _is(NoneType, "None"),
 }
 
 #: Per-type checks, and whether a value that passes is sure to have a JSON form ("proof").
@@ -106,19 +94,9 @@ def _at(step: str, why: str) -> str:
 
 
 def _items(item: Check, outer: Any, what: str) -> Check:
-    exact = _EXACT.get(item)
-
     def check(value: Any) -> str | None:
         if not isinstance(value, outer):
             return f"expected {what}, {_got(value)}"
-        if item is _anything:
-            return None
-        if exact is not None:
-            for element in value:
-                if type(element) not in exact:
-                    break
-            else:
-                return None  # the common case: every item of a plain type
         for i, element in enumerate(value):
             why = item(element)
             if why is not None:
@@ -210,50 +188,6 @@ def _build(tp: Any) -> tuple[Check, bool]:
 # --------------------------------------------------------------------------- showable
 
 
-_OK, _MAPPING, _ITEMS, _DATACLASS, _ATTRS, _ENUM, _OTHER = range(7)
-_kinds: dict[type, int] = {}
-
-
-def _kind_of(kind: type) -> int:
-    """How `unshowable` looks into a value of this type (worked out once per type)."""
-    found = _kinds.get(kind)
-    if found is None:
-        if issubclass(kind, enum.Enum):
-            found = _ENUM
-        elif issubclass(kind, (str, int, float)):
-            found = _OK
-        elif issubclass(kind, cabc.Mapping):
-            found = _MAPPING
-        elif issubclass(kind, (list, tuple, set, frozenset)):
-            found = _ITEMS
-        elif is_dataclass(kind):
-            found = _DATACLASS
-        elif attrs.has(kind):
-            found = _ATTRS
-        elif hasattr(kind, "model_dump") and type(kind).__module__.startswith("pydantic"):
-            found = _OK
-        else:
-            found = _OTHER
-        _kinds[kind] = found
-    return found
-
-
-_fields: dict[type, tuple[str, ...]] = {}
-
-
-def _field_names(kind: type, how: int) -> tuple[str, ...]:
-    names = _fields.get(kind)
-    if names is None:
-        if how == _DATACLASS:
-            import dataclasses
-
-            fields = dataclasses.fields(kind)
-        else:
-            fields = attrs.fields(kind)
-        names = _fields[kind] = tuple(f.name for f in fields)
-    return names
-
-
 def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | None:
     """(path, type) of something in ``value`` the model would see only as an address, or None.
 
@@ -264,54 +198,51 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
     kind = type(value)
     if kind in PLAIN:
         return None
-    how = _kind_of(kind)
-    if how == _OK:
-        return None
-    if how == _ENUM:
+    if isinstance(value, enum.Enum):
         return unshowable(value.value, seen)
+    if isinstance(value, (str, int, float)) or is_pydantic(kind):
+        return None
     if seen is None:
         seen = set()
     elif id(value) in seen:
         return None  # a cycle: recording writes it as it can
     seen.add(id(value))
-    if how == _ITEMS:
-        for i, element in enumerate(value):
-            if type(element) not in PLAIN:
-                found = unshowable(element, seen)
-                if found is not None:
-                    return _inside(f"[{i}]", found)
-        return None
-    if how == _MAPPING:
+    if isinstance(value, cabc.Mapping):
         for key, element in value.items():
             if type(key) is not str:
                 found = unshowable(key, seen)
                 if found is not None:
                     return f"[{_short(key)}] (its key)", found[1]
-            if type(element) not in PLAIN:
-                found = unshowable(element, seen)
-                if found is not None:
-                    return _inside(f"[{_short(key)}]", found)
+            found = unshowable(element, seen)
+            if found is not None:
+                return f"[{_short(key)}]{found[0]}", found[1]
         return None
-    if how == _DATACLASS or how == _ATTRS:
-        for name in _field_names(kind, how):
-            element = getattr(value, name, None)
-            if type(element) not in PLAIN:
-                found = unshowable(element, seen)
-                if found is not None:
-                    return _inside(f".{name}", found)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        parts: Any = ((f"[{i}]", element) for i, element in enumerate(value))
+    elif is_dataclass(kind) or attrs.has(kind):
+        parts = ((f".{name}", getattr(value, name, None)) for name in _field_names(kind))
+    else:
+        try:
+            json.dumps(value)
+            return None
+        except (TypeError, ValueError):
+            pass
+        if kind.__repr__ is object.__repr__ or re.search(_ADDRESS, repr(value)):
+            return "", kind
         return None
-    try:
-        json.dumps(value)
-        return None
-    except (TypeError, ValueError):
-        pass
-    if kind.__repr__ is object.__repr__ or re.search(_ADDRESS, repr(value)):
-        return "", kind
+    for step, element in parts:
+        found = unshowable(element, seen)
+        if found is not None:
+            return step + found[0], found[1]
     return None
 
 
-def _inside(step: str, found: tuple[str, type]) -> tuple[str, type]:
-    return step + found[0], found[1]
+def _field_names(kind: type) -> list[str]:
+    if is_dataclass(kind):
+        import dataclasses  # loaded already: whoever made a dataclass imported it
+
+        return [f.name for f in dataclasses.fields(kind)]
+    return [a.name for a in attrs.fields(kind)]
 
 
 # --------------------------------------------------------------------------- one function

@@ -1,28 +1,14 @@
 """A call record as one line of the call log, encoded without building its dict.
 
-On every logged call. `CallRecord.to_dict` builds a dict of 25 keys that
-msgspec then walks, key by key; here the record's values go into a msgspec
-``Struct`` made positionally (its keys are encoded once, when the class is
-made), at half the cost (docs/performance.md, "The call log"). The bytes are the same as
-``codec.dumps(record.to_dict(), non_finite="text")`` (a test compares them
-over many kinds of records): the same keys in the same order, ``replayable``
-only when false, ``heard`` and ``rating`` only when set (msgspec leaves a
-field out when its value is ``UNSET``).
-
-JSON stays strict as `functai.codec.dumps` keeps it, and a non-finite float is
-still written as text with a warning naming where. msgspec writes one as
-``null``, so it must be looked for, and mostly it need not be: the fields
-that hold data — the inputs, the output, the seconds, the error, the settings
-and the usage — are looked at as the record is read (their values' types, and
-``x - x`` of each float, which is 0.0 unless it is NaN or infinite), and a
-plain call whose tool calls, changes, conversation, timings and rating are
-empty is done. (The text fields — id, names, instruction, model, finish
-reason, reasoning, sections — are typed as text and not looked at.)
-Otherwise the nulls of the line are counted against the Nones of the record
-(the top level's, then level by level only while they fall short, as
-`functai.codec.dumps` does); when there are more, the record goes through
-``codec.dumps`` after all, which finds the float, writes it as text and warns.
-So does a record msgspec cannot encode as it is (a lone surrogate, a cycle).
+On every logged call: the record's values go into a msgspec ``Struct`` made
+positionally (its keys are encoded once, when the class is made), at about half
+the cost of ``codec.dumps(record.to_dict(), non_finite="text")``, whose bytes it
+gives (``replayable`` only when false, ``heard`` and ``rating`` only when set:
+msgspec leaves a field out when its value is ``UNSET``). msgspec writes a
+non-finite float as ``null``: when the line holds more nulls than the record
+holds Nones, the record goes through ``codec.dumps`` after all, which writes
+the float as text and warns. So does a record msgspec cannot
+encode as it is (a lone surrogate, a cycle).
 
 Imported on the first logged call (it imports msgspec), never by ``import functai``.
 """
@@ -35,7 +21,6 @@ import msgspec
 
 from .. import codec
 from .outputs import to_jsonable
-from .outputs.jsonable import PLAIN
 from .records import CallRecord
 
 
@@ -71,95 +56,23 @@ class _Line(msgspec.Struct, gc=False):
 
 
 _UNSET = msgspec.UNSET
-_encode = codec._encode or codec._load()  # the codec's own encoder: the same rules for what is not JSON data
-_may_hold_non_finite = codec._may_hold_non_finite
-_FIELDS = _Line.__struct_fields__
-
-
-def _flat_finite(*fields: Any) -> bool:
-    """Whether each field is None or a dict whose values are all text, whole numbers, bools, None or
-    finite floats (nothing nested to look into)."""
-    for data in fields:
-        if data is None:
-            continue
-        if type(data) is not dict:
-            return False
-        for value in data.values():
-            t = type(value)
-            if t is float:
-                if value - value:  # nan for NaN and ±Infinity, 0.0 otherwise
-                    return False
-            elif t not in PLAIN:
-                return False
-    return True
+_encode = codec.load()  # the codec's own encoder: the same rules for what is not JSON data
 
 
 def encode(record: CallRecord) -> bytes:
     """The record's line (without its newline): what ``codec.dumps(record.to_dict(), non_finite="text")`` gives."""
     r = record
-    # Whether a non-finite float may be in the record: found true for anything not plainly finite in
-    # the fields that hold data (the text fields — id, names, instruction, model … — hold text).
-    unsure = False
-    inputs = r.inputs
-    if type(inputs) is dict:
-        for key, value in inputs.items():
-            t = type(value)
-            if type(key) is not str or t not in PLAIN:
-                inputs = to_jsonable(inputs)
-                unsure = True
-                break
-            if t is float and value - value:  # nan for NaN and ±Infinity, 0.0 otherwise
-                unsure = True
-    else:
-        inputs = to_jsonable(inputs)
-        unsure = True
-    output = r.output
-    t = type(output)
-    if t not in PLAIN:
-        output = to_jsonable(output)
-        unsure = True
-    elif t is float and output - output:
-        unsure = True
-    parent = r.parent
-    error = r.error
-    instruction = r.instruction
-    model = r.model
-    reason = r.finish_reason
-    reasoning = r.reasoning
-    seconds = r.seconds
-    settings = r.settings
-    usage = r.usage
-    tools = r.tool_calls
-    conversation = r.conversation
-    changes = r._changes_raw
-    if changes:
-        changes = r.changes  # its entries made (see records: the engine may have left them as tuples)
-    heard = r.heard
-    rating = r.rating
-    if unsure or (seconds is not None and (type(seconds) is not float or seconds - seconds)) \
-            or tools or conversation is not None or changes or heard or rating is not None:
-        unsure = True
-    elif error is not None or settings or usage:
-        unsure = not _flat_finite(error, settings, usage)
-    replayable = r.replayable
-    line = _Line(
-        r.id, r.function, r.version, inputs, r.started, parent, r.path, r.module, output, error,
-        instruction, model, settings, usage, reason, reasoning, seconds, tools,
-        conversation, changes, r.sections, _UNSET if replayable else replayable, r.attempts,
-        heard if heard else _UNSET, _UNSET if rating is None else rating,
+    fields = (
+        r.id, r.function, r.version, to_jsonable(r.inputs), r.started, r.parent, r.path, r.module,
+        to_jsonable(r.output), r.error, r.instruction, r.model, r.settings, r.usage, r.finish_reason, r.reasoning,
+        r.seconds, r.tool_calls, r.conversation, r.changes, r.sections, _UNSET if r.replayable else False,
+        r.attempts, r.heard or _UNSET, _UNSET if r.rating is None else r.rating,
     )
     try:
-        out = _encode(line)
+        out = _encode(_Line(*fields))
     except Exception:  # a lone surrogate, a cycle …: the codec's own ways (escape, or a clear error)
         return codec.dumps(record.to_dict(), non_finite="text")
-    if not unsure:
-        return out
     nulls = out.count(b"null")
-    # The Nones of the fields that are None when unset: each is one null. (A None anywhere else is
-    # not counted here: more nulls then, and the closer look below.)
-    if nulls and nulls != (parent is None) + (output is None) + (error is None) + (instruction is None) \
-            + (model is None) + (reason is None) + (reasoning is None) + (seconds is None) + (conversation is None) \
-            and _may_hold_non_finite(tuple(getattr(line, name) for name in _FIELDS
-                                           if getattr(line, name) is not _UNSET), nulls):
+    if nulls > fields.count(None) and codec.may_hold_non_finite(fields, nulls):
         return codec.dumps(record.to_dict(), non_finite="text")
     return out

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import typing
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, overload
+from typing import Any, Callable, Mapping, Sequence, overload
 
 from ..errors import FunctAIError, PluginError, Waiting
 from ..hooks.events import ToolCallEvent, ToolResultEvent, set_field
@@ -24,15 +23,12 @@ from ..hooks.timing import stamp
 from ..log import warn
 from ..models.request import Reply
 from ..models.toolcall import ToolCall
+from .function import AIFunction, check_effects
+from .layout import render_value
 from .outputs import output_schema, read_value, to_jsonable
 from .records import CallRecord
 from .scope import TurnScope
-from .steps import Ask, Invoke, Note, Steps
-
-if TYPE_CHECKING:
-    from .function import AIFunction
-
-EFFECTS = ("reads", "changes")
+from .steps import Ask, Invoke, Note, Steps, in_thread
 
 #: Settings never shown to plugins in tool events.
 SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
@@ -81,8 +77,7 @@ class Tool:
     """A Python function the model may ask to run. Made by `tool`."""
 
     def __init__(self, fn: Callable[..., Any], *, effects: str | None = None) -> None:
-        if effects is not None and effects not in EFFECTS:
-            raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
+        check_effects(effects)
         self.fn = fn
         self.name: str = fn.__name__
         self.effects = effects
@@ -100,9 +95,7 @@ class Tool:
         """Run in an async call: awaited if ``async def``, else in a worker thread (keeping contextvars)."""
         if self.is_async:
             return await self.fn(**input)
-        import asyncio
-
-        value = await asyncio.to_thread(self.fn, **input)
+        value = await in_thread(functools.partial(self.fn, **input))
         if value is not None and hasattr(value, "__await__"):
             value = await value
         return value
@@ -127,16 +120,9 @@ def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None)
     ``"changes"``. ``tool(ai_function, effects=...)`` declares the effects of
     an AI function used as a tool (undeclared, they are derived from its tools).
     """
-    if effects is not None and effects not in EFFECTS:
-        raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
-    if fn is not None:
-        return _make(fn, effects)
-    return lambda f: _make(f, effects)
-
-
-def _make(fn: Any, effects: str | None) -> Any:
-    from .function import AIFunction
-
+    check_effects(effects)
+    if fn is None:
+        return lambda f: tool(f, effects=effects)
     if isinstance(fn, AIFunction):
         return _ProgramTool(fn, effects=effects)
     return Tool(fn, effects=effects)
@@ -146,8 +132,6 @@ def as_tool(item: Any) -> Any:
     """A tool for the runner: a `Tool`, or an AI function used as one."""
     if isinstance(item, (Tool, _ProgramTool)):
         return item
-    from .function import AIFunction
-
     if isinstance(item, AIFunction):
         return _program_tool(item)
     raise TypeError(f"{item!r} is not a tool: use @functai.tool or an AI function")
@@ -190,8 +174,6 @@ def _effects_of(item: Any, visiting: set[int]) -> str | None:
         return item.declared if item.declared is not None else derived_effects(item.program, visiting)
     if isinstance(item, Tool):
         return item.effects
-    from .function import AIFunction
-
     if isinstance(item, AIFunction):
         return derived_effects(item, visiting)
     return getattr(item, "effects", None)
@@ -246,13 +228,6 @@ def typed_inputs(program: "AIFunction", input: Mapping[str, Any]) -> dict[str, A
                 pass
         out[name] = value
     return out
-
-
-def output_text(value: Any) -> str:
-    """A tool's result as the model reads it."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(to_jsonable(value), ensure_ascii=False)
 
 
 class ApprovalError(FunctAIError):
@@ -394,17 +369,16 @@ class ToolRunner:
                 self.scope.tool_suspended(site, entry)
             raise
         except FunctAIError as error:
-            if error.code in RISING:
-                entry["error"] = f"{error.code}: {error.message}"
-                raise
             entry["error"] = f"{error.code}: {error.message}"
+            if error.code in RISING:
+                raise
             value = f"The tool failed: {error.message}"
         except RecursionError:
             raise  # runaway nesting, not the tool's answer
         except Exception as error:
             entry["error"] = f"{type(error).__name__}: {error}"
             value = f"The tool failed: {type(error).__name__}: {error}"
-        text = output_text(value)
+        text = render_value(value)  # a tool's result is shown as an input is
         text = yield from self._tool_result_hook(call, event, invocation, text)
         entry["output"] = text
         if self.listen:
