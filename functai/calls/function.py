@@ -44,6 +44,20 @@ def check_effects(effects: str | None) -> None:
         raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
 
 
+def signature_of(fn: Callable[..., Any], what: str) -> tuple[inspect.Signature, dict[str, Any]]:
+    """The signature and resolved annotations of a function whose inputs must be named
+    (an AI function's or a tool's: ``what`` names it in the errors)."""
+    signature = inspect.signature(fn)
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise TypeError(f"{what}: inputs must be named; {param} is not supported")
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as error:
+        raise TypeError(f"{what}: cannot resolve its annotations: {error}") from error
+    return signature, hints
+
+
 def _tool_name(tool: object) -> str:
     name = getattr(tool, "name", None) or getattr(tool, "__name__", None)
     if not isinstance(name, str):
@@ -74,14 +88,7 @@ class AIFunction:
         if not doc or not doc.strip():
             raise TypeError(f"@ai function {self.name} needs a docstring: it is the instruction the model follows")
         self.instruction: str = doc.strip()
-        self.signature = inspect.signature(fn)
-        for param in self.signature.parameters.values():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-                raise TypeError(f"@ai function {self.name}: inputs must be named; {param} is not supported")
-        try:
-            hints = typing.get_type_hints(fn)
-        except Exception as error:
-            raise TypeError(f"@ai function {self.name}: cannot resolve its annotations: {error}") from error
+        self.signature, hints = signature_of(fn, f"@ai function {self.name}")
         self._hints = hints
         self.output_type: Any = hints.get("return", str)
         self.output_schema = output_schema(self.output_type)

@@ -48,14 +48,11 @@ if TYPE_CHECKING:
 class Frame:
     """The call in progress in this context (for ``parent``, ``path`` and the limits on nesting)."""
 
-    __slots__ = ("record", "path", "ordinal", "depth", "budget")
+    __slots__ = ("record", "path", "depth", "budget")
 
-    def __init__(self, record: records.CallRecord, path: str, ordinal: int, depth: int,
-                 budget: limits.Budget) -> None:
+    def __init__(self, record: records.CallRecord, path: str, depth: int, budget: limits.Budget) -> None:
         self.record = record
         self.path = path
-        #: The call's ordinal inside its conversation turn (0 outside one).
-        self.ordinal = ordinal
         #: 1 for an outermost call, 2 for a call nested in it, …
         self.depth = depth
         #: Shared by the outermost call and every call nested in it.
@@ -126,7 +123,7 @@ def call_steps(
         depth, budget = frame.depth + 1, frame.budget
     logged = True
     client = None
-    token = current.set(Frame(record, path, ordinal, depth, budget))
+    token = current.set(Frame(record, path, depth, budget))
     closing = False
     try:
         if frame is None and limits.running:
@@ -321,10 +318,8 @@ def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None
     for field, value in change.__dict__.items():  # only the fields the change sets
         if field == "sections":
             set_field(event, "sections", event.sections + value)
-        elif field == "instruction":
-            set_field(event, "instruction", value)
-        elif field == "lm":
-            set_field(event, "lm", value)
+        elif field == "instruction" or field == "lm":
+            set_field(event, field, value)
         elif field == "settings":
             set_field(event, "settings", MappingProxyType({**event.settings, **value}))
         elif field == "tools":

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import typing
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence, overload
 
 from ..errors import FunctAIError, PluginError, Waiting
+from ..hooks.change import Change
 from ..hooks.events import ToolCallEvent, ToolResultEvent, set_field
 from ..hooks.fold import call_handler_steps, check_change, record as change_record
 from ..hooks.order import Plan
@@ -23,7 +23,7 @@ from ..hooks.timing import stamp
 from ..log import warn
 from ..models.request import Reply
 from ..models.toolcall import ToolCall
-from .function import AIFunction, check_effects
+from .function import AIFunction, check_effects, signature_of
 from .layout import render_value
 from .outputs import output_schema, read_value, to_jsonable
 from .records import CallRecord
@@ -37,35 +37,15 @@ SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
 #: nobody could be asked, the calls ran away, or a nested call could not be counted.
 RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests", "thread-context"})
 
-REFUSED = "The person did not allow this call."
 CHECK_FAILED = "a check failed"
 INTERRUPTED = "The tool was started but its result is unknown; it may or may not have taken effect."
 
 
-def blocked_text(plugin: str, reason: str) -> str:
-    """What the model is shown for a blocked tool call."""
-    return f"This call was blocked ({plugin}): {reason}"
-
-
-def refused_text(reason: str | None) -> str:
-    """What the model is shown when a person refused a tool call."""
-    return REFUSED + (f" Reason: {reason}" if reason else "")
-
-
-def _input_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception as error:
-        raise TypeError(f"tool {name}: cannot resolve its annotations: {error}") from error
-    return _parameters_schema(inspect.signature(fn), hints, name)
-
-
-def _parameters_schema(signature: inspect.Signature, hints: Mapping[str, Any], name: str) -> dict[str, Any]:
+def _parameters_schema(signature: inspect.Signature, hints: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a tool's inputs (checked named by `signature_of`)."""
     properties: dict[str, Any] = {}
     required: list[str] = []
     for param in signature.parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            raise TypeError(f"tool {name}: inputs must be named; {param} is not supported")
         tp = hints.get(param.name, str)
         properties[param.name] = output_schema(tp) or {"type": "string"}
         if param.default is param.empty:
@@ -82,7 +62,7 @@ class Tool:
         self.name: str = fn.__name__
         self.effects = effects
         self.description: str = (inspect.getdoc(fn) or "").strip()
-        self.parameters = _input_schema(fn, self.name)
+        self.parameters = _parameters_schema(*signature_of(fn, f"tool {self.name}"))
         self.is_async = inspect.iscoroutinefunction(fn)
 
     def schema(self) -> dict[str, Any]:
@@ -186,7 +166,7 @@ class _ProgramTool:
         self.program = program
         self.name = program.name
         self.description = program.instruction
-        self.parameters = _parameters_schema(program.signature, program._hints, program.name)
+        self.parameters = _parameters_schema(program.signature, program._hints)
         #: What ``tool(fn, effects=...)`` declared (None: derived).
         self.declared = effects
         #: A stable id for the asking function's version: the program's, plus what was declared here.
@@ -398,22 +378,22 @@ class ToolRunner:
                 cause = error.__cause__ or error
                 warn("hook failed", plugin=plugin.name, version=plugin.version, hook="tool_call",
                      function=self.fn.name, error=f"{type(cause).__name__}: {cause}")
-                entry["blocked"] = plugin.name
-                entry["block_reason"] = CHECK_FAILED
-                self.record.changes.append(stamp(change_record(plugin, "tool_call", {"block": CHECK_FAILED}),
-                                                 handler, event))
-                return blocked_text(plugin.name, CHECK_FAILED)
+                change = Change(block=CHECK_FAILED)  # a check that fails blocks the tool, never lets it run
             if change is not None:
                 if change.inputs is not None:
                     set_field(event, "input", MappingProxyType({**event.input, **change.inputs}))
-                self.record.changes.append(stamp(change_record(plugin, "tool_call", change.to_data()), handler, event))
+                self._record(plugin, "tool_call", change.to_data(), handler, event)
                 if change.block is not None:
                     entry["blocked"] = plugin.name
                     entry["block_reason"] = change.block
-                    return blocked_text(plugin.name, change.block)
+                    return f"This call was blocked ({plugin.name}): {change.block}"
             if event._refusal is not None:
                 return _refused(entry, plugin.name, event._refusal or None)
         return None
+
+    def _record(self, plugin: Any, hook: str, change: dict[str, Any], handler: Any, event: Any) -> None:
+        """Note a change a plugin made in the call's record."""
+        self.record.changes.append(stamp(change_record(plugin, hook, change), handler, event))
 
     def _tool_call_handlers(self, event: ToolCallEvent) -> Any:
         """The ``tool_call`` handlers in order. In a resumed turn the approval plugin runs once
@@ -447,10 +427,8 @@ class ToolRunner:
             change = check_change(plugin, "tool_result", returned)
             if change is not None:
                 set_field(result, "output", change.output)
-                self.record.changes.append(stamp(change_record(plugin, "tool_result", change.to_data()),
-                                                 handler, result))
+                self._record(plugin, "tool_result", change.to_data(), handler, result)
         return result.output
-
 
 
 def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:
@@ -458,7 +436,7 @@ def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:
     entry["refused"] = plugin
     if reason:
         entry["refuse_reason"] = reason
-    return refused_text(reason)
+    return "The person did not allow this call." + (f" Reason: {reason}" if reason else "")
 
 
 class _Asking(FunctAIError):
