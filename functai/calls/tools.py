@@ -314,7 +314,7 @@ class ToolRunner:
                 id=call.id,
                 function=self.fn.name,
                 settings=self.settings,
-                ask_person=functools.partial(_ask_person, self.scope, site, self),
+                ask_person=functools.partial(self._ask_person, site),
             )
             if self.scope is not None:
                 set_field(event, "_memory", self.scope.memory)
@@ -391,6 +391,44 @@ class ToolRunner:
                 return _refused(entry, plugin.name, event._refusal or None)
         return None
 
+    def _ask_person(self, site: str, event: ToolCallEvent, reason: str | None,
+                    decide: Callable[[Any], Any] | None) -> bool:
+        """``tool.ask``: ``decide`` answers at once; in a turn, a recorded answer
+        does; a person at a stream may; else the turn waits; in a plain call
+        nobody can be asked."""
+        if decide is not None:
+            return _decided(event, decide(event))
+        approval = {
+            "key": f"{site}.{event._plugin}",
+            "name": event.name,
+            "input": to_jsonable(dict(event.input)),
+            "effects": event.effects,
+            "path": event.path,
+            "plugin": event._plugin,
+            "question": reason,
+        }
+        scope = self.scope
+        answered = scope.answer(approval["key"]) if scope is not None and scope.waits else None
+        if answered is None:
+            answered = self.answers.get(approval["key"])
+            if answered is None and self.listen:
+                raise _Asking(approval)
+        if answered is not None:
+            allowed, why = answered
+            return _decided(event, True if allowed else (why or False))
+        if scope is not None and scope.waits:
+            raise Waiting(
+                f"the tool call {event.path} waits for a person's approval (asked by plugin {event._plugin!r})",
+                approvals=[approval],
+            )
+        del approval["key"]
+        raise ApprovalError(
+            f"the tool call {event.path} needs a person's approval (asked by plugin {event._plugin!r}"
+            f"{': ' + reason if reason else ''}), and nobody can be asked in a plain call; answer with "
+            "approve=<function>, or make the call inside a conversation turn so it can wait",
+            approval=approval,
+        )
+
     def _record(self, plugin: Any, hook: str, change: dict[str, Any], handler: Any, event: Any) -> None:
         """Note a change a plugin made in the call's record."""
         self.record.changes.append(stamp(change_record(plugin, hook, change), handler, event))
@@ -447,46 +485,6 @@ class _Asking(FunctAIError):
     def __init__(self, approval: dict[str, Any]) -> None:
         super().__init__("a person at the stream is asked")
         self.approval = approval
-
-
-def _ask_person(
-    scope: TurnScope | None, site: str, runner: ToolRunner | None, event: ToolCallEvent, reason: str | None,
-    decide: Callable[[Any], Any] | None,
-) -> bool:
-    """``tool.ask``: ``decide`` answers at once; in a turn, a recorded answer
-    does; a person at a stream may; else the turn waits; in a plain call
-    nobody can be asked."""
-    if decide is not None:
-        return _decided(event, decide(event))
-    approval = {
-        "key": f"{site}.{event._plugin}",
-        "name": event.name,
-        "input": to_jsonable(dict(event.input)),
-        "effects": event.effects,
-        "path": event.path,
-        "plugin": event._plugin,
-        "question": reason,
-    }
-    answered = scope.answer(approval["key"]) if scope is not None and scope.waits else None
-    if answered is None and runner is not None:
-        answered = runner.answers.get(approval["key"])
-        if answered is None and runner.listen:
-            raise _Asking(approval)
-    if answered is not None:
-        allowed, why = answered
-        return _decided(event, True if allowed else (why or False))
-    if scope is not None and scope.waits:
-        raise Waiting(
-            f"the tool call {event.path} waits for a person's approval (asked by plugin {event._plugin!r})",
-            approvals=[approval],
-        )
-    del approval["key"]
-    raise ApprovalError(
-        f"the tool call {event.path} needs a person's approval (asked by plugin {event._plugin!r}"
-        f"{': ' + reason if reason else ''}), and nobody can be asked in a plain call; answer with "
-        "approve=<function>, or make the call inside a conversation turn so it can wait",
-        approval=approval,
-    )
 
 
 def _decided(event: ToolCallEvent, answer: Any) -> bool:

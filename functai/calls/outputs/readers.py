@@ -141,7 +141,7 @@ def _build_reader(tp: Any) -> Reader:
     if kind == "union":
         return _union_reader(tp, data)
     if kind == "pydantic":
-        return pydantic_reader(data)
+        return _pydantic_reader(data)
     return _class_reader(data)
 
 
@@ -301,7 +301,7 @@ def _class_reader(tp: Any) -> Reader:
     return read
 
 
-def pydantic_bad(exc: Any) -> Bad:
+def _pydantic_bad(exc: Any) -> Bad:
     errors = exc.errors(include_url=False)
     first = errors[0]
     loc = [part for part in first.get("loc", ())]
@@ -318,13 +318,13 @@ def pydantic_bad(exc: Any) -> Bad:
     return bad
 
 
-def pydantic_reader(cls: Any) -> Reader:
+def _pydantic_reader(cls: Any) -> Reader:
     from pydantic import ValidationError  # only reached when the caller uses pydantic
 
     def read(value: Any) -> Any:
         try:  # JSON mode, so models read nested data exactly as they would a reply
             return cls.model_validate_json(json.dumps(value))
         except ValidationError as exc:
-            raise pydantic_bad(exc) from None
+            raise _pydantic_bad(exc) from None
 
     return read

@@ -8,8 +8,8 @@ from typing import Any, Callable
 
 from functai.errors import OutputError
 
-from .kinds import Reader, Unsupported, classify, is_pydantic, unwrap_output
-from .readers import Bad, pydantic_bad, reader_for
+from .kinds import Reader, Unsupported, unwrap_output
+from .readers import Bad, reader_for
 
 _FENCE_TAG = r"[A-Za-z0-9_.+-]*"  # compiled on first use (re caches it), not at import
 _top_readers: dict[Any, Callable[[str], Any]] = {}
@@ -46,12 +46,7 @@ def top_reader(tp: Any) -> Callable[[str], Any]:
         fn, cacheable = None, False
     if fn is not None:
         return fn
-    base = unwrap_output(tp)
-    if base is str:
-        fn = _read_text
-    else:
-        classify(base)
-        fn = _pydantic_top(base) if is_pydantic(base) else _json_top(reader_for(tp))
+    fn = _read_text if unwrap_output(tp) is str else _json_top(reader_for(tp))
     if cacheable:
         _top_readers[tp] = fn
     return fn
@@ -80,23 +75,6 @@ def _json_top(reader: Reader) -> Callable[[str], Any]:
             return reader(data)
         except Bad as bad:
             raise OutputError(bad.render(), reply=text) from None
-
-    return read
-
-
-def _pydantic_top(cls: Any) -> Callable[[str], Any]:
-    from pydantic import ValidationError
-
-    def read(text: str) -> Any:
-        body = _json_body(text)
-        try:
-            return cls.model_validate_json(body)
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            if first.get("type") == "json_invalid":
-                reason = first.get("ctx", {}).get("error") or first.get("msg")
-                raise OutputError(f"the reply is not JSON: {reason}", reply=text) from None
-            raise OutputError(pydantic_bad(exc).render(), reply=text) from None
 
     return read
 
