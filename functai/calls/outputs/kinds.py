@@ -12,7 +12,7 @@ import enum
 import json
 import types
 import typing
-from typing import Any, Callable, ForwardRef, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, Callable, ForwardRef, Literal, NamedTuple, TypeVar, Union, get_args, get_origin
 
 import attrs
 
@@ -224,30 +224,24 @@ def _check_hashable(tp: Any, item: Any) -> None:
 # --------------------------------------------------------------------------- classes
 
 
-class _Field:
-    __slots__ = ("name", "init", "type", "required", "description")
-
-    def __init__(self, name: str, init: str, tp: Any, required: bool, description: str | None) -> None:
-        self.name = name  # the JSON key
-        self.init = init  # the constructor keyword (attrs strips a leading underscore)
-        self.type = tp
-        self.required = required
-        self.description = description
+class Field(NamedTuple):
+    name: str  # the JSON key
+    init: str  # the constructor keyword (attrs strips a leading underscore)
+    type: Any
+    required: bool
+    description: str | None
 
 
-class _ClassInfo:
-    __slots__ = ("cls", "title", "fields")
-
-    def __init__(self, cls: type, title: str, fields: tuple[_Field, ...]) -> None:
-        self.cls = cls
-        self.title = title
-        self.fields = fields
+class ClassInfo(NamedTuple):
+    cls: type
+    title: str
+    fields: tuple[Field, ...]
 
 
-_class_infos: dict[Any, _ClassInfo] = {}
+_class_infos: dict[Any, ClassInfo] = {}
 
 
-def class_info(tp: Any) -> _ClassInfo:
+def class_info(tp: Any) -> ClassInfo:
     """Fields of a dataclass / attrs class (or a generic alias of one), hints resolved."""
     info = _class_infos.get(tp)
     if info is not None:
@@ -261,30 +255,28 @@ def class_info(tp: Any) -> _ClassInfo:
         hints = typing.get_type_hints(cls, include_extras=True)
     except Exception as exc:  # NameError for an unknown name, TypeError for bad syntax …
         raise Unsupported(tp, f"its annotations cannot be resolved ({type(exc).__name__}: {exc})") from None
-    fields: list[_Field] = []
+    fields: list[Field] = []
     if typing.is_typeddict(cls):
         required_keys = getattr(cls, "__required_keys__", frozenset(hints))
         for name, hint in hints.items():
             if getattr(get_origin(hint), "_name", None) in ("Required", "NotRequired"):
                 hint = get_args(hint)[0]  # required-ness is in __required_keys__
-            fields.append(_Field(name, name, hint, name in required_keys, None))
+            fields.append(Field(name, name, hint, name in required_keys, None))
     elif is_dataclass(cls):
-        import dataclasses
+        import dataclasses  # loaded already: whoever made a dataclass imported it
 
         for f in dataclasses.fields(cls):
             if not f.init:
                 continue
             required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            fields.append(
-                _Field(f.name, f.name, hints.get(f.name, f.type), required, f.metadata.get("description"))
-            )
+            fields.append(Field(f.name, f.name, hints.get(f.name, f.type), required, f.metadata.get("description")))
     else:
         for a in attrs.fields(cls):
             if not a.init:
                 continue
             hint = hints.get(a.name, a.type)
             fields.append(
-                _Field(
+                Field(
                     a.name,
                     getattr(a, "alias", None) or a.name.lstrip("_"),
                     Any if hint is None else hint,
@@ -293,9 +285,8 @@ def class_info(tp: Any) -> _ClassInfo:
                 )
             )
     if mapping:
-        for field in fields:
-            field.type = _substitute(field.type, mapping)
-    info = _ClassInfo(cls, describe(tp), tuple(fields))
+        fields = [field._replace(type=_substitute(field.type, mapping)) for field in fields]
+    info = ClassInfo(cls, describe(tp), tuple(fields))
     _class_infos[tp] = info
     return info
 
