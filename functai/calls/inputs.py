@@ -70,12 +70,12 @@ _SIMPLE: dict[Any, Check] = {
     str: _is(str, "str"), int: _int, float: _float, bool: _is(bool, "bool"), NoneType: _is(NoneType, "None"),
 }
 
-#: Per-type checks, and whether a value that passes is sure to have a JSON form ("proof").
-_checks: dict[Any, tuple[Check, bool]] = {}
+#: Per-type checks.
+_checks: dict[Any, Check] = {}
 _lock = threading.Lock()
 
 
-def check_for(tp: Any) -> tuple[Check, bool]:
+def check_for(tp: Any) -> Check:
     """The check for an annotation, built once per type (unhashable ones are built each time)."""
     try:
         found = _checks.get(tp)
@@ -106,13 +106,13 @@ def _items(item: Check, outer: Any, what: str) -> Check:
     return check
 
 
-def _build(tp: Any) -> tuple[Check, bool]:
+def _build(tp: Any) -> Check:
     tp = unwrap(tp)
     if tp is Any or tp is object:
-        return _anything, False
+        return _anything
     simple = _SIMPLE.get(tp) if isinstance(tp, type) or tp is NoneType else None
     if simple is not None:
-        return simple, True
+        return simple
     origin, args = get_origin(tp), get_args(tp)
     what = describe(tp)
     if origin is Literal:
@@ -121,10 +121,9 @@ def _build(tp: Any) -> tuple[Check, bool]:
         def literal(value: Any) -> str | None:
             return None if (type(value), value) in members else f"expected {what}, {_got(value)}"
 
-        return literal, all(isinstance(a, (str, int, float, bool, type(None), enum.Enum)) for a in args)
+        return literal
     if origin is Union or origin is types.UnionType:
-        parts = [check_for(a) for a in args]
-        checks = tuple(c for c, _ in parts)
+        checks = tuple(check_for(a) for a in args)
 
         def union(value: Any) -> str | None:
             for c in checks:
@@ -132,22 +131,19 @@ def _build(tp: Any) -> tuple[Check, bool]:
                     return None
             return f"expected {what}, {_got(value)}"
 
-        return union, all(p for _, p in parts)
+        return union
     if isinstance(tp, type) and origin is None and tp in (list, tuple, set, frozenset, dict):
         origin, args = tp, ()
     if origin in (list, set, frozenset) or origin in (cabc.Sequence, cabc.MutableSequence, cabc.Set,
                                                      cabc.MutableSet, cabc.Collection, cabc.Iterable):
-        item, proof = check_for(args[0]) if args else (_anything, False)
         outer = cabc.Set if origin in (cabc.Set, cabc.MutableSet) else origin
-        return _items(item, outer, what), proof
+        return _items(check_for(args[0]) if args else _anything, outer, what)
     if origin is tuple:
         if not args or (len(args) == 2 and args[1] is Ellipsis):
-            item, proof = check_for(args[0]) if args else (_anything, False)
-            return _items(item, tuple, what), proof
+            return _items(check_for(args[0]) if args else _anything, tuple, what)
         if args == ((),):
             args = ()
-        parts = [check_for(a) for a in args]
-        fixed = tuple(c for c, _ in parts)
+        fixed = tuple(check_for(a) for a in args)
 
         def fixed_tuple(value: Any) -> str | None:
             if not isinstance(value, tuple) or len(value) != len(fixed):
@@ -158,10 +154,10 @@ def _build(tp: Any) -> tuple[Check, bool]:
                     return _at(f"[{i}]", why)
             return None
 
-        return fixed_tuple, all(p for _, p in parts)
+        return fixed_tuple
     if origin in (dict, cabc.Mapping, cabc.MutableMapping):
-        key_check, key_proof = check_for(args[0]) if args else (_anything, False)
-        value_check, value_proof = check_for(args[1]) if args else (_anything, False)
+        key_check = check_for(args[0]) if args else _anything
+        value_check = check_for(args[1]) if args else _anything
 
         def mapping(value: Any) -> str | None:
             if not isinstance(value, origin):
@@ -175,14 +171,11 @@ def _build(tp: Any) -> tuple[Check, bool]:
                     return _at(f"[{_short(key)}]", why)
             return None
 
-        return mapping, key_proof and value_proof
+        return mapping
     cls = origin if origin is not None else tp
     if isinstance(cls, type) and not getattr(cls, "_is_protocol", False):
-        proof = issubclass(cls, enum.Enum) and all(
-            isinstance(m.value, (str, int, float, bool, type(None))) for m in cls  # type: ignore[var-annotated]
-        )
-        return _is(cls, describe(cls)), proof
-    return _anything, False  # Callable, a protocol, …: not checkable at run time
+        return _is(cls, describe(cls))
+    return _anything  # Callable, a protocol, …: not checkable at run time
 
 
 # --------------------------------------------------------------------------- showable
@@ -258,20 +251,19 @@ class InputChecker:
         checks = []
         for name, default in params.items():
             tp = hints.get(name, Any)
-            check, proof = check_for(tp)
-            checks.append((name, check, not proof, default, tp))
-        #: (name, check, whether a value that passes may still need the showable walk, default, type)
+            checks.append((name, check_for(tp), default, tp))
+        #: (name, check, default, type)
         self.checks = tuple(checks)
 
     def __call__(self, inputs: Mapping[str, Any]) -> None:
         """Refuse ``input-invalid`` naming the first input that does not fit."""
-        for name, check, walk, default, tp in self.checks:
+        for name, check, default, tp in self.checks:
             value = inputs[name]
             if value is default:
                 continue  # a default is the author's choice (``x: str = None`` is common)
             try:
                 why = check(value)
-                found = unshowable(value) if why is None and walk else None
+                found = unshowable(value) if why is None else None
             except RecursionError:
                 raise FunctAIError(
                     f"{self.function}: input {name!r} is nested too deeply to check or show to the model (Python's "
