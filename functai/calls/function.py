@@ -182,7 +182,7 @@ class AIFunction:
         ]
         tools: list[Any] = []
         if self.tools:
-            from .tools import as_tool
+            from .tools import as_tool  # loaded with the first function that has tools
 
             tools = [
                 [name, getattr(tool, "version", None) or [getattr(tool, "effects", None), as_tool(tool).schema()]]
@@ -222,13 +222,13 @@ class AIFunction:
     def stream(self, *args: Any, **kwargs: Any) -> Any:
         """An iterator of `functai.StreamEvent`: text as it arrives, tool calls and results,
         approvals to answer, and ``"done"``; the stream's ``.value``/``.record`` are set at its end."""
-        from .streaming import Stream
+        from .streaming import Stream  # loaded with the first stream, not at import
 
         return Stream(call_steps(self, args, kwargs, listen=True))
 
     def astream(self, *args: Any, **kwargs: Any) -> Any:
         """`stream` as an async iterator (``async for event in fn.astream(...)``)."""
-        from .streaming import AStream
+        from .streaming import AStream  # loaded with the first stream, not at import
 
         return AStream(call_steps(self, args, kwargs, listen=True))
 
@@ -252,7 +252,7 @@ class AIFunction:
     def effects(self) -> str:
         """The function's effects as a tool of another: ``@ai(effects=...)`` when declared,
         else "reads" unless one of its own tools changes things or declares nothing."""
-        from .tools import derived_effects
+        from .tools import derived_effects  # loaded with the first tool, not at import
 
         return derived_effects(self)
 

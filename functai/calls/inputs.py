@@ -19,6 +19,7 @@ import json
 import re
 import threading
 import types
+from itertools import repeat
 from typing import Any, Callable, Literal, Mapping, Union, get_args, get_origin
 
 import attrs
@@ -97,13 +98,18 @@ def _items(item: Check, outer: Any, what: str) -> Check:
     def check(value: Any) -> str | None:
         if not isinstance(value, outer):
             return f"expected {what}, {_got(value)}"
-        for i, element in enumerate(value):
-            why = item(element)
-            if why is not None:
-                return _at(f"[{i}]", why)
-        return None
+        return _each(zip(repeat(item), value))
 
     return check
+
+
+def _each(pairs: Any) -> str | None:
+    """Why the first (check, item) of a collection does not fit, with its index; None when all fit."""
+    for i, (check, element) in enumerate(pairs):
+        why = check(element)
+        if why is not None:
+            return _at(f"[{i}]", why)
+    return None
 
 
 def _build(tp: Any) -> Check:
@@ -148,11 +154,7 @@ def _build(tp: Any) -> Check:
         def fixed_tuple(value: Any) -> str | None:
             if not isinstance(value, tuple) or len(value) != len(fixed):
                 return f"expected {what}, {_got(value)}"
-            for i, (c, element) in enumerate(zip(fixed, value)):
-                why = c(element)
-                if why is not None:
-                    return _at(f"[{i}]", why)
-            return None
+            return _each(zip(fixed, value))
 
         return fixed_tuple
     if origin in (dict, cabc.Mapping, cabc.MutableMapping):
