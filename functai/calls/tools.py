@@ -303,7 +303,6 @@ class ToolRunner:
             return entry["output"]
 
         first_change = len(self.record.changes)
-        stopped: str | None = None  # the loop below breaks only once the hook has set it
         while True:
             event = ToolCallEvent(
                 name=call.name,
@@ -320,6 +319,7 @@ class ToolRunner:
                 set_field(event, "_memory", self.scope.memory)
             try:
                 stopped = yield from self._tool_call_hook(event, entry)
+                break
             except _Asking as asking:  # a person at the stream may answer: the hook runs again with it
                 del self.record.changes[first_change:]
                 answer = yield Ask(asking.approval)
@@ -327,8 +327,6 @@ class ToolRunner:
                     self.listen = False  # nobody answered: what a call without a stream does
                 else:
                     self.answers[asking.approval["key"]] = answer
-                continue
-            break
         if stopped is None and self.scope is not None:
             refused = self.scope.refusal(site)
             if refused is not None:  # a person said no before this process resumed the turn
@@ -358,7 +356,7 @@ class ToolRunner:
         except Exception as error:
             entry["error"] = f"{type(error).__name__}: {error}"
             value = f"The tool failed: {type(error).__name__}: {error}"
-        text = render_value(value)  # a tool's result is shown as an input is
+        text = render_value(value)
         text = yield from self._tool_result_hook(call, event, invocation, text)
         entry["output"] = text
         if self.listen:
