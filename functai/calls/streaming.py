@@ -121,6 +121,10 @@ class _Stream:
         # A task made inside the stream's context runs in a copy of it (any Python 3.10+).
         return await self._ctx.run(asyncio.ensure_future, _awaited(make()))
 
+    async def _perform(self, effect: Any) -> Any:
+        """An effect done in the stream's context: awaited in an async stream, plainly in a sync one."""
+        return await self._call(effect.arun if self._awaits else effect.run)
+
     async def _next(self) -> StreamEvent | None:
         """The next event, or None when the stream has ended."""
         if self._finished:
@@ -138,7 +142,7 @@ class _Stream:
                     event = await self._send(effect)
                 elif event is None:
                     try:
-                        self._resume = (False, await self._call(effect.arun if self._awaits else effect.run))
+                        self._resume = (False, await self._perform(effect))
                     except BaseException as error:
                         self._failed(error)
             if event is not None:
@@ -179,7 +183,7 @@ class _Stream:
         try:
             scope = effect.scope
             if scope is not None and getattr(scope, "replay", None) is None:  # a scope without the streaming seam
-                reply = await self._call(effect.arun if self._awaits else effect.run)
+                reply = await self._perform(effect)
             else:
                 reply = scope.replay(effect.request) if scope is not None else None
                 if reply is None:
@@ -189,8 +193,7 @@ class _Stream:
                         chunks = self._ctx.run(method, effect.request)
                         self._chunks = chunks.__aiter__() if self._awaits else iter(chunks)
                         return None
-                    plain = Send(effect.client, effect.request, None)
-                    reply = await self._call(plain.arun if self._awaits else plain.run)
+                    reply = await self._perform(Send(effect.client, effect.request, None))
         except BaseException as error:
             self._failed(error)
             return None
