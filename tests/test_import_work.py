@@ -94,9 +94,3 @@ def test_the_lazy_names_resolve_to_the_same_objects():
     assert functai.ApprovalError is functai.calls.tools.ApprovalError
     with pytest.raises(AttributeError):
         functai.models.request.NoSuchName  # noqa: B018
-
-
-def test_effects_are_named_once_for_functions_and_tools():
-    from functai.calls import function, tools
-
-    assert function.EFFECTS == tools.EFFECTS

@@ -26,8 +26,7 @@ from .steps import adrive
 if TYPE_CHECKING:
     from .template import Template
 
-#: What a function may do as a tool of another (`functai.calls.tools.EFFECTS`, which is
-#: loaded only with the first tool).
+#: What a function or a tool may do: declared by ``@ai(effects=...)`` and ``@tool(effects=...)``.
 EFFECTS = ("reads", "changes")
 
 R = TypeVar("R")
@@ -38,6 +37,25 @@ def _stable(value: Any) -> Any:
     if isinstance(data, str) and type(value).__repr__ is object.__repr__:  # type: ignore[comparison-overlap]  # mypy binds it
         return f"<{type(value).__module__}.{type(value).__qualname__}>"  # its repr holds an address
     return data
+
+
+def check_effects(effects: str | None) -> None:
+    if effects is not None and effects not in EFFECTS:
+        raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
+
+
+def signature_of(fn: Callable[..., Any], what: str) -> tuple[inspect.Signature, dict[str, Any]]:
+    """The signature and resolved annotations of a function whose inputs must be named
+    (an AI function's or a tool's: ``what`` names it in the errors)."""
+    signature = inspect.signature(fn)
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise TypeError(f"{what}: inputs must be named; {param} is not supported")
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as error:
+        raise TypeError(f"{what}: cannot resolve its annotations: {error}") from error
+    return signature, hints
 
 
 def _tool_name(tool: object) -> str:
@@ -70,14 +88,8 @@ class AIFunction:
         if not doc or not doc.strip():
             raise TypeError(f"@ai function {self.name} needs a docstring: it is the instruction the model follows")
         self.instruction: str = doc.strip()
-        self.signature = inspect.signature(fn)
-        for param in self.signature.parameters.values():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-                raise TypeError(f"@ai function {self.name}: inputs must be named; {param} is not supported")
-        try:
-            hints = typing.get_type_hints(fn)
-        except Exception as error:
-            raise TypeError(f"@ai function {self.name}: cannot resolve its annotations: {error}") from error
+        self.signature, hints = signature_of(fn, f"@ai function {self.name}")
+        self._hints = hints
         self.output_type: Any = hints.get("return", str)
         self.output_schema = output_schema(self.output_type)
         self.input_names: tuple[str, ...] = tuple(self.signature.parameters)
@@ -92,10 +104,7 @@ class AIFunction:
         self.tool_names: tuple[str, ...] = tuple(_tool_name(t) for t in self.tools)
         if len(set(self.tool_names)) != len(self.tool_names):
             raise TypeError(f"@ai function {self.name}: two tools share a name: {self.tool_names}")
-        if effects is not None and effects not in EFFECTS:
-            raise ValueError(
-                f"@ai function {self.name}: effects must be 'reads' or 'changes' (or left out), not {effects!r}"
-            )
+        check_effects(effects)
         #: What ``@ai(effects=...)`` declared; None means derived from the tools (see `effects`).
         self.declared_effects: str | None = effects
         self.own = own
@@ -104,7 +113,6 @@ class AIFunction:
         self._positional = sum(1 for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
         self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
         self._schemas: dict[tuple[str, ...], tuple[dict[str, Any], ...]] = {}
-        self._hints = hints
         self._checker: InputChecker | None = None
 
     def check_inputs(self, inputs: dict[str, Any]) -> None:
@@ -162,7 +170,7 @@ class AIFunction:
         Only what is stable across processes goes in: annotations as text,
         defaults as JSON data (an object without its own repr by its type).
         """
-        hints = typing.get_type_hints(self.fn)
+        hints = self._hints
         inputs = [
             [
                 param.name,
@@ -174,7 +182,7 @@ class AIFunction:
         ]
         tools: list[Any] = []
         if self.tools:
-            from .tools import as_tool
+            from .tools import as_tool  # loaded with the first function that has tools
 
             tools = [
                 [name, getattr(tool, "version", None) or [getattr(tool, "effects", None), as_tool(tool).schema()]]
@@ -214,13 +222,13 @@ class AIFunction:
     def stream(self, *args: Any, **kwargs: Any) -> Any:
         """An iterator of `functai.StreamEvent`: text as it arrives, tool calls and results,
         approvals to answer, and ``"done"``; the stream's ``.value``/``.record`` are set at its end."""
-        from .streaming import Stream
+        from .streaming import Stream  # loaded with the first stream, not at import
 
         return Stream(call_steps(self, args, kwargs, listen=True))
 
     def astream(self, *args: Any, **kwargs: Any) -> Any:
         """`stream` as an async iterator (``async for event in fn.astream(...)``)."""
-        from .streaming import AStream
+        from .streaming import AStream  # loaded with the first stream, not at import
 
         return AStream(call_steps(self, args, kwargs, listen=True))
 
@@ -244,7 +252,7 @@ class AIFunction:
     def effects(self) -> str:
         """The function's effects as a tool of another: ``@ai(effects=...)`` when declared,
         else "reads" unless one of its own tools changes things or declares nothing."""
-        from .tools import derived_effects
+        from .tools import derived_effects  # loaded with the first tool, not at import
 
         return derived_effects(self)
 
@@ -306,8 +314,7 @@ def ai(
     the function (they are part of its ``version``); every other keyword is a
     setting of the function's own layer, ``plugins`` included.
     """
-    if effects is not None and effects not in EFFECTS:
-        raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
+    check_effects(effects)
     if "program_plugins" in settings:
         raise TypeError("program_plugins is for a host's layers (configure, settings, a conversation), not @ai")
     for name in settings:

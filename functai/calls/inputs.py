@@ -19,20 +19,20 @@ import json
 import re
 import threading
 import types
+from itertools import repeat
 from typing import Any, Callable, Literal, Mapping, Union, get_args, get_origin
 
 import attrs
 
 from ..errors import FunctAIError
 from .outputs import describe
-from .outputs.jsonable import PLAIN as _PLAIN
-from .outputs.kinds import is_dataclass
-from .outputs.kinds import unwrap as _unwrap
+from .outputs.jsonable import PLAIN
+from .outputs.kinds import is_dataclass, is_pydantic, unwrap
 
 #: A check: None when the value fits, else why not (``expected … got …``, with a path).
 Check = Callable[[Any], "str | None"]
 
-_NoneType = type(None)
+NoneType = type(None)
 _ADDRESS = r" at 0x[0-9A-Fa-f]+>"  # compiled on first use (re caches it), not at import
 
 
@@ -53,10 +53,6 @@ def _is(kind: type | tuple[type, ...], what: str) -> Check:
     return check
 
 
-def _exact_str(value: Any) -> str | None:
-    return None if isinstance(value, str) else f"expected str, {_got(value)}"
-
-
 def _int(value: Any) -> str | None:
     return None if isinstance(value, int) and not isinstance(value, bool) else f"expected int, {_got(value)}"
 
@@ -67,28 +63,20 @@ def _float(value: Any) -> str | None:
     return f"expected float, {_got(value)}"
 
 
-def _none(value: Any) -> str | None:
-    return None if value is None else f"expected None, {_got(value)}"
-
-
 def _anything(value: Any) -> str | None:
     return None
 
 
-_SIMPLE: dict[Any, Check] = {str: _exact_str, int: _int, float: _float, bool: _is(bool, "bool"), _NoneType: _none}
-
-#: For the simple checks: the exact types that pass at once (a subclass goes the long way).
-_EXACT: dict[Check, frozenset[type]] = {
-    _exact_str: frozenset({str}), _int: frozenset({int}), _float: frozenset({int, float}),
-    _SIMPLE[bool]: frozenset({bool}), _none: frozenset({_NoneType}),
+_SIMPLE: dict[Any, Check] = {
+    str: _is(str, "str"), int: _int, float: _float, bool: _is(bool, "bool"), NoneType: _is(NoneType, "None"),
 }
 
-#: Per-type checks, and whether a value that passes is sure to have a JSON form ("proof").
-_checks: dict[Any, tuple[Check, bool]] = {}
+#: Per-type checks.
+_checks: dict[Any, Check] = {}
 _lock = threading.Lock()
 
 
-def check_for(tp: Any) -> tuple[Check, bool]:
+def check_for(tp: Any) -> Check:
     """The check for an annotation, built once per type (unhashable ones are built each time)."""
     try:
         found = _checks.get(tp)
@@ -107,35 +95,30 @@ def _at(step: str, why: str) -> str:
 
 
 def _items(item: Check, outer: Any, what: str) -> Check:
-    exact = _EXACT.get(item)
-
     def check(value: Any) -> str | None:
         if not isinstance(value, outer):
             return f"expected {what}, {_got(value)}"
-        if item is _anything:
-            return None
-        if exact is not None:
-            for element in value:
-                if type(element) not in exact:
-                    break
-            else:
-                return None  # the common case: every item of a plain type
-        for i, element in enumerate(value):
-            why = item(element)
-            if why is not None:
-                return _at(f"[{i}]", why)
-        return None
+        return _each(zip(repeat(item), value))
 
     return check
 
 
-def _build(tp: Any) -> tuple[Check, bool]:
-    tp = _unwrap(tp)
+def _each(pairs: Any) -> str | None:
+    """Why the first (check, item) of a collection does not fit, with its index; None when all fit."""
+    for i, (check, element) in enumerate(pairs):
+        why = check(element)
+        if why is not None:
+            return _at(f"[{i}]", why)
+    return None
+
+
+def _build(tp: Any) -> Check:
+    tp = unwrap(tp)
     if tp is Any or tp is object:
-        return _anything, False
-    simple = _SIMPLE.get(tp) if isinstance(tp, type) or tp is _NoneType else None
+        return _anything
+    simple = _SIMPLE.get(tp) if isinstance(tp, type) or tp is NoneType else None
     if simple is not None:
-        return simple, True
+        return simple
     origin, args = get_origin(tp), get_args(tp)
     what = describe(tp)
     if origin is Literal:
@@ -144,10 +127,9 @@ def _build(tp: Any) -> tuple[Check, bool]:
         def literal(value: Any) -> str | None:
             return None if (type(value), value) in members else f"expected {what}, {_got(value)}"
 
-        return literal, all(isinstance(a, (str, int, float, bool, type(None), enum.Enum)) for a in args)
+        return literal
     if origin is Union or origin is types.UnionType:
-        parts = [check_for(a) for a in args]
-        checks = tuple(c for c, _ in parts)
+        checks = tuple(check_for(a) for a in args)
 
         def union(value: Any) -> str | None:
             for c in checks:
@@ -155,36 +137,29 @@ def _build(tp: Any) -> tuple[Check, bool]:
                     return None
             return f"expected {what}, {_got(value)}"
 
-        return union, all(p for _, p in parts)
+        return union
     if isinstance(tp, type) and origin is None and tp in (list, tuple, set, frozenset, dict):
         origin, args = tp, ()
     if origin in (list, set, frozenset) or origin in (cabc.Sequence, cabc.MutableSequence, cabc.Set,
                                                      cabc.MutableSet, cabc.Collection, cabc.Iterable):
-        item, proof = check_for(args[0]) if args else (_anything, False)
         outer = cabc.Set if origin in (cabc.Set, cabc.MutableSet) else origin
-        return _items(item, outer, what), proof
+        return _items(check_for(args[0]) if args else _anything, outer, what)
     if origin is tuple:
         if not args or (len(args) == 2 and args[1] is Ellipsis):
-            item, proof = check_for(args[0]) if args else (_anything, False)
-            return _items(item, tuple, what), proof
+            return _items(check_for(args[0]) if args else _anything, tuple, what)
         if args == ((),):
             args = ()
-        parts = [check_for(a) for a in args]
-        fixed = tuple(c for c, _ in parts)
+        fixed = tuple(check_for(a) for a in args)
 
         def fixed_tuple(value: Any) -> str | None:
             if not isinstance(value, tuple) or len(value) != len(fixed):
                 return f"expected {what}, {_got(value)}"
-            for i, (c, element) in enumerate(zip(fixed, value)):
-                why = c(element)
-                if why is not None:
-                    return _at(f"[{i}]", why)
-            return None
+            return _each(zip(fixed, value))
 
-        return fixed_tuple, all(p for _, p in parts)
+        return fixed_tuple
     if origin in (dict, cabc.Mapping, cabc.MutableMapping):
-        key_check, key_proof = check_for(args[0]) if args else (_anything, False)
-        value_check, value_proof = check_for(args[1]) if args else (_anything, False)
+        key_check = check_for(args[0]) if args else _anything
+        value_check = check_for(args[1]) if args else _anything
 
         def mapping(value: Any) -> str | None:
             if not isinstance(value, origin):
@@ -198,61 +173,14 @@ def _build(tp: Any) -> tuple[Check, bool]:
                     return _at(f"[{_short(key)}]", why)
             return None
 
-        return mapping, key_proof and value_proof
+        return mapping
     cls = origin if origin is not None else tp
     if isinstance(cls, type) and not getattr(cls, "_is_protocol", False):
-        proof = issubclass(cls, enum.Enum) and all(
-            isinstance(m.value, (str, int, float, bool, type(None))) for m in cls  # type: ignore[var-annotated]
-        )
-        return _is(cls, describe(cls)), proof
-    return _anything, False  # Callable, a protocol, …: not checkable at run time
+        return _is(cls, describe(cls))
+    return _anything  # Callable, a protocol, …: not checkable at run time
 
 
 # --------------------------------------------------------------------------- showable
-
-
-_OK, _MAPPING, _ITEMS, _DATACLASS, _ATTRS, _ENUM, _OTHER = range(7)
-_kinds: dict[type, int] = {}
-
-
-def _kind_of(kind: type) -> int:
-    """How `unshowable` looks into a value of this type (worked out once per type)."""
-    found = _kinds.get(kind)
-    if found is None:
-        if issubclass(kind, enum.Enum):
-            found = _ENUM
-        elif issubclass(kind, (str, int, float)):
-            found = _OK
-        elif issubclass(kind, cabc.Mapping):
-            found = _MAPPING
-        elif issubclass(kind, (list, tuple, set, frozenset)):
-            found = _ITEMS
-        elif is_dataclass(kind):
-            found = _DATACLASS
-        elif attrs.has(kind):
-            found = _ATTRS
-        elif hasattr(kind, "model_dump") and type(kind).__module__.startswith("pydantic"):
-            found = _OK
-        else:
-            found = _OTHER
-        _kinds[kind] = found
-    return found
-
-
-_fields: dict[type, tuple[str, ...]] = {}
-
-
-def _field_names(kind: type, how: int) -> tuple[str, ...]:
-    names = _fields.get(kind)
-    if names is None:
-        if how == _DATACLASS:
-            import dataclasses
-
-            fields = dataclasses.fields(kind)
-        else:
-            fields = attrs.fields(kind)
-        names = _fields[kind] = tuple(f.name for f in fields)
-    return names
 
 
 def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | None:
@@ -263,56 +191,53 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
     only ``<… object at 0x…>``.
     """
     kind = type(value)
-    if kind in _PLAIN:
+    if kind in PLAIN:
         return None
-    how = _kind_of(kind)
-    if how == _OK:
-        return None
-    if how == _ENUM:
+    if isinstance(value, enum.Enum):
         return unshowable(value.value, seen)
+    if isinstance(value, (str, int, float)) or is_pydantic(kind):
+        return None
     if seen is None:
         seen = set()
     elif id(value) in seen:
         return None  # a cycle: recording writes it as it can
     seen.add(id(value))
-    if how == _ITEMS:
-        for i, element in enumerate(value):
-            if type(element) not in _PLAIN:
-                found = unshowable(element, seen)
-                if found is not None:
-                    return _inside(f"[{i}]", found)
-        return None
-    if how == _MAPPING:
+    if isinstance(value, cabc.Mapping):
         for key, element in value.items():
             if type(key) is not str:
                 found = unshowable(key, seen)
                 if found is not None:
                     return f"[{_short(key)}] (its key)", found[1]
-            if type(element) not in _PLAIN:
-                found = unshowable(element, seen)
-                if found is not None:
-                    return _inside(f"[{_short(key)}]", found)
+            found = unshowable(element, seen)
+            if found is not None:
+                return f"[{_short(key)}]{found[0]}", found[1]
         return None
-    if how == _DATACLASS or how == _ATTRS:
-        for name in _field_names(kind, how):
-            element = getattr(value, name, None)
-            if type(element) not in _PLAIN:
-                found = unshowable(element, seen)
-                if found is not None:
-                    return _inside(f".{name}", found)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        parts: Any = ((f"[{i}]", element) for i, element in enumerate(value))
+    elif is_dataclass(kind) or attrs.has(kind):
+        parts = ((f".{name}", getattr(value, name, None)) for name in _field_names(kind))
+    else:
+        try:
+            json.dumps(value)
+            return None
+        except (TypeError, ValueError):
+            pass
+        if kind.__repr__ is object.__repr__ or re.search(_ADDRESS, repr(value)):
+            return "", kind
         return None
-    try:
-        json.dumps(value)
-        return None
-    except (TypeError, ValueError):
-        pass
-    if kind.__repr__ is object.__repr__ or re.search(_ADDRESS, repr(value)):
-        return "", kind
+    for step, element in parts:
+        found = unshowable(element, seen)
+        if found is not None:
+            return step + found[0], found[1]
     return None
 
 
-def _inside(step: str, found: tuple[str, type]) -> tuple[str, type]:
-    return step + found[0], found[1]
+def _field_names(kind: type) -> list[str]:
+    if is_dataclass(kind):
+        import dataclasses  # loaded already: whoever made a dataclass imported it
+
+        return [f.name for f in dataclasses.fields(kind)]
+    return [a.name for a in attrs.fields(kind)]
 
 
 # --------------------------------------------------------------------------- one function
@@ -328,20 +253,19 @@ class InputChecker:
         checks = []
         for name, default in params.items():
             tp = hints.get(name, Any)
-            check, proof = check_for(tp)
-            checks.append((name, check, not proof, default, tp))
-        #: (name, check, whether a value that passes may still need the showable walk, default, type)
+            checks.append((name, check_for(tp), default, tp))
+        #: (name, check, default, type)
         self.checks = tuple(checks)
 
     def __call__(self, inputs: Mapping[str, Any]) -> None:
         """Refuse ``input-invalid`` naming the first input that does not fit."""
-        for name, check, walk, default, tp in self.checks:
+        for name, check, default, tp in self.checks:
             value = inputs[name]
             if value is default:
                 continue  # a default is the author's choice (``x: str = None`` is common)
             try:
                 why = check(value)
-                found = unshowable(value) if why is None and walk else None
+                found = unshowable(value) if why is None else None
             except RecursionError:
                 raise FunctAIError(
                     f"{self.function}: input {name!r} is nested too deeply to check or show to the model (Python's "

@@ -39,10 +39,8 @@ def baked(model: str) -> Baked:
     return Baked(model)
 
 
-
-
 def render_value(value: Any) -> str:
-    """An input as the model reads it: text as-is, anything else as JSON."""
+    """An input (or a tool's result) as the model reads it: text as-is, anything else as JSON."""
     if isinstance(value, str):
         return value
     return json.dumps(to_jsonable(value), ensure_ascii=False)

@@ -34,7 +34,7 @@ import msgspec
 
 from .. import codec
 from .outputs import to_jsonable
-from .outputs.jsonable import PLAIN as _PLAIN
+from .outputs.jsonable import PLAIN
 from .records import CallRecord
 
 
@@ -86,7 +86,7 @@ def _flat_finite(*fields: Any) -> bool:
             if t is float:
                 if value - value:  # nan for NaN and ±Infinity, 0.0 otherwise
                     return False
-            elif t not in _PLAIN:
+            elif t not in PLAIN:
                 return False
     return True
 
@@ -101,7 +101,7 @@ def encode(record: CallRecord) -> bytes:
     if type(inputs) is dict:
         for key, value in inputs.items():
             t = type(value)
-            if type(key) is not str or t not in _PLAIN:
+            if type(key) is not str or t not in PLAIN:
                 inputs = to_jsonable(inputs)
                 unsure = True
                 break
@@ -112,38 +112,23 @@ def encode(record: CallRecord) -> bytes:
         unsure = True
     output = r.output
     t = type(output)
-    if t not in _PLAIN:
+    if t not in PLAIN:
         output = to_jsonable(output)
         unsure = True
     elif t is float and output - output:
         unsure = True
-    parent = r.parent
-    error = r.error
-    instruction = r.instruction
-    model = r.model
-    reason = r.finish_reason
-    reasoning = r.reasoning
     seconds = r.seconds
-    settings = r.settings
-    usage = r.usage
-    tools = r.tool_calls
-    conversation = r.conversation
-    changes = r.changes
-    heard = r.heard
-    rating = r.rating
     if unsure or (seconds is not None and (type(seconds) is not float or seconds - seconds)) \
-            or tools or conversation is not None or changes or heard or rating is not None:
+            or r.tool_calls or r.conversation is not None or r.changes or r.heard or r.rating is not None:
         unsure = True
-    elif error is not None or settings or usage:
-        unsure = not _flat_finite(error, settings, usage)
+    elif r.error is not None or r.settings or r.usage:
+        unsure = not _flat_finite(r.error, r.settings, r.usage)
     if unsure:  # a non-finite float may be in it: the codec's line of its dict, which finds one
         return codec.dumps(record.to_dict(), non_finite="text")
-    replayable = r.replayable
-    line = _Line(
-        r.id, r.function, r.version, inputs, r.started, parent, r.path, r.module, output, error,
-        instruction, model, settings, usage, reason, reasoning, seconds, tools,
-        conversation, changes, r.sections, _UNSET if replayable else replayable, r.attempts,
-        heard if heard else _UNSET, _UNSET if rating is None else rating,
+    line = _Line(  # a plain record: no tool calls, changes, conversation, hearing or rating
+        r.id, r.function, r.version, inputs, r.started, r.parent, r.path, r.module, output, r.error,
+        r.instruction, r.model, r.settings, r.usage, r.finish_reason, r.reasoning, seconds, [],
+        None, [], r.sections, _UNSET if r.replayable else False, r.attempts, _UNSET, _UNSET,
     )
     try:
         return _encode(line)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 from contextvars import ContextVar
+from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -46,14 +47,11 @@ if TYPE_CHECKING:
 class Frame:
     """The call in progress in this context (for ``parent``, ``path`` and the limits on nesting)."""
 
-    __slots__ = ("record", "path", "ordinal", "depth", "budget")
+    __slots__ = ("record", "path", "depth", "budget")
 
-    def __init__(self, record: records.CallRecord, path: str, ordinal: int, depth: int,
-                 budget: limits.Budget) -> None:
+    def __init__(self, record: records.CallRecord, path: str, depth: int, budget: limits.Budget) -> None:
         self.record = record
         self.path = path
-        #: The call's ordinal inside its conversation turn (0 outside one).
-        self.ordinal = ordinal
         #: 1 for an outermost call, 2 for a call nested in it, …
         self.depth = depth
         #: Shared by the outermost call and every call nested in it.
@@ -63,18 +61,9 @@ class Frame:
 current: ContextVar[Frame | None] = ContextVar("functai_call", default=None)
 
 
-_second = (-1, "")
-
-
 def now_text() -> str:
-    """The time as ISO 8601 UTC with milliseconds, as every record's timestamps are written
-    (the seconds part is made once a second)."""
-    global _second
-    now = time.time()
-    whole = int(now)
-    if whole != _second[0]:
-        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return f"{_second[1]}.{int((now - whole) * 1000):03d}+00:00"
+    """The time as ISO 8601 UTC with milliseconds, as every record's timestamps are written."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) -> records.Result:
@@ -133,7 +122,7 @@ def call_steps(
         depth, budget = frame.depth + 1, frame.budget
     logged = True
     client = None
-    token = current.set(Frame(record, path, ordinal, depth, budget))
+    token = current.set(Frame(record, path, depth, budget))
     closing = False
     try:
         if frame is None and limits.running:
@@ -328,10 +317,8 @@ def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None
     for field, value in change.__dict__.items():  # only the fields the change sets
         if field == "sections":
             set_field(event, "sections", event.sections + value)
-        elif field == "instruction":
-            set_field(event, "instruction", value)
-        elif field == "lm":
-            set_field(event, "lm", value)
+        elif field == "instruction" or field == "lm":
+            set_field(event, field, value)
         elif field == "settings":
             set_field(event, "settings", MappingProxyType({**event.settings, **value}))
         elif field == "tools":

@@ -12,7 +12,7 @@ driver: there is only one pipeline.
 
 from __future__ import annotations
 
-from typing import Any, Generator, TypeVar
+from typing import Any, Callable, Coroutine, Generator, TypeVar
 
 from . import limits
 
@@ -23,12 +23,12 @@ Steps = Generator["Effect", Any, T]
 
 
 class Effect:
-    """Something the pipeline needs done; ``run`` does it in a plain call."""
+    """Something the pipeline needs done; ``run`` does it in a plain call (by default, nothing)."""
 
     __slots__ = ()
 
     def run(self) -> Any:
-        raise NotImplementedError
+        return None
 
     async def arun(self) -> Any:
         return self.run()
@@ -52,15 +52,10 @@ class Send(Effect):
     async def arun(self) -> Any:
         scope = self.scope
         if scope is None:
-            method = getattr(self.client, "acomplete", None)
-            if method is not None:  # awaited here, not through `acomplete`: one coroutine less per request
-                return await method(self.request)
             return await acomplete(self.client, self.request)
         replay = getattr(scope, "replay", None)
         if replay is None:  # a scope that only offers the plain path: keep the loop free
-            import asyncio
-
-            return await asyncio.to_thread(scope.complete, self.client, self.request)
+            return await in_thread(scope.complete, self.client, self.request)
         reply = replay(self.request)
         if reply is None:
             reply = await acomplete(self.client, self.request)
@@ -73,9 +68,14 @@ async def acomplete(client: Any, request: Any) -> Any:
     method = getattr(client, "acomplete", None)
     if method is not None:
         return await method(request)
-    import asyncio
+    return await in_thread(client.complete, request)
 
-    return await asyncio.to_thread(client.complete, request)
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``asyncio.to_thread``: ``fn`` in a worker thread, with this context."""
+    import asyncio  # here, not at import: ``import functai`` leaves asyncio out
+
+    return await asyncio.to_thread(fn, *args)
 
 
 class Await(Effect):
@@ -87,12 +87,34 @@ class Await(Effect):
         self.awaitable = awaitable
 
     def run(self) -> Any:
-        from ..hooks.hear import run_awaitable
-
         return run_awaitable(self.awaitable)
 
     async def arun(self) -> Any:
         return await self.awaitable
+
+
+def run_awaitable(awaitable: Any) -> Any:
+    """Run an ``async def`` handler's coroutine to its end from a plain call.
+
+    In a thread with no running event loop it runs in a new loop; inside a
+    running loop (a plain call made from async code) it runs in a loop of its
+    own on a helper thread, since the caller's loop cannot be re-entered.
+    """
+    import asyncio  # here, not at import: ``import functai`` leaves asyncio out
+
+    async def wait() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    import concurrent.futures
+    import contextvars
+
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(context.run, asyncio.run, wait()).result()
 
 
 class Invoke(Effect):
@@ -109,8 +131,6 @@ class Invoke(Effect):
         try:
             value = self.tool.invoke(self.input)
             if value is not None and hasattr(value, "__await__"):
-                from ..hooks.hear import run_awaitable
-
                 value = run_awaitable(value)
             return value
         finally:
@@ -133,56 +153,47 @@ class Ask(Effect):
     def __init__(self, approval: dict[str, Any]) -> None:
         self.approval = approval
 
-    def run(self) -> Any:
-        return None
-
 
 class Note(Effect):
-    """An event for the stream's consumer (a tool call, a tool result)."""
+    """An event for the stream's consumer (a tool call, a tool result): a `StreamEvent`'s kind and fields."""
 
-    __slots__ = ("event",)
+    __slots__ = ("kind", "fields")
 
-    def __init__(self, event: Any) -> None:
-        self.event = event
-
-    def run(self) -> Any:
-        return None
+    def __init__(self, kind: str, **fields: Any) -> None:
+        self.kind = kind
+        self.fields = fields
 
 
 def drive(steps: Steps[T]) -> T:
     """Run the pipeline in a plain call: each effect done where it is asked for."""
-    send = steps.send
-    try:
-        effect = send(None)
-        while True:
-            try:
-                result = effect.run()
-            except BaseException as error:
-                effect = steps.throw(error)
-            else:
-                effect = send(result)
-    except StopIteration as done:
-        return done.value
+    return run_now(_drive(steps, False))
 
 
-async def adrive(steps: Steps[T]) -> T:
+def adrive(steps: Steps[T]) -> Coroutine[Any, Any, T]:
     """Run the pipeline in a coroutine: each effect awaited, the event loop free meanwhile."""
-    send = steps.send
+    return _drive(steps, True)
+
+
+async def _drive(steps: Steps[T], awaits: bool) -> T:
+    """The one driver loop; ``awaits`` False runs each effect plainly, so nothing is ever awaited."""
     try:
-        effect = send(None)
+        effect = steps.send(None)
         while True:
             try:
-                result = await effect.arun()
+                result = (await effect.arun()) if awaits else effect.run()
             except BaseException as error:
                 effect = steps.throw(error)
             else:
-                effect = send(result)
+                effect = steps.send(result)
     except StopIteration as done:
         return done.value
 
 
-def settle(result: Any) -> Steps[Any]:
-    """``result = yield from settle(handler(event))``: awaited when a handler was ``async def``."""
-    if result is not None and hasattr(result, "__await__"):
-        result = yield Await(result)
-    return result
+def run_now(coroutine: Coroutine[Any, Any, T]) -> T:
+    """The value of a coroutine that awaits nothing (a driver run plainly), without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise RuntimeError("a plain driver awaited something")  # pragma: no cover

@@ -16,11 +16,11 @@ seen by the consumer's code between events.
 from __future__ import annotations
 
 import contextvars
-from typing import Any, AsyncIterator, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import FunctAIError, approval_answered
 from .run import now_text
-from .steps import Ask, Note, Send, Steps
+from .steps import Ask, Note, Send, Steps, run_now
 
 KINDS = ("text", "tool_call", "tool_result", "waiting", "done")
 
@@ -57,10 +57,14 @@ def _cut(where: str) -> FunctAIError:
     return FunctAIError(f"the model's stream ended before its reply was complete ({where})", code="model-unreachable")
 
 
-class _Base:
-    """What the sync and async streams share: the answers to approvals and the end."""
+_END = object()  # what reading the reply's chunks gives at their end
 
-    _chunks: Any  # the reply being streamed (each stream sets its own kind): text deltas, then the reply
+
+class _Stream:
+    """The stream, sync or async: one loop (`_next`) whose few I/O steps (`_call`) are
+    awaited only when ``_awaits``; run plainly, it never awaits (see `functai.calls.steps.run_now`)."""
+
+    _awaits = False
 
     def __init__(self, steps: Steps[Any]) -> None:
         self._steps = steps
@@ -71,6 +75,7 @@ class _Base:
         self._answered_at: str | None = None
         self._finished = False
         self._keep: Any = None  # the turn that keeps a streamed reply
+        self._chunks: Any = None  # the reply being streamed: text deltas, then the reply
         #: Set when the stream ends with its "done" event.
         self.value: Any = None
         self.record: Any = None
@@ -107,10 +112,41 @@ class _Base:
         if given is None:  # answering again the same way changes nothing: the first answer (and reason) holds
             self._answer, self._answered_at = answer, now_text()
 
-    def _answered(self) -> None:
-        """The consumer asks for the next event: what it answered (or None) goes to the pipeline."""
-        self._resume = (False, self._answer)
-        self._asking = self._answer = None
+    async def _call(self, make: Callable[[], Any]) -> Any:
+        """``make()`` in the stream's context; an async stream awaits what it makes."""
+        if not self._awaits:
+            return self._ctx.run(make)
+        import asyncio  # loaded already: an async stream runs in an event loop
+
+        # A task made inside the stream's context runs in a copy of it (any Python 3.10+).
+        return await self._ctx.run(asyncio.ensure_future, _awaited(make()))
+
+    async def _perform(self, effect: Any) -> Any:
+        """An effect done in the stream's context: awaited in an async stream, plainly in a sync one."""
+        return await self._call(effect.arun if self._awaits else effect.run)
+
+    async def _next(self) -> StreamEvent | None:
+        """The next event, or None when the stream has ended."""
+        if self._finished:
+            return None
+        if self._asking is not None:  # what the consumer answered (or None) goes to the pipeline
+            self._resume = (False, self._answer)
+            self._asking = self._answer = None
+        while True:
+            if self._chunks is not None:
+                event = await self._read_chunk()
+            else:
+                effect = self._step()
+                event = self._event(effect)
+                if event is None and type(effect) is Send:
+                    event = await self._send(effect)
+                elif event is None:
+                    try:
+                        self._resume = (False, await self._perform(effect))
+                    except BaseException as error:
+                        self._failed(error)
+            if event is not None:
+                return event
 
     def _step(self) -> Any:
         """Advance the steps in the stream's context: the next effect, or a "done" event at the end."""
@@ -135,23 +171,57 @@ class _Base:
             return effect
         if kind is Note:
             self._resume = (False, None)
-            return effect.event
+            return StreamEvent(effect.kind, **effect.fields)
         if kind is Ask:
             self._asking = effect.approval
             return StreamEvent("waiting", approvals=[dict(effect.approval)])
         return None
 
-    def _replayed(self, effect: Send) -> Any:
-        """A reply the turn recorded before (None to ask the model); notes the turn that keeps a new one."""
-        scope = effect.scope
-        if scope is None:
+    async def _send(self, effect: Send) -> StreamEvent | None:
+        """Start sending a request: the chunks to read next, or the whole reply as one text event
+        (a reply the turn recorded, or a client that cannot stream)."""
+        try:
+            scope = effect.scope
+            if scope is not None and getattr(scope, "replay", None) is None:  # a scope without the streaming seam
+                reply = await self._perform(effect)
+            else:
+                reply = scope.replay(effect.request) if scope is not None else None
+                if reply is None:
+                    self._keep = scope
+                    method = getattr(effect.client, "astream" if self._awaits else "stream", None)
+                    if method is not None:
+                        chunks = self._ctx.run(method, effect.request)
+                        self._chunks = chunks.__aiter__() if self._awaits else iter(chunks)
+                        return None
+                    reply = await self._perform(Send(effect.client, effect.request, None))
+        except BaseException as error:
+            self._failed(error)
             return None
-        if getattr(scope, "replay", None) is None:
-            return False  # a scope without the streaming seam: the plain path
-        reply = scope.replay(effect.request)
-        if reply is None:
-            self._keep = scope
-        return reply
+        self._got(reply)
+        return StreamEvent("text", text=reply.text) if reply.text else None
+
+    async def _read_chunk(self) -> StreamEvent | None:
+        """The next text delta's event; at the stream's end, none: the reply goes to the pipeline."""
+        chunks = self._chunks
+        try:
+            if self._awaits:
+                item = await self._call(chunks.__anext__)
+            else:
+                item = self._ctx.run(next, chunks, _END)
+        except StopAsyncIteration:
+            item = _END
+        except BaseException as error:
+            self._chunks = None
+            self._failed(error)
+            return None
+        if isinstance(item, str):
+            return StreamEvent("text", text=item) if item else None
+        self._chunks = None
+        if item is _END:
+            self._failed(_cut("no reply at its end"))
+        else:
+            self._got(item)
+        return None
 
     def _got(self, reply: Any) -> None:
         if self._keep is not None:
@@ -163,26 +233,25 @@ class _Base:
         self._keep = None
         self._resume = (True, error)
 
-    def _chunk(self, item: Any) -> StreamEvent | None:
-        """A text delta's event, or (the reply at the stream's end) none: the chunks are done."""
-        if isinstance(item, str):
-            return StreamEvent("text", text=item) if item else None
-        self._chunks = None
-        self._got(item)
-        return None
+    async def _close(self) -> None:
+        if not self._finished:
+            self._finished = True
+            chunks, self._chunks = self._chunks, None
+            try:
+                close = getattr(chunks, "aclose" if self._awaits else "close", None)
+                if close is not None:
+                    await self._call(close)
+            finally:
+                self._ctx.run(self._steps.close)
 
 
-class Stream(_Base):
+class Stream(_Stream):
     """``fn.stream(...)``: an iterator of `StreamEvent`; ``.value`` and ``.record`` when it ends.
 
     Use it as ``with fn.stream(...) as stream:``: leaving the block (a ``break``, an
     exception) ends the call at once. A loop left without it keeps the call — and a
     conversation turn, ``running`` — until the stream object is collected.
     """
-
-    def __init__(self, steps: Steps[Any]) -> None:
-        super().__init__(steps)
-        self._chunks: Iterator[Any] | None = None
 
     def __iter__(self) -> "Stream":
         return self
@@ -196,76 +265,19 @@ class Stream(_Base):
     def close(self) -> None:
         """Stop the call if it has not ended: the model's reply stops streaming (its connection
         is closed), the call's record says ``interrupted`` and a conversation turn ends ``stopped``."""
-        if not self._finished:
-            self._finished = True
-            chunks, self._chunks = self._chunks, None
-            try:
-                if chunks is not None and hasattr(chunks, "close"):
-                    self._ctx.run(chunks.close)
-            finally:
-                self._ctx.run(self._steps.close)
+        run_now(self._close())
 
     def __next__(self) -> StreamEvent:
-        if self._finished:
+        event = run_now(self._next())
+        if event is None:
             raise StopIteration
-        if self._asking is not None:
-            self._answered()
-        ctx = self._ctx
-        while True:
-            if self._chunks is not None:
-                try:
-                    item = ctx.run(next, self._chunks)
-                except StopIteration:
-                    self._chunks = None
-                    self._failed(_cut("no reply at its end"))
-                    continue
-                except BaseException as error:
-                    self._chunks = None
-                    self._failed(error)
-                    continue
-                event = self._chunk(item)
-                if event is not None:
-                    return event
-                continue
-            effect = self._step()
-            event = self._event(effect)
-            if event is not None:
-                return event
-            if type(effect) is Send:
-                text = self._send(effect)
-                if text:
-                    return StreamEvent("text", text=text)
-                continue
-            try:
-                self._resume = (False, ctx.run(effect.run))
-            except BaseException as error:
-                self._failed(error)
-
-    def _send(self, effect: Send) -> str | None:
-        """Start sending a request: the chunks to read, or the whole reply (its text for one event)."""
-        try:
-            reply = self._replayed(effect)
-            if reply is False:
-                reply = self._ctx.run(effect.run)
-            elif reply is None:
-                method = getattr(effect.client, "stream", None)
-                if method is not None:
-                    self._chunks = iter(self._ctx.run(method, effect.request))
-                    return None
-                reply = self._ctx.run(effect.client.complete, effect.request)
-        except BaseException as error:
-            self._failed(error)
-            return None
-        self._got(reply)
-        return reply.text  # a reply not streamed (recorded, or a client that cannot stream): one text event
+        return event
 
 
-class AStream(_Base):
+class AStream(_Stream):
     """``fn.astream(...)``: an async iterator of `StreamEvent`; ``.value`` and ``.record`` when it ends."""
 
-    def __init__(self, steps: Steps[Any]) -> None:
-        super().__init__(steps)
-        self._chunks: AsyncIterator[Any] | None = None
+    _awaits = True
 
     def __aiter__(self) -> "AStream":
         return self
@@ -278,74 +290,13 @@ class AStream(_Base):
 
     async def aclose(self) -> None:
         """`Stream.close` for async code: ``async with chat.astream(...) as stream`` calls it."""
-        if not self._finished:
-            self._finished = True
-            chunks, self._chunks = self._chunks, None
-            try:
-                if chunks is not None and hasattr(chunks, "aclose"):
-                    await self._in_context(chunks.aclose())
-            finally:
-                self._ctx.run(self._steps.close)
-
-    async def _in_context(self, awaitable: Any) -> Any:
-        import asyncio
-
-        # A task made inside the stream's context runs in a copy of it (any Python 3.10+).
-        return await self._ctx.run(asyncio.ensure_future, _awaited(awaitable))
+        await self._close()
 
     async def __anext__(self) -> StreamEvent:
-        if self._finished:
+        event = await self._next()
+        if event is None:
             raise StopAsyncIteration
-        if self._asking is not None:
-            self._answered()
-        while True:
-            if self._chunks is not None:
-                try:
-                    item = await self._in_context(self._chunks.__anext__())
-                except StopAsyncIteration:
-                    self._chunks = None
-                    self._failed(_cut("no reply at its end"))
-                    continue
-                except BaseException as error:
-                    self._chunks = None
-                    self._failed(error)
-                    continue
-                event = self._chunk(item)
-                if event is not None:
-                    return event
-                continue
-            effect = self._step()
-            event = self._event(effect)
-            if event is not None:
-                return event
-            if type(effect) is Send:
-                text = await self._send(effect)
-                if text:
-                    return StreamEvent("text", text=text)
-                continue
-            try:
-                self._resume = (False, await self._in_context(effect.arun()))
-            except BaseException as error:
-                self._failed(error)
-
-    async def _send(self, effect: Send) -> str | None:
-        try:
-            reply = self._replayed(effect)
-            if reply is False:
-                reply = await self._in_context(effect.arun())
-            elif reply is None:
-                method = getattr(effect.client, "astream", None)
-                if method is not None:
-                    self._chunks = self._ctx.run(method, effect.request).__aiter__()
-                    return None
-                from .steps import acomplete
-
-                reply = await self._in_context(acomplete(effect.client, effect.request))
-        except BaseException as error:
-            self._failed(error)
-            return None
-        self._got(reply)
-        return reply.text  # a reply not streamed (recorded, or a client that cannot stream): one text event
+        return event
 
 
 async def _awaited(awaitable: Any) -> Any:

@@ -11,27 +11,23 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
-import typing
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, overload
+from typing import Any, Callable, Mapping, Sequence, overload
 
 from ..errors import FunctAIError, PluginError, Waiting
+from ..hooks.change import Change
 from ..hooks.events import ToolCallEvent, ToolResultEvent, set_field
 from ..hooks.fold import call_handler_steps, check_change, record as change_record
 from ..hooks.order import Plan
 from ..log import warn
 from ..models.request import Reply
 from ..models.toolcall import ToolCall
+from .function import AIFunction, check_effects, signature_of
+from .layout import render_value
 from .outputs import output_schema, read_value, to_jsonable
 from .records import CallRecord
 from .scope import TurnScope
-from .steps import Ask, Invoke, Note, Steps
-
-if TYPE_CHECKING:
-    from .function import AIFunction
-
-EFFECTS = ("reads", "changes")
+from .steps import Ask, Invoke, Note, Steps, in_thread
 
 #: Settings never shown to plugins in tool events.
 SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
@@ -40,35 +36,15 @@ SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
 #: nobody could be asked, the calls ran away, or a nested call could not be counted.
 RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests", "thread-context"})
 
-REFUSED = "The person did not allow this call."
 CHECK_FAILED = "a check failed"
 INTERRUPTED = "The tool was started but its result is unknown; it may or may not have taken effect."
 
 
-def blocked_text(plugin: str, reason: str) -> str:
-    """What the model is shown for a blocked tool call."""
-    return f"This call was blocked ({plugin}): {reason}"
-
-
-def refused_text(reason: str | None) -> str:
-    """What the model is shown when a person refused a tool call."""
-    return REFUSED + (f" Reason: {reason}" if reason else "")
-
-
-def _input_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception as error:
-        raise TypeError(f"tool {name}: cannot resolve its annotations: {error}") from error
-    return _parameters_schema(inspect.signature(fn), hints, name)
-
-
-def _parameters_schema(signature: inspect.Signature, hints: Mapping[str, Any], name: str) -> dict[str, Any]:
+def _parameters_schema(signature: inspect.Signature, hints: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a tool's inputs (checked named by `signature_of`)."""
     properties: dict[str, Any] = {}
     required: list[str] = []
     for param in signature.parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            raise TypeError(f"tool {name}: inputs must be named; {param} is not supported")
         tp = hints.get(param.name, str)
         properties[param.name] = output_schema(tp) or {"type": "string"}
         if param.default is param.empty:
@@ -80,13 +56,12 @@ class Tool:
     """A Python function the model may ask to run. Made by `tool`."""
 
     def __init__(self, fn: Callable[..., Any], *, effects: str | None = None) -> None:
-        if effects is not None and effects not in EFFECTS:
-            raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
+        check_effects(effects)
         self.fn = fn
         self.name: str = fn.__name__
         self.effects = effects
         self.description: str = (inspect.getdoc(fn) or "").strip()
-        self.parameters = _input_schema(fn, self.name)
+        self.parameters = _parameters_schema(*signature_of(fn, f"tool {self.name}"))
         self.is_async = inspect.iscoroutinefunction(fn)
 
     def schema(self) -> dict[str, Any]:
@@ -99,9 +74,7 @@ class Tool:
         """Run in an async call: awaited if ``async def``, else in a worker thread (keeping contextvars)."""
         if self.is_async:
             return await self.fn(**input)
-        import asyncio
-
-        value = await asyncio.to_thread(self.fn, **input)
+        value = await in_thread(functools.partial(self.fn, **input))
         if value is not None and hasattr(value, "__await__"):
             value = await value
         return value
@@ -126,16 +99,9 @@ def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None)
     ``"changes"``. ``tool(ai_function, effects=...)`` declares the effects of
     an AI function used as a tool (undeclared, they are derived from its tools).
     """
-    if effects is not None and effects not in EFFECTS:
-        raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
-    if fn is not None:
-        return _make(fn, effects)
-    return lambda f: _make(f, effects)
-
-
-def _make(fn: Any, effects: str | None) -> Any:
-    from .function import AIFunction
-
+    check_effects(effects)
+    if fn is None:
+        return lambda f: tool(f, effects=effects)
     if isinstance(fn, AIFunction):
         return _ProgramTool(fn, effects=effects)
     return Tool(fn, effects=effects)
@@ -145,8 +111,6 @@ def as_tool(item: Any) -> Any:
     """A tool for the runner: a `Tool`, or an AI function used as one."""
     if isinstance(item, (Tool, _ProgramTool)):
         return item
-    from .function import AIFunction
-
     if isinstance(item, AIFunction):
         return _program_tool(item)
     raise TypeError(f"{item!r} is not a tool: use @functai.tool or an AI function")
@@ -189,8 +153,6 @@ def _effects_of(item: Any, visiting: set[int]) -> str | None:
         return item.declared if item.declared is not None else derived_effects(item.program, visiting)
     if isinstance(item, Tool):
         return item.effects
-    from .function import AIFunction
-
     if isinstance(item, AIFunction):
         return derived_effects(item, visiting)
     return getattr(item, "effects", None)
@@ -203,7 +165,7 @@ class _ProgramTool:
         self.program = program
         self.name = program.name
         self.description = program.instruction
-        self.parameters = _parameters_schema(program.signature, program._hints, program.name)
+        self.parameters = _parameters_schema(program.signature, program._hints)
         #: What ``tool(fn, effects=...)`` declared (None: derived).
         self.declared = effects
         #: A stable id for the asking function's version: the program's, plus what was declared here.
@@ -245,13 +207,6 @@ def typed_inputs(program: "AIFunction", input: Mapping[str, Any]) -> dict[str, A
                 pass
         out[name] = value
     return out
-
-
-def output_text(value: Any) -> str:
-    """A tool's result as the model reads it."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(to_jsonable(value), ensure_ascii=False)
 
 
 class ApprovalError(FunctAIError):
@@ -347,7 +302,6 @@ class ToolRunner:
             return entry["output"]
 
         first_change = len(self.record.changes)
-        stopped: str | None = None  # the loop below breaks only once the hook has set it
         while True:
             event = ToolCallEvent(
                 name=call.name,
@@ -358,12 +312,13 @@ class ToolRunner:
                 id=call.id,
                 function=self.fn.name,
                 settings=self.settings,
-                ask_person=functools.partial(_ask_person, self.scope, site, self),
+                ask_person=functools.partial(self._ask_person, site),
             )
             if self.scope is not None:
                 set_field(event, "_memory", self.scope.memory)
             try:
                 stopped = yield from self._tool_call_hook(event, entry)
+                break
             except _Asking as asking:  # a person at the stream may answer: the hook runs again with it
                 del self.record.changes[first_change:]
                 answer = yield Ask(asking.approval)
@@ -371,8 +326,6 @@ class ToolRunner:
                     self.listen = False  # nobody answered: what a call without a stream does
                 else:
                     self.answers[asking.approval["key"]] = answer
-                continue
-            break
         if stopped is None and self.scope is not None:
             refused = self.scope.refusal(site)
             if refused is not None:  # a person said no before this process resumed the turn
@@ -382,7 +335,7 @@ class ToolRunner:
             entry["output"] = stopped
             return stopped
         if self.listen:
-            yield Note(_event("tool_call", name=call.name, input=entry["input"], path=event.path))
+            yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
 
         if self.scope is not None and found.effects != "reads":
             self.scope.tool_started(site, entry)
@@ -393,21 +346,20 @@ class ToolRunner:
                 self.scope.tool_suspended(site, entry)
             raise
         except FunctAIError as error:
-            if error.code in RISING:
-                entry["error"] = f"{error.code}: {error.message}"
-                raise
             entry["error"] = f"{error.code}: {error.message}"
+            if error.code in RISING:
+                raise
             value = f"The tool failed: {error.message}"
         except RecursionError:
             raise  # runaway nesting, not the tool's answer
         except Exception as error:
             entry["error"] = f"{type(error).__name__}: {error}"
             value = f"The tool failed: {type(error).__name__}: {error}"
-        text = output_text(value)
+        text = render_value(value)
         text = yield from self._tool_result_hook(call, event, invocation, text)
         entry["output"] = text
         if self.listen:
-            yield Note(_event("tool_result", name=call.name, output=text, path=event.path))
+            yield Note("tool_result", name=call.name, output=text, path=event.path)
         return text
 
     def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> Steps[str | None]:
@@ -423,10 +375,7 @@ class ToolRunner:
                 cause = error.__cause__ or error
                 warn("hook failed", plugin=plugin.name, version=plugin.version, hook="tool_call",
                      function=self.fn.name, error=f"{type(cause).__name__}: {cause}")
-                entry["blocked"] = plugin.name
-                entry["block_reason"] = CHECK_FAILED
-                self.record.changes.append(change_record(plugin, "tool_call", {"block": CHECK_FAILED}, handler, event))
-                return blocked_text(plugin.name, CHECK_FAILED)
+                change = Change(block=CHECK_FAILED)  # a check that fails blocks the tool, never lets it run
             if change is not None:
                 if change.inputs is not None:
                     set_field(event, "input", MappingProxyType({**event.input, **change.inputs}))
@@ -434,10 +383,48 @@ class ToolRunner:
                 if change.block is not None:
                     entry["blocked"] = plugin.name
                     entry["block_reason"] = change.block
-                    return blocked_text(plugin.name, change.block)
+                    return f"This call was blocked ({plugin.name}): {change.block}"
             if event._refusal is not None:
                 return _refused(entry, plugin.name, event._refusal or None)
         return None
+
+    def _ask_person(self, site: str, event: ToolCallEvent, reason: str | None,
+                    decide: Callable[[Any], Any] | None) -> bool:
+        """``tool.ask``: ``decide`` answers at once; in a turn, a recorded answer
+        does; a person at a stream may; else the turn waits; in a plain call
+        nobody can be asked."""
+        if decide is not None:
+            return _decided(event, decide(event))
+        approval = {
+            "key": f"{site}.{event._plugin}",
+            "name": event.name,
+            "input": to_jsonable(dict(event.input)),
+            "effects": event.effects,
+            "path": event.path,
+            "plugin": event._plugin,
+            "question": reason,
+        }
+        scope = self.scope
+        answered = scope.answer(approval["key"]) if scope is not None and scope.waits else None
+        if answered is None:
+            answered = self.answers.get(approval["key"])
+            if answered is None and self.listen:
+                raise _Asking(approval)
+        if answered is not None:
+            allowed, why = answered
+            return _decided(event, True if allowed else (why or False))
+        if scope is not None and scope.waits:
+            raise Waiting(
+                f"the tool call {event.path} waits for a person's approval (asked by plugin {event._plugin!r})",
+                approvals=[approval],
+            )
+        del approval["key"]
+        raise ApprovalError(
+            f"the tool call {event.path} needs a person's approval (asked by plugin {event._plugin!r}"
+            f"{': ' + reason if reason else ''}), and nobody can be asked in a plain call; answer with "
+            "approve=<function>, or make the call inside a conversation turn so it can wait",
+            approval=approval,
+        )
 
     def _tool_call_handlers(self, event: ToolCallEvent) -> Any:
         """The ``tool_call`` handlers in order. In a resumed turn the approval plugin runs once
@@ -475,13 +462,12 @@ class ToolRunner:
         return result.output
 
 
-
 def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:
     """Record a person's refusal of a tool call; what the model is shown."""
     entry["refused"] = plugin
     if reason:
         entry["refuse_reason"] = reason
-    return refused_text(reason)
+    return "The person did not allow this call." + (f" Reason: {reason}" if reason else "")
 
 
 class _Asking(FunctAIError):
@@ -492,52 +478,6 @@ class _Asking(FunctAIError):
     def __init__(self, approval: dict[str, Any]) -> None:
         super().__init__("a person at the stream is asked")
         self.approval = approval
-
-
-def _event(kind: str, **fields: Any) -> Any:
-    from .streaming import StreamEvent
-
-    return StreamEvent(kind, **fields)
-
-
-def _ask_person(
-    scope: TurnScope | None, site: str, runner: ToolRunner | None, event: ToolCallEvent, reason: str | None,
-    decide: Callable[[Any], Any] | None,
-) -> bool:
-    """``tool.ask``: ``decide`` answers at once; in a turn, a recorded answer
-    does; a person at a stream may; else the turn waits; in a plain call
-    nobody can be asked."""
-    if decide is not None:
-        return _decided(event, decide(event))
-    approval = {
-        "key": f"{site}.{event._plugin}",
-        "name": event.name,
-        "input": to_jsonable(dict(event.input)),
-        "effects": event.effects,
-        "path": event.path,
-        "plugin": event._plugin,
-        "question": reason,
-    }
-    answered = scope.answer(approval["key"]) if scope is not None and scope.waits else None
-    if answered is None and runner is not None:
-        answered = runner.answers.get(approval["key"])
-        if answered is None and runner.listen:
-            raise _Asking(approval)
-    if answered is not None:
-        allowed, why = answered
-        return _decided(event, True if allowed else (why or False))
-    if scope is not None and scope.waits:
-        raise Waiting(
-            f"the tool call {event.path} waits for a person's approval (asked by plugin {event._plugin!r})",
-            approvals=[approval],
-        )
-    del approval["key"]
-    raise ApprovalError(
-        f"the tool call {event.path} needs a person's approval (asked by plugin {event._plugin!r}"
-        f"{': ' + reason if reason else ''}), and nobody can be asked in a plain call; answer with "
-        "approve=<function>, or make the call inside a conversation turn so it can wait",
-        approval=approval,
-    )
 
 
 def _decided(event: ToolCallEvent, answer: Any) -> bool:

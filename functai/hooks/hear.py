@@ -86,27 +86,3 @@ def _failed(hook: str, plugin: Any, error: Exception, where: dict[str, Any]) -> 
 def _note(heard: list[dict[str, Any]], hook: str, plugin: Any, started: int) -> None:
     heard.append({"plugin": plugin.name, "version": plugin.version, "hook": hook,
                   "µs": round((time.perf_counter_ns() - started) / 1000, 1)})
-
-
-def run_awaitable(awaitable: Any) -> Any:
-    """Run an ``async def`` handler's coroutine to its end from a plain call.
-
-    In a thread with no running event loop it runs in a new loop; inside a
-    running loop (a plain call made from async code) it runs in a loop of its
-    own on a helper thread, since the caller's loop cannot be re-entered.
-    """
-    import asyncio
-
-    async def wait() -> Any:
-        return await awaitable
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(wait())
-    import concurrent.futures
-    import contextvars
-
-    context = contextvars.copy_context()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(context.run, asyncio.run, wait()).result()

@@ -1,8 +1,8 @@
 """What JSON shape a type stands for: the one classification schema and readers share.
 
-`_classify` turns an output type into a (kind, data) pair once, so the schema
+`classify` turns an output type into a (kind, data) pair once, so the schema
 builder and the reader builder cannot disagree about what a type means;
-`_class_info` reads the fields of dataclasses, attrs classes and TypedDicts.
+`class_info` reads the fields of dataclasses, attrs classes and TypedDicts.
 """
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ import enum
 import json
 import types
 import typing
-from typing import Any, Callable, ForwardRef, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, Callable, ForwardRef, Literal, NamedTuple, TypeVar, Union, get_args, get_origin
 
 import attrs
 
-_NoneType = type(None)
-_Reader = Callable[[Any], Any]
+NoneType = type(None)
+Reader = Callable[[Any], Any]
 _TypeAliasType = getattr(typing, "TypeAliasType", None)  # Python 3.12+ `type X = ...`
 
-_PRIMITIVES = {str: "str", int: "int", float: "float", bool: "bool", _NoneType: "none"}
+_PRIMITIVES = {str: "str", int: "int", float: "float", bool: "bool", NoneType: "none"}
 _LISTS = (list, cabc.Sequence, cabc.MutableSequence)
 _SETS = (set, frozenset, cabc.Set, cabc.MutableSet)
 _DICTS = (dict, cabc.Mapping, cabc.MutableMapping)
 _BARE = {list: list, tuple: tuple, set: set, frozenset: frozenset, dict: dict}
-_JSON_SCALARS = (str, int, float, bool, _NoneType)
+JSON_SCALARS = (str, int, float, bool, NoneType)
 _SUPPORTED = (
     "output types must be str, int, float, bool, None, Any, list, tuple, set, dict[str, ...], "
     "Literal, an Enum, a Union/Optional, a dataclass, an attrs class, a TypedDict or a pydantic model"
@@ -45,7 +45,7 @@ def is_dataclass(obj: Any) -> bool:
 
 def describe(tp: Any) -> str:
     """Short human name of a type (``list[str]``, ``Answer``), for error messages."""
-    if tp is None or tp is _NoneType:
+    if tp is None or tp is NoneType:
         return "None"
     if tp is Any:
         return "Any"
@@ -89,7 +89,7 @@ def _literal_repr(value: Any) -> str:
 # --------------------------------------------------------------------------- classify
 
 
-class _Unsupported(TypeError):
+class Unsupported(TypeError):
     """A type that cannot be an output type; `where` says how it was reached."""
 
     def __init__(self, tp: Any, reason: str) -> None:
@@ -124,20 +124,20 @@ def unwrap(tp: Any) -> Any:
             constrained = Union[tp.__constraints__] if tp.__constraints__ else Any
             tp = tp.__bound__ if tp.__bound__ is not None else constrained
         else:
-            return _NoneType if tp is None else tp
+            return NoneType if tp is None else tp
 
 
-def _unwrap(tp: Any) -> Any:
+def unwrap_output(tp: Any) -> Any:
     """`unwrap`, refusing a string annotation: an output's shape must be known."""
     tp = unwrap(tp)
     if isinstance(tp, (str, ForwardRef)):
-        raise _Unsupported(tp, "it is a string annotation that was never resolved; pass the type itself")
+        raise Unsupported(tp, "it is a string annotation that was never resolved; pass the type itself")
     return tp
 
 
-def _classify(tp: Any) -> tuple[str, Any]:
-    """(kind, data) for a type, or raise `_Unsupported`. Shared by schema and reader."""
-    tp = _unwrap(tp)
+def classify(tp: Any) -> tuple[str, Any]:
+    """(kind, data) for a type, or raise `Unsupported`. Shared by schema and reader."""
+    tp = unwrap_output(tp)
     if tp is Any or tp is object:
         return "any", None
     try:
@@ -150,8 +150,8 @@ def _classify(tp: Any) -> tuple[str, Any]:
     args = get_args(tp)
     if origin is Literal:
         for member in args:
-            if type(member) not in _JSON_SCALARS:
-                raise _Unsupported(tp, f"Literal members must be str, int, bool or None, not {member!r}")
+            if type(member) not in JSON_SCALARS:
+                raise Unsupported(tp, f"Literal members must be str, int, bool or None, not {member!r}")
         return "literal", args
     if origin is Union or origin is types.UnionType:
         return "union", args
@@ -172,12 +172,12 @@ def _classify(tp: Any) -> tuple[str, Any]:
         if args == ((),):  # Python 3.10 spells tuple[()] this way
             args = ()
         if Ellipsis in args:
-            raise _Unsupported(tp, "'...' may only follow the single item type of a tuple")
+            raise Unsupported(tp, "'...' may only follow the single item type of a tuple")
         return "tuple", args
     if origin in _DICTS:
         key, value = args if args else (str, Any)
-        if _unwrap(key) not in (str, Any):
-            raise _Unsupported(tp, "JSON object keys are strings; use dict[str, ...]")
+        if unwrap_output(key) not in (str, Any):
+            raise Unsupported(tp, "JSON object keys are strings; use dict[str, ...]")
         return "dict", value
     cls = origin if origin is not None else tp
     if isinstance(cls, type):
@@ -188,7 +188,7 @@ def _classify(tp: Any) -> tuple[str, Any]:
             return "class", tp
         if origin is None and is_pydantic(cls):
             return "pydantic", cls
-    raise _Unsupported(tp, _SUPPORTED)
+    raise Unsupported(tp, _SUPPORTED)
 
 
 def is_pydantic(cls: Any) -> bool:
@@ -202,20 +202,20 @@ def is_pydantic(cls: Any) -> bool:
 
 def _check_enum(cls: type[enum.Enum]) -> None:
     if not list(cls):
-        raise _Unsupported(cls, "the Enum has no members")
+        raise Unsupported(cls, "the Enum has no members")
     for member in cls:
-        if type(member.value) not in _JSON_SCALARS:
-            raise _Unsupported(
+        if type(member.value) not in JSON_SCALARS:
+            raise Unsupported(
                 cls, f"member {member.name} has value {member.value!r}, which is not a JSON string, number, "
                 "boolean or null"
             )
 
 
 def _check_hashable(tp: Any, item: Any) -> None:
-    kind, data = _classify(item)
+    kind, data = classify(item)
     unhashable = kind == "class" and getattr(get_origin(data) or data, "__hash__", None) is None
     if kind in ("list", "dict", "set") or unhashable:
-        raise _Unsupported(tp, f"set items must be hashable and {describe(item)} is not")
+        raise Unsupported(tp, f"set items must be hashable and {describe(item)} is not")
     if kind == "union":
         for member in data:
             _check_hashable(tp, member)
@@ -224,30 +224,24 @@ def _check_hashable(tp: Any, item: Any) -> None:
 # --------------------------------------------------------------------------- classes
 
 
-class _Field:
-    __slots__ = ("name", "init", "type", "required", "description")
-
-    def __init__(self, name: str, init: str, tp: Any, required: bool, description: str | None) -> None:
-        self.name = name  # the JSON key
-        self.init = init  # the constructor keyword (attrs strips a leading underscore)
-        self.type = tp
-        self.required = required
-        self.description = description
+class Field(NamedTuple):
+    name: str  # the JSON key
+    init: str  # the constructor keyword (attrs strips a leading underscore)
+    type: Any
+    required: bool
+    description: str | None
 
 
-class _ClassInfo:
-    __slots__ = ("cls", "title", "fields")
-
-    def __init__(self, cls: type, title: str, fields: tuple[_Field, ...]) -> None:
-        self.cls = cls
-        self.title = title
-        self.fields = fields
+class ClassInfo(NamedTuple):
+    cls: type
+    title: str
+    fields: tuple[Field, ...]
 
 
-_class_infos: dict[Any, _ClassInfo] = {}
+_class_infos: dict[Any, ClassInfo] = {}
 
 
-def _class_info(tp: Any) -> _ClassInfo:
+def class_info(tp: Any) -> ClassInfo:
     """Fields of a dataclass / attrs class (or a generic alias of one), hints resolved."""
     info = _class_infos.get(tp)
     if info is not None:
@@ -260,31 +254,29 @@ def _class_info(tp: Any) -> _ClassInfo:
     try:
         hints = typing.get_type_hints(cls, include_extras=True)
     except Exception as exc:  # NameError for an unknown name, TypeError for bad syntax …
-        raise _Unsupported(tp, f"its annotations cannot be resolved ({type(exc).__name__}: {exc})") from None
-    fields: list[_Field] = []
+        raise Unsupported(tp, f"its annotations cannot be resolved ({type(exc).__name__}: {exc})") from None
+    fields: list[Field] = []
     if typing.is_typeddict(cls):
         required_keys = getattr(cls, "__required_keys__", frozenset(hints))
         for name, hint in hints.items():
             if getattr(get_origin(hint), "_name", None) in ("Required", "NotRequired"):
                 hint = get_args(hint)[0]  # required-ness is in __required_keys__
-            fields.append(_Field(name, name, hint, name in required_keys, None))
+            fields.append(Field(name, name, hint, name in required_keys, None))
     elif is_dataclass(cls):
-        import dataclasses
+        import dataclasses  # loaded already: whoever made a dataclass imported it
 
         for f in dataclasses.fields(cls):
             if not f.init:
                 continue
             required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            fields.append(
-                _Field(f.name, f.name, hints.get(f.name, f.type), required, f.metadata.get("description"))
-            )
+            fields.append(Field(f.name, f.name, hints.get(f.name, f.type), required, f.metadata.get("description")))
     else:
         for a in attrs.fields(cls):
             if not a.init:
                 continue
             hint = hints.get(a.name, a.type)
             fields.append(
-                _Field(
+                Field(
                     a.name,
                     getattr(a, "alias", None) or a.name.lstrip("_"),
                     Any if hint is None else hint,
@@ -293,9 +285,8 @@ def _class_info(tp: Any) -> _ClassInfo:
                 )
             )
     if mapping:
-        for field in fields:
-            field.type = _substitute(field.type, mapping)
-    info = _ClassInfo(cls, describe(tp), tuple(fields))
+        fields = [field._replace(type=_substitute(field.type, mapping)) for field in fields]
+    info = ClassInfo(cls, describe(tp), tuple(fields))
     _class_infos[tp] = info
     return info
 

@@ -1,6 +1,6 @@
 """Strict readers of parsed JSON: one closure per type, built once and cached.
 
-A value that does not fit raises `_Bad`, which containers extend with the path
+A value that does not fit raises `Bad`, which containers extend with the path
 to the value while it unwinds, so the reason names where the reply went wrong.
 """
 
@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import threading
+from itertools import repeat
 from typing import Any, Callable
 
-from .kinds import _JSON_SCALARS, _NoneType, _Reader, _class_info, _classify, _Unsupported, _unwrap, describe
+from .kinds import JSON_SCALARS, NoneType, Reader, Unsupported, class_info, classify, describe, unwrap_output
 
-class _Bad(Exception):
+
+class Bad(Exception):
     """A reply value that does not fit. Containers add path segments while it unwinds.
 
     ``shape`` marks "wrong JSON kind right here", which a Union uses to tell
@@ -43,8 +45,8 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _wrong(what: str, value: Any) -> _Bad:
-    return _Bad(f"expected {what}", f", got {_show(value)}", shape=True)
+def _wrong(what: str, value: Any) -> Bad:
+    return Bad(f"expected {what}", f", got {_show(value)}", shape=True)
 
 
 def _segment(key: str) -> str:
@@ -55,16 +57,13 @@ def _read_any(value: Any) -> Any:
     return value
 
 
-def _read_str(value: Any) -> Any:
-    if type(value) is str:
-        return value
-    raise _wrong("a string", value)
+def _exact(kind: type, what: str) -> Reader:
+    def read(value: Any) -> Any:
+        if type(value) is kind:
+            return value
+        raise _wrong(what, value)
 
-
-def _read_int(value: Any) -> Any:
-    if type(value) is int:
-        return value
-    raise _wrong("an integer", value)
+    return read
 
 
 def _read_float(value: Any) -> Any:
@@ -75,37 +74,25 @@ def _read_float(value: Any) -> Any:
         try:
             return float(value)
         except OverflowError:
-            raise _Bad("number too large", f", got {_show(value)}") from None
+            raise Bad("number too large", f", got {_show(value)}") from None
     raise _wrong("a number", value)
 
 
-def _read_bool(value: Any) -> Any:
-    if type(value) is bool:
-        return value
-    raise _wrong("true or false", value)
-
-
-def _read_none(value: Any) -> Any:
-    if value is None:
-        return None
-    raise _wrong("null", value)
-
-
-_SIMPLE_READERS: dict[str, _Reader] = {
+_SIMPLE_READERS: dict[str, Reader] = {
     "any": _read_any,
-    "str": _read_str,
-    "int": _read_int,
+    "str": _exact(str, "a string"),
+    "int": _exact(int, "an integer"),
     "float": _read_float,
-    "bool": _read_bool,
-    "none": _read_none,
+    "bool": _exact(bool, "true or false"),
+    "none": _exact(NoneType, "null"),
 }
 
-_readers: dict[Any, _Reader] = {}
+_readers: dict[Any, Reader] = {}
 _building: set[Any] = set()
 _lock = threading.RLock()
 
 
-def _reader(tp: Any) -> _Reader:
+def reader_for(tp: Any) -> Reader:
     """The cached reader for a type; a recursive reference gets a late-bound one."""
     try:
         reader = _readers.get(tp)
@@ -118,7 +105,7 @@ def _reader(tp: Any) -> _Reader:
         if reader is not None:
             return reader
         if tp in _building:
-            return lambda value: _reader(tp)(value)
+            return lambda value: reader_for(tp)(value)
         _building.add(tp)
         try:
             reader = _build_reader(tp)
@@ -128,19 +115,19 @@ def _reader(tp: Any) -> _Reader:
         return reader
 
 
-def _build_reader(tp: Any) -> _Reader:
-    kind, data = _classify(tp)
+def _build_reader(tp: Any) -> Reader:
+    kind, data = classify(tp)
     simple = _SIMPLE_READERS.get(kind)
     if simple is not None:
         return simple
     if kind == "list" or kind == "tuple_var":
-        return _sequence_reader(_reader(data), list if kind == "list" else tuple)
+        return _sequence_reader(reader_for(data), list if kind == "list" else tuple)
     if kind == "set":
-        return _sequence_reader(_reader(data[1]), data[0])
+        return _sequence_reader(reader_for(data[1]), data[0])
     if kind == "tuple":
-        return _tuple_reader(tuple(_reader(t) for t in data))
+        return _tuple_reader(tuple(reader_for(t) for t in data))
     if kind == "dict":
-        return _dict_reader(_reader(data))
+        return _dict_reader(reader_for(data))
     if kind == "literal":
         return _choice_reader({(type(m), m): m for m in data}, data, None)
     if kind == "enum":
@@ -158,37 +145,22 @@ def _build_reader(tp: Any) -> _Reader:
     return _class_reader(data)
 
 
-def _sequence_reader(item: _Reader, make: Callable[[Any], Any]) -> _Reader:
-    if item is _read_any and (make is list or make is tuple):
-
-        def read_plain(value: Any) -> Any:
-            if type(value) is not list:
-                raise _wrong("an array", value)
-            return make(value)
-
-        return read_plain
-
+def _sequence_reader(item: Reader, make: Callable[[Any], Any]) -> Reader:
     def read(value: Any) -> Any:
         if type(value) is not list:
             raise _wrong("an array", value)
-        out = []
-        for i, element in enumerate(value):
-            try:
-                out.append(item(element))
-            except _Bad as bad:
-                bad.path.append(f"[{i}]")
-                raise
+        out = _each(zip(repeat(item), value))
         if make is list:
             return out
         try:
             return make(out)
         except TypeError:  # set[Any] holding arrays or objects
-            raise _Bad("expected an array of strings, numbers, booleans or null", f", got {_show(value)}") from None
+            raise Bad("expected an array of strings, numbers, booleans or null", f", got {_show(value)}") from None
 
     return read
 
 
-def _tuple_reader(items: tuple[_Reader, ...]) -> _Reader:
+def _tuple_reader(items: tuple[Reader, ...]) -> Reader:
     n = len(items)
     what = f"an array of {n} item{'' if n == 1 else 's'}"
 
@@ -197,30 +169,33 @@ def _tuple_reader(items: tuple[_Reader, ...]) -> _Reader:
             raise _wrong(what, value)
         if len(value) != n:
             got = len(value)
-            raise _Bad(f"expected {what}", f", got {got} item{'' if got == 1 else 's'}", shape=True)
-        out = []
-        for i, (item, element) in enumerate(zip(items, value)):
-            try:
-                out.append(item(element))
-            except _Bad as bad:
-                bad.path.append(f"[{i}]")
-                raise
-        return tuple(out)
+            raise Bad(f"expected {what}", f", got {got} item{'' if got == 1 else 's'}", shape=True)
+        return tuple(_each(zip(items, value)))
 
     return read
 
 
-def _dict_reader(item: _Reader) -> _Reader:
+def _each(pairs: Any) -> list[Any]:
+    """Each (reader, item) of an array read, the failing one's index added to the path."""
+    out = []
+    for i, (item, element) in enumerate(pairs):
+        try:
+            out.append(item(element))
+        except Bad as bad:
+            bad.path.append(f"[{i}]")
+            raise
+    return out
+
+
+def _dict_reader(item: Reader) -> Reader:
     def read(value: Any) -> Any:
         if type(value) is not dict:
             raise _wrong("an object", value)
-        if item is _read_any:
-            return value
         out = {}
         for key, element in value.items():
             try:
                 out[key] = item(element)
-            except _Bad as bad:
+            except Bad as bad:
                 bad.path.append(_segment(key))
                 raise
         return out
@@ -228,7 +203,7 @@ def _dict_reader(item: _Reader) -> _Reader:
     return read
 
 
-def _choice_reader(choices: dict[tuple[type, Any], Any], values: Any, enum_cls: Any) -> _Reader:
+def _choice_reader(choices: dict[tuple[type, Any], Any], values: Any, enum_cls: Any) -> Reader:
     shown = values if len(values) <= 20 else list(values[:20])
     what = "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in shown)
     if len(values) > 20:
@@ -238,7 +213,7 @@ def _choice_reader(choices: dict[tuple[type, Any], Any], values: Any, enum_cls: 
 
     def read(value: Any) -> Any:
         t = type(value)
-        if t in _JSON_SCALARS:
+        if t in JSON_SCALARS:
             found = choices.get((t, value), missing)
             if found is not missing:
                 return found
@@ -249,9 +224,9 @@ def _choice_reader(choices: dict[tuple[type, Any], Any], values: Any, enum_cls: 
     return read
 
 
-def _union_reader(tp: Any, members: tuple[Any, ...]) -> _Reader:
-    readers = tuple((m, _reader(m)) for m in members)
-    allows_none = any(_unwrap(m) is _NoneType for m in members)
+def _union_reader(tp: Any, members: tuple[Any, ...]) -> Reader:
+    readers = tuple((m, reader_for(m)) for m in members)
+    allows_none = any(unwrap_output(m) is NoneType for m in members)
     what = describe(tp)
 
     def read(value: Any) -> Any:
@@ -261,7 +236,7 @@ def _union_reader(tp: Any, members: tuple[Any, ...]) -> _Reader:
         for member, reader in readers:
             try:
                 return reader(value)
-            except _Bad as bad:
+            except Bad as bad:
                 bads.append((member, bad))
         # Members whose failure is "wrong kind of JSON value here" never applied.
         useful = tuple((m, b) for m, b in bads if not (b.shape and not b.path))
@@ -269,19 +244,19 @@ def _union_reader(tp: Any, members: tuple[Any, ...]) -> _Reader:
             raise useful[0][1]
         if not useful:
             raise _wrong(what, value)
-        raise _Bad(f"expected {what}", subs=useful)
+        raise Bad(f"expected {what}", subs=useful)
 
     return read
 
 
-def _class_reader(tp: Any) -> _Reader:
-    info = _class_info(tp)
+def _class_reader(tp: Any) -> Reader:
+    info = class_info(tp)
     cls, title = info.cls, info.title
-    by_key: dict[str, tuple[str, _Reader]] = {}
+    by_key: dict[str, tuple[str, Reader]] = {}
     for f in info.fields:
         try:
-            by_key[f.name] = (f.init, _reader(f.type))
-        except _Unsupported as exc:
+            by_key[f.name] = (f.init, reader_for(f.type))
+        except Unsupported as exc:
             exc.add_where(f"field {f.name!r} of {title}")
             raise
     known = frozenset(by_key)
@@ -289,7 +264,7 @@ def _class_reader(tp: Any) -> _Reader:
     order = [f.name for f in info.fields]
     what = f"an object ({title})"
 
-    def structure_error(value: dict) -> _Bad:
+    def structure_error(value: dict) -> Bad:
         missing = [name for name in order if name in required and name not in value]
         extra = [key for key in value if key not in known]
         parts = []
@@ -302,7 +277,7 @@ def _class_reader(tp: Any) -> _Reader:
         tail = ""
         if extra:
             tail = f" (fields of {title}: " + (", ".join(json.dumps(n) for n in order) or "none") + ")"
-        return _Bad(" and ".join(parts), tail)
+        return Bad(" and ".join(parts), tail)
 
     def read(value: Any) -> Any:
         if type(value) is not dict:
@@ -315,35 +290,35 @@ def _class_reader(tp: Any) -> _Reader:
             init, reader = by_key[key]
             try:
                 kwargs[init] = reader(element)
-            except _Bad as bad:
+            except Bad as bad:
                 bad.path.append(_segment(key))
                 raise
         try:
             return cls(**kwargs)
         except (TypeError, ValueError) as exc:  # __post_init__ checks, attrs validators
-            raise _Bad(f"invalid {title}", f": {exc}") from None
+            raise Bad(f"invalid {title}", f": {exc}") from None
 
     return read
 
 
-def _pydantic_bad(exc: Any) -> _Bad:
+def _pydantic_bad(exc: Any) -> Bad:
     errors = exc.errors(include_url=False)
     first = errors[0]
     loc = [part for part in first.get("loc", ())]
     kind = first.get("type")
     if kind == "missing" and loc:
-        bad = _Bad(f"missing required field {json.dumps(str(loc.pop()))}")
+        bad = Bad(f"missing required field {json.dumps(str(loc.pop()))}")
     elif kind == "extra_forbidden" and loc:
-        bad = _Bad(f"unexpected field {json.dumps(str(loc.pop()))}")
+        bad = Bad(f"unexpected field {json.dumps(str(loc.pop()))}")
     else:
-        bad = _Bad(first.get("msg", "invalid value"), f", got {_show(first.get('input'))}")
+        bad = Bad(first.get("msg", "invalid value"), f", got {_show(first.get('input'))}")
     if len(errors) > 1:
         bad.tail += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     bad.path = [f"[{p}]" if isinstance(p, int) else _segment(str(p)) for p in reversed(loc)]
     return bad
 
 
-def _pydantic_reader(cls: Any) -> _Reader:
+def _pydantic_reader(cls: Any) -> Reader:
     from pydantic import ValidationError  # only reached when the caller uses pydantic
 
     def read(value: Any) -> Any:

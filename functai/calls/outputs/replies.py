@@ -8,8 +8,8 @@ from typing import Any, Callable
 
 from functai.errors import OutputError
 
-from .kinds import _Reader, _Unsupported, _classify, _unwrap, is_pydantic
-from .readers import _Bad, _pydantic_bad, _pydantic_reader, _reader
+from .kinds import Reader, Unsupported, unwrap_output
+from .readers import Bad, reader_for
 
 _FENCE_TAG = r"[A-Za-z0-9_.+-]*"  # compiled on first use (re caches it), not at import
 _top_readers: dict[Any, Callable[[str], Any]] = {}
@@ -37,7 +37,8 @@ def _read_text(text: str) -> str:
     return text
 
 
-def _top_reader(tp: Any) -> Callable[[str], Any]:
+def top_reader(tp: Any) -> Callable[[str], Any]:
+    """The reader of a whole reply as ``tp``, built once per type; raises `Unsupported` for a type never read."""
     try:
         fn = _top_readers.get(tp)
         cacheable = True
@@ -45,12 +46,7 @@ def _top_reader(tp: Any) -> Callable[[str], Any]:
         fn, cacheable = None, False
     if fn is not None:
         return fn
-    base = _unwrap(tp)
-    if base is str:
-        fn = _read_text
-    else:
-        _classify(base)
-        fn = _pydantic_top(base) if is_pydantic(base) else _json_top(_reader(tp))
+    fn = _read_text if unwrap_output(tp) is str else _json_top(reader_for(tp))
     if cacheable:
         _top_readers[tp] = fn
     return fn
@@ -66,7 +62,7 @@ def _json_body(text: str) -> str:
     return body
 
 
-def _json_top(reader: _Reader) -> Callable[[str], Any]:
+def _json_top(reader: Reader) -> Callable[[str], Any]:
     def read(text: str) -> Any:
         body = _json_body(text)
         try:
@@ -77,25 +73,8 @@ def _json_top(reader: _Reader) -> Callable[[str], Any]:
             ) from None
         try:
             return reader(data)
-        except _Bad as bad:
+        except Bad as bad:
             raise OutputError(bad.render(), reply=text) from None
-
-    return read
-
-
-def _pydantic_top(cls: Any) -> Callable[[str], Any]:
-    from pydantic import ValidationError
-
-    def read(text: str) -> Any:
-        body = _json_body(text)
-        try:
-            return cls.model_validate_json(body)
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            if first.get("type") == "json_invalid":
-                reason = first.get("ctx", {}).get("error") or first.get("msg")
-                raise OutputError(f"the reply is not JSON: {reason}", reply=text) from None
-            raise OutputError(_pydantic_bad(exc).render(), reply=text) from None
 
     return read
 
@@ -110,13 +89,10 @@ def read_output(text: str, tp: Any) -> Any:
     raises TypeError, as `output_schema` does.
     """
     try:
-        fn = _top_readers[tp]
-    except (KeyError, TypeError):
-        try:
-            fn = _top_reader(tp)
-        except _Unsupported as exc:
-            raise TypeError(str(exc)) from None
-    return fn(text)
+        read = top_reader(tp)
+    except Unsupported as exc:
+        raise TypeError(str(exc)) from None
+    return read(text)
 
 
 def read_value(data: Any, tp: Any) -> Any:
@@ -125,14 +101,11 @@ def read_value(data: Any, tp: Any) -> Any:
     Raises ValueError with the reason when it does not fit, TypeError when
     ``tp`` is not a type that can be read from JSON.
     """
-    if is_pydantic(_unwrap(tp)):
-        reader = _pydantic_reader(_unwrap(tp))
-    else:
-        try:
-            reader = _reader(tp)
-        except _Unsupported as exc:
-            raise TypeError(str(exc)) from None
     try:
-        return reader(data)
-    except _Bad as bad:
+        read = reader_for(tp)
+    except Unsupported as exc:
+        raise TypeError(str(exc)) from None
+    try:
+        return read(data)
+    except Bad as bad:
         raise ValueError(bad.render()) from None

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .kinds import _class_info, _classify, _Unsupported, _unwrap, describe
-from .replies import _top_reader
+from .kinds import Unsupported, class_info, classify, describe, unwrap_output
+from .replies import top_reader
 
 _schemas: dict[Any, dict[str, Any] | None] = {}
 _MISSING_SCHEMA: Any = object()
@@ -26,9 +26,9 @@ def output_schema(tp: Any) -> dict[str, Any] | None:
     if schema is not _MISSING_SCHEMA:
         return schema
     try:
-        _top_reader(tp)  # validates the whole type and warms the reader cache
-        schema = None if _unwrap(tp) is str else _SchemaBuilder().root(tp)
-    except _Unsupported as exc:
+        top_reader(tp)  # validates the whole type and warms the reader cache
+        schema = None if unwrap_output(tp) is str else _SchemaBuilder().root(tp)
+    except Unsupported as exc:
         raise TypeError(str(exc)) from None
     if cacheable:
         _schemas[tp] = schema
@@ -46,7 +46,7 @@ class _SchemaBuilder:
         self.root_class: Any = None
 
     def root(self, tp: Any) -> dict[str, Any]:
-        kind, data = _classify(tp)
+        kind, data = classify(tp)
         if kind == "class":
             self.root_class = data
         schema = self.build(tp)
@@ -55,14 +55,12 @@ class _SchemaBuilder:
         return schema
 
     def build(self, tp: Any) -> dict[str, Any]:
-        kind, data = _classify(tp)
+        kind, data = classify(tp)
         if kind == "any":
             return {}
         if kind in _SIMPLE_SCHEMAS:
             return dict(_SIMPLE_SCHEMAS[kind])
-        if kind == "list":
-            return {"type": "array", "items": self.build(data)}
-        if kind == "tuple_var":
+        if kind == "list" or kind == "tuple_var":
             return {"type": "array", "items": self.build(data)}
         if kind == "tuple":
             return {
@@ -90,7 +88,7 @@ class _SchemaBuilder:
         if tp in self.stack:
             self.recursive.add(tp)
             return {"$ref": "#"} if tp == self.root_class else {"$ref": "#/$defs/" + self.def_name(tp)}
-        info = _class_info(tp)
+        info = class_info(tp)
         self.stack.append(tp)
         try:
             properties: dict[str, Any] = {}
@@ -129,7 +127,7 @@ class _SchemaBuilder:
         schema = dict(cls.model_json_schema())
         for name, sub in schema.pop("$defs", {}).items():
             if name in self.defs and self.defs[name] != sub:
-                raise _Unsupported(cls, f"two different types are both named {name!r} in its JSON schema")
+                raise Unsupported(cls, f"two different types are both named {name!r} in its JSON schema")
             self.defs[name] = sub
         return schema
 
