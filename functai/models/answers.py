@@ -12,37 +12,23 @@ This module imports httpx at the top; ``import functai`` must not import it.
 from __future__ import annotations
 
 import json
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import httpx
 
 from functai.errors import ModelError
+from functai.models.keys import hide_key, reveal
 from functai.models.replies import split_reasoning
 from functai.models.request import Reply
+from functai.models.sse import StreamCut
 from functai.models.toolcall import ToolCall
 from functai.models.wire import content_text, read_arguments, read_usage, unwrap_value
 
-__all__ = ["Reader", "Secret"]
+__all__ = ["Reader"]
 
 #: Most characters of a server's error text copied into a message.
 _EXCERPT = 300
-
-
-class Secret:
-    """A value that never shows itself in repr/str (tracebacks with locals, pretty printers)."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: Any) -> None:
-        self._value = value
-
-    def reveal(self) -> Any:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
 
 
 class Reader:
@@ -52,11 +38,14 @@ class Reader:
 
     def __init__(self, where: str, secrets: tuple[str, ...]) -> None:
         self.where = where
-        self._secrets = Secret(secrets)
+        self._secrets = tuple(hide_key(secret) for secret in secrets)
+
+    def _revealed(self) -> list[str]:
+        return [reveal(secret) for secret in self._secrets]
 
     def scrub(self, text: str) -> str:
         """Remove the API key (and secret headers) from text a server or an exception gave us."""
-        for secret in self._secrets.reveal():
+        for secret in self._revealed():
             text = text.replace(secret, "***")
         return text
 
@@ -68,7 +57,7 @@ class Reader:
     def json(self, response: httpx.Response) -> Any:
         """The body of a successful whole answer, secrets scrubbed from the bytes before parsing."""
         raw = response.content
-        for secret in self._secrets.reveal():
+        for secret in self._revealed():
             encoded = secret.encode()
             if encoded in raw:
                 raw = raw.replace(encoded, b"***")
@@ -84,7 +73,7 @@ class Reader:
 
     def assembled(self, data: Any, wrapped: bool) -> Reply:
         """A streamed answer put together, scrubbed like a whole answer's body, then read."""
-        secrets = self._secrets.reveal()
+        secrets = self._revealed()
         if secrets:
             text = scrubbed = json.dumps(data)
             for secret in secrets:
@@ -93,10 +82,14 @@ class Reader:
                 data = json.loads(scrubbed)
         return self.reply(data, wrapped)
 
-    def cut(self, error: BaseException) -> ModelError:
-        """The error for a streamed answer that broke off."""
-        return ModelError(self.scrub(f"{self.where} broke off its streamed reply: {type(error).__name__}: "
-                                     f"{error or 'no detail'}"), code="model-unreachable")
+    @contextmanager
+    def cuts(self) -> Iterator[None]:
+        """Reading a streamed answer: a broken stream raised as a `ModelError`."""
+        try:
+            yield
+        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
+            raise ModelError(self.scrub(f"{self.where} broke off its streamed reply: {type(error).__name__}: "
+                                        f"{error or 'no detail'}"), code="model-unreachable") from None
 
     def reply(self, data: Any, wrapped: bool) -> Reply:
         choices = data.get("choices") if isinstance(data, dict) else None

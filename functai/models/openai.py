@@ -2,27 +2,25 @@
 
 OpenAI, Ollama, vLLM, the llama.cpp server and LM Studio all answer
 ``POST {base_url}/chat/completions``, so one client covers them (and, with
-another URL and key header, Azure OpenAI: `functai.models.azure`). It turns
-a provider-neutral `Request` into that wire format (`functai.models.wire`)
-and the answer into a `Reply`; retries transient failures with jittered
-backoff; and turns everything else into a `ModelError` with a stable ``code``.
+another URL and key header, Azure OpenAI: `functai.models.azure`). Transient
+failures are retried with jittered backoff; everything else becomes a
+`ModelError` with a stable ``code``. The API key and secret headers are kept
+behind handles (`functai.models.keys`), sent only on each request, and
+scrubbed from every server text, so a server that echoes them cannot get
+them into a record.
 
-The API key is held in a redacting wrapper, sent only as a header of the
-pooled `httpx.Client`, and scrubbed from every server text: error messages
-and replies alike, so a server that echoes it cannot get it into a record.
-
-One exchange — build the body, post, retry, fall back to a weaker output
-format, read the reply — is written once, in `OpenAIClient._exchange`, as
+One exchange (build the body, post, retry, fall back to a weaker output
+format, read the reply) is written once, in `OpenAIClient._exchange`, as
 steps that do no I/O: they yield ``("post", url, body, stream)`` and
 ``("sleep", seconds)``. `_drive` performs them with the pooled
-`httpx.Client`, `_adrive` with the event loop's `httpx.AsyncClient`; the
-answer is read by the client's `functai.models.answers.Reader`.
+`httpx.Client`, `_adrive` with the event loop's `httpx.AsyncClient`.
 
 This module imports httpx at the top; ``import functai`` must not import it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import math
 import os
@@ -30,17 +28,18 @@ import random
 import re
 import threading
 import time
-from types import TracebackType
+from contextlib import aclosing, closing
 from typing import Any, AsyncIterator, Callable, Generator, Iterator, Mapping
 
 import httpx
 
 from functai.errors import ModelError
-from functai.models.keys import MIN_SCRUB, Key, is_secret_header, refuse_url_credentials, reveal, reveal_headers
-from functai.models.answers import Reader, Secret
+from functai.models.answers import Reader
+from functai.models.keys import (MIN_SCRUB, Key, hide_headers, hide_key, is_secret_header, refuse_url_credentials,
+                                 reveal, reveal_headers)
 from functai.models.loops import LoopClients
 from functai.models.request import Reply, Request
-from functai.models.sse import Assembler, StreamCut
+from functai.models.sse import Assembler
 from functai.models.wire import FORMATS, build_body, qualifies_strict
 
 __all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
@@ -66,10 +65,10 @@ class _SecretHeaders(httpx.Auth):
     """Puts the secret headers on each request as it is sent; shows none of them."""
 
     def __init__(self, headers: dict[str, str]) -> None:
-        self._headers = Secret(headers)
+        self._headers = hide_headers(headers)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers.update(self._headers.reveal())
+        request.headers.update(reveal_headers(self._headers))
         yield request
 
     def __repr__(self) -> str:
@@ -140,7 +139,7 @@ class OpenAIClient:
             self._key_from = api_key_env if key else None
         self._key_env = api_key_env
         # An empty key means "none": local servers want no Authorization header.
-        self._api_key: Secret | None = Secret(key) if key else None
+        self._api_key: Key | None = hide_key(key) if key else None
         extra: dict[str, str] = {}
         if is_openai:
             organization = organization or os.environ.get("OPENAI_ORG_ID")
@@ -150,7 +149,7 @@ class OpenAIClient:
         if project:
             extra["OpenAI-Project"] = project
         extra.update(reveal_headers(headers or {}))
-        self._headers = Secret(extra)
+        self._headers = hide_headers(extra)
         secrets = [key] if key else []
         for header, value in extra.items():
             if is_secret_header(header):
@@ -181,12 +180,7 @@ class OpenAIClient:
     def __enter__(self) -> OpenAIClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -220,9 +214,9 @@ class OpenAIClient:
     def _options(self) -> dict[str, Any]:
         merged = {"Accept": "application/json"}
         if self._api_key is not None:
-            name, value = self._auth(self._api_key.reveal())
+            name, value = self._auth(reveal(self._api_key))
             merged[name] = value
-        merged.update(self._headers.reveal())  # yours win
+        merged.update(reveal_headers(self._headers))  # yours win
         # The key and secret-named headers go on each request through an auth object, not into the
         # pooled client's default headers, which show in its repr (tracebacks that print locals).
         secret = {name: value for name, value in merged.items() if is_secret_header(name)}
@@ -280,77 +274,67 @@ class OpenAIClient:
         then the whole `Reply` (tool calls assembled from their deltas, usage from the last chunk)."""
         response, wrapped = self._drive(self._exchange(request, True))
         assembler = Assembler()
-        try:
+        with closing(response), self._reader.cuts():
             for line in response.iter_lines():
-                text = assembler.line(line)
-                if text:
+                if text := assembler.line(line):
                     yield text
             yield self._reader.assembled(assembler.answer(), wrapped)
-        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
-            raise self._reader.cut(error) from None
-        finally:
-            response.close()
 
     async def astream(self, request: Request) -> AsyncIterator[Any]:
         """`stream` over the event loop's pooled `httpx.AsyncClient`."""
         response, wrapped = await self._adrive(self._exchange(request, True))
         assembler = Assembler()
-        try:
-            async for line in response.aiter_lines():
-                text = assembler.line(line)
-                if text:
-                    yield text
-            yield self._reader.assembled(assembler.answer(), wrapped)
-        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
-            raise self._reader.cut(error) from None
-        finally:
-            await response.aclose()
+        async with aclosing(response):
+            with self._reader.cuts():
+                async for line in response.aiter_lines():
+                    if text := assembler.line(line):
+                        yield text
+                yield self._reader.assembled(assembler.answer(), wrapped)
 
     # -- performing the exchange's steps: ("post", url, body, stream) and ("sleep", seconds) ----------
 
     def _drive(self, steps: Generator[Any, Any, Any]) -> Any:
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                op = steps.throw(error) if error is not None else steps.send(result)
-            except StopIteration as done:
-                return done.value
-            result = error = None
-            try:
-                if op[0] == "sleep":
-                    self._sleep(op[1])
-                else:
-                    http = self._client()
-                    result = http.send(http.build_request("POST", self._parsed(op[1]), json=op[2]), stream=op[3])
-                    if op[3] and not result.is_success:
-                        result.read()
-                        result.close()
-            except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
-                error = failure
+        try:
+            step = next(steps)
+            while True:
+                step = _resume(steps, self._perform(step))
+        except StopIteration as done:
+            return done.value
 
     async def _adrive(self, steps: Generator[Any, Any, Any]) -> Any:
-        import asyncio
+        try:
+            step = next(steps)
+            while True:
+                step = _resume(steps, await self._aperform(step))
+        except StopIteration as done:
+            return done.value
 
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                op = steps.throw(error) if error is not None else steps.send(result)
-            except StopIteration as done:
-                return done.value
-            result = error = None
-            try:
-                if op[0] == "sleep":
-                    await asyncio.sleep(op[1])
-                else:
-                    http = self._aclient()
-                    result = await http.send(http.build_request("POST", self._parsed(op[1]), json=op[2]), stream=op[3])
-                    if op[3] and not result.is_success:
-                        await result.aread()
-                        await result.aclose()
-            except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
-                error = failure
+    def _perform(self, step: tuple[Any, ...]) -> Any:
+        """A step's result, or the error it raised (handed back to the steps, which decide)."""
+        try:
+            if step[0] == "sleep":
+                return self._sleep(step[1])
+            http = self._client()
+            response = http.send(http.build_request("POST", self._parsed(step[1]), json=step[2]), stream=step[3])
+            if step[3] and not response.is_success:
+                response.read()  # the server's error text, for the message
+            return response
+        except BaseException as error:  # noqa: BLE001
+            return error
+
+    async def _aperform(self, step: tuple[Any, ...]) -> Any:
+        """`_perform` with the event loop's pooled `httpx.AsyncClient`."""
+        try:
+            if step[0] == "sleep":
+                return await asyncio.sleep(step[1])
+            http = self._aclient()
+            request = http.build_request("POST", self._parsed(step[1]), json=step[2])
+            response = await http.send(request, stream=step[3])
+            if step[3] and not response.is_success:
+                await response.aread()
+            return response
+        except BaseException as error:  # noqa: BLE001
+            return error
 
     def _parsed(self, url: str) -> httpx.URL:
         """`url` parsed once (httpx parses a string URL again on every request)."""
@@ -468,6 +452,13 @@ class OpenAIClient:
             return f" (the key sent to {self.name} came from {self._key_from}: check it is the right one)"
         where = f"set {self._key_env} or the api_key setting" if self._key_env else "set the api_key setting"
         return f" (no key was sent to {self.name}: {where})"
+
+
+def _resume(steps: Generator[Any, Any, Any], outcome: Any) -> Any:
+    """Hand a step's outcome to the steps (an error is raised where the step was yielded); the next step."""
+    if isinstance(outcome, BaseException):
+        return steps.throw(outcome)
+    return steps.send(outcome)
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:
