@@ -38,7 +38,9 @@ class Reader:
 
     def __init__(self, where: str, secrets: tuple[str, ...]) -> None:
         self.where = where
-        self._secrets = tuple(hide_key(secret) for secret in secrets)
+        # Each as written and as a JSON string escapes it (the form it takes inside a JSON answer).
+        forms = dict.fromkeys(form for secret in secrets for form in (secret, json.dumps(secret)[1:-1]))
+        self._secrets = tuple(hide_key(form) for form in forms)
 
     def _revealed(self) -> list[str]:
         return [reveal(secret) for secret in self._secrets]
@@ -54,13 +56,16 @@ class Reader:
         text = " ".join(self.scrub(text).split())
         return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
 
-    def json(self, response: httpx.Response) -> Any:
-        """The body of a successful whole answer, secrets scrubbed from the bytes before parsing."""
-        raw = response.content
+    def _scrub_json(self, raw: bytes) -> bytes:
         for secret in self._revealed():
             encoded = secret.encode()
             if encoded in raw:
                 raw = raw.replace(encoded, b"***")
+        return raw
+
+    def json(self, response: httpx.Response) -> Any:
+        """The body of a successful whole answer, secrets scrubbed from the bytes before parsing."""
+        raw = self._scrub_json(response.content)
         try:
             return json.loads(raw)
         except ValueError:
@@ -73,13 +78,8 @@ class Reader:
 
     def assembled(self, data: Any, wrapped: bool) -> Reply:
         """A streamed answer put together, scrubbed like a whole answer's body, then read."""
-        secrets = self._revealed()
-        if secrets:
-            text = scrubbed = json.dumps(data)
-            for secret in secrets:
-                scrubbed = scrubbed.replace(json.dumps(secret)[1:-1], "***")
-            if scrubbed != text:
-                data = json.loads(scrubbed)
+        if self._secrets:
+            data = json.loads(self._scrub_json(json.dumps(data).encode()))
         return self.reply(data, wrapped)
 
     @contextmanager

@@ -125,9 +125,6 @@ def _close(client: Any) -> None:
 class OpenAICompatible:
     """The built-in providers: servers that speak OpenAI chat completions, and Azure OpenAI."""
 
-    #: Provider name → default base URL (kept for older callers; see `PROVIDERS`).
-    BASE_URLS: dict[str, str | None] = {name: p.base_url for name, p in PROVIDERS.items()}
-
     def __init__(self) -> None:
         # One client (one connection pool) serves every model of a server.
         self._clients = _LRU(MAX_CLIENTS, close_evicted=True)
