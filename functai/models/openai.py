@@ -35,8 +35,8 @@ import httpx
 
 from functai.errors import ModelError
 from functai.models.answers import Reader
-from functai.models.keys import (MIN_SCRUB, Key, hide_headers, hide_key, is_secret_header, refuse_url_credentials,
-                                 reveal, reveal_headers)
+from functai.models.keys import (MIN_SCRUB, Key, hide_headers, is_secret_header, refuse_url_credentials, reveal,
+                                 reveal_headers)
 from functai.models.loops import LoopClients
 from functai.models.request import Reply, Request
 from functai.models.sse import Assembler
@@ -64,8 +64,8 @@ _completion_tokens: set[tuple[str, str]] = set()
 class _SecretHeaders(httpx.Auth):
     """Puts the secret headers on each request as it is sent; shows none of them."""
 
-    def __init__(self, headers: dict[str, str]) -> None:
-        self._headers = hide_headers(headers)
+    def __init__(self, headers: Mapping[str, Key]) -> None:
+        self._headers = headers
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.headers.update(reveal_headers(self._headers))
@@ -138,8 +138,6 @@ class OpenAIClient:
             key = os.environ.get(api_key_env) if api_key_env else None
             self._key_from = api_key_env if key else None
         self._key_env = api_key_env
-        # An empty key means "none": local servers want no Authorization header.
-        self._api_key: Key | None = hide_key(key) if key else None
         extra: dict[str, str] = {}
         if is_openai:
             organization = organization or os.environ.get("OPENAI_ORG_ID")
@@ -149,7 +147,12 @@ class OpenAIClient:
         if project:
             extra["OpenAI-Project"] = project
         extra.update(reveal_headers(headers or {}))
-        self._headers = hide_headers(extra)
+        sent = {"Accept": "application/json"}
+        if key:  # an empty key means "none": local servers want no Authorization header
+            header, value = self._auth(key)
+            sent[header] = value
+        sent.update(extra)  # yours win
+        self._headers = hide_headers(sent)  # the key's and the secret-named ones behind handles
         secrets = [key] if key else []
         for header, value in extra.items():
             if is_secret_header(header):
@@ -212,15 +215,10 @@ class OpenAIClient:
         return "Authorization", f"Bearer {key}"
 
     def _options(self) -> dict[str, Any]:
-        merged = {"Accept": "application/json"}
-        if self._api_key is not None:
-            name, value = self._auth(reveal(self._api_key))
-            merged[name] = value
-        merged.update(reveal_headers(self._headers))  # yours win
-        # The key and secret-named headers go on each request through an auth object, not into the
-        # pooled client's default headers, which show in its repr (tracebacks that print locals).
-        secret = {name: value for name, value in merged.items() if is_secret_header(name)}
-        headers = {name: value for name, value in merged.items() if name not in secret}
+        # Secret headers go on each request through an auth object, not into the pooled
+        # client's default headers, which show in its repr (tracebacks that print locals).
+        secret = {name: value for name, value in self._headers.items() if isinstance(value, Key)}
+        headers = {name: value for name, value in self._headers.items() if name not in secret}
         return {"headers": headers, "auth": _SecretHeaders(secret) if secret else None, "follow_redirects": False,
                 "timeout": httpx.Timeout(self.timeout, connect=self.connect_timeout or self.timeout)}
 
