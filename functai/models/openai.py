@@ -187,12 +187,7 @@ class OpenAIClient:
         self.close()
 
     def close(self) -> None:
-        """Close the pooled connections; a later call opens new ones.
-
-        The plain pool is closed here; each event loop's async pool is closed
-        on its own loop, as soon as that loop runs (``await aclose()`` waits
-        for the running loop's).
-        """
+        """Close the pooled connections (each event loop's on that loop, once it runs); a later call opens new ones."""
         with self._lock:
             http, self._http = self._http, None
         if http is not None:
@@ -256,10 +251,8 @@ class OpenAIClient:
     def complete(self, request: Request) -> Reply:
         """Send `request`, retrying transient failures, and read the reply.
 
-        A server that answers 400 to a structured-output format is asked
-        again with the next weaker one (`wire.FORMATS`: strict schema, the
-        same schema with strict false, json_object, instructions); what
-        worked is remembered for its base URL.
+        A server that answers 400 to a structured-output format is asked again
+        with the next weaker one (`wire.FORMATS`); what worked is remembered for its base URL.
         """
         return self._drive(self._exchange(request, False))
 
