@@ -11,14 +11,15 @@ This module imports httpx at the top; ``import functai`` must not import it.
 
 from __future__ import annotations
 
+import base64
 import json
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import httpx
 
 from functai.errors import ModelError
-from functai.models.keys import hide_key, reveal
+from functai.models.keys import MIN_SCRUB, hide_key, reveal
 from functai.models.replies import split_reasoning
 from functai.models.request import Reply
 from functai.models.sse import StreamCut
@@ -36,11 +37,12 @@ class Reader:
 
     __slots__ = ("where", "_secrets")
 
-    def __init__(self, where: str, secrets: tuple[str, ...]) -> None:
+    def __init__(self, where: str, secrets: Iterable[str]) -> None:
         self.where = where
-        # Each as written and as a JSON string escapes it (the form it takes inside a JSON answer).
-        forms = dict.fromkeys(form for secret in secrets for form in (secret, json.dumps(secret)[1:-1]))
-        self._secrets = tuple(hide_key(form) for form in forms)
+        forms = [form for secret in secrets for form in _echoes(secret) if len(form) >= MIN_SCRUB]
+        # Each also as a JSON string escapes it: the form it takes inside a JSON answer.
+        texts = dict.fromkeys(text for form in forms for text in (form, json.dumps(form)[1:-1]))
+        self._secrets = tuple(hide_key(text) for text in texts)
 
     def _revealed(self) -> list[str]:
         return [reveal(secret) for secret in self._secrets]
@@ -170,3 +172,24 @@ class Reader:
         if not isinstance(message, str) or not message.strip():
             message = response.text or response.reason_phrase or "(empty body)"
         return self.excerpt(message)
+
+
+def _echoes(value: Any) -> list[str]:
+    """The texts a server may echo of a secret (the key, a secret header's value): the value, its
+    credential without the scheme word (``Bearer``/``Basic``), and for Basic its decoded
+    ``user:password`` and password."""
+    if not isinstance(value, str):
+        return []
+    forms = [value]
+    scheme, _, credential = value.strip().partition(" ")
+    credential = credential.strip()
+    if credential:
+        forms.append(credential)
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(credential, validate=True).decode()
+            except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+                decoded = ""
+            if decoded:
+                forms += [decoded, decoded.partition(":")[2]]
+    return forms

@@ -21,7 +21,6 @@ This module imports httpx at the top; ``import functai`` must not import it.
 from __future__ import annotations
 
 import asyncio
-import base64
 import math
 import os
 import random
@@ -35,8 +34,7 @@ import httpx
 
 from functai.errors import ModelError
 from functai.models.answers import Reader
-from functai.models.keys import (MIN_SCRUB, Key, hide_headers, is_secret_header, refuse_url_credentials, reveal,
-                                 reveal_headers)
+from functai.models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
 from functai.models.loops import LoopClients
 from functai.models.request import Reply, Request
 from functai.models.sse import Assembler
@@ -153,12 +151,8 @@ class OpenAIClient:
             sent[header] = value
         sent.update(extra)  # yours win
         self._headers = hide_headers(sent)  # the key's and the secret-named ones behind handles
-        secrets = [key] if key else []
-        for header, value in extra.items():
-            if is_secret_header(header):
-                secrets += _secret_forms(value)
-        self._reader = Reader(f"{name} at {self.base_url}",
-                              tuple(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SCRUB))
+        secrets = [value for header, value in sent.items() if is_secret_header(header)]
+        self._reader = Reader(f"{name} at {self.base_url}", [key, *secrets] if key else secrets)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_retries = max_retries
@@ -466,20 +460,3 @@ def _retry_after(headers: httpx.Headers) -> float | None:
             return min(seconds, MAX_RETRY_AFTER)
     return None
 
-
-def _secret_forms(value: str) -> list[str]:
-    """The texts a server may echo of a secret header: the value, its credential without the
-    scheme word (``Bearer``/``Basic``), and for Basic its decoded ``user:password`` and password."""
-    forms = [value]
-    scheme, _, credential = value.strip().partition(" ")
-    credential = credential.strip()
-    if credential:
-        forms.append(credential)
-        if scheme.lower() == "basic":
-            try:
-                decoded = base64.b64decode(credential, validate=True).decode()
-            except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
-                decoded = ""
-            if decoded:
-                forms += [decoded, decoded.partition(":")[2]]
-    return forms
