@@ -11,38 +11,25 @@ This module imports httpx at the top; ``import functai`` must not import it.
 
 from __future__ import annotations
 
+import base64
 import json
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 import httpx
 
 from functai.errors import ModelError
+from functai.models.keys import MIN_SCRUB, hide_key, reveal
 from functai.models.replies import split_reasoning
 from functai.models.request import Reply
+from functai.models.sse import StreamCut
 from functai.models.toolcall import ToolCall
 from functai.models.wire import content_text, read_arguments, read_usage, unwrap_value
 
-__all__ = ["Reader", "Secret"]
+__all__ = ["Reader"]
 
 #: Most characters of a server's error text copied into a message.
 _EXCERPT = 300
-
-
-class Secret:
-    """A value that never shows itself in repr/str (tracebacks with locals, pretty printers)."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: Any) -> None:
-        self._value = value
-
-    def reveal(self) -> Any:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
 
 
 class Reader:
@@ -50,13 +37,19 @@ class Reader:
 
     __slots__ = ("where", "_secrets")
 
-    def __init__(self, where: str, secrets: tuple[str, ...]) -> None:
+    def __init__(self, where: str, secrets: Iterable[str]) -> None:
         self.where = where
-        self._secrets = Secret(secrets)
+        forms = [form for secret in secrets for form in _echoes(secret) if len(form) >= MIN_SCRUB]
+        # Each also as a JSON string escapes it: the form it takes inside a JSON answer.
+        texts = dict.fromkeys(text for form in forms for text in (form, json.dumps(form)[1:-1]))
+        self._secrets = tuple(hide_key(text) for text in texts)
+
+    def _revealed(self) -> list[str]:
+        return [reveal(secret) for secret in self._secrets]
 
     def scrub(self, text: str) -> str:
         """Remove the API key (and secret headers) from text a server or an exception gave us."""
-        for secret in self._secrets.reveal():
+        for secret in self._revealed():
             text = text.replace(secret, "***")
         return text
 
@@ -65,13 +58,16 @@ class Reader:
         text = " ".join(self.scrub(text).split())
         return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
 
-    def json(self, response: httpx.Response) -> Any:
-        """The body of a successful whole answer, secrets scrubbed from the bytes before parsing."""
-        raw = response.content
-        for secret in self._secrets.reveal():
+    def _scrub_json(self, raw: bytes) -> bytes:
+        for secret in self._revealed():
             encoded = secret.encode()
             if encoded in raw:
                 raw = raw.replace(encoded, b"***")
+        return raw
+
+    def json(self, response: httpx.Response) -> Any:
+        """The body of a successful whole answer, secrets scrubbed from the bytes before parsing."""
+        raw = self._scrub_json(response.content)
         try:
             return json.loads(raw)
         except ValueError:
@@ -84,19 +80,18 @@ class Reader:
 
     def assembled(self, data: Any, wrapped: bool) -> Reply:
         """A streamed answer put together, scrubbed like a whole answer's body, then read."""
-        secrets = self._secrets.reveal()
-        if secrets:
-            text = scrubbed = json.dumps(data)
-            for secret in secrets:
-                scrubbed = scrubbed.replace(json.dumps(secret)[1:-1], "***")
-            if scrubbed != text:
-                data = json.loads(scrubbed)
+        if self._secrets:
+            data = json.loads(self._scrub_json(json.dumps(data).encode()))
         return self.reply(data, wrapped)
 
-    def cut(self, error: BaseException) -> ModelError:
-        """The error for a streamed answer that broke off."""
-        return ModelError(self.scrub(f"{self.where} broke off its streamed reply: {type(error).__name__}: "
-                                     f"{error or 'no detail'}"), code="model-unreachable")
+    @contextmanager
+    def cuts(self) -> Iterator[None]:
+        """Reading a streamed answer: a broken stream raised as a `ModelError`."""
+        try:
+            yield
+        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
+            raise ModelError(self.scrub(f"{self.where} broke off its streamed reply: {type(error).__name__}: "
+                                        f"{error or 'no detail'}"), code="model-unreachable") from None
 
     def reply(self, data: Any, wrapped: bool) -> Reply:
         choices = data.get("choices") if isinstance(data, dict) else None
@@ -177,3 +172,24 @@ class Reader:
         if not isinstance(message, str) or not message.strip():
             message = response.text or response.reason_phrase or "(empty body)"
         return self.excerpt(message)
+
+
+def _echoes(value: Any) -> list[str]:
+    """The texts a server may echo of a secret (the key, a secret header's value): the value, its
+    credential without the scheme word (``Bearer``/``Basic``), and for Basic its decoded
+    ``user:password`` and password."""
+    if not isinstance(value, str):
+        return []
+    forms = [value]
+    scheme, _, credential = value.strip().partition(" ")
+    credential = credential.strip()
+    if credential:
+        forms.append(credential)
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(credential, validate=True).decode()
+            except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+                decoded = ""
+            if decoded:
+                forms += [decoded, decoded.partition(":")[2]]
+    return forms

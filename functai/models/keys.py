@@ -56,9 +56,6 @@ class Key:
     def __repr__(self) -> str:
         return "<api key>"
 
-    def __str__(self) -> str:
-        return repr(self)
-
 
 class Secret(Key):
     """A handle for a secret header value (a token, a cookie)."""

@@ -1,22 +1,13 @@
 """One `httpx.AsyncClient` per event loop, closed on that loop when it shuts down.
 
-An asyncio connection belongs to the event loop that opened it: only code
-running on that loop may close it, and once the loop is closed nothing can.
-So each loop gets its own client, and with it a *watcher*: an async
-generator started on the loop and left suspended. asyncio closes every
-suspended async generator of a loop as it shuts down (``asyncio.run``,
-``asyncio.Runner`` and ``loop.shutdown_asyncgens()`` do this before closing
-the loop); the watcher's ``finally`` then closes the client, on its own loop,
-while the loop can still run it. Closing a pool from elsewhere (``close()``
-from another thread, ``aclose()`` on another loop) is scheduled on the pool's
-own loop with ``call_soon_threadsafe``, never done from the calling thread.
-
-A loop closed by hand without ``shutdown_asyncgens()`` leaves its connections
-to the garbage collector (which warns about them): nothing can run on it any
-more to close them. Its client is let go the next time a loop gets one.
-
-This module imports httpx's types only for annotations; ``import functai``
-must not import it.
+An asyncio connection belongs to the loop that opened it: only code running
+on that loop may close it. So each loop gets its own client and a *watcher*,
+an async generator left suspended on the loop: asyncio closes it as the loop
+shuts down (``asyncio.run``, ``loop.shutdown_asyncgens()``), and its
+``finally`` closes the client while the loop can still run it. Closing from
+elsewhere (another thread, another loop) is scheduled on the client's own
+loop with ``call_soon_threadsafe``. A loop closed without
+``shutdown_asyncgens()`` leaves its connections to the garbage collector.
 """
 
 from __future__ import annotations
@@ -33,14 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["LoopClients"]
 
 
-class _Entry:
-    """A loop's client and its watcher (None where the loop does not track async generators)."""
-
-    __slots__ = ("http", "watcher")
-
-    def __init__(self, http: httpx.AsyncClient, watcher: Any) -> None:
-        self.http = http
-        self.watcher = watcher
+#: A loop's client, and its watcher (held: the loop keeps only a weak reference), None where the
+#: loop does not track async generators.
+_Entry = tuple["httpx.AsyncClient", Any]
 
 
 async def _watch(owner: weakref.ref[LoopClients], loop: asyncio.AbstractEventLoop,
@@ -78,7 +64,7 @@ class LoopClients:
         entry = self._by_loop.get(loop)
         if entry is None:
             entry = self._add(loop, make)
-        return entry.http
+        return entry[0]
 
     def _add(self, loop: asyncio.AbstractEventLoop, make: Callable[[], httpx.AsyncClient]) -> _Entry:
         with self._lock:
@@ -95,13 +81,13 @@ class LoopClients:
                     watcher.asend(None).send(None)  # to its yield: now the loop will close it at shutdown
                 except StopIteration:
                     pass
-            entry = self._by_loop[loop] = _Entry(http, watcher)
+            entry = self._by_loop[loop] = (http, watcher)
             return entry
 
     def _forget(self, loop: asyncio.AbstractEventLoop, http: httpx.AsyncClient) -> None:
         with self._lock:
             entry = self._by_loop.get(loop)
-            if entry is not None and entry.http is http:
+            if entry is not None and entry[0] is http:
                 del self._by_loop[loop]
 
     def _take(self) -> dict[asyncio.AbstractEventLoop, _Entry]:
@@ -115,7 +101,7 @@ class LoopClients:
         mine = entries.pop(asyncio.get_running_loop(), None)
         self._schedule(entries)
         if mine is not None:
-            await mine.http.aclose()
+            await mine[0].aclose()
 
     def close(self) -> None:
         """Let every client go, each closed on its own loop as soon as that loop runs (not awaited)."""
@@ -130,6 +116,6 @@ class LoopClients:
 
     def _start_closing(self, loop: asyncio.AbstractEventLoop, entry: _Entry) -> None:
         """On ``loop``'s own thread: close ``entry``'s client in a task held until it is done."""
-        task = loop.create_task(entry.http.aclose())
+        task = loop.create_task(entry[0].aclose())
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)

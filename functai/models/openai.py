@@ -2,45 +2,42 @@
 
 OpenAI, Ollama, vLLM, the llama.cpp server and LM Studio all answer
 ``POST {base_url}/chat/completions``, so one client covers them (and, with
-another URL and key header, Azure OpenAI: `functai.models.azure`). It turns
-a provider-neutral `Request` into that wire format (`functai.models.wire`)
-and the answer into a `Reply`; retries transient failures with jittered
-backoff; and turns everything else into a `ModelError` with a stable ``code``.
+another URL and key header, Azure OpenAI: `functai.models.azure`). Transient
+failures are retried with jittered backoff; everything else becomes a
+`ModelError` with a stable ``code``. The API key and secret headers are kept
+behind handles (`functai.models.keys`), sent only on each request, and
+scrubbed from every server text, so a server that echoes them cannot get
+them into a record.
 
-The API key is held in a redacting wrapper, sent only as a header of the
-pooled `httpx.Client`, and scrubbed from every server text: error messages
-and replies alike, so a server that echoes it cannot get it into a record.
-
-One exchange — build the body, post, retry, fall back to a weaker output
-format, read the reply — is written once, in `OpenAIClient._exchange`, as
+One exchange (build the body, post, retry, fall back to a weaker output
+format, read the reply) is written once, in `OpenAIClient._exchange`, as
 steps that do no I/O: they yield ``("post", url, body, stream)`` and
 ``("sleep", seconds)``. `_drive` performs them with the pooled
-`httpx.Client`, `_adrive` with the event loop's `httpx.AsyncClient`; the
-answer is read by the client's `functai.models.answers.Reader`.
+`httpx.Client`, `_adrive` with the event loop's `httpx.AsyncClient`.
 
 This module imports httpx at the top; ``import functai`` must not import it.
 """
 
 from __future__ import annotations
 
-import base64
+import asyncio
 import math
 import os
 import random
 import re
 import threading
 import time
-from types import TracebackType
+from contextlib import aclosing, closing
 from typing import Any, AsyncIterator, Callable, Generator, Iterator, Mapping
 
 import httpx
 
 from functai.errors import ModelError
-from functai.models.keys import MIN_SCRUB, Key, is_secret_header, refuse_url_credentials, reveal, reveal_headers
-from functai.models.answers import Reader, Secret
+from functai.models.answers import Reader
+from functai.models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
 from functai.models.loops import LoopClients
 from functai.models.request import Reply, Request
-from functai.models.sse import Assembler, StreamCut
+from functai.models.sse import Assembler
 from functai.models.wire import FORMATS, build_body, qualifies_strict
 
 __all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
@@ -65,11 +62,11 @@ _completion_tokens: set[tuple[str, str]] = set()
 class _SecretHeaders(httpx.Auth):
     """Puts the secret headers on each request as it is sent; shows none of them."""
 
-    def __init__(self, headers: dict[str, str]) -> None:
-        self._headers = Secret(headers)
+    def __init__(self, headers: Mapping[str, Key]) -> None:
+        self._headers = headers
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers.update(self._headers.reveal())
+        request.headers.update(reveal_headers(self._headers))
         yield request
 
     def __repr__(self) -> str:
@@ -139,8 +136,6 @@ class OpenAIClient:
             key = os.environ.get(api_key_env) if api_key_env else None
             self._key_from = api_key_env if key else None
         self._key_env = api_key_env
-        # An empty key means "none": local servers want no Authorization header.
-        self._api_key: Secret | None = Secret(key) if key else None
         extra: dict[str, str] = {}
         if is_openai:
             organization = organization or os.environ.get("OPENAI_ORG_ID")
@@ -150,13 +145,14 @@ class OpenAIClient:
         if project:
             extra["OpenAI-Project"] = project
         extra.update(reveal_headers(headers or {}))
-        self._headers = Secret(extra)
-        secrets = [key] if key else []
-        for header, value in extra.items():
-            if is_secret_header(header):
-                secrets += _secret_forms(value)
-        self._reader = Reader(f"{name} at {self.base_url}",
-                              tuple(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SCRUB))
+        sent = {"Accept": "application/json"}
+        if key:  # an empty key means "none": local servers want no Authorization header
+            header, value = self._auth(key)
+            sent[header] = value
+        sent.update(extra)  # yours win
+        self._headers = hide_headers(sent)  # the key's and the secret-named ones behind handles
+        secrets = [value for header, value in sent.items() if is_secret_header(header)]
+        self._reader = Reader(f"{name} at {self.base_url}", [key, *secrets] if key else secrets)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_retries = max_retries
@@ -181,21 +177,11 @@ class OpenAIClient:
     def __enter__(self) -> OpenAIClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        """Close the pooled connections; a later call opens new ones.
-
-        The plain pool is closed here; each event loop's async pool is closed
-        on its own loop, as soon as that loop runs (``await aclose()`` waits
-        for the running loop's).
-        """
+        """Close the pooled connections (each event loop's on that loop, once it runs); a later call opens new ones."""
         with self._lock:
             http, self._http = self._http, None
         if http is not None:
@@ -218,15 +204,10 @@ class OpenAIClient:
         return "Authorization", f"Bearer {key}"
 
     def _options(self) -> dict[str, Any]:
-        merged = {"Accept": "application/json"}
-        if self._api_key is not None:
-            name, value = self._auth(self._api_key.reveal())
-            merged[name] = value
-        merged.update(self._headers.reveal())  # yours win
-        # The key and secret-named headers go on each request through an auth object, not into the
-        # pooled client's default headers, which show in its repr (tracebacks that print locals).
-        secret = {name: value for name, value in merged.items() if is_secret_header(name)}
-        headers = {name: value for name, value in merged.items() if name not in secret}
+        # Secret headers go on each request through an auth object, not into the pooled
+        # client's default headers, which show in its repr (tracebacks that print locals).
+        secret = {name: value for name, value in self._headers.items() if isinstance(value, Key)}
+        headers = {name: value for name, value in self._headers.items() if name not in secret}
         return {"headers": headers, "auth": _SecretHeaders(secret) if secret else None, "follow_redirects": False,
                 "timeout": httpx.Timeout(self.timeout, connect=self.connect_timeout or self.timeout)}
 
@@ -264,10 +245,8 @@ class OpenAIClient:
     def complete(self, request: Request) -> Reply:
         """Send `request`, retrying transient failures, and read the reply.
 
-        A server that answers 400 to a structured-output format is asked
-        again with the next weaker one (`wire.FORMATS`: strict schema, the
-        same schema with strict false, json_object, instructions); what
-        worked is remembered for its base URL.
+        A server that answers 400 to a structured-output format is asked again
+        with the next weaker one (`wire.FORMATS`); what worked is remembered for its base URL.
         """
         return self._drive(self._exchange(request, False))
 
@@ -280,77 +259,67 @@ class OpenAIClient:
         then the whole `Reply` (tool calls assembled from their deltas, usage from the last chunk)."""
         response, wrapped = self._drive(self._exchange(request, True))
         assembler = Assembler()
-        try:
+        with closing(response), self._reader.cuts():
             for line in response.iter_lines():
-                text = assembler.line(line)
-                if text:
+                if text := assembler.line(line):
                     yield text
             yield self._reader.assembled(assembler.answer(), wrapped)
-        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
-            raise self._reader.cut(error) from None
-        finally:
-            response.close()
 
     async def astream(self, request: Request) -> AsyncIterator[Any]:
         """`stream` over the event loop's pooled `httpx.AsyncClient`."""
         response, wrapped = await self._adrive(self._exchange(request, True))
         assembler = Assembler()
-        try:
-            async for line in response.aiter_lines():
-                text = assembler.line(line)
-                if text:
-                    yield text
-            yield self._reader.assembled(assembler.answer(), wrapped)
-        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
-            raise self._reader.cut(error) from None
-        finally:
-            await response.aclose()
+        async with aclosing(response):
+            with self._reader.cuts():
+                async for line in response.aiter_lines():
+                    if text := assembler.line(line):
+                        yield text
+                yield self._reader.assembled(assembler.answer(), wrapped)
 
     # -- performing the exchange's steps: ("post", url, body, stream) and ("sleep", seconds) ----------
 
     def _drive(self, steps: Generator[Any, Any, Any]) -> Any:
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                op = steps.throw(error) if error is not None else steps.send(result)
-            except StopIteration as done:
-                return done.value
-            result = error = None
-            try:
-                if op[0] == "sleep":
-                    self._sleep(op[1])
-                else:
-                    http = self._client()
-                    result = http.send(http.build_request("POST", self._parsed(op[1]), json=op[2]), stream=op[3])
-                    if op[3] and not result.is_success:
-                        result.read()
-                        result.close()
-            except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
-                error = failure
+        try:
+            step = next(steps)
+            while True:
+                step = _resume(steps, self._perform(step))
+        except StopIteration as done:
+            return done.value
 
     async def _adrive(self, steps: Generator[Any, Any, Any]) -> Any:
-        import asyncio
+        try:
+            step = next(steps)
+            while True:
+                step = _resume(steps, await self._aperform(step))
+        except StopIteration as done:
+            return done.value
 
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                op = steps.throw(error) if error is not None else steps.send(result)
-            except StopIteration as done:
-                return done.value
-            result = error = None
-            try:
-                if op[0] == "sleep":
-                    await asyncio.sleep(op[1])
-                else:
-                    http = self._aclient()
-                    result = await http.send(http.build_request("POST", self._parsed(op[1]), json=op[2]), stream=op[3])
-                    if op[3] and not result.is_success:
-                        await result.aread()
-                        await result.aclose()
-            except BaseException as failure:  # noqa: BLE001 - handed back to the steps, which decide
-                error = failure
+    def _perform(self, step: tuple[Any, ...]) -> Any:
+        """A step's result, or the error it raised (handed back to the steps, which decide)."""
+        try:
+            if step[0] == "sleep":
+                return self._sleep(step[1])
+            http = self._client()
+            response = http.send(http.build_request("POST", self._parsed(step[1]), json=step[2]), stream=step[3])
+            if step[3] and not response.is_success:
+                response.read()  # the server's error text, for the message
+            return response
+        except BaseException as error:  # noqa: BLE001
+            return error
+
+    async def _aperform(self, step: tuple[Any, ...]) -> Any:
+        """`_perform` with the event loop's pooled `httpx.AsyncClient`."""
+        try:
+            if step[0] == "sleep":
+                return await asyncio.sleep(step[1])
+            http = self._aclient()
+            request = http.build_request("POST", self._parsed(step[1]), json=step[2])
+            response = await http.send(request, stream=step[3])
+            if step[3] and not response.is_success:
+                await response.aread()
+            return response
+        except BaseException as error:  # noqa: BLE001
+            return error
 
     def _parsed(self, url: str) -> httpx.URL:
         """`url` parsed once (httpx parses a string URL again on every request)."""
@@ -470,6 +439,13 @@ class OpenAIClient:
         return f" (no key was sent to {self.name}: {where})"
 
 
+def _resume(steps: Generator[Any, Any, Any], outcome: Any) -> Any:
+    """Hand a step's outcome to the steps (an error is raised where the step was yielded); the next step."""
+    if isinstance(outcome, BaseException):
+        return steps.throw(outcome)
+    return steps.send(outcome)
+
+
 def _retry_after(headers: httpx.Headers) -> float | None:
     """A numeric ``retry-after-ms`` / ``Retry-After`` in seconds, capped; None if absent or a date."""
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
@@ -484,20 +460,3 @@ def _retry_after(headers: httpx.Headers) -> float | None:
             return min(seconds, MAX_RETRY_AFTER)
     return None
 
-
-def _secret_forms(value: str) -> list[str]:
-    """The texts a server may echo of a secret header: the value, its credential without the
-    scheme word (``Bearer``/``Basic``), and for Basic its decoded ``user:password`` and password."""
-    forms = [value]
-    scheme, _, credential = value.strip().partition(" ")
-    credential = credential.strip()
-    if credential:
-        forms.append(credential)
-        if scheme.lower() == "basic":
-            try:
-                decoded = base64.b64decode(credential, validate=True).decode()
-            except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
-                decoded = ""
-            if decoded:
-                forms += [decoded, decoded.partition(":")[2]]
-    return forms

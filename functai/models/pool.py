@@ -1,22 +1,15 @@
 """A lean asyncio connection pool for the OpenAI-compatible client's `httpx.AsyncClient`.
 
-httpcore's own pool re-examines every connection and every queued request
-each time a request starts or a response is closed (and asks the socket of
-every idle connection whether it is readable). With a hundred connections
-and as many requests queued that is most of the CPU time of a burst of
-concurrent calls — more than httpx and functai spend on the calls
-themselves. This pool keeps the idle connections of each origin on a stack
-and the waiting requests in a queue, so taking and giving back a connection
-costs the same however many there are; each connection is still an
-`httpcore.AsyncHTTPConnection` (HTTP/1.1, TLS, timeouts as httpx does them).
+Kept because httpcore's pool re-examines every connection and queued request
+whenever a request starts or ends: 200 concurrent ``acall``s cost 1.16 s CPU
+over it, 0.42 s over this one (``benchmarks/compare.py --only acall``). It can
+go once httpcore assigns queued requests in one pass (encode/httpcore#1035).
 
-The limits mean what `httpx.Limits` means (the same defaults). It serves
-asyncio only, as the client's async pools do (one per event loop); a proxy
-set in the environment is left to httpx's own transport (see `lean_transport`).
-
-Kept because 200 concurrent ``acall`` take 2.6x the CPU over httpcore's pool (0.42 s → 1.16 s,
-``benchmarks/compare.py --only acall``; the budget is 0.5 s wall). It can go once httpcore's
-pool assigns queued requests in one pass, not one per connection (encode/httpcore#1035).
+Idle connections of each origin wait on a stack and requests for a free one
+in a queue, so taking and giving back a connection costs the same however
+many there are. Each connection is still an `httpcore.AsyncHTTPConnection`
+(HTTP/1.1, TLS, timeouts as httpx does them); the limits mean what
+`httpx.Limits` means, with the same defaults. It serves asyncio only.
 """
 
 from __future__ import annotations
@@ -32,23 +25,15 @@ import httpx
 
 __all__ = ["LeanTransport", "lean_transport"]
 
-#: httpcore's exceptions, most specific first, and what httpx calls them.
-_ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.ProxyError, httpx.ProxyError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
+#: httpcore's errors, most specific first, with httpx's of the same name.
+_ERRORS = tuple(
+    (getattr(httpcore, name), getattr(httpx, name))
+    for name in ("ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException",
+                 "ConnectError", "ReadError", "WriteError", "NetworkError", "ProxyError", "UnsupportedProtocol",
+                 "LocalProtocolError", "RemoteProtocolError", "ProtocolError")
 )
+
+_Key = tuple[bytes, bytes, int]
 
 
 def _mapped(error: Exception) -> Exception:
@@ -69,11 +54,20 @@ def lean_transport(limits: httpx.Limits | None = None) -> httpx.AsyncBaseTranspo
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    """An `httpx.AsyncBaseTransport` over `_Pool` (HTTP/1.1, certificates verified as httpx does)."""
+    """Connections by origin: idle ones on a stack (the freshest reused first), requests
+    waiting for a free one in arrival order, each handed the connection given back."""
 
     def __init__(self, limits: httpx.Limits | None = None) -> None:
         limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
-        self._pool = _Pool(limits)
+        self._max = limits.max_connections if limits.max_connections is not None else 1 << 30
+        self._keep = limits.max_keepalive_connections if limits.max_keepalive_connections is not None else self._max
+        self._expiry = limits.keepalive_expiry
+        self._idle: dict[_Key, list[httpcore.AsyncHTTPConnection]] = {}
+        self._idle_count = 0
+        self._open = 0  # connections open or opening, idle ones included
+        self._waiting: deque[tuple[_Key, asyncio.Future[Any]]] = deque()
+        self._ssl: ssl.SSLContext | None = None
+        self._closed = False
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
@@ -85,51 +79,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
             extensions=request.extensions,
         )
         try:
-            response = await self._pool.handle_async_request(core)
-        except Exception as error:
-            raise _mapped(error) from None
-        return httpx.Response(status_code=response.status, headers=response.headers,
-                              stream=_Body(response.stream), extensions=response.extensions)
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()
-
-
-class _Body(httpx.AsyncByteStream):
-    """A response body with httpcore's errors said as httpx's."""
-
-    __slots__ = ("_stream",)
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for part in self._stream:
-                yield part
+            return await self._send(core)
         except Exception as error:
             raise _mapped(error) from None
 
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-
-class _Pool:
-    """Connections by origin: idle ones on a stack (the freshest reused first), requests
-    waiting for a free one in arrival order, each handed the connection given back."""
-
-    def __init__(self, limits: httpx.Limits) -> None:
-        self._max = limits.max_connections if limits.max_connections is not None else 1 << 30
-        self._keep = limits.max_keepalive_connections if limits.max_keepalive_connections is not None else self._max
-        self._expiry = limits.keepalive_expiry
-        self._idle: dict[tuple[bytes, bytes, int], list[httpcore.AsyncHTTPConnection]] = {}
-        self._idle_count = 0
-        self._open = 0  # connections open or opening, idle ones included
-        self._waiting: deque[tuple[tuple[bytes, bytes, int], asyncio.Future[Any]]] = deque()
-        self._ssl: ssl.SSLContext | None = None
-        self._closed = False
-
-    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+    async def _send(self, request: httpcore.Request) -> httpx.Response:
         origin = request.url.origin
         key = (origin.scheme, origin.host, origin.port)
         timeouts = request.extensions.get("timeout") or {}
@@ -143,12 +97,10 @@ class _Pool:
             except BaseException:
                 await self._release(key, connection)
                 raise
-            return httpcore.Response(status=response.status, headers=response.headers,
-                                     content=_Returning(response.stream, self, key, connection),
-                                     extensions=response.extensions)
+            return httpx.Response(status_code=response.status, headers=response.headers,
+                                  stream=_Body(response.stream, self, key, connection), extensions=response.extensions)
 
-    async def _acquire(self, origin: httpcore.Origin, key: tuple[bytes, bytes, int],
-                       timeout: float | None) -> httpcore.AsyncHTTPConnection:
+    async def _acquire(self, origin: httpcore.Origin, key: _Key, timeout: float | None) -> httpcore.AsyncHTTPConnection:
         while True:
             idle = self._idle.get(key)
             while idle:
@@ -168,7 +120,7 @@ class _Pool:
             if handed is not None:
                 return handed  # type: ignore[no-any-return]
 
-    async def _wait(self, key: tuple[bytes, bytes, int], timeout: float | None) -> Any:
+    async def _wait(self, key: _Key, timeout: float | None) -> Any:
         """A connection handed over by `_release`, or None when only a place to open one came free."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         entry = (key, future)
@@ -195,7 +147,7 @@ class _Pool:
                     pass
             raise
 
-    async def _release(self, key: tuple[bytes, bytes, int], connection: httpcore.AsyncHTTPConnection) -> None:
+    async def _release(self, key: _Key, connection: httpcore.AsyncHTTPConnection) -> None:
         """A request is done with `connection`: hand it to the next request waiting for
         its origin, keep it idle, or close it, and let a waiting request go on."""
         if connection.is_idle() and not connection.is_closed() and not self._closed:
@@ -223,7 +175,7 @@ class _Pool:
                 return
 
     async def _close_one_idle(self) -> None:
-        for key, idle in self._idle.items():
+        for idle in self._idle.values():
             if idle:
                 connection = idle.pop(0)
                 self._idle_count -= 1
@@ -252,13 +204,12 @@ class _Pool:
             raise failure
 
 
-class _Returning:
-    """A response body that gives its connection back to the pool when it is closed."""
+class _Body(httpx.AsyncByteStream):
+    """A response body that says httpcore's errors as httpx's and gives its connection back when closed."""
 
     __slots__ = ("_stream", "_pool", "_key", "_connection")
 
-    def __init__(self, stream: Any, pool: _Pool, key: tuple[bytes, bytes, int],
-                 connection: httpcore.AsyncHTTPConnection) -> None:
+    def __init__(self, stream: Any, pool: LeanTransport, key: _Key, connection: httpcore.AsyncHTTPConnection) -> None:
         self._stream = stream
         self._pool = pool
         self._key = key
@@ -268,8 +219,10 @@ class _Returning:
         try:
             async for part in self._stream:
                 yield part
-        except BaseException:
+        except BaseException as error:
             await self.aclose()
+            if isinstance(error, Exception):
+                raise _mapped(error) from None
             raise
 
     async def aclose(self) -> None:

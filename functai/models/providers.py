@@ -17,7 +17,7 @@ import functools
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import pluggy
 
@@ -51,19 +51,12 @@ class ProviderSpec:
         """
 
 
-class Provider:
-    """A built-in provider: where its server usually is, and the variables it reads.
+class Provider(NamedTuple):
+    """A built-in provider: where its server usually is, and the variables it reads."""
 
-    A plain class, not a NamedTuple: that would compile code at every ``import functai``.
-    """
-
-    __slots__ = ("base_url", "base_url_env", "api_key_env")
-
-    def __init__(self, base_url: str | None, base_url_env: str, api_key_env: str) -> None:
-        self.base_url, self.base_url_env, self.api_key_env = base_url, base_url_env, api_key_env
-
-    def __repr__(self) -> str:
-        return f"Provider({self.base_url!r}, {self.base_url_env!r}, {self.api_key_env!r})"
+    base_url: str | None
+    base_url_env: str
+    api_key_env: str
 
 
 #: The built-in providers (docs/models.md shows this table).
@@ -124,9 +117,6 @@ def _close(client: Any) -> None:
 
 class OpenAICompatible:
     """The built-in providers: servers that speak OpenAI chat completions, and Azure OpenAI."""
-
-    #: Provider name → default base URL (kept for older callers; see `PROVIDERS`).
-    BASE_URLS: dict[str, str | None] = {name: p.base_url for name, p in PROVIDERS.items()}
 
     def __init__(self) -> None:
         # One client (one connection pool) serves every model of a server.

@@ -51,9 +51,6 @@ def frozen_messages(items: Sequence[Mapping[str, Any]]) -> Frozen:
     return Frozen(map(_frozen, items))
 
 
-_tuple = frozen_messages
-
-
 def _view(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return value if type(value) is MappingProxyType else MappingProxyType(dict(value))
 
@@ -86,9 +83,9 @@ class Request:
     """
 
     model: str
-    messages: tuple[Mapping[str, Any], ...] = attrs.field(converter=_tuple)
+    messages: tuple[Mapping[str, Any], ...] = attrs.field(converter=frozen_messages)
     #: Tools offered, each ``{"name", "description", "parameters"}`` (a JSON schema).
-    tools: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_tuple)
+    tools: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=frozen_messages)
     #: Model settings: temperature, max_tokens, top_p, seed, stop, …
     settings: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_view)
     #: JSON schema of the answer, or None for plain text.

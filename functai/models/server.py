@@ -11,7 +11,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
-_known: dict[str, tuple[str, int | None] | None] = {}
 
 
 def server_of(client: Any) -> tuple[str, int | None] | None:
@@ -20,16 +19,8 @@ def server_of(client: Any) -> tuple[str, int | None] | None:
     if url.__class__ is not str:
         return None
     try:
-        return _known[url]
-    except KeyError:
-        pass
-    try:
         parts = urlsplit(url)
         host = parts.hostname
-        found = (host, parts.port or _DEFAULT_PORTS.get(parts.scheme)) if host else None
+        return (host, parts.port or _DEFAULT_PORTS.get(parts.scheme)) if host else None
     except ValueError:  # a port that is not a number: no server to report
-        found = None
-    if len(_known) >= 64:
-        _known.clear()
-    _known[url] = found
-    return found
+        return None

@@ -17,19 +17,8 @@ from typing import Any, Mapping, TypeGuard
 
 from .request import Request
 
-__all__ = [
-    "FORMATS",
-    "build_body",
-    "content_text",
-    "qualifies_strict",
-    "read_arguments",
-    "read_usage",
-    "strict_schema",
-    "unwrap_value",
-    "wire_message",
-    "wire_tool",
-    "wrap_schema",
-]
+__all__ = ["FORMATS", "build_body", "content_text", "qualifies_strict", "read_arguments", "read_usage",
+           "strict_schema", "unwrap_value", "wire_message", "wire_tool", "wrap_schema"]
 
 #: How an output schema is asked for, strongest first (``json_schema_loose``: ``strict: false``).
 FORMATS = ("json_schema", "json_schema_loose", "json_object", "instructions")
