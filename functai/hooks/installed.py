@@ -138,7 +138,7 @@ class _Given:
 
 def _with_version(plugin: Plugin, version: str) -> Plugin:
     copy = Plugin(plugin.name, version=version, api=plugin.api, description=plugin.description,
-                  active=plugin.active)
+                  active=plugin.active, last=plugin.last)
     for hook in plugin.hooks:
         for handler in plugin.handlers(hook):
             copy.on(hook, handler)
