@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+__version__ = "0.1.0"  # before the imports: `hooks.installed` reads it while they run
+
 from .calls.function import AIFunction, ai
 from .calls.layout import baked
 from .calls.records import CallRecord, Result, read_calls
@@ -38,8 +40,6 @@ if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checke
     from .evaluation.optimize import optimize
     from .evaluation.ratings import rate
     from .models.toolcall import ToolCall
-
-__version__ = "0.1.0"
 
 #: Names imported on first use, so ``import functai`` stays light.
 _LAZY = {

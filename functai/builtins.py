@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import threading
 from typing import Any, Callable
 
 from .errors import FunctAIError
@@ -39,7 +38,6 @@ def install_command(distribution: str) -> str:
         return f"functai install {shlex.quote(here)}"
     return f"functai install ./functai_builtin_plugins/{folder} (in a checkout of the functai repository)"
 
-_lock = threading.Lock()
 _found: dict[str, Callable[..., Any]] = {}
 
 
@@ -73,15 +71,8 @@ def builtin(name: str) -> Callable[..., Any]:
             f"{type(error).__name__}: {error}",
             code="plugin-load",
         ) from error
-    with _lock:
-        _found[name] = loaded
+    _found[name] = loaded
     return loaded
-
-
-def forget() -> None:
-    """Look the factories up again on next use (tests)."""
-    with _lock:
-        _found.clear()
 
 
 def compaction(*args: Any, **kwargs: Any) -> Any:

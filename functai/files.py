@@ -59,11 +59,16 @@ def write_all(fd: int, data: bytes, size_before: int) -> None:
             written += n
     except BaseException:
         if written:
-            try:
-                os.ftruncate(fd, size_before)
-            except OSError:
-                pass
+            cut(fd, size_before)
         raise
+
+
+def cut(fd: int, size: int) -> None:
+    """Cut the file back to ``size`` bytes, as far as it can be (what failed is raised by the caller)."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
 
 
 def check_folder_name(path: str) -> str:

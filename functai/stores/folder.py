@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import FunctAIError
-from ..files import check_folder_name, unwritable, write_all
+from ..files import check_folder_name, cut, unwritable, write_all
 from ..log import warn
 from .folder_index import _TORN_END, _Index, _parse_lines, _why_not_json
 from .protocol import (
@@ -63,19 +63,16 @@ class FolderStore:
         self.folder = Path(os.fspath(folder))
         self._indexes: dict[str, _Index] = {}
         self._locks: dict[str, threading.Lock] = {}
-        self._locks_lock = threading.Lock()
         _forkable.add(self)
 
     def _reset_locks(self) -> None:
         self._locks = {}
-        self._locks_lock = threading.Lock()
 
     def _lock(self, conversation: str) -> threading.Lock:
-        with self._locks_lock:
-            lock = self._locks.get(conversation)
-            if lock is None:
-                lock = self._locks[conversation] = threading.Lock()
-            return lock
+        lock = self._locks.get(conversation)
+        if lock is None:  # two threads here at once: setdefault keeps the first one made
+            lock = self._locks.setdefault(conversation, threading.Lock())
+        return lock
 
     def path_for(self, conversation: str) -> Path:
         """The file that holds ``conversation``: ``<folder>/<id>.jsonl``."""
@@ -243,7 +240,7 @@ class FolderStore:
                 try:
                     os.fsync(fd)
                 except OSError:  # not known to be on disk: not appended, so nobody counts on it
-                    _cut(fd, st.st_size)
+                    cut(fd, st.st_size)
                     raise
             index.offset = st.st_size + len(data)
             if torn:
@@ -342,13 +339,6 @@ def _nothing(position: int) -> dict[str, Any]:
     raise IndexError(position)
 
 
-def _cut(fd: int, size: int) -> None:
-    try:
-        os.ftruncate(fd, size)
-    except OSError:
-        pass
-
-
 def _fsync_folder(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -363,16 +353,6 @@ def _fsync_folder(folder: Path) -> None:
 
 
 _folder_stores: dict[str, FolderStore] = {}
-_folder_stores_lock = threading.Lock()
-
-
-def _new_lock_after_fork() -> None:
-    global _folder_stores_lock
-    _folder_stores_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def open_folder(path: str | os.PathLike[str]) -> FolderStore:
@@ -382,8 +362,7 @@ def open_folder(path: str | os.PathLike[str]) -> FolderStore:
         path = os.fsdecode(path)
     check_folder_name(path)
     key = os.path.abspath(path)
-    with _folder_stores_lock:
-        found = _folder_stores.get(key)
-        if found is None:
-            found = _folder_stores[key] = FolderStore(key)
-        return found
+    found = _folder_stores.get(key)
+    if found is None:  # two threads here at once: setdefault keeps the first one made
+        found = _folder_stores.setdefault(key, FolderStore(key))
+    return found
