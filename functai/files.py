@@ -121,6 +121,18 @@ def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: s
             raise unwritable(target, PermissionError(code, os.strerror(code), target), what)
 
 
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """Make what was written to the file at ``path`` durable (nothing when it is missing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def read_only(path: str) -> bool:
     """Whether the file system holding ``path`` is mounted read-only."""
     try:

@@ -23,6 +23,8 @@ from .hooks.adapt import as_plugins
 from .hooks.installed import installed
 from .hooks.order import Plan, cached_plan
 from .hooks.plugin import Plugin
+from .hooks.timing import timed
+from .log import warn
 from .models.keys import hide_headers, hide_key, hide_url, refuse_url_credentials
 from .models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS, whole as _whole
 
@@ -278,8 +280,6 @@ class Resolved:
                 if not plugin.active():  # type: ignore[misc]
                     out += (plugin,)
             except Exception as error:
-                from .log import warn
-
                 warn("plugin active check failed", plugin=plugin.name, version=plugin.version,
                      error=f"{type(error).__name__}: {error}")
         if not out:
@@ -322,8 +322,6 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
         inst.layer(values.get("load_plugins"), values.get("disable_plugins")),
     )
     if values.get("record_timing"):
-        from .hooks.timing import timed
-
         plan = timed(plan)
     model_settings = {k: v for k, v in values.items() if k in MODEL_SETTINGS}
     result = Resolved(MappingProxyType(values), plan, model_settings)

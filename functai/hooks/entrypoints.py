@@ -130,9 +130,6 @@ class Distribution:
             self._sections = sections = _sections(self.read_text("entry_points.txt") or "")
         return sections.get(group, [])
 
-    def __repr__(self) -> str:
-        return f"<Distribution {self.path!r}>"
-
 
 def _key(child: str, dist: Distribution) -> str:
     # importlib_metadata's PathDistribution._normalized_name: the folder name, else the metadata's Name.
@@ -241,14 +238,6 @@ class EntryPoint:
         for part in filter(None, (attr or "").split(".")):
             found = getattr(found, part)
         return found
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, EntryPoint):
-            return NotImplemented
-        return (self.name, self.value, self.group) == (other.name, other.value, other.group)
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.value, self.group))
 
     def __repr__(self) -> str:
         return f"EntryPoint(name={self.name!r}, value={self.value!r}, group={self.group!r})"

@@ -34,9 +34,7 @@ class LogStore(Protocol):
 
 def is_log_url(where: str | os.PathLike[str] | SecretURL) -> bool:
     """Whether a ``log_calls`` value names a store by URL rather than a folder (cheap: on every call)."""
-    if isinstance(where, SecretURL):
-        return True
-    return isinstance(where, str) and (":" in where or where.endswith((".db", ".sqlite", ".sqlite3"))) and is_url(where)
+    return isinstance(where, SecretURL) or is_url(where)
 
 
 def log_store(url: str | SecretURL) -> LogStore:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import FunctAIError
-from ..files import check_folder_name, cut, unwritable, write_all
+from ..files import check_folder_name, cut, fsync_file, unwritable, write_all
 from ..log import warn
 from .folder_index import _TORN_END, _Index, _parse_lines, _why_not_json
 from .protocol import (
@@ -282,15 +282,7 @@ class FolderStore:
         os.chmod(self.folder, 0o700)  # the umask may have narrowed it; only ours are touched
 
     def sync(self, conversation: str) -> None:
-        path = self.path_for(conversation)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(self.path_for(conversation))
 
     def where(self, conversation: str, index: int) -> str:
         """Where record ``index`` (0-based, as `read` counts) is: ``<file>:<line>``."""

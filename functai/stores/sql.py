@@ -85,10 +85,15 @@ class SQLStore:
         """The schema version ready on ``conn``: a write creates the tables or brings an older
         schema up to date; a read takes what is there (0: no tables). A newer one is refused."""
         row = self._read_version(conn)
-        if schema_is_current(row, self._name()):
-            return SCHEMA_VERSION
-        if not write:
-            return 0 if row is None else version_of(row[0])
+        found = 0 if row is None else version_of(row[0])
+        if found > SCHEMA_VERSION:  # its tables may hold what this version would get wrong
+            raise FunctAIError(
+                f"{self._name()} was written by a newer functai (store schema {row[0]}; this version reads up to "
+                f"{SCHEMA_VERSION}); upgrade functai to use it, or copy it with the newer version",
+                code="store-version",
+            )
+        if found == SCHEMA_VERSION or not write:
+            return found
         self._prepare(conn)
         return SCHEMA_VERSION
 
@@ -206,7 +211,7 @@ class SQLStore:
 
     def log_lines(self, table: str, items: Sequence[tuple[str, str]]) -> None:
         """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
-        insert = self._sql(f"INSERT INTO functai_{table} ({log_column(table)}, line) VALUES (?, ?)")
+        insert = self._sql(f"INSERT INTO functai_{table} ({LOG_KEYS[table]}, line) VALUES (?, ?)")
 
         def work(conn: Any) -> None:
             if len(items) == 1:  # one statement, its own transaction: one round trip per logged call
@@ -219,7 +224,7 @@ class SQLStore:
 
     def read_log(self, table: str) -> Iterator[str]:
         """The JSON lines of ``calls`` or ``ratings``, oldest first."""
-        log_column(table)
+        LOG_KEYS[table]  # noqa: B018  (a table of the call log, or KeyError: never other SQL)
         rows = self._run("read", lambda conn: conn.execute(f"SELECT line FROM functai_{table} ORDER BY seq").fetchall(),
                          [])
         return (line for (line,) in rows)
@@ -234,16 +239,6 @@ class SQLStore:
             conn, self._conn = self._conn, None
             if conn is not None and self._pid == os.getpid():
                 conn.close()
-
-
-def schema_is_current(row: Any, where: str) -> bool:
-    """Whether the version ``row`` read from ``functai_meta`` (None: no table yet) needs no work.
-
-    A newer version is refused: its tables may hold what this version would get wrong.
-    """
-    if row is not None and version_of(row[0]) > SCHEMA_VERSION:
-        raise version_error(where, row[0])
-    return row is not None and version_of(row[0]) == SCHEMA_VERSION
 
 
 def prepare(conn: Any, tables: tuple[str, ...], marker: str) -> None:
@@ -276,18 +271,5 @@ def version_of(value: object) -> int:
         return SCHEMA_VERSION + 1  # not a number this version knows: treat as newer
 
 
-def version_error(where: str, found: object) -> FunctAIError:
-    return FunctAIError(
-        f"{where} was written by a newer functai (store schema {found}; this version reads up to "
-        f"{SCHEMA_VERSION}); upgrade functai to use it, or copy it with the newer version",
-        code="store-version",
-    )
-
-
-def log_column(table: str) -> str:
-    """The key column of call-log table ``calls`` or ``ratings``."""
-    if table == "calls":
-        return "id"
-    if table == "ratings":
-        return "call"
-    raise ValueError(f"no log table {table!r}")
+#: The call log's tables, and the key column of each.
+LOG_KEYS = {"calls": "id", "ratings": "call"}

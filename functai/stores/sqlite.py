@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import FunctAIError
-from ..files import read_only, unwritable
+from ..files import fsync_file, read_only, unwritable
 from . import schema
 from .protocol import check_conversation_id
 from .sql import READ_VERSION, SQLStore, prepare
@@ -241,15 +241,8 @@ class SQLiteStore(SQLStore):
     def sync(self, conversation: str) -> None:
         """fsync the write-ahead log: every commit so far is then on disk."""
         check_conversation_id(conversation)
-        for path in (self.path + "-wal", self.path):
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        fsync_file(self.path + "-wal")
+        fsync_file(self.path)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from ..errors import FunctAIError
+from ..hooks.installed import entry_points
 from . import memory
 from .folder import open_folder
 from .protocol import Store
@@ -61,8 +62,10 @@ def scheme_of(text: str) -> str | None:
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
-    """Whether ``text`` names a store by URL (or SQLite file) rather than a folder."""
-    return isinstance(text, str) and scheme_of(text) is not None
+    """Whether ``text`` names a store by URL (or SQLite file) rather than a folder (a folder path
+    is told without a regular expression: this is asked on every logged call)."""
+    return (isinstance(text, str) and (":" in text or text.endswith(SQLITE_SUFFIXES))
+            and scheme_of(text) is not None)
 
 
 def split_url(url: str) -> SplitResult | None:
@@ -100,6 +103,7 @@ def redact(url: "str | SecretURL") -> str:
 
 
 def _builtin(scheme: str) -> Callable[[str], Any] | None:
+    # Imported on first use: a store's driver (sqlite3, psycopg) is paid for by those that use it.
     if scheme == "sqlite":
         from .sqlite import open_sqlite
 
@@ -112,8 +116,6 @@ def _builtin(scheme: str) -> Callable[[str], Any] | None:
 
 
 def _installed(scheme: str) -> Callable[[str], Any]:
-    from ..hooks.installed import entry_points
-
     found = [ep for ep in entry_points(GROUP) if ep.name.lower() == scheme]
     if not found:
         known = sorted({"sqlite", "postgresql", "memory"} | {ep.name for ep in entry_points(GROUP)})
