@@ -174,18 +174,14 @@ class Layer:
 EMPTY = Layer(MappingProxyType({}), None)
 _NO_PLUGINS: tuple[Plugin, ...] = ()
 
-#: Environment variables that give the process layer its starting value, and the setting each sets.
-ENVIRONMENT: Mapping[str, str] = MappingProxyType({"FUNCTAI_LOG_CALLS": "log_calls"})
-
-
 def from_environment() -> Layer:
     """The process layer as the environment starts it (``FUNCTAI_LOG_CALLS=calls/`` logs every call).
 
     A value ``configure`` sets replaces it; ``configure(log_calls=None)`` unsets it.
     """
-    values = {setting: hide_url(os.environ[name]) for name, setting in ENVIRONMENT.items() if os.environ.get(name)}
+    log_calls = os.environ.get("FUNCTAI_LOG_CALLS")
     # Not checked here: a bad value must not make `import functai` fail; the call that uses it says why.
-    return Layer(MappingProxyType(values), None) if values else EMPTY
+    return Layer(MappingProxyType({"log_calls": hide_url(log_calls)}), None) if log_calls else EMPTY
 
 
 _process_lock = threading.Lock()

@@ -76,24 +76,11 @@ class Distribution:
         headers = self._headers
         if headers is None:
             for name in ("METADATA", "PKG-INFO", ""):  # "": an old egg-info that is a file, not a folder
-                text = self._head(name)
+                text = self.read_text(name)
                 if text:
                     break
             self._headers = headers = _headers(text or "")
         return headers
-
-    def _head(self, filename: str) -> str | None:
-        """The header block of a metadata file, without reading the long description after it."""
-        try:
-            with open(os.path.join(self.path, filename) if filename else self.path, encoding="utf-8") as file:
-                lines = []
-                for line in file:
-                    lines.append(line)
-                    if not line.strip():
-                        break
-                return "".join(lines)
-        except (OSError, UnicodeDecodeError):
-            return None
 
     @property
     def valid(self) -> bool:
@@ -183,14 +170,7 @@ def _sections(text: str) -> dict[str, list[tuple[str, str]]]:
 
 def _egg_requirements(text: str) -> Iterator[str]:
     """``requires.txt`` lines as ``Requires-Dist`` strings: ``[extra:marker]`` sections become markers."""
-    section: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            section = line.strip("[]")
-            continue
+    for section, line in _lines(text):
         extra, _, marker = (section or "").partition(":")
         conditions = [f"({marker})" if extra and marker else marker] if marker else []
         if extra:

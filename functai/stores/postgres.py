@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import select
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -91,12 +90,6 @@ class PostgresStore(SQLStore):
         self.url = redact(url)
         self._start()
 
-    def _reset_locks(self) -> None:
-        self._lock = threading.Lock()
-        if self._conn is not None:
-            _detach(self._conn)
-            self._conn = None
-
     # -- the connection --------------------------------------------------------------
 
     def _name(self) -> str:
@@ -146,6 +139,15 @@ class PostgresStore(SQLStore):
             return FunctAIError(f"PostgreSQL store {self.url}: could not prepare its tables: "
                                 f"{_first_line(error)}", code=_code(error, write))
         return error
+
+    def _leave(self, conn: Any) -> None:
+        """Its socket is the parent's: the descriptor is pointed at /dev/null, so nothing is sent on it."""
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, conn.fileno())
+            os.close(null)
+        except Exception:  # already closed or broken: nothing of the parent's to protect
+            pass
 
     @property
     def errors(self) -> Any:  # type: ignore[override]
@@ -219,20 +221,3 @@ def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def _detach(conn: Any) -> None:
-    """Make an inherited connection harmless in a forked child.
-
-    Its socket is the parent's: closing it here would end the parent's
-    session, so the descriptor is pointed at /dev/null and the object kept.
-    """
-    try:
-        fd = conn.fileno()
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, fd)
-        os.close(null)
-    except Exception:  # already closed or broken: nothing of the parent's to protect
-        pass
-    _orphans.append(conn)
-
-
-_orphans: list[Any] = []

@@ -57,6 +57,18 @@ class SQLStore:
         self._tables: int | None = None
         _forkable.add(self)  # its `_reset_locks` runs in a forked child
 
+    def _reset_locks(self) -> None:
+        """In a forked child: a new lock, and the parent's connection kept unused, never closed here
+        (closing it could end the parent's session, or touch its SQLite WAL)."""
+        self._lock = threading.Lock()
+        if self._conn is not None:
+            self._leave(self._conn)
+            _orphans.append(self._conn)
+            self._conn = None
+
+    def _leave(self, conn: Any) -> None:
+        """Make an inherited connection harmless in a forked child."""
+
     def _sql(self, text: str) -> str:
         return text.replace("?", self.marker)
 
@@ -270,6 +282,9 @@ def version_of(value: object) -> int:
     except ValueError:
         return SCHEMA_VERSION + 1  # not a number this version knows: treat as newer
 
+
+#: Connections inherited through fork (see `SQLStore._reset_locks`).
+_orphans: list[Any] = []
 
 #: The call log's tables, and the key column of each.
 LOG_KEYS = {"calls": "id", "ratings": "call"}

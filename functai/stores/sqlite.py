@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,9 +49,6 @@ SCHEMA = (
 #: SQLite's result codes (the low byte) that mean the database cannot be written: READONLY, FULL, PERM.
 _UNWRITABLE = frozenset({8, 13, 3})
 
-#: Connections inherited through fork: closing one in the child could touch the parent's WAL.
-_orphans: list[sqlite3.Connection] = []
-
 
 def open_sqlite(url: str) -> "SQLiteStore":
     """The ``functai.stores`` factory for ``sqlite:`` URLs and ``.db``/``.sqlite``/``.sqlite3`` paths."""
@@ -70,12 +66,6 @@ class SQLiteStore(SQLStore):
         self.url = "sqlite:///" + self.path  # an absolute path: sqlite:////abs/file.db
         self._frozen: tuple[int, int, int, bool] | None = None
         self._start()
-
-    def _reset_locks(self) -> None:
-        self._lock = threading.Lock()
-        if self._conn is not None:  # a connection must not cross a fork: kept unused, never closed here
-            _orphans.append(self._conn)
-            self._conn = None
 
     # -- the connection -----------------------------------------------------------
 
