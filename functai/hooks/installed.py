@@ -135,10 +135,11 @@ class Installed:
 
     def __init__(self, found: Sequence[InstalledPlugin] = ()) -> None:
         self.found: tuple[InstalledPlugin, ...] = tuple(found)
+        failed = [item for item in self.found if item.state == FAILED]
+        #: What every call refuses with while a plugin that would run failed to load.
+        self.failure: PluginError | None = _failure(failed) if failed else None
         #: The installed layer with no settings narrowing it (what calls usually run with).
-        self.plugins: tuple[Plugin, ...] = ()
-        self.failure: PluginError | None = None
-        self._settle()
+        self.plugins: tuple[Plugin, ...] = tuple(item.plugin for item in self.found if item.plugin is not None)
 
     @classmethod
     def of(cls, plugins: Sequence[Plugin], distribution: str = "test") -> "Installed":
@@ -166,11 +167,6 @@ class Installed:
             found.append(item)
         return cls(found)
 
-    def _settle(self) -> None:
-        failed = [item for item in self.found if item.state == FAILED]
-        self.failure = _failure(failed) if failed else None
-        self.plugins = tuple(item.plugin for item in self.found if item.plugin is not None)
-
     def layer(self, load: Iterable[str] | None = None, disable: Iterable[str] | None = None) -> tuple[Plugin, ...]:
         """The installed plugins a call runs with, narrowed by the settings.
 
@@ -180,11 +176,8 @@ class Installed:
             if self.failure is not None:
                 raise self.failure
             return self.plugins
-        key = (None if load is None else frozenset(load), frozenset(disable or ()))
-        wanted = [
-            item for item in self.found
-            if (key[0] is None or item.name in key[0]) and item.name not in key[1]
-        ]
+        load, disable = None if load is None else frozenset(load), frozenset(disable or ())
+        wanted = [item for item in self.found if (load is None or item.name in load) and item.name not in disable]
         failed = [item for item in wanted if item.state == FAILED]
         if failed:
             raise _failure(failed)

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from ..calls.records import LOG_FILE, RATINGS_FILE, is_log_line
 from ..errors import FunctAIError
 from ..files import check_folder_name, cut, fsync_file, unwritable, write_all
 from ..log import warn
@@ -312,8 +313,6 @@ class FolderStore:
     def _call_log(self, name: str) -> bool:
         """Whether file ``name`` belongs to a call log kept in this folder too (``log_calls=`` naming it):
         ``calls.jsonl`` or ``ratings.jsonl`` whose first line is a call record or a rating."""
-        from ..calls.records import LOG_FILE, RATINGS_FILE, is_log_line
-
         if name not in (LOG_FILE, RATINGS_FILE):
             return False
         try:
