@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 
 from .errors import FunctAIError
 
@@ -141,39 +140,31 @@ def read_only(path: str) -> bool:
         return False
 
 
-#: ``scheme:`` at the start of a location: a store URL (``sqlite:…``, ``postgresql://…``), not a folder.
-_URL = r"[A-Za-z][A-Za-z0-9+.-]+:"  # compiled on first use (re caches it), not at import
-
-#: Call log folders already found writable in this process (each is checked once).
+#: Call log locations already found writable in this process (each is checked once).
 _checked_logs: set[object] = set()  # a URL with a password: by its handle
 
 
 def check_log_calls(value: object) -> None:
-    """Refuse a ``log_calls`` folder that cannot be written, once per folder and process,
-    so a bad path is refused when it is set, and before a model is paid for, not after."""
+    """Refuse a ``log_calls`` folder or URL that cannot be written, once per location and process,
+    so a bad one is refused when it is set, and before a model is paid for, not after."""
     if type(value) is str and value in _checked_logs:  # every logged call after the first: nothing to do
         return
     from .models.keys import SecretURL
 
     if isinstance(value, SecretURL):  # a URL with a password (FUNCTAI_LOG_CALLS, or configure's handle)
-        if value not in _checked_logs:
-            from .stores.calllog import check_log_url
-
-            check_log_url(value)
-            _checked_logs.add(value)
+        path: str | SecretURL = value
+    elif value and isinstance(value, (str, os.PathLike)) and isinstance(os.fspath(value), str):
+        path = check_folder_name(os.fspath(value))
+    else:
         return
-    if not value or not isinstance(value, (str, os.PathLike)):
+    if path in _checked_logs:
         return
-    path = os.fspath(value)
-    if not isinstance(path, str) or path in _checked_logs:
-        return
-    check_folder_name(path)
-    if re.match(_URL, path) or path.endswith((".db", ".sqlite", ".sqlite3")):
-        from .stores.calllog import check_log_url, is_log_url
+    if isinstance(path, SecretURL) or ":" in path or path.endswith((".db", ".sqlite", ".sqlite3")):
+        from .stores.calllog import check_log_url, is_log_url  # not at import: `import functai` stays light
 
         if is_log_url(path):  # a database: its URL and, for SQLite, its file's folder
             check_log_url(path)
             _checked_logs.add(path)
             return
-    check_folder(path, "call log", file="calls.jsonl")
+    check_folder(str(path), "call log", file="calls.jsonl")  # (a SecretURL is always a URL)
     _checked_logs.add(path)
