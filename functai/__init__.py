@@ -41,28 +41,18 @@ if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checke
     from .evaluation.ratings import rate
     from .models.toolcall import ToolCall
 
-#: Names imported on first use, so ``import functai`` stays light.
-_LAZY = {
-    "compaction": "functai.builtins",
-    "Template": "functai.calls.template",
-    "ToolCall": "functai.models.toolcall",
-    "Tool": "functai.calls.tools",
-    "tool": "functai.calls.tools",
-    "ApprovalError": "functai.calls.tools",
-    "delegate": "functai.builtins",
-    "Conversation": "functai.conversations",
-    "Turn": "functai.conversations",
-    "Store": "functai.conversations",
-    "MemoryStore": "functai.conversations",
-    "FolderStore": "functai.conversations",
-    "all_turns": "functai.conversations",
-    "current_turn": "functai.conversations",
-    "rate": "functai.evaluation",
-    "evaluate": "functai.evaluation",
-    "optimize": "functai.evaluation",
-    "last_turns": "functai.conversations",
-    "StreamEvent": "functai.calls.streaming",
+#: Names imported on first use, by module, so ``import functai`` stays light.
+_LAZY_FROM = {
+    "functai.builtins": ("compaction", "delegate"),
+    "functai.calls.streaming": ("StreamEvent",),
+    "functai.calls.template": ("Template",),
+    "functai.calls.tools": ("ApprovalError", "Tool", "tool"),
+    "functai.conversations": ("Conversation", "FolderStore", "MemoryStore", "Store", "Turn", "all_turns",
+                              "current_turn", "last_turns"),
+    "functai.evaluation": ("evaluate", "optimize", "rate"),
+    "functai.models.toolcall": ("ToolCall",),
 }
+_LAZY = {name: module for module, names in _LAZY_FROM.items() for name in names}
 
 
 def __getattr__(name: str) -> object:
