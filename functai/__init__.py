@@ -17,9 +17,9 @@ from .hooks.adapt import load_plugin
 from .hooks.change import Change
 from .hooks.plugin import Plugin
 from .hooks.specs import HOOKS, hookimpl
+from .layers import configure, settings
 from .models.providers import providerimpl, register_provider
 from .models.request import Reply, Request
-from .layers import configure, settings
 
 if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checker; never imported here at run time
     from .builtins import compaction, delegate

@@ -26,7 +26,7 @@ from .hooks.plugin import Plugin
 from .hooks.timing import timed
 from .log import warn
 from .models.keys import hide_headers, hide_key, hide_url, refuse_url_credentials
-from .models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS, whole as _whole
+from .models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS, whole
 
 
 def _seconds(name: str, value: Any) -> None:
@@ -95,10 +95,10 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     **MODEL_SETTING_CHECKS,
     "lm": _text,
     "client": _client,
-    "retries": _whole(0),
-    "max_steps": _whole(1),
-    "max_depth": _whole(1),
-    "max_requests": _whole(1),
+    "retries": whole(0),
+    "max_steps": whole(1),
+    "max_depth": whole(1),
+    "max_requests": whole(1),
     "check_inputs": _flag,
     "program_plugins": _flag,
     "log_calls": _folder,
@@ -111,8 +111,8 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "connect_timeout": _seconds,
     "headers": _headers,
     "api_version": _text,
-    "http_retries": _whole(0),
-    "workers": _whole(1),
+    "http_retries": whole(0),
+    "workers": whole(1),
     "load_plugins": _names,
     "disable_plugins": _names,
 }

@@ -35,13 +35,13 @@ from .folder_index import _TORN_END, _Index, _parse_lines, _why_not_json
 from .protocol import (
     CONVERSATION_ID,
     StoreConflict,
-    _forkable,
-    _line,
-    _record,
-    _records,
     check_conversation_id,
     check_start,
+    forkable,
+    from_line,
+    from_lines,
     rows_of,
+    to_line,
 )
 
 __all__ = ["FolderStore"]
@@ -64,7 +64,7 @@ class FolderStore:
         self.folder = Path(os.fspath(folder))
         self._indexes: dict[str, _Index] = {}
         self._locks: dict[str, threading.Lock] = {}
-        _forkable.add(self)
+        forkable.add(self)
 
     def _reset_locks(self) -> None:
         self._locks = {}
@@ -152,7 +152,7 @@ class FolderStore:
             first, fresh = index.fresh_from, index.fresh
             index.fresh = []
             if index.fresh_rows or start < first or len(fresh) != len(index.lines) - first:
-                return _records(index.lines.since(start))
+                return from_lines(index.lines.since(start))
         return fresh[start - first :]
 
     def read_rows(self, conversation: str, start: int = 0) -> tuple[list[Any], Callable[[int], dict[str, Any]]]:
@@ -168,7 +168,7 @@ class FolderStore:
             index.fresh = []
             if not index.fresh_rows or start < first or len(fresh) != len(lines) - first:
                 fresh, first = rows_of(lines.since(start)), start
-        return fresh[start - first :], lambda position: _record(lines.line(start + position))
+        return fresh[start - first :], lambda position: from_line(lines.line(start + position))
 
     def count(self, conversation: str) -> int:
         with self._lock(conversation):
@@ -184,7 +184,7 @@ class FolderStore:
         sync: bool = False,
     ) -> int:
         path = self.path_for(conversation)
-        lines = [_line(record) for record in records]  # a bad record appends nothing
+        lines = [to_line(record) for record in records]  # a bad record appends nothing
         try:
             return self._append(conversation, path, lines, expect, sync)
         except FunctAIError:
@@ -318,7 +318,7 @@ class FolderStore:
         try:
             with open(self.folder / name, "rb") as file:
                 first = file.readline(_CHUNK)
-            return is_log_line(_record(first))
+            return is_log_line(from_line(first))
         except (OSError, ValueError):  # unreadable, or not JSON: not the call log's
             return False
 

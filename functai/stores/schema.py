@@ -15,8 +15,8 @@ from typing import Any
 
 from .. import codec
 from ..conversations.checks import UNUSABLE
-from .protocol import not_an_object
 from ..conversations.turndata import FORMAT
+from .protocol import not_an_object
 
 #: Migrations: the SQL that adds schema 2's columns to a schema-1 table (both dialects read it).
 ADD_COLUMNS = (

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..errors import FunctAIError
 from . import schema
-from .protocol import StoreConflict, _forkable, _line, check_conversation_id, check_start
+from .protocol import StoreConflict, check_conversation_id, check_start, forkable, to_line
 from .urls import SCHEMA_VERSION
 
 #: The schema version is a row of this table.
@@ -55,7 +55,7 @@ class SQLStore:
         #: The schema of the tables on this process's connection: None not yet looked at, 0 no tables,
         #: else its version (an older one is read as it is, and brought up to date by the first write).
         self._tables: int | None = None
-        _forkable.add(self)  # its `_reset_locks` runs in a forked child
+        forkable.add(self)  # its `_reset_locks` runs in a forked child
 
     def _reset_locks(self) -> None:
         """In a forked child: a new lock, and the parent's connection kept unused, never closed here
@@ -181,7 +181,7 @@ class SQLStore:
         sync: bool = False,
     ) -> int:
         check_conversation_id(conversation)
-        lines = [_line(record) for record in records]  # a bad record appends nothing
+        lines = [to_line(record) for record in records]  # a bad record appends nothing
         rows = [(line, *schema.columns(record)) for line, record in zip(lines, records)]
         return self._run("append", lambda conn: self._append(conn, conversation, rows, expect, sync))  # type: ignore[no-any-return]
 
