@@ -46,9 +46,9 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
 BUILTIN = frozenset({"sqlite", "postgresql", "postgres", "memory"})
 
 _lock = threading.Lock()
-_stores: dict[str, Any] = {}
-#: The same stores by the exact text that named them (not for relative SQLite paths, which follow the cwd).
-_by_text: dict[str, Any] = {}
+#: The stores opened: by `_key`, and by the exact text that named them (not a relative SQLite
+#: path's, which follows the working directory).
+_stores: dict[object, Any] = {}
 
 
 def scheme_of(text: str) -> str | None:
@@ -142,7 +142,7 @@ def _installed(scheme: str) -> Callable[[str], Any]:
 
 def open_url(url: str) -> "Store":
     """The store ``url`` names; one object per URL in a process, so connections and caches are shared."""
-    store = _by_text.get(url)
+    store = _stores.get(url)
     if store is not None:
         return store  # type: ignore[no-any-return]
     scheme = scheme_of(url)
@@ -152,10 +152,7 @@ def open_url(url: str) -> "Store":
         if url.rstrip("/").lower() != "memory:":
             raise FunctAIError(f"{url!r}: the memory store takes no path; write 'memory:'", code="store-url")
         return memory.shared
-    key = url if scheme != "sqlite" else "sqlite:" + sqlite_path(url)
-    store = _stores.get(key)
-    if store is not None:
-        return store  # type: ignore[no-any-return]
+    key = _key(url, scheme)
     factory = _builtin(scheme) or _installed(scheme)
     with _lock:
         store = _stores.get(key)
@@ -166,8 +163,13 @@ def open_url(url: str) -> "Store":
                                    "not a Store (read/count/append/sync/conversations)", code="store-url")
             _stores[key] = store
         if scheme != "sqlite" or not _relative_sqlite(url):
-            _by_text[url] = store  # the same text names the same store wherever the process is
+            _stores[url] = store  # the same text names the same store wherever the process is
     return store  # type: ignore[no-any-return]
+
+
+def _key(url: str, scheme: str | None) -> object:
+    """What tells stores apart: the URL, or a SQLite file's absolute path."""
+    return ("sqlite", sqlite_path(url)) if scheme == "sqlite" else url
 
 
 def _relative_sqlite(url: str) -> bool:
@@ -177,12 +179,10 @@ def _relative_sqlite(url: str) -> bool:
 
 def forget(url: str) -> None:
     """Drop the cached store for ``url`` and close its connection (tests, tools that copy)."""
-    scheme = scheme_of(url)
-    key = url if scheme != "sqlite" else "sqlite:" + sqlite_path(url)
     with _lock:
-        store = _stores.pop(key, None)
-        for text in [text for text, found in _by_text.items() if found is store]:
-            del _by_text[text]
+        store = _stores.pop(_key(url, scheme_of(url)), None)
+        for text in [text for text, found in _stores.items() if found is store]:
+            del _stores[text]
     close = getattr(store, "close", None)
     if close is not None:
         close()
