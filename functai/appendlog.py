@@ -20,7 +20,7 @@ import fcntl
 import os
 import threading
 
-from .files import cut, unwritable, write_all
+from .files import cut, make_folder, unwritable, write_all
 
 #: File systems on which a single ``write`` to an ``O_APPEND`` file is appended whole,
 #: atomically with respect to other writers (local, in one kernel).
@@ -69,7 +69,7 @@ class LineFile:
         self.path, self.what = path, what
         folder = os.path.dirname(path)
         try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
+            make_folder(folder)
             self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as error:  # a file where the folder should be, no permission, a read-only disk
             raise unwritable(path, error, what) from None

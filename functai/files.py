@@ -120,6 +120,17 @@ def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: s
             raise unwritable(target, PermissionError(code, os.strerror(code), target), what)
 
 
+def make_folder(folder: str | os.PathLike[str]) -> None:
+    """Create ``folder`` (and its parents) as 0700 whatever the umask; refuse a file in its place."""
+    try:
+        os.makedirs(folder, mode=0o700)
+    except FileExistsError:
+        if not os.path.isdir(folder):
+            raise NotADirectoryError(errno.ENOTDIR, "a file is where a folder should be", os.fspath(folder)) from None
+        return
+    os.chmod(folder, 0o700)  # the umask may have narrowed it; only ours are touched
+
+
 def fsync_file(path: str | os.PathLike[str]) -> None:
     """Make what was written to the file at ``path`` durable (nothing when it is missing)."""
     try:

@@ -19,7 +19,6 @@ what a conversation opens with: `functai.conversations.rows`).
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import threading
@@ -29,7 +28,7 @@ from typing import Any, Callable
 
 from ..calls.records import LOG_FILE, RATINGS_FILE, is_log_line
 from ..errors import FunctAIError
-from ..files import check_folder_name, cut, fsync_file, unwritable, write_all
+from ..files import check_folder_name, cut, fsync_file, make_folder, unwritable, write_all
 from ..log import warn
 from .folder_index import _TORN_END, _Index, _parse_lines, _why_not_json
 from .protocol import (
@@ -265,22 +264,12 @@ class FolderStore:
                 return os.open(path, flags), False
             except FileNotFoundError:
                 pass
-            self._make_folder()
+            make_folder(self.folder)
             try:
                 return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
             except FileExistsError:
                 continue  # another writer created it just now: open theirs
         raise FunctAIError(f"could not open {path}: it keeps appearing and disappearing", code="store-io")
-
-    def _make_folder(self) -> None:
-        try:
-            os.makedirs(self.folder, mode=0o700)
-        except FileExistsError:
-            if not os.path.isdir(self.folder):
-                raise NotADirectoryError(errno.ENOTDIR, "a file is where the store's folder should be",
-                                         str(self.folder)) from None
-            return
-        os.chmod(self.folder, 0o700)  # the umask may have narrowed it; only ours are touched
 
     def sync(self, conversation: str) -> None:
         fsync_file(self.path_for(conversation))

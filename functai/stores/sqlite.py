@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import FunctAIError
-from ..files import fsync_file, read_only, unwritable
+from ..files import fsync_file, make_folder, read_only, unwritable
 from . import schema
 from .protocol import check_conversation_id
 from .sql import READ_VERSION, SQLStore, prepare
@@ -155,14 +155,8 @@ class SQLiteStore(SQLStore):
 
     def _create_file(self) -> None:
         """Create the file as 0600 (and its folder as 0700) before SQLite does, whatever the umask."""
-        folder = os.path.dirname(self.path)
         try:
-            try:
-                os.makedirs(folder, mode=0o700)
-            except FileExistsError:
-                pass
-            else:
-                os.chmod(folder, 0o700)
+            make_folder(os.path.dirname(self.path))
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:
             return
