@@ -75,6 +75,11 @@ def builtin(name: str) -> Callable[..., Any]:
     return loaded
 
 
+def forget() -> None:
+    """Look the factories up again on next use (tests)."""
+    _found.clear()
+
+
 def compaction(*args: Any, **kwargs: Any) -> Any:
     """A plugin that keeps a long conversation short by folding old turns into a summary.
 
