@@ -24,12 +24,18 @@ from .. import __version__
 from ..errors import PluginError
 from ..log import info, warn
 from .adapt import from_hookimpls
-from .entrypoints import entry_points as entry_points  # re-exported: plugins, stores and builtins are found here
 from .plugin import Plugin, check_name
 
 GROUP = "functai"
 
 LOADED, BLOCKED, DISABLED, FAILED = "loaded", "blocked", "disabled", "failed"
+
+
+def entry_points(group: str) -> list[Any]:
+    """The entry points of ``group``, sorted by name (a stable order): see `entrypoints`."""
+    from .entrypoints import entry_points as read  # on first discovery, not at `import functai`
+
+    return read(group)
 
 
 def _names(raw: str | None) -> frozenset[str] | None:
