@@ -17,6 +17,7 @@ import shlex
 from typing import Any, Callable
 
 from .errors import FunctAIError
+from .hooks import installed
 
 GROUP = "functai.builtins"
 
@@ -46,9 +47,7 @@ def builtin(name: str) -> Callable[..., Any]:
     factory = _found.get(name)
     if factory is not None:
         return factory
-    from .hooks.installed import entry_points
-
-    matches = [ep for ep in entry_points(GROUP) if ep.name == name]
+    matches = [ep for ep in installed.entry_points(GROUP) if ep.name == name]
     if not matches:
         own = f"functai-{name}"
         how = f"{install_command(own)}, or install another" if own in BUILTIN_FOLDERS else "install a"

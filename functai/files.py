@@ -14,6 +14,7 @@ import errno
 import os
 
 from .errors import FunctAIError
+from .models.keys import SecretURL
 
 #: What each ``errno`` means for someone who has to fix it.
 _WHY = {
@@ -74,7 +75,7 @@ def check_folder_name(path: str) -> str:
     """Refuse a folder name that is surely a mistake: empty or blank (``""`` would be the
     current folder, ``" "`` a folder named by a space), or holding a NUL byte."""
     if not path.strip() or "\x00" in path:
-        from .stores.urls import redact  # a URL's password is never repeated
+        from .stores.urls import redact  # here: `import functai` loads no store; a URL's password is never repeated
 
         raise FunctAIError(
             f"{redact(path)!r} names no store or call log: give a folder path or a URL (sqlite:///file.db, "
@@ -160,8 +161,6 @@ def check_log_calls(value: object) -> None:
     so a bad one is refused when it is set, and before a model is paid for, not after."""
     if type(value) is str and value in _checked_logs:  # every logged call after the first: nothing to do
         return
-    from .models.keys import SecretURL
-
     if isinstance(value, SecretURL):  # a URL with a password (FUNCTAI_LOG_CALLS, or configure's handle)
         path: str | SecretURL = value
     elif value and isinstance(value, (str, os.PathLike)) and isinstance(os.fspath(value), str):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from importlib.machinery import PathFinder, all_suffixes
 import re
 import sys
 from typing import Any, Iterator
@@ -230,8 +231,6 @@ def _path_finder_only() -> bool:
     ``find_distributions``; the standard one (or the backport's stand-in for
     it) reads the folders of sys.path, which is what this module does.
     """
-    from importlib.machinery import PathFinder
-
     for finder in sys.meta_path:
         if getattr(finder, "find_distributions", None) is None or finder is PathFinder:
             continue
@@ -348,8 +347,6 @@ def _top_name(path: str) -> str:
     if len(parts) > 1:
         return parts[0]
     base = parts[0] if parts else path
-    from importlib.machinery import all_suffixes
-
     for suffix in sorted(all_suffixes(), key=len, reverse=True):
         if base.endswith(suffix):
             return base[: -len(suffix)]
