@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+__version__ = "0.1.0"  # before the imports: `hooks.installed` reads it while they run
+
 from .calls.function import AIFunction, ai
 from .calls.layout import baked
 from .calls.records import CallRecord, Result, read_calls
@@ -15,9 +17,9 @@ from .hooks.adapt import load_plugin
 from .hooks.change import Change
 from .hooks.plugin import Plugin
 from .hooks.specs import HOOKS, hookimpl
+from .layers import configure, settings
 from .models.providers import providerimpl, register_provider
 from .models.request import Reply, Request
-from .layers import configure, settings
 
 if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checker; never imported here at run time
     from .builtins import compaction, delegate
@@ -39,30 +41,18 @@ if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checke
     from .evaluation.ratings import rate
     from .models.toolcall import ToolCall
 
-__version__ = "0.1.0"
-
-#: Names imported on first use, so ``import functai`` stays light.
-_LAZY = {
-    "compaction": "functai.builtins",
-    "Template": "functai.calls.template",
-    "ToolCall": "functai.models.toolcall",
-    "Tool": "functai.calls.tools",
-    "tool": "functai.calls.tools",
-    "ApprovalError": "functai.calls.tools",
-    "delegate": "functai.builtins",
-    "Conversation": "functai.conversations",
-    "Turn": "functai.conversations",
-    "Store": "functai.conversations",
-    "MemoryStore": "functai.conversations",
-    "FolderStore": "functai.conversations",
-    "all_turns": "functai.conversations",
-    "current_turn": "functai.conversations",
-    "rate": "functai.evaluation",
-    "evaluate": "functai.evaluation",
-    "optimize": "functai.evaluation",
-    "last_turns": "functai.conversations",
-    "StreamEvent": "functai.calls.streaming",
+#: Names imported on first use, by module, so ``import functai`` stays light.
+_LAZY_FROM = {
+    "functai.builtins": ("compaction", "delegate"),
+    "functai.calls.streaming": ("StreamEvent",),
+    "functai.calls.template": ("Template",),
+    "functai.calls.tools": ("ApprovalError", "Tool", "tool"),
+    "functai.conversations": ("Conversation", "FolderStore", "MemoryStore", "Store", "Turn", "all_turns",
+                              "current_turn", "last_turns"),
+    "functai.evaluation": ("evaluate", "optimize", "rate"),
+    "functai.models.toolcall": ("ToolCall",),
 }
+_LAZY = {name: module for module, names in _LAZY_FROM.items() for name in names}
 
 
 def __getattr__(name: str) -> object:

@@ -1,31 +1,16 @@
 """Append-only JSON-lines files shared by processes: the call log and the ratings file.
 
-On a local file system of Linux each line goes out as **one lock-free
-``write`` to an ``O_APPEND`` file**: the kernel appends it whole, under the
-file's own lock, so lines from concurrent processes and threads never
-interleave, whatever their size. One ``fstat`` after the write checks it:
-when the file grew by exactly this line since this process's last one, the
-line follows a whole line of ours and is done. Otherwise the line landed
-after someone else's, and the byte before it is read: a line that landed on
-a torn tail (part of a line whose writer was killed mid-write, which the
-kernel can leave between two pages) is written again, so no record is lost;
-the torn piece and the first copy make one damaged line that readers skip
-and report as "a write cut short". The first line a process writes is
-always checked that way, so a tail torn before it came (a crash, a power
-cut) is found too.
+On a local file system each line is **one lock-free ``write`` to an
+``O_APPEND`` file**, which the kernel appends whole; one ``fstat`` after it
+tells whether it followed this process's last line. Otherwise the byte before
+it is read, and a line that landed on a torn tail (a writer killed mid-line)
+is written again, so no record is lost; readers skip the torn piece.
+Elsewhere (network file systems, where two machines' appends may overwrite
+each other, or a system that cannot tell) every line takes an exclusive
+``flock``. docs/reliability.md ("The call log without a lock") has the details.
 
-Elsewhere — network file systems (NFS, SMB, FUSE …), where appends from
-two machines are not atomic, and any system without ``/proc/self/mountinfo``
-to tell (macOS, BSD) — every line is written under an exclusive ``flock``
-with the tail checked first.
-
-Why two protocols: the lock on every line (two more system calls) makes ``log_calls`` cost
-1.2-1.3x as much per call (``benchmarks/compare.py --only log``), past its 1.25x budget.
-
-A short write (a full disk) takes the lock and finishes the line, or cuts the
-file back to where the line began if nothing was appended after it, and
-raises ``store-unwritable``; a file that was removed is opened again and the
-line written to the new one.
+Lock-free is kept because the lock on every line (two more system calls) makes
+``log_calls`` cost 1.2-1.3x as much per call (``benchmarks/compare.py --only log``).
 """
 
 from __future__ import annotations
@@ -35,7 +20,7 @@ import fcntl
 import os
 import threading
 
-from .files import unwritable
+from .files import cut, make_folder, unwritable, write_all
 
 #: File systems on which a single ``write`` to an ``O_APPEND`` file is appended whole,
 #: atomically with respect to other writers (local, in one kernel).
@@ -47,7 +32,7 @@ LOCAL_FILE_SYSTEMS = frozenset({
 
 def file_system(path: str) -> str | None:
     """The type of the file system holding ``path`` (an existing folder), from
-    ``/proc/self/mountinfo``; None where that cannot be told."""
+    ``/proc/self/mountinfo`` (Python's ``os.statvfs`` does not tell the type); None where that cannot be told."""
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
             mounts = handle.read().splitlines()
@@ -84,7 +69,7 @@ class LineFile:
         self.path, self.what = path, what
         folder = os.path.dirname(path)
         try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
+            make_folder(folder)
             self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as error:  # a file where the folder should be, no permission, a read-only disk
             raise unwritable(path, error, what) from None
@@ -105,8 +90,7 @@ class LineFile:
     def append(self, line: bytes) -> bool:
         """Append ``line`` (ending in a newline) whole; False when the file was removed
         (the caller opens it again and appends there)."""
-        self.lock.acquire()  # (cheaper than ``with`` on every logged call)
-        try:
+        with self.lock:
             fd = self.fd
             if self.locked or fd < 0:
                 return fd >= 0 and self._append_locked(line)
@@ -115,15 +99,12 @@ class LineFile:
             except OSError as error:
                 raise unwritable(self.path, error, self.what) from None
             stat = os.fstat(fd)
-            size = stat.st_size
-            if size - written == self.end and stat.st_nlink and written == len(line):
-                self.end = size  # right after our last, whole, line: whole
+            if stat.st_size - written == self.end and stat.st_nlink and written == len(line):
+                self.end = stat.st_size  # right after our last, whole, line: whole
                 return True
             if not stat.st_nlink:
                 return False
             return self._check(line, written)
-        finally:
-            self.lock.release()
 
     def _write(self, data: bytes) -> int:
         try:
@@ -164,10 +145,7 @@ class LineFile:
             if error is not None:
                 end = os.lseek(self.fd, 0, os.SEEK_CUR)
                 if os.fstat(self.fd).st_size == end:  # nothing of anyone's after our part: cut it off
-                    try:
-                        os.ftruncate(self.fd, start)
-                    except OSError:
-                        pass
+                    cut(self.fd, start)
                 self.end = -1
                 raise unwritable(self.path, error, self.what) from None
             end = os.lseek(self.fd, 0, os.SEEK_CUR)
@@ -188,13 +166,9 @@ class LineFile:
             size = stat.st_size
             if size and size != self.end and os.pread(self.fd, 1, size - 1) != b"\n":
                 line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
-            written, error = _write_rest(self.fd, line, 0)
-            if error is not None:
-                if written:
-                    try:
-                        os.ftruncate(self.fd, size)
-                    except OSError:
-                        pass
+            try:
+                write_all(self.fd, line, size)
+            except OSError as error:
                 raise unwritable(self.path, error, self.what) from None
             self.end = size + len(line)
             return True

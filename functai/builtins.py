@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import threading
 from typing import Any, Callable
 
 from .errors import FunctAIError
+from .hooks import installed
 
 GROUP = "functai.builtins"
 
@@ -39,7 +39,6 @@ def install_command(distribution: str) -> str:
         return f"functai install {shlex.quote(here)}"
     return f"functai install ./functai_builtin_plugins/{folder} (in a checkout of the functai repository)"
 
-_lock = threading.Lock()
 _found: dict[str, Callable[..., Any]] = {}
 
 
@@ -48,9 +47,7 @@ def builtin(name: str) -> Callable[..., Any]:
     factory = _found.get(name)
     if factory is not None:
         return factory
-    from .hooks.installed import entry_points
-
-    matches = [ep for ep in entry_points(GROUP) if ep.name == name]
+    matches = [ep for ep in installed.entry_points(GROUP) if ep.name == name]
     if not matches:
         own = f"functai-{name}"
         how = f"{install_command(own)}, or install another" if own in BUILTIN_FOLDERS else "install a"
@@ -73,15 +70,13 @@ def builtin(name: str) -> Callable[..., Any]:
             f"{type(error).__name__}: {error}",
             code="plugin-load",
         ) from error
-    with _lock:
-        _found[name] = loaded
+    _found[name] = loaded
     return loaded
 
 
 def forget() -> None:
     """Look the factories up again on next use (tests)."""
-    with _lock:
-        _found.clear()
+    _found.clear()
 
 
 def compaction(*args: Any, **kwargs: Any) -> Any:

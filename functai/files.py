@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 
 from .errors import FunctAIError
+from .models.keys import SecretURL
 
 #: What each ``errno`` means for someone who has to fix it.
 _WHY = {
@@ -59,18 +59,23 @@ def write_all(fd: int, data: bytes, size_before: int) -> None:
             written += n
     except BaseException:
         if written:
-            try:
-                os.ftruncate(fd, size_before)
-            except OSError:
-                pass
+            cut(fd, size_before)
         raise
+
+
+def cut(fd: int, size: int) -> None:
+    """Cut the file back to ``size`` bytes, as far as it can be (what failed is raised by the caller)."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
 
 
 def check_folder_name(path: str) -> str:
     """Refuse a folder name that is surely a mistake: empty or blank (``""`` would be the
     current folder, ``" "`` a folder named by a space), or holding a NUL byte."""
     if not path.strip() or "\x00" in path:
-        from .stores.urls import redact  # a URL's password is never repeated
+        from .stores.urls import redact  # here: `import functai` loads no store; a URL's password is never repeated
 
         raise FunctAIError(
             f"{redact(path)!r} names no store or call log: give a folder path or a URL (sqlite:///file.db, "
@@ -116,6 +121,29 @@ def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: s
             raise unwritable(target, PermissionError(code, os.strerror(code), target), what)
 
 
+def make_folder(folder: str | os.PathLike[str]) -> None:
+    """Create ``folder`` (and its parents) as 0700 whatever the umask; refuse a file in its place."""
+    try:
+        os.makedirs(folder, mode=0o700)
+    except FileExistsError:
+        if not os.path.isdir(folder):
+            raise NotADirectoryError(errno.ENOTDIR, "a file is where a folder should be", os.fspath(folder)) from None
+        return
+    os.chmod(folder, 0o700)  # the umask may have narrowed it; only ours are touched
+
+
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """Make what was written to the file at ``path`` durable (nothing when it is missing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def read_only(path: str) -> bool:
     """Whether the file system holding ``path`` is mounted read-only."""
     try:
@@ -124,39 +152,29 @@ def read_only(path: str) -> bool:
         return False
 
 
-#: ``scheme:`` at the start of a location: a store URL (``sqlite:…``, ``postgresql://…``), not a folder.
-_URL = r"[A-Za-z][A-Za-z0-9+.-]+:"  # compiled on first use (re caches it), not at import
-
-#: Call log folders already found writable in this process (each is checked once).
+#: Call log locations already found writable in this process (each is checked once).
 _checked_logs: set[object] = set()  # a URL with a password: by its handle
 
 
 def check_log_calls(value: object) -> None:
-    """Refuse a ``log_calls`` folder that cannot be written, once per folder and process,
-    so a bad path is refused when it is set, and before a model is paid for, not after."""
+    """Refuse a ``log_calls`` folder or URL that cannot be written, once per location and process,
+    so a bad one is refused when it is set, and before a model is paid for, not after."""
     if type(value) is str and value in _checked_logs:  # every logged call after the first: nothing to do
         return
-    from .models.keys import SecretURL
-
     if isinstance(value, SecretURL):  # a URL with a password (FUNCTAI_LOG_CALLS, or configure's handle)
-        if value not in _checked_logs:
-            from .stores.calllog import check_log_url
-
-            check_log_url(value)
-            _checked_logs.add(value)
+        path: str | SecretURL = value
+    elif value and isinstance(value, (str, os.PathLike)) and isinstance(os.fspath(value), str):
+        path = check_folder_name(os.fspath(value))
+    else:
         return
-    if not value or not isinstance(value, (str, os.PathLike)):
+    if path in _checked_logs:
         return
-    path = os.fspath(value)
-    if not isinstance(path, str) or path in _checked_logs:
-        return
-    check_folder_name(path)
-    if re.match(_URL, path) or path.endswith((".db", ".sqlite", ".sqlite3")):
-        from .stores.calllog import check_log_url, is_log_url
+    if isinstance(path, SecretURL) or ":" in path or path.endswith((".db", ".sqlite", ".sqlite3")):
+        from .stores.calllog import check_log_url, is_log_url  # not at import: `import functai` stays light
 
         if is_log_url(path):  # a database: its URL and, for SQLite, its file's folder
             check_log_url(path)
             _checked_logs.add(path)
             return
-    check_folder(path, "call log", file="calls.jsonl")
+    check_folder(str(path), "call log", file="calls.jsonl")  # (a SecretURL is always a URL)
     _checked_logs.add(path)

@@ -23,8 +23,10 @@ from .hooks.adapt import as_plugins
 from .hooks.installed import installed
 from .hooks.order import Plan, cached_plan
 from .hooks.plugin import Plugin
+from .hooks.timing import timed
+from .log import warn
 from .models.keys import hide_headers, hide_key, hide_url, refuse_url_credentials
-from .models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS, whole as _whole
+from .models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS, whole
 
 
 def _seconds(name: str, value: Any) -> None:
@@ -93,10 +95,10 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     **MODEL_SETTING_CHECKS,
     "lm": _text,
     "client": _client,
-    "retries": _whole(0),
-    "max_steps": _whole(1),
-    "max_depth": _whole(1),
-    "max_requests": _whole(1),
+    "retries": whole(0),
+    "max_steps": whole(1),
+    "max_depth": whole(1),
+    "max_requests": whole(1),
     "check_inputs": _flag,
     "program_plugins": _flag,
     "log_calls": _folder,
@@ -109,8 +111,8 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "connect_timeout": _seconds,
     "headers": _headers,
     "api_version": _text,
-    "http_retries": _whole(0),
-    "workers": _whole(1),
+    "http_retries": whole(0),
+    "workers": whole(1),
     "load_plugins": _names,
     "disable_plugins": _names,
 }
@@ -172,18 +174,14 @@ class Layer:
 EMPTY = Layer(MappingProxyType({}), None)
 _NO_PLUGINS: tuple[Plugin, ...] = ()
 
-#: Environment variables that give the process layer its starting value, and the setting each sets.
-ENVIRONMENT: Mapping[str, str] = MappingProxyType({"FUNCTAI_LOG_CALLS": "log_calls"})
-
-
 def from_environment() -> Layer:
     """The process layer as the environment starts it (``FUNCTAI_LOG_CALLS=calls/`` logs every call).
 
     A value ``configure`` sets replaces it; ``configure(log_calls=None)`` unsets it.
     """
-    values = {setting: hide_url(os.environ[name]) for name, setting in ENVIRONMENT.items() if os.environ.get(name)}
+    log_calls = os.environ.get("FUNCTAI_LOG_CALLS")
     # Not checked here: a bad value must not make `import functai` fail; the call that uses it says why.
-    return Layer(MappingProxyType(values), None) if values else EMPTY
+    return Layer(MappingProxyType({"log_calls": hide_url(log_calls)}), None) if log_calls else EMPTY
 
 
 _process_lock = threading.Lock()
@@ -284,8 +282,6 @@ class Resolved:
                 if not plugin.active():  # type: ignore[misc]
                     out += (plugin,)
             except Exception as error:
-                from .log import warn
-
                 warn("plugin active check failed", plugin=plugin.name, version=plugin.version,
                      error=f"{type(error).__name__}: {error}")
         if not out:
@@ -328,8 +324,6 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
         inst.layer(values.get("load_plugins"), values.get("disable_plugins")),
     )
     if values.get("record_timing"):
-        from .hooks.timing import timed
-
         plan = timed(plan)
     model_settings = {k: v for k, v in values.items() if k in MODEL_SETTINGS}
     result = Resolved(MappingProxyType(values), plan, model_settings)

@@ -14,12 +14,6 @@ import warnings
 from typing import Any
 
 
-def logger() -> Any:
-    import structlog
-
-    return structlog.get_logger("functai")
-
-
 def _configured() -> Any:
     """The structlog module when the application imported and configured it, else None."""
     structlog = sys.modules.get("structlog")

@@ -62,6 +62,28 @@ def test_within_a_layer_list_order_and_within_a_plugin_registration_order(lm):
     assert log == ["b", "a", "a2"]
 
 
+def test_a_last_plugin_runs_after_every_other_in_each_hook_it_has(lm, installed_plugins):
+    log = []
+    guard, own, process = tag("guard", log, last=True), tag("own", log), tag("process", log)
+    late = tag("late", log, last=True)
+    installed_plugins(late, tag("installed", log))
+    functai.configure(plugins=[guard, process])
+    answer_fn(plugins=[own])("x")
+    assert log == ["own", "process", "installed", "guard", "late"]  # two `last` ones keep their layer order
+
+
+def test_a_plugin_named_approval_is_not_placed_by_its_name(lm, installed_plugins):
+    log = []
+    installed_plugins(tag("approval", log), tag("zeta", log))
+    answer_fn()("x")
+    assert log == ["approval", "zeta"]
+
+
+def test_last_is_true_or_false():
+    with pytest.raises(TypeError, match="last must be True or False"):
+        Plugin("x", last="yes")
+
+
 def answer_fn(**settings):
     @ai(**settings)
     def answer(q: str) -> str:

@@ -68,8 +68,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "a call-log URL may be a SecretURL, revealed only to connect",
     ("functai.stores.copy", "functai.calls.records"):
         "copying a call log reads and writes call records, whatever store holds them",
-    ("functai.stores.copy", "functai.evaluation.ratings"):
-        "copying a call log copies the ratings file beside it",
     ("functai.stores.folder", "functai.calls.records"):
         "a folder shared with a call log leaves out its calls.jsonl and ratings.jsonl",
     ("functai.stores.folder_index", "functai.conversations.rows"):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from importlib.machinery import PathFinder, all_suffixes
 import re
 import sys
 from typing import Any, Iterator
@@ -76,24 +77,11 @@ class Distribution:
         headers = self._headers
         if headers is None:
             for name in ("METADATA", "PKG-INFO", ""):  # "": an old egg-info that is a file, not a folder
-                text = self._head(name)
+                text = self.read_text(name)
                 if text:
                     break
             self._headers = headers = _headers(text or "")
         return headers
-
-    def _head(self, filename: str) -> str | None:
-        """The header block of a metadata file, without reading the long description after it."""
-        try:
-            with open(os.path.join(self.path, filename) if filename else self.path, encoding="utf-8") as file:
-                lines = []
-                for line in file:
-                    lines.append(line)
-                    if not line.strip():
-                        break
-                return "".join(lines)
-        except (OSError, UnicodeDecodeError):
-            return None
 
     @property
     def valid(self) -> bool:
@@ -129,9 +117,6 @@ class Distribution:
         if sections is None:
             self._sections = sections = _sections(self.read_text("entry_points.txt") or "")
         return sections.get(group, [])
-
-    def __repr__(self) -> str:
-        return f"<Distribution {self.path!r}>"
 
 
 def _key(child: str, dist: Distribution) -> str:
@@ -186,14 +171,7 @@ def _sections(text: str) -> dict[str, list[tuple[str, str]]]:
 
 def _egg_requirements(text: str) -> Iterator[str]:
     """``requires.txt`` lines as ``Requires-Dist`` strings: ``[extra:marker]`` sections become markers."""
-    section: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            section = line.strip("[]")
-            continue
+    for section, line in _lines(text):
         extra, _, marker = (section or "").partition(":")
         conditions = [f"({marker})" if extra and marker else marker] if marker else []
         if extra:
@@ -242,14 +220,6 @@ class EntryPoint:
             found = getattr(found, part)
         return found
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, EntryPoint):
-            return NotImplemented
-        return (self.name, self.value, self.group) == (other.name, other.value, other.group)
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.value, self.group))
-
     def __repr__(self) -> str:
         return f"EntryPoint(name={self.name!r}, value={self.value!r}, group={self.group!r})"
 
@@ -261,8 +231,6 @@ def _path_finder_only() -> bool:
     ``find_distributions``; the standard one (or the backport's stand-in for
     it) reads the folders of sys.path, which is what this module does.
     """
-    from importlib.machinery import PathFinder
-
     for finder in sys.meta_path:
         if getattr(finder, "find_distributions", None) is None or finder is PathFinder:
             continue
@@ -379,8 +347,6 @@ def _top_name(path: str) -> str:
     if len(parts) > 1:
         return parts[0]
     base = parts[0] if parts else path
-    from importlib.machinery import all_suffixes
-
     for suffix in sorted(all_suffixes(), key=len, reverse=True):
         if base.endswith(suffix):
             return base[: -len(suffix)]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .order import APPROVAL
 from .plugin import Plugin, qualified_name
 from .specs import HOOKS
 
@@ -68,8 +67,8 @@ def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, 
         for plugin, handler in resolved.plan.handlers[hook]:
             row = {"plugin": plugin.name, "version": plugin.version, "layer": origin.get(id(plugin), "?"),
                    "handler": qualified_name(getattr(handler, "__wrapped__", handler))}
-            if hook == "tool_call" and plugin is resolved.plan.approval:
-                row["note"] = f"the installed plugin named {APPROVAL!r} runs after every other tool_call handler"
+            if plugin.last:
+                row["note"] = f"declares last=True: runs after every other {hook} handler"
             if plugin not in now.plan.plugins:
                 row["note"] = "sits calls out for now: its active() check says no (e.g. nothing to send spans to)"
             rows.append(row)

@@ -20,7 +20,10 @@ import os
 import threading
 from typing import Any, Iterable, Sequence
 
+from .. import __version__
 from ..errors import PluginError
+from ..log import info, warn
+from .adapt import from_hookimpls
 from .plugin import Plugin, check_name
 
 GROUP = "functai"
@@ -29,12 +32,8 @@ LOADED, BLOCKED, DISABLED, FAILED = "loaded", "blocked", "disabled", "failed"
 
 
 def entry_points(group: str) -> list[Any]:
-    """The entry points of ``group``, sorted by name (a stable order).
-
-    Read from the ``*.dist-info`` folders on ``sys.path`` directly, with
-    ``importlib.metadata`` for what that cannot see (see ``entrypoints``).
-    """
-    from .entrypoints import entry_points as read
+    """The entry points of ``group``, sorted by name (a stable order): see `entrypoints`."""
+    from .entrypoints import entry_points as read  # on first discovery, not at `import functai`
 
     return read(group)
 
@@ -73,13 +72,9 @@ class InstalledPlugin:
 
     def load(self) -> None:
         """Import the entry point and turn its object into a Plugin (once)."""
-        from .adapt import from_hookimpls
-
         problem = incompatible(getattr(self._entry_point, "dist", None))
         if problem is not None:  # never imported: it was not written for this functai
             self.state, self.reason, self.code = FAILED, problem, "plugin-incompatible"
-            from ..log import warn
-
             warn("plugin incompatible", plugin=self.name, distribution=self.distribution, reason=problem)
             return
         try:
@@ -99,14 +94,10 @@ class InstalledPlugin:
         except BaseException as error:  # an import error, a wrong object, failed validation, even SystemExit
             self.state = FAILED
             self.reason = f"{type(error).__name__}: {error}"
-            from ..log import warn
-
             warn("plugin failed to load", plugin=self.name, distribution=self.distribution, reason=self.reason)
             return
         self.plugin = plugin
         self.state = LOADED
-        from ..log import info
-
         info("plugin loaded", plugin=self.name, version=plugin.version, distribution=self.distribution)
 
     def as_dict(self) -> dict[str, Any]:
@@ -138,7 +129,7 @@ class _Given:
 
 def _with_version(plugin: Plugin, version: str) -> Plugin:
     copy = Plugin(plugin.name, version=version, api=plugin.api, description=plugin.description,
-                  active=plugin.active)
+                  active=plugin.active, last=plugin.last)
     for hook in plugin.hooks:
         for handler in plugin.handlers(hook):
             copy.on(hook, handler)
@@ -150,12 +141,11 @@ class Installed:
 
     def __init__(self, found: Sequence[InstalledPlugin] = ()) -> None:
         self.found: tuple[InstalledPlugin, ...] = tuple(found)
-        self._lock = threading.Lock()
-        self._layers: dict[tuple[Any, Any], tuple[Plugin, ...]] = {}
+        failed = [item for item in self.found if item.state == FAILED]
+        #: What every call refuses with while a plugin that would run failed to load.
+        self.failure: PluginError | None = _failure(failed) if failed else None
         #: The installed layer with no settings narrowing it (what calls usually run with).
-        self.plugins: tuple[Plugin, ...] = ()
-        self.failure: PluginError | None = None
-        self._settle()
+        self.plugins: tuple[Plugin, ...] = tuple(item.plugin for item in self.found if item.plugin is not None)
 
     @classmethod
     def of(cls, plugins: Sequence[Plugin], distribution: str = "test") -> "Installed":
@@ -183,11 +173,6 @@ class Installed:
             found.append(item)
         return cls(found)
 
-    def _settle(self) -> None:
-        failed = [item for item in self.found if item.state == FAILED]
-        self.failure = _failure(failed) if failed else None
-        self.plugins = tuple(item.plugin for item in self.found if item.plugin is not None)
-
     def layer(self, load: Iterable[str] | None = None, disable: Iterable[str] | None = None) -> tuple[Plugin, ...]:
         """The installed plugins a call runs with, narrowed by the settings.
 
@@ -197,11 +182,8 @@ class Installed:
             if self.failure is not None:
                 raise self.failure
             return self.plugins
-        key = (None if load is None else frozenset(load), frozenset(disable or ()))
-        wanted = [
-            item for item in self.found
-            if (key[0] is None or item.name in key[0]) and item.name not in key[1]
-        ]
+        load, disable = None if load is None else frozenset(load), frozenset(disable or ())
+        wanted = [item for item in self.found if (load is None or item.name in load) and item.name not in disable]
         failed = [item for item in wanted if item.state == FAILED]
         if failed:
             raise _failure(failed)
@@ -227,13 +209,6 @@ class Installed:
         )
 
 
-def running_version() -> str:
-    """The version of the running functai."""
-    from .. import __version__
-
-    return __version__
-
-
 def incompatible(dist: Any) -> str | None:
     """Why a distribution's ``Requires-Dist: functai …`` excludes the running functai, or None.
 
@@ -244,9 +219,9 @@ def incompatible(dist: Any) -> str | None:
     requires = getattr(dist, "requires", None) if dist is not None else None
     if not requires:
         return None
-    from .requires import Unsure, functai_specifier
+    from .requires import Unsure, functai_specifier  # read only for a distribution that requires something
 
-    running = running_version()
+    running = __version__
     for text in requires:
         try:
             decided = functai_specifier(text, running)
@@ -254,7 +229,7 @@ def incompatible(dist: Any) -> str | None:
             decided = _with_packaging(text, running)
         if decided is not None and not decided[1]:
             name = getattr(dist, "name", None) or "?"
-            from ..builtins import BUILTIN_FOLDERS, install_command
+            from ..builtins import BUILTIN_FOLDERS, install_command  # not at import: `import functai` stays light
 
             # This repository's own distributions are not on the package index: never send pip there for one.
             how = install_command(name) if name in BUILTIN_FOLDERS else f"pip install -U {name}"
@@ -290,19 +265,13 @@ def _failure(failed: Sequence[InstalledPlugin]) -> PluginError:
     them = "they are" if len(failed) > 1 else "it is"
     already = sorted(_names(os.environ.get("FUNCTAI_DISABLE_PLUGINS")) or ())
     disable = ",".join(dict.fromkeys([*already, *names]))  # following the advice keeps what is disabled now
-    if first.code == "plugin-incompatible":
-        return PluginError(
-            f"installed plugin {first.name!r} is incompatible{others}: {first.reason}; {first.where()}. "
-            f"Calls refuse to run until {them} upgraded, uninstalled, or disabled with "
-            f"FUNCTAI_DISABLE_PLUGINS={disable} (see `functai plugins`)",
-            code="plugin-incompatible",
-            plugin=first.name,
-        )
+    incompatible = first.code == "plugin-incompatible"
+    what, fix = ("is incompatible", "upgraded") if incompatible else ("failed to load", "fixed")
     return PluginError(
-        f"installed plugin {first.name!r} failed to load{others}: {first.reason}; {first.where()}. "
-        f"Calls refuse to run until {them} fixed, uninstalled, or disabled with "
+        f"installed plugin {first.name!r} {what}{others}: {first.reason}; {first.where()}. "
+        f"Calls refuse to run until {them} {fix}, uninstalled, or disabled with "
         f"FUNCTAI_DISABLE_PLUGINS={disable} (see `functai plugins`)",
-        code="plugin-load",
+        code=first.code,
         plugin=first.name,
     )
 

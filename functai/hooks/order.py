@@ -2,8 +2,9 @@
 
 Layers run innermost first: the function's own, then each enclosing block
 (innermost first), then the process, then installed plugins. A plugin set in
-several layers runs once, in its outermost layer. The installed plugin named
-``approval`` runs after every other ``tool_call`` handler.
+several layers runs once, in its outermost layer. In each hook, the handlers of
+plugins that declare ``last=True`` run after every other plugin's (in the same
+layer order among themselves).
 
 Plans are cached by the identity of the layers, which are immutable tuples
 made when a setting is set, so the per-call cost is one dict lookup.
@@ -19,6 +20,8 @@ from .specs import HOOKS
 
 Handler = tuple[Plugin, Callable[[Any], Any]]
 
+#: The entry point that serves the ``approve`` setting: a call with ``approve`` set and no installed
+#: plugin of this name refuses ``approval-missing`` (spec host.md). Its place is its own ``last=True``.
 APPROVAL = "approval"
 
 
@@ -29,16 +32,14 @@ class Plan:
 
     def __init__(self, plugins: tuple[Plugin, ...], approval: Plugin | None) -> None:
         self.plugins = plugins
-        #: The installed plugin named ``approval``, which runs last in ``tool_call``.
+        #: The installed plugin that serves the ``approve`` setting (`APPROVAL`), if any.
         self.approval = approval
         #: The plugins that say before each call whether they take part (`Plugin.active`).
         self.gated = tuple(p for p in plugins if p.active is not None)
+        runs = [p for p in plugins if not p.last] + [p for p in plugins if p.last]
         self.handlers: dict[str, tuple[Handler, ...]] = {}
         for hook in HOOKS:
-            found = [(p, fn) for p in plugins if p is not approval for fn in p.handlers(hook)]
-            if approval is not None:
-                found.extend((approval, fn) for fn in approval.handlers(hook))
-            self.handlers[hook] = tuple(found)
+            self.handlers[hook] = tuple((p, fn) for p in runs for fn in p.handlers(hook))
 
     def without(self, out: tuple[Plugin, ...]) -> "Plan":
         """This plan with the plugins ``out`` left out (their handlers, as this plan holds them)."""

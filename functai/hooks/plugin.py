@@ -79,7 +79,7 @@ class Plugin:
     Plugin("modes", 1.0.0: before_call)
     """
 
-    __slots__ = ("name", "version", "api", "description", "active", "_handlers")
+    __slots__ = ("name", "version", "api", "description", "active", "last", "_handlers")
 
     if TYPE_CHECKING:  # set from HOOKS below the class; named here so a type checker knows them
         def turn_start(self, fn: F) -> F: ...
@@ -99,6 +99,7 @@ class Plugin:
         api: int = 1,
         description: str = "",
         active: Callable[[], bool] | None = None,
+        last: bool = False,
         **handlers: Callable[[Any], Any],
     ) -> None:
         self.name = check_name(name)
@@ -118,6 +119,11 @@ class Plugin:
         #: Asked before each call when given: while it returns False the plugin sits that call out
         #: and costs it nothing (a tracer with no one to send spans to). None: always in.
         self.active = active
+        if not isinstance(last, bool):
+            raise TypeError(f"plugin {name!r}: last must be True or False, not {last!r}")
+        #: Its handlers run after every other plugin's handlers in each hook it has: for guards
+        #: that must see the final input (the approval plugin).
+        self.last = last
         self._handlers: dict[str, list[Callable[[Any], Any]]] = {}
         for hook, fn in handlers.items():
             self.on(hook, fn)

@@ -15,10 +15,12 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from .. import codec
+from ..calls.records import report_skipped
 from ..errors import FunctAIError
 from ..files import check_folder
 from ..log import warn
 from ..models.keys import SecretURL, reveal
+from .protocol import not_an_object
 from .urls import is_url, open_url, redact, scheme_of, sqlite_path
 
 
@@ -32,9 +34,7 @@ class LogStore(Protocol):
 
 def is_log_url(where: str | os.PathLike[str] | SecretURL) -> bool:
     """Whether a ``log_calls`` value names a store by URL rather than a folder (cheap: on every call)."""
-    if isinstance(where, SecretURL):
-        return True
-    return isinstance(where, str) and (":" in where or where.endswith((".db", ".sqlite", ".sqlite3"))) and is_url(where)
+    return isinstance(where, SecretURL) or is_url(where)
 
 
 def log_store(url: str | SecretURL) -> LogStore:
@@ -96,9 +96,6 @@ def numbered_rows(
     """``(row number, object)`` for each row of ``calls`` or ``ratings``, oldest first; a row that
     is not a JSON object is reported as skipped, as a folder's call log reports a line
     (`functai.calls.records.report_skipped`)."""
-    from ..calls.records import report_skipped
-    from .protocol import not_an_object
-
     for number, line in enumerate(log_store(url).read_log(table), 1):
         try:
             data = codec.loads(line)
@@ -113,5 +110,4 @@ def numbered_rows(
 
 def read_lines(url: str, table: str, skipped: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
     """The JSON objects of ``calls`` or ``ratings``, oldest first (other rows reported, see `numbered_rows`)."""
-    for _, data in numbered_rows(url, table, skipped):
-        yield data
+    return (data for _, data in numbered_rows(url, table, skipped))

@@ -9,12 +9,20 @@ already holds is checked to be the same, and only what is missing is added.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
+from ..calls.records import LOG_FILE, RATINGS_FILE, append_line, read_lines
 from ..errors import FunctAIError
+from . import calllog
 from .calllog import encode, is_log_url, log_store
+from .opening import open_store
+from .protocol import check_conversation_id
 from .urls import redact
+
+__all__ = ["copy_calls", "copy_conversations"]
+
+#: A call log's two tables, and the file each is in a folder.
+FILES = {"calls": LOG_FILE, "ratings": RATINGS_FILE}
 
 
 def _name(where: Any) -> str:
@@ -28,9 +36,6 @@ def copy_conversations(source: Any, target: Any, conversations: list[str] | None
     records (an earlier copy, cut short); one that differs is refused and
     left as it is, and nothing more is copied.
     """
-    from .opening import open_store
-    from .protocol import check_conversation_id
-
     src, dst = open_store(source), open_store(target)
     if src is dst:
         raise FunctAIError(f"{_name(source)} and {_name(target)} are the same store; copy to another one",
@@ -51,21 +56,10 @@ def copy_conversations(source: Any, target: Any, conversations: list[str] | None
     return added
 
 
-def _calls_folder_lines(folder: str, name: str) -> Iterator[dict[str, Any]]:
-    from ..calls.records import read_lines
-
-    return read_lines(os.path.join(folder, name))
-
-
 def _read(where: str, table: str) -> list[dict[str, Any]]:
-    from ..calls.records import LOG_FILE
-    from ..evaluation.ratings import RATINGS_FILE
-
     if is_log_url(where):
-        from .calllog import read_lines
-
-        return list(read_lines(where, table))
-    return list(_calls_folder_lines(where, LOG_FILE if table == "calls" else RATINGS_FILE))
+        return list(calllog.read_lines(where, table))
+    return list(read_lines(os.path.join(where, FILES[table])))
 
 
 def copy_calls(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> tuple[int, int]:
@@ -74,9 +68,6 @@ def copy_calls(source: str | os.PathLike[str], target: str | os.PathLike[str]) -
     Calls the target already has (by id) and ratings it already has (the
     same line) are not added again.
     """
-    from ..calls.records import LOG_FILE, append_line
-    from ..evaluation.ratings import RATINGS_FILE
-
     src, dst = os.fspath(source), os.fspath(target)
     if (is_log_url(src) and is_log_url(dst) and log_store(src) is log_store(dst)) or (
         not is_log_url(src) and not is_log_url(dst) and os.path.abspath(src) == os.path.abspath(dst)
@@ -85,18 +76,14 @@ def copy_calls(source: str | os.PathLike[str], target: str | os.PathLike[str]) -
                            code="store-copy")
     known_calls = {str(data.get("id")) for data in _read(dst, "calls")}
     known_ratings = {encode(data) for data in _read(dst, "ratings")}
-    calls = [data for data in _read(src, "calls") if str(data.get("id")) not in known_calls]
-    ratings = [data for data in _read(src, "ratings") if encode(data) not in known_ratings]
-    if is_log_url(dst):
-        store = log_store(dst)
-        store.log_lines("calls", [(str(data.get("id", "")), encode(data)) for data in calls])
-        store.log_lines("ratings", [(str(data.get("call", "")), encode(data)) for data in ratings])
-    else:
-        for data in calls:
-            append_line(os.path.join(dst, LOG_FILE), data)
-        for data in ratings:
-            append_line(os.path.join(dst, RATINGS_FILE), data)
-    return len(calls), len(ratings)
-
-
-__all__ = ["copy_calls", "copy_conversations"]
+    new = {
+        "calls": [data for data in _read(src, "calls") if str(data.get("id")) not in known_calls],
+        "ratings": [data for data in _read(src, "ratings") if encode(data) not in known_ratings],
+    }
+    for table, key in (("calls", "id"), ("ratings", "call")):
+        if is_log_url(dst):
+            log_store(dst).log_lines(table, [(str(data.get(key, "")), encode(data)) for data in new[table]])
+        else:
+            for data in new[table]:
+                append_line(os.path.join(dst, FILES[table]), data)
+    return len(new["calls"]), len(new["ratings"])

@@ -19,7 +19,6 @@ what a conversation opens with: `functai.conversations.rows`).
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import threading
@@ -27,20 +26,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from ..calls.records import LOG_FILE, RATINGS_FILE, is_log_line
 from ..errors import FunctAIError
-from ..files import check_folder_name, unwritable, write_all
+from ..files import check_folder_name, cut, fsync_file, make_folder, unwritable, write_all
 from ..log import warn
 from .folder_index import _TORN_END, _Index, _parse_lines, _why_not_json
 from .protocol import (
     CONVERSATION_ID,
     StoreConflict,
-    _forkable,
-    _line,
-    _record,
-    _records,
     check_conversation_id,
     check_start,
+    forkable,
+    from_line,
+    from_lines,
     rows_of,
+    to_line,
 )
 
 __all__ = ["FolderStore"]
@@ -63,19 +63,16 @@ class FolderStore:
         self.folder = Path(os.fspath(folder))
         self._indexes: dict[str, _Index] = {}
         self._locks: dict[str, threading.Lock] = {}
-        self._locks_lock = threading.Lock()
-        _forkable.add(self)
+        forkable.add(self)
 
     def _reset_locks(self) -> None:
         self._locks = {}
-        self._locks_lock = threading.Lock()
 
     def _lock(self, conversation: str) -> threading.Lock:
-        with self._locks_lock:
-            lock = self._locks.get(conversation)
-            if lock is None:
-                lock = self._locks[conversation] = threading.Lock()
-            return lock
+        lock = self._locks.get(conversation)
+        if lock is None:  # two threads here at once: setdefault keeps the first one made
+            lock = self._locks.setdefault(conversation, threading.Lock())
+        return lock
 
     def path_for(self, conversation: str) -> Path:
         """The file that holds ``conversation``: ``<folder>/<id>.jsonl``."""
@@ -154,7 +151,7 @@ class FolderStore:
             first, fresh = index.fresh_from, index.fresh
             index.fresh = []
             if index.fresh_rows or start < first or len(fresh) != len(index.lines) - first:
-                return _records(index.lines.since(start))
+                return from_lines(index.lines.since(start))
         return fresh[start - first :]
 
     def read_rows(self, conversation: str, start: int = 0) -> tuple[list[Any], Callable[[int], dict[str, Any]]]:
@@ -170,7 +167,7 @@ class FolderStore:
             index.fresh = []
             if not index.fresh_rows or start < first or len(fresh) != len(lines) - first:
                 fresh, first = rows_of(lines.since(start)), start
-        return fresh[start - first :], lambda position: _record(lines.line(start + position))
+        return fresh[start - first :], lambda position: from_line(lines.line(start + position))
 
     def count(self, conversation: str) -> int:
         with self._lock(conversation):
@@ -186,7 +183,7 @@ class FolderStore:
         sync: bool = False,
     ) -> int:
         path = self.path_for(conversation)
-        lines = [_line(record) for record in records]  # a bad record appends nothing
+        lines = [to_line(record) for record in records]  # a bad record appends nothing
         try:
             return self._append(conversation, path, lines, expect, sync)
         except FunctAIError:
@@ -243,7 +240,7 @@ class FolderStore:
                 try:
                     os.fsync(fd)
                 except OSError:  # not known to be on disk: not appended, so nobody counts on it
-                    _cut(fd, st.st_size)
+                    cut(fd, st.st_size)
                     raise
             index.offset = st.st_size + len(data)
             if torn:
@@ -267,33 +264,15 @@ class FolderStore:
                 return os.open(path, flags), False
             except FileNotFoundError:
                 pass
-            self._make_folder()
+            make_folder(self.folder)
             try:
                 return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
             except FileExistsError:
                 continue  # another writer created it just now: open theirs
         raise FunctAIError(f"could not open {path}: it keeps appearing and disappearing", code="store-io")
 
-    def _make_folder(self) -> None:
-        try:
-            os.makedirs(self.folder, mode=0o700)
-        except FileExistsError:
-            if not os.path.isdir(self.folder):
-                raise NotADirectoryError(errno.ENOTDIR, "a file is where the store's folder should be",
-                                         str(self.folder)) from None
-            return
-        os.chmod(self.folder, 0o700)  # the umask may have narrowed it; only ours are touched
-
     def sync(self, conversation: str) -> None:
-        path = self.path_for(conversation)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(self.path_for(conversation))
 
     def where(self, conversation: str, index: int) -> str:
         """Where record ``index`` (0-based, as `read` counts) is: ``<file>:<line>``."""
@@ -323,14 +302,12 @@ class FolderStore:
     def _call_log(self, name: str) -> bool:
         """Whether file ``name`` belongs to a call log kept in this folder too (``log_calls=`` naming it):
         ``calls.jsonl`` or ``ratings.jsonl`` whose first line is a call record or a rating."""
-        from ..calls.records import LOG_FILE, RATINGS_FILE, is_log_line
-
         if name not in (LOG_FILE, RATINGS_FILE):
             return False
         try:
             with open(self.folder / name, "rb") as file:
                 first = file.readline(_CHUNK)
-            return is_log_line(_record(first))
+            return is_log_line(from_line(first))
         except (OSError, ValueError):  # unreadable, or not JSON: not the call log's
             return False
 
@@ -340,13 +317,6 @@ class FolderStore:
 
 def _nothing(position: int) -> dict[str, Any]:
     raise IndexError(position)
-
-
-def _cut(fd: int, size: int) -> None:
-    try:
-        os.ftruncate(fd, size)
-    except OSError:
-        pass
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -363,16 +333,6 @@ def _fsync_folder(folder: Path) -> None:
 
 
 _folder_stores: dict[str, FolderStore] = {}
-_folder_stores_lock = threading.Lock()
-
-
-def _new_lock_after_fork() -> None:
-    global _folder_stores_lock
-    _folder_stores_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def open_folder(path: str | os.PathLike[str]) -> FolderStore:
@@ -382,8 +342,7 @@ def open_folder(path: str | os.PathLike[str]) -> FolderStore:
         path = os.fsdecode(path)
     check_folder_name(path)
     key = os.path.abspath(path)
-    with _folder_stores_lock:
-        found = _folder_stores.get(key)
-        if found is None:
-            found = _folder_stores[key] = FolderStore(key)
-        return found
+    found = _folder_stores.get(key)
+    if found is None:  # two threads here at once: setdefault keeps the first one made
+        found = _folder_stores.setdefault(key, FolderStore(key))
+    return found

@@ -6,7 +6,16 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from .protocol import StoreConflict, _forkable, _line, _record, _records, check_conversation_id, check_start, rows_of
+from .protocol import (
+    StoreConflict,
+    check_conversation_id,
+    check_start,
+    forkable,
+    from_line,
+    from_lines,
+    rows_of,
+    to_line,
+)
 
 __all__ = ["MemoryStore", "shared"]
 
@@ -22,7 +31,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._lines: dict[str, list[str]] = {}
         self._lock = threading.Lock()
-        _forkable.add(self)
+        forkable.add(self)
 
     def _reset_locks(self) -> None:
         self._lock = threading.Lock()
@@ -32,7 +41,7 @@ class MemoryStore:
         check_start(start)
         with self._lock:
             lines = self._lines.get(conversation, [])[start:]
-        return _records(lines)
+        return from_lines(lines)
 
     def read_rows(self, conversation: str, start: int = 0) -> tuple[list[Any], Callable[[int], dict[str, Any]]]:
         """`read`, decoded as an open needs it (`rows_of`); and the whole record at a position of the list."""
@@ -40,7 +49,7 @@ class MemoryStore:
         check_start(start)
         with self._lock:
             lines = self._lines.get(conversation, [])[start:]
-        return rows_of(lines), lambda position: _record(lines[position])
+        return rows_of(lines), lambda position: from_line(lines[position])
 
     def count(self, conversation: str) -> int:
         check_conversation_id(conversation)
@@ -56,7 +65,7 @@ class MemoryStore:
         sync: bool = False,
     ) -> int:
         check_conversation_id(conversation)
-        new = [_line(record) for record in records]  # before the lock: a bad record appends nothing
+        new = [to_line(record) for record in records]  # before the lock: a bad record appends nothing
         with self._lock:
             lines = self._lines.get(conversation, [])
             if expect is not None and len(lines) != expect:

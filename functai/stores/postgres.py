@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import os
 import select
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from .protocol import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
 from ..models.keys import hide_url, reveal
 from . import schema
-from .sql import READ_VERSION, SQLStore, log_column, prepare
+from .protocol import StoreConflict, check_conversation_id
+from .sql import READ_VERSION, SQLStore, prepare
 from .urls import redact, split_url
 
 __all__ = ["PostgresStore", "open_postgres"]
@@ -81,17 +81,14 @@ def check_url(url: str) -> None:
 class PostgresStore(SQLStore):
     """Conversations in a PostgreSQL database: one connection per process, shared by its threads."""
 
+    marker = "%s"
+    branch_names = {"tip": "%(tip)s::text", "conversation": "%(c)s", "indexed": ""}
+
     def __init__(self, url: str) -> None:
         self._url = hide_url(url)  # the password in no frame or attribute repr (tracebacks with locals)
         #: The URL without its password: what records, messages and ``repr`` show.
         self.url = redact(url)
         self._start()
-
-    def _reset_locks(self) -> None:
-        self._lock = threading.Lock()
-        if self._conn is not None:
-            _detach(self._conn)
-            self._conn = None
 
     # -- the connection --------------------------------------------------------------
 
@@ -143,81 +140,53 @@ class PostgresStore(SQLStore):
                                 f"{_first_line(error)}", code=_code(error, write))
         return error
 
-    def _run(self, doing: str, work: Any, empty: Any = None) -> Any:
-        """Run ``work(conn)`` under the lock (``empty`` when a read finds no tables).
+    def _leave(self, conn: Any) -> None:
+        """Its socket is the parent's: the descriptor is pointed at /dev/null, so nothing is sent on it."""
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, conn.fileno())
+            os.close(null)
+        except Exception:  # already closed or broken: nothing of the parent's to protect
+            pass
 
-        A connection lost while it is used is reopened next time and reported
-        as ``store-io`` (the server could not be reached; whether a write
-        reached it is unknown), never as a store that refuses writes.
-        """
-        psycopg = _psycopg()
-        with self._lock:
-            conn = self._connection(doing == "append")
-            if conn is None:
-                return empty
+    @property
+    def errors(self) -> Any:  # type: ignore[override]
+        return _psycopg().Error
+
+    def _error(self, doing: str, error: Any, conn: Any) -> FunctAIError:
+        """A connection lost while it is used is reopened next time and reported as ``store-io``
+        (the server could not be reached; whether a write reached it is unknown), never as a
+        store that refuses writes."""
+        lost = conn.closed or conn.broken
+        if lost:
+            self._conn = None
+        return FunctAIError(f"PostgreSQL store {self.url}: could not {doing}: {_first_line(error)}"
+                            + (" (the connection to the server was lost)" if lost else ""),
+                            code="store-io" if lost else _code(error, doing == "append"))
+
+    @contextmanager
+    def _transaction(self, conn: Any, sync: bool = False) -> Iterator[None]:
+        with conn.transaction():
+            if sync:
+                conn.execute("SET LOCAL synchronous_commit = on")
+            yield
+
+    @contextmanager
+    def _snapshot(self, conn: Any) -> Iterator[None]:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield
+
+    def _append(self, conn: Any, conversation: str, rows: list[tuple[Any, ...]], expect: int | None,
+                sync: bool) -> int:
+        """As `SQLStore._append`; two writers that read the same count meet the primary key, and
+        the second takes the next free places (or, with ``expect``, gets `StoreConflict`)."""
+        while True:
             try:
-                return work(conn)
-            except psycopg.Error as error:  # a lost connection, a full disk, missing rights, …
-                lost = conn.closed or conn.broken
-                if lost:
-                    self._conn = None
-                raise FunctAIError(f"PostgreSQL store {self.url}: could not {doing}: {_first_line(error)}"
-                                   + (" (the connection to the server was lost)" if lost else ""),
-                                   code="store-io" if lost else _code(error, doing == "append")) from error
-
-    # -- the Store protocol ---------------------------------------------------------------
-
-    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
-        check_conversation_id(conversation)
-        check_start(start)
-        rows = self._run("read", lambda conn: conn.execute(
-            "SELECT data FROM functai_records WHERE conversation = %s AND position >= %s ORDER BY position",
-            (conversation, start)).fetchall(), [])
-        return [schema.record_of(data) for (data,) in rows]
-
-    def count(self, conversation: str) -> int:
-        check_conversation_id(conversation)
-        return self._run("read", lambda conn: _count(conn, conversation), 0)  # type: ignore[no-any-return]
-
-    def append(
-        self,
-        conversation: str,
-        records: Sequence[dict[str, Any]],
-        *,
-        expect: int | None = None,
-        sync: bool = False,
-    ) -> int:
-        check_conversation_id(conversation)
-        lines = [_line(record) for record in records]  # a bad record appends nothing
-        unique = _psycopg().errors.UniqueViolation
-
-        def work(conn: Any) -> int:
-            while True:
-                try:
-                    with conn.transaction():
-                        if sync:
-                            conn.execute("SET LOCAL synchronous_commit = on")
-                        current = _count(conn, conversation)
-                        if expect is not None and current != expect:
-                            raise StoreConflict(count=current, conversation=conversation)
-                        if len(lines) == 1:
-                            conn.execute("INSERT INTO functai_records (conversation, position, data, kind, turn, "
-                                         "parent) VALUES (%s, %s, %s, %s, %s, %s)",
-                                         (conversation, current, lines[0], *schema.columns(records[0])))
-                        elif lines:
-                            with conn.cursor() as cursor:
-                                cursor.executemany(
-                                    "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) "
-                                    "VALUES (%s, %s, %s, %s, %s, %s)",
-                                    [(conversation, current + i, line, *schema.columns(record))
-                                     for i, (line, record) in enumerate(zip(lines, records))],
-                                )
-                    return current + len(lines)
-                except unique:  # another writer took these positions first
-                    if expect is not None:
-                        raise StoreConflict(count=_count(conn, conversation), conversation=conversation) from None
-
-        return self._run("append", work)  # type: ignore[no-any-return]
+                return super()._append(conn, conversation, rows, expect, sync)
+            except _psycopg().errors.UniqueViolation:
+                if expect is not None:
+                    raise StoreConflict(count=self._count(conn, conversation), conversation=conversation) from None
 
     def sync(self, conversation: str) -> None:
         """Wait until every commit so far is on the server's disk.
@@ -228,63 +197,13 @@ class PostgresStore(SQLStore):
         check_conversation_id(conversation)
 
         def work(conn: Any) -> None:
-            with conn.transaction():
-                conn.execute("SET LOCAL synchronous_commit = on")
+            with self._transaction(conn, sync=True):
                 conn.execute("SELECT txid_current()")
 
         self._run("sync", work)
 
-    def read_branch(self, conversation: str, tip: str) -> tuple[list[tuple[int, dict[str, Any]]], int]:
-        """The records of the branch ending at turn ``tip`` with their positions, and the
-        record count they were read at: what a view pinned to that turn needs, and no more."""
-        check_conversation_id(conversation)
-
-        def work(conn: Any) -> tuple[list[Any], int]:
-            sql = schema.branch_sql(self.old_schema, tip="%(tip)s::text", conversation="%(c)s", indexed="")
-            with conn.transaction():  # one snapshot for the records and the count
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                rows = conn.execute(sql, {"c": conversation, "tip": tip}).fetchall()
-                return rows, _count(conn, conversation)
-
-        rows, count = self._run("read", work, ([], 0))
-        return [(int(position), schema.record_of(data)) for position, data in rows], count
-
-    def conversations(self) -> list[str]:
-        rows = self._run("read", lambda conn: conn.execute(
-            "SELECT DISTINCT conversation FROM functai_records").fetchall(), [])
-        return sorted(name for (name,) in rows)
-
-    # -- the call log (see functai.stores.calllog) ----------------------------------------
-
-    def log_lines(self, table: str, items: Sequence[tuple[str, str]]) -> None:
-        """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
-        column = log_column(table)
-
-        def work(conn: Any) -> None:
-            # As the folder's call log (written, not fsynced): the session's commits do not wait for the disk.
-            if len(items) == 1:  # one statement, its own transaction: one round trip per call
-                conn.execute(f"INSERT INTO functai_{table} ({column}, line) VALUES (%s, %s)", items[0])
-                return
-            with conn.transaction(), conn.cursor() as cursor:
-                cursor.executemany(f"INSERT INTO functai_{table} ({column}, line) VALUES (%s, %s)", list(items))
-
-        self._run("append", work)
-
-    def read_log(self, table: str) -> Iterator[str]:
-        """The JSON lines of ``calls`` or ``ratings``, oldest first."""
-        log_column(table)
-        rows = self._run("read", lambda conn: conn.execute(f"SELECT line FROM functai_{table} ORDER BY seq").fetchall(),
-                         [])
-        return (line for (line,) in rows)
-
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
-
-
-def _count(conn: Any, conversation: str) -> int:
-    (found,) = conn.execute("SELECT MAX(position) FROM functai_records WHERE conversation = %s",
-                            (conversation,)).fetchone()
-    return 0 if found is None else int(found) + 1
 
 
 #: SQLSTATEs (or their class) that mean the database cannot be written: a read-only transaction
@@ -302,20 +221,3 @@ def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def _detach(conn: Any) -> None:
-    """Make an inherited connection harmless in a forked child.
-
-    Its socket is the parent's: closing it here would end the parent's
-    session, so the descriptor is pointed at /dev/null and the object kept.
-    """
-    try:
-        fd = conn.fileno()
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, fd)
-        os.close(null)
-    except Exception:  # already closed or broken: nothing of the parent's to protect
-        pass
-    _orphans.append(conn)
-
-
-_orphans: list[Any] = []

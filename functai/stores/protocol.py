@@ -100,29 +100,29 @@ def check_conversation_id(conversation: object) -> str:
     return conversation
 
 
-def _line(record: object) -> str:
+def to_line(record: object) -> str:
     """One record as one JSON line (without the newline), as every store writes it."""
     if not isinstance(record, dict):
         raise TypeError(f"a store record must be a dict, not {type(record).__name__}")
     return codec.dumps_str(record, non_finite="text")  # strict JSON, valid UTF-8 (a lone surrogate escaped)
 
 
-def _record(line: str | bytes) -> dict[str, Any]:
+def from_line(line: str | bytes) -> dict[str, Any]:
     return codec.loads(line)  # type: ignore[no-any-return]
 
 
-def _records(lines: Sequence[str | bytes]) -> list[dict[str, Any]]:
+def from_lines(lines: Sequence[str | bytes]) -> list[dict[str, Any]]:
     """Lines known to be one JSON object each (a store's own), decoded in one go where the
-    codec takes them all (an escaped lone surrogate, say, it leaves to `_record`)."""
+    codec takes them all (an escaped lone surrogate, say, it leaves to `from_line`)."""
     if len(lines) > 1:
         try:
             records = codec.loads_lines((b"\n" if type(lines[0]) is bytes else "\n").join(lines))  # type: ignore[arg-type]
-        except (TypeError, ValueError):  # text and bytes mixed, or a line only `_record` reads
+        except (TypeError, ValueError):  # text and bytes mixed, or a line only `from_line` reads
             pass
         else:
             if len(records) == len(lines):
                 return records  # type: ignore[no-any-return]
-    return [_record(line) for line in lines]
+    return [from_line(line) for line in lines]
 
 
 def rows_of(lines: Sequence[str | bytes]) -> list[Any]:
@@ -138,7 +138,7 @@ def rows_of(lines: Sequence[str | bytes]) -> list[Any]:
         else:
             if len(found) == len(lines):
                 return found
-    return _records(lines)
+    return from_lines(lines)
 
 
 def check_start(start: int) -> int:
@@ -150,11 +150,11 @@ def check_start(start: int) -> int:
 
 # Locks are reset in a forked child: a lock held by another thread at fork
 # time would otherwise never be released there.
-_forkable: weakref.WeakSet[Any] = weakref.WeakSet()
+forkable: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _after_fork() -> None:
-    for store in list(_forkable):
+    for store in list(forkable):
         store._reset_locks()
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from .. import codec
 from ..conversations.checks import UNUSABLE
-from .protocol import not_an_object
 from ..conversations.turndata import FORMAT
+from .protocol import not_an_object
 
 #: Migrations: the SQL that adds schema 2's columns to a schema-1 table (both dialects read it).
 ADD_COLUMNS = (
@@ -39,15 +39,6 @@ def columns(record: Mapping[str, Any]) -> tuple[str | None, str | None, str | No
     )
 
 
-def _decoded(data: str) -> dict[str, Any] | None:
-    """A row's JSON object, or None when it holds anything else."""
-    try:
-        record = codec.loads(data)
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def record_of(data: str) -> dict[str, Any]:
     """A row's record. A row that is not a JSON object (garbled, written by hand) still takes its
     place, so positions and counts stay one sequence, as a record that says why it cannot be used
@@ -66,12 +57,7 @@ def record_of(data: str) -> dict[str, Any]:
 
 def backfill(rows: Iterable[tuple[str, int, str]]) -> list[tuple[str | None, str | None, str | None, str, int]]:
     """``(kind, turn, parent, conversation, position)`` for each schema-1 row (an UPDATE's parameters)."""
-    out = []
-    for conversation, position, data in rows:
-        record = _decoded(data)
-        found = columns(record) if record is not None else (None, None, None)
-        out.append((*found, conversation, position))
-    return out
+    return [(*columns(record_of(data)), conversation, position) for conversation, position, data in rows]
 
 
 #: The records of the branch ending at a turn: walk up the parents, then take every record that

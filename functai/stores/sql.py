@@ -5,38 +5,48 @@ parent across a fork, replaced when it has gone stale; both gate on the
 schema version written in ``functai_meta`` (refusing a newer one; creating
 the tables or migrating an older schema on the first write, while a read
 changes nothing and reads an older schema as it is); both keep a call log
-in the same two tables. The SQL they run differs only in
-the parameter marker (``?`` or ``%s``), so the schema work is written once.
+in the same two tables. The SQL they run differs only in the parameter
+marker (``?`` or ``%s``), so the `Store` methods are written once, here.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from contextlib import closing
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, closing
+from typing import Any, Callable
 
-from .protocol import _forkable
 from ..errors import FunctAIError
 from . import schema
+from .protocol import StoreConflict, check_conversation_id, check_start, forkable, to_line
 from .urls import SCHEMA_VERSION
 
 #: The schema version is a row of this table.
 META = "CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 READ_VERSION = "SELECT value FROM functai_meta WHERE key = 'schema'"
+COUNT = "SELECT MAX(position) FROM functai_records WHERE conversation = ?"
+INSERT = "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) VALUES (?, ?, ?, ?, ?, ?)"
+READ = "SELECT data FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position"
 
 
 class SQLStore:
-    """One connection per process: made on first use, closed by `close`.
+    """The `Store` protocol and the call log over one connection per process, made on first use.
 
     A store says how to open a connection (`_open`), when one has gone stale
     (`_stale`), how to read the schema version and prepare the tables
-    (`_read_version`, `_prepare`), and what a driver's error means (`_failed`).
+    (`_read_version`, `_prepare`), how to run a transaction (`_transaction`)
+    and what a driver's error means (`_failed`, `_error`).
     """
 
     _conn: Any
     #: How records and messages name the store (never with a password).
     url: str
+    #: The driver's parameter marker, and its errors.
+    marker = "?"
+    errors: Any = ()
+    #: How `schema.branch_sql` names the parameters of a branch read in this driver.
+    branch_names: dict[str, str] = {}
 
     def _start(self) -> None:
         self._lock = threading.Lock()
@@ -45,7 +55,22 @@ class SQLStore:
         #: The schema of the tables on this process's connection: None not yet looked at, 0 no tables,
         #: else its version (an older one is read as it is, and brought up to date by the first write).
         self._tables: int | None = None
-        _forkable.add(self)  # its `_reset_locks` runs in a forked child
+        forkable.add(self)  # its `_reset_locks` runs in a forked child
+
+    def _reset_locks(self) -> None:
+        """In a forked child: a new lock, and the parent's connection kept unused, never closed here
+        (closing it could end the parent's session, or touch its SQLite WAL)."""
+        self._lock = threading.Lock()
+        if self._conn is not None:
+            self._leave(self._conn)
+            _orphans.append(self._conn)
+            self._conn = None
+
+    def _leave(self, conn: Any) -> None:
+        """Make an inherited connection harmless in a forked child."""
+
+    def _sql(self, text: str) -> str:
+        return text.replace("?", self.marker)
 
     def _connection(self, write: bool = False) -> Any:
         """This process's connection, its tables ready for ``write`` or a read; None when a read
@@ -72,10 +97,15 @@ class SQLStore:
         """The schema version ready on ``conn``: a write creates the tables or brings an older
         schema up to date; a read takes what is there (0: no tables). A newer one is refused."""
         row = self._read_version(conn)
-        if schema_is_current(row, self._name()):
-            return SCHEMA_VERSION
-        if not write:
-            return 0 if row is None else version_of(row[0])
+        found = 0 if row is None else version_of(row[0])
+        if found > SCHEMA_VERSION:  # its tables may hold what this version would get wrong
+            raise FunctAIError(
+                f"{self._name()} was written by a newer functai (store schema {row[0]}; this version reads up to "
+                f"{SCHEMA_VERSION}); upgrade functai to use it, or copy it with the newer version",
+                code="store-version",
+            )
+        if found == SCHEMA_VERSION or not write:
+            return found
         self._prepare(conn)
         return SCHEMA_VERSION
 
@@ -103,6 +133,114 @@ class SQLStore:
     def _failed(self, error: BaseException, write: bool) -> BaseException:
         return error
 
+    def _error(self, doing: str, error: Any, conn: Any) -> FunctAIError:
+        raise NotImplementedError
+
+    def _transaction(self, conn: Any, sync: bool = False) -> AbstractContextManager[Any]:
+        """One transaction; with ``sync``, its commit is on disk when it returns."""
+        raise NotImplementedError
+
+    def _snapshot(self, conn: Any) -> AbstractContextManager[Any]:
+        """A read-only transaction: its reads see one state of the store."""
+        return self._transaction(conn)
+
+    def _run(self, doing: str, work: Callable[[Any], Any], empty: Any = None) -> Any:
+        """``work(conn)`` under the lock, a driver's error told as `_error` tells it; ``empty``
+        when a read finds no tables (a read creates nothing)."""
+        with self._lock:
+            conn = self._connection(doing == "append")
+            if conn is None:
+                return empty
+            try:
+                return work(conn)
+            except self.errors as error:
+                raise self._error(doing, error, conn) from error
+
+    def _count(self, conn: Any, conversation: str) -> int:
+        (found,) = conn.execute(self._sql(COUNT), (conversation,)).fetchone()
+        return 0 if found is None else int(found) + 1
+
+    # -- the Store protocol --------------------------------------------------------
+
+    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+        check_conversation_id(conversation)
+        check_start(start)
+        rows = self._run("read", lambda conn: conn.execute(self._sql(READ), (conversation, start)).fetchall(), [])
+        return [schema.record_of(data) for (data,) in rows]
+
+    def count(self, conversation: str) -> int:
+        check_conversation_id(conversation)
+        return self._run("read", lambda conn: self._count(conn, conversation), 0)  # type: ignore[no-any-return]
+
+    def append(
+        self,
+        conversation: str,
+        records: Sequence[dict[str, Any]],
+        *,
+        expect: int | None = None,
+        sync: bool = False,
+    ) -> int:
+        check_conversation_id(conversation)
+        lines = [to_line(record) for record in records]  # a bad record appends nothing
+        rows = [(line, *schema.columns(record)) for line, record in zip(lines, records)]
+        return self._run("append", lambda conn: self._append(conn, conversation, rows, expect, sync))  # type: ignore[no-any-return]
+
+    def _append(self, conn: Any, conversation: str, rows: list[tuple[Any, ...]], expect: int | None,
+                sync: bool) -> int:
+        """Read the count and insert the next positions in one transaction (a compare-and-set with ``expect``)."""
+        with self._transaction(conn, sync):
+            current = self._count(conn, conversation)
+            if expect is not None and current != expect:
+                raise StoreConflict(count=current, conversation=conversation)
+            values = [(conversation, current + i, *row) for i, row in enumerate(rows)]
+            if len(values) == 1:  # one statement: one round trip
+                conn.execute(self._sql(INSERT), values[0])
+            elif values:
+                with closing(conn.cursor()) as cursor:
+                    cursor.executemany(self._sql(INSERT), values)
+        return current + len(rows)
+
+    def read_branch(self, conversation: str, tip: str) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+        """The records of the branch ending at turn ``tip`` with their positions, and the
+        record count they were read at: what a view pinned to that turn needs, and no more."""
+        check_conversation_id(conversation)
+
+        def work(conn: Any) -> tuple[list[Any], int]:
+            sql = schema.branch_sql(self.old_schema, **self.branch_names)
+            with self._snapshot(conn):  # one snapshot for the records and the count
+                rows = conn.execute(sql, {"c": conversation, "tip": tip}).fetchall()
+                return rows, self._count(conn, conversation)
+
+        rows, count = self._run("read", work, ([], 0))
+        return [(int(position), schema.record_of(data)) for position, data in rows], count
+
+    def conversations(self) -> list[str]:
+        rows = self._run("read", lambda conn: conn.execute(
+            "SELECT DISTINCT conversation FROM functai_records").fetchall(), [])
+        return sorted(name for (name,) in rows)
+
+    # -- the call log (see functai.stores.calllog) -----------------------------------------
+
+    def log_lines(self, table: str, items: Sequence[tuple[str, str]]) -> None:
+        """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
+        insert = self._sql(f"INSERT INTO functai_{table} ({LOG_KEYS[table]}, line) VALUES (?, ?)")
+
+        def work(conn: Any) -> None:
+            if len(items) == 1:  # one statement, its own transaction: one round trip per logged call
+                conn.execute(insert, items[0])
+                return
+            with self._transaction(conn), closing(conn.cursor()) as cursor:
+                cursor.executemany(insert, list(items))
+
+        self._run("append", work)
+
+    def read_log(self, table: str) -> Iterator[str]:
+        """The JSON lines of ``calls`` or ``ratings``, oldest first."""
+        LOG_KEYS[table]  # noqa: B018  (a table of the call log, or KeyError: never other SQL)
+        rows = self._run("read", lambda conn: conn.execute(f"SELECT line FROM functai_{table} ORDER BY seq").fetchall(),
+                         [])
+        return (line for (line,) in rows)
+
     def where(self, conversation: str, index: int) -> str:
         """Where record ``index`` is, as a SQL query finds it (damage is reported with this)."""
         return f"{self.url} conversation {conversation!r} position {index}"
@@ -113,16 +251,6 @@ class SQLStore:
             conn, self._conn = self._conn, None
             if conn is not None and self._pid == os.getpid():
                 conn.close()
-
-
-def schema_is_current(row: Any, where: str) -> bool:
-    """Whether the version ``row`` read from ``functai_meta`` (None: no table yet) needs no work.
-
-    A newer version is refused: its tables may hold what this version would get wrong.
-    """
-    if row is not None and version_of(row[0]) > SCHEMA_VERSION:
-        raise version_error(where, row[0])
-    return row is not None and version_of(row[0]) == SCHEMA_VERSION
 
 
 def prepare(conn: Any, tables: tuple[str, ...], marker: str) -> None:
@@ -155,18 +283,8 @@ def version_of(value: object) -> int:
         return SCHEMA_VERSION + 1  # not a number this version knows: treat as newer
 
 
-def version_error(where: str, found: object) -> FunctAIError:
-    return FunctAIError(
-        f"{where} was written by a newer functai (store schema {found}; this version reads up to "
-        f"{SCHEMA_VERSION}); upgrade functai to use it, or copy it with the newer version",
-        code="store-version",
-    )
+#: Connections inherited through fork (see `SQLStore._reset_locks`).
+_orphans: list[Any] = []
 
-
-def log_column(table: str) -> str:
-    """The key column of call-log table ``calls`` or ``ratings``."""
-    if table == "calls":
-        return "id"
-    if table == "ratings":
-        return "call"
-    raise ValueError(f"no log table {table!r}")
+#: The call log's tables, and the key column of each.
+LOG_KEYS = {"calls": "id", "ratings": "call"}

@@ -17,17 +17,17 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
-from .protocol import StoreConflict, _line, check_conversation_id, check_start
 from ..errors import FunctAIError
-from ..files import read_only, unwritable
+from ..files import fsync_file, make_folder, read_only, unwritable
 from . import schema
-from .sql import READ_VERSION, SQLStore, log_column, prepare
+from .protocol import check_conversation_id
+from .sql import READ_VERSION, SQLStore, prepare
 from .urls import sqlite_path
 
 __all__ = ["SQLiteStore", "open_sqlite"]
@@ -49,9 +49,6 @@ SCHEMA = (
 #: SQLite's result codes (the low byte) that mean the database cannot be written: READONLY, FULL, PERM.
 _UNWRITABLE = frozenset({8, 13, 3})
 
-#: Connections inherited through fork: closing one in the child could touch the parent's WAL.
-_orphans: list[sqlite3.Connection] = []
-
 
 def open_sqlite(url: str) -> "SQLiteStore":
     """The ``functai.stores`` factory for ``sqlite:`` URLs and ``.db``/``.sqlite``/``.sqlite3`` paths."""
@@ -61,17 +58,14 @@ def open_sqlite(url: str) -> "SQLiteStore":
 class SQLiteStore(SQLStore):
     """Conversations in a SQLite file, safe across threads and processes (one connection per process)."""
 
+    errors = sqlite3.Error
+    branch_names = {"tip": ":tip", "conversation": ":c", "indexed": "INDEXED BY functai_records_turn"}
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self.url = "sqlite:///" + self.path  # an absolute path: sqlite:////abs/file.db
         self._frozen: tuple[int, int, int, bool] | None = None
         self._start()
-
-    def _reset_locks(self) -> None:
-        self._lock = threading.Lock()
-        if self._conn is not None:  # a connection must not cross a fork: kept unused, never closed here
-            _orphans.append(self._conn)
-            self._conn = None
 
     # -- the connection -----------------------------------------------------------
 
@@ -109,11 +103,6 @@ class SQLiteStore(SQLStore):
         except OSError:
             return None
         return found.st_ino, found.st_size, found.st_mtime_ns, os.path.exists(self.path + "-wal")
-
-    def _writer(self) -> sqlite3.Connection:
-        conn = self._connection(write=True)
-        assert conn is not None  # a write creates what is missing
-        return conn
 
     def _exists(self, write: bool) -> bool:
         """Whether the file is there; a path that cannot be looked at is an error, not an empty store."""
@@ -166,14 +155,8 @@ class SQLiteStore(SQLStore):
 
     def _create_file(self) -> None:
         """Create the file as 0600 (and its folder as 0700) before SQLite does, whatever the umask."""
-        folder = os.path.dirname(self.path)
         try:
-            try:
-                os.makedirs(folder, mode=0o700)
-            except FileExistsError:
-                pass
-            else:
-                os.chmod(folder, 0o700)
+            make_folder(os.path.dirname(self.path))
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:
             return
@@ -195,21 +178,15 @@ class SQLiteStore(SQLStore):
     def _prepare(self, conn: sqlite3.Connection) -> None:
         if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
             raise FunctAIError(f"SQLite store {self.path}: WAL mode could not be set", code="store-io")
-        conn.execute("BEGIN IMMEDIATE")  # the write lock: one process prepares, the others wait
-        try:
+        with self._transaction(conn):  # the write lock: one process prepares, the others wait
             prepare(conn, SCHEMA, "?")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:  # a full disk ends the transaction itself
-                conn.execute("ROLLBACK")
-            raise
 
     def _failed(self, error: BaseException, write: bool) -> BaseException:
         if isinstance(error, sqlite3.Error):
             return self._error("create its tables" if write else "open", error)
         return error
 
-    def _error(self, doing: str, error: sqlite3.Error) -> FunctAIError:
+    def _error(self, doing: str, error: sqlite3.Error, conn: Any = None) -> FunctAIError:
         """``store-unwritable`` when writing failed or the database cannot be written (read-only,
         a full disk, no permission); ``store-io`` otherwise (not a database, damaged)."""
         code = getattr(error, "sqlite_errorcode", 0) & 0xFF
@@ -222,150 +199,35 @@ class SQLiteStore(SQLStore):
             )
         return FunctAIError(f"SQLite store {self.path}: could not {doing}: {error}", code="store-io")
 
-    # -- the Store protocol -------------------------------------------------------------
-
-    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
-        check_conversation_id(conversation)
-        check_start(start)
-        with self._lock:
-            rows = self._query(
-                "SELECT data FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position",
-                (conversation, start),
-            )
-        return [schema.record_of(data) for (data,) in rows]
-
-    def count(self, conversation: str) -> int:
-        check_conversation_id(conversation)
-        with self._lock:
-            return self._count(conversation)
-
-    def _count(self, conversation: str) -> int:
-        return _counted(self._query(_COUNT, (conversation,)))
-
-    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """The rows of a read; none when nothing is stored yet (the read creates nothing)."""
-        conn = self._connection()
-        if conn is None:
-            return []
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection, sync: bool = False,
+                     begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
+        """A transaction; ``BEGIN IMMEDIATE`` takes the write lock at once, so the count an append
+        reads is still the count when it writes. With ``sync``, committed with ``synchronous=FULL``."""
+        if sync:
+            conn.execute("PRAGMA synchronous = FULL")
         try:
-            return conn.execute(sql, args).fetchall()
-        except sqlite3.Error as error:
-            raise self._error("read", error) from error
-
-    def append(
-        self,
-        conversation: str,
-        records: Sequence[dict[str, Any]],
-        *,
-        expect: int | None = None,
-        sync: bool = False,
-    ) -> int:
-        check_conversation_id(conversation)
-        lines = [_line(record) for record in records]  # a bad record appends nothing
-        with self._lock:
-            conn = self._writer()
+            conn.execute(begin)
             try:
-                if sync:
-                    conn.execute("PRAGMA synchronous = FULL")
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        current = self._count(conversation)
-                        if expect is not None and current != expect:
-                            raise StoreConflict(count=current, conversation=conversation)
-                        conn.executemany(
-                            "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) "
-                            "VALUES (?, ?, ?, ?, ?, ?)",
-                            [(conversation, current + i, line, *schema.columns(record))
-                             for i, (line, record) in enumerate(zip(lines, records))],
-                        )
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                        raise
-                finally:
-                    if sync:
-                        conn.execute("PRAGMA synchronous = NORMAL")
-            except sqlite3.Error as error:
-                raise self._error("append", error) from error
-            return current + len(lines)
+                yield
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # a full disk ends the transaction itself
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            if sync:
+                conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _snapshot(self, conn: sqlite3.Connection) -> Any:
+        return self._transaction(conn, begin="BEGIN")
 
     def sync(self, conversation: str) -> None:
         """fsync the write-ahead log: every commit so far is then on disk."""
         check_conversation_id(conversation)
-        for path in (self.path + "-wal", self.path):
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-    def read_branch(self, conversation: str, tip: str) -> tuple[list[tuple[int, dict[str, Any]]], int]:
-        """The records of the branch ending at turn ``tip`` with their positions, and the
-        record count they were read at: what a view pinned to that turn needs, and no more."""
-        check_conversation_id(conversation)
-        with self._lock:
-            conn = self._connection()
-            if conn is None:
-                return [], 0
-            sql = schema.branch_sql(self.old_schema, tip=":tip", conversation=":c",
-                                    indexed="INDEXED BY functai_records_turn")
-            try:
-                conn.execute("BEGIN")  # one snapshot for the records and the count
-                try:
-                    rows = conn.execute(sql, {"c": conversation, "tip": tip}).fetchall()
-                    count = _counted(conn.execute(_COUNT, (conversation,)).fetchall())  # in the same snapshot
-                finally:
-                    conn.execute("COMMIT")
-            except sqlite3.Error as error:
-                raise self._error("read", error) from error
-        return [(position, schema.record_of(data)) for position, data in rows], count
-
-    def conversations(self) -> list[str]:
-        with self._lock:
-            rows = self._query("SELECT DISTINCT conversation FROM functai_records")
-        return sorted(name for (name,) in rows)
-
-    # -- the call log (see functai.stores.calllog) -----------------------------------------
-
-    def log_lines(self, table: str, items: Sequence[tuple[str, str]]) -> None:
-        """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
-        column = log_column(table)
-        with self._lock:
-            conn = self._writer()
-            try:
-                if len(items) == 1:  # one statement is its own transaction
-                    conn.execute(f"INSERT INTO functai_{table} ({column}, line) VALUES (?, ?)", items[0])
-                    return
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.executemany(f"INSERT INTO functai_{table} ({column}, line) VALUES (?, ?)", items)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as error:
-                raise self._error("append", error) from error
-
-    def read_log(self, table: str) -> Iterator[str]:
-        """The JSON lines of ``calls`` or ``ratings``, oldest first."""
-        log_column(table)
-        with self._lock:
-            rows = self._query(f"SELECT line FROM functai_{table} ORDER BY seq")
-        return (line for (line,) in rows)
+        fsync_file(self.path + "-wal")
+        fsync_file(self.path)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
 
-
-_COUNT = "SELECT MAX(position) FROM functai_records WHERE conversation = ?"
-
-
-def _counted(rows: list[Any]) -> int:
-    """The record count from `_COUNT`'s rows (none, or a NULL maximum, when there are no records)."""
-    return 0 if not rows or rows[0][0] is None else int(rows[0][0]) + 1

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from ..errors import FunctAIError
+from ..hooks.installed import entry_points
 from . import memory
 from .folder import open_folder
 from .protocol import Store
@@ -45,9 +46,9 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
 BUILTIN = frozenset({"sqlite", "postgresql", "postgres", "memory"})
 
 _lock = threading.Lock()
-_stores: dict[str, Any] = {}
-#: The same stores by the exact text that named them (not for relative SQLite paths, which follow the cwd).
-_by_text: dict[str, Any] = {}
+#: The stores opened: by `_key`, and by the exact text that named them (not a relative SQLite
+#: path's, which follows the working directory).
+_stores: dict[object, Any] = {}
 
 
 def scheme_of(text: str) -> str | None:
@@ -61,8 +62,10 @@ def scheme_of(text: str) -> str | None:
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
-    """Whether ``text`` names a store by URL (or SQLite file) rather than a folder."""
-    return isinstance(text, str) and scheme_of(text) is not None
+    """Whether ``text`` names a store by URL (or SQLite file) rather than a folder (a folder path
+    is told without a regular expression: this is asked on every logged call)."""
+    return (isinstance(text, str) and (":" in text or text.endswith(SQLITE_SUFFIXES))
+            and scheme_of(text) is not None)
 
 
 def split_url(url: str) -> SplitResult | None:
@@ -100,6 +103,7 @@ def redact(url: "str | SecretURL") -> str:
 
 
 def _builtin(scheme: str) -> Callable[[str], Any] | None:
+    # Imported on first use: a store's driver (sqlite3, psycopg) is paid for by those that use it.
     if scheme == "sqlite":
         from .sqlite import open_sqlite
 
@@ -112,8 +116,6 @@ def _builtin(scheme: str) -> Callable[[str], Any] | None:
 
 
 def _installed(scheme: str) -> Callable[[str], Any]:
-    from ..hooks.installed import entry_points
-
     found = [ep for ep in entry_points(GROUP) if ep.name.lower() == scheme]
     if not found:
         known = sorted({"sqlite", "postgresql", "memory"} | {ep.name for ep in entry_points(GROUP)})
@@ -140,7 +142,7 @@ def _installed(scheme: str) -> Callable[[str], Any]:
 
 def open_url(url: str) -> "Store":
     """The store ``url`` names; one object per URL in a process, so connections and caches are shared."""
-    store = _by_text.get(url)
+    store = _stores.get(url)
     if store is not None:
         return store  # type: ignore[no-any-return]
     scheme = scheme_of(url)
@@ -150,10 +152,7 @@ def open_url(url: str) -> "Store":
         if url.rstrip("/").lower() != "memory:":
             raise FunctAIError(f"{url!r}: the memory store takes no path; write 'memory:'", code="store-url")
         return memory.shared
-    key = url if scheme != "sqlite" else "sqlite:" + sqlite_path(url)
-    store = _stores.get(key)
-    if store is not None:
-        return store  # type: ignore[no-any-return]
+    key = _key(url, scheme)
     factory = _builtin(scheme) or _installed(scheme)
     with _lock:
         store = _stores.get(key)
@@ -164,8 +163,13 @@ def open_url(url: str) -> "Store":
                                    "not a Store (read/count/append/sync/conversations)", code="store-url")
             _stores[key] = store
         if scheme != "sqlite" or not _relative_sqlite(url):
-            _by_text[url] = store  # the same text names the same store wherever the process is
+            _stores[url] = store  # the same text names the same store wherever the process is
     return store  # type: ignore[no-any-return]
+
+
+def _key(url: str, scheme: str | None) -> object:
+    """What tells stores apart: the URL, or a SQLite file's absolute path."""
+    return ("sqlite", sqlite_path(url)) if scheme == "sqlite" else url
 
 
 def _relative_sqlite(url: str) -> bool:
@@ -175,12 +179,10 @@ def _relative_sqlite(url: str) -> bool:
 
 def forget(url: str) -> None:
     """Drop the cached store for ``url`` and close its connection (tests, tools that copy)."""
-    scheme = scheme_of(url)
-    key = url if scheme != "sqlite" else "sqlite:" + sqlite_path(url)
     with _lock:
-        store = _stores.pop(key, None)
-        for text in [text for text, found in _by_text.items() if found is store]:
-            del _by_text[text]
+        store = _stores.pop(_key(url, scheme_of(url)), None)
+        for text in [text for text, found in _stores.items() if found is store]:
+            del _stores[text]
     close = getattr(store, "close", None)
     if close is not None:
         close()

@@ -1,8 +1,8 @@
 """functai's approval plugin, written with functai's public API only.
 
-functai runs the installed plugin named ``approval`` after every other
-``tool_call`` handler, on the input they left. This one reads the call's
-``approve`` setting and asks about the tool calls its rule selects.
+It declares ``last=True``, so functai runs it after every other ``tool_call``
+handler, on the input they left. It reads the call's ``approve`` setting and
+asks about the tool calls its rule selects.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 plugin = Plugin(
     "approval",
     version=__version__,
+    last=True,  # a guard: it must see the input every other handler left
     description="Asks a person (or the approve function) before the tool calls the approve rule selects.",
 )
 
