@@ -54,7 +54,7 @@ def refresh(history: History, store: Store, conversation: str) -> None:
     with history.lock:
         read_rows = rows.row_reader(store)
         if read_rows is not None:  # the built-in stores: records decoded only as far as the fold needs
-            rows.fold(history, *read_rows(conversation, history.count))
+            history.fold(*read_rows(conversation, history.count))
         else:
             history.apply_all(store.read(conversation, history.count))
 
