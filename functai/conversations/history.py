@@ -42,7 +42,7 @@ from .turndata import (  # noqa: F401  (the names the fold's users import from h
 
 
 class History:
-    """The fold of a conversation's records; `apply` takes each new one."""
+    """The fold of a conversation's records; `apply_all` takes new ones."""
 
     def __init__(self) -> None:
         #: Held while records are read and applied, so threads sharing a view apply each once.
@@ -84,7 +84,7 @@ class History:
         self.partial = True
         for position, record in records:
             self.count = position
-            self.apply(record)
+            self.apply_all((record,))
         self.count = count
 
     def reset(self) -> None:
@@ -93,17 +93,9 @@ class History:
         self.__init__()  # type: ignore[misc]
         self.lock = lock
 
-    def apply(self, record: Mapping[str, Any]) -> None:
-        """Apply one record (a dict) at the next place."""
-        self.fold((record,))
-
-    def apply_all(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Apply records (dicts, as `Store.read` gives them) in order."""
-        self.fold(records)
-
-    def fold(self, items: Iterable[Any], whole: Callable[[int], dict[str, Any]] | None = None) -> None:
-        """Apply records in order, each at its place: dicts, or what `Store.read_rows` gives
-        (rows, see `functai.conversations.rows`, with ``whole`` the record at a position of ``items``).
+    def apply_all(self, items: Iterable[Any], whole: Callable[[int], dict[str, Any]] | None = None) -> None:
+        """Apply records in order from the next place: dicts (`Store.read`), or rows (`Store.read_rows`,
+        see `functai.conversations.rows`) with ``whole`` giving the record at a position of ``items``.
 
         A sound ``turn`` row, plain ``reply`` row or ``end`` row is applied as it is (an open
         meets little else); any other record whole, checked first (`problem`) so that damage
@@ -120,7 +112,8 @@ class History:
         for position, item in enumerate(items):
             kind = type(item)
             if kind is turn_row:
-                turn_id, parent_id, inputs, shown, context = item.turn, item.parent, item.inputs, item.shown, item.context
+                turn_id, parent_id, inputs, shown, context = (
+                    item.turn, item.parent, item.inputs, item.shown, item.context)
                 if (item.functai_conversation == FORMAT and type(turn_id) is str and turn_id
                         and (parent_id is None or type(parent_id) is str)
                         and (inputs is None or type(inputs) is dict) and (context is None or type(context) is dict)

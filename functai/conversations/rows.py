@@ -6,7 +6,7 @@ parts again (a turn's lease owner, its record's format number and kind, a
 reply's count), and freeing them costs about as much as making them. A
 **row** is a record decoded into a small msgspec Struct (one type per kind,
 tagged by ``kind``) holding only the fields the fold reads; the decoder
-skips the rest (still checking it as JSON). `History.fold` applies a sound
+skips the rest (still checking it as JSON). `History.apply_all` applies a sound
 ``turn``, plain ``reply`` or ``end`` row as it is; any other row is read
 again from its line as the whole dict and checked field by field. A file
 with a kind rows do not know (a newer writer's) is read as dicts.
@@ -43,7 +43,7 @@ EMPTY_DICT: Any = None
 #: ``sections`` (only ever compared with the empty value here; decoded, each empty list would be
 #: one more object per turn for the collector to walk). A turn's lease (its owner, ``t`` and
 #: ``ttl``) is not in the row: only a turn still running when the fold ends keeps one, and that
-#: one is read from the whole record (see `History.fold`).
+#: one is read from the whole record (see `History.apply_all`).
 _KINDS: dict[str, tuple[str, ...]] = {
     "turn": ("turn", "parent", "inputs", "shown", "context", "changes", "without", "sections", "at", "call",
              "claim", "fork", "ran_with"),

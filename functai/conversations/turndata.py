@@ -7,7 +7,9 @@ out as `Turn` objects.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, Generic, Mapping, Sequence, TypeVar
+
+T = TypeVar("T")
 
 #: The record format version every record carries.
 FORMAT = 1
@@ -27,6 +29,18 @@ LATE_ANSWER = "late_answer"
 #: What a turn holds where its records hold nothing: one shared, read-only empty mapping
 #: (a long conversation's turns mostly have no approvals, answers, tools or changes).
 NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+
+class _Recorded(Generic[T]):
+    """A field of `TurnData` only the turn's own record says (see `TurnData._read`)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, turn: TurnData, owner: type) -> T:
+        if turn._row is not None:
+            turn._read()
+        return getattr(turn, self.slot)  # type: ignore[no-any-return]
 
 
 class TurnData:
@@ -63,7 +77,7 @@ class TurnData:
             self.claim: str | None = record.get("claim")
             #: Its lease, while it runs (a turn that ended needs none).
             self.lease: dict[str, Any] | None = _lease(record)
-        else:  # a row holds no lease: `History.fold` reads it from the whole record when the turn still runs
+        else:  # a row holds no lease: `History.apply_all` reads it from the whole record when the turn still runs
             self.fork, self.claim, self.lease = bool(record.fork), record.claim, None
         #: Whether this turn or one above it was made with ``continue_from``: views that follow
         #: the conversation forward never follow into it.
@@ -108,68 +122,24 @@ class TurnData:
             self._at, self._call = get("at"), get("call")
             self._ran_with = ran_with if isinstance(ran_with, dict) else NOTHING
         elif record is not None:
-            self._inputs, self._changes, self._context, self._shown = record.inputs or NOTHING, (), record.context, record.shown
+            self._inputs, self._changes, self._context = record.inputs or NOTHING, (), record.context
+            self._shown = record.shown
             self._without, self._sections, self._at, self._call = NOTHING, (), record.at, record.call
-            self._ran_with = record.ran_with  # its JSON, decoded by `ran_with` (only a resume reads it)
+            self._ran_with = _ran_with(record.ran_with)
         self._row = None
 
-    @property
-    def inputs(self) -> Mapping[str, Any]:
-        if self._row is not None:
-            self._read()
-        return self._inputs
-
-    @property
-    def changes(self) -> Sequence[dict[str, Any]]:
-        if self._row is not None:
-            self._read()
-        return self._changes
-
-    @property
-    def context(self) -> dict[str, Any] | None:
-        if self._row is not None:
-            self._read()
-        return self._context
-
-    @property
-    def shown(self) -> dict[str, Any] | list[str]:
-        """What the turn was shown, as recorded (see `functai.conversations.history`)."""
-        if self._row is not None:
-            self._read()
-        return self._shown
-
-    @property
-    def without(self) -> Mapping[str, list[str]]:
-        if self._row is not None:
-            self._read()
-        return self._without
-
-    @property
-    def sections(self) -> Sequence[str]:
-        if self._row is not None:
-            self._read()
-        return self._sections
-
-    @property
-    def at(self) -> str | None:
-        if self._row is not None:
-            self._read()
-        return self._at
-
-    @property
-    def call(self) -> str | None:
-        """The id of the turn's own call record (one record, however often the turn waits)."""
-        if self._row is not None:
-            self._read()
-        return self._call
-
-    @property
-    def ran_with(self) -> Mapping[str, Any]:
-        """What the turn started with: ``{"approve": rule, "plugins": [names]}`` (empty before leases)."""
-        if self._row is not None:
-            self._read()
-        ran_with = self._ran_with
-        return ran_with if isinstance(ran_with, Mapping) else _ran_with(ran_with)
+    inputs: _Recorded[Mapping[str, Any]] = _Recorded()
+    changes: _Recorded[Sequence[dict[str, Any]]] = _Recorded()
+    context: _Recorded[dict[str, Any] | None] = _Recorded()
+    #: What the turn was shown, as recorded (see `functai.conversations.history`).
+    shown: _Recorded[dict[str, Any] | list[str]] = _Recorded()
+    without: _Recorded[Mapping[str, list[str]]] = _Recorded()
+    sections: _Recorded[Sequence[str]] = _Recorded()
+    at: _Recorded[str | None] = _Recorded()
+    #: The id of the turn's own call record (one record, however often the turn waits).
+    call: _Recorded[str | None] = _Recorded()
+    #: What the turn started with: ``{"approve": rule, "plugins": [names]}`` (empty before leases).
+    ran_with: _Recorded[Mapping[str, Any]] = _Recorded()
 
     @property
     def replies(self) -> Sequence[dict[str, Any]]:
