@@ -35,7 +35,7 @@ from ..layers import Layer, pop_block, push_block, resolve
 from ..log import warn
 from . import context as shown_context
 from . import held, leases
-from .context import ShownTurn, history_messages, outputs_of, record_place
+from .context import ShownTurn, outputs_of, record_place
 from .history import DONE, FAILED, FORMAT, HELD, STOPPED, WAITING, History, TurnData
 from .rules import all_turns, last_turns
 from .scope import Memory, TurnScope, current_turn, waits_of
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ..calls.function import AIFunction
 
 __all__ = [
-    "Conversation", "ShownTurn", "Turn", "all_turns", "current_turn", "history_messages", "last_turns",
+    "Conversation", "ShownTurn", "Turn", "all_turns", "current_turn", "last_turns",
     "outputs_of", "record_place", "waits_of",
 ]
 
