@@ -55,10 +55,24 @@ class TurnData:
 
     __slots__ = (
         "id", "parent", "order", "state", "outputs", "_replies", "error", "fork", "forked", "base", "claim",
-        "lease", "approvals", "answers", "tools", "resumes", "waited_with", "why", "waits", "lost_parent",
-        "messages", "_row", "_inputs", "_changes", "_context", "_shown", "_without", "_sections", "_at", "_call",
-        "_ran_with",
+        "lease", "messages", "_row", "_inputs", "_changes", "_context", "_shown", "_without", "_sections", "_at",
+        "_call", "_ran_with", "__dict__",
     )
+
+    # What most turns never get, shared by the class until a record gives a turn its own (in the
+    # turn's ``__dict__``): a turn is made with fewer fields (the 10,000-turn open budget).
+    approvals: Sequence[dict[str, Any]] = ()
+    answers: Mapping[str, tuple[bool, str | None]] = NOTHING
+    tools: Mapping[str, dict[str, Any]] = NOTHING
+    resumes = 0
+    #: What the turn ran with when it waited: ``{"approve": rule, "plugins": [names]}``.
+    waited_with: Mapping[str, Any] = NOTHING
+    #: Why the turn was interrupted (its owner was gone), when it was.
+    why: str | None = None
+    #: Each wait: ``{"approvals", "at", "started"}``; answers are in ``answers``/``answered``.
+    waits: Sequence[dict[str, Any]] = ()
+    #: The recorded parent when its record is missing (damaged): the turn then starts a branch.
+    lost_parent: str | None = None
 
     def __init__(self, turn_id: str, parent: str | None, order: int, record: Any, base: int = 0,
                  forked: bool = False) -> None:
@@ -71,37 +85,24 @@ class TurnData:
         self.outputs: Mapping[str, Any] = NOTHING
         self._replies: tuple[Any, ...] = ()  # dicts, or JSON to decode (see `replies`)
         self.error: dict[str, Any] | None = None
+        #: How many done turns the branch held above this turn when it was recorded.
+        self.base = base
+        #: The turn as prior messages (a done turn's, rendered once).
+        self.messages: tuple[Mapping[str, Any], ...] | None = None
+        #: The turn's row, until what it says is read (`_read`): a dict is read at once.
+        self._row: Any = record
         if type(record) is dict:
             self.fork: bool = bool(record.get("fork"))
             #: The claim of the process that runs it now (see `functai.conversations.leases`).
             self.claim: str | None = record.get("claim")
             #: Its lease, while it runs (a turn that ended needs none).
             self.lease: dict[str, Any] | None = _lease(record)
+            self._read()
         else:  # a row holds no lease: `History.apply_all` reads it from the whole record when the turn still runs
             self.fork, self.claim, self.lease = bool(record.fork), record.claim, None
         #: Whether this turn or one above it was made with ``continue_from``: views that follow
         #: the conversation forward never follow into it.
         self.forked = self.fork or forked
-        #: How many done turns the branch held above this turn when it was recorded.
-        self.base = base
-        self.approvals: Sequence[dict[str, Any]] = ()
-        self.answers: Mapping[str, tuple[bool, str | None]] = NOTHING
-        self.tools: Mapping[str, dict[str, Any]] = NOTHING
-        self.resumes = 0
-        #: What the turn ran with when it waited: ``{"approve": rule, "plugins": [names]}``.
-        self.waited_with: Mapping[str, Any] = NOTHING
-        #: Why the turn was interrupted (its owner was gone), when it was.
-        self.why: str | None = None
-        #: Each wait: ``{"approvals", "at", "started"}``; answers are in ``answers``/``answered``.
-        self.waits: Sequence[dict[str, Any]] = ()
-        #: The recorded parent when its record is missing (damaged): the turn then starts a branch.
-        self.lost_parent: str | None = None
-        #: The turn as prior messages (a done turn's, rendered once).
-        self.messages: tuple[Mapping[str, Any], ...] | None = None
-        #: The turn's row, until what it says is read (`_read`): a dict is read at once.
-        self._row: Any = record
-        if type(record) is dict:
-            self._read()
 
     #: What the turn's fields are called.
     FIELDS = (
