@@ -243,7 +243,8 @@ class History:
                         "(its record is missing or damaged); it is kept as the first turn of a branch")
         if parent is None:
             turn = TurnData(turn_id, None, len(self.order), record)
-            turn.lost_parent = parent_id
+            if parent_id is not None:
+                turn.lost_parent = parent_id
         else:
             turn = TurnData(turn_id, parent_id, len(self.order), record, parent.base + (parent.state == DONE),
                             parent.forked)
