@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import functai
 from functai import ai
-from functai.conversations.store import FolderStore, MemoryStore, open_store
+from functai.stores import FolderStore, MemoryStore, open_store
 from functai.layers import reset
 from functai.stores.urls import forget
 from functai.testing import ScriptedLM

@@ -14,7 +14,7 @@ import pytest
 import functai
 from functai import FunctAIError, Waiting
 from functai.conversations import held
-from functai.conversations.store import open_store
+from functai.stores import open_store
 from functai.testing import ScriptedLM, tool_call
 
 #: The checkout these tests run from, on the subprocesses' path wherever pytest was started.

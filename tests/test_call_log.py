@@ -20,7 +20,7 @@ import functai
 from functai import ai
 from functai.appendlog import LineFile, file_system, lock_free
 from functai.calls import records
-from functai.conversations.store import FolderStore
+from functai.stores import FolderStore
 from functai.testing import ScriptedLM
 
 

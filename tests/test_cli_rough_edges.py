@@ -16,7 +16,7 @@ import pytest
 import functai
 from functai.cli import main
 from functai.cli.app import parser
-from functai.conversations.folder import FolderStore
+from functai.stores import FolderStore
 from functai.testing import ScriptedLM
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

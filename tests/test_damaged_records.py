@@ -64,7 +64,7 @@ def _record(**fields) -> str:
 
 def _open(store):
     """Open the conversation in a fresh process's view, catching what it warns."""
-    from functai.conversations.store import FolderStore
+    from functai.stores import FolderStore
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -288,7 +288,7 @@ def test_a_garbled_record_is_reported_by_every_store(durable_store):
 def test_a_garbled_sql_row_keeps_its_text_through_a_copy(kind, tmp_path, request):
     from store_fixtures import store_url
 
-    from functai.conversations.store import open_store
+    from functai.stores import open_store
     from functai.stores.copy import copy_conversations
 
     store = store_url(kind, tmp_path, request)

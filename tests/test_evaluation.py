@@ -8,7 +8,7 @@ from functai_compaction import compaction
 
 import functai
 from functai import Change, FunctAIError, Plugin, ai
-from functai.conversations.store import open_store
+from functai.stores import open_store
 from functai.testing import ScriptedLM
 
 

@@ -16,7 +16,7 @@ import pytest
 import functai
 from functai import ai, tool
 from functai.conversations.history import History, NOTHING
-from functai.conversations.store import FolderStore, MemoryStore
+from functai.stores import FolderStore, MemoryStore
 from functai.testing import ScriptedLM, tool_call
 
 

@@ -26,7 +26,7 @@ from functai import ai, tool
 from functai.conversations import held, rows
 from functai.conversations import history as history_module
 from functai.conversations.history import NOTHING, History
-from functai.conversations.store import FolderStore, MemoryStore
+from functai.stores import FolderStore, MemoryStore
 from functai.testing import ScriptedLM, tool_call
 
 DATA = Path(__file__).resolve().parent / "data"

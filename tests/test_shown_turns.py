@@ -11,7 +11,7 @@ import pytest
 import functai
 from functai import Change, Plugin, PluginError, Waiting, ai, tool
 from functai.calls.records import read_calls
-from functai.conversations.store import FolderStore
+from functai.stores import FolderStore
 from functai.evaluation.replay import NotReplayable, shown
 from functai.testing import ScriptedLM, tool_call
 

@@ -16,7 +16,8 @@ import pytest
 
 import functai
 from functai import FunctAIError
-from functai.conversations.store import FolderStore, MemoryStore, StoreConflict, open_store, store_reference
+from functai.stores import FolderStore, MemoryStore, StoreConflict, open_store
+from functai.stores.opening import store_reference
 from functai.evaluation.ratings import read_ratings
 from functai.stores.postgres import PostgresStore
 from functai.stores.sqlite import SQLiteStore
@@ -224,7 +225,7 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from functai.conversations.store import open_store, StoreConflict
+    from functai.stores import open_store, StoreConflict
     store = open_store(sys.argv[1])
     name, n = sys.argv[2], int(sys.argv[3])
     print("ready", flush=True)

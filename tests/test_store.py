@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from functai.stores import folder as folder_module
-from functai.conversations import store as store_module
-from functai.conversations.store import (
+from functai.stores import (
     FolderStore,
     MemoryStore,
     Store,
@@ -387,7 +386,7 @@ def test_memory_store_threads():
 WORKER = textwrap.dedent(
     """
     import sys
-    from functai.conversations.store import FolderStore, StoreConflict
+    from functai.stores import FolderStore, StoreConflict
 
     folder, name, n, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     store = FolderStore(folder)

@@ -9,7 +9,7 @@ import pytest
 import functai
 from functai import FunctAIError, ai
 from functai.cli import main
-from functai.conversations.store import open_store
+from functai.stores import open_store
 from functai.stores.copy import copy_conversations
 from functai.testing import ScriptedLM
 

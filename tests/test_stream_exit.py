@@ -10,7 +10,7 @@ from loopback import LoopbackServer, Scripted, chunks
 
 import functai
 from functai import ai
-from functai.conversations.store import open_store
+from functai.stores import open_store
 from functai.models.openai import OpenAIClient
 
 

@@ -22,7 +22,7 @@ import pytest
 import functai
 from functai import FunctAIError, ai
 from functai.calls import records
-from functai.conversations.store import FolderStore
+from functai.stores import FolderStore
 from functai.evaluation import rate
 from functai.testing import ScriptedLM
 
@@ -212,7 +212,7 @@ def test_permission_denied_names_the_path(tmp_path):
         locked.mkdir(mode=0o755)  # root's: others may read, not write
         code = (  # everything imported first: the interpreter's own files may be root's only
             "import os, sys, functai, structlog, difflib, msgspec.json\n"
-            "from functai.conversations.store import FolderStore\n"
+            "from functai.stores import FolderStore\n"
             "os.setgid(65534); os.setuid(65534)\n"
             "try:\n"
             f"    functai.configure(log_calls={str(locked / 'calls')!r})\n"
@@ -280,7 +280,7 @@ def test_a_full_disk_under_a_sqlite_store_is_store_unwritable(tmp_path):
     _mount(where, "size=1m")
     try:
         url = _sqlite_with_a_turn(where)
-        from functai.conversations.store import open_store
+        from functai.stores import open_store
 
         store = open_store(url)
         before = store.count("c")
@@ -339,7 +339,7 @@ def test_a_sqlite_store_another_user_may_only_read(readable_by_others):
     url, env = readable_by_others
     code = (
         "import os, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records, functai.stores.calllog\n"
-        "from functai.conversations.store import open_store\n"
+        "from functai.stores import open_store\n"
         f"store = open_store({url!r})  # everything imported first: the interpreter's files may be root's only\n"
         "os.setgid(65534); os.setuid(65534)\n"
         "print(store.count('c'), len(list(functai.read_calls(" + repr(url) + "))))\n"
@@ -356,13 +356,13 @@ def test_a_sqlite_store_another_user_may_only_read(readable_by_others):
 @pytest.mark.skipif(not hasattr(os, "setuid") or os.geteuid() != 0, reason="needs root to become another user")
 def test_a_reader_that_may_not_write_sees_what_the_owner_writes_later(readable_by_others):
     """A store read immutable (no -shm can be made) is not read from a kept connection once its owner wrote."""
-    from functai.conversations.store import open_store
+    from functai.stores import open_store
     from functai.stores.urls import forget
 
     url, env = readable_by_others
     code = (
         "import os, sys, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records\n"
-        "from functai.conversations.store import open_store\n"
+        "from functai.stores import open_store\n"
         f"store = open_store({url!r})\n"
         "os.setgid(65534); os.setuid(65534)\n"
         "for _ in range(2):\n"
@@ -384,7 +384,7 @@ def test_a_reader_that_may_not_write_sees_what_the_owner_writes_later(readable_b
 
 
 def test_a_read_only_postgresql_session_reads_and_refuses_writes(postgres_url):
-    from functai.conversations.store import open_store
+    from functai.stores import open_store
     from functai.stores.urls import forget
 
     functai.configure(client=ScriptedLM(reply=lambda r: "ok"), log_calls=postgres_url)

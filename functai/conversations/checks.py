@@ -89,9 +89,6 @@ def _reply(value: Any) -> bool:
     )
 
 
-#: Whether a model reply, as a ``reply`` record keeps it, is sound.
-sound_reply = _reply
-
 
 def _tool_entry(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("output", ""), str)
@@ -169,7 +166,7 @@ def _sound_end(r: Mapping[str, Any]) -> bool:
 
 #: Quick yes-answers for the commonest shapes (a plain turn, its reply, its end); anything
 #: else, or a no, goes through the field-by-field check that says what is wrong.
-_SOUND: dict[str, Callable[[Mapping[str, Any]], bool]] = {
+QUICK: Mapping[str, Callable[[Mapping[str, Any]], bool]] = {
     "turn": _sound_turn, "reply": _sound_reply, "end": _sound_end,
 }
 
@@ -178,15 +175,16 @@ _SOUND: dict[str, Callable[[Mapping[str, Any]], bool]] = {
 UNUSABLE = "functai_unusable"
 
 
-def problem(record: Mapping[str, Any]) -> str | None:
-    """Why ``record`` (of this format) cannot be used, or None when its shape is sound."""
+def problem(record: Mapping[str, Any], quick: Mapping[str, Callable[[Mapping[str, Any]], bool]] = QUICK) -> str | None:
+    """Why ``record`` (of this format) cannot be used, or None when its shape is sound
+    (said at once when ``quick`` has a yes for its kind)."""
     unusable = record.get(UNUSABLE)
     if isinstance(unusable, str):
         return unusable
     kind = record.get("kind")
     if not isinstance(kind, str):
         return "it has no 'kind'"
-    sound = _SOUND.get(kind)
+    sound = quick.get(kind)
     if sound is not None and sound(record):
         return None
     fields = _KINDS.get(kind)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..calls.outputs import to_jsonable
 from ..hooks.change import Change
@@ -14,14 +14,14 @@ from ..hooks.fold import fold, refuse
 from ..hooks.plugin import Plugin
 from ..layers import resolve
 from . import held
-from .history import FORMAT, History, TurnData
+from .history import FORMAT, TurnData
 from .scope import Memory
 from ..stores.protocol import Store
 
 if TYPE_CHECKING:
     from .conversation import Conversation
 
-__all__ = ["ShownTurn", "context_hooks", "history_messages", "outputs_of", "prepare", "record_place"]
+__all__ = ["ShownTurn", "context_hooks", "outputs_of", "prepare", "record_place"]
 
 
 class ShownTurn:
@@ -53,13 +53,6 @@ def outputs_of(value: Any) -> dict[str, Any]:
     if isinstance(data, dict) and not isinstance(value, dict):
         return data
     return {"output": data}
-
-
-def history_messages(
-    history: History, shown: Sequence[str], without: Mapping[str, Sequence[str]]
-) -> list[dict[str, Any]]:
-    """Earlier turns as prior user/assistant messages; fields left out are absent."""
-    return [dict(message) for message in history.messages(shown, without)]
 
 
 def prepare(

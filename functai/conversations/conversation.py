@@ -35,7 +35,7 @@ from ..layers import Layer, pop_block, push_block, resolve
 from ..log import warn
 from . import context as shown_context
 from . import held, leases
-from .context import ShownTurn, history_messages, outputs_of, record_place
+from .context import ShownTurn, outputs_of, record_place
 from .history import DONE, FAILED, FORMAT, HELD, STOPPED, WAITING, History, TurnData
 from .rules import all_turns, last_turns
 from .scope import Memory, TurnScope, current_turn, waits_of
@@ -48,13 +48,9 @@ if TYPE_CHECKING:
     from ..calls.function import AIFunction
 
 __all__ = [
-    "Conversation", "ShownTurn", "Turn", "all_turns", "current_turn", "history_messages", "last_turns",
+    "Conversation", "ShownTurn", "Turn", "all_turns", "current_turn", "last_turns",
     "outputs_of", "record_place", "waits_of",
 ]
-
-FUNCTION_RULE = held.FUNCTION_RULE
-#: The names these had when they lived here.
-_Memory, _TurnScope = Memory, TurnScope
 
 
 def _new_id() -> str:
@@ -133,6 +129,9 @@ class Conversation:
             seen = len(history.damage)
             held.refresh(history, self.store, self.id)
             damaged = history.damage[seen:]
+        self._warn(damaged)
+
+    def _warn(self, damaged: list[tuple[int, str]]) -> None:
         for index, reason in damaged:  # each damaged record is reported once per view
             warn("conversation record skipped", conversation=self.id, at=record_place(self.store, self.id, index),
                  reason=reason)
@@ -143,9 +142,7 @@ class Conversation:
         with history.lock:
             history.load_branch(*read_branch(self.id, tip))
             damaged = list(history.damage)
-        for index, reason in damaged:
-            warn("conversation record skipped", conversation=self.id, at=record_place(self.store, self.id, index),
-                 reason=reason)
+        self._warn(damaged)
         if tip not in history.turns:
             self._read_all()  # not a turn the index knows: read everything, as without one
 
@@ -322,7 +319,7 @@ class Conversation:
                     raise FunctAIError(held.held_message(self.id, self._history.turns[newest]),
                                        code="conversation-busy")
                 parent = self._parent()
-                record, live_inputs = self._prepare(inputs, parent, turn_id)
+                record, live_inputs = shown_context.prepare(self, inputs, parent, turn_id)
                 lease["t"] = round(time.time(), 3)  # the hooks may have taken a while: the lease starts now
                 record.update(lease)
                 if not self._follow and not self._forked:
@@ -355,11 +352,6 @@ class Conversation:
         if self._follow:
             tip = history.newest_below(tip)
         return tip
-    def _prepare(
-        self, inputs: dict[str, Any], parent: str | None, turn_id: str | None = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Run turn_start and context; the turn's record, and its inputs as Python values."""
-        return shown_context.prepare(self, inputs, parent, turn_id if turn_id is not None else _new_id())
 
     # -- running a turn ------------------------------------------------------------------
 

@@ -51,10 +51,10 @@ def attempts(what: str, conversation: str) -> Iterator[int]:
 
 def refresh(history: History, store: Store, conversation: str) -> None:
     """Apply what is new in the store (one thread at a time: each record once)."""
+    read_rows = rows.row_reader(store)  # the built-in stores: records decoded only as far as the fold needs
     with history.lock:
-        read_rows = rows.row_reader(store)
-        if read_rows is not None:  # the built-in stores: records decoded only as far as the fold needs
-            rows.fold(history, *read_rows(conversation, history.count))
+        if read_rows is not None:
+            history.apply_all(*read_rows(conversation, history.count))
         else:
             history.apply_all(store.read(conversation, history.count))
 

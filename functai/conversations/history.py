@@ -18,10 +18,11 @@ from __future__ import annotations
 import threading
 from itertools import chain
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..models.request import Frozen
-from .checks import END_STATES, problem, sound_reply
+from . import rows
+from .checks import END_STATES, QUICK, problem
 
 from .turndata import (  # noqa: F401  (the names the fold's users import from here)
     ABANDONED,
@@ -41,7 +42,7 @@ from .turndata import (  # noqa: F401  (the names the fold's users import from h
 
 
 class History:
-    """The fold of a conversation's records; `apply` takes each new one."""
+    """The fold of a conversation's records; `apply_all` takes new ones."""
 
     def __init__(self) -> None:
         #: Held while records are read and applied, so threads sharing a view apply each once.
@@ -83,7 +84,7 @@ class History:
         self.partial = True
         for position, record in records:
             self.count = position
-            self.apply(record)
+            self.apply_all((record,))
         self.count = count
 
     def reset(self) -> None:
@@ -92,95 +93,75 @@ class History:
         self.__init__()  # type: ignore[misc]
         self.lock = lock
 
-    def apply_all(self, records: Iterable[Mapping[str, Any]]) -> None:
-        quick = {kind: method.__get__(self) for kind, method in _QUICK.items()}
-        apply = self.apply
-        for record in records:  # `apply`, with the quick path written out: a long open runs it per record
-            if type(record) is dict and record.get("functai_conversation") == FORMAT:
-                try:
-                    handler = quick.get(record.get("kind"))
-                except TypeError:  # a kind that is not even hashable: damage, said by `apply`
-                    handler = None
-                if handler is not None and handler(record):
-                    self.count += 1
+    def apply_all(self, items: Iterable[Any], whole: Callable[[int], dict[str, Any]] | None = None) -> None:
+        """Apply records in order from the next place: dicts (`Store.read`), or rows (`Store.read_rows`,
+        see `functai.conversations.rows`) with ``whole`` giving the record at a position of ``items``.
+
+        A sound ``turn`` row, plain ``reply`` row or ``end`` row is applied as it is (an open
+        meets little else); any other record whole, checked first (`problem`) so that damage
+        is named.
+        """
+        turn_row, reply_row, end_row = rows.ROWS.get("turn"), rows.ROWS.get("reply"), rows.ROWS.get("end")
+        no_list, no_dict, plain_reply = rows.EMPTY_LIST, rows.EMPTY_DICT, rows.PLAIN_REPLY.fullmatch
+        turns, order, damage = self.turns, self.order, self.damage
+        start = self.count
+        #: Turns made from rows that have not ended: their record's position. A row holds no lease,
+        #: so a turn still running has its lease read from its whole record, before anything else reads it.
+        pending: dict[str, int] = {}
+        position = -1
+        for position, item in enumerate(items):
+            kind = type(item)
+            if kind is turn_row:
+                turn_id, parent_id, inputs, shown, context = (
+                    item.turn, item.parent, item.inputs, item.shown, item.context)
+                if (item.functai_conversation == FORMAT and type(turn_id) is str and turn_id
+                        and (parent_id is None or type(parent_id) is str)
+                        and (inputs is None or type(inputs) is dict) and (context is None or type(context) is dict)
+                        and type(shown) is dict and len(shown) == 1 and type(shown.get("last")) is int
+                        and shown["last"] >= 0 and item.changes in no_list and item.sections in no_list
+                        and item.without in no_dict):
+                    added = len(order)
+                    note = self._add_turn(turn_id, parent_id, item)
+                    if len(order) > added:
+                        pending[turn_id] = position
+                    if note is not None:
+                        damage.append((start + position, note))
                     continue
-            apply(record)
+            elif kind is reply_row:
+                turn_id, raw = item.turn, item.reply
+                if (item.functai_conversation == FORMAT and type(turn_id) is str and raw and plain_reply(raw)
+                        and (turn := turns.get(turn_id)) is not None):
+                    turn._replies += (raw,)  # its JSON, decoded when asked for (`TurnData.replies`)
+                    continue
+            elif kind is end_row:
+                turn_id, state, outputs, error = item.turn, item.state, item.outputs, item.error
+                if (item.functai_conversation == FORMAT and type(turn_id) is str and type(state) is str
+                        and state in END_STATES and (outputs is None or type(outputs) is dict)
+                        and (error is None or type(error) is dict)
+                        and (turn := turns.get(turn_id)) is not None and turn.state != DONE):
+                    self._end(turn, state, outputs, error)
+                    pending.pop(turn_id, None)
+                    continue
+            if pending:
+                self._settle(pending, whole)  # type: ignore[arg-type]
+            reason = self._whole(item if whole is None or kind is dict else whole(position))
+            if reason is not None:
+                damage.append((start + position, reason))
+        if pending:
+            self._settle(pending, whole)  # type: ignore[arg-type]
+        self.count = start + position + 1
 
-    def apply(self, record: Mapping[str, Any]) -> None:
-        index = self.count
-        self.count = index + 1
-        if type(record) is dict:
-            if record.get("functai_conversation") != FORMAT:
-                return  # a format this version does not read
-            quick = _QUICK.get(record.get("kind")) if type(record.get("kind")) is str else None
-            if quick is not None and quick(self, record):
-                return  # the commonest records, sound, applied without the checks that name what is wrong
-        elif not isinstance(record, Mapping) or record.get("functai_conversation") != FORMAT:
-            return
-        reason = problem(record)
-        if reason is None:
-            reason = self._fold(record)
-        if reason is not None:
-            self.damage.append((index, reason))
+    def _settle(self, pending: dict[str, int], whole: Callable[[int], dict[str, Any]]) -> None:
+        for turn_id, position in pending.items():
+            self.turns[turn_id].lease = _lease(whole(position))
+        pending.clear()
 
-    # -- the commonest records: sound ones applied at once, others (False) checked in full ------
-
-    def _quick_turn(self, record: dict[str, Any]) -> bool:
-        get = record.get
-        turn_id, parent_id, inputs, shown, context = (
-            get("turn"), get("parent"), get("inputs"), get("shown"), get("context"))
-        if (type(turn_id) is not str or not turn_id or turn_id in self.turns
-                or (inputs is not None and type(inputs) is not dict)
-                or (context is not None and type(context) is not dict)
-                or type(shown) is not dict or len(shown) != 1 or type(shown.get("last")) is not int
-                or shown["last"] < 0 or get("changes") or get("without") or get("sections")):
-            return False
-        if parent_id is None:
-            parent = None
-        elif type(parent_id) is not str or (parent := self.turns.get(parent_id)) is None:
-            return False
-        turn = TurnData(record, len(self.order))
-        if parent is not None:
-            turn.base = parent.base + (parent.state == DONE)
-            turn.forked = turn.fork or parent.forked
-        self.turns[turn_id] = turn
-        self.order.append(turn_id)
-        self.running.add(turn_id)
-        return True
-
-    def _quick_reply(self, record: dict[str, Any]) -> bool:
-        turn_id, reply = record.get("turn"), record.get("reply")
-        if type(turn_id) is not str or type(reply) is not dict:
-            return False
-        get = reply.get
-        if ((get("tool_calls", ()) == [] or "tool_calls" not in reply)
-                and "refusal" not in reply and "reasoning" not in reply):  # a plain final answer: a few scalars
-            text, usage, finish = get("text"), get("usage"), get("finish_reason")
-            if ((text is not None and type(text) is not str) or (usage and type(usage) is not dict)
-                    or (finish is not None and type(finish) is not str)):
-                return False
-        elif not sound_reply(reply):
-            return False
-        turn = self.turns.get(turn_id)
-        if turn is None:
-            return False
-        turn._replies = (*turn._replies, reply)
-        return True
-
-    def _quick_end(self, record: dict[str, Any]) -> bool:
-        get = record.get
-        turn_id, state, outputs, error = get("turn"), get("state"), get("outputs"), get("error")
-        if (type(turn_id) is not str or type(state) is not str or state not in END_STATES
-                or (outputs is not None and type(outputs) is not dict)
-                or (error is not None and type(error) is not dict)):
-            return False
-        turn = self.turns.get(turn_id)
-        if turn is None or turn.state == DONE:
-            return False
-        self._end(turn, state, outputs, error)
-        return True
-
-    # -- any record ---------------------------------------------------------------------------
+    def _whole(self, record: Any) -> str | None:
+        """Apply a whole record; why it could not be used, if it could not."""
+        if not isinstance(record, Mapping) or record.get("functai_conversation") != FORMAT:
+            return None  # a format this version does not read
+        reason = problem(record, _QUICK)
+        return self._fold(record) if reason is None else reason
 
     def _fold(self, record: Mapping[str, Any]) -> str | None:
         """Apply one well-shaped record; why it could not be used, if it could not."""
@@ -196,17 +177,16 @@ class History:
             )
             return None
         if kind == "turn":
-            return self._add_turn(record)
+            return self._add_turn(record["turn"], record.get("parent"), record)
         turn = self.turns.get(record.get("turn", ""))
         if turn is None:
             if kind not in _TURN_KINDS or self.partial:  # newer writer's kind; a turn on another branch
-                return None  # a kind from a newer writer
+                return None
             return f"turn {record.get('turn')!r} is unknown (its turn record is missing or damaged)"
-        turn.ready()  # a turn an open made from a row: all its fields, before one changes
         if turn.state == DONE and kind in ("wait", "resume", "end", "interrupt"):
             return f"turn {turn.id!r} already ended done, and a done turn never changes"
         if kind == "reply":
-            turn.replies = (*turn.replies, dict(record.get("reply") or {}))
+            turn._replies += (record["reply"],)
         elif kind == "tool":
             turn.tools = {**turn.tools, record["site"]: dict(record)}
         elif kind == "wait":
@@ -247,26 +227,30 @@ class History:
         turn.error = error
         turn.messages = None
 
-    def _add_turn(self, record: Mapping[str, Any]) -> str | None:
-        turn = TurnData(record, len(self.order))
-        if turn.id in self.turns:
-            return f"turn id {turn.id!r} is already used by an earlier turn"
-        note = None
-        parent = self.turns.get(turn.parent) if turn.parent is not None else None
-        if turn.parent is not None and parent is None and self.partial:
-            return None  # a turn on a branch this history did not read
-        if turn.parent is not None and parent is None:
-            # Parents are always written before their children, so this one's record was lost; keeping
-            # the turn as the start of a branch keeps it and everything after it (and can never loop).
-            note = (f"turn {turn.id!r} continues turn {turn.parent!r}, which is not in the conversation "
-                    "(its record is missing or damaged); it is kept as the first turn of a branch")
-            turn.lost_parent, turn.parent = turn.parent, None
-        if parent is not None:
-            turn.base = self.done_count(parent.id)
-            turn.forked = turn.fork or parent.forked
-        self.turns[turn.id] = turn
-        self.order.append(turn.id)
-        self.running.add(turn.id)
+    def _add_turn(self, turn_id: str, parent_id: str | None, record: Any) -> str | None:
+        """Add a turn from its record (a dict, or a sound row); why it is damaged, if it is."""
+        if turn_id in self.turns:
+            return f"turn id {turn_id!r} is already used by an earlier turn"
+        parent = note = None
+        if parent_id is not None:
+            parent = self.turns.get(parent_id)
+            if parent is None and self.partial:
+                return None  # a turn on a branch this history did not read
+            if parent is None:
+                # Parents are always written before their children, so this one's record was lost; keeping
+                # the turn as the start of a branch keeps it and everything after it (and can never loop).
+                note = (f"turn {turn_id!r} continues turn {parent_id!r}, which is not in the conversation "
+                        "(its record is missing or damaged); it is kept as the first turn of a branch")
+        if parent is None:
+            turn = TurnData(turn_id, None, len(self.order), record)
+            if parent_id is not None:
+                turn.lost_parent = parent_id
+        else:
+            turn = TurnData(turn_id, parent_id, len(self.order), record, parent.base + (parent.state == DONE),
+                            parent.forked)
+        self.turns[turn_id] = turn
+        self.order.append(turn_id)
+        self.running.add(turn_id)
         return note
 
     def _state(self, turn: TurnData, state: str) -> None:
@@ -440,8 +424,8 @@ class History:
             limit -= 1
 
 
-#: The records applied at once when sound (see `History.apply`).
-_QUICK = {"turn": History._quick_turn, "reply": History._quick_reply, "end": History._quick_end}
+#: The quick yes-answers a whole record gets before its fields are checked one by one.
+_QUICK = QUICK
 
 #: Kinds that belong to a turn: a record of one for an unknown turn is damage.
 _TURN_KINDS = frozenset({"reply", "tool", "wait", "answer", LATE_ANSWER, "resume", "end", "lease", "interrupt"})

@@ -7,7 +7,9 @@ out as `Turn` objects.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, Generic, Mapping, Sequence, TypeVar
+
+T = TypeVar("T")
 
 #: The record format version every record carries.
 FORMAT = 1
@@ -29,92 +31,116 @@ LATE_ANSWER = "late_answer"
 NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 
+class _Recorded(Generic[T]):
+    """A field of `TurnData` only the turn's own record says (see `TurnData._read`)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, turn: TurnData, owner: type) -> T:
+        if turn._row is not None:
+            turn._read()
+        return getattr(turn, self.slot)  # type: ignore[no-any-return]
+
+
 class TurnData:
     """What the records say of one turn.
 
-    Records come from a store as fresh dicts that nothing else holds, so a turn keeps the
-    parts of its record it needs (inputs, what it was shown, ...) as they are instead of
-    copying them, and what most turns never have (approvals, replies, tool runs) is a shared
-    empty value until a record gives it one: opening a long conversation then makes little
-    beyond the decoded records themselves. None of these is ever changed in place.
+    The fold sets what later records change (state, outputs, replies, approvals, ...).
+    What only the turn's own record says (inputs, what it was shown, when it started, ...)
+    is read from a row when first asked for: an open of a long conversation reads it for
+    the few turns it shows, not for all of them (the 10,000-turn open budget).
+    None of these is ever changed in place.
     """
 
     __slots__ = (
-        "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown",
-        "without", "sections", "approvals", "answers", "_replies", "tools", "error", "at", "resumes", "fork",
-        "waited_with", "claim", "lease", "why", "call", "ran_with", "waits",
-        "base", "lost_parent", "messages", "forked", "_row",
+        "id", "parent", "order", "state", "outputs", "_replies", "error", "fork", "forked", "base", "claim",
+        "lease", "messages", "_row", "_inputs", "_changes", "_context", "_shown", "_without", "_sections", "_at",
+        "_call", "_ran_with", "__dict__",
     )
 
-    def __init__(self, record: Mapping[str, Any], order: int) -> None:
-        get = record.get
-        self.id: str = record["turn"]
-        self.parent: str | None = get("parent")
-        self.inputs: Mapping[str, Any] = get("inputs") or NOTHING
-        self.outputs: Mapping[str, Any] = NOTHING
-        self.state: str = RUNNING
+    # What most turns never get, shared by the class until a record gives a turn its own (in the
+    # turn's ``__dict__``): a turn is made with fewer fields (the 10,000-turn open budget).
+    approvals: Sequence[dict[str, Any]] = ()
+    answers: Mapping[str, tuple[bool, str | None]] = NOTHING
+    tools: Mapping[str, dict[str, Any]] = NOTHING
+    resumes = 0
+    #: What the turn ran with when it waited: ``{"approve": rule, "plugins": [names]}``.
+    waited_with: Mapping[str, Any] = NOTHING
+    #: Why the turn was interrupted (its owner was gone), when it was.
+    why: str | None = None
+    #: Each wait: ``{"approvals", "at", "started"}``; answers are in ``answers``/``answered``.
+    waits: Sequence[dict[str, Any]] = ()
+    #: The recorded parent when its record is missing (damaged): the turn then starts a branch.
+    lost_parent: str | None = None
+
+    def __init__(self, turn_id: str, parent: str | None, order: int, record: Any, base: int = 0,
+                 forked: bool = False) -> None:
+        """``record`` is the turn's record: a dict, or a row (`functai.conversations.rows`) the
+        fold took as sound (it then has no changes, ``without`` or sections)."""
+        self.id = turn_id
+        self.parent = parent
         self.order = order
-        self.changes: Sequence[dict[str, Any]] = get("changes") or ()
-        self.context: dict[str, Any] | None = get("context")
-        #: What the turn was shown, as recorded (see the module docstring): `History.shown` reads it.
-        shown = get("shown")
-        self.shown: dict[str, Any] | list[str] = shown if isinstance(shown, dict) else list(shown or [])
-        self.without: Mapping[str, list[str]] = get("without") or NOTHING
-        self.sections: Sequence[str] = get("sections") or ()
-        self.approvals: Sequence[dict[str, Any]] = ()
-        self.answers: Mapping[str, tuple[bool, str | None]] = NOTHING
+        self.state = RUNNING
+        self.outputs: Mapping[str, Any] = NOTHING
         self._replies: tuple[Any, ...] = ()  # dicts, or JSON to decode (see `replies`)
-        self.tools: Mapping[str, dict[str, Any]] = NOTHING
         self.error: dict[str, Any] | None = None
-        self.at: str | None = get("at")
-        self.resumes = 0
-        #: The first turn of a branch made with ``continue_from``: views that follow the
-        #: conversation forward never follow into it.
-        self.fork: bool = bool(get("fork"))
-        #: What the turn ran with when it waited: ``{"approve": rule, "plugins": [names]}``.
-        self.waited_with: Mapping[str, Any] = NOTHING
-        #: The claim of the process that runs it now (see `functai.conversations.leases`) and its
-        #: lease (while it runs: a turn that ended needs none).
-        self.claim: str | None = get("claim")
-        self.lease: dict[str, Any] | None = (
-            {"owner": get("owner"), "t": get("t"), "ttl": get("ttl")} if "owner" in record else None)
-        #: Why the turn was interrupted (its owner was gone), when it was.
-        self.why: str | None = None
-        #: The id of the turn's own call record (one record, however often the turn waits).
-        self.call: str | None = get("call")
-        #: What the turn started with: ``{"approve": rule, "plugins": [names]}`` (empty before leases).
-        ran_with = get("ran_with")
-        self.ran_with: Mapping[str, Any] = ran_with if isinstance(ran_with, dict) else NOTHING
-        #: Each wait: ``{"approvals", "at", "started"}``; answers are in ``answers``/``answered``.
-        self.waits: Sequence[dict[str, Any]] = ()
         #: How many done turns the branch held above this turn when it was recorded.
-        self.base = 0
-        #: The recorded parent when its record is missing (damaged): the turn then starts a branch.
-        self.lost_parent: str | None = None
-        #: Whether this turn or one above it was made with ``continue_from``.
-        self.forked = self.fork
+        self.base = base
         #: The turn as prior messages (a done turn's, rendered once).
         self.messages: tuple[Mapping[str, Any], ...] | None = None
-        #: The row a turn read by an open was made from, until its other fields are filled in.
-        self._row: Any = None
+        #: The turn's row, until what it says is read (`_read`): a dict is read at once.
+        self._row: Any = record
+        if type(record) is dict:
+            self.fork: bool = bool(record.get("fork"))
+            #: The claim of the process that runs it now (see `functai.conversations.leases`).
+            self.claim: str | None = record.get("claim")
+            #: Its lease, while it runs (a turn that ended needs none).
+            self.lease: dict[str, Any] | None = _lease(record)
+            self._read()
+        else:  # a row holds no lease: `History.apply_all` reads it from the whole record when the turn still runs
+            self.fork, self.claim, self.lease = bool(record.fork), record.claim, None
+        #: Whether this turn or one above it was made with ``continue_from``: views that follow
+        #: the conversation forward never follow into it.
+        self.forked = self.fork or forked
 
-    def __getattr__(self, name: str) -> Any:
-        """A field of a turn an open made from a row (`functai.conversations.rows`) and that nobody
-        asked for yet: every such field is filled in from the row now, once."""
-        if name in LAZY:
-            self.ready()
-            return object.__getattribute__(self, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    #: What the turn's fields are called.
+    FIELDS = (
+        "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown", "without",
+        "sections", "approvals", "answers", "replies", "tools", "error", "at", "resumes", "fork", "waited_with",
+        "claim", "lease", "why", "call", "ran_with", "waits", "base", "lost_parent", "messages", "forked",
+    )
 
-    def ready(self) -> None:
-        """Fill in what a row-made turn left for later (before anything changes it)."""
-        if self._row is not None:
-            from .rows import fill
+    def _read(self) -> None:
+        """Set what the turn's record says (no lock: two threads reading it at once set the same)."""
+        record = self._row
+        if type(record) is dict:
+            get = record.get
+            shown, ran_with = get("shown"), get("ran_with")
+            self._inputs, self._changes, self._context = get("inputs") or NOTHING, get("changes") or (), get("context")
+            self._shown = shown if isinstance(shown, dict) else list(shown or [])
+            self._without, self._sections = get("without") or NOTHING, get("sections") or ()
+            self._at, self._call = get("at"), get("call")
+            self._ran_with = ran_with if isinstance(ran_with, dict) else NOTHING
+        elif record is not None:
+            self._inputs, self._changes, self._context = record.inputs or NOTHING, (), record.context
+            self._shown = record.shown
+            self._without, self._sections, self._at, self._call = NOTHING, (), record.at, record.call
+            self._ran_with = _ran_with(record.ran_with)
+        self._row = None
 
-            fill(self)
-
-    #: What the turn's fields are called (``replies`` is kept as ``_replies``, see `replies`).
-    FIELDS: tuple[str, ...] = ()
+    inputs: _Recorded[Mapping[str, Any]] = _Recorded()
+    changes: _Recorded[Sequence[dict[str, Any]]] = _Recorded()
+    context: _Recorded[dict[str, Any] | None] = _Recorded()
+    #: What the turn was shown, as recorded (see `functai.conversations.history`).
+    shown: _Recorded[dict[str, Any] | list[str]] = _Recorded()
+    without: _Recorded[Mapping[str, list[str]]] = _Recorded()
+    sections: _Recorded[Sequence[str]] = _Recorded()
+    at: _Recorded[str | None] = _Recorded()
+    #: The id of the turn's own call record (one record, however often the turn waits).
+    call: _Recorded[str | None] = _Recorded()
+    #: What the turn started with: ``{"approve": rule, "plugins": [names]}`` (empty before leases).
+    ran_with: _Recorded[Mapping[str, Any]] = _Recorded()
 
     @property
     def replies(self) -> Sequence[dict[str, Any]]:
@@ -136,17 +162,17 @@ class TurnData:
         self._replies = tuple(value)
 
 
-TurnData.FIELDS = tuple("replies" if name == "_replies" else name for name in TurnData.__slots__ if name != "_row")
-
-#: The fields an open leaves unset on a turn made from a row until one of them is asked for
-#: (`TurnData.__getattr__`); the others it sets at once (what the fold and a branch walk read).
-LAZY = frozenset({
-    "inputs", "changes", "context", "shown", "without", "sections", "approvals", "answers", "tools", "at",
-    "resumes", "waited_with", "claim", "why", "call", "ran_with", "waits", "lost_parent",
-})
-
-
 def _lease(record: Mapping[str, Any]) -> dict[str, Any] | None:
     if "owner" not in record:
         return None
     return {"owner": record.get("owner"), "t": record.get("t"), "ttl": record.get("ttl")}
+
+
+def _ran_with(raw: Any) -> Mapping[str, Any]:
+    """What a row says a turn ran with (its JSON, or unset: falsy)."""
+    if not raw:
+        return NOTHING
+    from .. import codec
+
+    value = codec.loads(bytes(raw))
+    return value if type(value) is dict else NOTHING
