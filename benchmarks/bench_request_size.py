@@ -14,7 +14,7 @@ import argparse
 
 import functai
 from functai import ai
-from functai.conversations import MemoryStore
+from functai.stores import MemoryStore
 from functai.models.request import Request
 from functai.testing import ScriptedLM
 

@@ -26,20 +26,12 @@ if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checke
     from .calls.streaming import StreamEvent
     from .calls.template import Template
     from .calls.tools import ApprovalError, Tool, tool
-    from .conversations import (
-        Conversation,
-        FolderStore,
-        MemoryStore,
-        Store,
-        Turn,
-        all_turns,
-        current_turn,
-        last_turns,
-    )
+    from .conversations import Conversation, Turn, all_turns, current_turn, last_turns
     from .evaluation.evaluate import evaluate
     from .evaluation.optimize import optimize
     from .evaluation.ratings import rate
     from .models.toolcall import ToolCall
+    from .stores import FolderStore, MemoryStore, Store
 
 #: Names imported on first use, by module, so ``import functai`` stays light.
 _LAZY_FROM = {
@@ -47,10 +39,10 @@ _LAZY_FROM = {
     "functai.calls.streaming": ("StreamEvent",),
     "functai.calls.template": ("Template",),
     "functai.calls.tools": ("ApprovalError", "Tool", "tool"),
-    "functai.conversations": ("Conversation", "FolderStore", "MemoryStore", "Store", "Turn", "all_turns",
-                              "current_turn", "last_turns"),
+    "functai.conversations": ("Conversation", "Turn", "all_turns", "current_turn", "last_turns"),
     "functai.evaluation": ("evaluate", "optimize", "rate"),
     "functai.models.toolcall": ("ToolCall",),
+    "functai.stores": ("FolderStore", "MemoryStore", "Store"),
 }
 _LAZY = {name: module for module, names in _LAZY_FROM.items() for name in names}
 

@@ -15,7 +15,7 @@ import pytest
 
 import functai
 from functai import ai, tool
-from functai.conversations import FolderStore
+from functai.stores import FolderStore
 from functai.evaluation.ratings import read_ratings
 from functai.testing import ScriptedLM, tool_call
 

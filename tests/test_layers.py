@@ -161,8 +161,6 @@ def test_every_exception_is_still_needed() -> None:
 
 #: What conversations may use of `functai.stores`: the protocol, the opener and the memory store.
 CONVERSATIONS_USE = {"functai.stores.protocol", "functai.stores.opening", "functai.stores.memory"}
-#: Modules of `functai.conversations` that only re-export the stores' public names from where they were.
-RE_EXPORTS = {"functai.conversations", "functai.conversations.store", "functai.conversations.folder"}
 
 
 def test_conversations_use_stores_through_the_protocol() -> None:
@@ -170,7 +168,6 @@ def test_conversations_use_stores_through_the_protocol() -> None:
     reached = sorted(
         (module_name(path), target)
         for path in PACKAGE.joinpath("conversations").rglob("*.py")
-        if module_name(path) not in RE_EXPORTS
         for target in imports(path)
         if target.startswith("functai.stores") and target not in CONVERSATIONS_USE
     )

@@ -16,7 +16,8 @@ import pytest
 import functai
 from functai import FunctAIError
 from functai.cli import main as cli
-from functai.conversations import MemoryStore, leases
+from functai.conversations import leases
+from functai.stores import MemoryStore
 from functai.conversations.history import History
 from functai.testing import ScriptedLM, tool_call
 

@@ -7,7 +7,8 @@ import pytest
 
 import functai
 from functai import FunctAIError, ai
-from functai.conversations import MemoryStore, StoreConflict, held
+from functai.conversations import held
+from functai.stores import MemoryStore, StoreConflict
 from functai.testing import ScriptedLM
 from store_fixtures import DURABLE, store_url
 
