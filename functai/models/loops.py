@@ -1,13 +1,10 @@
 """One `httpx.AsyncClient` per event loop, closed on that loop when it shuts down.
 
-An asyncio connection belongs to the loop that opened it: only code running
-on that loop may close it. So each loop gets its own client and a *watcher*,
-an async generator left suspended on the loop: asyncio closes it as the loop
-shuts down (``asyncio.run``, ``loop.shutdown_asyncgens()``), and its
-``finally`` closes the client while the loop can still run it. Closing from
-elsewhere (another thread, another loop) is scheduled on the client's own
-loop with ``call_soon_threadsafe``. A loop closed without
-``shutdown_asyncgens()`` leaves its connections to the garbage collector.
+An asyncio connection may be closed only by its own loop. So each loop gets a
+*watcher* with its client: an async generator left suspended, which asyncio
+closes as the loop shuts down (``asyncio.run``, ``shutdown_asyncgens()``); its
+``finally`` closes the client. Closing from elsewhere is scheduled on the
+client's loop with ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -24,18 +21,14 @@ if TYPE_CHECKING:
 __all__ = ["LoopClients"]
 
 
-#: A loop's client, and its watcher (held: the loop keeps only a weak reference), None where the
-#: loop does not track async generators.
+#: A loop's client, and its watcher (held: the loop keeps only a weak reference) or None.
 _Entry = tuple["httpx.AsyncClient", Any]
 
 
 async def _watch(owner: weakref.ref[LoopClients], loop: asyncio.AbstractEventLoop,
                  http: httpx.AsyncClient) -> AsyncGenerator[None, None]:
-    """Suspended for the loop's life; asyncio closes it as the loop shuts down.
-
-    Closing a client twice is harmless (httpx marks it closed before closing
-    its pool), so an explicit close never needs to stop the watcher first.
-    """
+    """Suspended for the loop's life. Closing a client twice is harmless, so an explicit
+    close never stops the watcher first."""
     try:
         yield
     finally:
@@ -46,7 +39,7 @@ async def _watch(owner: weakref.ref[LoopClients], loop: asyncio.AbstractEventLoo
 
 
 class LoopClients:
-    """The async clients of one model client, by event loop (see the module's docstring)."""
+    """The async clients of one model client, by event loop."""
 
     __slots__ = ("_by_loop", "_lock", "_pending", "__weakref__")
 

@@ -1,21 +1,11 @@
-"""A client for OpenAI-compatible chat-completions servers, over httpx.
+"""A client for OpenAI-compatible chat-completions servers (OpenAI, Ollama, vLLM, llama.cpp,
+LM Studio; Azure in `functai.models.azure`), over httpx.
 
-OpenAI, Ollama, vLLM, the llama.cpp server and LM Studio all answer
-``POST {base_url}/chat/completions``, so one client covers them (and, with
-another URL and key header, Azure OpenAI: `functai.models.azure`). Transient
-failures are retried with jittered backoff; everything else becomes a
-`ModelError` with a stable ``code``. The API key and secret headers are kept
-behind handles (`functai.models.keys`), sent only on each request, and
-scrubbed from every server text, so a server that echoes them cannot get
-them into a record.
-
-One exchange (build the body, post, retry, fall back to a weaker output
-format, read the reply) is written once, in `OpenAIClient._exchange`, as
-steps that do no I/O: they yield ``("post", url, body, stream)`` and
-``("sleep", seconds)``. `_drive` performs them with the pooled
-`httpx.Client`, `_adrive` with the event loop's `httpx.AsyncClient`.
-
-This module imports httpx at the top; ``import functai`` must not import it.
+The API key and secret headers stay behind handles (`functai.models.keys`) until each request
+is sent, and are scrubbed from every server text, so an echoing server cannot get them into a record.
+One exchange (post, retry, fall back to a weaker output format, read) is written once, in
+`OpenAIClient._exchange`, as steps that do no I/O, performed by `_drive` (plain) or `_adrive` (async).
+``import functai`` must not import this module: it imports httpx.
 """
 
 from __future__ import annotations
@@ -48,13 +38,13 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_RETRY_AFTER = 30.0
 #: Longest backoff step, in seconds.
 MAX_BACKOFF = 30.0
-#: Statuses worth asking again: timeout, conflict, rate limit; and every 5xx.
+#: Statuses worth asking again (and every 5xx).
 RETRY_STATUSES = frozenset({408, 409, 429})
 #: OpenAI models that refuse ``max_tokens`` (reasoning models).
 _COMPLETION_TOKENS_MODELS = re.compile(r"(o\d|gpt-5)")
 
-# What each server accepted, remembered for the process: base URL → index into FORMATS,
-# and the (base URL, model) pairs that want max_completion_tokens.
+# What each server accepted, for the process: base URL → index into FORMATS; (base URL, model) pairs
+# that want max_completion_tokens.
 _formats: dict[str, int] = {}
 _completion_tokens: set[tuple[str, str]] = set()
 
@@ -76,18 +66,9 @@ class _SecretHeaders(httpx.Auth):
 class OpenAIClient:
     """Answers `Request`s through an OpenAI-compatible ``/chat/completions`` endpoint.
 
-    One pooled `httpx.Client` is made on first use and shared by concurrent
-    `complete` calls, and one `httpx.AsyncClient` per event loop for the
-    async calls. Use as a context manager (``with`` or ``async with``), or
-    call `close` / ``await aclose()``, to release them; an event loop's pool
-    is also closed as asyncio shuts that loop down.
-
-    The key comes from ``api_key``, else the environment variable
-    ``api_key_env`` (``OPENAI_API_KEY`` for the ``openai`` provider, no
-    variable for others unless given). ``headers`` are merged over the
-    defaults; for ``openai``, ``OPENAI_ORG_ID``/``OPENAI_PROJECT_ID`` (or
-    ``organization``/``project``) are sent as ``OpenAI-Organization`` /
-    ``OpenAI-Project``.
+    One pooled `httpx.Client`, and one `httpx.AsyncClient` per event loop, made on first use;
+    ``with``/``async with``, `close` or `aclose` release them. The key is ``api_key``, else the
+    variable ``api_key_env`` (``OPENAI_API_KEY`` for ``openai``); ``headers`` win over the defaults.
     """
 
     name: str
@@ -169,8 +150,6 @@ class OpenAIClient:
     def _default_base_url(self) -> str:
         return DEFAULT_BASE_URL
 
-    # -- lifecycle ---------------------------------------------------------
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
 
@@ -181,7 +160,7 @@ class OpenAIClient:
         self.close()
 
     def close(self) -> None:
-        """Close the pooled connections (each event loop's on that loop, once it runs); a later call opens new ones."""
+        """Close the pooled connections (each event loop's on that loop, once it runs)."""
         with self._lock:
             http, self._http = self._http, None
         if http is not None:
@@ -189,7 +168,7 @@ class OpenAIClient:
         self._pools.close()
 
     async def aclose(self) -> None:
-        """Close the pools: this event loop's (awaited), every other loop's on that loop, and the plain one."""
+        """Close the pools: this event loop's awaited, the others' on their own loops."""
         await self._pools.aclose()
         self.close()
 
@@ -232,8 +211,6 @@ class OpenAIClient:
             transport = lean_transport()
         return httpx.AsyncClient(transport=transport, **self._options())
 
-    # -- the call ----------------------------------------------------------
-
     def _url(self, model: str) -> str:
         return f"{self.base_url}/chat/completions"
 
@@ -243,20 +220,15 @@ class OpenAIClient:
         return self.name == "openai" and _COMPLETION_TOKENS_MODELS.match(model) is not None
 
     def complete(self, request: Request) -> Reply:
-        """Send `request`, retrying transient failures, and read the reply.
-
-        A server that answers 400 to a structured-output format is asked again
-        with the next weaker one (`wire.FORMATS`); what worked is remembered for its base URL.
-        """
+        """Send `request`, retrying transient failures, and read the reply."""
         return self._drive(self._exchange(request, False))
 
     async def acomplete(self, request: Request) -> Reply:
-        """`complete` over the event loop's pooled `httpx.AsyncClient`: the same steps, awaited."""
+        """`complete` over the event loop's pooled `httpx.AsyncClient`."""
         return await self._adrive(self._exchange(request, False))
 
     def stream(self, request: Request) -> Iterator[Any]:
-        """Send `request` with ``"stream": true``: each text delta as it arrives (``str``),
-        then the whole `Reply` (tool calls assembled from their deltas, usage from the last chunk)."""
+        """Each text delta as it arrives (``str``), then the whole `Reply`."""
         response, wrapped = self._drive(self._exchange(request, True))
         assembler = Assembler()
         with closing(response), self._reader.cuts():
@@ -275,8 +247,6 @@ class OpenAIClient:
                     if text := assembler.line(line):
                         yield text
                 yield self._reader.assembled(assembler.answer(), wrapped)
-
-    # -- performing the exchange's steps: ("post", url, body, stream) and ("sleep", seconds) ----------
 
     def _drive(self, steps: Generator[Any, Any, Any]) -> Any:
         try:
@@ -329,8 +299,6 @@ class OpenAIClient:
                 self._urls.clear()
             parsed = self._urls[url] = httpx.URL(url)
         return parsed
-
-    # -- the exchange, as steps that do no I/O ------------------------------
 
     def _exchange(self, request: Request, stream: bool) -> Generator[Any, Any, Any]:
         """The reply to `request` (or, streaming, the open response and whether the value is wrapped)."""
@@ -417,11 +385,8 @@ class OpenAIClient:
         ) from None
 
     def _delay(self, retry: int, response: httpx.Response | None) -> float:
-        """Seconds before retry number ``retry + 1``: Retry-After, else jittered exponential backoff.
-
-        The jitter (between half and all of the step) keeps clients that failed
-        together from all coming back at the same moment.
-        """
+        """Seconds before retry ``retry + 1``: Retry-After, else exponential backoff, jittered so
+        clients that failed together do not all come back at the same moment."""
         if response is not None:
             hinted = _retry_after(response.headers)
             if hinted is not None:
@@ -430,7 +395,7 @@ class OpenAIClient:
         return step * (0.5 + 0.5 * self._random.random())
 
     def _hint(self, status: int) -> str:
-        """What to check after an authentication failure: where the key came from (never the key)."""
+        """Where the key came from (never the key), to check after an authentication failure."""
         if status != 401:
             return ""
         if self._key_from is not None:

@@ -1,15 +1,11 @@
 """A lean asyncio connection pool for the OpenAI-compatible client's `httpx.AsyncClient`.
 
 Kept because httpcore's pool re-examines every connection and queued request
-whenever a request starts or ends: 200 concurrent ``acall``s cost 1.16 s CPU
-over it, 0.42 s over this one (``benchmarks/compare.py --only acall``). It can
-go once httpcore assigns queued requests in one pass (encode/httpcore#1035).
-
-Idle connections of each origin wait on a stack and requests for a free one
-in a queue, so taking and giving back a connection costs the same however
-many there are. Each connection is still an `httpcore.AsyncHTTPConnection`
-(HTTP/1.1, TLS, timeouts as httpx does them); the limits mean what
-`httpx.Limits` means, with the same defaults. It serves asyncio only.
+whenever a request starts or ends, which triples the CPU of 200 concurrent
+``acall``s (docs/performance.md). It can go once httpcore assigns queued
+requests in one pass (encode/httpcore#1035). Each connection is still an
+`httpcore.AsyncHTTPConnection`; the limits mean what `httpx.Limits` means.
+It serves asyncio only.
 """
 
 from __future__ import annotations
@@ -33,9 +29,6 @@ _ERRORS = tuple(
                  "LocalProtocolError", "RemoteProtocolError", "ProtocolError")
 )
 
-_Key = tuple[bytes, bytes, int]
-
-
 def _mapped(error: Exception) -> Exception:
     for theirs, ours in _ERRORS:
         if isinstance(error, theirs):
@@ -54,18 +47,17 @@ def lean_transport(limits: httpx.Limits | None = None) -> httpx.AsyncBaseTranspo
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    """Connections by origin: idle ones on a stack (the freshest reused first), requests
-    waiting for a free one in arrival order, each handed the connection given back."""
+    """Idle connections on a stack, waiting requests in a queue: each step costs the same however
+    many there are. One model client sends to one origin, so connections are not kept by origin."""
 
     def __init__(self, limits: httpx.Limits | None = None) -> None:
         limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
         self._max = limits.max_connections if limits.max_connections is not None else 1 << 30
         self._keep = limits.max_keepalive_connections if limits.max_keepalive_connections is not None else self._max
         self._expiry = limits.keepalive_expiry
-        self._idle: dict[_Key, list[httpcore.AsyncHTTPConnection]] = {}
-        self._idle_count = 0
+        self._idle: list[httpcore.AsyncHTTPConnection] = []
         self._open = 0  # connections open or opening, idle ones included
-        self._waiting: deque[tuple[_Key, asyncio.Future[Any]]] = deque()
+        self._waiting: deque[asyncio.Future[Any]] = deque()
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
 
@@ -84,47 +76,41 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise _mapped(error) from None
 
     async def _send(self, request: httpcore.Request) -> httpx.Response:
-        origin = request.url.origin
-        key = (origin.scheme, origin.host, origin.port)
         timeouts = request.extensions.get("timeout") or {}
         while True:
-            connection = await self._acquire(origin, key, timeouts.get("pool"))
+            connection = await self._acquire(request.url.origin, timeouts.get("pool"))
             try:
                 response = await connection.handle_async_request(request)
             except httpcore.ConnectionNotAvailable:
-                await self._release(key, connection)  # it closed between our look and its use: another
+                await self._release(connection)  # it closed between our look and its use: another
                 continue
             except BaseException:
-                await self._release(key, connection)
+                await self._release(connection)
                 raise
             return httpx.Response(status_code=response.status, headers=response.headers,
-                                  stream=_Body(response.stream, self, key, connection), extensions=response.extensions)
+                                  stream=_Body(response.stream, self, connection), extensions=response.extensions)
 
-    async def _acquire(self, origin: httpcore.Origin, key: _Key, timeout: float | None) -> httpcore.AsyncHTTPConnection:
+    async def _acquire(self, origin: httpcore.Origin, timeout: float | None) -> httpcore.AsyncHTTPConnection:
         while True:
-            idle = self._idle.get(key)
-            while idle:
-                connection = idle.pop()
-                self._idle_count -= 1
-                if connection.is_idle() and not connection.has_expired():
+            while self._idle:
+                connection = self._idle.pop()
+                if connection.can_handle_request(origin) and connection.is_idle() and not connection.has_expired():
                     return connection
-                self._open -= 1
-                await connection.aclose()
-            if self._open >= self._max and self._idle_count:  # make room: close another origin's idle one
-                await self._close_one_idle()
+                await self._discard(connection)
             if self._open < self._max:
                 self._open += 1
                 ssl_context = self._ssl_context() if origin.scheme == b"https" else None
                 return httpcore.AsyncHTTPConnection(origin, ssl_context=ssl_context, keepalive_expiry=self._expiry)
-            handed = await self._wait(key, timeout)
-            if handed is not None:
+            handed = await self._wait(timeout)
+            if handed is not None and handed.can_handle_request(origin):
                 return handed  # type: ignore[no-any-return]
+            if handed is not None:
+                await self._discard(handed)
 
-    async def _wait(self, key: _Key, timeout: float | None) -> Any:
+    async def _wait(self, timeout: float | None) -> Any:
         """A connection handed over by `_release`, or None when only a place to open one came free."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        entry = (key, future)
-        self._waiting.append(entry)
+        self._waiting.append(future)
         try:
             if timeout is None:
                 return await future
@@ -136,51 +122,44 @@ class LeanTransport(httpx.AsyncBaseTransport):
             if future.done() and not future.cancelled():
                 handed = future.result()
                 if handed is not None:
-                    await self._release(key, handed)  # handed over as this request gave up: pass it on
+                    await self._release(handed)  # handed over as this request gave up: pass it on
                 else:
                     self._wake_one()
             else:
                 future.cancel()
                 try:
-                    self._waiting.remove(entry)
+                    self._waiting.remove(future)
                 except ValueError:
                     pass
             raise
 
-    async def _release(self, key: _Key, connection: httpcore.AsyncHTTPConnection) -> None:
-        """A request is done with `connection`: hand it to the next request waiting for
-        its origin, keep it idle, or close it, and let a waiting request go on."""
+    async def _release(self, connection: httpcore.AsyncHTTPConnection) -> None:
+        """A request is done with `connection`: hand it to the next request waiting,
+        keep it idle, or close it and let a waiting request open its own."""
         if connection.is_idle() and not connection.is_closed() and not self._closed:
-            for entry in self._waiting:
-                if entry[0] == key and not entry[1].done():
-                    self._waiting.remove(entry)
-                    entry[1].set_result(connection)
+            while self._waiting:
+                future = self._waiting.popleft()
+                if not future.done():
+                    future.set_result(connection)
                     return
-            if self._idle_count < self._keep and not self._waiting:
-                self._idle.setdefault(key, []).append(connection)
-                self._idle_count += 1
+            if len(self._idle) < self._keep:
+                self._idle.append(connection)
                 return
-        self._open -= 1
         try:
-            await connection.aclose()
+            await self._discard(connection)
         finally:
             self._wake_one()
+
+    async def _discard(self, connection: httpcore.AsyncHTTPConnection) -> None:
+        self._open -= 1
+        await connection.aclose()
 
     def _wake_one(self) -> None:
         """A place came free: the first waiting request opens a connection of its own."""
         while self._waiting:
-            _, future = self._waiting.popleft()
+            future = self._waiting.popleft()
             if not future.done():
                 future.set_result(None)
-                return
-
-    async def _close_one_idle(self) -> None:
-        for idle in self._idle.values():
-            if idle:
-                connection = idle.pop(0)
-                self._idle_count -= 1
-                self._open -= 1
-                await connection.aclose()
                 return
 
     def _ssl_context(self) -> ssl.SSLContext:
@@ -190,10 +169,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         self._closed = True  # connections still answering are closed when given back
-        idle = [connection for connections in self._idle.values() for connection in connections]
-        self._idle.clear()
+        idle, self._idle = self._idle, []
         self._open -= len(idle)
-        self._idle_count = 0
         failure: BaseException | None = None
         for connection in idle:  # every one, even after a cancellation: no socket is left to the collector
             try:
@@ -207,12 +184,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
 class _Body(httpx.AsyncByteStream):
     """A response body that says httpcore's errors as httpx's and gives its connection back when closed."""
 
-    __slots__ = ("_stream", "_pool", "_key", "_connection")
+    __slots__ = ("_stream", "_pool", "_connection")
 
-    def __init__(self, stream: Any, pool: LeanTransport, key: _Key, connection: httpcore.AsyncHTTPConnection) -> None:
+    def __init__(self, stream: Any, pool: LeanTransport, connection: httpcore.AsyncHTTPConnection) -> None:
         self._stream = stream
         self._pool = pool
-        self._key = key
         self._connection: httpcore.AsyncHTTPConnection | None = connection
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -232,4 +208,4 @@ class _Body(httpx.AsyncByteStream):
         try:
             await self._stream.aclose()
         finally:
-            await self._pool._release(self._key, connection)
+            await self._pool._release(connection)

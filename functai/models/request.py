@@ -32,11 +32,8 @@ def _frozen(item: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 class Frozen(tuple):  # type: ignore[type-arg]
-    """Messages already read-only, item by item: taken as they are, with no look at each.
-
-    A long conversation shows thousands of earlier messages; they are frozen once, when
-    read from the store, so a request costs what is new in it, not every turn shown.
-    """
+    """Messages already read-only, taken as they are: a long conversation's earlier messages
+    are frozen once, when read, so a request costs what is new in it, not every turn shown."""
 
     __slots__ = ()
 
@@ -127,9 +124,14 @@ class Client(Protocol):
     def complete(self, request: Request) -> Reply: ...
 
 
-def _number(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, not {value!r}")
+def _kind(fits: Callable[[Any], bool], wanted: str) -> Callable[[str, Any], None]:
+    """A check that a setting's value passes ``fits``, else a `TypeError` saying it must be ``wanted``."""
+
+    def check(name: str, value: Any) -> None:
+        if not fits(value):
+            raise TypeError(f"{name} must be {wanted}, not {value!r}")
+
+    return check
 
 
 def whole(minimum: int) -> Callable[[str, Any], None]:
@@ -144,33 +146,21 @@ def whole(minimum: int) -> Callable[[str, Any], None]:
     return check
 
 
-def _stop(name: str, value: Any) -> None:
-    if isinstance(value, str):
-        return
-    if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):
-        raise TypeError(f"stop must be a string or a list of strings, not {value!r}")
+def _is_word(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
-def _flag(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, not {value!r}")
-
-
-def _tool_choice(name: str, value: Any) -> None:
-    if isinstance(value, str) and value.strip():
-        return  # "auto", "none", "required", or the name of one tool
-    if isinstance(value, Mapping) and value.get("type") == "function":
-        return  # the wire form, sent as is
-    raise TypeError(
-        f"tool_choice must be 'auto', 'none', 'required', a tool's name, or "
-        f"{{'type': 'function', 'function': {{'name': ...}}}}; not {value!r}"
-    )
-
-
-def _word(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise TypeError(f"{name} must be a non-empty string, not {value!r}")
-
+_number = _kind(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number")
+_word = _kind(_is_word, "a non-empty string")
+_stop = _kind(
+    lambda v: isinstance(v, str) or (isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v)),
+    "a string or a list of strings",
+)
+#: "auto", "none", "required", a tool's name, or the wire form (sent as is).
+_tool_choice = _kind(
+    lambda v: _is_word(v) or (isinstance(v, Mapping) and v.get("type") == "function"),
+    "'auto', 'none', 'required', a tool's name, or {'type': 'function', 'function': {'name': ...}}",
+)
 
 #: Settings that are passed to the model with each request (``Request.settings``)
 #: and that a ``before_call`` change may set, with the check each value must pass.
@@ -185,7 +175,7 @@ MODEL_SETTING_CHECKS: dict[str, Callable[[str, Any], None]] = {
     "reasoning_effort": _word,
     "max_completion_tokens": whole(1),
     "tool_choice": _tool_choice,
-    "parallel_tool_calls": _flag,
+    "parallel_tool_calls": _kind(lambda v: isinstance(v, bool), "True or False"),
     "user": _word,
 }
 

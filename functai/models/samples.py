@@ -144,13 +144,10 @@ class _Sampler:
         return text if high is None else text[:high]
 
     def _integer(self, schema: dict[str, Any], depth: int, index: int) -> int:
-        value = _multiple(schema, math.ceil(_in_bounds(schema, 0, 1)))
-        if value != int(value):
-            raise _no_multiple(schema)
-        return int(value) + index * int(_step(schema) or 1)
+        return int(_bounded(schema, integer=True)) + index * int(_step(schema) or 1)
 
     def _number(self, schema: dict[str, Any], depth: int, index: int) -> float:
-        return float(_multiple(schema, _in_bounds(schema, 0.0, 1))) + index * (_step(schema) or 1)
+        return float(_bounded(schema, integer=False)) + index * (_step(schema) or 1)
 
     def _array(self, schema: dict[str, Any], depth: int, index: int) -> list[Any]:
         fixed = schema.get("prefixItems") or []
@@ -186,28 +183,33 @@ def _step(schema: dict[str, Any]) -> float | None:
     return step if isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0 else None
 
 
-def _multiple(schema: dict[str, Any], value: float) -> float:
-    """``value`` if it is a multiple of ``multipleOf``, else the first multiple above the lower
-    bound, else a multiple next to ``value``: the first of these inside the bounds."""
-    step = _step(schema)
-    if step is None or _is_multiple(value, step):
-        return value
-    near = math.floor(value / step) * step
-    candidates = [near + step, near]
-    floors = [schema[key] for key in ("minimum", "exclusiveMinimum") if schema.get(key) is not None]
-    if floors:
-        first = math.ceil(max(floors) / step) * step
-        candidates[:0] = [first, first + step]
-    found = next((candidate for candidate in candidates if _fits(schema, candidate)), None)
-    if found is None:
-        raise _no_multiple(schema)
-    return found
-
-
-def _is_multiple(value: float, step: float) -> bool:
-    """As pydantic checks it: the remainder within a billionth of the step."""
-    left = value % step
-    return abs(left) <= step / 1e9 or abs(left - step) <= step / 1e9
+def _bounded(schema: dict[str, Any], integer: bool) -> float:
+    """0 if the bounds allow it, else the multiple of the step (``multipleOf``, 1 for an integer)
+    nearest a bound; a number with no step takes the bound itself, or half-way when the range is narrow."""
+    low, high = schema.get("minimum"), schema.get("maximum")
+    above, below = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    step = _step(schema) or (1 if integer else None)
+    candidates: list[float] = [0]
+    if low is not None:
+        candidates.append(low if step is None else math.ceil(low / step) * step)
+    if above is not None:
+        candidates.append(above + 1 if step is None else (math.floor(above / step) + 1) * step)
+    if high is not None:
+        candidates.append(high if step is None else math.floor(high / step) * step)
+    if below is not None:
+        candidates.append(below - 1 if step is None else (math.ceil(below / step) - 1) * step)
+    floor, ceiling = (above if above is not None else low), (below if below is not None else high)
+    if step is None and floor is not None and ceiling is not None:
+        candidates.append((floor + ceiling) / 2)
+    for value in candidates:
+        if _fits(schema, value) and (not integer or value == int(value)):
+            return value
+    wanted = f"multiple of {schema['multipleOf']}" if _step(schema) else "integer" if integer else "number"
+    raise FunctAIError(
+        f"the test model found no {wanted} within this schema's bounds; "
+        "widen the bounds, or answer with functai.testing.ScriptedLM",
+        code="test-model-schema",
+    )
 
 
 def _fits(schema: dict[str, Any], value: float) -> bool:
@@ -217,29 +219,3 @@ def _fits(schema: dict[str, Any], value: float) -> bool:
         (low is None or value >= low) and (high is None or value <= high)
         and (above is None or value > above) and (below is None or value < below)
     )
-
-
-def _no_multiple(schema: dict[str, Any]) -> FunctAIError:
-    return FunctAIError(
-        f"the test model found no multiple of {schema['multipleOf']} within this schema's bounds; "
-        "widen the bounds, or answer with functai.testing.ScriptedLM",
-        code="test-model-schema",
-    )
-
-
-def _in_bounds(schema: dict[str, Any], value: float, step: float) -> float:
-    """``value`` moved inside the schema's bounds (an exclusive bound by ``step``, or half-way to the other)."""
-    low, high = schema.get("minimum"), schema.get("maximum")
-    above, below = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-    if low is not None and value < low:
-        value = low
-    if above is not None and value <= above:
-        value = above + step
-    if high is not None and value > high:
-        value = high
-    if below is not None and value >= below:
-        value = below - step
-    floor = above if above is not None else low
-    if floor is not None and (value < floor or (above is not None and value == above)):
-        value = (floor + (below if below is not None else high)) / 2  # a range narrower than a step
-    return value
