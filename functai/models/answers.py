@@ -1,12 +1,7 @@
-"""Reading what an OpenAI-compatible server sent back, with no I/O.
+"""Reading what an OpenAI-compatible server sent back, with no I/O: a `Reply`, or the
+server's error text, with the API key and secret headers scrubbed from every text.
 
-`Reader` turns a whole answer's JSON (or a streamed answer put together by
-`functai.models.sse.Assembler`) into a `Reply`, a failed response into the
-server's own error text, and every server text into one with the API key
-(and secret headers) scrubbed out. The client's plain, async and streamed
-paths all read through the one `Reader` they share.
-
-This module imports httpx at the top; ``import functai`` must not import it.
+``import functai`` must not import this module: it imports httpx.
 """
 
 from __future__ import annotations
@@ -60,9 +55,7 @@ class Reader:
 
     def _scrub_json(self, raw: bytes) -> bytes:
         for secret in self._revealed():
-            encoded = secret.encode()
-            if encoded in raw:
-                raw = raw.replace(encoded, b"***")
+            raw = raw.replace(secret.encode(), b"***")
         return raw
 
     def json(self, response: httpx.Response) -> Any:
@@ -175,9 +168,8 @@ class Reader:
 
 
 def _echoes(value: Any) -> list[str]:
-    """The texts a server may echo of a secret (the key, a secret header's value): the value, its
-    credential without the scheme word (``Bearer``/``Basic``), and for Basic its decoded
-    ``user:password`` and password."""
+    """The texts a server may echo of a secret: the value, its credential without the scheme word
+    (``Bearer``/``Basic``), and for Basic the decoded ``user:password`` and password."""
     if not isinstance(value, str):
         return []
     forms = [value]

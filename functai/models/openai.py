@@ -88,8 +88,6 @@ class OpenAIClient:
         api_key_env: str | None = None,
         base_url_env: str | None = None,
         headers: Mapping[str, str] | None = None,
-        organization: str | None = None,
-        project: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if max_retries < 0:
@@ -117,20 +115,14 @@ class OpenAIClient:
             key = os.environ.get(api_key_env) if api_key_env else None
             self._key_from = api_key_env if key else None
         self._key_env = api_key_env
-        extra: dict[str, str] = {}
-        if is_openai:
-            organization = organization or os.environ.get("OPENAI_ORG_ID")
-            project = project or os.environ.get("OPENAI_PROJECT_ID")
-        if organization:
-            extra["OpenAI-Organization"] = organization
-        if project:
-            extra["OpenAI-Project"] = project
-        extra.update(reveal_headers(headers or {}))
         sent = {"Accept": "application/json"}
         if key:  # an empty key means "none": local servers want no Authorization header
             header, value = self._auth(key)
             sent[header] = value
-        sent.update(extra)  # yours win
+        for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+            if is_openai and os.environ.get(variable):
+                sent[header] = os.environ[variable]
+        sent.update(reveal_headers(headers or {}))  # yours win
         self._headers = hide_headers(sent)  # the key's and the secret-named ones behind handles
         secrets = [value for header, value in sent.items() if is_secret_header(header)]
         self._reader = Reader(f"{name} at {self.base_url}", [key, *secrets] if key else secrets)

@@ -1,12 +1,8 @@
 """Replies that are not an answer, and reasoning kept apart from the answer.
 
-A model can decline (a refusal), be stopped (a content filter, the token
-limit) or say nothing at all (a reasoning model that spent its budget
-thinking). None of these is an answer: reading them as ``''`` or asking
-again the same way hides what happened. `non_answer` names each with its own
-error code; the call raises it without asking again.
-
-This module is imported by every call, so it stays free of heavy imports.
+A refusal, a reply stopped by a filter or the token limit, or an empty one is no answer:
+reading it as ``''`` or asking again the same way hides what happened, so `non_answer`
+names each with its own error code and the call raises it without asking again.
 """
 
 from __future__ import annotations
@@ -18,17 +14,13 @@ from .request import Reply
 
 __all__ = ["non_answer", "split_reasoning"]
 
-# One leading <think>…</think> or <thinking>…</thinking> block (DeepSeek-R1, Qwen3, QwQ …), compiled by
-# the first reply that may hold one (re's cache keeps it), not at import.
+# One leading <think>…</think> or <thinking>…</thinking> block (DeepSeek-R1, Qwen3, QwQ …).
 _THINK = r"\s*<(think|thinking)>(.*?)(?:</\1>|\Z)\s*"
 
 
 def split_reasoning(text: str) -> tuple[str, str | None]:
-    """``(answer, reasoning)``: a reasoning block at the start of ``text`` taken out.
-
-    An unclosed block (the reply was cut while the model was thinking) is all
-    reasoning. Text without a leading block is returned unchanged.
-    """
+    """``(answer, reasoning)``: a reasoning block at the start of ``text`` taken out (an unclosed
+    one, cut while the model was thinking, is all reasoning)."""
     if "<think" not in text[:64]:
         return text, None
     match = re.match(_THINK, text, re.DOTALL)

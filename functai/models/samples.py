@@ -1,14 +1,9 @@
 """A plain value that fits a JSON schema: what the test model answers and passes to tools.
 
-The schemas are the ones functai makes for output types and tool inputs (and
-pydantic's, for pydantic models): ``type``, ``properties``/``required``,
-``additionalProperties``, ``items``/``prefixItems``, ``enum``, ``const``,
-``anyOf``/``oneOf``/``allOf``, ``$ref`` to ``#`` or ``$defs``, and the
-common bounds (``minimum``…, ``multipleOf``, ``minLength``…, ``minItems``…,
-``format``).
-The value is the simplest that fits, the same every time: strings are
-``"test"``, numbers 0, booleans true, a list holds one item, an enum or a
-union takes its first choice, an object has every property it lists.
+The value is the simplest that fits, the same every time: strings are ``"test"``, numbers 0,
+booleans true, a list holds one item, an enum or a union takes its first choice, an object
+has every property it lists. Schemas are functai's and pydantic's: types, ``$ref``, unions,
+and the common bounds and formats.
 """
 
 from __future__ import annotations
@@ -18,9 +13,8 @@ from typing import Any
 
 from ..errors import FunctAIError
 
-#: Strings for the ``format``s pydantic writes (dates, e-mail and IP addresses, …).
-#: Not every type is met by its format alone: a ``Dsn`` wants its own scheme,
-#: a ``FilePath`` a file that exists, a ``FutureDate`` a later date.
+#: Strings for the ``format``s pydantic writes. Some types want more than their format
+#: (a ``Dsn`` its scheme, a ``FilePath`` a file that exists).
 FORMATS = {
     "date": "2000-01-01",
     "date-time": "2000-01-01T00:00:00Z",
@@ -59,7 +53,7 @@ def sample(schema: dict[str, Any] | bool | None) -> Any:
 
 
 def sample_input(parameters: dict[str, Any] | None) -> dict[str, Any]:
-    """A tool's input: each parameter's value from its own schema (each is a root, with its own ``$defs``)."""
+    """A tool's input: each parameter's value from its own schema (a root, with its own ``$defs``)."""
     properties = (parameters or {}).get("properties") or {}
     return {name: sample(schema) for name, schema in properties.items()}
 

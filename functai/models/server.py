@@ -1,8 +1,6 @@
 """Where a model client sends its requests, as ``(host, port)``: what tracing reports as the server.
 
-Read from the client's ``base_url`` (the built-in clients have one; a client
-without it, such as `functai.testing.ScriptedLM`, has no server). Only the
-host and the port are kept, never a user or password written into the URL.
+Read from the client's ``base_url``; only the host and port are kept, never a user or password.
 """
 
 from __future__ import annotations

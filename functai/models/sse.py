@@ -1,12 +1,8 @@
 """Streamed chat completions: server-sent events assembled into one reply.
 
-A server asked with ``"stream": true`` answers ``data: {chunk}`` lines, each
-chunk holding a delta of the message — text, tool-call pieces by index (the
-id and name first, the arguments as JSON text in pieces), the finish reason —
-then, when ``stream_options.include_usage`` was asked, a last chunk with no
-choices and the usage, then ``data: [DONE]``. `Assembler` folds the chunks
-into the message the non-streamed answer would have held, so the client
-reads it with the very code that reads a whole answer.
+The server answers ``data: {chunk}`` lines, each a delta of the message (text, tool-call
+pieces by index, the finish reason), then a last chunk with the usage, then ``data: [DONE]``.
+`Assembler` folds them into the message a whole answer holds, read by the same code.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""`ToolCall`: one tool the model asked for.
-
-Its own module, loaded when a reply first asks for a tool (or at the first
-``functai.ToolCall``), so that a program whose calls use no tools never
-builds the class. ``functai.models.request.ToolCall`` names it too.
-"""
+"""`ToolCall`, in its own module so that a program whose calls use no tools never builds the class."""
 
 from __future__ import annotations
 
