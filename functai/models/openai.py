@@ -11,6 +11,7 @@ One exchange (post, retry, fall back to a weaker output format, read) is written
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import random
@@ -23,11 +24,10 @@ from typing import Any, AsyncIterator, Callable, Generator, Iterator, Mapping
 import httpx
 
 from functai.errors import ModelError
-from functai.models.answers import Reader
+from functai.models.answers import Assembler, Reader
 from functai.models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
 from functai.models.loops import LoopClients
 from functai.models.request import Reply, Request
-from functai.models.sse import Assembler
 from functai.models.wire import FORMATS, build_body, qualifies_strict
 
 __all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
@@ -133,7 +133,6 @@ class OpenAIClient:
         self._transport = transport
         self._async_transport = async_transport
         self._pools = LoopClients()  # event loop → its httpx.AsyncClient (a pool belongs to one loop)
-        self._urls: dict[str, httpx.URL] = {}
         self._sleep = sleep
         self._random = random.Random()
         self._http: httpx.Client | None = None
@@ -262,7 +261,7 @@ class OpenAIClient:
             if step[0] == "sleep":
                 return self._sleep(step[1])
             http = self._client()
-            response = http.send(http.build_request("POST", self._parsed(step[1]), json=step[2]), stream=step[3])
+            response = http.send(http.build_request("POST", _parsed(step[1]), json=step[2]), stream=step[3])
             if step[3] and not response.is_success:
                 response.read()  # the server's error text, for the message
             return response
@@ -275,22 +274,13 @@ class OpenAIClient:
             if step[0] == "sleep":
                 return await asyncio.sleep(step[1])
             http = self._aclient()
-            request = http.build_request("POST", self._parsed(step[1]), json=step[2])
+            request = http.build_request("POST", _parsed(step[1]), json=step[2])
             response = await http.send(request, stream=step[3])
             if step[3] and not response.is_success:
                 await response.aread()
             return response
         except BaseException as error:  # noqa: BLE001
             return error
-
-    def _parsed(self, url: str) -> httpx.URL:
-        """`url` parsed once (httpx parses a string URL again on every request)."""
-        parsed = self._urls.get(url)
-        if parsed is None:
-            if len(self._urls) >= 64:  # one per base URL (per deployment for Azure): a few
-                self._urls.clear()
-            parsed = self._urls[url] = httpx.URL(url)
-        return parsed
 
     def _exchange(self, request: Request, stream: bool) -> Generator[Any, Any, Any]:
         """The reply to `request` (or, streaming, the open response and whether the value is wrapped)."""
@@ -401,6 +391,12 @@ def _resume(steps: Generator[Any, Any, Any], outcome: Any) -> Any:
     if isinstance(outcome, BaseException):
         return steps.throw(outcome)
     return steps.send(outcome)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(url: str) -> httpx.URL:
+    """`url` parsed once: httpx parses a string URL again on every request."""
+    return httpx.URL(url)
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

@@ -1,4 +1,4 @@
-"""Which client answers a model name.
+"""Which client answers a model name, and where a client sends its requests (`server_of`).
 
 ``"<provider>/<model>"`` (a bare name is OpenAI's) goes to the pluggy hook ``functai_client``:
 the first provider plugin that returns a client wins, the built-in OpenAI-compatible ones last.
@@ -13,6 +13,7 @@ import os
 import threading
 from collections import OrderedDict
 from typing import Any, Mapping, NamedTuple
+from urllib.parse import urlsplit
 
 import pluggy
 
@@ -241,3 +242,20 @@ def close_clients() -> None:
                 seen[id(client)] = client
     for client in seen.values():
         _close(client)
+
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def server_of(client: Any) -> tuple[str, int | None] | None:
+    """``(host, port)`` of the client's ``base_url``, what tracing reports as the server (never a user
+    or password), else None."""
+    url = getattr(client, "base_url", None)
+    if url.__class__ is not str:
+        return None
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        return (host, parts.port or _DEFAULT_PORTS.get(parts.scheme)) if host else None
+    except ValueError:  # a port that is not a number: no server to report
+        return None

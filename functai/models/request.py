@@ -1,4 +1,4 @@
-"""Provider-neutral requests and replies.
+"""Provider-neutral requests and replies, and the replies that are not an answer.
 
 A client turns a `Request` into its wire format and its answer into a
 `Reply`; nothing above the client knows a provider's format. Messages are
@@ -16,6 +16,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import attrs
+
+from ..errors import NonAnswerError
 
 if TYPE_CHECKING:
     from .toolcall import ToolCall
@@ -122,6 +124,45 @@ class Client(Protocol):
     """
 
     def complete(self, request: Request) -> Reply: ...
+
+
+def non_answer(reply: Reply, typed: bool) -> NonAnswerError | None:
+    """The error for a reply that is not an answer, or None for an answer (or tool calls).
+
+    ``typed``: the function's output is not ``str``, so a cut reply cannot be read.
+    """
+    finish = reply.finish_reason
+    if finish == "content_filter":
+        return NonAnswerError(
+            "the server's content filter stopped the reply (finish_reason 'content_filter'); asking again the "
+            "same way is stopped again: change the inputs or the instruction, or see the provider's content policy",
+            code="model-filtered",
+        )
+    if reply.tool_calls:
+        return None
+    if reply.refusal:
+        return NonAnswerError(
+            f"the model refused to answer: {reply.refusal!r}; asking again the same way gets the same refusal: "
+            "change the request or the instruction",
+            code="model-refused",
+        )
+    if reply.text is None or (not reply.text.strip() and reply.reasoning):
+        if reply.reasoning:
+            why = f"it only reasoned ({len(reply.reasoning)} characters of reasoning, no answer)"
+            fix = "raise max_completion_tokens (or max_tokens) or lower reasoning_effort"
+        else:
+            why = "no text and no tool call"
+            fix = "check the model and the server (some servers answer null when the prompt is too long)"
+        if finish == "length":
+            why += ", cut at the token limit"
+        return NonAnswerError(f"the model's reply is empty: {why}; {fix}", code="model-empty")
+    if finish == "length" and typed:
+        return NonAnswerError(
+            "the reply was cut at the token limit (finish_reason 'length') before the value was complete; "
+            "raise max_completion_tokens (or max_tokens): asking again would cut it at the same place",
+            code="model-truncated",
+        )
+    return None
 
 
 def _kind(fits: Callable[[Any], bool], wanted: str) -> Callable[[str, Any], None]:
