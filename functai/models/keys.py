@@ -46,9 +46,6 @@ class Key:
     def __hash__(self) -> int:
         return hash(("functai.Key", self._id))
 
-    def __lt__(self, other: object) -> bool:  # settings are sorted into cache keys
-        return isinstance(other, Key) and self._id < other._id
-
     def __repr__(self) -> str:
         return "<api key>"
 

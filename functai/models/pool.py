@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 import urllib.request
-from collections import deque
 from typing import Any, AsyncIterator
 
 import httpcore
@@ -47,17 +46,18 @@ def lean_transport(limits: httpx.Limits | None = None) -> httpx.AsyncBaseTranspo
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    """Idle connections on a stack, waiting requests in a queue: each step costs the same however
-    many there are. One model client sends to one origin, so connections are not kept by origin."""
+    """Places for requests in a semaphore (each waiting request costs the same however many
+    there are), idle connections on a stack. One model client sends to one origin, so
+    connections are not kept by origin: one that cannot serve a request is closed."""
 
     def __init__(self, limits: httpx.Limits | None = None) -> None:
         limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
-        self._max = limits.max_connections if limits.max_connections is not None else 1 << 30
-        self._keep = limits.max_keepalive_connections if limits.max_keepalive_connections is not None else self._max
+        most = limits.max_connections if limits.max_connections is not None else 1 << 30
+        self._places = asyncio.Semaphore(most)  # a place per connection in use; idle ones hold none
+        self._keep = limits.max_keepalive_connections if limits.max_keepalive_connections is not None else most
         self._expiry = limits.keepalive_expiry
         self._idle: list[httpcore.AsyncHTTPConnection] = []
-        self._open = 0  # connections open or opening, idle ones included
-        self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._queued = 0  # requests waiting for a place: the connections given back are kept for them
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
 
@@ -76,91 +76,56 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise _mapped(error) from None
 
     async def _send(self, request: httpcore.Request) -> httpx.Response:
-        timeouts = request.extensions.get("timeout") or {}
-        while True:
-            connection = await self._acquire(request.url.origin, timeouts.get("pool"))
-            try:
-                response = await connection.handle_async_request(request)
-            except httpcore.ConnectionNotAvailable:
-                await self._release(connection)  # it closed between our look and its use: another
-                continue
-            except BaseException:
-                await self._release(connection)
-                raise
-            return httpx.Response(status_code=response.status, headers=response.headers,
-                                  stream=_Body(response.stream, self, connection), extensions=response.extensions)
-
-    async def _acquire(self, origin: httpcore.Origin, timeout: float | None) -> httpcore.AsyncHTTPConnection:
-        while True:
-            while self._idle:
-                connection = self._idle.pop()
-                if connection.can_handle_request(origin) and connection.is_idle() and not connection.has_expired():
-                    return connection
-                await self._discard(connection)
-            if self._open < self._max:
-                self._open += 1
-                ssl_context = self._ssl_context() if origin.scheme == b"https" else None
-                return httpcore.AsyncHTTPConnection(origin, ssl_context=ssl_context, keepalive_expiry=self._expiry)
-            handed = await self._wait(timeout)
-            if handed is not None and handed.can_handle_request(origin):
-                return handed  # type: ignore[no-any-return]
-            if handed is not None:
-                await self._discard(handed)
-
-    async def _wait(self, timeout: float | None) -> Any:
-        """A connection handed over by `_release`, or None when only a place to open one came free."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting.append(future)
+        await self._take_place((request.extensions.get("timeout") or {}).get("pool"))
+        connection = None
         try:
-            if timeout is None:
-                return await future
-            done, _ = await asyncio.wait((future,), timeout=timeout)
-            if not done:
-                raise httpcore.PoolTimeout("no connection of the pool came free in time")
-            return future.result()
-        except BaseException:
-            if future.done() and not future.cancelled():
-                handed = future.result()
-                if handed is not None:
-                    await self._release(handed)  # handed over as this request gave up: pass it on
-                else:
-                    self._wake_one()
-            else:
-                future.cancel()
+            while True:
+                connection = await self._connection(request.url.origin)
                 try:
-                    self._waiting.remove(future)
-                except ValueError:
-                    pass
+                    response = await connection.handle_async_request(request)
+                    break
+                except httpcore.ConnectionNotAvailable:  # it closed between our look and its use: another
+                    await connection.aclose()
+        except BaseException:
+            await self._release(connection)
             raise
+        return httpx.Response(status_code=response.status, headers=response.headers,
+                              stream=_Body(response.stream, self, connection), extensions=response.extensions)
 
-    async def _release(self, connection: httpcore.AsyncHTTPConnection) -> None:
-        """A request is done with `connection`: hand it to the next request waiting,
-        keep it idle, or close it and let a waiting request open its own."""
-        if connection.is_idle() and not connection.is_closed() and not self._closed:
-            while self._waiting:
-                future = self._waiting.popleft()
-                if not future.done():
-                    future.set_result(connection)
-                    return
-            if len(self._idle) < self._keep:
-                self._idle.append(connection)
-                return
+    async def _take_place(self, timeout: float | None) -> None:
+        if not self._places.locked():
+            await self._places.acquire()
+            return
+        self._queued += 1
         try:
-            await self._discard(connection)
+            await asyncio.wait_for(self._places.acquire(), timeout)
+        except asyncio.TimeoutError:
+            raise httpcore.PoolTimeout("no connection of the pool came free in time") from None
         finally:
-            self._wake_one()
+            self._queued -= 1
 
-    async def _discard(self, connection: httpcore.AsyncHTTPConnection) -> None:
-        self._open -= 1
-        await connection.aclose()
+    async def _connection(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
+        """The freshest idle connection that can serve ``origin``, else a new one."""
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.can_handle_request(origin) and connection.is_idle() and not connection.has_expired():
+                return connection
+            await connection.aclose()
+        ssl_context = self._ssl_context() if origin.scheme == b"https" else None
+        return httpcore.AsyncHTTPConnection(origin, ssl_context=ssl_context, keepalive_expiry=self._expiry)
 
-    def _wake_one(self) -> None:
-        """A place came free: the first waiting request opens a connection of its own."""
-        while self._waiting:
-            future = self._waiting.popleft()
-            if not future.done():
-                future.set_result(None)
+    async def _release(self, connection: httpcore.AsyncHTTPConnection | None) -> None:
+        """A request is done: keep its connection idle (before its place is given to the next) or close it."""
+        try:
+            if connection is None:
                 return
+            reusable = connection.is_idle() and not connection.is_closed() and not self._closed
+            if reusable and len(self._idle) < self._keep + self._queued:
+                self._idle.append(connection)
+            else:
+                await connection.aclose()
+        finally:
+            self._places.release()
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:  # made on first use: loading the certificates takes milliseconds
@@ -170,7 +135,6 @@ class LeanTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         self._closed = True  # connections still answering are closed when given back
         idle, self._idle = self._idle, []
-        self._open -= len(idle)
         failure: BaseException | None = None
         for connection in idle:  # every one, even after a cancellation: no socket is left to the collector
             try:

@@ -97,7 +97,19 @@ class _Sampler:
             kind = next((k for k in kind if k != "null"), "null")
         if kind is None:
             kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
-        return getattr(self, "_" + kind, self._unknown)(schema, depth, index)
+        if kind == "null":
+            return None
+        if kind == "boolean":
+            return index % 2 == 0
+        if kind == "integer":
+            return int(_bounded(schema, integer=True)) + index * int(_step(schema) or 1)
+        if kind == "number":
+            return float(_bounded(schema, integer=False)) + index * (_step(schema) or 1)
+        if kind == "array":
+            return self._array(schema, depth)
+        if kind == "object":
+            return self._object(schema, depth)
+        return self._string(schema, index) if kind == "string" else "test"
 
     def _resolve(self, ref: str) -> Any:
         if not ref.startswith("#"):
@@ -124,26 +136,14 @@ class _Sampler:
                 return option
         return next((o for o in options if isinstance(o, dict) and o.get("type") == "null"), options[0])
 
-    def _null(self, schema: dict[str, Any], depth: int, index: int) -> None:
-        return None
-
-    def _boolean(self, schema: dict[str, Any], depth: int, index: int) -> bool:
-        return index % 2 == 0
-
-    def _string(self, schema: dict[str, Any], depth: int, index: int) -> str:
+    def _string(self, schema: dict[str, Any], index: int) -> str:
         text = FORMATS.get(schema.get("format", ""), "test" + (str(index) if index else ""))
         low, high = schema.get("minLength", 0), schema.get("maxLength")
         if len(text) < low:
             text += "x" * (low - len(text))
         return text if high is None else text[:high]
 
-    def _integer(self, schema: dict[str, Any], depth: int, index: int) -> int:
-        return int(_bounded(schema, integer=True)) + index * int(_step(schema) or 1)
-
-    def _number(self, schema: dict[str, Any], depth: int, index: int) -> float:
-        return float(_bounded(schema, integer=False)) + index * (_step(schema) or 1)
-
-    def _array(self, schema: dict[str, Any], depth: int, index: int) -> list[Any]:
+    def _array(self, schema: dict[str, Any], depth: int) -> list[Any]:
         fixed = schema.get("prefixItems") or []
         items = [self.value(item, depth + 1) for item in fixed]
         more = schema.get("items", {})
@@ -156,7 +156,7 @@ class _Sampler:
         items += [self.value(more, depth + 1, n if unique else 0) for n in range(len(items), count)]
         return items
 
-    def _object(self, schema: dict[str, Any], depth: int, index: int) -> dict[str, Any]:
+    def _object(self, schema: dict[str, Any], depth: int) -> dict[str, Any]:
         required = set(schema.get("required", ()))
         data = {
             name: self.value(sub, depth + 1)
@@ -167,9 +167,6 @@ class _Sampler:
         if not data and isinstance(extra, dict) and not self._cycles(extra):
             data["test"] = self.value(extra, depth + 1)
         return data
-
-    def _unknown(self, schema: dict[str, Any], depth: int, index: int) -> Any:
-        return "test"
 
 
 def _step(schema: dict[str, Any]) -> float | None:
