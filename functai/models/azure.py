@@ -41,8 +41,6 @@ class AzureOpenAIClient(OpenAIClient):
         return "api-key", key
 
     def _url(self, model: str) -> str:
-        base = self.base_url
-        if base.endswith("/openai"):
-            base = base[: -len("/openai")]
+        base = self.base_url.removesuffix("/openai")
         deployment = quote(model, safe="")
         return f"{base}/openai/deployments/{deployment}/chat/completions?api-version={quote(self.api_version)}"

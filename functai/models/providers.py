@@ -74,11 +74,10 @@ class _LRU:
         self.lock = threading.Lock()
 
     def get(self, key: Any) -> Client | None:
-        found = self.items.get(key)
-        if found is not None:
-            with self.lock:
-                if key in self.items:
-                    self.items.move_to_end(key)
+        with self.lock:
+            found = self.items.get(key)
+            if found is not None:
+                self.items.move_to_end(key)
         return found
 
     def put(self, key: Any, client: Client) -> Client:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
-
-
-def _dict_of(value: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(value)
 
 
 @attrs.frozen
@@ -17,4 +13,4 @@ class ToolCall:
 
     id: str
     name: str
-    input: dict[str, Any] = attrs.field(factory=dict, converter=_dict_of)
+    input: dict[str, Any] = attrs.field(factory=dict, converter=dict)
