@@ -119,8 +119,7 @@ class Reader:
                 code="model-protocol",
             )
         text = content_text(message.get("content"))
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        reasoning = reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+        reasoning = _words(message.get("reasoning_content") or message.get("reasoning"))
         if text is not None:
             text, thought = split_reasoning(text)
             if thought is not None:
@@ -128,18 +127,16 @@ class Reader:
             if wrapped:
                 text = unwrap_value(text)
         tool_calls = tuple(self.tool_call(i, item) for i, item in enumerate(message.get("tool_calls") or ()))
-        refusal = message.get("refusal")
         finish = choice.get("finish_reason")
-        response_id, model = data.get("id"), data.get("model")
         return Reply(
             text=text,
             tool_calls=tool_calls,
             usage=read_usage(data.get("usage")),
             finish_reason=finish if isinstance(finish, str) else None,
-            refusal=refusal if isinstance(refusal, str) and refusal.strip() else None,
+            refusal=_words(message.get("refusal")),
             reasoning=reasoning,
-            id=response_id if isinstance(response_id, str) and response_id else None,
-            model=model if isinstance(model, str) and model else None,
+            id=_words(data.get("id")),
+            model=_words(data.get("model")),
         )
 
     def tool_call(self, index: int, item: Any) -> ToolCall:
@@ -183,6 +180,10 @@ class Reader:
         if not isinstance(message, str) or not message.strip():
             message = response.text or response.reason_phrase or "(empty body)"
         return self.excerpt(message)
+
+
+def _words(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def _echoes(value: Any) -> list[str]:
@@ -271,18 +272,18 @@ class Assembler:
         if not isinstance(piece, dict):
             return
         index = piece.get("index", len(self.calls))
-        call = self.calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
+        call = self.calls.setdefault(index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
         if isinstance(piece.get("id"), str):
             call["id"] = piece["id"]
-        function = piece.get("function")
+        function, whole = piece.get("function"), call["function"]
         if isinstance(function, dict):
             if isinstance(function.get("name"), str):
-                call["name"] += function["name"]
+                whole["name"] += function["name"]
             arguments = function.get("arguments")
             if isinstance(arguments, str):
-                call["arguments"] += arguments
+                whole["arguments"] += arguments
             elif isinstance(arguments, dict):
-                call["arguments"] = arguments
+                whole["arguments"] = arguments
 
     def answer(self) -> dict[str, Any]:
         """The whole answer, shaped as a non-streamed one (for the client's reply reader)."""
@@ -290,14 +291,7 @@ class Assembler:
             raise StreamCut("the stream ended before the reply was complete (no finish reason, no [DONE])")
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) if self.text else None}
         if self.calls:
-            message["tool_calls"] = [
-                {
-                    "id": call["id"],
-                    "type": "function",
-                    "function": {"name": call["name"], "arguments": call["arguments"]},
-                }
-                for _, call in sorted(self.calls.items())
-            ]
+            message["tool_calls"] = [call for _, call in sorted(self.calls.items())]
         if self.reasoning:
             message["reasoning_content"] = "".join(self.reasoning)
         if self.refusal:

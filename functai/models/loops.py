@@ -13,6 +13,7 @@ import asyncio
 import sys
 import threading
 import weakref
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 if TYPE_CHECKING:
@@ -70,10 +71,8 @@ class LoopClients:
             watcher = None
             if sys.get_asyncgen_hooks().firstiter is not None:  # the loop tracks async generators
                 watcher = _watch(weakref.ref(self), loop, http)
-                try:
+                with suppress(StopIteration):
                     watcher.asend(None).send(None)  # to its yield: now the loop will close it at shutdown
-                except StopIteration:
-                    pass
             entry = self._by_loop[loop] = (http, watcher)
             return entry
 

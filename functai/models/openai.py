@@ -90,14 +90,12 @@ class OpenAIClient:
         headers: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
-        if backoff < 0:
-            raise ValueError(f"backoff must be 0 or more, got {backoff}")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
-        if connect_timeout is not None and not connect_timeout > 0:
-            raise ValueError(f"connect_timeout must be positive, got {connect_timeout}")
+        for what, least in (("max_retries", max_retries), ("backoff", backoff)):
+            if least < 0:
+                raise ValueError(f"{what} must be 0 or more, got {least}")
+        for what, seconds in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if seconds is not None and not seconds > 0:
+                raise ValueError(f"{what} must be positive, got {seconds}")
         is_openai = name == "openai"
         if api_key_env is None and is_openai:
             api_key_env = "OPENAI_API_KEY"
@@ -323,57 +321,52 @@ class OpenAIClient:
     def _attempts(self, url: str, body: dict[str, Any], stream: bool) -> Generator[Any, Any, httpx.Response]:
         """Post until a success (retrying transient failures); the successful response."""
         attempts = self.max_retries + 1
-        last_error: httpx.TransportError | None = None
-        last_response: httpx.Response | None = None
+        last: httpx.Response | httpx.TransportError | None = None  # the last failure
         for attempt in range(attempts):
             if attempt:
-                yield ("sleep", self._delay(attempt - 1, last_response))
+                yield ("sleep", self._delay(attempt - 1, last))
             try:
                 response = yield ("post", url, body, stream)
-            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-                # A bad base URL will not get better by retrying.
+            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # retrying will not mend a bad URL
                 raise ModelError(
                     self._reader.scrub(f"cannot reach {self._reader.where}: invalid base URL ({exc})"),
                     code="model-unreachable",
                 ) from None
             except httpx.TransportError as exc:
-                last_error, last_response = exc, None
+                last = exc
                 continue
             status = response.status_code
             if response.is_success:
                 return response
             if status in RETRY_STATUSES or status >= 500:
-                last_error, last_response = None, response
+                last = response
                 continue
             raise ModelError(
                 f"{self._reader.where} answered HTTP {status}: {self._reader.error_text(response)}{self._hint(status)}",
                 code="model-http",
                 status=status,
             )
-        if last_response is not None:
-            status = last_response.status_code
+        tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        if isinstance(last, httpx.Response):
             raise ModelError(
-                f"gave up on {self._reader.where} after {attempts} attempt{'s' if attempts != 1 else ''}: "
-                f"last status HTTP {status}: {self._reader.error_text(last_response)}",
+                f"gave up on {self._reader.where} after {tries}: "
+                f"last status HTTP {last.status_code}: {self._reader.error_text(last)}",
                 code="model-http",
-                status=status,
+                status=last.status_code,
             )
-        assert last_error is not None
-        kind = "timed out" if isinstance(last_error, httpx.TimeoutException) else "connection failed"
-        detail = str(last_error) or type(last_error).__name__
+        kind = "timed out" if isinstance(last, httpx.TimeoutException) else "connection failed"
+        detail = str(last) or type(last).__name__
         raise ModelError(
-            self._reader.scrub(
-                f"{self._reader.where} is unreachable ({kind}) after {attempts} "
-                f"attempt{'s' if attempts != 1 else ''}: {type(last_error).__name__}: {detail}"
-            ),
+            self._reader.scrub(f"{self._reader.where} is unreachable ({kind}) after {tries}: "
+                               f"{type(last).__name__}: {detail}"),
             code="model-unreachable",
         ) from None
 
-    def _delay(self, retry: int, response: httpx.Response | None) -> float:
+    def _delay(self, retry: int, failure: httpx.Response | httpx.TransportError | None) -> float:
         """Seconds before retry ``retry + 1``: Retry-After, else exponential backoff, jittered so
         clients that failed together do not all come back at the same moment."""
-        if response is not None:
-            hinted = _retry_after(response.headers)
+        if isinstance(failure, httpx.Response):
+            hinted = _retry_after(failure.headers)
             if hinted is not None:
                 return hinted
         step = min(MAX_BACKOFF, self.backoff * (2**retry))

@@ -74,12 +74,8 @@ def _tool_calls(items: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
 
 @attrs.frozen
 class Request:
-    """What is sent to a model: the same shape whatever the provider.
-
-    Messages, tools and settings are read-only views: a ``request`` hook
-    changes a request by returning a new one (``attrs.evolve``), which is
-    recorded.
-    """
+    """What is sent to a model, whatever the provider. Messages, tools and settings are read-only:
+    a ``request`` hook returns a new request (``attrs.evolve``), which is recorded."""
 
     model: str
     messages: tuple[Mapping[str, Any], ...] = attrs.field(converter=frozen_messages)
@@ -105,8 +101,7 @@ class Reply:
     refusal: str | None = None
     #: What a reasoning model thought before answering, kept out of ``text``.
     reasoning: str | None = None
-    #: The server's id for this response (``chatcmpl-…``), when it sent one. Not compared:
-    #: two replies that say the same are equal wherever they came from.
+    #: The server's id for this response (``chatcmpl-…``), when sent; not compared, like ``model``.
     id: str | None = attrs.field(default=None, eq=False)
     #: The model that answered, as the server names it (it may differ from the one asked).
     model: str | None = attrs.field(default=None, eq=False)
@@ -116,21 +111,17 @@ class Reply:
 class Client(Protocol):
     """Anything that can answer a `Request`.
 
-    A client may also offer ``async def acomplete(request) -> Reply``, and
-    ``stream(request)`` / ``astream(request)``: an iterator / async iterator
-    of the reply's text in pieces (``str``) ending with the whole `Reply`.
-    Async calls use ``acomplete`` (else ``complete`` in a worker thread);
-    streams use ``stream``/``astream`` (else the whole reply is one text event).
+    It may also offer ``async def acomplete(request)``, and ``stream``/``astream``: the reply's text
+    in pieces (``str``), then the whole `Reply`. Without them, async calls run ``complete`` in a
+    worker thread and a stream is the whole reply as one text event.
     """
 
     def complete(self, request: Request) -> Reply: ...
 
 
 def non_answer(reply: Reply, typed: bool) -> NonAnswerError | None:
-    """The error for a reply that is not an answer, or None for an answer (or tool calls).
-
-    ``typed``: the function's output is not ``str``, so a cut reply cannot be read.
-    """
+    """The error for a reply that is not an answer, or None. ``typed``: the function's output is
+    not ``str``, so a cut reply cannot be read."""
     finish = reply.finish_reason
     if finish == "content_filter":
         return NonAnswerError(
