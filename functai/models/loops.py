@@ -82,32 +82,25 @@ class LoopClients:
             if entry is not None and entry[0] is http:
                 del self._by_loop[loop]
 
-    def _take(self) -> dict[asyncio.AbstractEventLoop, _Entry]:
-        with self._lock:
-            entries, self._by_loop = self._by_loop, {}
-        return entries
-
     async def aclose(self) -> None:
         """Close the running loop's client (awaited) and every other loop's (on that loop)."""
-        entries = self._take()
-        mine = entries.pop(asyncio.get_running_loop(), None)
-        self._schedule(entries)
+        mine = self.close(but=asyncio.get_running_loop())
         if mine is not None:
-            await mine[0].aclose()
+            await mine.aclose()
 
-    def close(self) -> None:
-        """Let every client go, each closed on its own loop as soon as that loop runs (not awaited)."""
-        self._schedule(self._take())
+    def close(self, but: asyncio.AbstractEventLoop | None = None) -> httpx.AsyncClient | None:
+        """Let every client go, each closed on its own loop as soon as that loop runs (not awaited);
+        the client of the loop ``but`` is returned instead, for the caller to close."""
+        with self._lock:
+            entries, self._by_loop = self._by_loop, {}
+        mine = entries.pop(but, None) if but is not None else None
+        for loop, (http, _) in entries.items():
+            with suppress(RuntimeError):  # the loop is closed: nothing can close its connections now
+                loop.call_soon_threadsafe(self._start_closing, loop, http)
+        return mine[0] if mine is not None else None
 
-    def _schedule(self, entries: dict[asyncio.AbstractEventLoop, _Entry]) -> None:
-        for loop, entry in entries.items():
-            try:
-                loop.call_soon_threadsafe(self._start_closing, loop, entry)
-            except RuntimeError:  # the loop is closed: nothing can close its connections now
-                pass
-
-    def _start_closing(self, loop: asyncio.AbstractEventLoop, entry: _Entry) -> None:
-        """On ``loop``'s own thread: close ``entry``'s client in a task held until it is done."""
-        task = loop.create_task(entry[0].aclose())
+    def _start_closing(self, loop: asyncio.AbstractEventLoop, http: httpx.AsyncClient) -> None:
+        """On ``loop``'s own thread: close ``http`` in a task held until it is done."""
+        task = loop.create_task(http.aclose())
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)

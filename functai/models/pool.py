@@ -28,6 +28,7 @@ _ERRORS = tuple(
                  "LocalProtocolError", "RemoteProtocolError", "ProtocolError")
 )
 
+
 def _mapped(error: Exception) -> Exception:
     for theirs, ours in _ERRORS:
         if isinstance(error, theirs):
