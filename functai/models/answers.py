@@ -57,12 +57,9 @@ class Reader:
         texts = dict.fromkeys(text for form in forms for text in (form, json.dumps(form)[1:-1]))
         self._secrets = tuple(hide_key(text) for text in texts)
 
-    def _revealed(self) -> list[str]:
-        return [reveal(secret) for secret in self._secrets]
-
     def scrub(self, text: str) -> str:
         """Remove the API key (and secret headers) from text a server or an exception gave us."""
-        for secret in self._revealed():
+        for secret in map(reveal, self._secrets):
             text = text.replace(secret, "***")
         return text
 
@@ -72,7 +69,7 @@ class Reader:
         return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
 
     def _scrub_json(self, raw: bytes) -> bytes:
-        for secret in self._revealed():
+        for secret in map(reveal, self._secrets):
             raw = raw.replace(secret.encode(), b"***")
         return raw
 

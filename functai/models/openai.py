@@ -204,9 +204,8 @@ class OpenAIClient:
         return f"{self.base_url}/chat/completions"
 
     def _wants_completion_tokens(self, model: str) -> bool:
-        if (self.base_url, model) in _completion_tokens:
-            return True
-        return self.name == "openai" and _COMPLETION_TOKENS_MODELS.match(model) is not None
+        known = (self.base_url, model) in _completion_tokens
+        return known or (self.name == "openai" and _COMPLETION_TOKENS_MODELS.match(model) is not None)
 
     def complete(self, request: Request) -> Reply:
         """Send `request`, retrying transient failures, and read the reply."""

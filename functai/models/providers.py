@@ -88,11 +88,9 @@ class _LRU:
             self.items.move_to_end(key)
             while len(self.items) > self.size:
                 evicted.append(self.items.popitem(last=False)[1])
-        if self.close_evicted:
-            kept_ids = {id(c) for c in self.items.values()}
+        if self.close_evicted:  # each client is kept under one key only: one evicted is used no more
             for old in evicted:
-                if id(old) not in kept_ids:
-                    _close(old)
+                _close(old)
         return kept
 
     def clear(self) -> list[Client]:

@@ -55,9 +55,9 @@ def build_body(
                 "json_schema": {"name": "output", "schema": strict or schema, "strict": enforced},
             }
         else:
-            if format == "json_object":
-                body["response_format"] = {"type": "json_object"}
             _add_instruction(messages, schema)
+        if format == "json_object":
+            body["response_format"] = {"type": "json_object"}
     return body, wrapped
 
 
@@ -68,9 +68,8 @@ def qualifies_strict(output_schema: Mapping[str, Any]) -> bool:
 
 def _add_instruction(messages: list[dict[str, Any]], schema: Mapping[str, Any]) -> None:
     """Say the schema in the system message, for servers that cannot be given it otherwise."""
-    note = (
-        "Reply with only a JSON value (no other text) that matches this JSON schema:\n"
-        + json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    note = "Reply with only a JSON value (no other text) that matches this JSON schema:\n" + json.dumps(
+        schema, ensure_ascii=False, separators=(",", ":")
     )
     first = messages[0] if messages else None
     if first is not None and first.get("role") == "system" and isinstance(first.get("content"), str):
