@@ -237,23 +237,20 @@ class OpenAIClient:
                 yield self._reader.assembled(assembler.answer(), wrapped)
 
     def _drive(self, steps: Generator[Any, Any, Any]) -> Any:
-        """Perform each step, handing its outcome back (an error is raised where the step was yielded)."""
-        outcome: Any = None
-        while True:
-            try:
-                step = steps.throw(outcome) if isinstance(outcome, BaseException) else steps.send(outcome)
-            except StopIteration as done:
-                return done.value
-            outcome = self._perform(step)
+        try:
+            step = next(steps)
+            while True:
+                step = _resume(steps, self._perform(step))
+        except StopIteration as done:
+            return done.value
 
     async def _adrive(self, steps: Generator[Any, Any, Any]) -> Any:
-        outcome: Any = None
-        while True:
-            try:
-                step = steps.throw(outcome) if isinstance(outcome, BaseException) else steps.send(outcome)
-            except StopIteration as done:
-                return done.value
-            outcome = await self._aperform(step)
+        try:
+            step = next(steps)
+            while True:
+                step = _resume(steps, await self._aperform(step))
+        except StopIteration as done:
+            return done.value
 
     def _perform(self, step: tuple[Any, ...]) -> Any:
         """A step's result, or the error it raised (handed back to the steps, which decide)."""
@@ -379,6 +376,11 @@ class OpenAIClient:
             return f" (the key sent to {self.name} came from {self._key_from}: check it is the right one)"
         where = f"set {self._key_env} or the api_key setting" if self._key_env else "set the api_key setting"
         return f" (no key was sent to {self.name}: {where})"
+
+
+def _resume(steps: Generator[Any, Any, Any], outcome: Any) -> Any:
+    """Hand a step's outcome to the steps (an error is raised where the step was yielded); the next step."""
+    return steps.throw(outcome) if isinstance(outcome, BaseException) else steps.send(outcome)
 
 
 @functools.lru_cache(maxsize=64)

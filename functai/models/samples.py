@@ -138,9 +138,8 @@ class _Sampler:
 
     def _string(self, schema: dict[str, Any], index: int) -> str:
         text = FORMATS.get(schema.get("format", ""), "test" + (str(index) if index else ""))
-        low, high = schema.get("minLength", 0), schema.get("maxLength")
-        if len(text) < low:
-            text += "x" * (low - len(text))
+        text = text.ljust(schema.get("minLength", 0), "x")
+        high = schema.get("maxLength")
         return text if high is None else text[:high]
 
     def _array(self, schema: dict[str, Any], depth: int) -> list[Any]:
