@@ -25,9 +25,8 @@ from ..hooks.fold import call_handler_steps, fold_part, record as change_record,
 from ..hooks.hear import hear_now
 from ..hooks.plugin import Plugin
 from ..models import providers
-from ..models.replies import non_answer
-from ..models.request import Client, Reply, Request, frozen_messages
-from ..models.server import server_of
+from ..models.providers import server_of
+from ..models.request import Client, Reply, Request, frozen_messages, non_answer
 from ..layers import Resolved, pop_block, push_block, resolve
 from . import layout as layouts
 from . import limits

@@ -1,18 +1,18 @@
-"""Reading what an OpenAI-compatible server sent back, with no I/O.
+"""Reading what an OpenAI-compatible server sent back, with no I/O: a `Reply`, or the
+server's error text, with the API key and secret headers scrubbed from every text.
 
-`Reader` turns a whole answer's JSON (or a streamed answer put together by
-`functai.models.sse.Assembler`) into a `Reply`, a failed response into the
-server's own error text, and every server text into one with the API key
-(and secret headers) scrubbed out. The client's plain, async and streamed
-paths all read through the one `Reader` they share.
+A streamed answer comes as ``data: {chunk}`` lines, each a delta of the message (text,
+tool-call pieces by index, the finish reason), then a chunk with the usage, then
+``data: [DONE]``; `Assembler` folds them into the message a whole answer holds.
 
-This module imports httpx at the top; ``import functai`` must not import it.
+``import functai`` must not import this module: it imports httpx.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
@@ -20,16 +20,29 @@ import httpx
 
 from functai.errors import ModelError
 from functai.models.keys import MIN_SCRUB, hide_key, reveal
-from functai.models.replies import split_reasoning
 from functai.models.request import Reply
-from functai.models.sse import StreamCut
 from functai.models.toolcall import ToolCall
 from functai.models.wire import content_text, read_arguments, read_usage, unwrap_value
 
-__all__ = ["Reader"]
+__all__ = ["Assembler", "Reader", "StreamCut", "split_reasoning"]
 
 #: Most characters of a server's error text copied into a message.
 _EXCERPT = 300
+
+
+# One leading <think>…</think> or <thinking>…</thinking> block (DeepSeek-R1, Qwen3, QwQ …).
+_THINK = r"\s*<(think|thinking)>(.*?)(?:</\1>|\Z)\s*"
+
+
+def split_reasoning(text: str) -> tuple[str, str | None]:
+    """``(answer, reasoning)``: a reasoning block at the start of ``text`` taken out (an unclosed
+    one, cut while the model was thinking, is all reasoning)."""
+    if "<think" not in text[:64]:
+        return text, None
+    match = re.match(_THINK, text, re.DOTALL)
+    if match is None:
+        return text, None
+    return text[match.end():], match.group(2).strip()
 
 
 class Reader:
@@ -44,12 +57,9 @@ class Reader:
         texts = dict.fromkeys(text for form in forms for text in (form, json.dumps(form)[1:-1]))
         self._secrets = tuple(hide_key(text) for text in texts)
 
-    def _revealed(self) -> list[str]:
-        return [reveal(secret) for secret in self._secrets]
-
     def scrub(self, text: str) -> str:
         """Remove the API key (and secret headers) from text a server or an exception gave us."""
-        for secret in self._revealed():
+        for secret in map(reveal, self._secrets):
             text = text.replace(secret, "***")
         return text
 
@@ -59,10 +69,8 @@ class Reader:
         return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
 
     def _scrub_json(self, raw: bytes) -> bytes:
-        for secret in self._revealed():
-            encoded = secret.encode()
-            if encoded in raw:
-                raw = raw.replace(encoded, b"***")
+        for secret in map(reveal, self._secrets):
+            raw = raw.replace(secret.encode(), b"***")
         return raw
 
     def json(self, response: httpx.Response) -> Any:
@@ -108,8 +116,7 @@ class Reader:
                 code="model-protocol",
             )
         text = content_text(message.get("content"))
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        reasoning = reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+        reasoning = _words(message.get("reasoning_content") or message.get("reasoning"))
         if text is not None:
             text, thought = split_reasoning(text)
             if thought is not None:
@@ -117,18 +124,16 @@ class Reader:
             if wrapped:
                 text = unwrap_value(text)
         tool_calls = tuple(self.tool_call(i, item) for i, item in enumerate(message.get("tool_calls") or ()))
-        refusal = message.get("refusal")
         finish = choice.get("finish_reason")
-        response_id, model = data.get("id"), data.get("model")
         return Reply(
             text=text,
             tool_calls=tool_calls,
             usage=read_usage(data.get("usage")),
             finish_reason=finish if isinstance(finish, str) else None,
-            refusal=refusal if isinstance(refusal, str) and refusal.strip() else None,
+            refusal=_words(message.get("refusal")),
             reasoning=reasoning,
-            id=response_id if isinstance(response_id, str) and response_id else None,
-            model=model if isinstance(model, str) and model else None,
+            id=_words(data.get("id")),
+            model=_words(data.get("model")),
         )
 
     def tool_call(self, index: int, item: Any) -> ToolCall:
@@ -174,10 +179,13 @@ class Reader:
         return self.excerpt(message)
 
 
+def _words(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
 def _echoes(value: Any) -> list[str]:
-    """The texts a server may echo of a secret (the key, a secret header's value): the value, its
-    credential without the scheme word (``Bearer``/``Basic``), and for Basic its decoded
-    ``user:password`` and password."""
+    """The texts a server may echo of a secret: the value, its credential without the scheme word
+    (``Bearer``/``Basic``), and for Basic the decoded ``user:password`` and password."""
     if not isinstance(value, str):
         return []
     forms = [value]
@@ -193,3 +201,99 @@ def _echoes(value: Any) -> list[str]:
             if decoded:
                 forms += [decoded, decoded.partition(":")[2]]
     return forms
+
+
+class StreamCut(Exception):
+    """The stream ended (or broke) before the reply was complete."""
+
+
+class Assembler:
+    """Collects the chunks of one streamed answer."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+        self.usage: Any = None
+        self.done = False
+        #: The response's ``id`` and ``model``, as the chunks give them.
+        self.response: dict[str, str] = {}
+
+    def line(self, line: str) -> str | None:
+        """Read one line of the event stream; the text delta it carries, if any."""
+        if not line.startswith("data:"):
+            return None  # comments, event names, ids, blank separators
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            self.done = True
+            return None
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            raise StreamCut(f"a stream event that is not JSON: {payload[:200]!r}") from None
+        if not isinstance(chunk, dict):
+            return None
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for key in ("id", "model"):  # every chunk repeats them: the first is kept
+            if key not in self.response and isinstance(chunk.get(key), str) and chunk[key]:
+                self.response[key] = chunk[key]
+        if isinstance(chunk.get("error"), (dict, str)):
+            error = chunk["error"]
+            said = error.get("message") if isinstance(error, dict) else error
+            raise StreamCut(f"the server reported an error mid-stream: {said}")
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return None
+        choice = choices[0]
+        if isinstance(choice.get("finish_reason"), str):
+            self.finish = choice["finish_reason"]
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return None
+        for field, parts in (("reasoning_content", self.reasoning), ("reasoning", self.reasoning),
+                             ("refusal", self.refusal)):
+            if isinstance(delta.get(field), str):
+                parts.append(delta[field])
+        for piece in delta.get("tool_calls") or ():
+            self._tool_piece(piece)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self.text.append(content)
+            return content
+        return None
+
+    def _tool_piece(self, piece: Any) -> None:
+        if not isinstance(piece, dict):
+            return
+        index = piece.get("index", len(self.calls))
+        call = self.calls.setdefault(index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+        if isinstance(piece.get("id"), str):
+            call["id"] = piece["id"]
+        function, whole = piece.get("function"), call["function"]
+        if isinstance(function, dict):
+            if isinstance(function.get("name"), str):
+                whole["name"] += function["name"]
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                whole["arguments"] += arguments
+            elif isinstance(arguments, dict):
+                whole["arguments"] = arguments
+
+    def answer(self) -> dict[str, Any]:
+        """The whole answer, shaped as a non-streamed one (for the client's reply reader)."""
+        if not self.done and self.finish is None:
+            raise StreamCut("the stream ended before the reply was complete (no finish reason, no [DONE])")
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) if self.text else None}
+        if self.calls:
+            message["tool_calls"] = [call for _, call in sorted(self.calls.items())]
+        if self.reasoning:
+            message["reasoning_content"] = "".join(self.reasoning)
+        if self.refusal:
+            message["refusal"] = "".join(self.refusal)
+        data: dict[str, Any] = {**self.response, "choices": [{"message": message, "finish_reason": self.finish}]}
+        if self.usage is not None:
+            data["usage"] = self.usage
+        return data

@@ -2,9 +2,6 @@
 
 ``lm="azure/<deployment>"`` sends
 ``POST {endpoint}/openai/deployments/<deployment>/chat/completions?api-version=…``.
-The endpoint is the ``base_url`` setting or ``AZURE_OPENAI_ENDPOINT``; the key
-the ``api_key`` setting or ``AZURE_OPENAI_API_KEY``; the API version the
-``api_version`` setting, ``AZURE_OPENAI_API_VERSION`` or `DEFAULT_API_VERSION`.
 """
 
 from __future__ import annotations
@@ -44,8 +41,6 @@ class AzureOpenAIClient(OpenAIClient):
         return "api-key", key
 
     def _url(self, model: str) -> str:
-        base = self.base_url
-        if base.endswith("/openai"):
-            base = base[: -len("/openai")]
+        base = self.base_url.removesuffix("/openai")
         deployment = quote(model, safe="")
         return f"{base}/openai/deployments/{deployment}/chat/completions?api-version={quote(self.api_version)}"

@@ -1,12 +1,8 @@
 """Secrets set as settings, kept out of the values that flow through a call.
 
-``configure(api_key="sk-…")`` stores a `Key` in the settings layer: an opaque
-handle whose repr shows nothing secret. The key itself stays in this module
-until a client is built from it, so no frame of a failing call holds it
-(tracebacks that print locals, debuggers, crash reporters). The same goes
-for the values of ``headers`` named like a secret (`is_secret_header`: a
-`Secret` each) and for a ``log_calls`` URL with a password (a `SecretURL`,
-whose repr is the URL without it).
+A setting holds an opaque handle (`Key`, `Secret`, `SecretURL`) whose repr shows nothing
+secret; the secret stays in this module until a client is built from it, so no frame of a
+failing call holds it (tracebacks that print locals, debuggers, crash reporters).
 """
 
 from __future__ import annotations
@@ -20,8 +16,7 @@ from typing import Any, Mapping
 __all__ = ["Key", "Secret", "SecretURL", "hide_key", "hide_headers", "hide_url", "reveal", "reveal_headers",
            "refuse_url_credentials", "is_secret_header", "SECRET_HEADER", "MIN_SCRUB"]
 
-#: Secrets shorter than this are not scrubbed from text: replacing ``"k"``
-#: everywhere would mangle messages, and so short a key is no secret.
+#: Secrets shorter than this are not scrubbed from text: it would mangle messages, and so short a key is no secret.
 MIN_SCRUB = 8
 
 #: Header names whose values are secrets: kept behind a handle, scrubbed from server text like the key.
@@ -29,8 +24,9 @@ SECRET_HEADER = r"auth|key|token|secret|passw|cookie|credential|session"
 
 
 def is_secret_header(name: str) -> bool:
-    """Whether a header's name says its value is a secret (`SECRET_HEADER`; compiled on first use, not at import)."""
+    """Whether a header's name says its value is a secret (`SECRET_HEADER`)."""
     return re.search(SECRET_HEADER, name, re.IGNORECASE) is not None
+
 
 _lock = threading.Lock()
 _keys: dict[str, str] = {}
@@ -49,9 +45,6 @@ class Key:
 
     def __hash__(self) -> int:
         return hash(("functai.Key", self._id))
-
-    def __lt__(self, other: object) -> bool:  # settings are sorted into cache keys
-        return isinstance(other, Key) and self._id < other._id
 
     def __repr__(self) -> str:
         return "<api key>"
@@ -115,8 +108,8 @@ def hide_url(url: Any) -> Any:
 
 
 def refuse_url_credentials(url: str, where: str) -> None:
-    """Refuse a base URL that carries ``user:password@``: a key belongs in ``api_key`` or ``headers``,
-    where it is hidden and scrubbed, not in a URL every message and record would have to cut out."""
+    """Refuse a base URL with ``user:password@``: a key belongs in ``api_key`` or ``headers``,
+    where it is hidden and scrubbed."""
     from ..stores.urls import host_port, redact, split_url
 
     parts = split_url(url)
@@ -147,5 +140,5 @@ def reveal(value: Any) -> Any:
 
 
 def reveal_headers(headers: Mapping[str, Any]) -> dict[str, str]:
-    """``headers`` with their values themselves: for the client that sends them, and only there."""
+    """``headers`` with their values themselves: for the client that sends them, only there."""
     return {name: reveal(value) for name, value in headers.items()}

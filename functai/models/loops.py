@@ -1,13 +1,10 @@
 """One `httpx.AsyncClient` per event loop, closed on that loop when it shuts down.
 
-An asyncio connection belongs to the loop that opened it: only code running
-on that loop may close it. So each loop gets its own client and a *watcher*,
-an async generator left suspended on the loop: asyncio closes it as the loop
-shuts down (``asyncio.run``, ``loop.shutdown_asyncgens()``), and its
-``finally`` closes the client while the loop can still run it. Closing from
-elsewhere (another thread, another loop) is scheduled on the client's own
-loop with ``call_soon_threadsafe``. A loop closed without
-``shutdown_asyncgens()`` leaves its connections to the garbage collector.
+An asyncio connection may be closed only by its own loop. So each loop gets a
+*watcher* with its client: an async generator left suspended, which asyncio
+closes as the loop shuts down (``asyncio.run``, ``shutdown_asyncgens()``); its
+``finally`` closes the client. Closing from elsewhere is scheduled on the
+client's loop with ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ import asyncio
 import sys
 import threading
 import weakref
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 if TYPE_CHECKING:
@@ -24,18 +22,14 @@ if TYPE_CHECKING:
 __all__ = ["LoopClients"]
 
 
-#: A loop's client, and its watcher (held: the loop keeps only a weak reference), None where the
-#: loop does not track async generators.
+#: A loop's client, and its watcher (held: the loop keeps only a weak reference) or None.
 _Entry = tuple["httpx.AsyncClient", Any]
 
 
 async def _watch(owner: weakref.ref[LoopClients], loop: asyncio.AbstractEventLoop,
                  http: httpx.AsyncClient) -> AsyncGenerator[None, None]:
-    """Suspended for the loop's life; asyncio closes it as the loop shuts down.
-
-    Closing a client twice is harmless (httpx marks it closed before closing
-    its pool), so an explicit close never needs to stop the watcher first.
-    """
+    """Suspended for the loop's life. Closing a client twice is harmless, so an explicit
+    close never stops the watcher first."""
     try:
         yield
     finally:
@@ -46,7 +40,7 @@ async def _watch(owner: weakref.ref[LoopClients], loop: asyncio.AbstractEventLoo
 
 
 class LoopClients:
-    """The async clients of one model client, by event loop (see the module's docstring)."""
+    """The async clients of one model client, by event loop."""
 
     __slots__ = ("_by_loop", "_lock", "_pending", "__weakref__")
 
@@ -77,10 +71,8 @@ class LoopClients:
             watcher = None
             if sys.get_asyncgen_hooks().firstiter is not None:  # the loop tracks async generators
                 watcher = _watch(weakref.ref(self), loop, http)
-                try:
+                with suppress(StopIteration):
                     watcher.asend(None).send(None)  # to its yield: now the loop will close it at shutdown
-                except StopIteration:
-                    pass
             entry = self._by_loop[loop] = (http, watcher)
             return entry
 
@@ -90,32 +82,25 @@ class LoopClients:
             if entry is not None and entry[0] is http:
                 del self._by_loop[loop]
 
-    def _take(self) -> dict[asyncio.AbstractEventLoop, _Entry]:
-        with self._lock:
-            entries, self._by_loop = self._by_loop, {}
-        return entries
-
     async def aclose(self) -> None:
         """Close the running loop's client (awaited) and every other loop's (on that loop)."""
-        entries = self._take()
-        mine = entries.pop(asyncio.get_running_loop(), None)
-        self._schedule(entries)
+        mine = self.close(but=asyncio.get_running_loop())
         if mine is not None:
-            await mine[0].aclose()
+            await mine.aclose()
 
-    def close(self) -> None:
-        """Let every client go, each closed on its own loop as soon as that loop runs (not awaited)."""
-        self._schedule(self._take())
+    def close(self, but: asyncio.AbstractEventLoop | None = None) -> httpx.AsyncClient | None:
+        """Let every client go, each closed on its own loop as soon as that loop runs (not awaited);
+        the client of the loop ``but`` is returned instead, for the caller to close."""
+        with self._lock:
+            entries, self._by_loop = self._by_loop, {}
+        mine = entries.pop(but, None) if but is not None else None
+        for loop, (http, _) in entries.items():
+            with suppress(RuntimeError):  # the loop is closed: nothing can close its connections now
+                loop.call_soon_threadsafe(self._start_closing, loop, http)
+        return mine[0] if mine is not None else None
 
-    def _schedule(self, entries: dict[asyncio.AbstractEventLoop, _Entry]) -> None:
-        for loop, entry in entries.items():
-            try:
-                loop.call_soon_threadsafe(self._start_closing, loop, entry)
-            except RuntimeError:  # the loop is closed: nothing can close its connections now
-                pass
-
-    def _start_closing(self, loop: asyncio.AbstractEventLoop, entry: _Entry) -> None:
-        """On ``loop``'s own thread: close ``entry``'s client in a task held until it is done."""
-        task = loop.create_task(entry[0].aclose())
+    def _start_closing(self, loop: asyncio.AbstractEventLoop, http: httpx.AsyncClient) -> None:
+        """On ``loop``'s own thread: close ``http`` in a task held until it is done."""
+        task = loop.create_task(http.aclose())
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)

@@ -1,26 +1,17 @@
-"""A client for OpenAI-compatible chat-completions servers, over httpx.
+"""A client for OpenAI-compatible chat-completions servers (OpenAI, Ollama, vLLM, llama.cpp,
+LM Studio; Azure in `functai.models.azure`), over httpx.
 
-OpenAI, Ollama, vLLM, the llama.cpp server and LM Studio all answer
-``POST {base_url}/chat/completions``, so one client covers them (and, with
-another URL and key header, Azure OpenAI: `functai.models.azure`). Transient
-failures are retried with jittered backoff; everything else becomes a
-`ModelError` with a stable ``code``. The API key and secret headers are kept
-behind handles (`functai.models.keys`), sent only on each request, and
-scrubbed from every server text, so a server that echoes them cannot get
-them into a record.
-
-One exchange (build the body, post, retry, fall back to a weaker output
-format, read the reply) is written once, in `OpenAIClient._exchange`, as
-steps that do no I/O: they yield ``("post", url, body, stream)`` and
-``("sleep", seconds)``. `_drive` performs them with the pooled
-`httpx.Client`, `_adrive` with the event loop's `httpx.AsyncClient`.
-
-This module imports httpx at the top; ``import functai`` must not import it.
+The API key and secret headers stay behind handles (`functai.models.keys`) until each request
+is sent, and are scrubbed from every server text, so an echoing server cannot get them into a record.
+One exchange (post, retry, fall back to a weaker output format, read) is written once, in
+`OpenAIClient._exchange`, as steps that do no I/O, performed by `_drive` (plain) or `_adrive` (async).
+``import functai`` must not import this module: it imports httpx.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import random
@@ -33,11 +24,10 @@ from typing import Any, AsyncIterator, Callable, Generator, Iterator, Mapping
 import httpx
 
 from functai.errors import ModelError
-from functai.models.answers import Reader
+from functai.models.answers import Assembler, Reader
 from functai.models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
 from functai.models.loops import LoopClients
 from functai.models.request import Reply, Request
-from functai.models.sse import Assembler
 from functai.models.wire import FORMATS, build_body, qualifies_strict
 
 __all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
@@ -48,13 +38,13 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_RETRY_AFTER = 30.0
 #: Longest backoff step, in seconds.
 MAX_BACKOFF = 30.0
-#: Statuses worth asking again: timeout, conflict, rate limit; and every 5xx.
+#: Statuses worth asking again (and every 5xx).
 RETRY_STATUSES = frozenset({408, 409, 429})
 #: OpenAI models that refuse ``max_tokens`` (reasoning models).
 _COMPLETION_TOKENS_MODELS = re.compile(r"(o\d|gpt-5)")
 
-# What each server accepted, remembered for the process: base URL → index into FORMATS,
-# and the (base URL, model) pairs that want max_completion_tokens.
+# What each server accepted, for the process: base URL → index into FORMATS; (base URL, model) pairs
+# that want max_completion_tokens.
 _formats: dict[str, int] = {}
 _completion_tokens: set[tuple[str, str]] = set()
 
@@ -76,18 +66,9 @@ class _SecretHeaders(httpx.Auth):
 class OpenAIClient:
     """Answers `Request`s through an OpenAI-compatible ``/chat/completions`` endpoint.
 
-    One pooled `httpx.Client` is made on first use and shared by concurrent
-    `complete` calls, and one `httpx.AsyncClient` per event loop for the
-    async calls. Use as a context manager (``with`` or ``async with``), or
-    call `close` / ``await aclose()``, to release them; an event loop's pool
-    is also closed as asyncio shuts that loop down.
-
-    The key comes from ``api_key``, else the environment variable
-    ``api_key_env`` (``OPENAI_API_KEY`` for the ``openai`` provider, no
-    variable for others unless given). ``headers`` are merged over the
-    defaults; for ``openai``, ``OPENAI_ORG_ID``/``OPENAI_PROJECT_ID`` (or
-    ``organization``/``project``) are sent as ``OpenAI-Organization`` /
-    ``OpenAI-Project``.
+    One pooled `httpx.Client`, and one `httpx.AsyncClient` per event loop, made on first use;
+    ``with``/``async with``, `close` or `aclose` release them. The key is ``api_key``, else the
+    variable ``api_key_env`` (``OPENAI_API_KEY`` for ``openai``); ``headers`` win over the defaults.
     """
 
     name: str
@@ -107,18 +88,14 @@ class OpenAIClient:
         api_key_env: str | None = None,
         base_url_env: str | None = None,
         headers: Mapping[str, str] | None = None,
-        organization: str | None = None,
-        project: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
-        if backoff < 0:
-            raise ValueError(f"backoff must be 0 or more, got {backoff}")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
-        if connect_timeout is not None and not connect_timeout > 0:
-            raise ValueError(f"connect_timeout must be positive, got {connect_timeout}")
+        for what, least in (("max_retries", max_retries), ("backoff", backoff)):
+            if least < 0:
+                raise ValueError(f"{what} must be 0 or more, got {least}")
+        for what, seconds in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if seconds is not None and not seconds > 0:
+                raise ValueError(f"{what} must be positive, got {seconds}")
         is_openai = name == "openai"
         if api_key_env is None and is_openai:
             api_key_env = "OPENAI_API_KEY"
@@ -136,20 +113,14 @@ class OpenAIClient:
             key = os.environ.get(api_key_env) if api_key_env else None
             self._key_from = api_key_env if key else None
         self._key_env = api_key_env
-        extra: dict[str, str] = {}
-        if is_openai:
-            organization = organization or os.environ.get("OPENAI_ORG_ID")
-            project = project or os.environ.get("OPENAI_PROJECT_ID")
-        if organization:
-            extra["OpenAI-Organization"] = organization
-        if project:
-            extra["OpenAI-Project"] = project
-        extra.update(reveal_headers(headers or {}))
         sent = {"Accept": "application/json"}
         if key:  # an empty key means "none": local servers want no Authorization header
             header, value = self._auth(key)
             sent[header] = value
-        sent.update(extra)  # yours win
+        for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+            if is_openai and os.environ.get(variable):
+                sent[header] = os.environ[variable]
+        sent.update(reveal_headers(headers or {}))  # yours win
         self._headers = hide_headers(sent)  # the key's and the secret-named ones behind handles
         secrets = [value for header, value in sent.items() if is_secret_header(header)]
         self._reader = Reader(f"{name} at {self.base_url}", [key, *secrets] if key else secrets)
@@ -160,7 +131,6 @@ class OpenAIClient:
         self._transport = transport
         self._async_transport = async_transport
         self._pools = LoopClients()  # event loop → its httpx.AsyncClient (a pool belongs to one loop)
-        self._urls: dict[str, httpx.URL] = {}
         self._sleep = sleep
         self._random = random.Random()
         self._http: httpx.Client | None = None
@@ -168,8 +138,6 @@ class OpenAIClient:
 
     def _default_base_url(self) -> str:
         return DEFAULT_BASE_URL
-
-    # -- lifecycle ---------------------------------------------------------
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
@@ -181,7 +149,7 @@ class OpenAIClient:
         self.close()
 
     def close(self) -> None:
-        """Close the pooled connections (each event loop's on that loop, once it runs); a later call opens new ones."""
+        """Close the pooled connections (each event loop's on that loop, once it runs)."""
         with self._lock:
             http, self._http = self._http, None
         if http is not None:
@@ -189,7 +157,7 @@ class OpenAIClient:
         self._pools.close()
 
     async def aclose(self) -> None:
-        """Close the pools: this event loop's (awaited), every other loop's on that loop, and the plain one."""
+        """Close the pools: this event loop's awaited, the others' on their own loops."""
         await self._pools.aclose()
         self.close()
 
@@ -232,31 +200,23 @@ class OpenAIClient:
             transport = lean_transport()
         return httpx.AsyncClient(transport=transport, **self._options())
 
-    # -- the call ----------------------------------------------------------
-
     def _url(self, model: str) -> str:
         return f"{self.base_url}/chat/completions"
 
     def _wants_completion_tokens(self, model: str) -> bool:
-        if (self.base_url, model) in _completion_tokens:
-            return True
-        return self.name == "openai" and _COMPLETION_TOKENS_MODELS.match(model) is not None
+        known = (self.base_url, model) in _completion_tokens
+        return known or (self.name == "openai" and _COMPLETION_TOKENS_MODELS.match(model) is not None)
 
     def complete(self, request: Request) -> Reply:
-        """Send `request`, retrying transient failures, and read the reply.
-
-        A server that answers 400 to a structured-output format is asked again
-        with the next weaker one (`wire.FORMATS`); what worked is remembered for its base URL.
-        """
+        """Send `request`, retrying transient failures, and read the reply."""
         return self._drive(self._exchange(request, False))
 
     async def acomplete(self, request: Request) -> Reply:
-        """`complete` over the event loop's pooled `httpx.AsyncClient`: the same steps, awaited."""
+        """`complete` over the event loop's pooled `httpx.AsyncClient`."""
         return await self._adrive(self._exchange(request, False))
 
     def stream(self, request: Request) -> Iterator[Any]:
-        """Send `request` with ``"stream": true``: each text delta as it arrives (``str``),
-        then the whole `Reply` (tool calls assembled from their deltas, usage from the last chunk)."""
+        """Each text delta as it arrives (``str``), then the whole `Reply`."""
         response, wrapped = self._drive(self._exchange(request, True))
         assembler = Assembler()
         with closing(response), self._reader.cuts():
@@ -275,8 +235,6 @@ class OpenAIClient:
                     if text := assembler.line(line):
                         yield text
                 yield self._reader.assembled(assembler.answer(), wrapped)
-
-    # -- performing the exchange's steps: ("post", url, body, stream) and ("sleep", seconds) ----------
 
     def _drive(self, steps: Generator[Any, Any, Any]) -> Any:
         try:
@@ -300,7 +258,7 @@ class OpenAIClient:
             if step[0] == "sleep":
                 return self._sleep(step[1])
             http = self._client()
-            response = http.send(http.build_request("POST", self._parsed(step[1]), json=step[2]), stream=step[3])
+            response = http.send(http.build_request("POST", _parsed(step[1]), json=step[2]), stream=step[3])
             if step[3] and not response.is_success:
                 response.read()  # the server's error text, for the message
             return response
@@ -313,24 +271,13 @@ class OpenAIClient:
             if step[0] == "sleep":
                 return await asyncio.sleep(step[1])
             http = self._aclient()
-            request = http.build_request("POST", self._parsed(step[1]), json=step[2])
+            request = http.build_request("POST", _parsed(step[1]), json=step[2])
             response = await http.send(request, stream=step[3])
             if step[3] and not response.is_success:
                 await response.aread()
             return response
         except BaseException as error:  # noqa: BLE001
             return error
-
-    def _parsed(self, url: str) -> httpx.URL:
-        """`url` parsed once (httpx parses a string URL again on every request)."""
-        parsed = self._urls.get(url)
-        if parsed is None:
-            if len(self._urls) >= 64:  # one per base URL (per deployment for Azure): a few
-                self._urls.clear()
-            parsed = self._urls[url] = httpx.URL(url)
-        return parsed
-
-    # -- the exchange, as steps that do no I/O ------------------------------
 
     def _exchange(self, request: Request, stream: bool) -> Generator[Any, Any, Any]:
         """The reply to `request` (or, streaming, the open response and whether the value is wrapped)."""
@@ -370,67 +317,59 @@ class OpenAIClient:
     def _attempts(self, url: str, body: dict[str, Any], stream: bool) -> Generator[Any, Any, httpx.Response]:
         """Post until a success (retrying transient failures); the successful response."""
         attempts = self.max_retries + 1
-        last_error: httpx.TransportError | None = None
-        last_response: httpx.Response | None = None
+        last: httpx.Response | httpx.TransportError | None = None  # the last failure
         for attempt in range(attempts):
             if attempt:
-                yield ("sleep", self._delay(attempt - 1, last_response))
+                yield ("sleep", self._delay(attempt - 1, last))
             try:
                 response = yield ("post", url, body, stream)
-            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-                # A bad base URL will not get better by retrying.
+            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # retrying will not mend a bad URL
                 raise ModelError(
                     self._reader.scrub(f"cannot reach {self._reader.where}: invalid base URL ({exc})"),
                     code="model-unreachable",
                 ) from None
             except httpx.TransportError as exc:
-                last_error, last_response = exc, None
+                last = exc
                 continue
             status = response.status_code
             if response.is_success:
                 return response
             if status in RETRY_STATUSES or status >= 500:
-                last_error, last_response = None, response
+                last = response
                 continue
             raise ModelError(
                 f"{self._reader.where} answered HTTP {status}: {self._reader.error_text(response)}{self._hint(status)}",
                 code="model-http",
                 status=status,
             )
-        if last_response is not None:
-            status = last_response.status_code
+        tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        if isinstance(last, httpx.Response):
             raise ModelError(
-                f"gave up on {self._reader.where} after {attempts} attempt{'s' if attempts != 1 else ''}: "
-                f"last status HTTP {status}: {self._reader.error_text(last_response)}",
+                f"gave up on {self._reader.where} after {tries}: "
+                f"last status HTTP {last.status_code}: {self._reader.error_text(last)}",
                 code="model-http",
-                status=status,
+                status=last.status_code,
             )
-        assert last_error is not None
-        kind = "timed out" if isinstance(last_error, httpx.TimeoutException) else "connection failed"
-        detail = str(last_error) or type(last_error).__name__
+        kind = "timed out" if isinstance(last, httpx.TimeoutException) else "connection failed"
+        detail = str(last) or type(last).__name__
         raise ModelError(
-            self._reader.scrub(
-                f"{self._reader.where} is unreachable ({kind}) after {attempts} "
-                f"attempt{'s' if attempts != 1 else ''}: {type(last_error).__name__}: {detail}"
-            ),
+            self._reader.scrub(f"{self._reader.where} is unreachable ({kind}) after {tries}: "
+                               f"{type(last).__name__}: {detail}"),
             code="model-unreachable",
         ) from None
 
-    def _delay(self, retry: int, response: httpx.Response | None) -> float:
-        """Seconds before retry number ``retry + 1``: Retry-After, else jittered exponential backoff.
-
-        The jitter (between half and all of the step) keeps clients that failed
-        together from all coming back at the same moment.
-        """
-        if response is not None:
-            hinted = _retry_after(response.headers)
+    def _delay(self, retry: int, failure: httpx.Response | httpx.TransportError | None) -> float:
+        """Seconds before retry ``retry + 1``: Retry-After, else exponential backoff, jittered so
+        clients that failed together do not all come back at the same moment."""
+        if isinstance(failure, httpx.Response):
+            hinted = _retry_after(failure.headers)
             if hinted is not None:
                 return hinted
         step = min(MAX_BACKOFF, self.backoff * (2**retry))
         return step * (0.5 + 0.5 * self._random.random())
 
     def _hint(self, status: int) -> str:
-        """What to check after an authentication failure: where the key came from (never the key)."""
+        """Where the key came from (never the key), to check after an authentication failure."""
         if status != 401:
             return ""
         if self._key_from is not None:
@@ -441,9 +380,13 @@ class OpenAIClient:
 
 def _resume(steps: Generator[Any, Any, Any], outcome: Any) -> Any:
     """Hand a step's outcome to the steps (an error is raised where the step was yielded); the next step."""
-    if isinstance(outcome, BaseException):
-        return steps.throw(outcome)
-    return steps.send(outcome)
+    return steps.throw(outcome) if isinstance(outcome, BaseException) else steps.send(outcome)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(url: str) -> httpx.URL:
+    """`url` parsed once: httpx parses a string URL again on every request."""
+    return httpx.URL(url)
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

@@ -1,15 +1,9 @@
 """A lean asyncio connection pool for the OpenAI-compatible client's `httpx.AsyncClient`.
 
-Kept because httpcore's pool re-examines every connection and queued request
-whenever a request starts or ends: 200 concurrent ``acall``s cost 1.16 s CPU
-over it, 0.42 s over this one (``benchmarks/compare.py --only acall``). It can
-go once httpcore assigns queued requests in one pass (encode/httpcore#1035).
-
-Idle connections of each origin wait on a stack and requests for a free one
-in a queue, so taking and giving back a connection costs the same however
-many there are. Each connection is still an `httpcore.AsyncHTTPConnection`
-(HTTP/1.1, TLS, timeouts as httpx does them); the limits mean what
-`httpx.Limits` means, with the same defaults. It serves asyncio only.
+Kept because httpcore's pool re-examines every connection and queued request whenever a
+request starts or ends, which triples the CPU of 200 concurrent ``acall``s (docs/performance.md);
+it can go once httpcore assigns queued requests in one pass (encode/httpcore#1035). The limits
+mean what `httpx.Limits` means. It serves asyncio only.
 """
 
 from __future__ import annotations
@@ -17,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 import urllib.request
-from collections import deque
 from typing import Any, AsyncIterator
 
 import httpcore
@@ -32,8 +25,6 @@ _ERRORS = tuple(
                  "ConnectError", "ReadError", "WriteError", "NetworkError", "ProxyError", "UnsupportedProtocol",
                  "LocalProtocolError", "RemoteProtocolError", "ProtocolError")
 )
-
-_Key = tuple[bytes, bytes, int]
 
 
 def _mapped(error: Exception) -> Exception:
@@ -54,18 +45,18 @@ def lean_transport(limits: httpx.Limits | None = None) -> httpx.AsyncBaseTranspo
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    """Connections by origin: idle ones on a stack (the freshest reused first), requests
-    waiting for a free one in arrival order, each handed the connection given back."""
+    """Places for requests in a semaphore (each waiting request costs the same however many
+    there are), idle connections on a stack. One model client sends to one origin, so
+    connections are not kept by origin: one that cannot serve a request is closed."""
 
     def __init__(self, limits: httpx.Limits | None = None) -> None:
         limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
-        self._max = limits.max_connections if limits.max_connections is not None else 1 << 30
-        self._keep = limits.max_keepalive_connections if limits.max_keepalive_connections is not None else self._max
+        most = limits.max_connections if limits.max_connections is not None else 1 << 30
+        self._places = asyncio.Semaphore(most)  # a place per connection in use; idle ones hold none
+        self._keep = limits.max_keepalive_connections if limits.max_keepalive_connections is not None else most
         self._expiry = limits.keepalive_expiry
-        self._idle: dict[_Key, list[httpcore.AsyncHTTPConnection]] = {}
-        self._idle_count = 0
-        self._open = 0  # connections open or opening, idle ones included
-        self._waiting: deque[tuple[_Key, asyncio.Future[Any]]] = deque()
+        self._idle: list[httpcore.AsyncHTTPConnection] = []
+        self._queued = 0  # requests waiting for a place: the connections given back are kept for them
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
 
@@ -84,104 +75,56 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise _mapped(error) from None
 
     async def _send(self, request: httpcore.Request) -> httpx.Response:
-        origin = request.url.origin
-        key = (origin.scheme, origin.host, origin.port)
-        timeouts = request.extensions.get("timeout") or {}
-        while True:
-            connection = await self._acquire(origin, key, timeouts.get("pool"))
-            try:
-                response = await connection.handle_async_request(request)
-            except httpcore.ConnectionNotAvailable:
-                await self._release(key, connection)  # it closed between our look and its use: another
-                continue
-            except BaseException:
-                await self._release(key, connection)
-                raise
-            return httpx.Response(status_code=response.status, headers=response.headers,
-                                  stream=_Body(response.stream, self, key, connection), extensions=response.extensions)
-
-    async def _acquire(self, origin: httpcore.Origin, key: _Key, timeout: float | None) -> httpcore.AsyncHTTPConnection:
-        while True:
-            idle = self._idle.get(key)
-            while idle:
-                connection = idle.pop()
-                self._idle_count -= 1
-                if connection.is_idle() and not connection.has_expired():
-                    return connection
-                self._open -= 1
-                await connection.aclose()
-            if self._open >= self._max and self._idle_count:  # make room: close another origin's idle one
-                await self._close_one_idle()
-            if self._open < self._max:
-                self._open += 1
-                ssl_context = self._ssl_context() if origin.scheme == b"https" else None
-                return httpcore.AsyncHTTPConnection(origin, ssl_context=ssl_context, keepalive_expiry=self._expiry)
-            handed = await self._wait(key, timeout)
-            if handed is not None:
-                return handed  # type: ignore[no-any-return]
-
-    async def _wait(self, key: _Key, timeout: float | None) -> Any:
-        """A connection handed over by `_release`, or None when only a place to open one came free."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        entry = (key, future)
-        self._waiting.append(entry)
+        await self._take_place((request.extensions.get("timeout") or {}).get("pool"))
+        connection = None
         try:
-            if timeout is None:
-                return await future
-            done, _ = await asyncio.wait((future,), timeout=timeout)
-            if not done:
-                raise httpcore.PoolTimeout("no connection of the pool came free in time")
-            return future.result()
-        except BaseException:
-            if future.done() and not future.cancelled():
-                handed = future.result()
-                if handed is not None:
-                    await self._release(key, handed)  # handed over as this request gave up: pass it on
-                else:
-                    self._wake_one()
-            else:
-                future.cancel()
+            while True:
+                connection = await self._connection(request.url.origin)
                 try:
-                    self._waiting.remove(entry)
-                except ValueError:
-                    pass
+                    response = await connection.handle_async_request(request)
+                    break
+                except httpcore.ConnectionNotAvailable:  # it closed between our look and its use: another
+                    await connection.aclose()
+        except BaseException:
+            await self._release(connection)
             raise
+        return httpx.Response(status_code=response.status, headers=response.headers,
+                              stream=_Body(response.stream, self, connection), extensions=response.extensions)
 
-    async def _release(self, key: _Key, connection: httpcore.AsyncHTTPConnection) -> None:
-        """A request is done with `connection`: hand it to the next request waiting for
-        its origin, keep it idle, or close it, and let a waiting request go on."""
-        if connection.is_idle() and not connection.is_closed() and not self._closed:
-            for entry in self._waiting:
-                if entry[0] == key and not entry[1].done():
-                    self._waiting.remove(entry)
-                    entry[1].set_result(connection)
-                    return
-            if self._idle_count < self._keep and not self._waiting:
-                self._idle.setdefault(key, []).append(connection)
-                self._idle_count += 1
-                return
-        self._open -= 1
+    async def _take_place(self, timeout: float | None) -> None:
+        if not self._places.locked():
+            await self._places.acquire()
+            return
+        self._queued += 1
         try:
-            await connection.aclose()
+            await asyncio.wait_for(self._places.acquire(), timeout)
+        except asyncio.TimeoutError:
+            raise httpcore.PoolTimeout("no connection of the pool came free in time") from None
         finally:
-            self._wake_one()
+            self._queued -= 1
 
-    def _wake_one(self) -> None:
-        """A place came free: the first waiting request opens a connection of its own."""
-        while self._waiting:
-            _, future = self._waiting.popleft()
-            if not future.done():
-                future.set_result(None)
+    async def _connection(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
+        """The freshest idle connection that can serve ``origin``, else a new one."""
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.can_handle_request(origin) and connection.is_idle() and not connection.has_expired():
+                return connection
+            await connection.aclose()
+        ssl_context = self._ssl_context() if origin.scheme == b"https" else None
+        return httpcore.AsyncHTTPConnection(origin, ssl_context=ssl_context, keepalive_expiry=self._expiry)
+
+    async def _release(self, connection: httpcore.AsyncHTTPConnection | None) -> None:
+        """A request is done: keep its connection idle (before its place is given to the next) or close it."""
+        try:
+            if connection is None:
                 return
-
-    async def _close_one_idle(self) -> None:
-        for idle in self._idle.values():
-            if idle:
-                connection = idle.pop(0)
-                self._idle_count -= 1
-                self._open -= 1
+            reusable = connection.is_idle() and not connection.is_closed() and not self._closed
+            if reusable and len(self._idle) < self._keep + self._queued:
+                self._idle.append(connection)
+            else:
                 await connection.aclose()
-                return
+        finally:
+            self._places.release()
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:  # made on first use: loading the certificates takes milliseconds
@@ -190,10 +133,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         self._closed = True  # connections still answering are closed when given back
-        idle = [connection for connections in self._idle.values() for connection in connections]
-        self._idle.clear()
-        self._open -= len(idle)
-        self._idle_count = 0
+        idle, self._idle = self._idle, []
         failure: BaseException | None = None
         for connection in idle:  # every one, even after a cancellation: no socket is left to the collector
             try:
@@ -207,12 +147,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
 class _Body(httpx.AsyncByteStream):
     """A response body that says httpcore's errors as httpx's and gives its connection back when closed."""
 
-    __slots__ = ("_stream", "_pool", "_key", "_connection")
+    __slots__ = ("_stream", "_pool", "_connection")
 
-    def __init__(self, stream: Any, pool: LeanTransport, key: _Key, connection: httpcore.AsyncHTTPConnection) -> None:
+    def __init__(self, stream: Any, pool: LeanTransport, connection: httpcore.AsyncHTTPConnection) -> None:
         self._stream = stream
         self._pool = pool
-        self._key = key
         self._connection: httpcore.AsyncHTTPConnection | None = connection
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -232,4 +171,4 @@ class _Body(httpx.AsyncByteStream):
         try:
             await self._stream.aclose()
         finally:
-            await self._pool._release(self._key, connection)
+            await self._pool._release(connection)

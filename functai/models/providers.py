@@ -1,14 +1,9 @@
-"""Which client answers a model name.
+"""Which client answers a model name, and where a client sends its requests (`server_of`).
 
-``"<provider>/<model>"`` (or a bare model name, for the ``openai`` provider)
-is resolved through a pluggy hook, ``functai_client``, that provider plugins
-implement: the first implementation that returns a client wins. Provider
-plugins are registered with `register_provider` or found in the entry-point
-group ``functai.providers`` (looked up on first use, never at import).
-The OpenAI-compatible providers below (and Azure OpenAI) are built in and asked last.
-
-One name is reserved: ``"test"`` is functai's offline test model
-(`functai.testing.TestModel`), never a provider's model.
+``"<provider>/<model>"`` (a bare name is OpenAI's) goes to the pluggy hook ``functai_client``:
+the first provider plugin that returns a client wins, the built-in OpenAI-compatible ones last.
+Plugins come from `register_provider` or the entry-point group ``functai.providers``, read on
+first use. ``"test"`` is functai's offline test model, never a provider's.
 """
 
 from __future__ import annotations
@@ -18,6 +13,7 @@ import os
 import threading
 from collections import OrderedDict
 from typing import Any, Mapping, NamedTuple
+from urllib.parse import urlsplit
 
 import pluggy
 
@@ -45,9 +41,7 @@ class ProviderSpec:
     def functai_client(self, provider: str, model: str, settings: Mapping[str, Any]) -> Client | None:
         """Return a client for ``provider``'s models, or None if you do not serve it.
 
-        ``settings`` holds those of the call's ``base_url``, ``api_key`` (the
-        key itself, a str), ``timeout``, ``connect_timeout``, ``http_retries``,
-        ``headers`` and ``api_version`` that are set.
+        ``settings`` holds those of `CLIENT_SETTINGS` that are set (``api_key`` as the key itself).
         """
 
 
@@ -80,11 +74,10 @@ class _LRU:
         self.lock = threading.Lock()
 
     def get(self, key: Any) -> Client | None:
-        found = self.items.get(key)
-        if found is not None:
-            with self.lock:
-                if key in self.items:
-                    self.items.move_to_end(key)
+        with self.lock:
+            found = self.items.get(key)
+            if found is not None:
+                self.items.move_to_end(key)
         return found
 
     def put(self, key: Any, client: Client) -> Client:
@@ -95,11 +88,9 @@ class _LRU:
             self.items.move_to_end(key)
             while len(self.items) > self.size:
                 evicted.append(self.items.popitem(last=False)[1])
-        if self.close_evicted:
-            kept_ids = {id(c) for c in self.items.values()}
+        if self.close_evicted:  # each client is kept under one key only: one evicted is used no more
             for old in evicted:
-                if id(old) not in kept_ids:
-                    _close(old)
+                _close(old)
         return kept
 
     def clear(self) -> list[Client]:
@@ -113,6 +104,11 @@ def _close(client: Any) -> None:
     close = getattr(client, "close", None)
     if close is not None:
         close()
+
+
+#: The settings a built-in client is made with, and its argument for each.
+_OPTIONS = (("api_key", "api_key"), ("timeout", "timeout"), ("connect_timeout", "connect_timeout"),
+            ("http_retries", "max_retries"), ("headers", "headers"))
 
 
 class OpenAICompatible:
@@ -131,29 +127,17 @@ class OpenAICompatible:
         found = self._clients.get(key)
         if found is not None:
             return found
-        options: dict[str, Any] = {
-            "name": provider,
-            "api_key_env": info.api_key_env,
-            "base_url_env": info.base_url_env,
-        }
+        options: dict[str, Any] = {"name": provider, "api_key_env": info.api_key_env, "base_url_env": info.base_url_env}
         base_url = settings.get("base_url") or os.environ.get(info.base_url_env) or info.base_url
         if base_url:
             options["base_url"] = base_url
-        if settings.get("api_key"):
-            options["api_key"] = settings["api_key"]
-        if settings.get("timeout") is not None:
-            options["timeout"] = float(settings["timeout"])
-        if settings.get("connect_timeout") is not None:
-            options["connect_timeout"] = float(settings["connect_timeout"])
-        if settings.get("http_retries") is not None:
-            options["max_retries"] = settings["http_retries"]
-        if settings.get("headers"):
-            options["headers"] = dict(settings["headers"])
+        for setting, option in _OPTIONS:
+            if settings.get(setting) is not None:
+                options[option] = settings[setting]
         if provider == "azure":
             from .azure import AzureOpenAIClient
 
-            if settings.get("api_version"):
-                options["api_version"] = settings["api_version"]
+            options["api_version"] = settings.get("api_version")
             client: Client = AzureOpenAIClient(**options)
         else:
             from .openai import OpenAIClient
@@ -170,8 +154,7 @@ def _hashable(value: Any) -> Any:
 
 _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
-# Every (provider, model, settings) resolved so far; the clients themselves are
-# owned (and closed) by their providers, so dropping one here closes nothing.
+# Every (provider, model, settings) resolved so far; the providers own (and close) the clients.
 _clients = _LRU(MAX_CLIENTS, close_evicted=False)
 
 
@@ -231,7 +214,6 @@ def _test_model() -> Client:
 
 
 def _ask_providers(provider: str, model: str, lm: str, wanted: dict[str, Any]) -> Client:
-    # Plugins get the key and the headers themselves, only here.
     if isinstance(wanted.get("api_key"), Key):
         wanted["api_key"] = reveal(wanted["api_key"])
     if wanted.get("headers"):
@@ -257,3 +239,20 @@ def close_clients() -> None:
                 seen[id(client)] = client
     for client in seen.values():
         _close(client)
+
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def server_of(client: Any) -> tuple[str, int | None] | None:
+    """``(host, port)`` of the client's ``base_url``, what tracing reports as the server (never a user
+    or password), else None."""
+    url = getattr(client, "base_url", None)
+    if url.__class__ is not str:
+        return None
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        return (host, parts.port or _DEFAULT_PORTS.get(parts.scheme)) if host else None
+    except ValueError:  # a port that is not a number: no server to report
+        return None

@@ -1,4 +1,4 @@
-"""Provider-neutral requests and replies.
+"""Provider-neutral requests and replies, and the replies that are not an answer.
 
 A client turns a `Request` into its wire format and its answer into a
 `Reply`; nothing above the client knows a provider's format. Messages are
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, ru
 
 import attrs
 
+from ..errors import NonAnswerError
+
 if TYPE_CHECKING:
     from .toolcall import ToolCall
 
@@ -32,11 +34,8 @@ def _frozen(item: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 class Frozen(tuple):  # type: ignore[type-arg]
-    """Messages already read-only, item by item: taken as they are, with no look at each.
-
-    A long conversation shows thousands of earlier messages; they are frozen once, when
-    read from the store, so a request costs what is new in it, not every turn shown.
-    """
+    """Messages already read-only, taken as they are: a long conversation's earlier messages
+    are frozen once, when read, so a request costs what is new in it, not every turn shown."""
 
     __slots__ = ()
 
@@ -75,12 +74,8 @@ def _tool_calls(items: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
 
 @attrs.frozen
 class Request:
-    """What is sent to a model: the same shape whatever the provider.
-
-    Messages, tools and settings are read-only views: a ``request`` hook
-    changes a request by returning a new one (``attrs.evolve``), which is
-    recorded.
-    """
+    """What is sent to a model, whatever the provider. Messages, tools and settings are read-only:
+    a ``request`` hook returns a new request (``attrs.evolve``), which is recorded."""
 
     model: str
     messages: tuple[Mapping[str, Any], ...] = attrs.field(converter=frozen_messages)
@@ -106,8 +101,7 @@ class Reply:
     refusal: str | None = None
     #: What a reasoning model thought before answering, kept out of ``text``.
     reasoning: str | None = None
-    #: The server's id for this response (``chatcmpl-…``), when it sent one. Not compared:
-    #: two replies that say the same are equal wherever they came from.
+    #: The server's id for this response (``chatcmpl-…``), when sent; not compared, like ``model``.
     id: str | None = attrs.field(default=None, eq=False)
     #: The model that answered, as the server names it (it may differ from the one asked).
     model: str | None = attrs.field(default=None, eq=False)
@@ -117,19 +111,59 @@ class Reply:
 class Client(Protocol):
     """Anything that can answer a `Request`.
 
-    A client may also offer ``async def acomplete(request) -> Reply``, and
-    ``stream(request)`` / ``astream(request)``: an iterator / async iterator
-    of the reply's text in pieces (``str``) ending with the whole `Reply`.
-    Async calls use ``acomplete`` (else ``complete`` in a worker thread);
-    streams use ``stream``/``astream`` (else the whole reply is one text event).
+    It may also offer ``async def acomplete(request)``, and ``stream``/``astream``: the reply's text
+    in pieces (``str``), then the whole `Reply`. Without them, async calls run ``complete`` in a
+    worker thread and a stream is the whole reply as one text event.
     """
 
     def complete(self, request: Request) -> Reply: ...
 
 
-def _number(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, not {value!r}")
+def non_answer(reply: Reply, typed: bool) -> NonAnswerError | None:
+    """The error for a reply that is not an answer, or None. ``typed``: the function's output is
+    not ``str``, so a cut reply cannot be read."""
+    finish = reply.finish_reason
+    if finish == "content_filter":
+        return NonAnswerError(
+            "the server's content filter stopped the reply (finish_reason 'content_filter'); asking again the "
+            "same way is stopped again: change the inputs or the instruction, or see the provider's content policy",
+            code="model-filtered",
+        )
+    if reply.tool_calls:
+        return None
+    if reply.refusal:
+        return NonAnswerError(
+            f"the model refused to answer: {reply.refusal!r}; asking again the same way gets the same refusal: "
+            "change the request or the instruction",
+            code="model-refused",
+        )
+    if reply.text is None or (not reply.text.strip() and reply.reasoning):
+        if reply.reasoning:
+            why = f"it only reasoned ({len(reply.reasoning)} characters of reasoning, no answer)"
+            fix = "raise max_completion_tokens (or max_tokens) or lower reasoning_effort"
+        else:
+            why = "no text and no tool call"
+            fix = "check the model and the server (some servers answer null when the prompt is too long)"
+        if finish == "length":
+            why += ", cut at the token limit"
+        return NonAnswerError(f"the model's reply is empty: {why}; {fix}", code="model-empty")
+    if finish == "length" and typed:
+        return NonAnswerError(
+            "the reply was cut at the token limit (finish_reason 'length') before the value was complete; "
+            "raise max_completion_tokens (or max_tokens): asking again would cut it at the same place",
+            code="model-truncated",
+        )
+    return None
+
+
+def _kind(fits: Callable[[Any], bool], wanted: str) -> Callable[[str, Any], None]:
+    """A check that a setting's value passes ``fits``, else a `TypeError` saying it must be ``wanted``."""
+
+    def check(name: str, value: Any) -> None:
+        if not fits(value):
+            raise TypeError(f"{name} must be {wanted}, not {value!r}")
+
+    return check
 
 
 def whole(minimum: int) -> Callable[[str, Any], None]:
@@ -144,33 +178,21 @@ def whole(minimum: int) -> Callable[[str, Any], None]:
     return check
 
 
-def _stop(name: str, value: Any) -> None:
-    if isinstance(value, str):
-        return
-    if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):
-        raise TypeError(f"stop must be a string or a list of strings, not {value!r}")
+def _is_word(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
-def _flag(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, not {value!r}")
-
-
-def _tool_choice(name: str, value: Any) -> None:
-    if isinstance(value, str) and value.strip():
-        return  # "auto", "none", "required", or the name of one tool
-    if isinstance(value, Mapping) and value.get("type") == "function":
-        return  # the wire form, sent as is
-    raise TypeError(
-        f"tool_choice must be 'auto', 'none', 'required', a tool's name, or "
-        f"{{'type': 'function', 'function': {{'name': ...}}}}; not {value!r}"
-    )
-
-
-def _word(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise TypeError(f"{name} must be a non-empty string, not {value!r}")
-
+_number = _kind(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number")
+_word = _kind(_is_word, "a non-empty string")
+_stop = _kind(
+    lambda v: isinstance(v, str) or (isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v)),
+    "a string or a list of strings",
+)
+#: "auto", "none", "required", a tool's name, or the wire form (sent as is).
+_tool_choice = _kind(
+    lambda v: _is_word(v) or (isinstance(v, Mapping) and v.get("type") == "function"),
+    "'auto', 'none', 'required', a tool's name, or {'type': 'function', 'function': {'name': ...}}",
+)
 
 #: Settings that are passed to the model with each request (``Request.settings``)
 #: and that a ``before_call`` change may set, with the check each value must pass.
@@ -185,7 +207,7 @@ MODEL_SETTING_CHECKS: dict[str, Callable[[str, Any], None]] = {
     "reasoning_effort": _word,
     "max_completion_tokens": whole(1),
     "tool_choice": _tool_choice,
-    "parallel_tool_calls": _flag,
+    "parallel_tool_calls": _kind(lambda v: isinstance(v, bool), "True or False"),
     "user": _word,
 }
 

@@ -1,14 +1,9 @@
 """A plain value that fits a JSON schema: what the test model answers and passes to tools.
 
-The schemas are the ones functai makes for output types and tool inputs (and
-pydantic's, for pydantic models): ``type``, ``properties``/``required``,
-``additionalProperties``, ``items``/``prefixItems``, ``enum``, ``const``,
-``anyOf``/``oneOf``/``allOf``, ``$ref`` to ``#`` or ``$defs``, and the
-common bounds (``minimum``…, ``multipleOf``, ``minLength``…, ``minItems``…,
-``format``).
-The value is the simplest that fits, the same every time: strings are
-``"test"``, numbers 0, booleans true, a list holds one item, an enum or a
-union takes its first choice, an object has every property it lists.
+The value is the simplest that fits, the same every time: strings are ``"test"``, numbers 0,
+booleans true, a list holds one item, an enum or a union takes its first choice, an object
+has every property it lists. Schemas are functai's and pydantic's: types, ``$ref``, unions,
+and the common bounds and formats.
 """
 
 from __future__ import annotations
@@ -18,9 +13,8 @@ from typing import Any
 
 from ..errors import FunctAIError
 
-#: Strings for the ``format``s pydantic writes (dates, e-mail and IP addresses, …).
-#: Not every type is met by its format alone: a ``Dsn`` wants its own scheme,
-#: a ``FilePath`` a file that exists, a ``FutureDate`` a later date.
+#: Strings for the ``format``s pydantic writes. Some types want more than their format
+#: (a ``Dsn`` its scheme, a ``FilePath`` a file that exists).
 FORMATS = {
     "date": "2000-01-01",
     "date-time": "2000-01-01T00:00:00Z",
@@ -59,7 +53,7 @@ def sample(schema: dict[str, Any] | bool | None) -> Any:
 
 
 def sample_input(parameters: dict[str, Any] | None) -> dict[str, Any]:
-    """A tool's input: each parameter's value from its own schema (each is a root, with its own ``$defs``)."""
+    """A tool's input: each parameter's value from its own schema (a root, with its own ``$defs``)."""
     properties = (parameters or {}).get("properties") or {}
     return {name: sample(schema) for name, schema in properties.items()}
 
@@ -103,7 +97,19 @@ class _Sampler:
             kind = next((k for k in kind if k != "null"), "null")
         if kind is None:
             kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
-        return getattr(self, "_" + kind, self._unknown)(schema, depth, index)
+        if kind == "null":
+            return None
+        if kind == "boolean":
+            return index % 2 == 0
+        if kind == "integer":
+            return int(_bounded(schema, integer=True)) + index * int(_step(schema) or 1)
+        if kind == "number":
+            return float(_bounded(schema, integer=False)) + index * (_step(schema) or 1)
+        if kind == "array":
+            return self._array(schema, depth)
+        if kind == "object":
+            return self._object(schema, depth)
+        return self._string(schema, index) if kind == "string" else "test"
 
     def _resolve(self, ref: str) -> Any:
         if not ref.startswith("#"):
@@ -130,29 +136,13 @@ class _Sampler:
                 return option
         return next((o for o in options if isinstance(o, dict) and o.get("type") == "null"), options[0])
 
-    def _null(self, schema: dict[str, Any], depth: int, index: int) -> None:
-        return None
-
-    def _boolean(self, schema: dict[str, Any], depth: int, index: int) -> bool:
-        return index % 2 == 0
-
-    def _string(self, schema: dict[str, Any], depth: int, index: int) -> str:
+    def _string(self, schema: dict[str, Any], index: int) -> str:
         text = FORMATS.get(schema.get("format", ""), "test" + (str(index) if index else ""))
-        low, high = schema.get("minLength", 0), schema.get("maxLength")
-        if len(text) < low:
-            text += "x" * (low - len(text))
+        text = text.ljust(schema.get("minLength", 0), "x")
+        high = schema.get("maxLength")
         return text if high is None else text[:high]
 
-    def _integer(self, schema: dict[str, Any], depth: int, index: int) -> int:
-        value = _multiple(schema, math.ceil(_in_bounds(schema, 0, 1)))
-        if value != int(value):
-            raise _no_multiple(schema)
-        return int(value) + index * int(_step(schema) or 1)
-
-    def _number(self, schema: dict[str, Any], depth: int, index: int) -> float:
-        return float(_multiple(schema, _in_bounds(schema, 0.0, 1))) + index * (_step(schema) or 1)
-
-    def _array(self, schema: dict[str, Any], depth: int, index: int) -> list[Any]:
+    def _array(self, schema: dict[str, Any], depth: int) -> list[Any]:
         fixed = schema.get("prefixItems") or []
         items = [self.value(item, depth + 1) for item in fixed]
         more = schema.get("items", {})
@@ -165,7 +155,7 @@ class _Sampler:
         items += [self.value(more, depth + 1, n if unique else 0) for n in range(len(items), count)]
         return items
 
-    def _object(self, schema: dict[str, Any], depth: int, index: int) -> dict[str, Any]:
+    def _object(self, schema: dict[str, Any], depth: int) -> dict[str, Any]:
         required = set(schema.get("required", ()))
         data = {
             name: self.value(sub, depth + 1)
@@ -177,37 +167,39 @@ class _Sampler:
             data["test"] = self.value(extra, depth + 1)
         return data
 
-    def _unknown(self, schema: dict[str, Any], depth: int, index: int) -> Any:
-        return "test"
-
 
 def _step(schema: dict[str, Any]) -> float | None:
     step = schema.get("multipleOf")
     return step if isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0 else None
 
 
-def _multiple(schema: dict[str, Any], value: float) -> float:
-    """``value`` if it is a multiple of ``multipleOf``, else the first multiple above the lower
-    bound, else a multiple next to ``value``: the first of these inside the bounds."""
-    step = _step(schema)
-    if step is None or _is_multiple(value, step):
-        return value
-    near = math.floor(value / step) * step
-    candidates = [near + step, near]
-    floors = [schema[key] for key in ("minimum", "exclusiveMinimum") if schema.get(key) is not None]
-    if floors:
-        first = math.ceil(max(floors) / step) * step
-        candidates[:0] = [first, first + step]
-    found = next((candidate for candidate in candidates if _fits(schema, candidate)), None)
-    if found is None:
-        raise _no_multiple(schema)
-    return found
-
-
-def _is_multiple(value: float, step: float) -> bool:
-    """As pydantic checks it: the remainder within a billionth of the step."""
-    left = value % step
-    return abs(left) <= step / 1e9 or abs(left - step) <= step / 1e9
+def _bounded(schema: dict[str, Any], integer: bool) -> float:
+    """0 if the bounds allow it, else the multiple of the step (``multipleOf``, 1 for an integer)
+    nearest a bound; a number with no step takes the bound itself, or half-way when the range is narrow."""
+    low, high = schema.get("minimum"), schema.get("maximum")
+    above, below = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    step = _step(schema) or (1 if integer else None)
+    candidates: list[float] = [0]
+    if low is not None:
+        candidates.append(low if step is None else math.ceil(low / step) * step)
+    if above is not None:
+        candidates.append(above + 1 if step is None else (math.floor(above / step) + 1) * step)
+    if high is not None:
+        candidates.append(high if step is None else math.floor(high / step) * step)
+    if below is not None:
+        candidates.append(below - 1 if step is None else (math.ceil(below / step) - 1) * step)
+    floor, ceiling = (above if above is not None else low), (below if below is not None else high)
+    if step is None and floor is not None and ceiling is not None:
+        candidates.append((floor + ceiling) / 2)
+    for value in candidates:
+        if _fits(schema, value) and (not integer or value == int(value)):
+            return value
+    wanted = f"multiple of {schema['multipleOf']}" if _step(schema) else "integer" if integer else "number"
+    raise FunctAIError(
+        f"the test model found no {wanted} within this schema's bounds; "
+        "widen the bounds, or answer with functai.testing.ScriptedLM",
+        code="test-model-schema",
+    )
 
 
 def _fits(schema: dict[str, Any], value: float) -> bool:
@@ -217,29 +209,3 @@ def _fits(schema: dict[str, Any], value: float) -> bool:
         (low is None or value >= low) and (high is None or value <= high)
         and (above is None or value > above) and (below is None or value < below)
     )
-
-
-def _no_multiple(schema: dict[str, Any]) -> FunctAIError:
-    return FunctAIError(
-        f"the test model found no multiple of {schema['multipleOf']} within this schema's bounds; "
-        "widen the bounds, or answer with functai.testing.ScriptedLM",
-        code="test-model-schema",
-    )
-
-
-def _in_bounds(schema: dict[str, Any], value: float, step: float) -> float:
-    """``value`` moved inside the schema's bounds (an exclusive bound by ``step``, or half-way to the other)."""
-    low, high = schema.get("minimum"), schema.get("maximum")
-    above, below = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-    if low is not None and value < low:
-        value = low
-    if above is not None and value <= above:
-        value = above + step
-    if high is not None and value > high:
-        value = high
-    if below is not None and value >= below:
-        value = below - step
-    floor = above if above is not None else low
-    if floor is not None and (value < floor or (above is not None and value == above)):
-        value = (floor + (below if below is not None else high)) / 2  # a range narrower than a step
-    return value

@@ -1,8 +1,5 @@
 """The chat-completions wire format: pure functions from `Request` to JSON and back.
 
-Kept apart from the HTTP client so each piece can be tested on its own and
-reused by clients for other OpenAI-compatible endpoints (Azure, proxies).
-
 Structured outputs come in four strengths, tried in order (`FORMATS`):
 ``json_schema`` (with ``strict: true`` when the schema qualifies), the same
 schema with ``strict: false`` (servers that refuse only strict mode), then
@@ -13,7 +10,7 @@ alone, for servers that answer 400 to the stronger ones.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, TypeGuard
+from typing import Any, Mapping
 
 from .request import Request
 
@@ -33,8 +30,7 @@ def build_body(
 ) -> tuple[dict[str, Any], bool]:
     """The JSON body for `request`, and whether the answer schema was wrapped in ``{"value": …}``.
 
-    ``format`` is one of `FORMATS`; ``max_completion_tokens`` sends a
-    ``max_tokens`` setting under that name (models that refuse ``max_tokens``).
+    ``max_completion_tokens`` sends ``max_tokens`` under that name (models that refuse ``max_tokens``).
     """
     messages = [wire_message(m) for m in request.messages]
     body: dict[str, Any] = {"model": request.model, "messages": messages}
@@ -59,22 +55,21 @@ def build_body(
                 "json_schema": {"name": "output", "schema": strict or schema, "strict": enforced},
             }
         else:
-            if format == "json_object":
-                body["response_format"] = {"type": "json_object"}
             _add_instruction(messages, schema)
+        if format == "json_object":
+            body["response_format"] = {"type": "json_object"}
     return body, wrapped
 
 
 def qualifies_strict(output_schema: Mapping[str, Any]) -> bool:
-    """Whether ``json_schema`` sends this output schema with ``strict: true`` (else it equals ``json_schema_loose``)."""
+    """Whether ``json_schema`` sends this schema with ``strict: true`` (else it is ``json_schema_loose``)."""
     return _prepared(output_schema)[2] is not None
 
 
 def _add_instruction(messages: list[dict[str, Any]], schema: Mapping[str, Any]) -> None:
     """Say the schema in the system message, for servers that cannot be given it otherwise."""
-    note = (
-        "Reply with only a JSON value (no other text) that matches this JSON schema:\n"
-        + json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    note = "Reply with only a JSON value (no other text) that matches this JSON schema:\n" + json.dumps(
+        schema, ensure_ascii=False, separators=(",", ":")
     )
     first = messages[0] if messages else None
     if first is not None and first.get("role") == "system" and isinstance(first.get("content"), str):
@@ -192,15 +187,14 @@ def read_arguments(arguments: Any) -> Any:
     return parsed
 
 
-_USAGE = (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens"), ("total_tokens", "total_tokens"))
-_USAGE_DETAILS = (
+#: (details group or None, the server's name, functai's name) of each token count.
+_USAGE = (
+    (None, "prompt_tokens", "input_tokens"),
+    (None, "completion_tokens", "output_tokens"),
+    (None, "total_tokens", "total_tokens"),
     ("prompt_tokens_details", "cached_tokens", "cached_tokens"),
     ("completion_tokens_details", "reasoning_tokens", "reasoning_tokens"),
 )
-
-
-def _count(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def read_usage(raw: Any) -> dict[str, int]:
@@ -208,21 +202,15 @@ def read_usage(raw: Any) -> dict[str, int]:
     usage: dict[str, int] = {}
     if not isinstance(raw, dict):
         return usage
-    for wire, ours in _USAGE:
-        value = raw.get(wire)
-        if _count(value):
+    for group, wire, ours in _USAGE:
+        counts = raw if group is None else raw.get(group)
+        value = counts.get(wire) if isinstance(counts, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             usage[ours] = value
-    for group, wire, ours in _USAGE_DETAILS:
-        details = raw.get(group)
-        if isinstance(details, dict) and _count(details.get(wire)):
-            usage[ours] = details[wire]
     return usage
 
 
-# -- strict schemas --------------------------------------------------------
-
-# Keywords every server that enforces strict schemas accepts; any other keyword
-# (formats, bounds, prefixItems, uniqueItems …) sends the schema with strict false.
+# Keywords every server that enforces strict schemas accepts; any other sends it with strict false.
 _STRICT_KEYWORDS = frozenset(
     {"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf", "$ref",
      "$defs", "definitions", "description", "title", "default"}
@@ -236,11 +224,8 @@ class _NotStrict(Exception):
 def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     """A copy of ``schema`` that qualifies for ``strict: true``, or None when it cannot.
 
-    Qualifying means: every object lists all its properties as required and
-    forbids others, and only keywords from a small common set appear. An
-    optional field becomes required; its type already allows null, so the
-    model sends ``null`` where it has nothing. ``default`` is dropped (the
-    model always sends a value in strict mode).
+    Every object lists all its properties as required and forbids others, and only common
+    keywords appear. An optional field becomes required: its type already allows null.
     """
     try:
         return _strict(schema)
@@ -257,14 +242,12 @@ def _strict(node: Any) -> dict[str, Any]:
     for key, value in node.items():
         if key == "default":
             continue
-        if key in ("$defs", "definitions"):
+        if key in ("$defs", "definitions", "properties"):
             out[key] = {name: _strict(sub) for name, sub in value.items()}
         elif key == "anyOf":
             out[key] = [_strict(sub) for sub in value]
         elif key == "items":
             out[key] = _strict(value)
-        elif key == "properties":
-            out[key] = {name: _strict(sub) for name, sub in value.items()}
         elif key not in ("required", "additionalProperties"):
             out[key] = value
     kind = node.get("type")
