@@ -1,14 +1,11 @@
 """Does a plugin's ``Requires-Dist: functai …`` admit the running functai?
 
-Asked of every installed plugin at discovery. ``packaging`` answers it
-exactly but costs milliseconds to import, so the common shapes — no marker,
-clauses like ``>=0.1,<2`` or ``==0.1.*`` on plain release numbers — are
-decided here by PEP 440's rules for release segments (compared padded with
-zeros, ``.*`` a prefix match, ``~=`` both), and anything else (markers,
-extras, URLs, pre-/post-/dev-/local versions, ``===``, a running version
-that is not a plain release) is left to ``packaging``. A test checks that
-both agree on every shape decided here. Plain string operations, no regular
-expressions: compiling them would cost more than the check.
+Asked of every installed plugin at discovery. ``packaging`` answers exactly
+but is slow to import, so the common shapes (no marker, clauses such as
+``>=0.1,<2`` or ``==0.1.*`` on plain release numbers) are decided here by
+PEP 440's rules for release segments, and anything else is left to
+``packaging``; a test checks both agree on every shape decided here. Plain
+string operations: compiling regular expressions would cost more than the check.
 """
 
 from __future__ import annotations
@@ -92,3 +89,25 @@ def functai_specifier(text: str, running: str) -> tuple[str, bool] | None:
         clauses.append(clause)
         admits = admits and ok
     return ",".join(sorted(clauses)), admits
+
+
+def functai_requirement(text: str, running: str) -> tuple[str, bool] | None:
+    """`functai_specifier`, with ``packaging`` reading what it leaves (a marker that does not apply
+    here, such as an extra or another Python, makes it no requirement of this install)."""
+    try:
+        return functai_specifier(text, running)
+    except Unsure:
+        pass
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        return None
+    if canonicalize_name(requirement.name) != "functai":
+        return None
+    if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+        return None
+    specifier = requirement.specifier
+    return str(specifier), not specifier or specifier.contains(running, prereleases=True)
