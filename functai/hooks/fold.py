@@ -155,16 +155,17 @@ def fold_part(
             # The usual change, on every call: applied and recorded inline (`_folded` without its calls).
             added = given["sections"]
             data["sections"] = data["sections"] + added
-            entry = {"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": {"sections": [*added]}}
+            entry: dict[str, Any] = {"plugin": plugin.name, "version": plugin.version, "hook": hook,
+                                     "change": {"sections": [*added]}}
             if handler.__class__ is Timed:
                 entry["µs"] = event._us
+            changes.append(entry)
         elif given is None and hasattr(result, "__await__"):
             return plugin, handler, result, handlers
         else:
-            entry = _folded(plugin, hook, handler, result, event, apply)
-            if entry is None:
-                continue
-        changes.append(entry)
+            folded = _folded(plugin, hook, handler, result, event, apply)
+            if folded is not None:
+                changes.append(folded)
     if named:
         data["_plugin"] = None
     return None
