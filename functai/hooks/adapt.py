@@ -1,8 +1,8 @@
-"""Turning what users put in a ``plugins`` setting into `Plugin` objects.
+"""Turning the items of a ``plugins`` setting into `Plugin` objects.
 
-An item is a `Plugin`, a pluggy-style module or object whose functions carry
-``@functai.hookimpl`` (validated by pluggy against the hookspecs), a path to
-a Python file that defines ``plugin``, or the name of an installed plugin.
+An item is a `Plugin`, a module or object with ``@functai.hookimpl`` functions
+(validated by pluggy against the hookspecs), a path to a Python file that
+defines ``plugin``, or the name of an installed plugin.
 """
 
 from __future__ import annotations
@@ -28,23 +28,14 @@ _validator: pluggy.PluginManager | None = None
 
 
 def _manager() -> pluggy.PluginManager:
-    """One pluggy manager holding the hookspecs, for validating plugins one at a time (under
-    ``_validating``): each is registered, read and unregistered, so the specs are parsed once
-    per process rather than once per plugin."""
+    """One pluggy manager holding the hookspecs (parsed once per process), for validating plugins
+    one at a time under ``_validating``."""
     global _validator
     if _validator is None:
         manager = pluggy.PluginManager("functai")
         manager.add_hookspecs(specs)
         _validator = manager
     return _validator
-
-
-def _default_name(obj: object) -> str:
-    if isinstance(obj, ModuleType):
-        raw = obj.__name__.rsplit(".", 1)[-1]
-    else:
-        raw = type(obj).__name__
-    return raw.lower()
 
 
 def from_hookimpls(obj: object, *, name: str | None = None, version: str | None = None) -> Plugin:
@@ -61,7 +52,8 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
         cached = _adapted.get(id(obj))
         if cached is not None and cached[0] is obj and name is None and version is None:
             return cached[1]
-    plugin_name = name or getattr(obj, "plugin_name", None) or _default_name(obj)
+    default = obj.__name__.rsplit(".", 1)[-1] if isinstance(obj, ModuleType) else type(obj).__name__
+    plugin_name = name or getattr(obj, "plugin_name", None) or default.lower()
     check_name(plugin_name)
     plugin_version = (version or getattr(obj, "plugin_version", None) or getattr(obj, "__version__", None)
                       or distribution_version(obj) or "0.0.0")
@@ -78,15 +70,14 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
         except pluggy.PluginValidationError as error:
             marked = [n for n in dir(obj) if manager.parse_hookimpl_opts(obj, n) is not None]
             unknown = [n for n in marked if n not in specs.HOOKS]
-            mismatched = [n for n in marked if n in specs.HOOKS and n in str(error)]
             what = f"unknown hook {unknown[0]!r}" if unknown else str(error)
-            unknown = unknown or mismatched
+            named = unknown or [n for n in marked if n in str(error)]
             raise PluginError(
                 f"plugin {plugin_name!r} failed pluggy validation: {what}. Hooks are: {', '.join(specs.HOOKS)}; "
                 "each takes the one argument its hookspec names",
                 code="plugin-hook",
                 plugin=plugin_name,
-                hook=unknown[0] if unknown else None,
+                hook=named[0] if named else None,
             ) from error
 
     plugin = Plugin(plugin_name, version=str(plugin_version))
@@ -106,11 +97,7 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
 
 
 def distribution_version(obj: object) -> str | None:
-    """The version of the installed distribution that ships ``obj``'s top-level package, if one does.
-
-    Read from the distributions' folders (see ``entrypoints.package_version``),
-    not by importing importlib_metadata and mapping every package installed.
-    """
+    """The version of the installed distribution that ships ``obj``'s top-level package, if one does."""
     module = obj.__name__ if isinstance(obj, ModuleType) else type(obj).__module__
     top = (module or "").partition(".")[0]
     if not top or top == "__main__" or top.startswith("functai_plugin_file_"):
@@ -132,10 +119,9 @@ def _as_handler(fn: Callable[..., Any], argnames: Sequence[str]) -> Callable[[An
 
 
 def load_plugin(path: str | os.PathLike[str]) -> Plugin:
-    """Load the ``plugin`` a Python file defines.
+    """Load the ``plugin`` a Python file defines (running the file: load only code you trust).
 
-    Loading runs the file: load only code you trust. Cached by path and
-    modification time, so a file is run again only after it changes.
+    Cached by path and modification time, so a file is run again only after it changes.
     """
     full = os.path.abspath(os.fspath(path))
     try:
@@ -151,7 +137,7 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
             return cached[2]
 
     import hashlib
-    import importlib.util  # here, not at import: only a plugin file needs it
+    import importlib.util
 
     module_name = "functai_plugin_file_" + hashlib.sha1(full.encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(module_name, full)
@@ -196,11 +182,8 @@ def installed_plugin(name: str) -> Plugin:
 
 
 def as_plugins(value: object, where: str) -> tuple[Plugin, ...]:
-    """Validate a ``plugins`` setting and turn its items into Plugins.
-
-    The same plugin listed twice runs once; two different plugins with one
-    name in one layer refuse ``plugin-name``.
-    """
+    """Validate a ``plugins`` setting and turn its items into Plugins: the same plugin listed twice
+    runs once; two different plugins of one name refuse ``plugin-name``."""
     if isinstance(value, (Plugin, str, bytes)) or not isinstance(value, (list, tuple)):
         raise TypeError(
             f"plugins ({where}) must be a list, not {type(value).__name__}; write plugins=[...]"
