@@ -1,9 +1,8 @@
 """`Change`: what a handler asks to change, as immutable data.
 
-A Change checks the shape of each field when it is made (a bare string for
-``sections`` is refused at once); what depends on the hook and the call — a
-field the hook does not take, a tool the function does not have — is checked
-when the change is folded in (see `functai.hooks.fold`).
+Each field's shape is checked when the Change is made (a bare string for
+``sections`` is refused at once); what depends on the hook and the call is
+checked when it is folded in (`functai.hooks.fold`).
 """
 
 from __future__ import annotations
@@ -89,11 +88,8 @@ _tools, _keep, _block, _output = _names("tools"), _names("keep"), _text("block")
 
 @attrs.frozen(init=False, slots=False)
 class Change:
-    """A handler's change. Every field is optional; unset fields change nothing.
-
-    See the table in ``spec/plugins.md`` §3 (also in ``docs/plugins.md``) for
-    which hook takes which field and how changes combine.
-    """
+    """A handler's change: unset fields change nothing. ``docs/plugins.md`` says which hook
+    takes which field and how changes combine."""
 
     instruction: str | None = None
     sections: tuple[str, ...] | None = None
@@ -120,9 +116,7 @@ class Change:
         block: str | None = None,
         output: str | None = None,
     ) -> None:
-        # Only the set fields are checked and stored in the instance dict (in
-        # declaration order); unset ones read the class default, None. So
-        # ``fields_set`` is just the dict's keys.
+        # Only the set fields are stored, in declaration order: ``fields_set`` is the dict's keys.
         given = self.__dict__
         if instruction is not None:
             given["instruction"] = _instruction(instruction)

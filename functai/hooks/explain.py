@@ -1,9 +1,5 @@
-"""Which plugins would run for a function's calls here, from which layer, in what order.
-
-The same resolution a call makes (`functai.layers.resolve`), kept with the
-layer each plugin comes from and the duplicates the order rules dropped;
-``functai plugins explain MODULE:FUNCTION`` prints it.
-"""
+"""Which plugins would run for a function's calls here, from which layer, in what order
+(``functai plugins explain MODULE:FUNCTION``)."""
 
 from __future__ import annotations
 
@@ -18,13 +14,10 @@ if TYPE_CHECKING:
 
 
 def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, Any]:
-    """For each hook, the plugins a call of ``fn`` here would run, in order, with their layer.
+    """For each hook, the plugins a call of ``fn`` here (and in ``conversation``) would run, in order.
 
-    ``here`` is the current process configuration and settings blocks (and a
-    conversation's layer when given). Returns ``{"function", "layers",
-    "hooks", "dropped"}``: ``hooks`` maps every hook to
-    ``[{"plugin", "version", "layer", "handler"}]``; ``dropped`` lists the
-    plugins the order rules left out, each with the reason.
+    Returns ``{"function", "layers", "hooks", "dropped"}``: ``hooks`` maps every hook to
+    ``[{"plugin", "version", "layer", "handler"}]``; ``dropped`` says why the order rules left each out.
     """
     from .. import layers as settings
 

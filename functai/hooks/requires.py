@@ -10,8 +10,12 @@ string operations: compiling regular expressions would cost more than the check.
 
 from __future__ import annotations
 
+import operator
+
 _NAME = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-_OPERATORS = ("~=", "==", "!=", "<=", ">=", "<", ">")
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<=": operator.le, ">=": operator.ge, "<": operator.lt,
+            ">": operator.gt}
+_OPERATORS = ("~=", "==", "!=", "<=", ">=", "<", ">")  # two-character ones first
 _BLANK = " \t"
 
 
@@ -26,13 +30,9 @@ def _release(text: str) -> tuple[int, ...] | None:
     return None
 
 
-def _padded(a: tuple[int, ...], width: int) -> tuple[int, ...]:
-    return a + (0,) * (width - len(a))
-
-
 def _admits(op: str, spec: tuple[int, ...], wildcard: bool, running: tuple[int, ...]) -> bool:
-    width = max(len(spec), len(running))
-    mine, theirs = _padded(running, width), _padded(spec, width)
+    width = max(len(spec), len(running))  # release segments compare padded with zeros
+    mine, theirs = running + (0,) * (width - len(running)), spec + (0,) * (width - len(spec))
     if wildcard:  # a prefix match on the release segments
         if op not in ("==", "!="):
             raise Unsure(op)  # not valid PEP 440: packaging refuses it
@@ -41,15 +41,7 @@ def _admits(op: str, spec: tuple[int, ...], wildcard: bool, running: tuple[int, 
         if len(spec) < 2:
             raise Unsure(op)
         return mine >= theirs and mine[: len(spec) - 1] == spec[:-1]
-    if op == "==":
-        return mine == theirs
-    if op == "!=":
-        return mine != theirs
-    if op == "<=":
-        return mine <= theirs
-    if op == ">=":
-        return mine >= theirs
-    return mine < theirs if op == "<" else mine > theirs
+    return bool(_COMPARE[op](mine, theirs))
 
 
 def _clause(raw: str, running: tuple[int, ...]) -> tuple[str, bool]:
