@@ -27,38 +27,47 @@ def set_field(event: "Event", name: str, value: Any) -> None:
     _set(event, name, value)
 
 
+def _refuse(event: "Event", unknown: dict[str, Any]) -> None:
+    raise TypeError(f"{type(event).__name__} has no field {sorted(unknown)[0]!r}")
+
+
 class Event:
     """Base of every event: ``entries(kind)`` reads this plugin's entries.
 
     Not attrs: one is made per hook per call. The fields are kept in the
-    instance dict, filled in one step; a field not given reads None. The
-    engine writes its bookkeeping (``_plugin``: whose handler runs;
-    ``_memory``; ``_us``: the last handler's time) into that dict.
+    instance dict, filled in one step. The engine writes its bookkeeping
+    (``_plugin``: whose handler runs; ``_memory``; ``_us``: the last
+    handler's time) into that dict.
     """
 
     #: The fields handlers read, in the order ``repr`` shows them.
     _fields: tuple[str, ...] = ()
     #: What the engine may give besides the fields (not shown in ``repr``).
     _also: tuple[str, ...] = ()
-    _known: frozenset[str] = frozenset()
     _plugin: str | None = None
     _memory: Memory | None = None
 
-    if TYPE_CHECKING:  # the fields, named by each class's ``_fields``
+    if TYPE_CHECKING:  # what each class's ``_fields`` names (its __init__ is written below)
+        def __init__(self, **fields: Any) -> None: ...
+
         def __getattr__(self, name: str) -> Any: ...
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._known = frozenset(cls._fields + cls._also)
-        for name in cls._known:
-            if not hasattr(cls, name):
-                setattr(cls, name, None)
-
-    def __init__(self, **fields: Any) -> None:
-        if not fields.keys() <= self._known:
-            unknown = sorted(fields.keys() - self._known)
-            raise TypeError(f"{type(self).__name__} has no field {unknown[0]!r}")
-        self.__dict__.update(fields)
+        known = cls._fields + cls._also
+        if not known:
+            return
+        # The one init, written out with a keyword per field as dataclasses writes one: Python
+        # matches the keywords for less than checking a ``**fields`` dict costs.
+        keywords = "".join(f"{name}=None, " for name in known)
+        values = "".join(f"{name!r}: {name}, " for name in known)
+        source = (f"def __init__(self, *, {keywords}**unknown):\n"
+                  "    if unknown:\n"
+                  "        _refuse(self, unknown)\n"
+                  f"    _set(self, '__dict__', {{{values}}})\n")
+        namespace = {"_set": _set, "_refuse": _refuse}
+        exec(source, namespace)
+        cls.__init__ = namespace["__init__"]  # type: ignore[method-assign, assignment]
 
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_"):
