@@ -7,7 +7,7 @@ checked when it is folded in (`functai.hooks.fold`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
@@ -20,7 +20,7 @@ def _refuse(field: str, message: str) -> PluginError:
     return PluginError(f"Change({field}=...): {message}", code="plugin-change", field=field)
 
 
-def _text(field: str, *, allow_empty: bool = False):  # type: ignore[no-untyped-def]
+def _text(field: str, *, allow_empty: bool = False) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         if not isinstance(value, str):
             raise _refuse(field, f"must be a string, not {type(value).__name__}")
@@ -31,7 +31,7 @@ def _text(field: str, *, allow_empty: bool = False):  # type: ignore[no-untyped-
     return check
 
 
-def _names(field: str, *, drop_blank: bool = False):  # type: ignore[no-untyped-def]
+def _names(field: str, *, drop_blank: bool = False) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         kind = type(value)
         if kind is not list and kind is not tuple:
@@ -40,7 +40,7 @@ def _names(field: str, *, drop_blank: bool = False):  # type: ignore[no-untyped-
         items = tuple(value)
         blank = False
         for item in items:
-            if type(item) is not str and not isinstance(item, str):
+            if not isinstance(item, str):
                 raise _refuse(field, f"must hold only strings, got {type(item).__name__}")
             blank = blank or not item.strip()
         if drop_blank and blank:

@@ -16,15 +16,20 @@ from __future__ import annotations
 
 import importlib
 import os
-from importlib.machinery import PathFinder, all_suffixes
 import re
 import sys
+from functools import cached_property
+from importlib.machinery import PathFinder, all_suffixes
 from typing import Any, Iterator
 
 _SUFFIXES = (".dist-info", ".egg-info")
 #: importlib.metadata's reading of an entry point's value; compiled only for a value that is not plain
 #: ``module`` / ``module:attr`` (compiling costs more than the rest of a scan).
 _VALUE = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
+
+
+class _Unsure(Exception):
+    """What only importlib.metadata reads the same way."""
 
 
 def _metadata() -> Any:
@@ -47,14 +52,8 @@ def normalize(name: str) -> str:
 class Distribution:
     """One ``*.dist-info`` / ``*.egg-info`` folder: the few facts functai asks, read on first use."""
 
-    __slots__ = ("path", "key", "_headers", "_sections", "_valid", "_tops")
-
     def __init__(self, path: str, key: str | None = None) -> None:
         self.path = path
-        self._headers: dict[str, list[str]] | None = None
-        self._sections: dict[str, list[tuple[str, str]]] | None = None
-        self._valid: bool | None = None
-        self._tops: frozenset[str] | None = None
         if key is None:  # importlib_metadata's rule: the folder's name, else the metadata's Name
             stem, ext = os.path.splitext(os.path.basename(path))
             key = stem.partition("-")[0] if ext in _SUFFIXES else ""
@@ -70,51 +69,64 @@ class Distribution:
         except (OSError, UnicodeDecodeError):
             return None
 
-    def _header(self, key: str) -> list[str]:
-        headers = self._headers
-        if headers is None:
-            for name in ("METADATA", "PKG-INFO", ""):  # "": an old egg-info that is a file, not a folder
-                text = self.read_text(name)
-                if text:
-                    break
-            self._headers = headers = _headers(text or "")
-        return headers.get(key) or []
+    @cached_property
+    def _headers(self) -> dict[str, list[str]]:
+        for name in ("METADATA", "PKG-INFO", ""):  # "": an old egg-info that is a file, not a folder
+            text = self.read_text(name)
+            if text:
+                break
+        return _read_headers(text or "")
 
-    @property
+    @cached_property
     def valid(self) -> bool:
         """Whether it has metadata at all: importlib_metadata prefers such a one over a stale empty folder."""
-        if self._valid is None:
-            path = self.path
-            self._valid = (os.path.exists(os.path.join(path, "METADATA"))
-                           or os.path.exists(os.path.join(path, "PKG-INFO")) or os.path.isfile(path))
-        return self._valid
+        path = self.path
+        return (os.path.exists(os.path.join(path, "METADATA"))
+                or os.path.exists(os.path.join(path, "PKG-INFO")) or os.path.isfile(path))
 
     @property
     def name(self) -> str | None:
-        return next(iter(self._header("name")), None)
+        return next(iter(self._headers.get("name", ())), None)
 
     @property
     def version(self) -> str | None:
-        return next(iter(self._header("version")), None)
+        return next(iter(self._headers.get("version", ())), None)
 
     @property
     def requires(self) -> list[str] | None:
         """``Requires-Dist``, else an egg-info's ``requires.txt`` written as requirement strings."""
-        found = self._header("requires-dist")
+        found = self._headers.get("requires-dist")
         if found:
             return list(found)
         text = self.read_text("requires.txt")
         return None if text is None else list(_egg_requirements(text))
 
+    @cached_property
+    def _sections(self) -> dict[str, list[tuple[str, str]]]:
+        return _read_sections(self.read_text("entry_points.txt") or "")
+
     def entries(self, group: str) -> list[tuple[str, str]]:
         """The ``(name, value)`` lines of one section of ``entry_points.txt``."""
-        sections = self._sections
-        if sections is None:
-            self._sections = sections = _sections(self.read_text("entry_points.txt") or "")
-        return sections.get(group, [])
+        return self._sections.get(group, [])
+
+    @cached_property
+    def tops(self) -> frozenset[str]:
+        """The top-level names it ships: ``top_level.txt``, else the first parts of ``RECORD``'s paths."""
+        declared = (self.read_text("top_level.txt") or "").split()
+        if declared:
+            return frozenset(declared)
+        record = self.read_text("RECORD")
+        if record:
+            import csv
+
+            paths = (row[0] for row in csv.reader(record.splitlines()) if row)
+            return frozenset(name for name in map(_top_name, paths) if "." not in name)
+        if self.read_text("installed-files.txt") or self.read_text("SOURCES.txt"):
+            raise _Unsure(self.path)  # an egg's lists of installed files: only importlib.metadata reads them alike
+        return frozenset()
 
 
-def _headers(text: str) -> dict[str, list[str]]:
+def _read_headers(text: str) -> dict[str, list[str]]:
     """The header block of a METADATA / PKG-INFO file (RFC 822 style), keys lower-cased."""
     headers: dict[str, list[str]] = {}
     last: list[str] | None = None
@@ -146,7 +158,7 @@ def _lines(text: str) -> Iterator[tuple[str | None, str]]:
         yield section, line
 
 
-def _sections(text: str) -> dict[str, list[tuple[str, str]]]:
+def _read_sections(text: str) -> dict[str, list[tuple[str, str]]]:
     found: dict[str, list[tuple[str, str]]] = {}
     for section, line in _lines(text):
         name, equals, value = line.partition("=")
@@ -285,29 +297,6 @@ def _scan(group: str) -> list[EntryPoint] | None:
     return [EntryPoint(name, value, group, dist) for dist in having for name, value in dist.entries(group)]
 
 
-class _Unsure(Exception):
-    """What only importlib.metadata reads the same way (an egg's lists of installed files)."""
-
-
-def _tops(dist: Distribution) -> frozenset[str]:
-    """The top-level names a distribution ships: ``top_level.txt``, else the first parts of ``RECORD``'s paths."""
-    if dist._tops is None:
-        declared = (dist.read_text("top_level.txt") or "").split()
-        record = "" if declared else dist.read_text("RECORD")
-        if declared:
-            dist._tops = frozenset(declared)
-        elif record:
-            import csv
-
-            paths = (row[0] for row in csv.reader(record.splitlines()) if row)
-            dist._tops = frozenset(name for name in map(_top_name, paths) if "." not in name)
-        elif dist.read_text("installed-files.txt") or dist.read_text("SOURCES.txt"):
-            raise _Unsure(dist.path)
-        else:
-            dist._tops = frozenset()
-    return dist._tops
-
-
 def _top_name(path: str) -> str:
     # importlib_metadata's _get_toplevel_name: a path's first folder, else its module name, else itself.
     parts = [part for part in path.split("/") if part and part != "."]
@@ -329,7 +318,7 @@ def package_version(top: str) -> str | None:
     try:
         if dists is not None:
             for dist in dists:
-                if top in _tops(dist):
+                if top in dist.tops:
                     name = dist.name
                     same = [d for d in dists if d.key == normalize(name)] if name else []
                     if same:

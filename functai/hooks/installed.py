@@ -155,10 +155,7 @@ class Installed:
         return cls(found)
 
     def layer(self, load: Iterable[str] | None = None, disable: Iterable[str] | None = None) -> tuple[Plugin, ...]:
-        """The installed plugins a call runs with, narrowed by the settings.
-
-        Refuses ``plugin-load`` while a plugin that would run failed to load.
-        """
+        """The installed plugins a call runs with, narrowed by the settings; refuses while one failed."""
         if load is None and not disable:
             if self.failure is not None:
                 raise self.failure

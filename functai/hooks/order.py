@@ -1,13 +1,10 @@
 """The per-call order of plugins (``spec/plugins.md`` §4).
 
-Layers run innermost first: the function's own, then each enclosing block
-(innermost first), then the process, then installed plugins. A plugin set in
-several layers runs once, in its outermost layer. In each hook, the handlers of
-plugins that declare ``last=True`` run after every other plugin's (in the same
-layer order among themselves).
-
-Plans are cached by the identity of the layers, which are immutable tuples
-made when a setting is set, so the per-call cost is one dict lookup.
+Layers run innermost first: the function's own, each enclosing block, the
+process, installed plugins; a plugin set in several runs once, in its
+outermost layer, and ``last=True`` plugins run after every other. Plans are
+cached by the identity of the layers (immutable tuples made when a setting is
+set), so a call pays one dict lookup.
 """
 
 from __future__ import annotations
@@ -20,8 +17,7 @@ from .specs import HOOKS
 
 Handler = tuple[Plugin, Callable[[Any], Any]]
 
-#: The entry point that serves the ``approve`` setting: a call with ``approve`` set and no installed
-#: plugin of this name refuses ``approval-missing`` (spec host.md). Its place is its own ``last=True``.
+#: The installed plugin that serves the ``approve`` setting (a call with ``approve`` and none refuses).
 APPROVAL = "approval"
 
 

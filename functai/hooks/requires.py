@@ -59,10 +59,7 @@ def _clause(raw: str, running: tuple[int, ...]) -> tuple[str, bool]:
 
 def functai_specifier(text: str, running: str) -> tuple[str, bool] | None:
     """For one ``Requires-Dist`` string: None when it does not require functai, else
-    ``(specifier, admits running)``, the specifier written as packaging writes it.
-
-    Raises `Unsure` for a shape not decided here.
-    """
+    ``(specifier, admits running)`` as packaging writes the specifier; `Unsure` for other shapes."""
     body = text.lstrip(_BLANK)
     end = 0
     while end < len(body) and body[end] in _NAME:
