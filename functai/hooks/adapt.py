@@ -20,7 +20,6 @@ from ..errors import PluginError
 from . import specs
 from .plugin import Plugin, check_name
 
-_lock = threading.Lock()
 _adapted: dict[int, tuple[object, Plugin]] = {}
 _files: dict[str, tuple[int, int, Plugin]] = {}
 _validating = threading.RLock()  # dir() of an object may run its code
@@ -48,10 +47,9 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
     """
     if isinstance(obj, type):
         raise TypeError(f"{obj.__name__} is a class; give an instance of it as the plugin")
-    with _lock:
-        cached = _adapted.get(id(obj))
-        if cached is not None and cached[0] is obj and name is None and version is None:
-            return cached[1]
+    cached = _adapted.get(id(obj))
+    if cached is not None and cached[0] is obj and name is None and version is None:
+        return cached[1]
     default = obj.__name__.rsplit(".", 1)[-1] if isinstance(obj, ModuleType) else type(obj).__name__
     plugin_name = name or getattr(obj, "plugin_name", None) or default.lower()
     check_name(plugin_name)
@@ -80,19 +78,16 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
                 hook=named[0] if named else None,
             ) from error
 
+    if not impls:
+        raise TypeError(f"{obj!r} is not a plugin: it has no function marked @functai.hookimpl")
     plugin = Plugin(plugin_name, version=str(plugin_version))
-    found = False
     for hook, impl in impls:
         asked = [option for option in specs.ORDERING_OPTIONS if getattr(impl, option, False)]
         if asked:  # marked with pluggy's own marker, which does not refuse them
             raise specs.ordering_refused(asked, plugin_name, hook)
         plugin.on(hook, _as_handler(impl.function, impl.argnames))
-        found = True
-    if not found:
-        raise TypeError(f"{obj!r} is not a plugin: it has no function marked @functai.hookimpl")
-    with _lock:
-        if name is None and version is None:
-            _adapted[id(obj)] = (obj, plugin)
+    if name is None and version is None:
+        _adapted[id(obj)] = (obj, plugin)
     return plugin
 
 
@@ -131,10 +126,9 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
             f"no plugin file at {full}: {error.strerror}; check the path in your plugins setting",
             code="plugin-load",
         ) from None
-    with _lock:
-        cached = _files.get(full)
-        if cached is not None and cached[0] == stat.st_mtime_ns and cached[1] == stat.st_size:
-            return cached[2]
+    cached = _files.get(full)
+    if cached is not None and cached[0] == stat.st_mtime_ns and cached[1] == stat.st_size:
+        return cached[2]
 
     import hashlib
     import importlib.util
@@ -165,8 +159,7 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
         plugin = found if isinstance(found, Plugin) else from_hookimpls(found)
     except TypeError as error:
         raise PluginError(f"plugin file {full}: `plugin` is not a plugin ({error})", code="plugin-load") from error
-    with _lock:
-        _files[full] = (stat.st_mtime_ns, stat.st_size, plugin)
+    _files[full] = (stat.st_mtime_ns, stat.st_size, plugin)
     return plugin
 
 
