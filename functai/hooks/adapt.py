@@ -167,20 +167,11 @@ def looks_like_path(item: str) -> bool:
     return item.endswith(".py") or os.sep in item or "/" in item
 
 
-def installed_plugin(name: str) -> Plugin:
-    """The installed plugin of that name (entry-point group ``functai``)."""
-    from .installed import installed
-
-    return installed().plugin(name)
-
-
 def as_plugins(value: object, where: str) -> tuple[Plugin, ...]:
     """Validate a ``plugins`` setting and turn its items into Plugins: the same plugin listed twice
     runs once; two different plugins of one name refuse ``plugin-name``."""
-    if isinstance(value, (Plugin, str, bytes)) or not isinstance(value, (list, tuple)):
-        raise TypeError(
-            f"plugins ({where}) must be a list, not {type(value).__name__}; write plugins=[...]"
-        )
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"plugins ({where}) must be a list, not {type(value).__name__}; write plugins=[...]")
     out: list[Plugin] = []
     by_name: dict[str, Plugin] = {}
     for item in value:
@@ -188,7 +179,12 @@ def as_plugins(value: object, where: str) -> tuple[Plugin, ...]:
             plugin = item
         elif isinstance(item, (str, os.PathLike)):
             text = os.fspath(item)
-            plugin = load_plugin(text) if looks_like_path(text) else installed_plugin(text)
+            if looks_like_path(text):
+                plugin = load_plugin(text)
+            else:
+                from .installed import installed  # installed imports this module
+
+                plugin = installed().plugin(text)
         elif item is None or isinstance(item, (int, float, bool, dict, list, tuple, set)):
             raise TypeError(f"plugins ({where}): {item!r} is not a plugin, a module with hookimpls, or a path")
         else:
