@@ -44,8 +44,7 @@ def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, 
         dropped += [{"plugin": p.name, "version": p.version, "layer": "own",
                      "reason": f"program_plugins=False in the {dropper} layer drops the function's own plugins"}
                     for p in own]
-    origin: dict[int, str] = {}
-    seen: dict[str, str] = {}
+    seen: dict[str, str] = {}  # plugin name: the layer it runs in
     for kind, plugins in reversed(layers):  # outermost first: a plugin runs once, in its outermost layer
         for plugin in plugins:
             if plugin.name in seen:
@@ -53,12 +52,11 @@ def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, 
                                 "reason": f"also in the {seen[plugin.name]} layer; it runs once, there"})
                 continue
             seen[plugin.name] = kind
-            origin[id(plugin)] = kind
     hooks: dict[str, list[dict[str, Any]]] = {}
     for hook in HOOKS:
         rows = []
         for plugin, handler in resolved.plan.handlers[hook]:
-            row = {"plugin": plugin.name, "version": plugin.version, "layer": origin.get(id(plugin), "?"),
+            row = {"plugin": plugin.name, "version": plugin.version, "layer": seen.get(plugin.name, "?"),
                    "handler": qualified_name(getattr(handler, "__wrapped__", handler))}
             if plugin.last:
                 row["note"] = f"declares last=True: runs after every other {hook} handler"
