@@ -1,18 +1,11 @@
 """Strict JSON for what functai writes and reads back: call records, the call log, ratings, stores.
 
-msgspec encodes and decodes (docs/performance.md, "JSON codec", says why): it
-is exact for integers of any size both ways. It is imported on first use.
-
-Written: compact JSON in UTF-8, keys in insertion order, a lone surrogate
-escaped as ``\\udXXX``, never ``NaN`` or ``Infinity`` (see `dumps`). What is
-not JSON data is written as msgspec writes it (dataclasses and attrs classes
-as objects, enums as their value, datetimes as ISO 8601, sets and tuples as
-arrays, bytes as base64), else as ``str(obj)``; a dict key that is not text as
-text (``True`` as ``"true"``, as the standard library does).
-
-Read: JSON. Input msgspec refuses is read again by ``json.loads``, so what
-older versions wrote (``NaN``, a byte-order mark, an escaped lone surrogate)
-still reads; what neither reads raises ``ValueError``.
+msgspec (imported on first use) encodes and decodes, exact for integers of
+any size. Written: compact UTF-8, never ``NaN`` or ``Infinity`` (see `dumps`);
+what is not JSON data as msgspec writes it, else as ``str(obj)``; a dict key
+that is not text as text (``True`` as ``"true"``, as the standard library does).
+Read: input msgspec refuses is read again by ``json.loads``, so what older
+versions wrote (``NaN``, a byte-order mark) still reads.
 """
 
 from __future__ import annotations
@@ -25,6 +18,7 @@ from .calls.outputs.jsonable import non_finite_as_text
 _encode: Callable[[Any], bytes] | None = None
 _decode: Callable[[Any], Any] | None = None
 _decode_lines: Callable[[Any], list[Any]] | None = None
+
 
 def _default(obj: Any) -> Any:
     """What msgspec cannot write itself: a key that is not text, an int or float subclass, anything else."""
@@ -39,7 +33,7 @@ def _default(obj: Any) -> Any:
 
 def encoder() -> Callable[[Any], bytes]:
     """msgspec's encoder with the codec's rules for what is not JSON data (non-finite floats
-    not looked for: see `dumps`); loads msgspec on first use."""
+    not looked for: see `dumps`)."""
     global _encode, _decode, _decode_lines
     import msgspec
 
@@ -52,12 +46,10 @@ def encoder() -> Callable[[Any], bytes]:
 def dumps(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> bytes:
     """``obj`` as strict JSON in UTF-8.
 
-    JSON has no ``NaN`` or ``Infinity``. With ``non_finite="error"`` a float
-    that is one raises `FunctAIError` ``json-not-finite`` naming where it is
-    (``output.scores[2]``); with ``non_finite="text"`` it is written as the
-    string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` and a warning names
-    where — what records and stores use, so that a call never loses its
-    record, nor a record its value, over a NaN.
+    A non-finite float raises ``json-not-finite`` naming where it is
+    (``output.scores[2]``), or with ``non_finite="text"`` is written as
+    ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` with a warning: what records
+    and stores use, so a call never loses its record over a NaN.
     """
     encode = _encode or encoder()
     found: list[str] = []
@@ -85,14 +77,15 @@ def dumps_str(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> st
 def loads(data: bytes | bytearray | str) -> Any:
     """One JSON document (bytes or text); ``ValueError`` when it is not one."""
     try:
-        return (_decode or (encoder() and _decode))(data)  # type: ignore[misc, truthy-function]
+        if _decode is None:
+            encoder()
+        return _decode(data)  # type: ignore[misc]
     except ValueError:  # msgspec.DecodeError: older or looser input, read as the standard library reads it
         return json.loads(data)
 
 
 def loads_lines(data: bytes | str) -> list[Any]:
-    """Every line of a JSON-lines buffer, decoded at once; ``ValueError`` when any line is not JSON
-    (the caller then reads line by line with `loads` to say which)."""
+    """Every line of a JSON-lines buffer, decoded at once; ``ValueError`` when any line is not JSON."""
     if _decode_lines is None:
         encoder()
     return _decode_lines(data)  # type: ignore[misc]

@@ -1,8 +1,8 @@
-"""Turning what users put in a ``plugins`` setting into `Plugin` objects.
+"""Turning the items of a ``plugins`` setting into `Plugin` objects.
 
-An item is a `Plugin`, a pluggy-style module or object whose functions carry
-``@functai.hookimpl`` (validated by pluggy against the hookspecs), a path to
-a Python file that defines ``plugin``, or the name of an installed plugin.
+An item is a `Plugin`, a module or object with ``@functai.hookimpl`` functions
+(validated by pluggy against the hookspecs), a path to a Python file that
+defines ``plugin``, or the name of an installed plugin.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from ..errors import PluginError
 from . import specs
 from .plugin import Plugin, check_name
 
-_lock = threading.Lock()
 _adapted: dict[int, tuple[object, Plugin]] = {}
 _files: dict[str, tuple[int, int, Plugin]] = {}
 _validating = threading.RLock()  # dir() of an object may run its code
@@ -28,23 +27,14 @@ _validator: pluggy.PluginManager | None = None
 
 
 def _manager() -> pluggy.PluginManager:
-    """One pluggy manager holding the hookspecs, for validating plugins one at a time (under
-    ``_validating``): each is registered, read and unregistered, so the specs are parsed once
-    per process rather than once per plugin."""
+    """One pluggy manager holding the hookspecs (parsed once per process), for validating plugins
+    one at a time under ``_validating``."""
     global _validator
     if _validator is None:
         manager = pluggy.PluginManager("functai")
         manager.add_hookspecs(specs)
         _validator = manager
     return _validator
-
-
-def _default_name(obj: object) -> str:
-    if isinstance(obj, ModuleType):
-        raw = obj.__name__.rsplit(".", 1)[-1]
-    else:
-        raw = type(obj).__name__
-    return raw.lower()
 
 
 def from_hookimpls(obj: object, *, name: str | None = None, version: str | None = None) -> Plugin:
@@ -57,11 +47,11 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
     """
     if isinstance(obj, type):
         raise TypeError(f"{obj.__name__} is a class; give an instance of it as the plugin")
-    with _lock:
-        cached = _adapted.get(id(obj))
-        if cached is not None and cached[0] is obj and name is None and version is None:
-            return cached[1]
-    plugin_name = name or getattr(obj, "plugin_name", None) or _default_name(obj)
+    cached = _adapted.get(id(obj))
+    if cached is not None and cached[0] is obj and name is None and version is None:
+        return cached[1]
+    default = obj.__name__.rsplit(".", 1)[-1] if isinstance(obj, ModuleType) else type(obj).__name__
+    plugin_name = name or getattr(obj, "plugin_name", None) or default.lower()
     check_name(plugin_name)
     plugin_version = (version or getattr(obj, "plugin_version", None) or getattr(obj, "__version__", None)
                       or distribution_version(obj) or "0.0.0")
@@ -78,39 +68,31 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
         except pluggy.PluginValidationError as error:
             marked = [n for n in dir(obj) if manager.parse_hookimpl_opts(obj, n) is not None]
             unknown = [n for n in marked if n not in specs.HOOKS]
-            mismatched = [n for n in marked if n in specs.HOOKS and n in str(error)]
             what = f"unknown hook {unknown[0]!r}" if unknown else str(error)
-            unknown = unknown or mismatched
+            named = unknown or [n for n in marked if n in str(error)]
             raise PluginError(
                 f"plugin {plugin_name!r} failed pluggy validation: {what}. Hooks are: {', '.join(specs.HOOKS)}; "
                 "each takes the one argument its hookspec names",
                 code="plugin-hook",
                 plugin=plugin_name,
-                hook=unknown[0] if unknown else None,
+                hook=named[0] if named else None,
             ) from error
 
+    if not impls:
+        raise TypeError(f"{obj!r} is not a plugin: it has no function marked @functai.hookimpl")
     plugin = Plugin(plugin_name, version=str(plugin_version))
-    found = False
     for hook, impl in impls:
         asked = [option for option in specs.ORDERING_OPTIONS if getattr(impl, option, False)]
         if asked:  # marked with pluggy's own marker, which does not refuse them
             raise specs.ordering_refused(asked, plugin_name, hook)
         plugin.on(hook, _as_handler(impl.function, impl.argnames))
-        found = True
-    if not found:
-        raise TypeError(f"{obj!r} is not a plugin: it has no function marked @functai.hookimpl")
-    with _lock:
-        if name is None and version is None:
-            _adapted[id(obj)] = (obj, plugin)
+    if name is None and version is None:
+        _adapted[id(obj)] = (obj, plugin)
     return plugin
 
 
 def distribution_version(obj: object) -> str | None:
-    """The version of the installed distribution that ships ``obj``'s top-level package, if one does.
-
-    Read from the distributions' folders (see ``entrypoints.package_version``),
-    not by importing importlib_metadata and mapping every package installed.
-    """
+    """The version of the installed distribution that ships ``obj``'s top-level package, if one does."""
     module = obj.__name__ if isinstance(obj, ModuleType) else type(obj).__module__
     top = (module or "").partition(".")[0]
     if not top or top == "__main__" or top.startswith("functai_plugin_file_"):
@@ -132,10 +114,9 @@ def _as_handler(fn: Callable[..., Any], argnames: Sequence[str]) -> Callable[[An
 
 
 def load_plugin(path: str | os.PathLike[str]) -> Plugin:
-    """Load the ``plugin`` a Python file defines.
+    """Load the ``plugin`` a Python file defines (running the file: load only code you trust).
 
-    Loading runs the file: load only code you trust. Cached by path and
-    modification time, so a file is run again only after it changes.
+    Cached by path and modification time, so a file is run again only after it changes.
     """
     full = os.path.abspath(os.fspath(path))
     try:
@@ -145,13 +126,12 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
             f"no plugin file at {full}: {error.strerror}; check the path in your plugins setting",
             code="plugin-load",
         ) from None
-    with _lock:
-        cached = _files.get(full)
-        if cached is not None and cached[0] == stat.st_mtime_ns and cached[1] == stat.st_size:
-            return cached[2]
+    cached = _files.get(full)
+    if cached is not None and cached[0] == stat.st_mtime_ns and cached[1] == stat.st_size:
+        return cached[2]
 
     import hashlib
-    import importlib.util  # here, not at import: only a plugin file needs it
+    import importlib.util
 
     module_name = "functai_plugin_file_" + hashlib.sha1(full.encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(module_name, full)
@@ -179,8 +159,7 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
         plugin = found if isinstance(found, Plugin) else from_hookimpls(found)
     except TypeError as error:
         raise PluginError(f"plugin file {full}: `plugin` is not a plugin ({error})", code="plugin-load") from error
-    with _lock:
-        _files[full] = (stat.st_mtime_ns, stat.st_size, plugin)
+    _files[full] = (stat.st_mtime_ns, stat.st_size, plugin)
     return plugin
 
 
@@ -188,23 +167,11 @@ def looks_like_path(item: str) -> bool:
     return item.endswith(".py") or os.sep in item or "/" in item
 
 
-def installed_plugin(name: str) -> Plugin:
-    """The installed plugin of that name (entry-point group ``functai``)."""
-    from .installed import installed
-
-    return installed().plugin(name)
-
-
 def as_plugins(value: object, where: str) -> tuple[Plugin, ...]:
-    """Validate a ``plugins`` setting and turn its items into Plugins.
-
-    The same plugin listed twice runs once; two different plugins with one
-    name in one layer refuse ``plugin-name``.
-    """
-    if isinstance(value, (Plugin, str, bytes)) or not isinstance(value, (list, tuple)):
-        raise TypeError(
-            f"plugins ({where}) must be a list, not {type(value).__name__}; write plugins=[...]"
-        )
+    """Validate a ``plugins`` setting and turn its items into Plugins: the same plugin listed twice
+    runs once; two different plugins of one name refuse ``plugin-name``."""
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"plugins ({where}) must be a list, not {type(value).__name__}; write plugins=[...]")
     out: list[Plugin] = []
     by_name: dict[str, Plugin] = {}
     for item in value:
@@ -212,7 +179,12 @@ def as_plugins(value: object, where: str) -> tuple[Plugin, ...]:
             plugin = item
         elif isinstance(item, (str, os.PathLike)):
             text = os.fspath(item)
-            plugin = load_plugin(text) if looks_like_path(text) else installed_plugin(text)
+            if looks_like_path(text):
+                plugin = load_plugin(text)
+            else:
+                from .installed import installed  # installed imports this module
+
+                plugin = installed().plugin(text)
         elif item is None or isinstance(item, (int, float, bool, dict, list, tuple, set)):
             raise TypeError(f"plugins ({where}): {item!r} is not a plugin, a module with hookimpls, or a path")
         else:

@@ -1,9 +1,8 @@
 """`Change`: what a handler asks to change, as immutable data.
 
-A Change checks the shape of each field when it is made (a bare string for
-``sections`` is refused at once); what depends on the hook and the call — a
-field the hook does not take, a tool the function does not have — is checked
-when the change is folded in (see `functai.hooks.fold`).
+Each field's shape is checked when the Change is made (a bare string for
+``sections`` is refused at once); what depends on the hook and the call is
+checked when it is folded in (`functai.hooks.fold`).
 """
 
 from __future__ import annotations
@@ -21,34 +20,28 @@ def _refuse(field: str, message: str) -> PluginError:
     return PluginError(f"Change({field}=...): {message}", code="plugin-change", field=field)
 
 
-def _text(field: str, *, allow_empty: bool = False):  # type: ignore[no-untyped-def]
-    def check(value: Any) -> Any:
-        if not isinstance(value, str):
-            raise _refuse(field, f"must be a string, not {type(value).__name__}")
-        if not allow_empty and not value.strip():
-            raise _refuse(field, "must not be empty")
-        return value
-
-    return check
+def _text(field: str, value: Any, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise _refuse(field, f"must be a string, not {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise _refuse(field, "must not be empty")
+    return value
 
 
-def _names(field: str, *, drop_blank: bool = False):  # type: ignore[no-untyped-def]
-    def check(value: Any) -> Any:
-        kind = type(value)
-        if kind is not list and kind is not tuple:
-            if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-                raise _refuse(field, f"must be a list of strings, not {kind.__name__} (wrap it in a list)")
-        items = tuple(value)
-        blank = False
-        for item in items:
-            if type(item) is not str and not isinstance(item, str):
-                raise _refuse(field, f"must hold only strings, got {type(item).__name__}")
-            blank = blank or not item.strip()
-        if drop_blank and blank:
-            return tuple(i for i in items if i.strip()) or None
-        return items
-
-    return check
+def _names(field: str, value: Any, *, drop_blank: bool = False) -> tuple[str, ...] | None:
+    kind = type(value)
+    if kind is not list and kind is not tuple:
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise _refuse(field, f"must be a list of strings, not {kind.__name__} (wrap it in a list)")
+    items = tuple(value)
+    blank = False
+    for item in items:
+        if not isinstance(item, str):
+            raise _refuse(field, f"must hold only strings, got {type(item).__name__}")
+        blank = blank or not item.strip()
+    if drop_blank and blank:
+        return tuple(i for i in items if i.strip()) or None
+    return items
 
 
 def _settings(value: Any) -> Any:
@@ -78,22 +71,15 @@ def _without(value: Any) -> Any:
         for turn, names in value.items():
             if not isinstance(turn, str):
                 raise _refuse("without", "turn ids must be strings")
-            out[turn] = _names("without")(names) or ()
+            out[turn] = _names("without", names) or ()
         return out or None
-    return _names("without")(value)
-
-
-_instruction, _sections, _lm = _text("instruction"), _names("sections", drop_blank=True), _text("lm")
-_tools, _keep, _block, _output = _names("tools"), _names("keep"), _text("block"), _text("output", allow_empty=True)
+    return _names("without", value)
 
 
 @attrs.frozen(init=False, slots=False)
 class Change:
-    """A handler's change. Every field is optional; unset fields change nothing.
-
-    See the table in ``spec/plugins.md`` §3 (also in ``docs/plugins.md``) for
-    which hook takes which field and how changes combine.
-    """
+    """A handler's change: unset fields change nothing. ``docs/plugins.md`` says which hook
+    takes which field and how changes combine."""
 
     instruction: str | None = None
     sections: tuple[str, ...] | None = None
@@ -120,30 +106,28 @@ class Change:
         block: str | None = None,
         output: str | None = None,
     ) -> None:
-        # Only the set fields are checked and stored in the instance dict (in
-        # declaration order); unset ones read the class default, None. So
-        # ``fields_set`` is just the dict's keys.
+        # Only the set fields are stored, in declaration order: ``fields_set`` is the dict's keys.
         given = self.__dict__
         if instruction is not None:
-            given["instruction"] = _instruction(instruction)
-        if sections is not None and (sections := _sections(sections)) is not None:
+            given["instruction"] = _text("instruction", instruction)
+        if sections is not None and (sections := _names("sections", sections, drop_blank=True)) is not None:
             given["sections"] = sections
         if lm is not None:
-            given["lm"] = _lm(lm)
+            given["lm"] = _text("lm", lm)
         if settings is not None and (settings := _settings(settings)) is not None:
             given["settings"] = settings
         if tools is not None:
-            given["tools"] = _tools(tools)
+            given["tools"] = _names("tools", tools)
         if keep is not None:
-            given["keep"] = _keep(keep)
+            given["keep"] = _names("keep", keep)
         if without is not None and (without := _without(without)) is not None:
             given["without"] = without
         if inputs is not None and (inputs := _inputs(inputs)) is not None:
             given["inputs"] = inputs
         if block is not None:
-            given["block"] = _block(block)
+            given["block"] = _text("block", block)
         if output is not None:
-            given["output"] = _output(output)
+            given["output"] = _text("output", output, allow_empty=True)
 
     def fields_set(self) -> tuple[str, ...]:
         """Names of the fields this change sets, in declaration order."""

@@ -1,20 +1,13 @@
-"""Entry points read straight from the ``*.dist-info`` folders on ``sys.path``.
+"""Entry points read straight from the ``*.dist-info`` / ``*.egg-info`` folders on ``sys.path``.
 
-``importlib.metadata`` (and its backport, 20–26 ms to import) builds a
-distribution object for every installed package to find a handful of entry
-points; reading ``entry_points.txt`` of each ``*.dist-info`` / ``*.egg-info``
-folder directly costs a directory listing per ``sys.path`` entry and one
-small file per distribution. The answer is importlib_metadata's, rule for
-rule: the folders of ``sys.path`` in order, the first distribution of a
-(normalised) name wins, one with metadata before one without.
-
-What folders cannot show is handed whole to ``importlib.metadata``: a zip or
-an ``.egg`` on ``sys.path``, a path entry that is not a string, and any
-``sys.meta_path`` finder besides the standard path finder that offers
-``find_distributions`` — the protocol ``importlib.metadata`` itself asks,
-so a custom distribution finder is never missed. Editable installs that only
-*import* through a finder of their own (setuptools, hatch) keep their
-``*.dist-info`` in site-packages, where this reader sees it.
+Why not ``importlib.metadata``: it builds a distribution object for every
+installed package (and its backport is slow to import) to find a handful of
+entry points. The answer is importlib_metadata's, rule for rule:
+the folders of ``sys.path`` in order, the first distribution of a normalised
+name wins, one with metadata before one without. What folders cannot show (a
+zip or ``.egg`` on ``sys.path``, a path entry that is not a string, another
+``sys.meta_path`` finder offering ``find_distributions``) is handed whole to
+``importlib.metadata``.
 
 Standard library only, so the equivalence test can load it in any venv.
 """
@@ -23,15 +16,20 @@ from __future__ import annotations
 
 import importlib
 import os
-from importlib.machinery import PathFinder, all_suffixes
 import re
 import sys
+from functools import cached_property
+from importlib.machinery import PathFinder, all_suffixes
 from typing import Any, Iterator
 
 _SUFFIXES = (".dist-info", ".egg-info")
 #: importlib.metadata's reading of an entry point's value; compiled only for a value that is not plain
 #: ``module`` / ``module:attr`` (compiling costs more than the rest of a scan).
 _VALUE = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
+
+
+class _Unsure(Exception):
+    """What only importlib.metadata reads the same way."""
 
 
 def _metadata() -> Any:
@@ -54,16 +52,14 @@ def normalize(name: str) -> str:
 class Distribution:
     """One ``*.dist-info`` / ``*.egg-info`` folder: the few facts functai asks, read on first use."""
 
-    __slots__ = ("path", "key", "_headers", "_sections", "_valid", "_tops")
-
     def __init__(self, path: str, key: str | None = None) -> None:
         self.path = path
-        self._headers: dict[str, list[str]] | None = None
-        self._sections: dict[str, list[tuple[str, str]]] | None = None
-        self._valid: bool | None = None
-        self._tops: frozenset[str] | None = None
-        #: The normalised name distributions are told apart by (from the folder name when it has one).
-        self.key = key if key is not None else _key(os.path.basename(path), self)
+        if key is None:  # importlib_metadata's rule: the folder's name, else the metadata's Name
+            stem, ext = os.path.splitext(os.path.basename(path))
+            key = stem.partition("-")[0] if ext in _SUFFIXES else ""
+            key = normalize(key or self.name or "")
+        #: The normalised name distributions are told apart by.
+        self.key = key
 
     def read_text(self, filename: str) -> str | None:
         """A metadata file's text, or None where it is missing or unreadable (as importlib.metadata)."""
@@ -73,62 +69,64 @@ class Distribution:
         except (OSError, UnicodeDecodeError):
             return None
 
-    def _read(self) -> dict[str, list[str]]:
-        headers = self._headers
-        if headers is None:
-            for name in ("METADATA", "PKG-INFO", ""):  # "": an old egg-info that is a file, not a folder
-                text = self.read_text(name)
-                if text:
-                    break
-            self._headers = headers = _headers(text or "")
-        return headers
+    @cached_property
+    def _headers(self) -> dict[str, list[str]]:
+        for name in ("METADATA", "PKG-INFO", ""):  # "": an old egg-info that is a file, not a folder
+            text = self.read_text(name)
+            if text:
+                break
+        return _read_headers(text or "")
 
-    @property
+    @cached_property
     def valid(self) -> bool:
         """Whether it has metadata at all: importlib_metadata prefers such a one over a stale empty folder."""
-        if self._valid is None:
-            path = self.path
-            self._valid = (os.path.exists(os.path.join(path, "METADATA"))
-                           or os.path.exists(os.path.join(path, "PKG-INFO")) or os.path.isfile(path))
-        return self._valid
+        path = self.path
+        return (os.path.exists(os.path.join(path, "METADATA"))
+                or os.path.exists(os.path.join(path, "PKG-INFO")) or os.path.isfile(path))
 
     @property
     def name(self) -> str | None:
-        values = self._read().get("name")
-        return values[0] if values else None
+        return next(iter(self._headers.get("name", ())), None)
 
     @property
     def version(self) -> str | None:
-        values = self._read().get("version")
-        return values[0] if values else None
+        return next(iter(self._headers.get("version", ())), None)
 
     @property
     def requires(self) -> list[str] | None:
         """``Requires-Dist``, else an egg-info's ``requires.txt`` written as requirement strings."""
-        found = self._read().get("requires-dist")
+        found = self._headers.get("requires-dist")
         if found:
             return list(found)
         text = self.read_text("requires.txt")
         return None if text is None else list(_egg_requirements(text))
 
+    @cached_property
+    def _sections(self) -> dict[str, list[tuple[str, str]]]:
+        return _read_sections(self.read_text("entry_points.txt") or "")
+
     def entries(self, group: str) -> list[tuple[str, str]]:
         """The ``(name, value)`` lines of one section of ``entry_points.txt``."""
-        sections = self._sections
-        if sections is None:
-            self._sections = sections = _sections(self.read_text("entry_points.txt") or "")
-        return sections.get(group, [])
+        return self._sections.get(group, [])
+
+    @cached_property
+    def tops(self) -> frozenset[str]:
+        """The top-level names it ships: ``top_level.txt``, else the first parts of ``RECORD``'s paths."""
+        declared = (self.read_text("top_level.txt") or "").split()
+        if declared:
+            return frozenset(declared)
+        record = self.read_text("RECORD")
+        if record:
+            import csv
+
+            paths = (row[0] for row in csv.reader(record.splitlines()) if row)
+            return frozenset(name for name in map(_top_name, paths) if "." not in name)
+        if self.read_text("installed-files.txt") or self.read_text("SOURCES.txt"):
+            raise _Unsure(self.path)  # an egg's lists of installed files: only importlib.metadata reads them alike
+        return frozenset()
 
 
-def _key(child: str, dist: Distribution) -> str:
-    # importlib_metadata's PathDistribution._normalized_name: the folder name, else the metadata's Name.
-    stem, ext = os.path.splitext(child)
-    name = stem.partition("-")[0]
-    if ext in _SUFFIXES and name:
-        return normalize(name)
-    return normalize(dist.name or "")
-
-
-def _headers(text: str) -> dict[str, list[str]]:
+def _read_headers(text: str) -> dict[str, list[str]]:
     """The header block of a METADATA / PKG-INFO file (RFC 822 style), keys lower-cased."""
     headers: dict[str, list[str]] = {}
     last: list[str] | None = None
@@ -160,7 +158,7 @@ def _lines(text: str) -> Iterator[tuple[str | None, str]]:
         yield section, line
 
 
-def _sections(text: str) -> dict[str, list[tuple[str, str]]]:
+def _read_sections(text: str) -> dict[str, list[tuple[str, str]]]:
     found: dict[str, list[tuple[str, str]]] = {}
     for section, line in _lines(text):
         name, equals, value = line.partition("=")
@@ -225,12 +223,8 @@ class EntryPoint:
 
 
 def _path_finder_only() -> bool:
-    """Whether the standard path finder is the only one ``importlib.metadata`` would ask for distributions.
-
-    ``importlib.metadata`` asks every ``sys.meta_path`` finder that has
-    ``find_distributions``; the standard one (or the backport's stand-in for
-    it) reads the folders of sys.path, which is what this module does.
-    """
+    """Whether the standard path finder (or the backport's stand-in) is the only one
+    ``importlib.metadata`` would ask for distributions."""
     for finder in sys.meta_path:
         if getattr(finder, "find_distributions", None) is None or finder is PathFinder:
             continue
@@ -265,11 +259,8 @@ def _folder(entry: str) -> list[Distribution] | None:
         return []
     if os.path.basename(root).lower().endswith(".egg"):
         return None  # an unpacked egg keeps its metadata in EGG-INFO
-    dists = []
-    for child in children:
-        low = child.lower()
-        if low.endswith(_SUFFIXES):
-            dists.append(Distribution(os.path.join(entry, child) if entry else child))
+    dists = [Distribution(os.path.join(entry, child) if entry else child)
+             for child in children if child.lower().endswith(_SUFFIXES)]
     _folders[entry] = (stamp, dists)
     return dists
 
@@ -280,21 +271,16 @@ def distributions() -> list[Distribution] | None:
         return None
     found: list[Distribution] = []
     for entry in sys.path:
-        if not isinstance(entry, str):
-            return None
-        dists = _folder(entry)
+        dists = _folder(entry) if isinstance(entry, str) else None
         if dists is None:
             return None
         found.extend(dists)
     return found
 
 
-def _winners(dists: list[Distribution]) -> list[Distribution]:
-    """One distribution per name: the first with metadata, else the first (importlib_metadata's rule)."""
-    by_key: dict[str, list[Distribution]] = {}
-    for dist in dists:
-        by_key.setdefault(dist.key, []).append(dist)
-    return [same[0] if len(same) == 1 else next((d for d in same if d.valid), same[0]) for same in by_key.values()]
+def _best(same: list[Distribution]) -> Distribution:
+    """Of the distributions of one name, the one importlib_metadata picks: the first with metadata, else the first."""
+    return same[0] if len(same) == 1 else next((d for d in same if d.valid), same[0])
 
 
 def _scan(group: str) -> list[EntryPoint] | None:
@@ -302,41 +288,13 @@ def _scan(group: str) -> list[EntryPoint] | None:
     dists = distributions()
     if dists is None:
         return None
+    by_key: dict[str, list[Distribution]] = {}
+    for dist in dists:
+        by_key.setdefault(dist.key, []).append(dist)
     order = {id(dist): i for i, dist in enumerate(dists)}
-    having = [dist for dist in _winners(dists) if dist.entries(group)]
+    having = [dist for dist in map(_best, by_key.values()) if dist.entries(group)]
     having.sort(key=lambda dist: (not dist.valid, order[id(dist)]))  # those with metadata first
     return [EntryPoint(name, value, group, dist) for dist in having for name, value in dist.entries(group)]
-
-
-class _Unsure(Exception):
-    """What only importlib.metadata reads the same way (an egg's lists of installed files)."""
-
-
-def _tops(dist: Distribution) -> frozenset[str]:
-    """The top-level names a distribution ships: ``top_level.txt``, else the first parts of ``RECORD``'s paths."""
-    tops = dist._tops
-    if tops is None:
-        declared = (dist.read_text("top_level.txt") or "").split()
-        if declared:
-            tops = frozenset(declared)
-        else:
-            record = dist.read_text("RECORD")
-            if not record:
-                if dist.read_text("installed-files.txt") or dist.read_text("SOURCES.txt"):
-                    raise _Unsure(dist.path)
-                tops = frozenset()
-            else:
-                tops = frozenset(name for name in map(_top_name, _record_paths(record)) if "." not in name)
-        dist._tops = tops
-    return tops
-
-
-def _record_paths(text: str) -> Iterator[str]:
-    import csv
-
-    for row in csv.reader(text.splitlines()):
-        if row:
-            yield row[0]
 
 
 def _top_name(path: str) -> str:
@@ -354,22 +312,17 @@ def _top_name(path: str) -> str:
 
 
 def package_version(top: str) -> str | None:
-    """The version of the installed distribution shipping the top-level package ``top``, or None.
-
-    importlib_metadata's ``version(packages_distributions()[top][0])``,
-    without building the whole map: the first distribution on sys.path
-    that ships ``top``, and the version of the distribution of its name.
-    """
+    """The version of the installed distribution shipping the top-level package ``top``, or None:
+    importlib_metadata's ``version(packages_distributions()[top][0])`` without building the whole map."""
     dists = distributions()
     try:
         if dists is not None:
             for dist in dists:
-                if top not in _tops(dist):
-                    continue
-                name = dist.name
-                same = [d for d in dists if d.key == normalize(name)] if name else []
-                if same:
-                    return next((d for d in same if d.valid), same[0]).version
+                if top in dist.tops:
+                    name = dist.name
+                    same = [d for d in dists if d.key == normalize(name)] if name else []
+                    if same:
+                        return _best(same).version
             return None
     except _Unsure:
         pass

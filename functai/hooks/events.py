@@ -1,8 +1,8 @@
 """The events handlers are given: one class per hook.
 
-The engine updates an event between handlers, so each handler sees it as the
-handlers before it left it. Read-only views (`MappingProxyType`, tuples) keep
-a handler from changing anything except by returning a Change.
+Events are read-only to handlers (fields refuse assignment; mappings and lists
+are handed over as `MappingProxyType` and tuples), so that a handler changes a
+call only by returning a Change, and every change is recorded.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ class Memory(Protocol):
     def remember(self, plugin: str, kind: str, data: Any) -> None: ...
 
 
-#: How the engine writes an event's fields (handlers cannot).
 _set = object.__setattr__
 
 
@@ -28,45 +27,49 @@ def set_field(event: "Event", name: str, value: Any) -> None:
     _set(event, name, value)
 
 
+def _refuse(event: "Event", unknown: dict[str, Any]) -> None:
+    raise TypeError(f"{type(event).__name__} has no field {sorted(unknown)[0]!r}")
+
+
 class Event:
     """Base of every event: ``entries(kind)`` reads this plugin's entries.
 
-    Not attrs: one is made per hook per call, and their classes are built at
-    ``import functai``, which must stay light. An event keeps its fields in its
-    instance dict, filled in one step when it is made; a field not given reads
-    None (a class attribute). The engine writes its bookkeeping (``_plugin``:
-    whose handler runs; ``_memory``; ``_us``: how long the last handler took,
-    only with ``record_timing``) straight into that dict or with `set_field`.
+    Not attrs: one is made per hook per call. The fields are kept in the
+    instance dict, filled in one step. The engine writes its bookkeeping
+    (``_plugin``: whose handler runs; ``_memory``; ``_us``: the last
+    handler's time) into that dict.
     """
 
     #: The fields handlers read, in the order ``repr`` shows them.
     _fields: tuple[str, ...] = ()
-    #: What the engine may give besides the fields (not shown): the keyword arguments an event takes.
+    #: What the engine may give besides the fields (not shown in ``repr``).
     _also: tuple[str, ...] = ()
-    _known: frozenset[str] = frozenset()
-    #: Whose handler runs, and where its entries are kept: read here until the engine sets them.
     _plugin: str | None = None
     _memory: Memory | None = None
 
-    if TYPE_CHECKING:  # the fields, named by each class's ``_fields``
+    if TYPE_CHECKING:  # what each class's ``_fields`` names (its __init__ is written below)
+        def __init__(self, **fields: Any) -> None: ...
+
         def __getattr__(self, name: str) -> Any: ...
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._known = frozenset(cls._fields + cls._also)
-        for name in cls._known:
-            if not hasattr(cls, name):
-                setattr(cls, name, None)
-
-    def __init__(self, **fields: Any) -> None:
-        if not fields.keys() <= self._known:
-            unknown = sorted(fields.keys() - self._known)
-            raise TypeError(f"{type(self).__name__} has no field {unknown[0]!r}")
-        self.__dict__.update(fields)
+        known = cls._fields + cls._also
+        if not known:
+            return
+        # The one init, written out with a keyword per field as dataclasses writes one: Python
+        # matches the keywords for less than checking a ``**fields`` dict costs.
+        keywords = "".join(f"{name}=None, " for name in known)
+        values = "".join(f"{name!r}: {name}, " for name in known)
+        source = (f"def __init__(self, *, {keywords}**unknown):\n"
+                  "    if unknown:\n"
+                  "        _refuse(self, unknown)\n"
+                  f"    _set(self, '__dict__', {{{values}}})\n")
+        namespace = {"_set": _set, "_refuse": _refuse}
+        exec(source, namespace)
+        cls.__init__ = namespace["__init__"]  # type: ignore[method-assign, assignment]
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # A handler changes things only by returning a Change, so that every
-        # change is recorded; the engine writes with `set_field`.
         if not name.startswith("_"):
             raise AttributeError(
                 f"{type(self).__name__}.{name} is read-only: return a functai.Change "
@@ -115,7 +118,7 @@ class CallEvent(_Remembers):
 
     @property
     def inputs(self) -> Mapping[str, Any]:
-        """The call's inputs by name, read-only (the view is made only for a handler that reads them)."""
+        """The call's inputs by name, read-only (the view made only for a handler that reads them)."""
         return MappingProxyType(self.__dict__["inputs"])
 
 
@@ -170,11 +173,7 @@ def frozen(value: Any) -> Any:
 
 
 class RecordView:
-    """A call record that a hearing handler can read but not change.
-
-    Attributes are the record's, as read-only views; ``to_dict()`` gives a
-    copy as JSON data.
-    """
+    """A call record that a hearing handler can read (as read-only views) but not change."""
 
     __slots__ = ("_record",)
 

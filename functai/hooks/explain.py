@@ -1,9 +1,5 @@
-"""Which plugins would run for a function's calls here, from which layer, in what order.
-
-The same resolution a call makes (`functai.layers.resolve`), kept with the
-layer each plugin comes from and the duplicates the order rules dropped;
-``functai plugins explain MODULE:FUNCTION`` prints it.
-"""
+"""Which plugins would run for a function's calls here, from which layer, in what order
+(``functai plugins explain MODULE:FUNCTION``)."""
 
 from __future__ import annotations
 
@@ -18,13 +14,10 @@ if TYPE_CHECKING:
 
 
 def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, Any]:
-    """For each hook, the plugins a call of ``fn`` here would run, in order, with their layer.
+    """For each hook, the plugins a call of ``fn`` here (and in ``conversation``) would run, in order.
 
-    ``here`` is the current process configuration and settings blocks (and a
-    conversation's layer when given). Returns ``{"function", "layers",
-    "hooks", "dropped"}``: ``hooks`` maps every hook to
-    ``[{"plugin", "version", "layer", "handler"}]``; ``dropped`` lists the
-    plugins the order rules left out, each with the reason.
+    Returns ``{"function", "layers", "hooks", "dropped"}``: ``hooks`` maps every hook to
+    ``[{"plugin", "version", "layer", "handler"}]``; ``dropped`` says why the order rules left each out.
     """
     from .. import layers as settings
 
@@ -51,8 +44,7 @@ def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, 
         dropped += [{"plugin": p.name, "version": p.version, "layer": "own",
                      "reason": f"program_plugins=False in the {dropper} layer drops the function's own plugins"}
                     for p in own]
-    origin: dict[int, str] = {}
-    seen: dict[str, str] = {}
+    seen: dict[str, str] = {}  # plugin name: the layer it runs in
     for kind, plugins in reversed(layers):  # outermost first: a plugin runs once, in its outermost layer
         for plugin in plugins:
             if plugin.name in seen:
@@ -60,12 +52,11 @@ def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, 
                                 "reason": f"also in the {seen[plugin.name]} layer; it runs once, there"})
                 continue
             seen[plugin.name] = kind
-            origin[id(plugin)] = kind
     hooks: dict[str, list[dict[str, Any]]] = {}
     for hook in HOOKS:
         rows = []
         for plugin, handler in resolved.plan.handlers[hook]:
-            row = {"plugin": plugin.name, "version": plugin.version, "layer": origin.get(id(plugin), "?"),
+            row = {"plugin": plugin.name, "version": plugin.version, "layer": seen.get(plugin.name, "?"),
                    "handler": qualified_name(getattr(handler, "__wrapped__", handler))}
             if plugin.last:
                 row["note"] = f"declares last=True: runs after every other {hook} handler"

@@ -1,10 +1,9 @@
-"""Running a hook: call each handler in order and fold its change in.
+"""Running a changing hook: call each handler in order and fold its change in.
 
-One handler at a time: a handler's change is checked and applied to the
-event before the next handler runs, so every handler sees the event as the
-ones before it left it. Every applied change is appended to the call's
-``changes`` as ``{"plugin", "version", "hook", "change"}`` (and ``µs`` with
-``record_timing``), made once, when it is folded in.
+A handler's change is checked and applied to the event before the next
+handler runs, so every handler sees the event as the ones before it left it.
+Each applied change is appended to the call's ``changes`` once, as
+``{"plugin", "version", "hook", "change"}`` (and ``µs`` with ``record_timing``).
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from .timing import Timed
 #: Checks and applies one change to the event; raises `refuse(...)` when it does not fit.
 Apply = Callable[[Plugin, Change, Any], None]
 
-
 #: What had already happened when a hook's change was refused (the call stops there).
 _SO_FAR = {
     "turn_start": "Nothing was sent to the model for this turn",
@@ -37,11 +35,10 @@ _SO_FAR = {
 
 def refuse(plugin: Plugin, hook: str, field: str | None, message: str) -> PluginError:
     """A ``plugin-change`` error naming the plugin, the hook and the field, saying what had happened."""
-    where = f"plugin {plugin.name!r} {plugin.version} in {hook}"
     what = f" (field {field!r})" if field else ""
     so_far = _SO_FAR.get(hook, "The call stopped")
     return PluginError(
-        f"{where}{what}: {message}. {so_far}; fix what the handler returns.",
+        f"plugin {plugin.name!r} {plugin.version} in {hook}{what}: {message}. {so_far}; fix what the handler returns.",
         code="plugin-change",
         plugin=plugin.name,
         hook=hook,
@@ -49,39 +46,28 @@ def refuse(plugin: Plugin, hook: str, field: str | None, message: str) -> Plugin
     )
 
 
-def failed(plugin: Plugin, hook: str, error: BaseException) -> PluginError:
-    """A ``plugin-failed`` error for a handler that raised (chain the original)."""
-    return PluginError(
-        f"plugin {plugin.name!r} {plugin.version} raised in {hook}: {type(error).__name__}: {error}. "
-        "The call was stopped, since the change it meant to make did not happen; "
-        "fix the plugin or remove it from the plugins setting.",
-        code="plugin-failed",
-        plugin=plugin.name,
-        hook=hook,
-    )
-
-
 def handler_error(plugin: Plugin, hook: str, error: Exception) -> Exception:
-    """What to raise for an exception from a handler.
-
-    A bad Change made inside the handler is named after its plugin and hook;
-    other functai errors pass through unchanged; anything else is
-    ``plugin-failed`` (the caller chains the original).
-    """
+    """What to raise for an exception from a handler: a bad Change made inside it is named after its
+    plugin and hook, other functai errors pass through, anything else is ``plugin-failed``."""
     if isinstance(error, PluginError) and error.code == "plugin-change" and error.plugin is None:
         wrapped = refuse(plugin, hook, error.field, error.message)
-        wrapped.__cause__ = error
-        return wrapped
-    if isinstance(error, FunctAIError):
+    elif isinstance(error, FunctAIError):
         return error
-    wrapped = failed(plugin, hook, error)
+    else:
+        wrapped = PluginError(
+            f"plugin {plugin.name!r} {plugin.version} raised in {hook}: {type(error).__name__}: {error}. "
+            "The call was stopped, since the change it meant to make did not happen; "
+            "fix the plugin or remove it from the plugins setting.",
+            code="plugin-failed",
+            plugin=plugin.name,
+            hook=hook,
+        )
     wrapped.__cause__ = error
     return wrapped
 
 
 def call_handler_steps(plugin: Plugin, hook: str, handler: Callable[[Any], Any], event: Event) -> Steps[Any]:
-    """Run one handler, its ``async def`` coroutine awaited by the driver; what it raises becomes the right
-    functai error."""
+    """Run one handler (an ``async def`` one awaited by the driver); what it raises becomes the right error."""
     data = event.__dict__
     data["_plugin"] = plugin.name
     try:
@@ -122,9 +108,19 @@ def check_change(plugin: Plugin, hook: str, result: object) -> Change | None:
     return result
 
 
+def _folded(
+    plugin: Plugin, hook: str, handler: Any, result: object, event: Event, apply: Apply
+) -> dict[str, Any] | None:
+    """Check and apply one handler's result: its entry in ``changes``, or None when it changes nothing."""
+    change = check_change(plugin, hook, result)
+    if change is None:
+        return None
+    apply(plugin, change, event)
+    return record(plugin, hook, change.to_data(), handler, event)
+
+
 def fold(hook: str, handlers: Sequence[Handler], event: Event, changes: list[dict[str, Any]], apply: Apply) -> None:
-    """Run ``handlers`` for a changing hook outside the pipeline, appending each applied change's entry
-    to ``changes`` (an ``async def`` handler runs on a private event loop)."""
+    """Run ``handlers`` of a changing hook outside the pipeline (an ``async def`` one on a private loop)."""
     paused = fold_part(hook, iter(handlers), event, changes, apply, True)
     if paused is not None:
         drive(resume(hook, paused, event, changes, apply, True))
@@ -137,58 +133,41 @@ Paused = Tuple[Plugin, Callable[[Any], Any], Any, Iterator[Handler]]
 def fold_part(
     hook: str, handlers: Iterator[Handler], event: Event, changes: list[dict[str, Any]], apply: Apply, named: bool
 ) -> Paused | None:
-    """Run handlers and fold their changes in, until one returns an awaitable (an ``async def``
-    handler): then return where it stopped (`Paused`) for `resume`; None when done.
+    """Run handlers and fold their changes in until one returns an awaitable: then return where it
+    stopped (`Paused`) for `resume`; None when done.
 
-    A call's ``before_call`` runs it directly (one frame less). The common case is checked and
-    applied inline: a Change whose fields the hook takes, and in ``before_call`` a Change setting
-    only ``sections``. ``named``: the event's ``_plugin`` names each handler's plugin while it
-    runs; it is read only by ``entries``/``remember`` (which need a conversation's memory) and the
-    approval asked at a tool call, so an event without a memory that is not a tool call's may go
-    without.
+    ``named``: write the running handler's plugin to the event's ``_plugin``, which only
+    ``entries``/``remember`` (a conversation's memory) and a tool call's approval read.
     """
-    data = event.__dict__ if named else None
-    allowed = HOOK_FIELDS[hook]
+    data = event.__dict__
     sections_inline = hook == "before_call"
-    append = changes.append
     for plugin, handler in handlers:
         if named:
-            data["_plugin"] = plugin.name  # type: ignore[index]
+            data["_plugin"] = plugin.name
         try:
             result = handler(event)
         except Exception as error:
             raise handler_error(plugin, hook, error)
         if result is None:
             continue
-        if result.__class__ is Change:
-            given = result.__dict__
-            if not given:
-                continue
-            if sections_inline and len(given) == 1 and "sections" in given:
-                if data is None:
-                    data = event.__dict__
-                added = given["sections"]
-                data["sections"] = data["sections"] + added
-                change = {"sections": [*added]}  # to_data() inline: the usual change, on every call
-            elif given.keys() <= allowed:
-                apply(plugin, result, event)
-                change = result.to_data()
-            else:
-                check_change(plugin, hook, result)  # refuses, naming the field
-        elif hasattr(result, "__await__"):
+        given = result.__dict__ if result.__class__ is Change else None
+        if sections_inline and given is not None and len(given) == 1 and "sections" in given:
+            # The usual change, on every call: applied and recorded inline (`_folded` without its calls).
+            added = given["sections"]
+            data["sections"] = data["sections"] + added
+            entry: dict[str, Any] = {"plugin": plugin.name, "version": plugin.version, "hook": hook,
+                                     "change": {"sections": [*added]}}
+            if handler.__class__ is Timed:
+                entry["µs"] = event._us
+            changes.append(entry)
+        elif given is None and hasattr(result, "__await__"):
             return plugin, handler, result, handlers
         else:
-            result = check_change(plugin, hook, result)  # refuses anything but a Change
-            if result is None:
-                continue
-            apply(plugin, result, event)
-            change = result.to_data()
-        entry = {"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": change}  # `record`, inline
-        if handler.__class__ is Timed:
-            entry["µs"] = event._us
-        append(entry)
+            folded = _folded(plugin, hook, handler, result, event, apply)
+            if folded is not None:
+                changes.append(folded)
     if named:
-        data["_plugin"] = None  # type: ignore[index]
+        data["_plugin"] = None
     return None
 
 
@@ -202,8 +181,7 @@ def resume(
             result = yield Await(awaitable)
         except Exception as error:
             raise handler_error(plugin, hook, error)
-        change = check_change(plugin, hook, result)
-        if change is not None:
-            apply(plugin, change, event)
-            changes.append(record(plugin, hook, change.to_data(), handler, event))
+        entry = _folded(plugin, hook, handler, result, event, apply)
+        if entry is not None:
+            changes.append(entry)
         paused = fold_part(hook, rest, event, changes, apply, named)

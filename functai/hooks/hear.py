@@ -1,10 +1,8 @@
-"""Running a hook that only hears (``reply``, ``call_end``).
+"""Running a hook that only hears (``reply``, ``call_end``, ``turn_end``).
 
-A hearing handler cannot change the call: what it returns is ignored, and
-one that raises is reported — a structlog warning event and a Python warning
-naming the plugin and the hook — and the call goes on as if it had not run.
-Nothing is added to the record's ``changes``; with ``record_timing`` on, each
-handler's run is added to ``heard`` with its time.
+What a hearing handler returns is ignored; one that raises is reported (a
+warning naming the plugin and the hook) and the call goes on as if it had not
+run, so a tracer's bug never fails a call.
 """
 
 from __future__ import annotations
@@ -38,15 +36,13 @@ def hear_now(
     heard: list[dict[str, Any]] | None = None,
     **where: Any,
 ) -> Steps[None] | None:
-    """Run each handler of ``hook`` on ``event``; report, never raise, what they raise.
+    """Run each handler of ``hook`` on ``event``, reporting what they raise.
 
-    ``heard`` (only when timing is on) gets ``{"plugin", "version", "hook", "µs"}``
-    per handler; ``where`` names the call in a failure's warning. Returns None
-    once every handler ran; an ``async def`` handler's result is left to the
-    steps returned instead (await it, then run the rest), so a call whose
-    handlers are plain makes no generator for them.
+    ``heard`` (with ``record_timing``) gets each handler's ``{"plugin", "version", "hook", "µs"}``;
+    ``where`` names the call in a warning. Returns the steps left to run once a handler is
+    ``async def``, else None: plain handlers make no generator.
     """
-    data = event.__dict__  # the engine's own writes (`set_field`), without a call each
+    data = event.__dict__
     for index, (plugin, handler) in enumerate(handlers):
         data["_plugin"] = plugin.name
         started = time.perf_counter_ns() if heard is not None else 0

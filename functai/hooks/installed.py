@@ -1,23 +1,16 @@
-"""Installed plugins: the outermost layer, found through entry points.
+"""Installed plugins: the outermost layer, found through the entry-point group ``functai``.
 
-A pip package exposes a plugin in the entry-point group ``functai``; the
-entry-point name is the plugin's name. Discovery is lazy (never at
-``import functai``) and happens once per process. Controls, read then:
-
-- ``FUNCTAI_LOAD_PLUGINS`` — unset: all; empty: none; ``a,b``: only these;
-- ``FUNCTAI_DISABLE_PLUGINS=a,b`` — never imported, so they cost nothing.
-
-The settings ``load_plugins`` / ``disable_plugins`` narrow the set further
-per call. A plugin that fails to load is reported naming its entry point
-and distribution, and every call refuses ``plugin-load`` until it is fixed
-or disabled: a guard that did not load must not look like a guard that
-passed.
+Discovered once per process, on first use (``FUNCTAI_LOAD_PLUGINS`` /
+``FUNCTAI_DISABLE_PLUGINS`` are read then). A plugin that fails to load makes
+every call refuse ``plugin-load`` until it is fixed or disabled: a guard that
+did not load must not look like a guard that passed.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from types import SimpleNamespace
 from typing import Any, Iterable, Sequence
 
 from .. import __version__
@@ -114,19 +107,6 @@ class InstalledPlugin:
         }
 
 
-class _Given:
-    """An entry point stand-in for a plugin given directly."""
-
-    def __init__(self, plugin: Plugin, distribution: str) -> None:
-        self.name = plugin.name
-        self.value = f"<given {plugin!r}>"
-        self.dist = type("Dist", (), {"name": distribution, "version": plugin.version})()
-        self._plugin = plugin
-
-    def load(self) -> Plugin:
-        return self._plugin
-
-
 def _with_version(plugin: Plugin, version: str) -> Plugin:
     copy = Plugin(plugin.name, version=version, api=plugin.api, description=plugin.description,
                   active=plugin.active, last=plugin.last)
@@ -152,7 +132,8 @@ class Installed:
         """Installed plugins given directly, as if pip had installed them (for tests)."""
         found = []
         for plugin in plugins:
-            item = InstalledPlugin(_Given(plugin, distribution))
+            dist = SimpleNamespace(name=distribution, version=plugin.version)
+            item = InstalledPlugin(SimpleNamespace(name=plugin.name, value=f"<given {plugin!r}>", dist=dist))
             item.plugin, item.state = plugin, LOADED
             found.append(item)
         return cls(found)
@@ -174,10 +155,7 @@ class Installed:
         return cls(found)
 
     def layer(self, load: Iterable[str] | None = None, disable: Iterable[str] | None = None) -> tuple[Plugin, ...]:
-        """The installed plugins a call runs with, narrowed by the settings.
-
-        Refuses ``plugin-load`` while a plugin that would run failed to load.
-        """
+        """The installed plugins a call runs with, narrowed by the settings; refuses while one failed."""
         if load is None and not disable:
             if self.failure is not None:
                 raise self.failure
@@ -210,23 +188,15 @@ class Installed:
 
 
 def incompatible(dist: Any) -> str | None:
-    """Why a distribution's ``Requires-Dist: functai …`` excludes the running functai, or None.
-
-    A requirement whose environment marker does not apply here (an extra,
-    another Python) is not a requirement of this install. Plain shapes are
-    decided without importing ``packaging`` (see ``requires``).
-    """
+    """Why a distribution's ``Requires-Dist: functai …`` excludes the running functai, or None."""
     requires = getattr(dist, "requires", None) if dist is not None else None
     if not requires:
         return None
-    from .requires import Unsure, functai_specifier  # read only for a distribution that requires something
+    from .requires import functai_requirement  # read only for a distribution that requires something
 
     running = __version__
     for text in requires:
-        try:
-            decided = functai_specifier(text, running)
-        except Unsure:
-            decided = _with_packaging(text, running)
+        decided = functai_requirement(text, running)
         if decided is not None and not decided[1]:
             name = getattr(dist, "name", None) or "?"
             from ..builtins import BUILTIN_FOLDERS, install_command  # not at import: `import functai` stays light
@@ -239,23 +209,6 @@ def incompatible(dist: Any) -> str | None:
                 f"({how}), or a functai it supports"
             )
     return None
-
-
-def _with_packaging(text: str, running: str) -> tuple[str, bool] | None:
-    """``(specifier, admits running)`` for a requirement on functai, by packaging's full reading."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    try:
-        requirement = Requirement(text)
-    except InvalidRequirement:
-        return None
-    if canonicalize_name(requirement.name) != "functai":
-        return None
-    if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
-        return None
-    specifier = requirement.specifier
-    return str(specifier), not specifier or specifier.contains(running, prereleases=True)
 
 
 def _failure(failed: Sequence[InstalledPlugin]) -> PluginError:

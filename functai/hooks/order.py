@@ -1,27 +1,23 @@
 """The per-call order of plugins (``spec/plugins.md`` §4).
 
-Layers run innermost first: the function's own, then each enclosing block
-(innermost first), then the process, then installed plugins. A plugin set in
-several layers runs once, in its outermost layer. In each hook, the handlers of
-plugins that declare ``last=True`` run after every other plugin's (in the same
-layer order among themselves).
-
-Plans are cached by the identity of the layers, which are immutable tuples
-made when a setting is set, so the per-call cost is one dict lookup.
+Layers run innermost first: the function's own, each enclosing block, the
+process, installed plugins; a plugin set in several runs once, in its
+outermost layer, and ``last=True`` plugins run after every other. Plans are
+cached by the identity of the layers (immutable tuples made when a setting is
+set), so a call pays one dict lookup.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from .plugin import Plugin
 from .specs import HOOKS
 
 Handler = tuple[Plugin, Callable[[Any], Any]]
 
-#: The entry point that serves the ``approve`` setting: a call with ``approve`` set and no installed
-#: plugin of this name refuses ``approval-missing`` (spec host.md). Its place is its own ``last=True``.
+#: The installed plugin that serves the ``approve`` setting (a call with ``approve`` and none refuses).
 APPROVAL = "approval"
 
 
@@ -52,28 +48,8 @@ class Plan:
         return copy
 
 
-def make_plan(
-    own: Sequence[Plugin],
-    blocks: Sequence[Sequence[Plugin]],
-    process: Sequence[Plugin],
-    installed: Sequence[Plugin],
-) -> Plan:
-    """Order the layers' plugins; ``blocks`` are given innermost first."""
-    layers = [own, *blocks, process, installed]
-    seen: set[str] = set()
-    kept_outer_first: list[list[Plugin]] = []
-    for layer in reversed(layers):
-        kept = [p for p in layer if p.name not in seen]
-        seen.update(p.name for p in kept)
-        kept_outer_first.append(kept)
-    ordered = tuple(p for kept in reversed(kept_outer_first) for p in kept)
-    approval = next((p for p in installed if p.name == APPROVAL), None)
-    return Plan(ordered, approval)
-
-
 _cache_lock = threading.Lock()
 _cache: dict[tuple[int, ...], tuple[tuple[object, ...], Plan]] = {}
-_CACHE_SIZE = 512
 
 
 def cached_plan(
@@ -82,15 +58,22 @@ def cached_plan(
     process: tuple[Plugin, ...],
     installed: tuple[Plugin, ...],
 ) -> Plan:
-    """`make_plan`, remembered for these exact layer tuples."""
-    parts = (own, *blocks, process, installed)
-    key = tuple(map(id, parts))
+    """The plan of these layers (``blocks`` innermost first), remembered for these exact layer tuples."""
+    layers = (own, *blocks, process, installed)
+    key = tuple(map(id, layers))
     hit = _cache.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], parts)) and len(hit[0]) == len(parts):
+    if hit is not None and all(a is b for a, b in zip(hit[0], layers)):
         return hit[1]
-    plan = make_plan(own, blocks, process, installed)
+    seen: set[str] = set()
+    kept_outer_first: list[list[Plugin]] = []
+    for layer in reversed(layers):
+        kept = [p for p in layer if p.name not in seen]
+        seen.update(p.name for p in kept)
+        kept_outer_first.append(kept)
+    ordered = tuple(p for kept in reversed(kept_outer_first) for p in kept)
+    plan = Plan(ordered, next((p for p in installed if p.name == APPROVAL), None))
     with _cache_lock:
-        if len(_cache) >= _CACHE_SIZE:
+        if len(_cache) >= 512:
             _cache.clear()
-        _cache[key] = (parts, plan)
+        _cache[key] = (layers, plan)
     return plan

@@ -11,8 +11,7 @@ from .specs import HOOKS
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = r"[a-z][a-z0-9_-]{0,63}"
-# A version as PEP 440 reads it (in any spelling it normalizes: "1.0", "2.0rc1", "1.0.post1",
-# "v1!2.0.dev3+local.7"), or a semantic version ("1.0.0-beta.2+build.5").
+# A version in any spelling PEP 440 normalizes ("v1!2.0.dev3+local.7"), or a semantic version.
 _PEP440 = (
     r"v?(\d+!)?\d+(\.\d+)*"
     r"([-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
@@ -116,13 +115,12 @@ class Plugin:
         self.description = description
         if active is not None and not callable(active):
             raise TypeError(f"plugin {name!r}: active must be a function of no arguments, not {type(active).__name__}")
-        #: Asked before each call when given: while it returns False the plugin sits that call out
-        #: and costs it nothing (a tracer with no one to send spans to). None: always in.
+        #: Asked before each call: while it returns False the plugin sits the call out and costs it
+        #: nothing (a tracer with no one to send spans to).
         self.active = active
         if not isinstance(last, bool):
             raise TypeError(f"plugin {name!r}: last must be True or False, not {last!r}")
-        #: Its handlers run after every other plugin's handlers in each hook it has: for guards
-        #: that must see the final input (the approval plugin).
+        #: Its handlers run after every other plugin's: for guards that must see the final input.
         self.last = last
         self._handlers: dict[str, list[Callable[[Any], Any]]] = {}
         for hook, fn in handlers.items():
@@ -135,11 +133,7 @@ class Plugin:
     def on(self, hook: str) -> Callable[[F], F]: ...
 
     def on(self, hook: str, fn: Any = None) -> Any:
-        """Register ``fn`` as a handler for ``hook``; returns ``fn``.
-
-        Without ``fn`` it is a decorator: ``@plugin.on("tool_call")``. The hook
-        name is checked at once either way.
-        """
+        """Register ``fn`` as a handler for ``hook`` and return it; without ``fn``, a decorator."""
         check_hook(hook, self.name)
         if fn is None:
             return lambda handler: self.on(hook, handler)

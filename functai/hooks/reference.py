@@ -1,8 +1,5 @@
-"""Render the hook reference (``docs/hooks.md``) from the hookspecs.
-
-``python -m functai.hooks.reference > docs/hooks.md``; a test checks the
-file matches, so the docs can never drift from the hookspecs.
-"""
+"""Render the hook reference from the hookspecs: ``python -m functai.hooks.reference > docs/hooks.md``
+(a test checks the file matches)."""
 
 from __future__ import annotations
 

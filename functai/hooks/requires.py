@@ -1,20 +1,21 @@
 """Does a plugin's ``Requires-Dist: functai …`` admit the running functai?
 
-Asked of every installed plugin at discovery. ``packaging`` answers it
-exactly but costs milliseconds to import, so the common shapes — no marker,
-clauses like ``>=0.1,<2`` or ``==0.1.*`` on plain release numbers — are
-decided here by PEP 440's rules for release segments (compared padded with
-zeros, ``.*`` a prefix match, ``~=`` both), and anything else (markers,
-extras, URLs, pre-/post-/dev-/local versions, ``===``, a running version
-that is not a plain release) is left to ``packaging``. A test checks that
-both agree on every shape decided here. Plain string operations, no regular
-expressions: compiling them would cost more than the check.
+Asked of every installed plugin at discovery. ``packaging`` answers exactly
+but is slow to import, so the common shapes (no marker, clauses such as
+``>=0.1,<2`` or ``==0.1.*`` on plain release numbers) are decided here by
+PEP 440's rules for release segments, and anything else is left to
+``packaging``; a test checks both agree on every shape decided here. Plain
+string operations: compiling regular expressions would cost more than the check.
 """
 
 from __future__ import annotations
 
+import operator
+
 _NAME = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-_OPERATORS = ("~=", "==", "!=", "<=", ">=", "<", ">")
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<=": operator.le, ">=": operator.ge, "<": operator.lt,
+            ">": operator.gt}
+_OPERATORS = ("~=", "==", "!=", "<=", ">=", "<", ">")  # two-character ones first
 _BLANK = " \t"
 
 
@@ -29,13 +30,9 @@ def _release(text: str) -> tuple[int, ...] | None:
     return None
 
 
-def _padded(a: tuple[int, ...], width: int) -> tuple[int, ...]:
-    return a + (0,) * (width - len(a))
-
-
 def _admits(op: str, spec: tuple[int, ...], wildcard: bool, running: tuple[int, ...]) -> bool:
-    width = max(len(spec), len(running))
-    mine, theirs = _padded(running, width), _padded(spec, width)
+    width = max(len(spec), len(running))  # release segments compare padded with zeros
+    mine, theirs = running + (0,) * (width - len(running)), spec + (0,) * (width - len(spec))
     if wildcard:  # a prefix match on the release segments
         if op not in ("==", "!="):
             raise Unsure(op)  # not valid PEP 440: packaging refuses it
@@ -44,15 +41,7 @@ def _admits(op: str, spec: tuple[int, ...], wildcard: bool, running: tuple[int, 
         if len(spec) < 2:
             raise Unsure(op)
         return mine >= theirs and mine[: len(spec) - 1] == spec[:-1]
-    if op == "==":
-        return mine == theirs
-    if op == "!=":
-        return mine != theirs
-    if op == "<=":
-        return mine <= theirs
-    if op == ">=":
-        return mine >= theirs
-    return mine < theirs if op == "<" else mine > theirs
+    return bool(_COMPARE[op](mine, theirs))
 
 
 def _clause(raw: str, running: tuple[int, ...]) -> tuple[str, bool]:
@@ -70,10 +59,7 @@ def _clause(raw: str, running: tuple[int, ...]) -> tuple[str, bool]:
 
 def functai_specifier(text: str, running: str) -> tuple[str, bool] | None:
     """For one ``Requires-Dist`` string: None when it does not require functai, else
-    ``(specifier, admits running)``, the specifier written as packaging writes it.
-
-    Raises `Unsure` for a shape not decided here.
-    """
+    ``(specifier, admits running)`` as packaging writes the specifier; `Unsure` for other shapes."""
     body = text.lstrip(_BLANK)
     end = 0
     while end < len(body) and body[end] in _NAME:
@@ -92,3 +78,25 @@ def functai_specifier(text: str, running: str) -> tuple[str, bool] | None:
         clauses.append(clause)
         admits = admits and ok
     return ",".join(sorted(clauses)), admits
+
+
+def functai_requirement(text: str, running: str) -> tuple[str, bool] | None:
+    """`functai_specifier`, with ``packaging`` reading what it leaves (a marker that does not apply
+    here, such as an extra or another Python, makes it no requirement of this install)."""
+    try:
+        return functai_specifier(text, running)
+    except Unsure:
+        pass
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        return None
+    if canonicalize_name(requirement.name) != "functai":
+        return None
+    if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+        return None
+    specifier = requirement.specifier
+    return str(specifier), not specifier or specifier.contains(running, prereleases=True)

@@ -1,12 +1,7 @@
-"""The hook table, declared with pluggy: one function per hook, in the order
-they fire. This module is the single source of hook names and argument names;
-`docs/hooks.md` is generated from these docstrings (``python -m functai.hooks.reference``).
+"""The hook table, declared with pluggy: one function per hook, in the order they fire.
 
-Each hook is given one argument, the **event**. A changing hook's handler
-returns a `functai.Change` (or None); ``request`` returns a replacement
-`functai.Request` (or None); ``reply``, ``call_end`` and ``turn_end`` only
-hear: what they return is ignored, and one that raises is reported (a
-warning naming plugin and hook) and changes nothing.
+The single source of hook and argument names; `docs/hooks.md` is generated
+from these docstrings (``python -m functai.hooks.reference``).
 """
 
 from __future__ import annotations
@@ -40,8 +35,8 @@ def ordering_refused(options: list[str], plugin: str | None = None, hook: str | 
 
 
 class HookimplMarker(pluggy.HookimplMarker):  # type: ignore[misc]  # pluggy marks it final; this only narrows it
-    """pluggy's hookimpl marker, refusing the ordering options at once (``plugin-hook``):
-    silently ignoring ``tryfirst=True`` would run a handler where its author did not expect."""
+    """pluggy's hookimpl marker refusing the ordering options at once: silently ignoring
+    ``tryfirst=True`` would run a handler where its author did not expect."""
 
     def __call__(self, function: Any = None, hookwrapper: bool = False, optionalhook: bool = False,
                  tryfirst: bool = False, trylast: bool = False, specname: str | None = None,

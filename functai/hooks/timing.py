@@ -1,10 +1,8 @@
-"""Per-handler timing, for ``record_timing=True`` only.
+"""Per-handler timing for ``record_timing=True``: a call runs with a *timed* copy of its plan.
 
-With the setting on, a call runs with a *timed* copy of its plan: each
-handler of a changing hook is wrapped in `Timed`, which leaves how long it
-took on the event (``event._us``); the engine copies it into the change's
-entry as ``µs``. Hearing hooks time themselves (`functai.hooks.hear`). With
-the setting off nothing is wrapped.
+Each handler of a changing hook is wrapped in `Timed`, which leaves its time
+on the event (``event._us``) for the change's ``µs``; hearing hooks time
+themselves (`functai.hooks.hear`). With the setting off nothing is wrapped.
 """
 
 from __future__ import annotations
@@ -30,15 +28,13 @@ class Timed:
 
     def __call__(self, event: Any) -> Any:
         started = time.perf_counter_ns()
-        result = None
         try:
             result = self.fn(event)
-            if result is not None and hasattr(result, "__await__"):  # async def: timed until awaited
-                result = _until_done(result, event, started)
-            return result
         finally:
-            if result is None or not hasattr(result, "__await__"):
-                _note(event, started)
+            _note(event, started)
+        if result is not None and hasattr(result, "__await__"):  # async def: timed until awaited
+            return _until_done(result, event, started)
+        return result
 
 
 def _note(event: Any, started: int) -> None:
