@@ -93,20 +93,28 @@ class Unsupported(TypeError):
     """A type that cannot be an output type; `where` says how it was reached."""
 
     def __init__(self, tp: Any, reason: str) -> None:
-        self.tp = tp
-        self.reason = reason
+        self.text = f"{describe(tp)} cannot be an output type: {reason}"
         self.where: list[str] = []
-        super().__init__(self._text())
-
-    def _text(self) -> str:
-        text = f"{describe(self.tp)} cannot be an output type: {self.reason}"
-        if self.where:
-            text += " (" + ", ".join(self.where) + ")"
-        return text
+        super().__init__(self.text)
 
     def add_where(self, where: str) -> None:
         self.where.append(where)
-        self.args = (self._text(),)
+        self.args = (f"{self.text} ({', '.join(self.where)})",)
+
+
+_MISSING: Any = object()
+
+
+def cached(cache: dict[Any, Any], tp: Any, build: Callable[[Any], Any]) -> Any:
+    """``cache[tp]``, built on first use; an unhashable annotation (Annotated with dict metadata)
+    is built each time."""
+    try:
+        found = cache.get(tp, _MISSING)
+    except TypeError:
+        return build(tp)
+    if found is _MISSING:
+        found = cache[tp] = build(tp)
+    return found
 
 
 def unwrap(tp: Any) -> Any:
@@ -242,10 +250,11 @@ _class_infos: dict[Any, ClassInfo] = {}
 
 
 def class_info(tp: Any) -> ClassInfo:
-    """Fields of a dataclass / attrs class (or a generic alias of one), hints resolved."""
-    info = _class_infos.get(tp)
-    if info is not None:
-        return info
+    """Fields of a dataclass / attrs class / TypedDict (or a generic alias of one), hints resolved."""
+    return cached(_class_infos, tp, _class_info)  # type: ignore[no-any-return]
+
+
+def _class_info(tp: Any) -> ClassInfo:
     origin = get_origin(tp)
     cls = origin if origin is not None else tp
     mapping: dict[Any, Any] = {}
@@ -286,9 +295,7 @@ def class_info(tp: Any) -> ClassInfo:
             )
     if mapping:
         fields = [field._replace(type=_substitute(field.type, mapping)) for field in fields]
-    info = ClassInfo(cls, describe(tp), tuple(fields))
-    _class_infos[tp] = info
-    return info
+    return ClassInfo(cls, describe(tp), tuple(fields))
 
 
 def _substitute(tp: Any, mapping: dict[Any, Any]) -> Any:

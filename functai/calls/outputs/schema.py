@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .kinds import Unsupported, class_info, classify, describe, unwrap_output
-from .replies import top_reader
+from .kinds import Unsupported, cached, class_info, classify, describe, unwrap_output
+from .readers import top_reader
 
 _schemas: dict[Any, dict[str, Any] | None] = {}
-_MISSING_SCHEMA: Any = object()
 
 
 def output_schema(tp: Any) -> dict[str, Any] | None:
@@ -19,20 +18,14 @@ def output_schema(tp: Any) -> dict[str, Any] | None:
     TypeError. The returned dict is shared by every call: do not mutate it.
     """
     try:
-        schema = _schemas.get(tp, _MISSING_SCHEMA)
-        cacheable = True
-    except TypeError:  # an unhashable annotation (e.g. Annotated with dict metadata)
-        schema, cacheable = _MISSING_SCHEMA, False
-    if schema is not _MISSING_SCHEMA:
-        return schema
-    try:
-        top_reader(tp)  # validates the whole type and warms the reader cache
-        schema = None if unwrap_output(tp) is str else _SchemaBuilder().root(tp)
+        return cached(_schemas, tp, _build_schema)  # type: ignore[no-any-return]
     except Unsupported as exc:
         raise TypeError(str(exc)) from None
-    if cacheable:
-        _schemas[tp] = schema
-    return schema
+
+
+def _build_schema(tp: Any) -> dict[str, Any] | None:
+    top_reader(tp)  # validates the whole type and warms the reader cache
+    return None if unwrap_output(tp) is str else _SchemaBuilder().root(tp)
 
 
 class _SchemaBuilder:
