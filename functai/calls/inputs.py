@@ -164,12 +164,8 @@ def _build(tp: Any) -> Check:
 
 
 def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | None:
-    """(path, type) of something in ``value`` the model would see only as an address, or None.
-
-    Mirrors how inputs are written for the model (`functai.calls.outputs.to_jsonable`):
-    what has no JSON form is written as its ``repr``, which is no use when it is
-    only ``<… object at 0x…>``.
-    """
+    """(path, type) of something in ``value`` the model would see only as an address, or None
+    (`to_jsonable` writes what has no JSON form as its ``repr``)."""
     kind = type(value)
     if kind in PLAIN:
         return None

@@ -222,20 +222,14 @@ def read_calls(
 ) -> Iterator[CallRecord]:
     """Yield the records of the call log in ``folder`` (or at a store URL), oldest first.
 
-    ``rated=True`` yields only rated calls, each with its latest ``rating``;
-    ``function`` (an AI function, or ``"module:name"``) keeps the calls of
-    that function — every version of it. A line that cannot be used (not
-    JSON, not a call record) is skipped and reported: added to ``skipped`` as
-    ``("<file>:<line>", reason)`` when a list is given, else warned about.
-    A last line without its newline (being written, or cut by a crash) is
-    left alone.
+    ``rated=True``: only rated calls, each with its latest ``rating``; ``function`` (an AI
+    function, or ``"module:name"``): every version of that function's calls. A line that
+    cannot be used is added to ``skipped`` as ``("<file>:<line>", reason)``, else warned about.
     """
+    records = _read_log(folder, skipped)
     if function is not None:
         module, _, name = (function if isinstance(function, str) else f"{function.module}:{function.name}").rpartition(":")
-        records = (r for r in read_calls(folder, skipped=skipped)
-                   if r.function == name and (not module or r.module == module))
-    else:
-        records = _read_log(folder, skipped)
+        records = (r for r in records if r.function == name and (not module or r.module == module))
     if not rated:
         yield from records
         return
@@ -320,11 +314,8 @@ def read_lines(path: str | os.PathLike[str], skipped: list[tuple[str, str]] | No
 def numbered_lines(
     path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each JSON object line of a JSON-lines file.
-
-    Other complete lines are reported as skipped; a last line without its
-    newline is left alone (another process may be writing it).
-    """
+    """``(line number, object)`` for each JSON object line of a JSON-lines file; other complete
+    lines are reported as skipped, a last line without its newline (being written) is left alone."""
     where = os.fspath(path)
     try:
         handle = open(path, "rb")
@@ -364,10 +355,8 @@ def _not_json(raw: bytes) -> str:
 def _caught_line(raw: bytes) -> bool:
     """Whether a damaged line is a torn piece with a whole object line after it (see `functai.appendlog`).
 
-    ``{"`` never occurs inside a JSON string (its quote is escaped), and a nested
-    object follows ``:``, ``,`` or ``[``: an object start after anything else is
-    where a new line began. A few are tried, from the left.
-    """
+    ``{"`` never occurs inside a JSON string, and a nested object follows ``:``, ``,`` or ``[``:
+    an object start after anything else is where a new line began."""
     from .. import codec
 
     start = 0

@@ -1,10 +1,8 @@
 """Tools, and running the tools a model asks for.
 
-``@tool`` makes a typed Python function a tool (its schema from the signature
-and docstring); an AI function can be a tool too. `ToolRunner` runs one
-reply's tool calls in order, each through ``tool_call`` (inputs merged, the
-first block or refusal ends the hook; the approval plugin last) and
-``tool_result`` (output replaced), and records each in the call's record.
+``@tool`` makes a typed Python function a tool; an AI function can be one too.
+`ToolRunner` runs a reply's tool calls in order through ``tool_call`` (the first
+block or refusal ends it) and ``tool_result``, and records each in the call's record.
 """
 
 from __future__ import annotations
@@ -117,19 +115,13 @@ def as_tool(item: Any) -> Any:
 
 
 def _program_tool(program: "AIFunction") -> "_ProgramTool":
-    """The AI function as a tool, made once: every call that offers it (and runs its tool
-    calls) would otherwise build its input schema again.
-
-    Kept on the function with what it was made from, so a function whose
-    signature, annotations, name, instruction or version is replaced gets a new one.
-    """
+    """The AI function as a tool, made once (not its input schema on every call that offers it),
+    and again when what it was made from is replaced."""
     made_from = (program.fn, program.signature, program._hints, program.name, program.instruction, program.version)
     kept = program.__dict__.get("_as_tool")
-    if kept is not None and len(kept[0]) == len(made_from) and all(a is b for a, b in zip(kept[0], made_from)):
-        return kept[1]
-    made = _ProgramTool(program)
-    program._as_tool = (made_from, made)
-    return made
+    if kept is None or kept[0] != made_from:
+        kept = program._as_tool = (made_from, _ProgramTool(program))
+    return kept[1]  # type: ignore[no-any-return]
 
 
 def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> str:
@@ -150,9 +142,9 @@ def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> 
 
 def _effects_of(item: Any, visiting: set[int]) -> str | None:
     if isinstance(item, _ProgramTool):
-        return item.declared if item.declared is not None else derived_effects(item.program, visiting)
-    if isinstance(item, Tool):
-        return item.effects
+        if item.declared is not None:
+            return item.declared
+        item = item.program
     if isinstance(item, AIFunction):
         return derived_effects(item, visiting)
     return getattr(item, "effects", None)
@@ -193,9 +185,8 @@ class _ProgramTool:
 
 
 def typed_inputs(program: "AIFunction", input: Mapping[str, Any]) -> dict[str, Any]:
-    """The model's JSON inputs as the values the function's annotations name
-    (a dict becomes the dataclass it describes); what does not read is passed
-    as it is, for the input check to name."""
+    """The model's JSON inputs as the values the annotations name (a dict becomes its dataclass);
+    what does not read is passed as it is, for the input check to name."""
     hints = program._hints
     out = {}
     for name, value in input.items():
@@ -236,7 +227,6 @@ class ToolRunner:
         listen: bool = False,
     ) -> None:
         self.fn = fn
-        #: A stream consumer hears tool events and may answer approvals in-process.
         self.listen = listen
         #: Answers given at the stream, by approval key: (allow, reason).
         self.answers: dict[str, tuple[bool, str | None]] = {}
@@ -390,9 +380,8 @@ class ToolRunner:
 
     def _ask_person(self, site: str, event: ToolCallEvent, reason: str | None,
                     decide: Callable[[Any], Any] | None) -> bool:
-        """``tool.ask``: ``decide`` answers at once; in a turn, a recorded answer
-        does; a person at a stream may; else the turn waits; in a plain call
-        nobody can be asked."""
+        """``tool.ask``: ``decide`` answers at once; else a recorded answer, a person at the
+        stream, a turn that waits; in a plain call nobody can be asked."""
         if decide is not None:
             return _decided(event, decide(event))
         approval = {
@@ -427,9 +416,8 @@ class ToolRunner:
         )
 
     def _tool_call_handlers(self, event: ToolCallEvent) -> Any:
-        """The ``tool_call`` handlers in order. In a resumed turn the approval plugin runs once
-        more for each rule the turn started with that this process's rule may not cover: the
-        tool runs only if every rule that selects it is answered yes."""
+        """The ``tool_call`` handlers in order; in a resumed turn the approval plugin runs again
+        for each rule the turn started with, so the tool runs only if every rule allows it."""
         also = getattr(self.scope, "also_approve", ()) if self.scope is not None else ()
         for plugin, handler in self.plan.handlers["tool_call"]:
             yield plugin, handler

@@ -1,9 +1,5 @@
-"""What JSON shape a type stands for: the one classification schema and readers share.
-
-`classify` turns an output type into a (kind, data) pair once, so the schema
-builder and the reader builder cannot disagree about what a type means;
-`class_info` reads the fields of dataclasses, attrs classes and TypedDicts.
-"""
+"""What JSON shape a type stands for: `classify`, shared by schema and readers so they cannot
+disagree about what a type means."""
 
 from __future__ import annotations
 
@@ -33,14 +29,8 @@ _SUPPORTED = (
 
 
 def is_dataclass(obj: Any) -> bool:
-    """``dataclasses.is_dataclass``, without importing dataclasses (whoever made a dataclass already has).
-
-    The standard library's own test: the class has ``__dataclass_fields__``.
-    """
+    """``dataclasses.is_dataclass``, without importing dataclasses (whoever made a dataclass already has)."""
     return hasattr(obj if isinstance(obj, type) else type(obj), "__dataclass_fields__")
-
-
-# --------------------------------------------------------------------------- describe
 
 
 def describe(tp: Any) -> str:
@@ -84,9 +74,6 @@ def _literal_repr(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     return repr(value)
-
-
-# --------------------------------------------------------------------------- classify
 
 
 class Unsupported(TypeError):
@@ -227,9 +214,6 @@ def _check_hashable(tp: Any, item: Any) -> None:
     if kind == "union":
         for member in data:
             _check_hashable(tp, member)
-
-
-# --------------------------------------------------------------------------- classes
 
 
 class Field(NamedTuple):

@@ -17,11 +17,8 @@ from .kinds import JSON_SCALARS, NoneType, Reader, Unsupported, cached, class_in
 
 
 class Bad(Exception):
-    """A reply value that does not fit. Containers add path segments while it unwinds.
-
-    ``shape`` marks "wrong JSON kind right here", which a Union uses to tell
-    members that never applied from members whose failure is worth reporting.
-    """
+    """A reply value that does not fit. ``shape`` marks "wrong JSON kind right here", which a
+    Union uses to tell members that never applied from those whose failure is worth reporting."""
 
     def __init__(self, head: str, tail: str = "", *, shape: bool = False, subs: tuple = ()) -> None:
         super().__init__(head)
@@ -332,8 +329,6 @@ def _pydantic_reader(cls: Any) -> Reader:
     return read
 
 
-# --------------------------------------------------------------------------- replies
-
 _FENCE_TAG = r"[A-Za-z0-9_.+-]*"  # compiled on first use (re caches it), not at import
 _top_readers: dict[Any, Callable[[str], Any]] = {}
 
@@ -387,12 +382,9 @@ def top_reader(tp: Any) -> Callable[[str], Any]:
 def read_output(text: str, tp: Any) -> Any:
     """Read the reply as a value of ``tp``; raise OutputError with a reason the model can fix.
 
-    ``str`` gets the text unchanged; other types are parsed as JSON (after
-    dropping whitespace and one surrounding code fence) and checked strictly:
-    bool is not int, 3.0 is not int, int is accepted (as float) for float,
-    unknown or missing object fields are errors. A type that can never be read
-    raises TypeError, as `output_schema` does.
-    """
+    ``str`` gets the text unchanged; other types are read as JSON (one surrounding code fence
+    dropped) and checked strictly: bool is not int, 3.0 is not int, unknown or missing fields
+    are errors. A type that can never be read raises TypeError."""
     try:
         read = top_reader(tp)
     except Unsupported as exc:

@@ -12,11 +12,8 @@ _schemas: dict[Any, dict[str, Any] | None] = {}
 
 
 def output_schema(tp: Any) -> dict[str, Any] | None:
-    """JSON schema of the output type (None for ``str``), built once per type.
-
-    Called at decoration time so an unsupported type fails early with a
-    TypeError. The returned dict is shared by every call: do not mutate it.
-    """
+    """JSON schema of the output type (None for ``str``), or TypeError; built once per type and
+    shared by every call: do not mutate it."""
     try:
         return cached(_schemas, tp, _build_schema)  # type: ignore[no-any-return]
     except Unsupported as exc:
