@@ -85,14 +85,8 @@ def call_steps(
     frame = current.get()
     path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
     record = records.CallRecord(
-        id=os.urandom(8).hex(),
-        function=fn.name,
-        module=fn.module,
-        version=fn.version,
-        inputs=inputs,
-        started=now_text(),
-        parent=frame.record.id if frame is not None else None,
-        path=path,
+        id=os.urandom(8).hex(), function=fn.name, module=fn.module, version=fn.version, inputs=inputs,
+        started=now_text(), parent=frame.record.id if frame is not None else None, path=path,
     )
     ordinal = 0
     block = None
@@ -160,13 +154,8 @@ def call_steps(
         sent = 0.0
         reasks = steps = 0
         while True:
-            request = Request(
-                model=model,
-                messages=messages,
-                tools=schemas,
-                settings=model_settings,
-                output_schema=fn.output_schema,
-            )
+            request = Request(model=model, messages=messages, tools=schemas, settings=model_settings,
+                              output_schema=fn.output_schema)
             if request_handlers:
                 request = yield from _request_hook(request_handlers, request, record, fn, path)
             budget.spend(fn)
@@ -220,18 +209,13 @@ def call_steps(
                 and isinstance(to_jsonable(value), dict):
             record.conversation["fields"] = True  # the turn's outputs are the record's fields (replay.py)
         return records.Result(value, record)
-    except Waiting as waiting:
-        if waiting.record is None:
-            waiting.record = record
-        if scope is not None and scope.waits:
-            logged = False  # the turn waits: this call's record is written when it ends, after the resume
-        else:
-            record.error = {"code": waiting.code, "message": waiting.message}
-        raise
     except FunctAIError as error:
-        record.error = {"code": error.code, "message": error.message}
         if error.record is None:
             error.record = record
+        if isinstance(error, Waiting) and scope is not None and scope.waits:
+            logged = False  # the turn waits: this call's record is written when it ends, after the resume
+        else:
+            record.error = {"code": error.code, "message": error.message}
         raise
     except Exception as error:
         record.error = {"code": "exception", "message": f"{type(error).__name__}: {error}"}
@@ -379,15 +363,8 @@ def _tool_choice_released(model_settings: dict[str, Any], record: records.CallRe
 
 def _reask(reply: str | None, reason: str, fn: "AIFunction") -> list[dict[str, Any]]:
     want = "only the JSON value" if fn.output_schema is not None else "the answer"
-    return [
-        {"role": "assistant", "content": reply or ""},
-        {
-            "role": "user",
-            "content": (
-                f"Your reply could not be read as {describe(fn.output_type)}: {reason}. Reply again with {want}."
-            ),
-        },
-    ]
+    again = f"Your reply could not be read as {describe(fn.output_type)}: {reason}. Reply again with {want}."
+    return [{"role": "assistant", "content": reply or ""}, {"role": "user", "content": again}]
 
 
 def _add_usage(record: records.CallRecord, reply: Reply) -> None:
@@ -411,15 +388,8 @@ def _approval_missing(fn: "AIFunction") -> FunctAIError:
 
 
 def _prepared(
-    fn: "AIFunction",
-    inputs: dict[str, Any],
-    resolved: Resolved,
-    record: records.CallRecord,
-    turn: TurnScope | None,
-    lm: str | None,
-    instruction: str,
-    sections: tuple[str, ...],
-    settings_view: Any,
+    fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord, turn: TurnScope | None,
+    lm: str | None, instruction: str, sections: tuple[str, ...], settings_view: Any,
 ) -> tuple[Client, str, Any, dict[str, Any]]:
     """The client, model, first messages and model settings, noted in `record` (refusing a layout
     that would drop an instruction a plugin changed)."""

@@ -48,24 +48,15 @@ class Send(Effect):
 
     async def arun(self) -> Any:
         scope = self.scope
-        if scope is None:
-            return await acomplete(self.client, self.request)
-        replay = getattr(scope, "replay", None)
-        if replay is None:  # a scope that only offers the plain path: keep the loop free
+        if scope is not None and getattr(scope, "replay", None) is None:  # only the plain path: keep the loop free
             return await in_thread(scope.complete, self.client, self.request)
-        reply = replay(self.request)
+        reply = scope.replay(self.request) if scope is not None else None
         if reply is None:
-            reply = await acomplete(self.client, self.request)
-            scope.keep(reply)
+            method = getattr(self.client, "acomplete", None)  # else complete, in a worker thread
+            reply = await (method(self.request) if method is not None else in_thread(self.client.complete, self.request))
+            if scope is not None:
+                scope.keep(reply)
         return reply
-
-
-async def acomplete(client: Any, request: Any) -> Any:
-    """``client.acomplete(request)``, or ``complete`` in a worker thread for a client without it."""
-    method = getattr(client, "acomplete", None)
-    if method is not None:
-        return await method(request)
-    return await in_thread(client.complete, request)
 
 
 async def in_thread(fn: Callable[..., T], *args: Any) -> T:

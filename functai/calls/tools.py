@@ -214,18 +214,8 @@ class ApprovalError(FunctAIError):
 class ToolRunner:
     """Runs the tool calls of one AI function call."""
 
-    def __init__(
-        self,
-        fn: "AIFunction",
-        offered: Sequence[str],
-        record: CallRecord,
-        path: str,
-        settings: Mapping[str, Any],
-        plan: Plan,
-        scope: TurnScope | None = None,
-        ordinal: int = 0,
-        listen: bool = False,
-    ) -> None:
+    def __init__(self, fn: "AIFunction", offered: Sequence[str], record: CallRecord, path: str,
+                 settings: Mapping[str, Any], plan: Plan, scope: TurnScope | None, ordinal: int, listen: bool) -> None:
         self.fn = fn
         self.listen = listen
         #: Answers given at the stream, by approval key: (allow, reason).
@@ -243,13 +233,8 @@ class ToolRunner:
 
     def run(self, reply: Reply) -> Steps[list[dict[str, Any]]]:
         """Run a reply's tool calls in order; the messages that report them."""
-        messages: list[dict[str, Any]] = [
-            {
-                "role": "assistant",
-                "content": reply.text,
-                "tool_calls": [{"id": c.id, "name": c.name, "input": dict(c.input)} for c in reply.tool_calls],
-            }
-        ]
+        asked = [{"id": c.id, "name": c.name, "input": dict(c.input)} for c in reply.tool_calls]
+        messages: list[dict[str, Any]] = [{"role": "assistant", "content": reply.text, "tool_calls": asked}]
         for call in reply.tool_calls:
             self.invocations += 1
             content = yield from self._one(call, self.invocations)
@@ -294,15 +279,9 @@ class ToolRunner:
         first_change = len(self.record.changes)
         while True:
             event = ToolCallEvent(
-                name=call.name,
-                input=MappingProxyType(dict(call.input)),
-                effects=found.effects,
-                path=f"{self.path}/{call.name}",
-                invocation=invocation,
-                id=call.id,
-                function=self.fn.name,
-                settings=self.settings,
-                ask_person=functools.partial(self._ask_person, site),
+                name=call.name, input=MappingProxyType(dict(call.input)), effects=found.effects,
+                path=f"{self.path}/{call.name}", invocation=invocation, id=call.id, function=self.fn.name,
+                settings=self.settings, ask_person=functools.partial(self._ask_person, site),
             )
             if self.scope is not None:
                 set_field(event, "_memory", self.scope.memory)
@@ -384,15 +363,8 @@ class ToolRunner:
         stream, a turn that waits; in a plain call nobody can be asked."""
         if decide is not None:
             return _decided(event, decide(event))
-        approval = {
-            "key": f"{site}.{event._plugin}",
-            "name": event.name,
-            "input": to_jsonable(dict(event.input)),
-            "effects": event.effects,
-            "path": event.path,
-            "plugin": event._plugin,
-            "question": reason,
-        }
+        approval = {"key": f"{site}.{event._plugin}", "name": event.name, "input": to_jsonable(dict(event.input)),
+                    "effects": event.effects, "path": event.path, "plugin": event._plugin, "question": reason}
         scope = self.scope
         answered = scope.answer(approval["key"]) if scope is not None and scope.waits else None
         if answered is None:
@@ -431,14 +403,8 @@ class ToolRunner:
         handlers = self.plan.handlers["tool_result"]
         if not handlers:
             return text
-        result = ToolResultEvent(
-            name=call.name,
-            input=event.input,
-            output=text,
-            path=event.path,
-            invocation=invocation,
-            function=self.fn.name,
-        )
+        result = ToolResultEvent(name=call.name, input=event.input, output=text, path=event.path,
+                                 invocation=invocation, function=self.fn.name)
         if self.scope is not None:
             set_field(result, "_memory", self.scope.memory)
         for plugin, handler in handlers:

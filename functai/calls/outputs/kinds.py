@@ -268,15 +268,9 @@ def _class_info(tp: Any) -> ClassInfo:
             if not a.init:
                 continue
             hint = hints.get(a.name, a.type)
-            fields.append(
-                Field(
-                    a.name,
-                    getattr(a, "alias", None) or a.name.lstrip("_"),
-                    Any if hint is None else hint,
-                    a.default is attrs.NOTHING,
-                    a.metadata.get("description"),
-                )
-            )
+            init = getattr(a, "alias", None) or a.name.lstrip("_")
+            fields.append(Field(a.name, init, Any if hint is None else hint, a.default is attrs.NOTHING,
+                                a.metadata.get("description")))
     if mapping:
         fields = [field._replace(type=_substitute(field.type, mapping)) for field in fields]
     return ClassInfo(cls, describe(tp), tuple(fields))

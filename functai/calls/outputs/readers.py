@@ -266,15 +266,13 @@ def _class_reader(tp: Any) -> Reader:
     def structure_error(value: dict) -> Bad:
         missing = [name for name in order if name in required and name not in value]
         extra = [key for key in value if key not in known]
-        parts = []
+        parts, tail = [], ""
         if missing:
             plural = "s" if len(missing) > 1 else ""
             parts.append(f"missing required field{plural} " + ", ".join(json.dumps(n) for n in missing))
         if extra:
             plural = "s" if len(extra) > 1 else ""
             parts.append(f"unexpected field{plural} " + ", ".join(json.dumps(k, ensure_ascii=False) for k in extra))
-        tail = ""
-        if extra:
             tail = f" (fields of {title}: " + (", ".join(json.dumps(n) for n in order) or "none") + ")"
         return Bad(" and ".join(parts), tail)
 

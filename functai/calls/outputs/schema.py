@@ -53,13 +53,8 @@ class _SchemaBuilder:
         if kind == "list" or kind == "tuple_var":
             return {"type": "array", "items": self.build(data)}
         if kind == "tuple":
-            return {
-                "type": "array",
-                "prefixItems": [self.build(t) for t in data],
-                "items": False,
-                "minItems": len(data),
-                "maxItems": len(data),
-            }
+            items = [self.build(t) for t in data]
+            return {"type": "array", "prefixItems": items, "items": False, "minItems": len(data), "maxItems": len(data)}
         if kind == "set":
             return {"type": "array", "items": self.build(data[1]), "uniqueItems": True}
         if kind == "dict":
@@ -89,13 +84,9 @@ class _SchemaBuilder:
                 properties[f.name] = schema
         finally:
             self.stack.pop()
-        schema = {
-            "type": "object",
-            "properties": properties,
-            "required": [f.name for f in info.fields if f.required],
-            "additionalProperties": False,
-            "title": info.title,
-        }
+        required = [f.name for f in info.fields if f.required]
+        schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False,
+                  "title": info.title}
         if tp in self.recursive and tp != self.root_class:
             name = self.def_name(tp)
             self.defs[name] = schema
@@ -123,9 +114,6 @@ class _SchemaBuilder:
 
 
 _SIMPLE_SCHEMAS: dict[str, dict[str, Any]] = {
-    "str": {"type": "string"},
-    "int": {"type": "integer"},
-    "float": {"type": "number"},
-    "bool": {"type": "boolean"},
-    "none": {"type": "null"},
+    "str": {"type": "string"}, "int": {"type": "integer"}, "float": {"type": "number"},
+    "bool": {"type": "boolean"}, "none": {"type": "null"},
 }
