@@ -43,8 +43,7 @@ def check_effects(effects: str | None) -> None:
 
 
 def signature_of(fn: Callable[..., Any], what: str) -> tuple[inspect.Signature, dict[str, Any]]:
-    """The signature and resolved annotations of a function whose inputs must be named
-    (an AI function's or a tool's: ``what`` names it in the errors)."""
+    """The signature and resolved annotations of a function whose inputs must be named (``what`` in errors)."""
     signature = inspect.signature(fn)
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):

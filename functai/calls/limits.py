@@ -70,8 +70,7 @@ if threading.current_thread() is threading.main_thread():
 
 
 def placeless(path: str) -> FunctAIError | None:
-    """The refusal of an outermost call that may be nested where functai cannot count it, or None
-    (asked only while `running` is not 0)."""
+    """The refusal of an outermost call that may be nested where functai cannot count it, or None."""
     if _main.get() or threading.current_thread() is threading.main_thread():
         return None
     return FunctAIError(

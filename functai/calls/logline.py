@@ -1,14 +1,9 @@
 """A call record as one line of the call log, encoded without building its dict.
 
-On every logged call: a plain record's values go positionally into a msgspec
-``Struct`` whose keys were encoded once, at half the cost of encoding
-`CallRecord.to_dict`. The bytes are those of
-``codec.dumps(record.to_dict(), non_finite="text")`` (a test compares them).
-msgspec would write a non-finite float as ``null``, so a record whose data
-fields are not plainly finite, or that holds nested data (tool calls,
-changes …), goes through the codec, which writes it as text and warns.
-
-Imported on the first logged call (it imports msgspec), never by ``import functai``.
+A plain record's values go positionally into a msgspec ``Struct`` whose keys are
+encoded once: half the cost of encoding `CallRecord.to_dict`, the same bytes (a test
+compares them). msgspec would write a non-finite float as ``null``, so a record with
+nested data or a float not plainly finite goes through the codec, which writes it as text.
 """
 
 from __future__ import annotations
@@ -31,8 +26,7 @@ _encode = codec.encoder()  # the codec's own encoder: the same rules for what is
 
 
 def _finite(value: Any) -> bool:
-    """Whether a value is JSON as it is, with no non-finite float: a scalar, or a dict of scalars
-    under text keys."""
+    """Whether a value is JSON as it is, with no non-finite float: a scalar, or a flat dict of them."""
     t = type(value)
     if t is float:
         return not value - value  # nan for NaN and ±Infinity, 0.0 otherwise

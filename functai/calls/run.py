@@ -131,20 +131,16 @@ def call_steps(
                 event.__dict__.update(conversation=scope.conversation, turn=scope.turn, _memory=scope.memory)
             changes = record.changes
             made = len(changes)
-            # Outside a conversation no handler can read its plugin's name on the event: none is written.
-            paused = fold_part(
-                "before_call", iter(handlers), event, changes, _apply_before_call, scope is not None
-            )
+            named = scope is not None  # outside a conversation no handler can read its plugin's name on the event
+            paused = fold_part("before_call", iter(handlers), event, changes, _apply_before_call, named)
             if paused is not None:
-                yield from resume("before_call", paused, event, changes, _apply_before_call, scope is not None)
+                yield from resume("before_call", paused, event, changes, _apply_before_call, named)
             if len(changes) != made:  # every change applied is recorded: none recorded, nothing changed
                 data = event.__dict__
-                lm, instruction, sections, tools, settings_view = (
-                    data["lm"], data["instruction"], data["sections"], data["tools"], data["settings"]
-                )
+                lm, instruction, sections = data["lm"], data["instruction"], data["sections"]
+                tools, settings_view = data["tools"], data["settings"]
         client, model, messages, model_settings = _prepared(
-            fn, inputs, resolved, record, turn, lm, instruction, sections, settings_view
-        )
+            fn, inputs, resolved, record, turn, lm, instruction, sections, settings_view)
         runner: ToolRunner | None = None
         schemas = fn.tool_schemas(tools)
         retries = values["retries"]
@@ -246,8 +242,7 @@ def call_steps(
 
 
 def _join_turn(scope: TurnScope, record: records.CallRecord) -> Any:
-    """Make `record` the turn's own call record; the layer block that shows the calls inside
-    the turn the conversation's settings."""
+    """Make `record` the turn's own call record; the layer block the calls inside the turn see."""
     # One record per turn, however often it waits: a resumed turn keeps its id and start.
     record.id = getattr(scope, "call_id", None) or record.id
     if getattr(scope, "call_started", None):

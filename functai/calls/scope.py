@@ -61,8 +61,7 @@ class TurnScope(Protocol):
         """A person's recorded answer to the approval ``key``: (allowed, reason)."""
 
     def refusal(self, site: str) -> tuple[str, str | None] | None:
-        """A recorded refusal of the tool call at ``site``: (plugin, reason), even when this process
-        would not ask."""
+        """A recorded refusal of the tool call at ``site``: (plugin, reason), even if this process would not ask."""
 
 
 current_turn: ContextVar[TurnScope | None] = ContextVar("functai_turn", default=None)

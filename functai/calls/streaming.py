@@ -47,10 +47,6 @@ class StreamEvent:
         return f"StreamEvent({self.kind!r}, " + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
-def _cut(where: str) -> FunctAIError:
-    return FunctAIError(f"the model's stream ended before its reply was complete ({where})", code="model-unreachable")
-
-
 _END = object()  # what reading the reply's chunks gives at their end
 
 
@@ -211,7 +207,8 @@ class _Stream:
             return StreamEvent("text", text=item) if item else None
         self._chunks = None
         if item is _END:
-            self._failed(_cut("no reply at its end"))
+            self._failed(FunctAIError("the model's stream ended before its reply was complete (no reply at its end)",
+                                      code="model-unreachable"))
         else:
             self._got(item)
         return None

@@ -1,13 +1,7 @@
-"""Reading a model's reply as the function's output type, and values as JSON data.
-
-``str`` means "the reply text as-is"; every other type is read from the reply
-as JSON and checked strictly, so a wrong reply fails with a short reason the
-model can act on when asked again (``expected an integer at $.count, got "three"``).
-Schemas and readers are built once per type. pydantic is recognised by duck
-typing, never imported unless the caller uses it.
-
-`kinds` says what shape a type stands for, `schema` and `readers` build from
-it; `jsonable` turns values into JSON data for records.
+"""Typed outputs: ``str`` is the reply as-is; any other type is read from the reply as JSON,
+strictly, so a wrong reply fails with a reason the model can act on (``expected an integer
+at $.count, got "three"``). `kinds` says what shape a type stands for; `schema` and `readers`
+are built from it once per type; `jsonable` turns values into JSON data for records.
 """
 
 from __future__ import annotations

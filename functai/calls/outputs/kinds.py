@@ -93,8 +93,7 @@ _MISSING: Any = object()
 
 
 def cached(cache: dict[Any, Any], tp: Any, build: Callable[[Any], Any]) -> Any:
-    """``cache[tp]``, built on first use; an unhashable annotation (Annotated with dict metadata)
-    is built each time."""
+    """``cache[tp]``, built on first use (each time for an unhashable annotation)."""
     try:
         found = cache.get(tp, _MISSING)
     except TypeError:

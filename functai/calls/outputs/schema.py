@@ -12,8 +12,7 @@ _schemas: dict[Any, dict[str, Any] | None] = {}
 
 
 def output_schema(tp: Any) -> dict[str, Any] | None:
-    """JSON schema of the output type (None for ``str``), or TypeError; built once per type and
-    shared by every call: do not mutate it."""
+    """JSON schema of the output type (None for ``str``), or TypeError; shared by every call: do not mutate it."""
     try:
         return cached(_schemas, tp, _build_schema)  # type: ignore[no-any-return]
     except Unsupported as exc:
