@@ -52,8 +52,11 @@ class Send(Effect):
             return await in_thread(scope.complete, self.client, self.request)
         reply = scope.replay(self.request) if scope is not None else None
         if reply is None:
-            method = getattr(self.client, "acomplete", None)  # else complete, in a worker thread
-            reply = await (method(self.request) if method is not None else in_thread(self.client.complete, self.request))
+            method = getattr(self.client, "acomplete", None)
+            if method is not None:
+                reply = await method(self.request)
+            else:  # a client without it: complete, in a worker thread
+                reply = await in_thread(self.client.complete, self.request)
             if scope is not None:
                 scope.keep(reply)
         return reply
