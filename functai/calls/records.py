@@ -65,8 +65,15 @@ class CallRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON data (``replayable`` only when false; ``heard`` and ``rating`` only when set)."""
-        data = attrs.asdict(self, recurse=False)
-        data["inputs"], data["output"] = to_jsonable(self.inputs), to_jsonable(self.output)
+        data = {  # written out: attrs.asdict is slower, on every logged call with changes or tool calls
+            "id": self.id, "function": self.function, "version": self.version, "inputs": to_jsonable(self.inputs),
+            "started": self.started, "parent": self.parent, "path": self.path, "module": self.module,
+            "output": to_jsonable(self.output), "error": self.error, "instruction": self.instruction,
+            "model": self.model, "settings": self.settings, "usage": self.usage, "finish_reason": self.finish_reason,
+            "reasoning": self.reasoning, "seconds": self.seconds, "tool_calls": self.tool_calls,
+            "conversation": self.conversation, "changes": self.changes, "sections": self.sections,
+            "replayable": self.replayable, "attempts": self.attempts, "heard": self.heard, "rating": self.rating,
+        }
         if self.replayable:
             del data["replayable"]
         if not self.heard:
