@@ -119,7 +119,7 @@ def _program_tool(program: "AIFunction") -> "_ProgramTool":
     and again when what it was made from is replaced."""
     made_from = (program.fn, program.signature, program._hints, program.name, program.instruction, program.version)
     kept = program.__dict__.get("_as_tool")
-    if kept is None or kept[0] != made_from:
+    if kept is None or any(a is not b for a, b in zip(kept[0], made_from)):
         kept = program._as_tool = (made_from, _ProgramTool(program))
     return kept[1]  # type: ignore[no-any-return]
 
