@@ -1,9 +1,7 @@
 """`@ai`: a typed Python function whose body is a language-model call.
 
 The docstring is the instruction; the signature gives the named, typed inputs
-and the typed output. A call goes: bind inputs → resolve settings and plugins
-→ ``before_call`` → lay out messages → (``request`` → model → tools)* → read
-the output → record. See `functai.calls.run`.
+and the typed output. The call itself is `functai.calls.run`.
 """
 
 from __future__ import annotations
@@ -45,8 +43,7 @@ def check_effects(effects: str | None) -> None:
 
 
 def signature_of(fn: Callable[..., Any], what: str) -> tuple[inspect.Signature, dict[str, Any]]:
-    """The signature and resolved annotations of a function whose inputs must be named
-    (an AI function's or a tool's: ``what`` names it in the errors)."""
+    """The signature and resolved annotations of a function whose inputs must be named (``what`` in errors)."""
     signature = inspect.signature(fn)
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
@@ -165,11 +162,8 @@ class AIFunction:
         return found
 
     def _version(self) -> str:
-        """A stable hash of what defines the function — computed without plugins.
-
-        Only what is stable across processes goes in: annotations as text,
-        defaults as JSON data (an object without its own repr by its type).
-        """
+        """A hash of what defines the function (plugins aside), stable across processes: annotations
+        as text, defaults as JSON data (an object without its own repr by its type)."""
         hints = self._hints
         inputs = [
             [
@@ -205,10 +199,7 @@ class AIFunction:
         return run_call(self, args, kwargs).value  # not through `run`: one frame less on every call
 
     def run(self, *args: Any, **kwargs: Any) -> Result:
-        """Call the function and return its value with the call's record.
-
-        On failure the raised `FunctAIError` carries the record as ``.record``.
-        """
+        """The value with the call's record; on failure the raised `FunctAIError` carries it as ``.record``."""
         return run_call(self, args, kwargs)
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
@@ -250,8 +241,7 @@ class AIFunction:
 
     @property
     def effects(self) -> str:
-        """The function's effects as a tool of another: ``@ai(effects=...)`` when declared,
-        else "reads" unless one of its own tools changes things or declares nothing."""
+        """The function's effects as a tool of another (see `functai.calls.tools.derived_effects`)."""
         from .tools import derived_effects  # loaded with the first tool, not at import
 
         return derived_effects(self)

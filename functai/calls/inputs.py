@@ -1,14 +1,9 @@
 """Checking a call's inputs against the function's annotations, before anything is sent.
 
-A wrong input (``add("1", "2")`` for ``a: int``) or one the model cannot be
-shown (an object with no JSON form whose repr is only an address) would
-otherwise be paid for and answered as if it were right. The checks follow
-the annotations as a type checker would (``bool`` is not an ``int``; an
-``int`` is a ``float``); annotations that cannot be checked at run time
-(``Callable``, protocols) are taken on trust.
-
-This sits on every call, so each function's checker is built once, when it
-is first called, from per-type checks cached by type.
+A wrong input, or one the model could be shown only as ``<… object at 0x…>``,
+would otherwise be paid for and answered as if it were right. The checks
+follow the annotations as a type checker would (``bool`` is not an ``int``);
+what cannot be checked at run time (``Callable``, protocols) is taken on trust.
 """
 
 from __future__ import annotations
@@ -17,7 +12,6 @@ import collections.abc as cabc
 import enum
 import json
 import re
-import threading
 import types
 from itertools import repeat
 from typing import Any, Callable, Literal, Mapping, Union, get_args, get_origin
@@ -26,8 +20,8 @@ import attrs
 
 from ..errors import FunctAIError
 from .outputs import describe
-from .outputs.jsonable import PLAIN
-from .outputs.kinds import is_dataclass, is_pydantic, unwrap
+from .outputs.jsonable import PLAIN, fields_of
+from .outputs.kinds import cached, is_dataclass, is_pydantic, unwrap
 
 #: A check: None when the value fits, else why not (``expected … got …``, with a path).
 Check = Callable[[Any], "str | None"]
@@ -43,7 +37,6 @@ def _short(value: Any) -> str:
 
 def _got(value: Any) -> str:
     return f"got {type(value).__name__} {_short(value)}"
-
 
 
 def _is(kind: type | tuple[type, ...], what: str) -> Check:
@@ -71,22 +64,12 @@ _SIMPLE: dict[Any, Check] = {
     str: _is(str, "str"), int: _int, float: _float, bool: _is(bool, "bool"), NoneType: _is(NoneType, "None"),
 }
 
-#: Per-type checks.
 _checks: dict[Any, Check] = {}
-_lock = threading.Lock()
 
 
 def check_for(tp: Any) -> Check:
-    """The check for an annotation, built once per type (unhashable ones are built each time)."""
-    try:
-        found = _checks.get(tp)
-    except TypeError:
-        return _build(tp)
-    if found is None:
-        found = _build(tp)
-        with _lock:
-            _checks[tp] = found
-    return found
+    """The check for an annotation, built once per type."""
+    return cached(_checks, tp, _build)  # type: ignore[no-any-return]
 
 
 def _at(step: str, why: str) -> str:
@@ -180,16 +163,9 @@ def _build(tp: Any) -> Check:
     return _anything  # Callable, a protocol, …: not checkable at run time
 
 
-# --------------------------------------------------------------------------- showable
-
-
 def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | None:
-    """(path, type) of something in ``value`` the model would see only as an address, or None.
-
-    Mirrors how inputs are written for the model (`functai.calls.outputs.to_jsonable`):
-    what has no JSON form is written as its ``repr``, which is no use when it is
-    only ``<… object at 0x…>``.
-    """
+    """(path, type) of something in ``value`` the model would see only as an address, or None
+    (`to_jsonable` writes what has no JSON form as its ``repr``)."""
     kind = type(value)
     if kind in PLAIN:
         return None
@@ -215,7 +191,7 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
     if isinstance(value, (list, tuple, set, frozenset)):
         parts: Any = ((f"[{i}]", element) for i, element in enumerate(value))
     elif is_dataclass(kind) or attrs.has(kind):
-        parts = ((f".{name}", getattr(value, name, None)) for name in _field_names(kind))
+        parts = ((f".{name}", item) for name, item in fields_of(value).items())  # type: ignore[union-attr]
     else:
         try:
             json.dumps(value)
@@ -230,17 +206,6 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
         if found is not None:
             return step + found[0], found[1]
     return None
-
-
-def _field_names(kind: type) -> list[str]:
-    if is_dataclass(kind):
-        import dataclasses  # loaded already: whoever made a dataclass imported it
-
-        return [f.name for f in dataclasses.fields(kind)]
-    return [a.name for a in attrs.fields(kind)]
-
-
-# --------------------------------------------------------------------------- one function
 
 
 class InputChecker:

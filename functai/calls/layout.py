@@ -1,14 +1,9 @@
 """Layouts: how a call's instruction and inputs become messages.
 
-- The default layout: the instruction (plus sections) as the system message,
-  the inputs as the user message.
-- `Template`: the user writes the messages, with ``{instruction}`` and input
-  slots (`functai.calls.template`, loaded when first used).
-- A baked student (``lm=baked("model")``) reads only the inputs message it
-  was trained on.
-
-A layout that would drop the instruction refuses a call whose instruction a
-plugin changed (``spec/plugins.md`` §9): the record would say it was sent.
+By default the instruction (plus sections) is the system message and the inputs
+the user message; a `Template` writes them by hand; a baked student
+(``lm=baked("model")``) reads only its inputs message. A layout that would drop
+the instruction refuses a call whose instruction a plugin changed (``spec/plugins.md`` §9).
 """
 
 from __future__ import annotations
@@ -72,12 +67,8 @@ def messages(
     inputs: Mapping[str, Any],
     history: Sequence[Mapping[str, Any]] = (),
 ) -> list[Mapping[str, Any]]:
-    """The messages of a call, before any tool steps or re-asks.
-
-    ``history`` (a conversation's earlier turns, as user/assistant messages)
-    goes before the call's own user message. When it is `Frozen` the result
-    is too, so a long history is never looked at message by message.
-    """
+    """The messages of a call, before any tool steps or re-asks; ``history`` (earlier turns) goes
+    before its own user message, and when it is `Frozen` the result is too."""
     if type(history) is Frozen:  # every layout puts the history just before the call's own message
         own = messages(layout, lm, instruction, inputs)
         return frozen_messages(own[:-1]) + history + own[-1:]  # type: ignore[return-value]

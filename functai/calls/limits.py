@@ -1,17 +1,10 @@
 """The bounds on nested calls, whichever thread a nested call runs on.
 
-A call finds the call it is nested in through a contextvar, so a nested call
-made on another thread is counted when that thread runs in a copy of the
-asking call's context (``contextvars.copy_context().run``, ``asyncio.to_thread``,
-asyncio tasks): `Budget` is one object shared by the whole tree, and thread-safe.
-
-A thread started without a copy (``threading.Thread``, ``pool.submit(fn)``,
-``loop.run_in_executor``) carries nothing: a call there cannot be told apart
-from one a running tool started, and counting it as a new outermost call
-would give every such hop a fresh budget — no bound at all. So while any
-tool runs in this process, such a call is refused (`placeless`). Calls on the
-main thread, and in contexts copied from it, are never nested by accident: a
-tool cannot start the main thread.
+A call finds the call it is nested in through a contextvar, so a thread that
+runs in a copy of the context is counted (`Budget` is shared by the whole tree).
+A thread started without a copy carries nothing: counting its call as a new
+outermost one would give every such hop a fresh budget, so while any tool runs
+such a call is refused (`placeless`). The main thread is never a tool's.
 """
 
 from __future__ import annotations
@@ -27,10 +20,8 @@ if TYPE_CHECKING:
 
 
 class Budget:
-    """The model requests an outermost call and every call nested in it may still make.
-
-    Shared by the calls of the tree on every thread that carries the context: counted under a lock
-    (one for every budget, so making a budget costs nothing more; the count is all it guards)."""
+    """The model requests an outermost call and every call nested in it may make (one lock for
+    every budget: making one costs nothing more)."""
 
     __slots__ = ("used", "limit", "function")
 
@@ -79,9 +70,7 @@ if threading.current_thread() is threading.main_thread():
 
 
 def placeless(path: str) -> FunctAIError | None:
-    """The refusal of an outermost call that may be nested where functai cannot count it, or None.
-
-    Asked only of calls with no call in their context while `running` is not 0 (the caller checks)."""
+    """The refusal of an outermost call that may be nested where functai cannot count it, or None."""
     if _main.get() or threading.current_thread() is threading.main_thread():
         return None
     return FunctAIError(

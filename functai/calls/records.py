@@ -1,15 +1,10 @@
 """Call records, and the call log that keeps them as JSON lines.
 
-Every call produces a `CallRecord`. With ``log_calls="folder/"`` each record
-is appended to ``folder/calls.jsonl`` as one line of strict JSON
-(`functai.codec`), written whole by `functai.appendlog` (one lock-free
-``write`` on a local file system, so concurrent processes never interleave
-lines); `read_calls` yields them back, skipping a torn last line. A line
-that cannot be used (not JSON, not a call record) is skipped and reported:
-a `RuntimeWarning` naming the file, the line and why.
-
-A write that fails (a full disk, a read-only folder) raises `FunctAIError`
-``store-unwritable`` naming the file, and leaves no partial line behind.
+With ``log_calls="folder/"`` each record is one line of strict JSON in
+``folder/calls.jsonl``, written whole by `functai.appendlog` so concurrent
+processes never interleave lines. A line that cannot be read back is skipped
+and reported; a write that fails raises ``store-unwritable`` and leaves no
+partial line.
 """
 
 from __future__ import annotations
@@ -69,18 +64,12 @@ class CallRecord:
     rating: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as JSON data (``replayable`` only when false; ``heard`` and ``rating`` only when set).
-
-        The inputs and output are converted only when they are not plain already
-        (`to_jsonable` returns plain data as it is). The call log writes the same
-        line without this dict (`functai.calls.logline`).
-        """
-        inputs, output = to_jsonable(self.inputs), to_jsonable(self.output)
-        data = {
-            "id": self.id, "function": self.function, "version": self.version, "inputs": inputs,
+        """The record as JSON data (``replayable`` only when false; ``heard`` and ``rating`` only when set)."""
+        data = {  # written out: attrs.asdict is slower, on every logged call with changes or tool calls
+            "id": self.id, "function": self.function, "version": self.version, "inputs": to_jsonable(self.inputs),
             "started": self.started, "parent": self.parent, "path": self.path, "module": self.module,
-            "output": output, "error": self.error, "instruction": self.instruction, "model": self.model,
-            "settings": self.settings, "usage": self.usage, "finish_reason": self.finish_reason,
+            "output": to_jsonable(self.output), "error": self.error, "instruction": self.instruction,
+            "model": self.model, "settings": self.settings, "usage": self.usage, "finish_reason": self.finish_reason,
             "reasoning": self.reasoning, "seconds": self.seconds, "tool_calls": self.tool_calls,
             "conversation": self.conversation, "changes": self.changes, "sections": self.sections,
             "replayable": self.replayable, "attempts": self.attempts, "heard": self.heard, "rating": self.rating,
@@ -136,6 +125,11 @@ def without_content(record: CallRecord) -> None:
                 call[key] = {"chars": size(call[key])}
 
 
+def not_kept(value: Any) -> bool:
+    """Whether a recorded value is the size `without_content` left in its place."""
+    return isinstance(value, dict) and value.keys() == {"chars"}
+
+
 def _what(path: str) -> str:
     return "call log" if os.path.basename(path) == LOG_FILE else "log file"
 
@@ -149,7 +143,7 @@ def _forget_logs() -> None:
     """In a forked child: open the files anew (the parent's descriptors share its file offsets)."""
     global _logs_lock
     _logs_lock = threading.Lock()
-    for log in {id(log): log for log in _logs.values()}.values():
+    for log in set(_logs.values()):
         log.lock = threading.Lock()  # another thread may have held it at the fork
         try:
             log.close()
@@ -162,7 +156,7 @@ def _forget_logs() -> None:
 os.register_at_fork(after_in_child=_forget_logs)
 
 
-_encode_line: Any = None  # functai.calls.logline.encode, imported with the first record logged
+_encode_line: Any = None  # functai.calls.logline.encode, imported with the first record logged (it imports msgspec)
 
 
 def _line_encoder() -> Any:
@@ -176,21 +170,18 @@ def _line_encoder() -> Any:
 def append(folder: str | os.PathLike[str] | SecretURL, record: CallRecord) -> None:
     """Append one record to the call log in ``folder`` (or at a store URL, see `functai.stores.calllog`)."""
     log = _by_folder.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
-    if log is not None:  # a folder already open: the path every logged call takes
-        line = (_encode_line or _line_encoder())(record) + b"\n"
-        if not log.append(line):
-            _append(os.path.join(folder, LOG_FILE), line, folder, tried=log)
-        return
     # A log URL with a password is a SecretURL (see `functai.models.keys`): revealed only to open its store.
-    if isinstance(folder, SecretURL) or (
+    if log is None and (isinstance(folder, SecretURL) or (
         isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3")))
-    ):
+    )):
         from ..stores import calllog
 
         if calllog.is_log_url(folder):
             calllog.append_call(folder, record.to_dict())
             return
-    _append(os.path.join(folder, LOG_FILE), (_encode_line or _line_encoder())(record) + b"\n", folder)
+    line = (_encode_line or _line_encoder())(record) + b"\n"
+    if log is None or not log.append(line):  # not open yet, or the file was removed
+        _append(os.path.join(folder, LOG_FILE), line, folder)
 
 
 def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
@@ -200,34 +191,26 @@ def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     _append(path, codec.dumps(data, non_finite="text") + b"\n")
 
 
-def _append(path: str | os.PathLike[str], line: bytes, folder: Any = None, tried: Any = None) -> None:
-    """Append through the open file for ``path``; open it on first use, or again when it was removed."""
-    key = os.path.abspath(os.fspath(path))
-    log = _logs.get(key)
-    if log is not None and log is not tried and log.append(line):
-        if type(folder) is str and os.path.isabs(folder):
-            _by_folder[folder] = log
-        return
+def _append(path: str | os.PathLike[str], line: bytes, folder: Any = None) -> None:
+    """Append through the file kept open for ``path``: opened on first use, and again when it was removed."""
     from ..appendlog import LineFile
 
-    with _logs_lock:
-        current = _logs.get(key)
-        if current is not None and current is not log and current is not tried and current.append(line):
-            return  # another thread opened it again meanwhile
-        if current is not None:
-            _forget(current)
-            current.close()
-        log = _logs[key] = LineFile(key, _what(key))
-        if type(folder) is str and os.path.isabs(folder):
-            _by_folder[folder] = log  # found by the folder's own name next time: no path to build
-    if not log.append(line):
-        raise unwritable(key, FileNotFoundError(errno.ENOENT, "removed while being written", key), _what(key))
-
-
-def _forget(log: Any) -> None:
-    """Forget the folders found to write to ``log`` (under ``_logs_lock``)."""
-    for name in [name for name, value in _by_folder.items() if value is log]:
-        del _by_folder[name]
+    key = os.path.abspath(os.fspath(path))
+    for _ in range(2):
+        with _logs_lock:
+            log = _logs.get(key)
+            if log is None:
+                log = _logs[key] = LineFile(key, _what(key))
+            if type(folder) is str and os.path.isabs(folder):
+                _by_folder[folder] = log  # found by the folder's own name next time: no path to build
+        if log.append(line):
+            return
+        with _logs_lock:
+            if _logs.get(key) is log:
+                del _logs[key]
+                _by_folder.clear()
+        log.close()
+    raise unwritable(key, FileNotFoundError(errno.ENOENT, "removed while being written", key), _what(key))
 
 
 def close_log(folder: str | os.PathLike[str]) -> None:
@@ -235,7 +218,7 @@ def close_log(folder: str | os.PathLike[str]) -> None:
     key = os.path.abspath(os.path.join(os.fspath(folder), LOG_FILE))
     with _logs_lock:
         log = _logs.pop(key, None)
-        _forget(log)
+        _by_folder.clear()
     if log is not None:
         log.close()
 
@@ -246,20 +229,14 @@ def read_calls(
 ) -> Iterator[CallRecord]:
     """Yield the records of the call log in ``folder`` (or at a store URL), oldest first.
 
-    ``rated=True`` yields only rated calls, each with its latest ``rating``;
-    ``function`` (an AI function, or ``"module:name"``) keeps the calls of
-    that function — every version of it. A line that cannot be used (not
-    JSON, not a call record) is skipped and reported: added to ``skipped`` as
-    ``("<file>:<line>", reason)`` when a list is given, else warned about.
-    A last line without its newline (being written, or cut by a crash) is
-    left alone.
+    ``rated=True``: only rated calls, each with its latest ``rating``; ``function`` (an AI
+    function, or ``"module:name"``): every version of that function's calls. A line that
+    cannot be used is added to ``skipped`` as ``("<file>:<line>", reason)``, else warned about.
     """
+    records = _read_log(folder, skipped)
     if function is not None:
         module, _, name = (function if isinstance(function, str) else f"{function.module}:{function.name}").rpartition(":")
-        records = (r for r in read_calls(folder, skipped=skipped)
-                   if r.function == name and (not module or r.module == module))
-    else:
-        records = _read_log(folder, skipped)
+        records = (r for r in records if r.function == name and (not module or r.module == module))
     if not rated:
         yield from records
         return
@@ -344,11 +321,8 @@ def read_lines(path: str | os.PathLike[str], skipped: list[tuple[str, str]] | No
 def numbered_lines(
     path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each JSON object line of a JSON-lines file.
-
-    Other complete lines are reported as skipped; a last line without its
-    newline is left alone (another process may be writing it).
-    """
+    """``(line number, object)`` for each JSON object line of a JSON-lines file; other complete
+    lines are reported as skipped, a last line without its newline (being written) is left alone."""
     where = os.fspath(path)
     try:
         handle = open(path, "rb")
@@ -388,10 +362,8 @@ def _not_json(raw: bytes) -> str:
 def _caught_line(raw: bytes) -> bool:
     """Whether a damaged line is a torn piece with a whole object line after it (see `functai.appendlog`).
 
-    ``{"`` never occurs inside a JSON string (its quote is escaped), and a nested
-    object follows ``:``, ``,`` or ``[``: an object start after anything else is
-    where a new line began. A few are tried, from the left.
-    """
+    ``{"`` never occurs inside a JSON string, and a nested object follows ``:``, ``,`` or ``[``:
+    an object start after anything else is where a new line began."""
     from .. import codec
 
     start = 0

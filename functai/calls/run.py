@@ -1,9 +1,5 @@
 """One call of an AI function, from bound inputs to a recorded value.
 
-bind → resolve layers → ``before_call`` → layout (refusing one that would drop
-a changed instruction) → [``request`` → client → tools]* → read the output,
-asking again with the reason when it cannot be read → record.
-
 Written once, sans I/O: `call_steps` yields the effects it needs (see
 `functai.calls.steps`) and the sync, async and streaming drivers perform them.
 """
@@ -15,7 +11,7 @@ import time
 from contextvars import ContextVar
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 from ..errors import FunctAIError, ModelConfigError, OutputError, Waiting
 from ..files import check_log_calls
@@ -43,25 +39,20 @@ if TYPE_CHECKING:
     from .tools import ToolRunner
 
 
-class Frame:
+class Frame(NamedTuple):
     """The call in progress in this context (for ``parent``, ``path`` and the limits on nesting)."""
 
-    __slots__ = ("record", "path", "depth", "budget")
-
-    def __init__(self, record: records.CallRecord, path: str, depth: int, budget: limits.Budget) -> None:
-        self.record = record
-        self.path = path
-        #: 1 for an outermost call, 2 for a call nested in it, …
-        self.depth = depth
-        #: Shared by the outermost call and every call nested in it.
-        self.budget = budget
+    record: records.CallRecord
+    path: str
+    depth: int  # 1 for an outermost call, 2 for a call nested in it, …
+    budget: limits.Budget  # shared by the outermost call and every call nested in it
 
 
 current: ContextVar[Frame | None] = ContextVar("functai_call", default=None)
 
 
 def now_text() -> str:
-    """The time as ISO 8601 UTC with milliseconds, as every record's timestamps are written."""
+    """The time as every record writes it: ISO 8601 UTC with milliseconds."""
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
@@ -73,11 +64,9 @@ def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 def call_steps(
     fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], listen: bool = False
 ) -> Steps[records.Result]:
-    """The whole call as steps. ``listen``: the driver has a stream consumer, so
-    the pipeline notes tool events and may ask a person at the stream.
+    """The whole call as steps. ``listen``: a stream consumer hears tool events and may answer approvals.
 
-    One generator per call: the model exchange is written here rather than in a
-    generator of its own, since each level of ``yield from`` costs every plain call."""
+    One generator: each level of ``yield from`` would cost every plain call."""
     inputs = fn.bind(args, kwargs)
     scope = current_turn.get()
     own_turn = scope is not None and not scope.claimed and fn is scope.program
@@ -95,14 +84,8 @@ def call_steps(
     frame = current.get()
     path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
     record = records.CallRecord(
-        id=os.urandom(8).hex(),
-        function=fn.name,
-        module=fn.module,
-        version=fn.version,
-        inputs=inputs,
-        started=now_text(),
-        parent=frame.record.id if frame is not None else None,
-        path=path,
+        id=os.urandom(8).hex(), function=fn.name, module=fn.module, version=fn.version, inputs=inputs,
+        started=now_text(), parent=frame.record.id if frame is not None else None, path=path,
     )
     ordinal = 0
     block = None
@@ -136,7 +119,6 @@ def call_steps(
             )
         if resolved.plan.approval is None and values.get("approve") is not None:
             raise _approval_missing(fn)
-        # What the call asks before before_call changes it.
         lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
         instruction, tools, settings_view = fn.instruction, fn.tool_names, resolved.settings_view
         sections: tuple[str, ...] = tuple(turn.sections) if turn is not None else ()
@@ -148,24 +130,16 @@ def call_steps(
                 event.__dict__.update(conversation=scope.conversation, turn=scope.turn, _memory=scope.memory)
             changes = record.changes
             made = len(changes)
-            # fold's loop, run directly; outside a conversation no handler can read its plugin's
-            # name on the event (entries() and remember() need a conversation), so none is written.
-            paused = fold_part(
-                "before_call", iter(handlers), event, changes, _apply_before_call, scope is not None
-            )
+            named = scope is not None  # outside a conversation no handler can read its plugin's name on the event
+            paused = fold_part("before_call", iter(handlers), event, changes, _apply_before_call, named)
             if paused is not None:
-                yield from resume("before_call", paused, event, changes, _apply_before_call, scope is not None)
+                yield from resume("before_call", paused, event, changes, _apply_before_call, named)
             if len(changes) != made:  # every change applied is recorded: none recorded, nothing changed
                 data = event.__dict__
-                lm, instruction, sections, tools, settings_view = (
-                    data["lm"], data["instruction"], data["sections"], data["tools"], data["settings"]
-                )
+                lm, instruction, sections = data["lm"], data["instruction"], data["sections"]
+                tools, settings_view = data["tools"], data["settings"]
         client, model, messages, model_settings = _prepared(
-            fn, inputs, resolved, record, turn, lm, instruction, sections, settings_view
-        )
-
-        # The model exchange: [request hook → send → reply hook → tools]*, then the output read
-        # (asked again with the reason while it cannot be read).
+            fn, inputs, resolved, record, turn, lm, instruction, sections, settings_view)
         runner: ToolRunner | None = None
         schemas = fn.tool_schemas(tools)
         retries = values["retries"]
@@ -175,13 +149,8 @@ def call_steps(
         sent = 0.0
         reasks = steps = 0
         while True:
-            request = Request(
-                model=model,
-                messages=messages,
-                tools=schemas,
-                settings=model_settings,
-                output_schema=fn.output_schema,
-            )
+            request = Request(model=model, messages=messages, tools=schemas, settings=model_settings,
+                              output_schema=fn.output_schema)
             if request_handlers:
                 request = yield from _request_hook(request_handlers, request, record, fn, path)
             budget.spend(fn)
@@ -235,18 +204,13 @@ def call_steps(
                 and isinstance(to_jsonable(value), dict):
             record.conversation["fields"] = True  # the turn's outputs are the record's fields (replay.py)
         return records.Result(value, record)
-    except Waiting as waiting:
-        if waiting.record is None:
-            waiting.record = record
-        if scope is not None and scope.waits:
-            logged = False  # the turn waits: this call's record is written when it ends, after the resume
-        else:
-            record.error = {"code": waiting.code, "message": waiting.message}
-        raise
     except FunctAIError as error:
-        record.error = {"code": error.code, "message": error.message}
         if error.record is None:
             error.record = record
+        if isinstance(error, Waiting) and scope is not None and scope.waits:
+            logged = False  # the turn waits: this call's record is written when it ends, after the resume
+        else:
+            record.error = {"code": error.code, "message": error.message}
         raise
     except Exception as error:
         record.error = {"code": "exception", "message": f"{type(error).__name__}: {error}"}
@@ -277,8 +241,7 @@ def call_steps(
 
 
 def _join_turn(scope: TurnScope, record: records.CallRecord) -> Any:
-    """Make `record` the turn's own call record; the layer block that lets calls inside the turn
-    see the conversation's settings."""
+    """Make `record` the turn's own call record; the layer block the calls inside the turn see."""
     # One record per turn, however often it waits: a resumed turn keeps its id and start.
     record.id = getattr(scope, "call_id", None) or record.id
     if getattr(scope, "call_started", None):
@@ -301,9 +264,8 @@ def _join_turn(scope: TurnScope, record: records.CallRecord) -> Any:
 
 
 def _call_end(record: records.CallRecord, resolved: Resolved, client: Client | None) -> Steps[None] | None:
-    """Run call_end after the content is dropped: handlers see the record as it is written.
-    ``client``: the model client the call used (None when it failed before choosing one).
-    Returns the steps left to run when a handler is ``async def`` (`hear_now`)."""
+    """Run call_end after the content is dropped, so handlers see the record as it is written;
+    the steps left to run when a handler is ``async def``."""
     event = CallEndEvent(record=RecordView(record), function=record.function, path=record.path,
                          error=record.error["code"] if record.error else None, seconds=record.seconds,
                          usage=MappingProxyType(dict(record.usage)), server=server_of(client))
@@ -384,9 +346,8 @@ def _request_hook(
 
 
 def _tool_choice_released(model_settings: dict[str, Any], record: records.CallRecord) -> dict[str, Any]:
-    """After the first tool step, a forced ``tool_choice`` (``required``, a tool) is sent as ``auto``:
-    a server that honours it would otherwise call tools until ``max_steps``. The record keeps
-    the setting as first sent, and ``tool_choice_after_tools`` says what followed."""
+    """After the first tool step a forced ``tool_choice`` is sent as ``auto`` (else a server calls
+    tools until ``max_steps``); the record says so in ``tool_choice_after_tools``."""
     choice = model_settings.get("tool_choice")
     if choice is None or choice in ("auto", "none"):
         return model_settings
@@ -396,15 +357,8 @@ def _tool_choice_released(model_settings: dict[str, Any], record: records.CallRe
 
 def _reask(reply: str | None, reason: str, fn: "AIFunction") -> list[dict[str, Any]]:
     want = "only the JSON value" if fn.output_schema is not None else "the answer"
-    return [
-        {"role": "assistant", "content": reply or ""},
-        {
-            "role": "user",
-            "content": (
-                f"Your reply could not be read as {describe(fn.output_type)}: {reason}. Reply again with {want}."
-            ),
-        },
-    ]
+    again = f"Your reply could not be read as {describe(fn.output_type)}: {reason}. Reply again with {want}."
+    return [{"role": "assistant", "content": reply or ""}, {"role": "user", "content": again}]
 
 
 def _add_usage(record: records.CallRecord, reply: Reply) -> None:
@@ -428,18 +382,11 @@ def _approval_missing(fn: "AIFunction") -> FunctAIError:
 
 
 def _prepared(
-    fn: "AIFunction",
-    inputs: dict[str, Any],
-    resolved: Resolved,
-    record: records.CallRecord,
-    turn: TurnScope | None,
-    lm: str | None,
-    instruction: str,
-    sections: tuple[str, ...],
-    settings_view: Any,
+    fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord, turn: TurnScope | None,
+    lm: str | None, instruction: str, sections: tuple[str, ...], settings_view: Any,
 ) -> tuple[Client, str, Any, dict[str, Any]]:
-    """The client, model, first messages and model settings of the call, noted in `record`
-    (refusing a layout that would drop an instruction a plugin changed)."""
+    """The client, model, first messages and model settings, noted in `record` (refusing a layout
+    that would drop an instruction a plugin changed)."""
     model_settings = dict(resolved.model_settings if settings_view is resolved.settings_view else settings_view)
     final = layouts.full_instruction(instruction, sections) if sections else instruction
     if final != fn.instruction:

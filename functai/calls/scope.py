@@ -1,10 +1,6 @@
-"""The seam between a call and the conversation turn it runs in.
-
-A conversation sets `current_turn` while one of its turns runs. The call
-pipeline asks it for what the turn shows (earlier turns, context sections),
-for replies and tool results already recorded (so a resumed turn never pays
-or runs twice), and for answers to approvals. Calls outside a turn see None.
-"""
+"""The seam between a call and the conversation turn it runs in (`current_turn`, None outside
+a turn): what the turn shows, what it recorded (so a resumed turn never pays or runs twice),
+and answers to approvals."""
 
 from __future__ import annotations
 
@@ -65,10 +61,7 @@ class TurnScope(Protocol):
         """A person's recorded answer to the approval ``key``: (allowed, reason)."""
 
     def refusal(self, site: str) -> tuple[str, str | None] | None:
-        """A recorded refusal of the tool call at ``site``: (plugin, reason).
-
-        It holds even when the process that resumes the turn would not ask.
-        """
+        """A recorded refusal of the tool call at ``site``: (plugin, reason), even if this process would not ask."""
 
 
 current_turn: ContextVar[TurnScope | None] = ContextVar("functai_turn", default=None)

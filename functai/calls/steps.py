@@ -1,13 +1,10 @@
 """The call as a sans-I/O state machine, and the drivers that run it.
 
-The pipeline (`functai.calls.run`, `functai.calls.tools`) is written once, as
-a generator that never does I/O itself: it *yields* an effect — send this
-request, run this tool, await this handler's coroutine, ask a person, note
-a stream event — and is *sent* the result (or has the failure thrown into
-it). A driver performs the effects: `drive` plainly, `adrive` with ``await``,
-and the streams of `functai.calls.streaming` while handing events to a
-consumer. So records, changes, waiting turns and replay cannot differ by
-driver: there is only one pipeline.
+The pipeline (`functai.calls.run`, `functai.calls.tools`) is a generator that
+*yields* effects (send a request, run a tool, await a handler, ask a person,
+note a stream event) and is *sent* their results. `drive` performs them
+plainly, `adrive` with ``await``, `functai.calls.streaming` for a consumer:
+records, changes and replay cannot differ by driver.
 """
 
 from __future__ import annotations
@@ -51,24 +48,18 @@ class Send(Effect):
 
     async def arun(self) -> Any:
         scope = self.scope
-        if scope is None:
-            return await acomplete(self.client, self.request)
-        replay = getattr(scope, "replay", None)
-        if replay is None:  # a scope that only offers the plain path: keep the loop free
+        if scope is not None and getattr(scope, "replay", None) is None:  # only the plain path: keep the loop free
             return await in_thread(scope.complete, self.client, self.request)
-        reply = replay(self.request)
+        reply = scope.replay(self.request) if scope is not None else None
         if reply is None:
-            reply = await acomplete(self.client, self.request)
-            scope.keep(reply)
+            method = getattr(self.client, "acomplete", None)
+            if method is not None:
+                reply = await method(self.request)
+            else:  # a client without it: complete, in a worker thread
+                reply = await in_thread(self.client.complete, self.request)
+            if scope is not None:
+                scope.keep(reply)
         return reply
-
-
-async def acomplete(client: Any, request: Any) -> Any:
-    """``client.acomplete(request)``, or ``complete`` in a worker thread for a client without it."""
-    method = getattr(client, "acomplete", None)
-    if method is not None:
-        return await method(request)
-    return await in_thread(client.complete, request)
 
 
 async def in_thread(fn: Callable[..., T], *args: Any) -> T:
@@ -94,12 +85,8 @@ class Await(Effect):
 
 
 def run_awaitable(awaitable: Any) -> Any:
-    """Run an ``async def`` handler's coroutine to its end from a plain call.
-
-    In a thread with no running event loop it runs in a new loop; inside a
-    running loop (a plain call made from async code) it runs in a loop of its
-    own on a helper thread, since the caller's loop cannot be re-entered.
-    """
+    """Run an ``async def`` handler's coroutine to its end from a plain call: in a new loop, or,
+    inside a running loop (which cannot be re-entered), in a loop on a helper thread."""
     import asyncio  # here, not at import: ``import functai`` leaves asyncio out
 
     async def wait() -> Any:

@@ -1,16 +1,10 @@
 """Streamed calls: the pipeline's drivers that hand events to a consumer.
 
 ``fn.stream(...)`` and ``fn.astream(...)`` run the same steps as ``fn.run``
-(`functai.calls.steps`); they differ only in what they do with an effect: a
-request is sent with the client's ``stream``/``astream`` (each text delta is
-a ``"text"`` event), a tool call and its result are ``"tool_call"`` and
-``"tool_result"`` events, and an approval the pipeline would otherwise wait
-or refuse on is a ``"waiting"`` event the consumer may answer with
-`Stream.approve` / `Stream.deny` before asking for the next event.
-
-The steps run in a context of their own (a copy of the caller's), so what a
-call sets while it runs — the call in progress, a turn's settings — is never
-seen by the consumer's code between events.
+(`functai.calls.steps`), sending requests with the client's ``stream``/``astream``
+and turning notes and approvals into events. The steps run in a copy of the
+caller's context, so what a call sets while it runs is never seen by the
+consumer's code between events.
 """
 
 from __future__ import annotations
@@ -53,16 +47,12 @@ class StreamEvent:
         return f"StreamEvent({self.kind!r}, " + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
-def _cut(where: str) -> FunctAIError:
-    return FunctAIError(f"the model's stream ended before its reply was complete ({where})", code="model-unreachable")
-
-
 _END = object()  # what reading the reply's chunks gives at their end
 
 
 class _Stream:
-    """The stream, sync or async: one loop (`_next`) whose few I/O steps (`_call`) are
-    awaited only when ``_awaits``; run plainly, it never awaits (see `functai.calls.steps.run_now`)."""
+    """The stream, sync or async: one loop (`_next`) whose I/O steps (`_call`) are awaited only
+    when ``_awaits``; run plainly, it never awaits (see `functai.calls.steps.run_now`)."""
 
     _awaits = False
 
@@ -178,8 +168,7 @@ class _Stream:
         return None
 
     async def _send(self, effect: Send) -> StreamEvent | None:
-        """Start sending a request: the chunks to read next, or the whole reply as one text event
-        (a reply the turn recorded, or a client that cannot stream)."""
+        """Start sending a request: the chunks to read next, or the whole reply as one text event."""
         try:
             scope = effect.scope
             if scope is not None and getattr(scope, "replay", None) is None:  # a scope without the streaming seam
@@ -218,7 +207,8 @@ class _Stream:
             return StreamEvent("text", text=item) if item else None
         self._chunks = None
         if item is _END:
-            self._failed(_cut("no reply at its end"))
+            self._failed(FunctAIError("the model's stream ended before its reply was complete (no reply at its end)",
+                                      code="model-unreachable"))
         else:
             self._got(item)
         return None
@@ -248,9 +238,8 @@ class _Stream:
 class Stream(_Stream):
     """``fn.stream(...)``: an iterator of `StreamEvent`; ``.value`` and ``.record`` when it ends.
 
-    Use it as ``with fn.stream(...) as stream:``: leaving the block (a ``break``, an
-    exception) ends the call at once. A loop left without it keeps the call — and a
-    conversation turn, ``running`` — until the stream object is collected.
+    Use it as ``with fn.stream(...) as stream:``: leaving the block ends the call at once;
+    a loop left without it keeps the call (and its turn ``running``) until the stream is collected.
     """
 
     def __iter__(self) -> "Stream":
@@ -263,8 +252,8 @@ class Stream(_Stream):
         self.close()
 
     def close(self) -> None:
-        """Stop the call if it has not ended: the model's reply stops streaming (its connection
-        is closed), the call's record says ``interrupted`` and a conversation turn ends ``stopped``."""
+        """Stop the call if it has not ended: the reply's connection is closed, the record says
+        ``interrupted`` and a conversation turn ends ``stopped``."""
         run_now(self._close())
 
     def __next__(self) -> StreamEvent:

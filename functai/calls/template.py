@@ -1,8 +1,5 @@
-"""`Template`: a call's messages written by hand, with ``{instruction}`` and input slots.
-
-Its own module, loaded at the first ``functai.Template``: a program that
-uses the default layout never builds the class.
-"""
+"""`Template`: a call's messages written by hand. Its own module, loaded at the first
+``functai.Template``, so a program that uses the default layout never builds the class."""
 
 from __future__ import annotations
 
@@ -21,10 +18,7 @@ def _slots(text: str | None) -> set[str]:
 
 @attrs.frozen(kw_only=True)
 class Template:
-    """Messages written by hand: ``{instruction}`` and ``{input_name}`` slots.
-
-    ``Template(system=None, user=...)``: the user message is required.
-    """
+    """Messages written by hand with ``{instruction}`` and ``{input_name}`` slots; ``user`` is required."""
 
     system: str | None = None
     user: str

@@ -1,10 +1,8 @@
 """Tools, and running the tools a model asks for.
 
-``@tool`` makes a typed Python function a tool (its schema from the signature
-and docstring); an AI function can be a tool too. `ToolRunner` runs one
-reply's tool calls in order, each through ``tool_call`` (inputs merged, the
-first block or refusal ends the hook; the approval plugin last) and
-``tool_result`` (output replaced), and records each in the call's record.
+``@tool`` makes a typed Python function a tool; an AI function can be one too.
+`ToolRunner` runs a reply's tool calls in order through ``tool_call`` (the first
+block or refusal ends it) and ``tool_result``, and records each in the call's record.
 """
 
 from __future__ import annotations
@@ -117,19 +115,13 @@ def as_tool(item: Any) -> Any:
 
 
 def _program_tool(program: "AIFunction") -> "_ProgramTool":
-    """The AI function as a tool, made once: every call that offers it (and runs its tool
-    calls) would otherwise build its input schema again.
-
-    Kept on the function with what it was made from, so a function whose
-    signature, annotations, name, instruction or version is replaced gets a new one.
-    """
+    """The AI function as a tool, made once (not its input schema on every call that offers it),
+    and again when what it was made from is replaced."""
     made_from = (program.fn, program.signature, program._hints, program.name, program.instruction, program.version)
     kept = program.__dict__.get("_as_tool")
-    if kept is not None and len(kept[0]) == len(made_from) and all(a is b for a, b in zip(kept[0], made_from)):
-        return kept[1]
-    made = _ProgramTool(program)
-    program._as_tool = (made_from, made)
-    return made
+    if kept is None or any(a is not b for a, b in zip(kept[0], made_from)):
+        kept = program._as_tool = (made_from, _ProgramTool(program))
+    return kept[1]  # type: ignore[no-any-return]
 
 
 def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> str:
@@ -150,9 +142,9 @@ def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> 
 
 def _effects_of(item: Any, visiting: set[int]) -> str | None:
     if isinstance(item, _ProgramTool):
-        return item.declared if item.declared is not None else derived_effects(item.program, visiting)
-    if isinstance(item, Tool):
-        return item.effects
+        if item.declared is not None:
+            return item.declared
+        item = item.program
     if isinstance(item, AIFunction):
         return derived_effects(item, visiting)
     return getattr(item, "effects", None)
@@ -193,9 +185,8 @@ class _ProgramTool:
 
 
 def typed_inputs(program: "AIFunction", input: Mapping[str, Any]) -> dict[str, Any]:
-    """The model's JSON inputs as the values the function's annotations name
-    (a dict becomes the dataclass it describes); what does not read is passed
-    as it is, for the input check to name."""
+    """The model's JSON inputs as the values the annotations name (a dict becomes its dataclass);
+    what does not read is passed as it is, for the input check to name."""
     hints = program._hints
     out = {}
     for name, value in input.items():
@@ -223,20 +214,9 @@ class ApprovalError(FunctAIError):
 class ToolRunner:
     """Runs the tool calls of one AI function call."""
 
-    def __init__(
-        self,
-        fn: "AIFunction",
-        offered: Sequence[str],
-        record: CallRecord,
-        path: str,
-        settings: Mapping[str, Any],
-        plan: Plan,
-        scope: TurnScope | None = None,
-        ordinal: int = 0,
-        listen: bool = False,
-    ) -> None:
+    def __init__(self, fn: "AIFunction", offered: Sequence[str], record: CallRecord, path: str,
+                 settings: Mapping[str, Any], plan: Plan, scope: TurnScope | None, ordinal: int, listen: bool) -> None:
         self.fn = fn
-        #: A stream consumer hears tool events and may answer approvals in-process.
         self.listen = listen
         #: Answers given at the stream, by approval key: (allow, reason).
         self.answers: dict[str, tuple[bool, str | None]] = {}
@@ -253,13 +233,8 @@ class ToolRunner:
 
     def run(self, reply: Reply) -> Steps[list[dict[str, Any]]]:
         """Run a reply's tool calls in order; the messages that report them."""
-        messages: list[dict[str, Any]] = [
-            {
-                "role": "assistant",
-                "content": reply.text,
-                "tool_calls": [{"id": c.id, "name": c.name, "input": dict(c.input)} for c in reply.tool_calls],
-            }
-        ]
+        asked = [{"id": c.id, "name": c.name, "input": dict(c.input)} for c in reply.tool_calls]
+        messages: list[dict[str, Any]] = [{"role": "assistant", "content": reply.text, "tool_calls": asked}]
         for call in reply.tool_calls:
             self.invocations += 1
             content = yield from self._one(call, self.invocations)
@@ -304,15 +279,9 @@ class ToolRunner:
         first_change = len(self.record.changes)
         while True:
             event = ToolCallEvent(
-                name=call.name,
-                input=MappingProxyType(dict(call.input)),
-                effects=found.effects,
-                path=f"{self.path}/{call.name}",
-                invocation=invocation,
-                id=call.id,
-                function=self.fn.name,
-                settings=self.settings,
-                ask_person=functools.partial(self._ask_person, site),
+                name=call.name, input=MappingProxyType(dict(call.input)), effects=found.effects,
+                path=f"{self.path}/{call.name}", invocation=invocation, id=call.id, function=self.fn.name,
+                settings=self.settings, ask_person=functools.partial(self._ask_person, site),
             )
             if self.scope is not None:
                 set_field(event, "_memory", self.scope.memory)
@@ -390,20 +359,12 @@ class ToolRunner:
 
     def _ask_person(self, site: str, event: ToolCallEvent, reason: str | None,
                     decide: Callable[[Any], Any] | None) -> bool:
-        """``tool.ask``: ``decide`` answers at once; in a turn, a recorded answer
-        does; a person at a stream may; else the turn waits; in a plain call
-        nobody can be asked."""
+        """``tool.ask``: ``decide`` answers at once; else a recorded answer, a person at the
+        stream, a turn that waits; in a plain call nobody can be asked."""
         if decide is not None:
             return _decided(event, decide(event))
-        approval = {
-            "key": f"{site}.{event._plugin}",
-            "name": event.name,
-            "input": to_jsonable(dict(event.input)),
-            "effects": event.effects,
-            "path": event.path,
-            "plugin": event._plugin,
-            "question": reason,
-        }
+        approval = {"key": f"{site}.{event._plugin}", "name": event.name, "input": to_jsonable(dict(event.input)),
+                    "effects": event.effects, "path": event.path, "plugin": event._plugin, "question": reason}
         scope = self.scope
         answered = scope.answer(approval["key"]) if scope is not None and scope.waits else None
         if answered is None:
@@ -427,9 +388,8 @@ class ToolRunner:
         )
 
     def _tool_call_handlers(self, event: ToolCallEvent) -> Any:
-        """The ``tool_call`` handlers in order. In a resumed turn the approval plugin runs once
-        more for each rule the turn started with that this process's rule may not cover: the
-        tool runs only if every rule that selects it is answered yes."""
+        """The ``tool_call`` handlers in order; in a resumed turn the approval plugin runs again
+        for each rule the turn started with, so the tool runs only if every rule allows it."""
         also = getattr(self.scope, "also_approve", ()) if self.scope is not None else ()
         for plugin, handler in self.plan.handlers["tool_call"]:
             yield plugin, handler
@@ -443,14 +403,8 @@ class ToolRunner:
         handlers = self.plan.handlers["tool_result"]
         if not handlers:
             return text
-        result = ToolResultEvent(
-            name=call.name,
-            input=event.input,
-            output=text,
-            path=event.path,
-            invocation=invocation,
-            function=self.fn.name,
-        )
+        result = ToolResultEvent(name=call.name, input=event.input, output=text, path=event.path,
+                                 invocation=invocation, function=self.fn.name)
         if self.scope is not None:
             set_field(result, "_memory", self.scope.memory)
         for plugin, handler in handlers:

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from ..calls.records import CallRecord, read_calls
+from ..calls.records import CallRecord, not_kept, read_calls
 from .common import LOG_HELP, CLIError, location, log_folder, plural, positive, table
 from .stores import cmd_calls_copy
 
@@ -101,7 +101,7 @@ def render_timing(record: CallRecord, out: TextIO, limit: int = 20) -> None:
 
 
 def _text(value: Any) -> str:
-    if isinstance(value, dict) and set(value) == {"chars"}:
+    if not_kept(value):
         return f"({value['chars']} characters, not kept: log_content=False)"
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 

@@ -7,7 +7,7 @@ import json
 from typing import Any, TextIO
 
 from ..calls.outputs import describe, read_output
-from ..calls.records import CallRecord
+from ..calls.records import CallRecord, not_kept
 from ..errors import OutputError
 from ..stores.protocol import json_kind
 from .calls import find
@@ -65,7 +65,7 @@ def _correction(record: CallRecord, text: str) -> Any:
                            hint="give the answer it should have given, as JSON of that type (text as it is for str)"
                            ) from None
     kind = json_kind(record.output)
-    if kind in ("null", "string", "value") or (kind == "object" and set(record.output) == {"chars"}):  # no content
+    if kind in ("null", "string", "value") or not_kept(record.output):  # no content
         return text
     whole = kind == "number" and isinstance(record.output, int)  # an integer output takes an integer correction
     try:

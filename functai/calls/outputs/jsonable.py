@@ -14,13 +14,9 @@ from .kinds import is_dataclass, is_pydantic
 
 
 def to_jsonable(value: Any) -> Any:
-    """Turn a value into JSON-compatible data for call records.
-
-    dataclass/attrs/pydantic instances become dicts, Enums their value, tuples
-    and sets lists, dict keys strings; anything else that json cannot write
-    becomes its repr, so recording never fails on a type. Data nested deeper than
-    the recursion limit raises `FunctAIError` ``json-too-deep``.
-    """
+    """A value as JSON data: dataclass/attrs/pydantic instances as dicts, Enums as their value,
+    tuples and sets as lists, keys as text, anything else json cannot write as its repr (so
+    recording never fails on a type); ``json-too-deep`` past the recursion limit."""
     t = type(value)
     if t in PLAIN:
         return value
@@ -61,7 +57,7 @@ def _jsonable(value: Any, seen: set[int]) -> Any:
             except TypeError:
                 pass
             return items
-        fields = _fields(value)
+        fields = fields_of(value)
         if fields is not None:
             return {name: _jsonable(item, seen) for name, item in fields.items()}
         if is_pydantic(t) and hasattr(value, "model_dump"):
@@ -90,13 +86,11 @@ NON_FINITE_TEXT = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
 def non_finite_as_text(value: Any, found: list[str]) -> Any:
-    """``value`` with each non-finite float (NaN, ±Infinity: JSON has none) as text, and where
-    each one was (``output.scores[2]``) added to ``found``; ``value`` itself when it holds none.
+    """``value`` with each non-finite float (JSON has none) as text, where each was
+    (``output.scores[2]``) added to ``found``: the one place `functai.codec` finds them.
 
-    Looks where a JSON writer looks: into dicts, lists, tuples and sets, and into the fields of
-    dataclass, attrs and msgspec instances (which then become dicts). The one place non-finite
-    numbers are handled: `functai.codec` refuses them, or writes them as text, by it.
-    """
+    Looks where a JSON writer looks: dicts, lists, tuples, sets, and the fields of
+    dataclass, attrs and msgspec instances (which then become dicts)."""
     places: list[Any] = []
     out = _finite(value, None, places)
     found.extend(_place(at) for at in places)
@@ -129,14 +123,14 @@ def _finite(value: Any, at: Any, places: list[Any]) -> Any:
             new = items[index] = _finite(item, (at, index, True), places)
             differs = differs or new is not item
         return items if differs else value
-    fields = _fields(value)
+    fields = fields_of(value)
     if fields is None:
         return value
     new = _finite(fields, at, places)
     return value if new is fields else new
 
 
-def _fields(value: Any) -> dict[str, Any] | None:
+def fields_of(value: Any) -> dict[str, Any] | None:
     """The fields a JSON writer writes for a dataclass, attrs or msgspec Struct instance (else None)."""
     cls = type(value)
     names: Any = getattr(cls, "__struct_fields__", None)

@@ -1,9 +1,5 @@
-"""What JSON shape a type stands for: the one classification schema and readers share.
-
-`classify` turns an output type into a (kind, data) pair once, so the schema
-builder and the reader builder cannot disagree about what a type means;
-`class_info` reads the fields of dataclasses, attrs classes and TypedDicts.
-"""
+"""What JSON shape a type stands for: `classify`, shared by schema and readers so they cannot
+disagree about what a type means."""
 
 from __future__ import annotations
 
@@ -33,14 +29,8 @@ _SUPPORTED = (
 
 
 def is_dataclass(obj: Any) -> bool:
-    """``dataclasses.is_dataclass``, without importing dataclasses (whoever made a dataclass already has).
-
-    The standard library's own test: the class has ``__dataclass_fields__``.
-    """
+    """``dataclasses.is_dataclass``, without importing dataclasses (whoever made a dataclass already has)."""
     return hasattr(obj if isinstance(obj, type) else type(obj), "__dataclass_fields__")
-
-
-# --------------------------------------------------------------------------- describe
 
 
 def describe(tp: Any) -> str:
@@ -86,27 +76,31 @@ def _literal_repr(value: Any) -> str:
     return repr(value)
 
 
-# --------------------------------------------------------------------------- classify
-
-
 class Unsupported(TypeError):
     """A type that cannot be an output type; `where` says how it was reached."""
 
     def __init__(self, tp: Any, reason: str) -> None:
-        self.tp = tp
-        self.reason = reason
+        self.text = f"{describe(tp)} cannot be an output type: {reason}"
         self.where: list[str] = []
-        super().__init__(self._text())
-
-    def _text(self) -> str:
-        text = f"{describe(self.tp)} cannot be an output type: {self.reason}"
-        if self.where:
-            text += " (" + ", ".join(self.where) + ")"
-        return text
+        super().__init__(self.text)
 
     def add_where(self, where: str) -> None:
         self.where.append(where)
-        self.args = (self._text(),)
+        self.args = (f"{self.text} ({', '.join(self.where)})",)
+
+
+_MISSING: Any = object()
+
+
+def cached(cache: dict[Any, Any], tp: Any, build: Callable[[Any], Any]) -> Any:
+    """``cache[tp]``, built on first use (each time for an unhashable annotation)."""
+    try:
+        found = cache.get(tp, _MISSING)
+    except TypeError:
+        return build(tp)
+    if found is _MISSING:
+        found = cache[tp] = build(tp)
+    return found
 
 
 def unwrap(tp: Any) -> Any:
@@ -221,9 +215,6 @@ def _check_hashable(tp: Any, item: Any) -> None:
             _check_hashable(tp, member)
 
 
-# --------------------------------------------------------------------------- classes
-
-
 class Field(NamedTuple):
     name: str  # the JSON key
     init: str  # the constructor keyword (attrs strips a leading underscore)
@@ -242,10 +233,11 @@ _class_infos: dict[Any, ClassInfo] = {}
 
 
 def class_info(tp: Any) -> ClassInfo:
-    """Fields of a dataclass / attrs class (or a generic alias of one), hints resolved."""
-    info = _class_infos.get(tp)
-    if info is not None:
-        return info
+    """Fields of a dataclass / attrs class / TypedDict (or a generic alias of one), hints resolved."""
+    return cached(_class_infos, tp, _class_info)  # type: ignore[no-any-return]
+
+
+def _class_info(tp: Any) -> ClassInfo:
     origin = get_origin(tp)
     cls = origin if origin is not None else tp
     mapping: dict[Any, Any] = {}
@@ -275,20 +267,12 @@ def class_info(tp: Any) -> ClassInfo:
             if not a.init:
                 continue
             hint = hints.get(a.name, a.type)
-            fields.append(
-                Field(
-                    a.name,
-                    getattr(a, "alias", None) or a.name.lstrip("_"),
-                    Any if hint is None else hint,
-                    a.default is attrs.NOTHING,
-                    a.metadata.get("description"),
-                )
-            )
+            init = getattr(a, "alias", None) or a.name.lstrip("_")
+            fields.append(Field(a.name, init, Any if hint is None else hint, a.default is attrs.NOTHING,
+                                a.metadata.get("description")))
     if mapping:
         fields = [field._replace(type=_substitute(field.type, mapping)) for field in fields]
-    info = ClassInfo(cls, describe(tp), tuple(fields))
-    _class_infos[tp] = info
-    return info
+    return ClassInfo(cls, describe(tp), tuple(fields))
 
 
 def _substitute(tp: Any, mapping: dict[Any, Any]) -> Any:

@@ -1,4 +1,4 @@
-"""Strict readers of parsed JSON: one closure per type, built once and cached.
+"""Strict readers of a reply (or a tool input) as a type: one closure per type, built once and cached.
 
 A value that does not fit raises `Bad`, which containers extend with the path
 to the value while it unwinds, so the reason names where the reply went wrong.
@@ -7,19 +7,18 @@ to the value while it unwinds, so the reason names where the reply went wrong.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from itertools import repeat
 from typing import Any, Callable
 
-from .kinds import JSON_SCALARS, NoneType, Reader, Unsupported, class_info, classify, describe, unwrap_output
+from ...errors import OutputError
+from .kinds import JSON_SCALARS, NoneType, Reader, Unsupported, cached, class_info, classify, describe, unwrap_output
 
 
 class Bad(Exception):
-    """A reply value that does not fit. Containers add path segments while it unwinds.
-
-    ``shape`` marks "wrong JSON kind right here", which a Union uses to tell
-    members that never applied from members whose failure is worth reporting.
-    """
+    """A reply value that does not fit. ``shape`` marks "wrong JSON kind right here", which a
+    Union uses to tell members that never applied from those whose failure is worth reporting."""
 
     def __init__(self, head: str, tail: str = "", *, shape: bool = False, subs: tuple = ()) -> None:
         super().__init__(head)
@@ -267,15 +266,13 @@ def _class_reader(tp: Any) -> Reader:
     def structure_error(value: dict) -> Bad:
         missing = [name for name in order if name in required and name not in value]
         extra = [key for key in value if key not in known]
-        parts = []
+        parts, tail = [], ""
         if missing:
             plural = "s" if len(missing) > 1 else ""
             parts.append(f"missing required field{plural} " + ", ".join(json.dumps(n) for n in missing))
         if extra:
             plural = "s" if len(extra) > 1 else ""
             parts.append(f"unexpected field{plural} " + ", ".join(json.dumps(k, ensure_ascii=False) for k in extra))
-        tail = ""
-        if extra:
             tail = f" (fields of {title}: " + (", ".join(json.dumps(n) for n in order) or "none") + ")"
         return Bad(" and ".join(parts), tail)
 
@@ -328,3 +325,79 @@ def _pydantic_reader(cls: Any) -> Reader:
             raise _pydantic_bad(exc) from None
 
     return read
+
+
+_FENCE_TAG = r"[A-Za-z0-9_.+-]*"  # compiled on first use (re caches it), not at import
+_top_readers: dict[Any, Callable[[str], Any]] = {}
+
+
+def _unfence(text: str) -> str:
+    """Drop surrounding whitespace and one surrounding ``` fence (with optional tag)."""
+    text = text.strip()
+    if len(text) >= 6 and text.startswith("```") and text.endswith("```"):
+        inner = text[3:-3]
+        newline = inner.find("\n")
+        if newline >= 0 and re.fullmatch(_FENCE_TAG, inner[:newline].strip()):
+            inner = inner[newline + 1 :]
+        return inner.strip()
+    return text
+
+
+def _read_text(text: str) -> str:
+    if text is None:
+        raise OutputError("the reply has no text", reply=None)
+    return text
+
+
+def _json_top(reader: Reader) -> Callable[[str], Any]:
+    def read(text: str) -> Any:
+        body = _unfence(_read_text(text))
+        if not body:
+            raise OutputError("the reply is empty; expected JSON", reply=text)
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise OutputError(
+                f"the reply is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", reply=text
+            ) from None
+        try:
+            return reader(data)
+        except Bad as bad:
+            raise OutputError(bad.render(), reply=text) from None
+
+    return read
+
+
+def _build_top(tp: Any) -> Callable[[str], Any]:
+    return _read_text if unwrap_output(tp) is str else _json_top(reader_for(tp))
+
+
+def top_reader(tp: Any) -> Callable[[str], Any]:
+    """The reader of a whole reply as ``tp``; raises `Unsupported` for a type never read."""
+    return cached(_top_readers, tp, _build_top)  # type: ignore[no-any-return]
+
+
+def read_output(text: str, tp: Any) -> Any:
+    """Read the reply as a value of ``tp``; raise OutputError with a reason the model can fix.
+
+    ``str`` gets the text unchanged; other types are read as JSON (one surrounding code fence
+    dropped) and checked strictly: bool is not int, 3.0 is not int, unknown or missing fields
+    are errors. A type that can never be read raises TypeError."""
+    try:
+        read = top_reader(tp)
+    except Unsupported as exc:
+        raise TypeError(str(exc)) from None
+    return read(text)
+
+
+def read_value(data: Any, tp: Any) -> Any:
+    """JSON data (a tool input the model wrote) as a value of ``tp``: ValueError with the reason
+    when it does not fit, TypeError when ``tp`` cannot be read from JSON."""
+    try:
+        read = reader_for(tp)
+    except Unsupported as exc:
+        raise TypeError(str(exc)) from None
+    try:
+        return read(data)
+    except Bad as bad:
+        raise ValueError(bad.render()) from None

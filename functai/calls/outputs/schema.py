@@ -5,34 +5,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .kinds import Unsupported, class_info, classify, describe, unwrap_output
-from .replies import top_reader
+from .kinds import Unsupported, cached, class_info, classify, describe, unwrap_output
+from .readers import top_reader
 
 _schemas: dict[Any, dict[str, Any] | None] = {}
-_MISSING_SCHEMA: Any = object()
 
 
 def output_schema(tp: Any) -> dict[str, Any] | None:
-    """JSON schema of the output type (None for ``str``), built once per type.
-
-    Called at decoration time so an unsupported type fails early with a
-    TypeError. The returned dict is shared by every call: do not mutate it.
-    """
+    """JSON schema of the output type (None for ``str``), or TypeError; shared by every call: do not mutate it."""
     try:
-        schema = _schemas.get(tp, _MISSING_SCHEMA)
-        cacheable = True
-    except TypeError:  # an unhashable annotation (e.g. Annotated with dict metadata)
-        schema, cacheable = _MISSING_SCHEMA, False
-    if schema is not _MISSING_SCHEMA:
-        return schema
-    try:
-        top_reader(tp)  # validates the whole type and warms the reader cache
-        schema = None if unwrap_output(tp) is str else _SchemaBuilder().root(tp)
+        return cached(_schemas, tp, _build_schema)  # type: ignore[no-any-return]
     except Unsupported as exc:
         raise TypeError(str(exc)) from None
-    if cacheable:
-        _schemas[tp] = schema
-    return schema
+
+
+def _build_schema(tp: Any) -> dict[str, Any] | None:
+    top_reader(tp)  # validates the whole type and warms the reader cache
+    return None if unwrap_output(tp) is str else _SchemaBuilder().root(tp)
 
 
 class _SchemaBuilder:
@@ -63,13 +52,8 @@ class _SchemaBuilder:
         if kind == "list" or kind == "tuple_var":
             return {"type": "array", "items": self.build(data)}
         if kind == "tuple":
-            return {
-                "type": "array",
-                "prefixItems": [self.build(t) for t in data],
-                "items": False,
-                "minItems": len(data),
-                "maxItems": len(data),
-            }
+            items = [self.build(t) for t in data]
+            return {"type": "array", "prefixItems": items, "items": False, "minItems": len(data), "maxItems": len(data)}
         if kind == "set":
             return {"type": "array", "items": self.build(data[1]), "uniqueItems": True}
         if kind == "dict":
@@ -99,13 +83,9 @@ class _SchemaBuilder:
                 properties[f.name] = schema
         finally:
             self.stack.pop()
-        schema = {
-            "type": "object",
-            "properties": properties,
-            "required": [f.name for f in info.fields if f.required],
-            "additionalProperties": False,
-            "title": info.title,
-        }
+        required = [f.name for f in info.fields if f.required]
+        schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False,
+                  "title": info.title}
         if tp in self.recursive and tp != self.root_class:
             name = self.def_name(tp)
             self.defs[name] = schema
@@ -133,9 +113,6 @@ class _SchemaBuilder:
 
 
 _SIMPLE_SCHEMAS: dict[str, dict[str, Any]] = {
-    "str": {"type": "string"},
-    "int": {"type": "integer"},
-    "float": {"type": "number"},
-    "bool": {"type": "boolean"},
-    "none": {"type": "null"},
+    "str": {"type": "string"}, "int": {"type": "integer"}, "float": {"type": "number"},
+    "bool": {"type": "boolean"}, "none": {"type": "null"},
 }
