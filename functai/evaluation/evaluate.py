@@ -1,8 +1,7 @@
-"""``evaluate``: ask a function again on rated calls (or given rows) and score it.
+"""``evaluate``: score a function as it is now on rated calls (or given rows).
 
-The program under test is the function as it is now — its current
-instruction — so an improved instruction is what is measured. Rated calls
-are asked again as they were shown (see `functai.evaluation.replay`).
+Rated calls are asked again as they were shown (see `functai.evaluation.replay`),
+so what changed since is what is measured.
 """
 
 from __future__ import annotations
@@ -48,13 +47,13 @@ class Row:
 
 @attrs.frozen
 class RowResult:
+    """One row's result; ``call`` is the new call's record id, ``record`` the rated call it came from."""
+
     inputs: Mapping[str, Any]
     expected: Any
     got: Any
     passed: float
-    #: The id of the new call's record.
     call: str | None
-    #: The rated call this row came from, if any.
     record: str | None = None
     error: str | None = None
     #: The failed call's error code (``model-http``, ``output-invalid`` …).
@@ -75,7 +74,7 @@ class Evaluation:
 
     @property
     def model_failures(self) -> list[RowResult]:
-        """The rows that failed because the model could not be used (no reply, or no model set up)."""
+        """The rows that failed because the model could not be used."""
         return [row for row in self.rows if row.model_unusable]
 
     def table(self) -> str:
@@ -97,11 +96,10 @@ def _short(value: Any, width: int = 24) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def rows_for(fn: Any, rows: Iterable[Any] | None, log: str | os.PathLike[str] | None) -> tuple[
-    list[Row], list[tuple[str, str]]
-]:
-    """The rows to ask, and the rated calls left out (call id, why): ``rows`` as given, or (None)
-    the rated calls of every version of ``fn`` in the call log, each rebuilt as it was shown."""
+def rows_for(
+    fn: Any, rows: Iterable[Any] | None, log: str | os.PathLike[str] | None
+) -> tuple[list[Row], list[tuple[str, str]]]:
+    """The rows to ask (``rows``, or the rated calls of every version of ``fn``), and the rated calls left out."""
     if rows is not None:
         return [_given_row(row) for row in rows], []
     todo: list[Row] = []
@@ -173,8 +171,7 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
         got, record = fn.run(**row.inputs)
     except FunctAIError as error:
         record_id = error.record.id if error.record is not None else None
-        # No model could be set up, or the client got no reply (unreachable, an HTTP error such as a refused
-        # key): the row measured an outage, not the function. A reply that is not an answer came from a model.
+        # No model, or no reply at all: the row measured an outage. A reply that is not an answer came from a model.
         unusable = isinstance(error, ModelConfigError) or (
             isinstance(error, ModelError) and not isinstance(error, NonAnswerError)
         )
@@ -193,7 +190,7 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
 
 
 class _Progress:
-    """A one-line progress bar on a terminal (``stream``, else stderr); silent otherwise."""
+    """A one-line progress bar on ``stream`` (else stderr) when it is a terminal or ``show`` says so."""
 
     def __init__(self, total: int, label: str, show: bool | None, stream: TextIO | None = None) -> None:
         self.total, self.label, self.done = total, label, 0
@@ -218,10 +215,9 @@ class _Progress:
 
 
 def _is_terminal(stream: TextIO) -> bool:
-    isatty = getattr(stream, "isatty", None)
     try:
-        return bool(isatty()) if isatty is not None else False
-    except (OSError, ValueError):  # a closed or detached stream
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):  # no isatty, or a closed or detached stream
         return False
 
 
@@ -235,17 +231,11 @@ def evaluate(
     progress: bool | None = None,
     progress_to: TextIO | None = None,
 ) -> Evaluation:
-    """Score ``fn`` as it is now.
+    """Score ``fn`` as it is now (docs/evaluating.md).
 
-    ``rows``: None for the rated calls in the call log of every function with
-    ``fn``'s module and name (each asked again as it was shown), or given
-    rows — ``{"inputs": {...}, "expected": ...}`` or ``(inputs, expected)``.
-    ``metric(expected, got)`` returns a bool or a number (default: the same
-    value, or, for a call rated bad without a correction, a different one).
-    Rows run in ``workers`` threads (default: the ``workers`` setting, else 4),
-    each in a copy of the caller's settings context. A progress bar is drawn
-    on ``progress_to`` (default ``sys.stderr``) when ``progress`` is true, or
-    when it is None and that stream is a terminal.
+    ``rows``: None for the rated calls of ``fn`` in the call log, or
+    ``{"inputs": {...}, "expected": ...}`` / ``(inputs, expected)`` items.
+    Rows run in ``workers`` threads, each in a copy of the caller's context.
     """
     todo, skipped = rows_for(fn, rows, log)
     count = workers or current_values().get("workers") or 4
