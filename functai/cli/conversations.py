@@ -45,7 +45,7 @@ def register(commands: Any) -> None:
 
 
 def _conversation_arguments(command: argparse.ArgumentParser, by: str | None = None) -> None:
-    """STORE and ID; with ``by`` (its help), also ``--by`` and ``--function`` of a command that resumes turns."""
+    """STORE and ID; with ``by`` (its help), also a resuming command's ``--by`` and ``--function``."""
     command.add_argument("store", help="the store: a folder or a sqlite:/postgresql: URL")
     command.add_argument("id", help="the conversation id")
     if by is not None:
@@ -81,7 +81,7 @@ def _describe(turn: Any) -> str:
 
 
 def tree(found: "History", out: TextIO) -> None:
-    """Print the turn tree, depth first; a loop, not recursion, so any depth prints."""
+    """Print the turn tree, depth first; a loop, so any depth prints."""
     roots = found.children.get(None, [])
     states = {turn_id: _state(turn)[0] for turn_id, turn in found.turns.items()}
     width = max(map(len, states.values()), default=0)
@@ -97,7 +97,7 @@ def tree(found: "History", out: TextIO) -> None:
 
 
 def skipped_lines(store: str, conversation: str, found: "History") -> list[tuple[str, str]]:
-    """The lines of a conversation that could not be used, ``(<file>:<line>, reason)``, in file order."""
+    """The conversation's lines that could not be used, ``(<file>:<line>, reason)``, in file order."""
     from ..conversations.context import record_place
 
     opened = open_store(store_folder(store))
@@ -136,9 +136,9 @@ def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def conversation_function(args: argparse.Namespace, found: "History", fallback: str) -> Any:
-    """The AI function that resumes the conversation's turns: ``--function`` when given,
-    else the ``MODULE:NAME`` its first record names. ``fallback`` says what works without it."""
+def open_chat(args: argparse.Namespace, found: "History", fallback: str) -> Any:
+    """The conversation, opened with its function (``--function``, else the one its first record names)
+    once a model is configured for it. ``fallback`` says what works without it."""
     reference = (found.header or {}).get("function")
     if not reference:
         raise CLIError(f"conversation {args.id!r} does not record its function", code="conversation-function",
@@ -159,7 +159,8 @@ def conversation_function(args: argparse.Namespace, found: "History", fallback: 
         raise
     if module == "__main__" and args.function is not None:
         program.module = module  # the script, loaded here as a module, is what ran as __main__ there
-    return program
+    require_model(program)  # before anything is recorded: an answer that cannot resume strands the turn
+    return program.conversation(args.id, store=args.store)
 
 
 def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
@@ -167,10 +168,7 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
     if not any(turn.state == "waiting" for turn in found.turns.values()):
         raise CLIError(f"nothing waits in conversation {args.id!r}", code="nothing-waiting", status=RUNTIME,
                        hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
-    program = conversation_function(args, found, "answer in the program: chat.turn(TURN_ID).approve() "
-                                    "(or .deny()), then .resume()")
-    require_model(program)  # before any answer is recorded: an answer that cannot resume strands the turn
-    chat = program.conversation(args.id, store=args.store)
+    chat = open_chat(args, found, "answer in the program: chat.turn(TURN_ID).approve() (or .deny()), then .resume()")
     waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
     waits_again = False
     failures: list[tuple[str, FunctAIError]] = []
@@ -186,8 +184,8 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             print(f"{turn.id}: not answered [approval-answered]", file=out)
             failures.append((turn.id, error))
             continue
+        verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
         for approval in turn.approvals:
-            verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
             print(f"{turn.id}: {approval['name']} {short(approval['input'], 40)} — {verdict}", file=out)
         try:
             answer = turn.resume()
@@ -209,7 +207,7 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _check_rerun(found: "History", interrupted: list[str], rerun: list[str]) -> None:
-    """Refuse a ``--rerun`` name no interrupted turn has a started, unfinished call of (it could change nothing)."""
+    """Refuse a ``--rerun`` tool no interrupted turn started without a result: it would change nothing."""
     started = {tool["entry"].get("name") for turn_id in interrupted
                for tool in found.turns[turn_id].tools.values() if tool.get("state") == "started"}
     unknown = [name for name in rerun if name not in started]
@@ -235,10 +233,8 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
             print(f"{turn_id}: abandoned", file=out)
         return 0
     _check_rerun(found, interrupted, args.rerun)
-    program = conversation_function(args, found, "resume in the program (chat.turn(TURN_ID).resume()), "
-                                    "or give up on the turns with --abandon")
-    require_model(program)
-    chat = program.conversation(args.id, store=args.store)
+    chat = open_chat(args, found, "resume in the program (chat.turn(TURN_ID).resume()), "
+                     "or give up on the turns with --abandon")
     waits = False
     for turn_id in interrupted:
         turn = chat.turn(turn_id)

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import warnings
+from collections import Counter
 from typing import Any, TextIO
 
 from ..hooks import installed
@@ -27,36 +28,24 @@ def register(commands: Any) -> None:
 
 
 def discover() -> Installed:
-    """A fresh discovery (not the process's cached one).
-
-    A plugin that fails to load is warned about; the listing says the same,
-    so the warning is not repeated.
-    """
+    """A fresh discovery, not the process's cached one; the listing says what failed, so no warning."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return Installed.discover()
 
 
 def builtins(group: str) -> list[dict[str, object]]:
-    found = installed.entry_points(group)  # looked up when called: a test may replace it
-    rows = []
-    for entry_point in found:
-        dist = getattr(entry_point, "dist", None)
-        rows.append({
-            "name": entry_point.name,
-            "distribution": getattr(dist, "name", None),
-            "version": getattr(dist, "version", None),
-            "entry_point": entry_point.value,
-            "providers": sum(1 for other in found if other.name == entry_point.name),
-        })
-    return rows
+    found = installed.entry_points(group)  # looked up here: a test may replace it
+    providers = Counter(entry_point.name for entry_point in found)
+    return [{"name": entry_point.name, "distribution": getattr(entry_point.dist, "name", None),
+             "version": getattr(entry_point.dist, "version", None), "entry_point": entry_point.value,
+             "providers": providers[entry_point.name]} for entry_point in found]
 
 
 def _state(plugin: dict[str, object]) -> str:
-    state = str(plugin["state"])
-    return f"{state}: {plugin['reason']}" if plugin["state"] == "failed" else (
-        f"{state} ({plugin['reason']})" if plugin["reason"] else state
-    )
+    if plugin["state"] == FAILED:
+        return f"{plugin['state']}: {plugin['reason']}"
+    return f"{plugin['state']} ({plugin['reason']})" if plugin["reason"] else str(plugin["state"])
 
 
 def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:

@@ -38,7 +38,6 @@ class Row:
     #: False when the row only knows a wrong answer (a bad rating without a correction).
     agree: bool = True
     record: str | None = None
-    rating: Mapping[str, Any] | None = None
     history: Sequence[Mapping[str, Any]] = ()
     sections: Sequence[str] = ()
     #: False when a request handler replaced the rated call's request: still a row, never a worked example.
@@ -125,8 +124,8 @@ def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list
         expected, agree = rating["correction"], True
     else:
         expected, agree = record.output, False  # only known to be wrong: a different answer agrees
-    return Row(inputs=dict(record.inputs), expected=expected, agree=agree, record=record.id, rating=rating,
-               history=history, sections=sections, replayable=record.replayable)
+    return Row(inputs=dict(record.inputs), expected=expected, agree=agree, record=record.id, history=history,
+               sections=sections, replayable=record.replayable)
 
 
 def _given_row(row: Any) -> Row:
