@@ -124,16 +124,14 @@ def render(record: CallRecord, out: TextIO) -> None:
         ("timing", (f"{record.seconds:.3f}s" if record.seconds is not None else "-")
          + f", {plural(record.attempts, 'model request')}"),
     ]
-    if record.usage:
-        fields.append(("usage", ", ".join(f"{k} {v}" for k, v in record.usage.items())))
-    if record.settings:
-        fields.append(("settings", ", ".join(f"{k}={_text(v)}" for k, v in record.settings.items())))
-    if record.conversation:
-        fields.append(("conversation", ", ".join(f"{k} {v}" for k, v in record.conversation.items() if v)))
-    if not record.replayable:
-        fields.append(("replayable", "no (a plugin replaced the request)"))
-    if record.rating:
-        fields.append(("rating", "good" if record.rating.get("good") else "bad"))
+    optional = [
+        ("usage", ", ".join(f"{k} {v}" for k, v in (record.usage or {}).items())),
+        ("settings", ", ".join(f"{k}={_text(v)}" for k, v in (record.settings or {}).items())),
+        ("conversation", ", ".join(f"{k} {v}" for k, v in (record.conversation or {}).items() if v)),
+        ("replayable", "" if record.replayable else "no (a plugin replaced the request)"),
+        ("rating", ("good" if record.rating.get("good") else "bad") if record.rating else ""),
+    ]
+    fields += [(name, value) for name, value in optional if value]
     width = max(len(name) for name, _ in fields) + 1
     for name, value in fields:
         print(f"{name + ':':<{width}} {value}", file=out)

@@ -82,18 +82,19 @@ def _describe(turn: Any) -> str:
 
 def tree(found: "History", out: TextIO) -> None:
     """Print the turn tree, depth first; a loop, so any depth prints."""
-    roots = found.children.get(None, [])
     states = {turn_id: _state(turn)[0] for turn_id, turn in found.turns.items()}
     width = max(map(len, states.values()), default=0)
-    # Each item: (turn id, the prefix of its line, whether it is its parent's last child).
-    stack = [(root, "", i == len(roots) - 1) for i, root in reversed(list(enumerate(roots)))]
+
+    def below(parent: str | None, prefix: str) -> list[tuple[str, str, bool]]:
+        children = found.children.get(parent, [])
+        return [(child, prefix, i == len(children) - 1) for i, child in enumerate(children)][::-1]
+
+    stack = below(None, "")
     while stack:
         turn_id, prefix, last = stack.pop()
-        turn = found.turns[turn_id]
-        print(f"{prefix}{'└─ ' if last else '├─ '}{turn_id} {states[turn_id]:<{width}} {_describe(turn)}", file=out)
-        children = found.children.get(turn_id, [])
-        below = prefix + ("   " if last else "│  ")
-        stack.extend((child, below, i == len(children) - 1) for i, child in reversed(list(enumerate(children))))
+        print(f"{prefix}{'└─ ' if last else '├─ '}{turn_id} {states[turn_id]:<{width}} "
+              f"{_describe(found.turns[turn_id])}", file=out)
+        stack += below(turn_id, prefix + ("   " if last else "│  "))
 
 
 def skipped_lines(store: str, conversation: str, found: "History") -> list[tuple[str, str]]:
@@ -171,7 +172,7 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
     chat = open_chat(args, found, "answer in the program: chat.turn(TURN_ID).approve() (or .deny()), then .resume()")
     waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
     waits_again = False
-    failures: list[tuple[str, FunctAIError]] = []
+    failures: list[FunctAIError] = []  # their messages already say which turn
     for turn in waiting:
         try:
             if args.deny is not None:
@@ -182,7 +183,7 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             if error.code != "approval-answered":
                 raise
             print(f"{turn.id}: not answered [approval-answered]", file=out)
-            failures.append((turn.id, error))
+            failures.append(error)
             continue
         verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
         for approval in turn.approvals:
@@ -195,14 +196,12 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             continue
         except FunctAIError as error:
             print(f"{turn.id}: failed [{error.code}]", file=out)
-            failures.append((turn.id, error))
+            failures.append(FunctAIError(f"turn {turn.id} failed: {error.message}", code=error.code))
             continue
         print(f"{turn.id}: {short(answer, 200)}", file=out)
     if failures:
-        turn_id, first = failures[0]
         more = f" (and {len(failures) - 1} more turns)" if len(failures) > 1 else ""
-        message = first.message if first.code == "approval-answered" else f"turn {turn_id} failed: {first.message}"
-        raise CLIError(message + more, code=first.code, status=RUNTIME)
+        raise CLIError(failures[0].message + more, code=failures[0].code, status=RUNTIME)
     return 3 if waits_again else 0
 
 

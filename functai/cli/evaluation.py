@@ -48,13 +48,9 @@ def cmd_rate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _correction(record: CallRecord, text: str) -> Any:
-    """``--correction TEXT`` as a value of the function's output type, read as its reply would be.
-
-    Checked now, or a correction that can never match (``notanint`` for an
-    ``int`` function) would fail every evaluation row it makes. The type is
-    the function's when ``MODULE:FUNCTION`` imports from here, else the kind
-    of JSON value the call recorded (text when nothing tells).
-    """
+    """``--correction TEXT`` read as the function's reply would be, or a correction that can never
+    match would fail every evaluation row it makes. The type is the function's when it imports
+    from here, else the kind of JSON value the call recorded (text when nothing tells)."""
     fn = _function_of(record)
     if fn is not None:
         try:
@@ -82,7 +78,7 @@ def _correction(record: CallRecord, text: str) -> Any:
 
 
 def _function_of(record: CallRecord) -> Any:
-    """The AI function that made ``record``, when it imports from here (quietly None when not)."""
+    """The AI function that made ``record``, when it imports from here."""
     if not record.module or record.module == "__main__":
         return None
     try:

@@ -7,6 +7,7 @@ so what changed since is what is measured.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import math
 import os
 import sys
@@ -188,29 +189,26 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
     return RowResult(row.inputs, row.expected, got, passed, record.id, row.record)
 
 
-class _Progress:
-    """A one-line progress bar on ``stream`` (else stderr) when it is a terminal or ``show`` says so."""
+def _progress(total: int, label: str, show: bool | None, stream: TextIO | None) -> Callable[[], None]:
+    """A step function drawing a one-line bar on ``stream`` (else stderr) when it is a terminal or ``show`` says so."""
+    stream = stream if stream is not None else sys.stderr
+    if not total or not (_is_terminal(stream) if show is None else show):
+        return lambda: None
+    done = itertools.count(1)
+    lock = threading.Lock()
 
-    def __init__(self, total: int, label: str, show: bool | None, stream: TextIO | None = None) -> None:
-        self.total, self.label, self.done = total, label, 0
-        self.stream = stream if stream is not None else sys.stderr
-        self.show = _is_terminal(self.stream) if show is None else show
-        self.lock = threading.Lock()
-        self._draw()
+    def draw(count: int) -> None:
+        filled = 30 * count // total
+        end = "\n" if count == total else ""
+        stream.write(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {count}/{total}{end}")
+        stream.flush()
 
-    def step(self) -> None:
-        with self.lock:
-            self.done += 1
-            self._draw()
+    def step() -> None:
+        with lock:
+            draw(next(done))
 
-    def _draw(self) -> None:
-        if not self.show or not self.total:
-            return
-        filled = int(30 * self.done / self.total)
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}")
-        if self.done == self.total:
-            self.stream.write("\n")
-        self.stream.flush()
+    draw(0)
+    return step
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -238,13 +236,13 @@ def evaluate(
     """
     todo, skipped = rows_for(fn, rows, log)
     count = workers or current_values().get("workers") or 4
-    bar = _Progress(len(todo), f"evaluating {fn.name}", progress, progress_to)
+    step = _progress(len(todo), f"evaluating {fn.name}", progress, progress_to)
 
     def one(row: Row) -> RowResult:
         try:
             return _ask(fn, row, metric)
         finally:
-            bar.step()
+            step()
 
     if count == 1 or len(todo) <= 1:
         results = [one(row) for row in todo]

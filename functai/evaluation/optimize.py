@@ -28,6 +28,10 @@ class Optimization:
     baseline: Candidate
     candidates: list[Candidate]
 
+    @property
+    def scores(self) -> list[tuple[str, float]]:
+        return [(c.instruction, c.score) for c in (self.baseline, *self.candidates)]
+
 
 def _teacher(lm: str | None) -> AIFunction:
     def propose_instructions(instruction: str, results: list[dict[str, Any]], count: int) -> list[str]:

@@ -1,10 +1,5 @@
-"""Ratings: a person's verdict on a call, kept beside the call log.
-
-``rate(record_or_id, good=True, correction=None, by=None)`` appends one JSON
-line to ``<log folder>/ratings.jsonl`` (or to the ``functai_ratings`` table
-when the call log is a SQLite/PostgreSQL URL). A call may be rated many times; the
-latest rating by the same person wins.
-"""
+"""Ratings: a person's verdict on a call, kept beside the call log (``ratings.jsonl``, or the
+``functai_ratings`` table of a SQL call log). The latest rating by the same person wins."""
 
 from __future__ import annotations
 
@@ -77,13 +72,8 @@ def rate(
             "(log_calls must be set when it runs)",
             code="unknown-call",
         )
-    rating = Rating(
-        call=call_id,
-        good=good,
-        correction=to_jsonable(correction),
-        by=by,
-        at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-    )
+    at = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    rating = Rating(call=call_id, good=good, correction=to_jsonable(correction), by=by, at=at)
     if is_log_url(folder):
         calllog.append_rating(folder, attrs.asdict(rating))
     else:
