@@ -155,12 +155,5 @@ def call_records(functai_isolated: None, tmp_path: pathlib.Path) -> Iterator[Cal
     records.close_log(log.folder)
 
 
-__all__ = [
-    "CallLog",
-    "InstalledPluginsFactory",
-    "ScriptedLMFactory",
-    "call_records",
-    "functai_isolated",
-    "installed_plugins",
-    "scripted_lm",
-]
+__all__ = ["CallLog", "InstalledPluginsFactory", "ScriptedLMFactory", "call_records", "functai_isolated",
+           "installed_plugins", "scripted_lm"]

@@ -49,7 +49,7 @@ def _state(plugin: dict[str, object]) -> str:
 
 
 def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
-    """List installed plugins with their state; exit 0 even when one failed (a diagnostic)."""
+    """Installed plugins with their state; exits 0 even when one failed (it is a diagnostic)."""
     from ..builtins import GROUP as BUILTINS
 
     found = discover()
@@ -65,26 +65,18 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
         print(f"installed plugins (entry-point group {GROUP!r}):", file=out)
         rows = [["NAME", "VERSION", "DISTRIBUTION", "API", "HOOKS", "STATE"]]
         for plugin in plugins:
-            rows.append([
-                str(plugin["name"]),
-                str(plugin["version"] or "-"),
-                str(plugin["distribution"] or "-"),
-                "-" if plugin["api"] is None else str(plugin["api"]),
-                ",".join(plugin["hooks"]) or "-",  # type: ignore[arg-type]
-                _state(plugin),
-            ])
+            hooks = ",".join(plugin["hooks"]) or "-"  # type: ignore[arg-type]
+            rows.append([str(plugin["name"]), str(plugin["version"] or "-"), str(plugin["distribution"] or "-"),
+                         "-" if plugin["api"] is None else str(plugin["api"]), hooks, _state(plugin)])
         table(rows, out)
     failed = [str(plugin["name"]) for plugin in plugins if plugin["state"] == FAILED]
     if failed:
         already = [name for name in (os.environ.get("FUNCTAI_DISABLE_PLUGINS") or "").split(",") if name.strip()]
         disable = ",".join(dict.fromkeys([*already, *failed]))
         codes = " or ".join(sorted({item.code for item in found.found if item.state == FAILED}))
-        print(
-            f"{plural(len(failed), 'plugin')} failed to load ({', '.join(failed)}): every call "
-            f"refuses {codes} until {'they are' if len(failed) > 1 else 'it is'} fixed, uninstalled, "
-            f"or disabled with FUNCTAI_DISABLE_PLUGINS={disable}",
-            file=out,
-        )
+        print(f"{plural(len(failed), 'plugin')} failed to load ({', '.join(failed)}): every call refuses {codes} "
+              f"until {'they are' if len(failed) > 1 else 'it is'} fixed, uninstalled, or disabled with "
+              f"FUNCTAI_DISABLE_PLUGINS={disable}", file=out)
     if args.verbose:
         for item in found.found:
             if item.plugin is not None:
@@ -93,9 +85,8 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
         print(f"\nbuilt-in factories (entry-point group {BUILTINS!r}):", file=out)
         rows = [["NAME", "DISTRIBUTION", "VERSION", "ENTRY POINT"]]
         for row in factories:
-            note = ""
-            if row["providers"] != 1:
-                note = f"  ({row['providers']} distributions provide {row['name']!r}: uninstall all but one)"
+            note = "" if row["providers"] == 1 else (
+                f"  ({row['providers']} distributions provide {row['name']!r}: uninstall all but one)")
             rows.append([str(row["name"]), str(row["distribution"] or "-"), str(row["version"] or "-"),
                          f"{row['entry_point']}{note}"])
         table(rows, out)
