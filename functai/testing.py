@@ -104,22 +104,20 @@ class ScriptedLM(_OfflineModel):
         super().__init__(delay=delay, chunk=chunk)
         self._replies = list(replies) if replies is not None else None
         self._reply = reply
-        self._next = 0
         self._lock = threading.Lock()
         self.requests: list[Request] = []
 
     def _answer(self, request: Request) -> Reply:
         with self._lock:
             self.requests.append(request)
-            if self._replies is not None:
-                if self._next >= len(self._replies):
+            if self._replies is not None:  # one reply for each request
+                if len(self.requests) > len(self._replies):
                     raise FunctAIError(
                         f"ScriptedLM ran out of replies: it was given {len(self._replies)} and was asked again "
                         f"(request {len(self.requests)}); add replies to the script",
                         code="scripted-exhausted",
                     )
-                item = self._replies[self._next]
-                self._next += 1
+                item = self._replies[len(self.requests) - 1]
         if self._reply is not None:
             item = self._reply(request)
         if isinstance(item, BaseException):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -50,11 +51,8 @@ def _take_debug(argv: list[str]) -> tuple[list[str], bool]:
 
 def _silence_stdout() -> None:
     """After a broken pipe, point stdout at /dev/null so the exit flush cannot fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # pragma: no cover - stdout is not a real file
-        pass
+    with contextlib.suppress(OSError, ValueError):  # stdout is not a real file
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

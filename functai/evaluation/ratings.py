@@ -42,11 +42,8 @@ class Rating:
 def log_folder(log: str | os.PathLike[str] | None) -> str:
     folder = log if log is not None else current_values().get("log_calls")
     if not folder:
-        raise FunctAIError(
-            "ratings are kept beside the call log, and no call log is configured: "
-            "set functai.configure(log_calls='calls/') or pass log=...",
-            code="no-call-log",
-        )
+        raise FunctAIError("ratings are kept beside the call log, and no call log is configured: "
+                           "set functai.configure(log_calls='calls/') or pass log=...", code="no-call-log")
     return os.fspath(reveal(folder))  # a log_calls URL with a password is kept behind a handle
 
 
@@ -67,11 +64,8 @@ def rate(
     folder = log_folder(log)
     if not any(record.id == call_id for record in read_calls(folder)):
         where = redact(folder) if is_log_url(folder) else os.path.join(folder, LOG_FILE)
-        raise FunctAIError(
-            f"no call {call_id!r} in the call log {where}; rate a logged call "
-            "(log_calls must be set when it runs)",
-            code="unknown-call",
-        )
+        raise FunctAIError(f"no call {call_id!r} in the call log {where}; rate a logged call "
+                           "(log_calls must be set when it runs)", code="unknown-call")
     at = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     rating = Rating(call=call_id, good=good, correction=to_jsonable(correction), by=by, at=at)
     if is_log_url(folder):
