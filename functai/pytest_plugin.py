@@ -81,11 +81,8 @@ class InstalledPluginsFactory:
         names = [item.name for item in found]
         twice = [name for name in names if names.count(name) > 1]
         if twice:
-            raise PluginError(
-                f"installed_plugins: two plugins named {twice[0]!r}; an entry-point name is one plugin",
-                code="plugin-name",
-                plugin=twice[0],
-            )
+            raise PluginError(f"installed_plugins: two plugins named {twice[0]!r}; an entry-point name is one plugin",
+                              code="plugin-name", plugin=twice[0])
         result = Installed(found)
         installed.use(result)
         return result
@@ -100,9 +97,8 @@ def _given(item: object, name: str | None) -> InstalledPlugin:
     else:
         plugin = from_hookimpls(item, name=name)
     if name is not None and plugin.name != name:
-        raise TypeError(
-            f"installed_plugins: {name}= gives Plugin {plugin.name!r}; the entry-point name must be the plugin's name"
-        )
+        raise TypeError(f"installed_plugins: {name}= gives Plugin {plugin.name!r}; "
+                        "the entry-point name must be the plugin's name")
     return Installed.of([plugin]).found[0]
 
 
@@ -112,12 +108,9 @@ def _entry_point(name: str) -> InstalledPlugin:
             item = InstalledPlugin(entry_point)
             item.load()
             return item
-    raise PluginError(
-        f"installed_plugins: no entry point named {name!r} in the group {GROUP!r}; install the distribution "
-        "that provides it (pip install -e .), or give the Plugin or module itself",
-        code="plugin-load",
-        plugin=name,
-    )
+    raise PluginError(f"installed_plugins: no entry point named {name!r} in the group {GROUP!r}; install the "
+                      "distribution that provides it (pip install -e .), or give the Plugin or module itself",
+                      code="plugin-load", plugin=name)
 
 
 @pytest.fixture

@@ -146,12 +146,9 @@ def open_chat(args: argparse.Namespace, found: "History", fallback: str) -> Any:
                        status=RUNTIME)
     module, _, name = reference.partition(":")
     if args.function is None and module == "__main__":
-        raise CLIError(
-            f"conversation {args.id!r} was made by a script run as a program, so its function is recorded as "
-            f"{reference}, which this command cannot import",
-            code="script-function",
-            hint=f"name the script: --function path/to/script.py:{name}; or {fallback}",
-        )
+        raise CLIError(f"conversation {args.id!r} was made by a script run as a program, so its function is "
+                       f"recorded as {reference}, which this command cannot import", code="script-function",
+                       hint=f"name the script: --function path/to/script.py:{name}; or {fallback}")
     try:
         program = ai_function(args.function or reference)
     except CLIError as error:

@@ -172,9 +172,8 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
     except FunctAIError as error:
         record_id = error.record.id if error.record is not None else None
         # No model, or no reply at all: the row measured an outage. A reply that is not an answer came from a model.
-        unusable = isinstance(error, ModelConfigError) or (
-            isinstance(error, ModelError) and not isinstance(error, NonAnswerError)
-        )
+        unusable = isinstance(error, ModelConfigError) or (isinstance(error, ModelError)
+                                                             and not isinstance(error, NonAnswerError))
         return RowResult(row.inputs, row.expected, None, 0.0, record_id, row.record, f"{error.code}: {error.message}",
                          error.code, unusable)
     except Exception as error:
