@@ -6,6 +6,7 @@ compaction and a delegate; then what the records say shaped each answer.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -164,10 +165,7 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
 def _fresh_id(store: str) -> str:
     """``demo-1``, ``demo-2`` …: each run starts its own conversation."""
     taken = set(open_store(store).conversations())
-    number = 1
-    while f"demo-{number}" in taken:
-        number += 1
-    return f"demo-{number}"
+    return next(name for name in (f"demo-{n}" for n in itertools.count(1)) if name not in taken)
 
 
 def _turn_record(calls: str, conversation: str) -> Any:

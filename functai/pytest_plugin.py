@@ -10,6 +10,7 @@ import os
 import pathlib
 from typing import Callable, Iterator, Sequence
 
+import attrs
 import pytest
 
 from . import layers
@@ -119,11 +120,11 @@ def installed_plugins(functai_isolated: None) -> InstalledPluginsFactory:
     return InstalledPluginsFactory()
 
 
+@attrs.define
 class CallLog:
     """The call log of one test: a fresh folder, configured as ``log_calls``."""
 
-    def __init__(self, folder: pathlib.Path) -> None:
-        self.folder = folder
+    folder: pathlib.Path
 
     def read(self) -> list[CallRecord]:
         """Every record, oldest first."""

@@ -137,12 +137,13 @@ def ai_function(reference: str) -> Any:
     if not colon or not module_name or not qualname or not all(qualname.split(".")):
         raise CLIError(f"{reference!r} is not MODULE:FUNCTION", code="usage",
                        hint="name the function as module:name, e.g. support_app:answer (or path/to/script.py:answer)")
+    if module_name.endswith(".py") and not os.path.isfile(module_name):
+        raise CLIError(f"no script {module_name}", code="not-found",
+                       hint="give the path of the .py file that defines it")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         found: Any = load_script(module_name) if module_name.endswith(".py") else importlib.import_module(module_name)
-    except CLIError:
-        raise
     except ModuleNotFoundError as error:
         if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
             raise CLIError(f"no module named {module_name!r}", code="not-found",
@@ -164,8 +165,6 @@ def ai_function(reference: str) -> Any:
 
 def load_script(path: str) -> Any:
     """A script loaded as a module named after it, not ``__main__`` (its main block does not run)."""
-    if not os.path.isfile(path):
-        raise CLIError(f"no script {path}", code="not-found", hint="give the path of the .py file that defines it")
     stem = os.path.splitext(os.path.basename(path))[0]
     name = stem if stem.isidentifier() and stem not in sys.modules else "__functai_script__"
     folder = os.path.dirname(os.path.abspath(path))

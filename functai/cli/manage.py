@@ -41,9 +41,8 @@ def _pip(arguments: list[str], what: str) -> None:
     try:
         done = subprocess.run(command)
     except OSError as error:
-        raise CLIError(
-            f"cannot run pip ({' '.join(command[:3])}): {error}", code="pip-failed", status=RUNTIME
-        ) from error
+        raise CLIError(f"cannot run pip ({' '.join(command[:3])}): {error}", code="pip-failed",
+                       status=RUNTIME) from error
     if done.returncode != 0:
         raise CLIError(f"pip {what} failed (exit status {done.returncode}); nothing else was changed",
                        code="pip-failed", status=RUNTIME, hint="pip's own output above says why")
