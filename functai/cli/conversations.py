@@ -169,7 +169,7 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
     chat = open_chat(args, found, "answer in the program: chat.turn(TURN_ID).approve() (or .deny()), then .resume()")
     waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
     waits_again = False
-    failures: list[FunctAIError] = []  # their messages already say which turn
+    failures: list[tuple[str, str]] = []  # (message, code)
     for turn in waiting:
         try:
             if args.deny is not None:
@@ -180,7 +180,7 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             if error.code != "approval-answered":
                 raise
             print(f"{turn.id}: not answered [approval-answered]", file=out)
-            failures.append(error)
+            failures.append((error.message, error.code))
             continue
         verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
         for approval in turn.approvals:
@@ -193,12 +193,13 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             continue
         except FunctAIError as error:
             print(f"{turn.id}: failed [{error.code}]", file=out)
-            failures.append(FunctAIError(f"turn {turn.id} failed: {error.message}", code=error.code))
+            failures.append((f"turn {turn.id} failed: {error.message}", error.code))
             continue
         print(f"{turn.id}: {short(answer, 200)}", file=out)
     if failures:
+        message, code = failures[0]
         more = f" (and {len(failures) - 1} more turns)" if len(failures) > 1 else ""
-        raise CLIError(failures[0].message + more, code=failures[0].code, status=RUNTIME)
+        raise CLIError(message + more, code=code, status=RUNTIME)
     return 3 if waits_again else 0
 
 
