@@ -109,10 +109,8 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
         settings = {"client": ScriptedLM(reply=_offline_reply)}
 
     audit = Plugin("audit", version="0.2.0", before_call=lambda call: Change(settings={"temperature": 0}))
-    guard = Plugin(
-        "no-deletes",
-        tool_call=lambda t: Change(block="deleting notes is not allowed here") if t.name == "delete_note" else None,
-    )
+    guard = Plugin("no-deletes", tool_call=lambda t: (
+        Change(block="deleting notes is not allowed here") if t.name == "delete_note" else None))
     functai.configure(plugins=[audit, guard], log_calls=calls, **settings)  # the process layer
     careful = Plugin("careful", before_call=lambda call: Change(sections=["Avoid jargon."]))
 

@@ -25,10 +25,8 @@ def tool_calls(calls: Iterable[tuple[str, Mapping[str, Any]]]) -> Reply:
     """A reply asking for several tools at once, in order."""
     from .models.toolcall import ToolCall  # built with the first tool call, not at import
 
-    return Reply(
-        tool_calls=tuple(ToolCall(id=f"call_{next(_ids)}", name=name, input=dict(input)) for name, input in calls),
-        finish_reason="tool_calls",
-    )
+    asked = tuple(ToolCall(id=f"call_{next(_ids)}", name=name, input=dict(input)) for name, input in calls)
+    return Reply(tool_calls=asked, finish_reason="tool_calls")
 
 
 def tool_call(name: str, input: Mapping[str, Any] | None = None) -> Reply:
@@ -112,11 +110,9 @@ class ScriptedLM(_OfflineModel):
             self.requests.append(request)
             if self._replies is not None:  # one reply for each request
                 if len(self.requests) > len(self._replies):
-                    raise FunctAIError(
-                        f"ScriptedLM ran out of replies: it was given {len(self._replies)} and was asked again "
-                        f"(request {len(self.requests)}); add replies to the script",
-                        code="scripted-exhausted",
-                    )
+                    raise FunctAIError(f"ScriptedLM ran out of replies: it was given {len(self._replies)} and was "
+                                       f"asked again (request {len(self.requests)}); add replies to the script",
+                                       code="scripted-exhausted")
                 item = self._replies[len(self.requests) - 1]
         if self._reply is not None:
             item = self._reply(request)

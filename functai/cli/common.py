@@ -184,8 +184,5 @@ def require_model(fn: Any) -> None:
     values = resolve(fn.own).values
     if values.get("client") is not None or values.get("lm") or os.environ.get("FUNCTAI_LM"):
         return
-    raise FunctAIError(
-        f"no model is configured for {fn.name}: set FUNCTAI_LM (e.g. FUNCTAI_LM=openai/gpt-4.1-mini), "
-        "or configure lm=... in the module that defines it",
-        code="no-model",
-    )
+    raise FunctAIError(f"no model is configured for {fn.name}: set FUNCTAI_LM (e.g. FUNCTAI_LM=openai/gpt-4.1-mini), "
+                       "or configure lm=... in the module that defines it", code="no-model")
