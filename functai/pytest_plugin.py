@@ -52,12 +52,8 @@ def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 class ScriptedLMFactory:
     """``scripted_lm(replies)`` / ``scripted_lm(reply=fn)``: a ScriptedLM as the process ``client``."""
 
-    def __call__(
-        self,
-        replies: Sequence[Scripted] | None = None,
-        *,
-        reply: Callable[[Request], Scripted] | None = None,
-    ) -> ScriptedLM:
+    def __call__(self, replies: Sequence[Scripted] | None = None, *,
+                 reply: Callable[[Request], Scripted] | None = None) -> ScriptedLM:
         lm = ScriptedLM(replies, reply=reply)
         layers.configure(client=lm)
         return lm

@@ -217,16 +217,9 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def evaluate(
-    fn: Any,
-    rows: Iterable[Any] | None = None,
-    metric: Metric | None = None,
-    *,
-    workers: int | None = None,
-    log: str | os.PathLike[str] | None = None,
-    progress: bool | None = None,
-    progress_to: TextIO | None = None,
-) -> Evaluation:
+def evaluate(fn: Any, rows: Iterable[Any] | None = None, metric: Metric | None = None, *, workers: int | None = None,
+             log: str | os.PathLike[str] | None = None, progress: bool | None = None,
+             progress_to: TextIO | None = None) -> Evaluation:
     """Score ``fn`` as it is now (docs/evaluating.md).
 
     ``rows``: None for the rated calls of ``fn`` in the call log, or

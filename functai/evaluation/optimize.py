@@ -47,18 +47,9 @@ def _teacher(lm: str | None) -> AIFunction:
     return (ai(lm=lm) if lm else ai())(propose_instructions)
 
 
-def optimize(
-    fn: AIFunction,
-    rows: Iterable[Any] | None = None,
-    *,
-    teacher_lm: str | None = None,
-    candidates: int = 3,
-    metric: Metric | None = None,
-    workers: int | None = None,
-    log: str | os.PathLike[str] | None = None,
-    progress: bool | None = None,
-    progress_to: TextIO | None = None,
-) -> Optimization:
+def optimize(fn: AIFunction, rows: Iterable[Any] | None = None, *, teacher_lm: str | None = None, candidates: int = 3,
+             metric: Metric | None = None, workers: int | None = None, log: str | os.PathLike[str] | None = None,
+             progress: bool | None = None, progress_to: TextIO | None = None) -> Optimization:
     """The best instruction found as a new AI function (``fn`` itself when none beats it), and every score."""
     if not isinstance(fn, AIFunction):
         raise TypeError(f"optimize() takes an AI function, not {fn!r}")

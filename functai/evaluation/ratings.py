@@ -47,14 +47,8 @@ def log_folder(log: str | os.PathLike[str] | None) -> str:
     return os.fspath(reveal(folder))  # a log_calls URL with a password is kept behind a handle
 
 
-def rate(
-    record_or_id: CallRecord | str,
-    good: bool = True,
-    correction: Any = None,
-    by: str | None = None,
-    *,
-    log: str | os.PathLike[str] | None = None,
-) -> Rating:
+def rate(record_or_id: CallRecord | str, good: bool = True, correction: Any = None, by: str | None = None, *,
+         log: str | os.PathLike[str] | None = None) -> Rating:
     """Rate a logged call: good or bad, optionally with the answer it should have given."""
     if not isinstance(good, bool):
         raise TypeError(f"good must be True or False, not {good!r}")
