@@ -87,14 +87,8 @@ class ScriptedLM(_OfflineModel):
 
     name = "scripted"
 
-    def __init__(
-        self,
-        replies: Sequence[Scripted] | None = None,
-        *,
-        reply: Callable[[Request], Scripted] | None = None,
-        delay: float = 0.0,
-        chunk: int = 4,
-    ) -> None:
+    def __init__(self, replies: Sequence[Scripted] | None = None, *, reply: Callable[[Request], Scripted] | None = None,
+                 delay: float = 0.0, chunk: int = 4) -> None:
         if (replies is None) == (reply is None):
             raise TypeError("ScriptedLM takes a list of replies or reply=callable, exactly one")
         if isinstance(replies, (str, Reply)):

@@ -10,16 +10,8 @@ from typing import Any
 import attrs
 
 from ..calls.outputs import to_jsonable
-from ..calls.records import (
-    LOG_FILE,
-    RATINGS_FILE,
-    CallRecord,
-    append_line,
-    is_rating,
-    numbered_lines,
-    read_calls,
-    report_skipped,
-)
+from ..calls.records import (LOG_FILE, RATINGS_FILE, CallRecord, append_line, is_rating, numbered_lines, read_calls,
+                             report_skipped)
 from ..errors import FunctAIError
 from ..layers import current_values
 from ..models.keys import reveal
