@@ -27,13 +27,6 @@ def register(commands: Any) -> None:
     explain.set_defaults(run=cmd_explain)
 
 
-def discover() -> Installed:
-    """A fresh discovery, not the process's cached one; the listing says what failed, so no warning."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return Installed.discover()
-
-
 def builtins(group: str) -> list[dict[str, object]]:
     found = installed.entry_points(group)  # looked up here: a test may replace it
     providers = Counter(entry_point.name for entry_point in found)
@@ -52,7 +45,9 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
     """Installed plugins with their state; exits 0 even when one failed (it is a diagnostic)."""
     from ..builtins import GROUP as BUILTINS
 
-    found = discover()
+    with warnings.catch_warnings():  # a fresh discovery; the listing says what failed, so no warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        found = Installed.discover()
     plugins = [{**item.as_dict(), "distribution_version": item.dist_version} for item in found.found]
     factories = builtins(BUILTINS)
     if args.json:
