@@ -18,10 +18,8 @@ from .common import INPUT, RUNTIME, CLIError
 COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "manage", "evaluation", "stores")
 
 #: Library error codes that mean the command line named something wrong (exit 2, not 1).
-INPUT_CODES: frozenset[str] = frozenset({
-    "conversation-id", "unknown-call", "no-call-log", "input-invalid", "store-version", "store-url",
-    "store-copy",
-})
+INPUT_CODES: frozenset[str] = frozenset({"conversation-id", "unknown-call", "no-call-log", "input-invalid",
+                                         "store-version", "store-url", "store-copy"})
 
 
 class Parser(argparse.ArgumentParser):

@@ -191,7 +191,12 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
 def _progress(total: int, label: str, show: bool | None, stream: TextIO | None) -> Callable[[], None]:
     """A step function drawing a one-line bar on ``stream`` (else stderr) when it is a terminal or ``show`` says so."""
     stream = stream if stream is not None else sys.stderr
-    if not total or not (_is_terminal(stream) if show is None else show):
+    if show is None:
+        try:
+            show = bool(stream.isatty())
+        except (AttributeError, OSError, ValueError):  # no isatty, or a closed or detached stream
+            show = False
+    if not total or not show:
         return lambda: None
     done = itertools.count(1)
     lock = threading.Lock()
@@ -208,13 +213,6 @@ def _progress(total: int, label: str, show: bool | None, stream: TextIO | None) 
 
     draw(0)
     return step
-
-
-def _is_terminal(stream: TextIO) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, OSError, ValueError):  # no isatty, or a closed or detached stream
-        return False
 
 
 def evaluate(fn: Any, rows: Iterable[Any] | None = None, metric: Metric | None = None, *, workers: int | None = None,
