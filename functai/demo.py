@@ -1,14 +1,12 @@
-"""``functai demo``: a small real program, on a real model or a scripted one.
+"""``functai demo``: a small real program on the model ``FUNCTAI_LM`` names, else a scripted one.
 
-AI functions with plugins in three layers (the function's own, a block, the
-process), a tool guarded by a plugin, and a conversation kept in a folder
-store with compaction and a delegate — then what the records say shaped
-each answer. The model is the one ``FUNCTAI_LM`` names; with none configured
-the demo runs on a scripted offline model, and says so.
+AI functions with plugins in three layers, a tool guarded by a plugin, and a conversation with
+compaction and a delegate; then what the records say shaped each answer.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -85,22 +83,18 @@ def _offline_reply(request: Request) -> Any:
     return "A plugin is a named set of hooks that returns its changes as data, so every answer can be traced."
 
 
-LAYERS = (  # innermost first, the order their handlers run in
-    ("the function's own", "@ai(plugins=[...])"),
-    ("a conversation's", "fn.conversation(..., plugins=[...])"),
-    ("a block", "with functai.settings(plugins=[...])"),
-    ("the process", "functai.configure(plugins=[...])"),
-    ("installed", "entry points of pip-installed packages"),
-)
+#: The layer each of the demo's plugins is given in; any other is installed.
+LAYER_OF = {
+    "house-style": "the function's own, @ai(plugins=[...])",
+    "careful": "a block, with functai.settings(plugins=[...])",
+    "audit": "the process, functai.configure(plugins=[...])",
+    "no-deletes": "the process, functai.configure(plugins=[...])",
+}
 
 
 def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
-    """Run the demo, keeping its call log in ``folder/calls`` and its conversation in ``folder/conversations``.
-
-    ``folder`` may be a store URL (``sqlite:///demo.db``): the call log and the
-    conversation are then kept in that one database, as ``log_calls=`` and
-    ``store=`` keep them when both name it.
-    """
+    """Run the demo, keeping its call log in ``folder/calls`` and its conversation in
+    ``folder/conversations``, or both in the store a URL ``folder`` names."""
     if is_url(folder):
         calls = store = folder
     else:
@@ -115,13 +109,10 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
         settings = {"client": ScriptedLM(reply=_offline_reply)}
 
     audit = Plugin("audit", version="0.2.0", before_call=lambda call: Change(settings={"temperature": 0}))
-    guard = Plugin(
-        "no-deletes",
-        tool_call=lambda t: Change(block="deleting notes is not allowed here") if t.name == "delete_note" else None,
-    )
+    guard = Plugin("no-deletes", tool_call=lambda t: (
+        Change(block="deleting notes is not allowed here") if t.name == "delete_note" else None))
     functai.configure(plugins=[audit, guard], log_calls=calls, **settings)  # the process layer
     careful = Plugin("careful", before_call=lambda call: Change(sections=["Avoid jargon."]))
-    layer_of = {"house-style": 0, "careful": 2, "audit": 3, "no-deletes": 3}
 
     print("\n1. An AI function with plugins in three layers", file=out)
     with functai.settings(plugins=[careful]):  # a block layer
@@ -130,9 +121,9 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
     print(f"   rate_clarity(...) -> {rate_clarity(answer)!r}", file=out)
     print("   what shaped it (the record's changes, in the order they ran, innermost layer first):", file=out)
     for change in record.changes:
-        where = LAYERS[layer_of[change["plugin"]]] if change["plugin"] in layer_of else LAYERS[4]
+        where = LAYER_OF.get(change["plugin"], "installed, entry points of pip-installed packages")
         print(f"     {change['plugin']} {change['version']} {change['hook']}: {json.dumps(change['change'])}", file=out)
-        print(f"       (layer: {where[0]}, {where[1]})", file=out)
+        print(f"       (layer: {where})", file=out)
 
     print("\n2. A conversation with a guarded tool, a delegate and compaction", file=out)
     try:
@@ -170,12 +161,9 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
 
 
 def _fresh_id(store: str) -> str:
-    """``demo-1``, ``demo-2`` …: each run starts its own conversation in a kept folder."""
+    """``demo-1``, ``demo-2`` …: each run starts its own conversation."""
     taken = set(open_store(store).conversations())
-    number = 1
-    while f"demo-{number}" in taken:
-        number += 1
-    return f"demo-{number}"
+    return next(name for name in (f"demo-{n}" for n in itertools.count(1)) if name not in taken)
 
 
 def _turn_record(calls: str, conversation: str) -> Any:

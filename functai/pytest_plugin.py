@@ -1,10 +1,7 @@
 """functai's pytest plugin: fixtures for testing plugins and AI functions (docs/writing-plugins.md).
 
-Installed with functai (entry point ``pytest11``), so pytest loads it in every
-project where functai is installed: importing it only defines the fixtures
-(``functai_isolated``, ``scripted_lm``, ``installed_plugins``, ``call_records``;
-each depends on ``functai_isolated``), imports only what ``import functai`` does
-and `functai.testing`, and changes nothing unless a fixture is used.
+pytest loads it (entry point ``pytest11``) in every project where functai is installed, so importing
+it only defines fixtures: nothing changes unless a test uses one.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ import os
 import pathlib
 from typing import Callable, Iterator, Sequence
 
+import attrs
 import pytest
 
 from . import layers
@@ -27,22 +25,15 @@ from .models import providers
 from .models.request import Request
 from .testing import Scripted, ScriptedLM
 
-#: Environment variables that would let the machine running the tests change them.
+#: Variables that would let the machine running the tests change them.
 ENVIRONMENT = ("FUNCTAI_LM", "FUNCTAI_LOAD_PLUGINS", "FUNCTAI_DISABLE_PLUGINS", "FUNCTAI_LOG_CALLS")
 
 
 @pytest.fixture
 def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A test that cannot see, or leave behind, process-wide functai state.
-
-    The process settings start empty, the ``FUNCTAI_*`` variables that pick a
-    model, plugins or a call log are unset, no installed plugin runs (so a plugin
-    pip-installed on the developer's machine cannot change the result), and
-    conversations opened without a store start from an empty in-memory store
-    (so conversation ``"alex"`` of one test is not continued by the next).
-    The previous state comes back afterwards, and model clients made during
-    the test are closed.
-    """
+    """A test that cannot see, or leave behind, process-wide functai state: settings, ``FUNCTAI_*``
+    variables, installed plugins (the developer's own must not change the result), the shared
+    in-memory store. All comes back afterwards, and the test's model clients are closed."""
     from .stores import memory  # not loaded by ``import functai``
 
     for name in ENVIRONMENT:
@@ -59,15 +50,10 @@ def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 class ScriptedLMFactory:
-    """``scripted_lm(replies)`` / ``scripted_lm(reply=fn)``: a ScriptedLM as the process client."""
+    """``scripted_lm(replies)`` / ``scripted_lm(reply=fn)``: a ScriptedLM as the process ``client``."""
 
-    def __call__(
-        self,
-        replies: Sequence[Scripted] | None = None,
-        *,
-        reply: Callable[[Request], Scripted] | None = None,
-    ) -> ScriptedLM:
-        """Make a ScriptedLM and configure it as the process ``client`` (the latest one wins)."""
+    def __call__(self, replies: Sequence[Scripted] | None = None, *,
+                 reply: Callable[[Request], Scripted] | None = None) -> ScriptedLM:
         lm = ScriptedLM(replies, reply=reply)
         layers.configure(client=lm)
         return lm
@@ -75,11 +61,7 @@ class ScriptedLMFactory:
 
 @pytest.fixture
 def scripted_lm(functai_isolated: None) -> ScriptedLMFactory:
-    """A factory: ``lm = scripted_lm(["Paris"])`` answers every call of the test from a script.
-
-    ``lm.requests`` keeps what each call sent; a call after the script ran
-    out refuses ``scripted-exhausted``.
-    """
+    """A factory: ``lm = scripted_lm(["Paris"])`` answers every call of the test from a script."""
     return ScriptedLMFactory()
 
 
@@ -87,36 +69,24 @@ class InstalledPluginsFactory:
     """``installed_plugins(...)``: make plugins look pip-installed for one test."""
 
     def __call__(self, *plugins: object, **named: object) -> Installed:
-        """Replace the installed plugins (the outermost layer) with these.
-
-        Each positional item is a `functai.Plugin`, a module or object with
-        ``@functai.hookimpl`` functions, a path to a plugin file (``.py``), or
-        the name of an entry point in the group ``functai`` of the installed
-        distributions — loaded as functai loads it, so a broken one makes
-        calls refuse ``plugin-load``. A keyword gives the entry-point name
-        for a module or object, as the ``[project.entry-points.functai]``
-        table would: ``installed_plugins(example=functai_plugin_example)``.
-        They run in the order given. ``installed_plugins()`` installs none.
-        Returns the `Installed` set (its ``.found`` has each plugin's state).
-        """
+        """Make these, in this order, the installed plugins: each a `functai.Plugin`, a module or
+        object with hookimpls, a plugin file, or an entry point's name; a keyword names a module's
+        entry point. Returns the `Installed` set."""
         found = [_entry_point(item) if isinstance(item, str) and not looks_like_path(item) else _given(item, None)
                  for item in plugins]
         found += [_given(item, name) for name, item in named.items()]
         names = [item.name for item in found]
         twice = [name for name in names if names.count(name) > 1]
         if twice:
-            raise PluginError(
-                f"installed_plugins: two plugins named {twice[0]!r}; an entry-point name is one plugin",
-                code="plugin-name",
-                plugin=twice[0],
-            )
+            raise PluginError(f"installed_plugins: two plugins named {twice[0]!r}; an entry-point name is one plugin",
+                              code="plugin-name", plugin=twice[0])
         result = Installed(found)
         installed.use(result)
         return result
 
 
 def _given(item: object, name: str | None) -> InstalledPlugin:
-    """A plugin, a plugin file or a module of hookimpls, installed as if pip had (``name``: its entry point)."""
+    """``item`` installed as if pip had, ``name`` being its entry point's."""
     if isinstance(item, (str, os.PathLike)):
         plugin = load_plugin(item)
     elif isinstance(item, Plugin):
@@ -124,44 +94,36 @@ def _given(item: object, name: str | None) -> InstalledPlugin:
     else:
         plugin = from_hookimpls(item, name=name)
     if name is not None and plugin.name != name:
-        raise TypeError(
-            f"installed_plugins: {name}= gives Plugin {plugin.name!r}; the entry-point name must be the plugin's name"
-        )
+        raise TypeError(f"installed_plugins: {name}= gives Plugin {plugin.name!r}; "
+                        "the entry-point name must be the plugin's name")
     return Installed.of([plugin]).found[0]
 
 
 def _entry_point(name: str) -> InstalledPlugin:
-    for entry_point in installed.entry_points(GROUP):  # looked up when called: a test may replace it
+    for entry_point in installed.entry_points(GROUP):  # looked up here: a test may replace it
         if entry_point.name == name:
             item = InstalledPlugin(entry_point)
             item.load()
             return item
-    raise PluginError(
-        f"installed_plugins: no entry point named {name!r} in the group {GROUP!r}; install the distribution "
-        "that provides it (pip install -e .), or give the Plugin or module itself",
-        code="plugin-load",
-        plugin=name,
-    )
+    raise PluginError(f"installed_plugins: no entry point named {name!r} in the group {GROUP!r}; install the "
+                      "distribution that provides it (pip install -e .), or give the Plugin or module itself",
+                      code="plugin-load", plugin=name)
 
 
 @pytest.fixture
 def installed_plugins(functai_isolated: None) -> InstalledPluginsFactory:
-    """A factory: ``installed_plugins(my_plugin)`` runs ``my_plugin`` as an installed plugin.
-
-    Without it (but with any functai fixture) no installed plugin runs.
-    """
+    """A factory: ``installed_plugins(my_plugin)`` runs ``my_plugin`` as an installed plugin."""
     return InstalledPluginsFactory()
 
 
+@attrs.define
 class CallLog:
     """The call log of one test: a fresh folder, configured as ``log_calls``."""
 
-    def __init__(self, folder: pathlib.Path) -> None:
-        #: The folder the test's calls are recorded in.
-        self.folder = folder
+    folder: pathlib.Path
 
     def read(self) -> list[CallRecord]:
-        """Every record so far, oldest first."""
+        """Every record, oldest first."""
         return list(read_calls(self.folder))
 
     def last(self) -> CallRecord:
@@ -183,12 +145,5 @@ def call_records(functai_isolated: None, tmp_path: pathlib.Path) -> Iterator[Cal
     records.close_log(log.folder)
 
 
-__all__ = [
-    "CallLog",
-    "InstalledPluginsFactory",
-    "ScriptedLMFactory",
-    "call_records",
-    "functai_isolated",
-    "installed_plugins",
-    "scripted_lm",
-]
+__all__ = ["CallLog", "InstalledPluginsFactory", "ScriptedLMFactory", "call_records", "functai_isolated",
+           "installed_plugins", "scripted_lm"]

@@ -1,9 +1,7 @@
-"""Offline models for tests, docs and the demo.
+"""Offline models for tests, docs and the demo, used only when named (never a default).
 
-`ScriptedLM` answers from a list or a function and keeps every request it
-received. `TestModel` (``lm="test"``) makes up a valid answer for any call.
-Each is only ever used when named (``client=ScriptedLM(...)``, ``lm="test"``);
-neither is ever a default for real calls.
+`ScriptedLM` answers from a list or a function and keeps every request;
+`TestModel` (``lm="test"``) makes up a valid answer for any call.
 """
 
 from __future__ import annotations
@@ -27,10 +25,8 @@ def tool_calls(calls: Iterable[tuple[str, Mapping[str, Any]]]) -> Reply:
     """A reply asking for several tools at once, in order."""
     from .models.toolcall import ToolCall  # built with the first tool call, not at import
 
-    return Reply(
-        tool_calls=tuple(ToolCall(id=f"call_{next(_ids)}", name=name, input=dict(input)) for name, input in calls),
-        finish_reason="tool_calls",
-    )
+    asked = tuple(ToolCall(id=f"call_{next(_ids)}", name=name, input=dict(input)) for name, input in calls)
+    return Reply(tool_calls=asked, finish_reason="tool_calls")
 
 
 def tool_call(name: str, input: Mapping[str, Any] | None = None) -> Reply:
@@ -39,8 +35,8 @@ def tool_call(name: str, input: Mapping[str, Any] | None = None) -> Reply:
 
 
 class _OfflineModel:
-    """What both offline models share: the four ways a call asks (``complete``, ``acomplete``,
-    ``stream``, ``astream``) built on one `_answer`, with `ScriptedLM`'s ``delay`` and ``chunk``."""
+    """The four ways a call asks, built on one `_answer`; ``delay`` (seconds) is waited before each
+    reply, and a streamed reply comes as ``chunk``-character pieces of its text, then the `Reply`."""
 
     def __init__(self, *, delay: float = 0.0, chunk: int = 4) -> None:
         name = type(self).__name__
@@ -61,7 +57,7 @@ class _OfflineModel:
 
     async def acomplete(self, request: Request) -> Reply:
         if self.delay:
-            import asyncio  # only async callers load it (``import functai`` does not)
+            import asyncio  # only async callers load it
 
             await asyncio.sleep(self.delay)
         return self._answer(request)
@@ -71,12 +67,10 @@ class _OfflineModel:
         return [text[i:i + self.chunk] for i in range(0, len(text), self.chunk)] + [reply]
 
     def stream(self, request: Request) -> Iterator[Any]:
-        """The reply's text in pieces (``str``), then the whole `Reply`."""
         yield from self._pieces(self.complete(request))
 
     async def astream(self, request: Request) -> AsyncIterator[Any]:
-        """`stream` for async code."""
-        import asyncio  # only async callers load it (``import functai`` does not)
+        import asyncio
 
         for piece in self._pieces(await self.acomplete(request)):
             yield piece
@@ -84,30 +78,17 @@ class _OfflineModel:
 
 
 class ScriptedLM(_OfflineModel):
-    """A model client that answers from a script.
+    """A model client that answers from a script, keeping every request in ``.requests``.
 
-    ``ScriptedLM(["Paris", "42"])`` answers each request with the next item
-    (a string, a `Reply` such as `tool_call(...)`, or an exception to raise);
-    ``ScriptedLM(reply=fn)`` answers with ``fn(request)``. Every request
-    received is kept in ``.requests``.
-
-    It answers ``complete``, ``acomplete``, ``stream`` and ``astream``: a
-    streamed reply comes as its text cut into ``chunk``-character pieces, then
-    the whole `Reply`. ``delay`` (seconds) is waited before each reply, to
-    simulate a model's latency (``time.sleep`` in a plain call, ``asyncio.sleep``
-    in an async one).
+    ``ScriptedLM(["Paris", "42"])`` answers each request with the next item (a string,
+    a `Reply` such as `tool_call(...)`, or an exception to raise); ``ScriptedLM(reply=fn)``
+    answers with ``fn(request)``. ``delay`` simulates a model's latency.
     """
 
     name = "scripted"
 
-    def __init__(
-        self,
-        replies: Sequence[Scripted] | None = None,
-        *,
-        reply: Callable[[Request], Scripted] | None = None,
-        delay: float = 0.0,
-        chunk: int = 4,
-    ) -> None:
+    def __init__(self, replies: Sequence[Scripted] | None = None, *, reply: Callable[[Request], Scripted] | None = None,
+                 delay: float = 0.0, chunk: int = 4) -> None:
         if (replies is None) == (reply is None):
             raise TypeError("ScriptedLM takes a list of replies or reply=callable, exactly one")
         if isinstance(replies, (str, Reply)):
@@ -115,22 +96,18 @@ class ScriptedLM(_OfflineModel):
         super().__init__(delay=delay, chunk=chunk)
         self._replies = list(replies) if replies is not None else None
         self._reply = reply
-        self._next = 0
         self._lock = threading.Lock()
         self.requests: list[Request] = []
 
     def _answer(self, request: Request) -> Reply:
         with self._lock:
             self.requests.append(request)
-            if self._replies is not None:
-                if self._next >= len(self._replies):
-                    raise FunctAIError(
-                        f"ScriptedLM ran out of replies: it was given {len(self._replies)} and was asked again "
-                        f"(request {len(self.requests)}); add replies to the script",
-                        code="scripted-exhausted",
-                    )
-                item = self._replies[self._next]
-                self._next += 1
+            if self._replies is not None:  # one reply for each request
+                if len(self.requests) > len(self._replies):
+                    raise FunctAIError(f"ScriptedLM ran out of replies: it was given {len(self._replies)} and was "
+                                       f"asked again (request {len(self.requests)}); add replies to the script",
+                                       code="scripted-exhausted")
+                item = self._replies[len(self.requests) - 1]
         if self._reply is not None:
             item = self._reply(request)
         if isinstance(item, BaseException):
@@ -146,24 +123,16 @@ class ScriptedLM(_OfflineModel):
 
 
 class TestModel(_OfflineModel):
-    """The model ``lm="test"`` names: a valid answer for any call, made up, offline.
+    """The model ``lm="test"`` names: a valid answer for any call, made up, offline (docs/models.md).
 
-    Asked with tools, it first calls every tool it is offered that it has not
-    called since the last user message (one at a time when
-    ``parallel_tool_calls=False``; none with ``tool_choice="none"``; only the
-    named one while ``tool_choice`` names a tool, so the others come after,
-    once it goes back to ``auto``), each with an input built from the tool's
-    schema; then it answers with a value built from the output schema
-    (`functai.models.samples`): strings ``"test"``, numbers 0, and so on.
-    Every answer says in its ``reasoning`` that the test model made it up,
-    so the call record does too. ``delay`` and ``chunk`` are `ScriptedLM`'s.
-    It keeps no requests (use `ScriptedLM` to look at them).
+    It first calls each tool ``tool_choice`` allows that it has not called since the last user
+    message, with an input built from the tool's schema; then it answers with a value built from
+    the output schema, with `MARK` as its ``reasoning``. It keeps no requests.
     """
 
     __test__ = False  # not a pytest test class
     name = "test"
 
-    #: The reasoning of each answer, kept in the call record.
     MARK = "functai test model: no model was asked; this answer was made up from the output schema"
 
     def _answer(self, request: Request) -> Reply:

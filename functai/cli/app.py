@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -17,10 +18,8 @@ from .common import INPUT, RUNTIME, CLIError
 COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "manage", "evaluation", "stores")
 
 #: Library error codes that mean the command line named something wrong (exit 2, not 1).
-INPUT_CODES: frozenset[str] = frozenset({
-    "conversation-id", "unknown-call", "no-call-log", "input-invalid", "store-version", "store-url",
-    "store-copy",
-})
+INPUT_CODES: frozenset[str] = frozenset({"conversation-id", "unknown-call", "no-call-log", "input-invalid",
+                                         "store-version", "store-url", "store-copy"})
 
 
 class Parser(argparse.ArgumentParser):
@@ -50,11 +49,8 @@ def _take_debug(argv: list[str]) -> tuple[list[str], bool]:
 
 def _silence_stdout() -> None:
     """After a broken pipe, point stdout at /dev/null so the exit flush cannot fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # pragma: no cover - stdout is not a real file
-        pass
+    with contextlib.suppress(OSError, ValueError):  # stdout is not a real file
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -64,7 +60,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     err = err or sys.stderr
 
     def show(message: Warning | str, *where: Any, **more: Any) -> None:
-        """A warning while a command runs, as a ``functai: warning: …`` line (no source line, no path)."""
+        """A warning as one ``functai: warning: …`` line, without source line or path."""
         print(f"functai: warning: {str(message).removeprefix('functai: ')}", file=err)
 
     with warnings.catch_warnings():
@@ -85,35 +81,30 @@ def _run(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
     except KeyboardInterrupt:
         print("functai: interrupted", file=err)
         return 130
-    except BrokenPipeError:
-        # The reader went away (`functai calls | head`): nobody is left to tell.
+    except BrokenPipeError:  # `functai calls | head`: nobody is left to tell
         if out is sys.stdout:
             _silence_stdout()
         return RUNTIME
     except Exception as error:  # noqa: BLE001 - every failure is reported the same way
         if debug:
             traceback.print_exc(file=err)
-        code, message, hint, status = _describe(error, debug)
-        if debug and hint and "--debug" in hint:
-            hint = None
+        code, message, hint, status = _describe(error)
         print(f"functai: error [{code}]: {message}", file=err)
-        if hint:
+        if hint and not (debug and "--debug" in hint):
             print(f"  hint: {hint}", file=err)
         return status
 
 
-def _describe(error: Exception, debug: bool) -> tuple[str, str, str | None, int]:
+def _describe(error: Exception) -> tuple[str, str, str | None, int]:
     """The code, message, hint and exit status a failure is reported with."""
     if isinstance(error, CLIError):
         return error.code, error.message, error.hint, error.status
     if isinstance(error, FunctAIError):
         hint = getattr(error, "hint", None)
         return error.code, error.message, hint, INPUT if error.code in INPUT_CODES else RUNTIME
-    again = None if debug else "run it again with --debug to see the traceback"
+    again = "run it again with --debug to see the traceback"
     if isinstance(error, OSError):
         where = f" ({error.filename})" if error.filename else ""
         return "os-error", f"{error.strerror or error}{where}", again, RUNTIME
-    return "internal", f"{type(error).__name__}: {error}", (
-        None if debug else "this is a bug in functai or in the code it ran; run it again with --debug "
-        "to see the traceback"
-    ), RUNTIME
+    bug = f"this is a bug in functai or in the code it ran; {again}"
+    return "internal", f"{type(error).__name__}: {error}", bug, RUNTIME

@@ -36,7 +36,7 @@ def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
     folder = log_folder(args.folder)
     skipped: list[tuple[str, str]] = []
     records = list(read_calls(folder, skipped=skipped))
-    for where, reason in skipped:  # said once each, here, rather than as Python warnings
+    for where, reason in skipped:  # said once each, rather than as Python warnings
         print(f"functai: skipped {where}: {reason}", file=args.err)
     if not records:
         print(f"no calls recorded in {location(folder)}", file=out)
@@ -54,8 +54,8 @@ def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def find(folder: str, prefix: str) -> CallRecord:
-    """The one logged call whose id starts with ``prefix``."""
-    if not prefix.strip():  # "" starts every id
+    """The one logged call whose id starts with ``prefix`` (not empty: it starts every id)."""
+    if not prefix.strip():
         raise CLIError("the call id is empty", code="call-id",
                        hint=f"give a call id, or enough of its start to be unique: `functai calls {location(folder)}` "
                             "lists the recent ones")
@@ -124,16 +124,14 @@ def render(record: CallRecord, out: TextIO) -> None:
         ("timing", (f"{record.seconds:.3f}s" if record.seconds is not None else "-")
          + f", {plural(record.attempts, 'model request')}"),
     ]
-    if record.usage:
-        fields.append(("usage", ", ".join(f"{k} {v}" for k, v in record.usage.items())))
-    if record.settings:
-        fields.append(("settings", ", ".join(f"{k}={_text(v)}" for k, v in record.settings.items())))
-    if record.conversation:
-        fields.append(("conversation", ", ".join(f"{k} {v}" for k, v in record.conversation.items() if v)))
-    if not record.replayable:
-        fields.append(("replayable", "no (a plugin replaced the request)"))
-    if record.rating:
-        fields.append(("rating", "good" if record.rating.get("good") else "bad"))
+    optional = [
+        ("usage", ", ".join(f"{k} {v}" for k, v in (record.usage or {}).items())),
+        ("settings", ", ".join(f"{k}={_text(v)}" for k, v in (record.settings or {}).items())),
+        ("conversation", ", ".join(f"{k} {v}" for k, v in (record.conversation or {}).items() if v)),
+        ("replayable", "" if record.replayable else "no (a plugin replaced the request)"),
+        ("rating", ("good" if record.rating.get("good") else "bad") if record.rating else ""),
+    ]
+    fields += [(name, value) for name, value in optional if value]
     width = max(len(name) for name, _ in fields) + 1
     for name, value in fields:
         print(f"{name + ':':<{width}} {value}", file=out)
@@ -145,10 +143,7 @@ def render(record: CallRecord, out: TextIO) -> None:
     if record.sections:
         print("sections:", file=out)
         for section in record.sections:
-            lines = _text(section).splitlines() or [""]
-            print(f"  - {lines[0]}", file=out)
-            for line in lines[1:]:
-                print(f"    {line}", file=out)
+            print("  - " + "\n    ".join(_text(section).splitlines() or [""]), file=out)
     if record.changes:
         print("changes, by plugin:", file=out)
         by_plugin: dict[str, list[dict[str, Any]]] = {}
@@ -163,12 +158,10 @@ def render(record: CallRecord, out: TextIO) -> None:
         print("tool calls:", file=out)
         for call in record.tool_calls:
             print(f"  {call['name']}({_text(call.get('input'))})", file=out)
-            if "blocked" in call:
-                why = call.get("block_reason")
-                print(f"    blocked by {call['blocked']}" + (f": {_text(why)}" if why else ""), file=out)
-            elif "refused" in call:
-                why = call.get("refuse_reason")
-                print(f"    refused by {call['refused']}" + (f": {_text(why)}" if why else ""), file=out)
+            stopped = next((how for how in ("blocked", "refused") if how in call), None)
+            if stopped:
+                why = call.get("block_reason" if stopped == "blocked" else "refuse_reason")
+                print(f"    {stopped} by {call[stopped]}" + (f": {_text(why)}" if why else ""), file=out)
             elif "error" in call:
                 print(f"    failed: {_text(call['error'])}", file=out)
             else:

@@ -28,11 +28,8 @@ LOG_HELP = f"the call log: a folder or a store URL (default: $FUNCTAI_LOG_CALLS 
 
 
 class CLIError(Exception):
-    """A command cannot go on: reported as ``functai: error [code]: message`` (and a hint).
-
-    ``status`` is the exit status: `INPUT` (2) when the command line names
-    something wrong, `RUNTIME` (1) when running it failed.
-    """
+    """A command cannot go on. ``status``: `INPUT` (2) when the command line names something wrong,
+    `RUNTIME` (1) when running it failed."""
 
     def __init__(self, message: str, *, code: str, status: int = INPUT, hint: str | None = None) -> None:
         super().__init__(message)
@@ -40,11 +37,9 @@ class CLIError(Exception):
 
 
 def log_folder(given: str | None, *, existing: bool = True) -> str:
-    """The call log a command uses: the one given, else $FUNCTAI_LOG_CALLS, else ``calls``.
+    """The call log: the one given, else $FUNCTAI_LOG_CALLS, else ``calls``.
 
-    A command that reads it (``existing``) refuses one that is not there
-    (``not-found``) rather than reading it as empty: reading never creates a
-    call log, and a wrong path must not look like a log with no calls.
+    Reading (``existing``) refuses one that is not there: a wrong path must not look like a log with no calls.
     """
     folder = given or os.environ.get("FUNCTAI_LOG_CALLS") or DEFAULT_LOG
     hint = "give the folder or URL that log_calls= (or FUNCTAI_LOG_CALLS) names; the first logged call makes it"
@@ -52,13 +47,13 @@ def log_folder(given: str | None, *, existing: bool = True) -> str:
 
 
 def store_folder(given: str) -> str:
-    """A conversation store folder (or store URL) that exists (a command never creates one by reading it)."""
+    """A conversation store that exists (reading never creates one)."""
     return folder_or_url(given, "store", "give the folder or URL passed as store= when the conversation was made")
 
 
 def folder_or_url(where: str, what: str, hint: str, existing: bool = True) -> str:
-    """``where`` refused when it is a file, or (``existing``) when it is not there: a folder, or
-    the file of a SQLite URL (other URLs are asked when read)."""
+    """``where``, refused when it is a file, or (``existing``) a missing folder or SQLite file.
+    Other URLs are checked when read."""
     if is_url(where):
         if existing and scheme_of(where) == "sqlite" and not os.path.isfile(sqlite_path(where)):
             raise CLIError(f"no SQLite {what} {sqlite_path(where)}", code="not-found", hint=hint)
@@ -70,15 +65,14 @@ def folder_or_url(where: str, what: str, hint: str, existing: bool = True) -> st
 
 
 def location(where: str) -> str:
-    """A call log or store as messages name it: a folder ends in ``/``; a URL is shown as it is
-    (nothing added), without its password."""
+    """A call log or store as messages name it: a folder ends in ``/``; a URL loses its password."""
     if is_url(where):
         return redact(where)
     return where if where.endswith(("/", os.sep)) else where + "/"
 
 
 def number(kind: Callable[[str], float], low: float, high: float | None = None) -> Callable[[str], Any]:
-    """An argparse type: a number read by ``kind`` (``int``: a whole one) from ``low`` (to ``high``)."""
+    """An argparse type: a number read by ``kind`` from ``low`` (to ``high``)."""
     bounds = f"at least {low:g}" if high is None else f"from {low:g} to {high:g}"
     expected = "a whole number" if kind is int else f"a number {bounds}"
 
@@ -94,12 +88,11 @@ def number(kind: Callable[[str], float], low: float, high: float | None = None) 
     return read
 
 
-#: An argparse type: a whole number of at least 1.
 positive = number(int, 1)
 
 
 def short(value: object, width: int = 60) -> str:
-    """``value`` on one line, at most ``width`` characters, cut at a word where it must be cut."""
+    """``value`` on one line, at most ``width`` characters, cut at a word where it can be."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
     if len(text) <= width:
@@ -124,38 +117,33 @@ def table(rows: list[list[str]], out: TextIO, indent: str = "") -> None:
 
 
 def history(store: str, conversation: str) -> "History":
-    """The records of a conversation folded into its state; refuses one that is not there."""
+    """The conversation's records folded into its state; refuses one that is not there."""
     from ..conversations.history import History
 
     check_conversation_id(conversation)
     found = History()
     found.apply_all(open_store(store_folder(store)).read(conversation))
-    if not found.count:
-        raise CLIError(f"no conversation {conversation!r} in {location(store)}", code="not-found",
-                       hint=_known(store))
-    return found
-
-
-def _known(store: str) -> str | None:
+    if found.count:
+        return found
     names = open_store(store).conversations()
-    if not names:
-        return "the store holds no conversations"
     listed = ", ".join(names[:5]) + (f" (and {len(names) - 5} more)" if len(names) > 5 else "")
-    return f"the store holds: {listed}"
+    raise CLIError(f"no conversation {conversation!r} in {location(store)}", code="not-found",
+                   hint=f"the store holds: {listed}" if names else "the store holds no conversations")
 
 
-def import_program(reference: str, what: str = "function") -> Any:
-    """The object ``MODULE:NAME`` names, importable from the current folder; refuses clearly."""
+def ai_function(reference: str) -> Any:
+    """The AI function ``MODULE:FUNCTION`` (or ``path/to/script.py:FUNCTION``) names, imported from here."""
     module_name, colon, qualname = reference.rpartition(":")  # the last colon: a Windows path has one too
     if not colon or not module_name or not qualname or not all(qualname.split(".")):
-        raise CLIError(f"{reference!r} is not MODULE:{what.upper()}", code="usage",
-                       hint=f"name the {what} as module:name, e.g. support_app:answer (or path/to/script.py:answer)")
+        raise CLIError(f"{reference!r} is not MODULE:FUNCTION", code="usage",
+                       hint="name the function as module:name, e.g. support_app:answer (or path/to/script.py:answer)")
+    if module_name.endswith(".py") and not os.path.isfile(module_name):
+        raise CLIError(f"no script {module_name}", code="not-found",
+                       hint="give the path of the .py file that defines it")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        target: Any = load_script(module_name) if module_name.endswith(".py") else importlib.import_module(module_name)
-    except CLIError:
-        raise
+        found: Any = load_script(module_name) if module_name.endswith(".py") else importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
             raise CLIError(f"no module named {module_name!r}", code="not-found",
@@ -166,17 +154,17 @@ def import_program(reference: str, what: str = "function") -> Any:
                        code="import-failed", status=RUNTIME, hint="run it again with --debug to see where") from error
     for part in qualname.split("."):
         try:
-            target = getattr(target, part)
+            found = getattr(found, part)
         except AttributeError:
             raise CLIError(f"{module_name!r} has no {qualname!r}", code="not-found") from None
-    return target
+    if not isinstance(found, AIFunction):
+        raise CLIError(f"{reference} is a {type(found).__name__}, not an AI function (made with @ai)",
+                       code="not-ai-function")
+    return found
 
 
 def load_script(path: str) -> Any:
-    """A script file loaded as a module named after it (not ``__main__``: its
-    ``if __name__ == "__main__":`` block does not run), its folder importable as when run."""
-    if not os.path.isfile(path):
-        raise CLIError(f"no script {path}", code="not-found", hint="give the path of the .py file that defines it")
+    """A script loaded as a module named after it, not ``__main__`` (its main block does not run)."""
     stem = os.path.splitext(os.path.basename(path))[0]
     name = stem if stem.isidentifier() and stem not in sys.modules else "__functai_script__"
     folder = os.path.dirname(os.path.abspath(path))
@@ -190,26 +178,11 @@ def load_script(path: str) -> Any:
     return module
 
 
-def ai_function(reference: str) -> Any:
-    """The AI function ``MODULE:FUNCTION`` (or ``path/to/script.py:FUNCTION``) names."""
-    found = import_program(reference)
-    if not isinstance(found, AIFunction):
-        raise CLIError(f"{reference} is a {type(found).__name__}, not an AI function (made with @ai)",
-                       code="not-ai-function")
-    return found
-
-
 def require_model(fn: Any) -> None:
-    """Refuse ``no-model`` (and ``plugin-load``) now, before a command changes anything.
-
-    The same layers a call resolves, without sending anything: a model given
-    by ``lm``/``client`` in any layer or by ``FUNCTAI_LM``.
-    """
+    """Refuse ``no-model`` (and ``plugin-load``) before a command changes anything: a model given
+    by ``lm``/``client`` in any layer a call resolves, or by ``FUNCTAI_LM``."""
     values = resolve(fn.own).values
     if values.get("client") is not None or values.get("lm") or os.environ.get("FUNCTAI_LM"):
         return
-    raise FunctAIError(
-        f"no model is configured for {fn.name}: set FUNCTAI_LM (e.g. FUNCTAI_LM=openai/gpt-4.1-mini), "
-        "or configure lm=... in the module that defines it",
-        code="no-model",
-    )
+    raise FunctAIError(f"no model is configured for {fn.name}: set FUNCTAI_LM (e.g. FUNCTAI_LM=openai/gpt-4.1-mini), "
+                       "or configure lm=... in the module that defines it", code="no-model")

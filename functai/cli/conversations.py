@@ -45,7 +45,7 @@ def register(commands: Any) -> None:
 
 
 def _conversation_arguments(command: argparse.ArgumentParser, by: str | None = None) -> None:
-    """STORE and ID; with ``by`` (its help), also ``--by`` and ``--function`` of a command that resumes turns."""
+    """STORE and ID; with ``by`` (its help), also a resuming command's ``--by`` and ``--function``."""
     command.add_argument("store", help="the store: a folder or a sqlite:/postgresql: URL")
     command.add_argument("id", help="the conversation id")
     if by is not None:
@@ -81,23 +81,24 @@ def _describe(turn: Any) -> str:
 
 
 def tree(found: "History", out: TextIO) -> None:
-    """Print the turn tree, depth first; a loop, not recursion, so any depth prints."""
-    roots = found.children.get(None, [])
+    """Print the turn tree, depth first; a loop, so any depth prints."""
     states = {turn_id: _state(turn)[0] for turn_id, turn in found.turns.items()}
     width = max(map(len, states.values()), default=0)
-    # Each item: (turn id, the prefix of its line, whether it is its parent's last child).
-    stack = [(root, "", i == len(roots) - 1) for i, root in reversed(list(enumerate(roots)))]
+
+    def below(parent: str | None, prefix: str) -> list[tuple[str, str, bool]]:
+        children = found.children.get(parent, [])
+        return [(child, prefix, i == len(children) - 1) for i, child in enumerate(children)][::-1]
+
+    stack = below(None, "")
     while stack:
         turn_id, prefix, last = stack.pop()
-        turn = found.turns[turn_id]
-        print(f"{prefix}{'└─ ' if last else '├─ '}{turn_id} {states[turn_id]:<{width}} {_describe(turn)}", file=out)
-        children = found.children.get(turn_id, [])
-        below = prefix + ("   " if last else "│  ")
-        stack.extend((child, below, i == len(children) - 1) for i, child in reversed(list(enumerate(children))))
+        print(f"{prefix}{'└─ ' if last else '├─ '}{turn_id} {states[turn_id]:<{width}} "
+              f"{_describe(found.turns[turn_id])}", file=out)
+        stack += below(turn_id, prefix + ("   " if last else "│  "))
 
 
 def skipped_lines(store: str, conversation: str, found: "History") -> list[tuple[str, str]]:
-    """The lines of a conversation that could not be used, ``(<file>:<line>, reason)``, in file order."""
+    """The conversation's lines that could not be used, ``(<file>:<line>, reason)``, in file order."""
     from ..conversations.context import record_place
 
     opened = open_store(store_folder(store))
@@ -136,21 +137,18 @@ def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def conversation_function(args: argparse.Namespace, found: "History", fallback: str) -> Any:
-    """The AI function that resumes the conversation's turns: ``--function`` when given,
-    else the ``MODULE:NAME`` its first record names. ``fallback`` says what works without it."""
+def open_chat(args: argparse.Namespace, found: "History", fallback: str) -> Any:
+    """The conversation, opened with its function (``--function``, else the one its first record names)
+    once a model is configured for it. ``fallback`` says what works without it."""
     reference = (found.header or {}).get("function")
     if not reference:
         raise CLIError(f"conversation {args.id!r} does not record its function", code="conversation-function",
                        status=RUNTIME)
     module, _, name = reference.partition(":")
     if args.function is None and module == "__main__":
-        raise CLIError(
-            f"conversation {args.id!r} was made by a script run as a program, so its function is recorded as "
-            f"{reference}, which this command cannot import",
-            code="script-function",
-            hint=f"name the script: --function path/to/script.py:{name}; or {fallback}",
-        )
+        raise CLIError(f"conversation {args.id!r} was made by a script run as a program, so its function is "
+                       f"recorded as {reference}, which this command cannot import", code="script-function",
+                       hint=f"name the script: --function path/to/script.py:{name}; or {fallback}")
     try:
         program = ai_function(args.function or reference)
     except CLIError as error:
@@ -159,7 +157,8 @@ def conversation_function(args: argparse.Namespace, found: "History", fallback: 
         raise
     if module == "__main__" and args.function is not None:
         program.module = module  # the script, loaded here as a module, is what ran as __main__ there
-    return program
+    require_model(program)  # before anything is recorded: an answer that cannot resume strands the turn
+    return program.conversation(args.id, store=args.store)
 
 
 def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
@@ -167,13 +166,10 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
     if not any(turn.state == "waiting" for turn in found.turns.values()):
         raise CLIError(f"nothing waits in conversation {args.id!r}", code="nothing-waiting", status=RUNTIME,
                        hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
-    program = conversation_function(args, found, "answer in the program: chat.turn(TURN_ID).approve() "
-                                    "(or .deny()), then .resume()")
-    require_model(program)  # before any answer is recorded: an answer that cannot resume strands the turn
-    chat = program.conversation(args.id, store=args.store)
+    chat = open_chat(args, found, "answer in the program: chat.turn(TURN_ID).approve() (or .deny()), then .resume()")
     waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
     waits_again = False
-    failures: list[tuple[str, FunctAIError]] = []
+    failures: list[tuple[str, str]] = []  # (message, code)
     for turn in waiting:
         try:
             if args.deny is not None:
@@ -184,10 +180,10 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             if error.code != "approval-answered":
                 raise
             print(f"{turn.id}: not answered [approval-answered]", file=out)
-            failures.append((turn.id, error))
+            failures.append((error.message, error.code))
             continue
+        verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
         for approval in turn.approvals:
-            verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
             print(f"{turn.id}: {approval['name']} {short(approval['input'], 40)} — {verdict}", file=out)
         try:
             answer = turn.resume()
@@ -197,19 +193,18 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             continue
         except FunctAIError as error:
             print(f"{turn.id}: failed [{error.code}]", file=out)
-            failures.append((turn.id, error))
+            failures.append((f"turn {turn.id} failed: {error.message}", error.code))
             continue
         print(f"{turn.id}: {short(answer, 200)}", file=out)
     if failures:
-        turn_id, first = failures[0]
+        message, code = failures[0]
         more = f" (and {len(failures) - 1} more turns)" if len(failures) > 1 else ""
-        message = first.message if first.code == "approval-answered" else f"turn {turn_id} failed: {first.message}"
-        raise CLIError(message + more, code=first.code, status=RUNTIME)
+        raise CLIError(message + more, code=code, status=RUNTIME)
     return 3 if waits_again else 0
 
 
 def _check_rerun(found: "History", interrupted: list[str], rerun: list[str]) -> None:
-    """Refuse a ``--rerun`` name no interrupted turn has a started, unfinished call of (it could change nothing)."""
+    """Refuse a ``--rerun`` tool no interrupted turn started without a result: it would change nothing."""
     started = {tool["entry"].get("name") for turn_id in interrupted
                for tool in found.turns[turn_id].tools.values() if tool.get("state") == "started"}
     unknown = [name for name in rerun if name not in started]
@@ -235,10 +230,8 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
             print(f"{turn_id}: abandoned", file=out)
         return 0
     _check_rerun(found, interrupted, args.rerun)
-    program = conversation_function(args, found, "resume in the program (chat.turn(TURN_ID).resume()), "
-                                    "or give up on the turns with --abandon")
-    require_model(program)
-    chat = program.conversation(args.id, store=args.store)
+    chat = open_chat(args, found, "resume in the program (chat.turn(TURN_ID).resume()), "
+                     "or give up on the turns with --abandon")
     waits = False
     for turn_id in interrupted:
         turn = chat.turn(turn_id)

@@ -32,7 +32,6 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     try:
         return demo(out, folder=args.log)
     except FunctAIError as error:
-        hint = None
-        if os.environ.get("FUNCTAI_LM"):
-            hint = "unset FUNCTAI_LM to run the demo on its scripted offline model"
+        scripted = "unset FUNCTAI_LM to run the demo on its scripted offline model"
+        hint = scripted if os.environ.get("FUNCTAI_LM") else None
         raise CLIError(error.message, code=error.code, status=RUNTIME, hint=hint) from error

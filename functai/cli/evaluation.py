@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from typing import Any, TextIO
 
@@ -48,14 +49,13 @@ def cmd_rate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _correction(record: CallRecord, text: str) -> Any:
-    """``--correction TEXT`` as a value of the function's output type, read as its reply would be.
-
-    Checked now, or a correction that can never match (``notanint`` for an
-    ``int`` function) would fail every evaluation row it makes. The type is
-    the function's when ``MODULE:FUNCTION`` imports from here, else the kind
-    of JSON value the call recorded (text when nothing tells).
-    """
-    fn = _function_of(record)
+    """``--correction TEXT`` read as the function's reply would be, or a correction that can never
+    match would fail every evaluation row it makes. The type is the function's when it imports
+    from here, else the kind of JSON value the call recorded (text when nothing tells)."""
+    fn = None
+    if record.module and record.module != "__main__":
+        with contextlib.suppress(CLIError):  # not importable from here: the recorded value tells
+            fn = ai_function(f"{record.module}:{record.function}")
     if fn is not None:
         try:
             return read_output(text, fn.output_type)
@@ -79,16 +79,6 @@ def _correction(record: CallRecord, text: str) -> Any:
                        f"recorded output {short(record.output)} is", code="input-invalid",
                        hint="give the answer it should have given, as JSON of the function's output type")
     return value
-
-
-def _function_of(record: CallRecord) -> Any:
-    """The AI function that made ``record``, when it imports from here (quietly None when not)."""
-    if not record.module or record.module == "__main__":
-        return None
-    try:
-        return ai_function(f"{record.module}:{record.function}")
-    except CLIError:
-        return None
 
 
 def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:

@@ -1,11 +1,7 @@
-"""``functai install NAME…`` / ``functai uninstall NAME…``: plugins added to functai's own environment.
+"""``functai install`` / ``functai uninstall``: plugins in functai's own environment (pipx or any venv).
 
-pip runs with the Python that runs functai, so a functai installed with
-pipx (or in any venv) gets its plugins where it can find them. Afterwards
-the plugins table is printed by a fresh ``functai plugins`` process: what is
-installed now, as the next program will see it. ``uninstall`` asks once
-itself when stdin is a terminal (``--yes`` skips the question) and never
-lets pip ask: a script has nobody to answer, and pip dies on a closed stdin.
+The plugins table is printed afterwards by a fresh process, as the next program sees it. pip is never
+let to ask (a script has nobody to answer, and pip dies on a closed stdin): ``uninstall`` asks itself.
 """
 
 from __future__ import annotations
@@ -25,13 +21,13 @@ _ESSENTIAL = frozenset({"functai"})
 def register(commands: Any) -> None:
     install = commands.add_parser("install", help="pip install plugins into functai's own environment")
     install.add_argument("names", nargs="*", metavar="NAME", help="distributions, paths or URLs, as pip takes them")
-    install.add_argument("-U", "--upgrade", action="store_true", help="upgrade them to the newest version")
     install.add_argument("-e", "--editable", action="append", default=[], metavar="PATH",
                          help="install a local project in editable mode (repeatable)")
-    install.add_argument("--force-reinstall", action="store_true", help="reinstall even when up to date")
-    install.add_argument("--no-cache-dir", action="store_true", help="do not use pip's cache")
-    install.add_argument("--pre", action="store_true", help="allow pre-release versions")
-    install.set_defaults(run=cmd_install)
+    for *flag, about in (("-U", "--upgrade", "upgrade them to the newest version"),
+                         ("--force-reinstall", "reinstall even when up to date"),
+                         ("--no-cache-dir", "do not use pip's cache"), ("--pre", "allow pre-release versions")):
+        install.add_argument(*flag, dest="flags", action="append_const", const=flag[-1], help=about)
+    install.set_defaults(run=cmd_install, flags=[])
 
     uninstall = commands.add_parser("uninstall", help="pip uninstall plugins from functai's own environment")
     uninstall.add_argument("names", nargs="+", metavar="NAME", help="distribution names")
@@ -45,9 +41,8 @@ def _pip(arguments: list[str], what: str) -> None:
     try:
         done = subprocess.run(command)
     except OSError as error:
-        raise CLIError(
-            f"cannot run pip ({' '.join(command[:3])}): {error}", code="pip-failed", status=RUNTIME
-        ) from error
+        raise CLIError(f"cannot run pip ({' '.join(command[:3])}): {error}", code="pip-failed",
+                       status=RUNTIME) from error
     if done.returncode != 0:
         raise CLIError(f"pip {what} failed (exit status {done.returncode}); nothing else was changed",
                        code="pip-failed", status=RUNTIME, hint="pip's own output above says why")
@@ -67,11 +62,8 @@ def cmd_install(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError("name at least one plugin distribution to install", code="usage",
                        hint="e.g. functai install ./my-plugin, or functai install ./functai_builtin_plugins/otel "
                             "in a checkout of the functai repository")
-    flags = [flag for flag, on in (("--upgrade", args.upgrade), ("--force-reinstall", args.force_reinstall),
-                                   ("--no-cache-dir", args.no_cache_dir), ("--pre", args.pre)) if on]
-    for path in args.editable:
-        flags += ["--editable", path]
-    _pip(["install", *flags, *args.names], "install")
+    editable = [arg for path in args.editable for arg in ("--editable", path)]
+    _pip(["install", *args.flags, *editable, *args.names], "install")
     print(f"installed into {sys.prefix}", file=out)
     _table(out)
     return 0
@@ -87,13 +79,13 @@ def cmd_uninstall(args: argparse.Namespace, out: TextIO) -> int:
     if not args.yes and _interactive() and not _confirm(args.names, args.err):
         print("nothing was uninstalled", file=out)
         return 0
-    _pip(["uninstall", "--yes", *args.names], "uninstall")  # pip never prompts: it would die on a closed stdin
+    _pip(["uninstall", "--yes", *args.names], "uninstall")
     _table(out)
     return 0
 
 
 def _interactive() -> bool:
-    """Whether a person can answer a question: stdin is a terminal (not a pipe, a file or closed)."""
+    """Whether a person can answer: stdin is a terminal."""
     try:
         return sys.stdin is not None and sys.stdin.isatty()
     except (OSError, ValueError):  # a closed or detached stdin

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import warnings
+from collections import Counter
 from typing import Any, TextIO
 
 from ..hooks import installed
@@ -26,44 +27,27 @@ def register(commands: Any) -> None:
     explain.set_defaults(run=cmd_explain)
 
 
-def discover() -> Installed:
-    """A fresh discovery (not the process's cached one).
-
-    A plugin that fails to load is warned about; the listing says the same,
-    so the warning is not repeated.
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return Installed.discover()
-
-
 def builtins(group: str) -> list[dict[str, object]]:
-    found = installed.entry_points(group)  # looked up when called: a test may replace it
-    rows = []
-    for entry_point in found:
-        dist = getattr(entry_point, "dist", None)
-        rows.append({
-            "name": entry_point.name,
-            "distribution": getattr(dist, "name", None),
-            "version": getattr(dist, "version", None),
-            "entry_point": entry_point.value,
-            "providers": sum(1 for other in found if other.name == entry_point.name),
-        })
-    return rows
+    found = installed.entry_points(group)  # looked up here: a test may replace it
+    providers = Counter(entry_point.name for entry_point in found)
+    return [{"name": entry_point.name, "distribution": getattr(entry_point.dist, "name", None),
+             "version": getattr(entry_point.dist, "version", None), "entry_point": entry_point.value,
+             "providers": providers[entry_point.name]} for entry_point in found]
 
 
 def _state(plugin: dict[str, object]) -> str:
-    state = str(plugin["state"])
-    return f"{state}: {plugin['reason']}" if plugin["state"] == "failed" else (
-        f"{state} ({plugin['reason']})" if plugin["reason"] else state
-    )
+    if plugin["state"] == FAILED:
+        return f"{plugin['state']}: {plugin['reason']}"
+    return f"{plugin['state']} ({plugin['reason']})" if plugin["reason"] else str(plugin["state"])
 
 
 def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
-    """List installed plugins with their state; exit 0 even when one failed (a diagnostic)."""
+    """Installed plugins with their state; exits 0 even when one failed (it is a diagnostic)."""
     from ..builtins import GROUP as BUILTINS
 
-    found = discover()
+    with warnings.catch_warnings():  # a fresh discovery; the listing says what failed, so no warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        found = Installed.discover()
     plugins = [{**item.as_dict(), "distribution_version": item.dist_version} for item in found.found]
     factories = builtins(BUILTINS)
     if args.json:
@@ -76,26 +60,18 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
         print(f"installed plugins (entry-point group {GROUP!r}):", file=out)
         rows = [["NAME", "VERSION", "DISTRIBUTION", "API", "HOOKS", "STATE"]]
         for plugin in plugins:
-            rows.append([
-                str(plugin["name"]),
-                str(plugin["version"] or "-"),
-                str(plugin["distribution"] or "-"),
-                "-" if plugin["api"] is None else str(plugin["api"]),
-                ",".join(plugin["hooks"]) or "-",  # type: ignore[arg-type]
-                _state(plugin),
-            ])
+            hooks = ",".join(plugin["hooks"]) or "-"  # type: ignore[arg-type]
+            rows.append([str(plugin["name"]), str(plugin["version"] or "-"), str(plugin["distribution"] or "-"),
+                         "-" if plugin["api"] is None else str(plugin["api"]), hooks, _state(plugin)])
         table(rows, out)
     failed = [str(plugin["name"]) for plugin in plugins if plugin["state"] == FAILED]
     if failed:
         already = [name for name in (os.environ.get("FUNCTAI_DISABLE_PLUGINS") or "").split(",") if name.strip()]
         disable = ",".join(dict.fromkeys([*already, *failed]))
         codes = " or ".join(sorted({item.code for item in found.found if item.state == FAILED}))
-        print(
-            f"{plural(len(failed), 'plugin')} failed to load ({', '.join(failed)}): every call "
-            f"refuses {codes} until {'they are' if len(failed) > 1 else 'it is'} fixed, uninstalled, "
-            f"or disabled with FUNCTAI_DISABLE_PLUGINS={disable}",
-            file=out,
-        )
+        print(f"{plural(len(failed), 'plugin')} failed to load ({', '.join(failed)}): every call refuses {codes} "
+              f"until {'they are' if len(failed) > 1 else 'it is'} fixed, uninstalled, or disabled with "
+              f"FUNCTAI_DISABLE_PLUGINS={disable}", file=out)
     if args.verbose:
         for item in found.found:
             if item.plugin is not None:
@@ -104,9 +80,8 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
         print(f"\nbuilt-in factories (entry-point group {BUILTINS!r}):", file=out)
         rows = [["NAME", "DISTRIBUTION", "VERSION", "ENTRY POINT"]]
         for row in factories:
-            note = ""
-            if row["providers"] != 1:
-                note = f"  ({row['providers']} distributions provide {row['name']!r}: uninstall all but one)"
+            note = "" if row["providers"] == 1 else (
+                f"  ({row['providers']} distributions provide {row['name']!r}: uninstall all but one)")
             rows.append([str(row["name"]), str(row["distribution"] or "-"), str(row["version"] or "-"),
                          f"{row['entry_point']}{note}"])
         table(rows, out)

@@ -1,13 +1,13 @@
-"""``evaluate``: ask a function again on rated calls (or given rows) and score it.
+"""``evaluate``: score a function as it is now on rated calls (or given rows).
 
-The program under test is the function as it is now — its current
-instruction — so an improved instruction is what is measured. Rated calls
-are asked again as they were shown (see `functai.evaluation.replay`).
+Rated calls are asked again as they were shown (see `functai.evaluation.replay`),
+so what changed since is what is measured.
 """
 
 from __future__ import annotations
 
 import contextvars
+import itertools
 import math
 import os
 import sys
@@ -39,7 +39,6 @@ class Row:
     #: False when the row only knows a wrong answer (a bad rating without a correction).
     agree: bool = True
     record: str | None = None
-    rating: Mapping[str, Any] | None = None
     history: Sequence[Mapping[str, Any]] = ()
     sections: Sequence[str] = ()
     #: False when a request handler replaced the rated call's request: still a row, never a worked example.
@@ -48,13 +47,13 @@ class Row:
 
 @attrs.frozen
 class RowResult:
+    """One row's result; ``call`` is the new call's record id, ``record`` the rated call it came from."""
+
     inputs: Mapping[str, Any]
     expected: Any
     got: Any
     passed: float
-    #: The id of the new call's record.
     call: str | None
-    #: The rated call this row came from, if any.
     record: str | None = None
     error: str | None = None
     #: The failed call's error code (``model-http``, ``output-invalid`` …).
@@ -75,7 +74,7 @@ class Evaluation:
 
     @property
     def model_failures(self) -> list[RowResult]:
-        """The rows that failed because the model could not be used (no reply, or no model set up)."""
+        """The rows that failed because the model could not be used."""
         return [row for row in self.rows if row.model_unusable]
 
     def table(self) -> str:
@@ -97,11 +96,10 @@ def _short(value: Any, width: int = 24) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def rows_for(fn: Any, rows: Iterable[Any] | None, log: str | os.PathLike[str] | None) -> tuple[
-    list[Row], list[tuple[str, str]]
-]:
-    """The rows to ask, and the rated calls left out (call id, why): ``rows`` as given, or (None)
-    the rated calls of every version of ``fn`` in the call log, each rebuilt as it was shown."""
+def rows_for(
+    fn: Any, rows: Iterable[Any] | None, log: str | os.PathLike[str] | None
+) -> tuple[list[Row], list[tuple[str, str]]]:
+    """The rows to ask (``rows``, or the rated calls of every version of ``fn``), and the rated calls left out."""
     if rows is not None:
         return [_given_row(row) for row in rows], []
     todo: list[Row] = []
@@ -127,8 +125,8 @@ def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list
         expected, agree = rating["correction"], True
     else:
         expected, agree = record.output, False  # only known to be wrong: a different answer agrees
-    return Row(inputs=dict(record.inputs), expected=expected, agree=agree, record=record.id, rating=rating,
-               history=history, sections=sections, replayable=record.replayable)
+    return Row(inputs=dict(record.inputs), expected=expected, agree=agree, record=record.id, history=history,
+               sections=sections, replayable=record.replayable)
 
 
 def _given_row(row: Any) -> Row:
@@ -173,11 +171,9 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
         got, record = fn.run(**row.inputs)
     except FunctAIError as error:
         record_id = error.record.id if error.record is not None else None
-        # No model could be set up, or the client got no reply (unreachable, an HTTP error such as a refused
-        # key): the row measured an outage, not the function. A reply that is not an answer came from a model.
-        unusable = isinstance(error, ModelConfigError) or (
-            isinstance(error, ModelError) and not isinstance(error, NonAnswerError)
-        )
+        # No model, or no reply at all: the row measured an outage. A reply that is not an answer came from a model.
+        unusable = isinstance(error, ModelConfigError) or (isinstance(error, ModelError)
+                                                             and not isinstance(error, NonAnswerError))
         return RowResult(row.inputs, row.expected, None, 0.0, record_id, row.record, f"{error.code}: {error.message}",
                          error.code, unusable)
     except Exception as error:
@@ -192,70 +188,51 @@ def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
     return RowResult(row.inputs, row.expected, got, passed, record.id, row.record)
 
 
-class _Progress:
-    """A one-line progress bar on a terminal (``stream``, else stderr); silent otherwise."""
+def _progress(total: int, label: str, show: bool | None, stream: TextIO | None) -> Callable[[], None]:
+    """A step function drawing a one-line bar on ``stream`` (else stderr) when it is a terminal or ``show`` says so."""
+    stream = stream if stream is not None else sys.stderr
+    if show is None:
+        try:
+            show = bool(stream.isatty())
+        except (AttributeError, OSError, ValueError):  # no isatty, or a closed or detached stream
+            show = False
+    if not total or not show:
+        return lambda: None
+    done = itertools.count(1)
+    lock = threading.Lock()
 
-    def __init__(self, total: int, label: str, show: bool | None, stream: TextIO | None = None) -> None:
-        self.total, self.label, self.done = total, label, 0
-        self.stream = stream if stream is not None else sys.stderr
-        self.show = _is_terminal(self.stream) if show is None else show
-        self.lock = threading.Lock()
-        self._draw()
+    def draw(count: int) -> None:
+        filled = 30 * count // total
+        end = "\n" if count == total else ""
+        stream.write(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {count}/{total}{end}")
+        stream.flush()
 
-    def step(self) -> None:
-        with self.lock:
-            self.done += 1
-            self._draw()
+    def step() -> None:
+        with lock:
+            draw(next(done))
 
-    def _draw(self) -> None:
-        if not self.show or not self.total:
-            return
-        filled = int(30 * self.done / self.total)
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}")
-        if self.done == self.total:
-            self.stream.write("\n")
-        self.stream.flush()
-
-
-def _is_terminal(stream: TextIO) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty()) if isatty is not None else False
-    except (OSError, ValueError):  # a closed or detached stream
-        return False
+    draw(0)
+    return step
 
 
-def evaluate(
-    fn: Any,
-    rows: Iterable[Any] | None = None,
-    metric: Metric | None = None,
-    *,
-    workers: int | None = None,
-    log: str | os.PathLike[str] | None = None,
-    progress: bool | None = None,
-    progress_to: TextIO | None = None,
-) -> Evaluation:
-    """Score ``fn`` as it is now.
+def evaluate(fn: Any, rows: Iterable[Any] | None = None, metric: Metric | None = None, *, workers: int | None = None,
+             log: str | os.PathLike[str] | None = None, progress: bool | None = None,
+             progress_to: TextIO | None = None) -> Evaluation:
+    """Score ``fn`` as it is now (docs/evaluating.md).
 
-    ``rows``: None for the rated calls in the call log of every function with
-    ``fn``'s module and name (each asked again as it was shown), or given
-    rows — ``{"inputs": {...}, "expected": ...}`` or ``(inputs, expected)``.
-    ``metric(expected, got)`` returns a bool or a number (default: the same
-    value, or, for a call rated bad without a correction, a different one).
-    Rows run in ``workers`` threads (default: the ``workers`` setting, else 4),
-    each in a copy of the caller's settings context. A progress bar is drawn
-    on ``progress_to`` (default ``sys.stderr``) when ``progress`` is true, or
-    when it is None and that stream is a terminal.
+    ``rows``: None for the rated calls of ``fn`` in the call log, or
+    ``{"inputs": {...}, "expected": ...}`` / ``(inputs, expected)`` items.
+    Rows run in ``workers`` threads, each in a copy of the caller's context.
     """
     todo, skipped = rows_for(fn, rows, log)
     count = workers or current_values().get("workers") or 4
-    bar = _Progress(len(todo), f"evaluating {fn.name}", progress, progress_to)
+    step = _progress(len(todo), f"evaluating {fn.name}", progress, progress_to)
 
     def one(row: Row) -> RowResult:
         try:
             return _ask(fn, row, metric)
         finally:
-            bar.step()
+            step()
 
     if count == 1 or len(todo) <= 1:
         results = [one(row) for row in todo]

@@ -1,10 +1,5 @@
-"""``optimize``: propose better instructions, measure each, keep the best.
-
-A teacher — an AI function with its own ``lm`` — reads the current
-instruction and how it did, and proposes candidates; each candidate is a new
-version of the function (same signature, tools, plugins and settings) and is
-measured with `evaluate` on the same rows.
-"""
+"""``optimize``: a teacher AI function proposes instructions; each is measured with `evaluate`
+on the same rows as a new version of the function, and the best is kept."""
 
 from __future__ import annotations
 
@@ -52,20 +47,10 @@ def _teacher(lm: str | None) -> AIFunction:
     return (ai(lm=lm) if lm else ai())(propose_instructions)
 
 
-def optimize(
-    fn: AIFunction,
-    rows: Iterable[Any] | None = None,
-    *,
-    teacher_lm: str | None = None,
-    candidates: int = 3,
-    metric: Metric | None = None,
-    workers: int | None = None,
-    log: str | os.PathLike[str] | None = None,
-    progress: bool | None = None,
-    progress_to: TextIO | None = None,
-) -> Optimization:
-    """Return a new AI function with the best instruction found (or ``fn``
-    itself when no candidate beats it), with the scores of every candidate."""
+def optimize(fn: AIFunction, rows: Iterable[Any] | None = None, *, teacher_lm: str | None = None, candidates: int = 3,
+             metric: Metric | None = None, workers: int | None = None, log: str | os.PathLike[str] | None = None,
+             progress: bool | None = None, progress_to: TextIO | None = None) -> Optimization:
+    """The best instruction found as a new AI function (``fn`` itself when none beats it), and every score."""
     if not isinstance(fn, AIFunction):
         raise TypeError(f"optimize() takes an AI function, not {fn!r}")
     todo, _ = rows_for(fn, rows, log)

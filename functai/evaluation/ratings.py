@@ -1,10 +1,5 @@
-"""Ratings: a person's verdict on a call, kept beside the call log.
-
-``rate(record_or_id, good=True, correction=None, by=None)`` appends one JSON
-line to ``<log folder>/ratings.jsonl`` (or to the ``functai_ratings`` table
-when the call log is a SQLite/PostgreSQL URL). A call may be rated many times; the
-latest rating by the same person wins.
-"""
+"""Ratings: a person's verdict on a call, kept beside the call log (``ratings.jsonl``, or the
+``functai_ratings`` table of a SQL call log). The latest rating by the same person wins."""
 
 from __future__ import annotations
 
@@ -15,16 +10,8 @@ from typing import Any
 import attrs
 
 from ..calls.outputs import to_jsonable
-from ..calls.records import (
-    LOG_FILE,
-    RATINGS_FILE,
-    CallRecord,
-    append_line,
-    is_rating,
-    numbered_lines,
-    read_calls,
-    report_skipped,
-)
+from ..calls.records import (LOG_FILE, RATINGS_FILE, CallRecord, append_line, is_rating, numbered_lines, read_calls,
+                             report_skipped)
 from ..errors import FunctAIError
 from ..layers import current_values
 from ..models.keys import reveal
@@ -47,22 +34,13 @@ class Rating:
 def log_folder(log: str | os.PathLike[str] | None) -> str:
     folder = log if log is not None else current_values().get("log_calls")
     if not folder:
-        raise FunctAIError(
-            "ratings are kept beside the call log, and no call log is configured: "
-            "set functai.configure(log_calls='calls/') or pass log=...",
-            code="no-call-log",
-        )
+        raise FunctAIError("ratings are kept beside the call log, and no call log is configured: "
+                           "set functai.configure(log_calls='calls/') or pass log=...", code="no-call-log")
     return os.fspath(reveal(folder))  # a log_calls URL with a password is kept behind a handle
 
 
-def rate(
-    record_or_id: CallRecord | str,
-    good: bool = True,
-    correction: Any = None,
-    by: str | None = None,
-    *,
-    log: str | os.PathLike[str] | None = None,
-) -> Rating:
+def rate(record_or_id: CallRecord | str, good: bool = True, correction: Any = None, by: str | None = None, *,
+         log: str | os.PathLike[str] | None = None) -> Rating:
     """Rate a logged call: good or bad, optionally with the answer it should have given."""
     if not isinstance(good, bool):
         raise TypeError(f"good must be True or False, not {good!r}")
@@ -72,18 +50,10 @@ def rate(
     folder = log_folder(log)
     if not any(record.id == call_id for record in read_calls(folder)):
         where = redact(folder) if is_log_url(folder) else os.path.join(folder, LOG_FILE)
-        raise FunctAIError(
-            f"no call {call_id!r} in the call log {where}; rate a logged call "
-            "(log_calls must be set when it runs)",
-            code="unknown-call",
-        )
-    rating = Rating(
-        call=call_id,
-        good=good,
-        correction=to_jsonable(correction),
-        by=by,
-        at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-    )
+        raise FunctAIError(f"no call {call_id!r} in the call log {where}; rate a logged call "
+                           "(log_calls must be set when it runs)", code="unknown-call")
+    at = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    rating = Rating(call=call_id, good=good, correction=to_jsonable(correction), by=by, at=at)
     if is_log_url(folder):
         calllog.append_rating(folder, attrs.asdict(rating))
     else:
