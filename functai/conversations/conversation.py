@@ -1,28 +1,20 @@
 """Conversations: turns of one AI function, in a tree, kept in a store.
 
 ``chat = fn.conversation("alex", store="tutoring/")`` is a *view*: it sends
-turns (``chat(...)``) and continues its own branch. Each turn runs:
-
-    turn_start (inputs) → pick earlier turns → context (keep/without/sections)
-    → record the turn → the call (shown those turns) → turn_end → record its end
-
-A turn whose tool call needs a person's answer **waits**: it is saved, the
-caller gets `functai.Waiting`, and any process that opens the conversation can
-answer and resume it; replies and tool results already recorded are reused.
-
-This module is the view; the rest lives beside it: `rules` (all_turns,
-last_turns), `turn` (a `Turn`), `context` (what a new turn is shown),
-`scope` (a running turn as its calls see it), `history` (the fold of the
-records), `held` and `leases` (waiting, interrupted and abandoned turns).
+turns (``chat(...)``) and continues its own branch. A turn whose tool call
+needs a person's answer **waits**: it is saved, the caller gets
+`functai.Waiting`, and any process that opens the conversation can answer
+and resume it; replies and tool results already recorded are reused.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..calls.outputs import to_jsonable
 from ..calls.run import call_steps, now_text
@@ -110,7 +102,7 @@ class Conversation:
                 code="conversation-function",
             )
         try:
-            self._reap()
+            held.reap(self._history, self.store, self.id)
         except (OSError, FunctAIError) as error:  # a store this process may only read still opens
             warn("could not mark interrupted turns", conversation=self.id,
                  error=f"{type(error).__name__}: {error}")
@@ -154,10 +146,6 @@ class Conversation:
                 history.reset()
             self._refresh()
 
-    def _reap(self) -> None:
-        """Mark running turns whose owner is gone ``interrupted`` (see `functai.conversations.leases`)."""
-        held.reap(self._history, self.store, self.id)
-
     def _turn(self, turn_id: str) -> Turn:
         return Turn(self, self._history.turns[turn_id])
 
@@ -186,7 +174,7 @@ class Conversation:
         """Every turn of the conversation, in the order they were sent."""
         self._read_all()
         self._refresh()
-        self._reap()
+        held.reap(self._history, self.store, self.id)
         return [self._turn(t) for t in self._history.order]
 
     def continue_from(self, turn: Turn | str | None) -> "Conversation":
@@ -206,16 +194,9 @@ class Conversation:
 
     def _pinned(self, tip: str | None, layer: Layer) -> "Conversation":
         """A view sharing this one's history, staying on the branch at ``tip``."""
-        view = Conversation.__new__(Conversation)
-        view.program, view.id, view.store, view.context, view.layer = (
-            self.program, self.id, self.store, self.context, layer,
-        )
-        view._follow = False
-        view._forked = False
-        view._history = self._history
-        view._lock = threading.RLock()
-        view._async_busy = False
-        view._tip = tip
+        view = copy.copy(self)
+        view.layer, view._tip, view._follow, view._forked = layer, tip, False, False
+        view._lock, view._async_busy = threading.RLock(), False
         return view
 
     # -- entries ------------------------------------------------------------------
@@ -307,37 +288,46 @@ class Conversation:
 
     def _send(self, inputs: dict[str, Any], listen: bool = False) -> Steps[Any]:
         turn_id = _new_id()
+
+        def records(expect: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            history = self._history
+            newest = history.newest_below(self._tip, done=False) if self._follow else self._tip
+            if newest is not None and history.turns[newest].state in HELD:
+                raise FunctAIError(held.held_message(self.id, history.turns[newest]), code="conversation-busy")
+            record, live_inputs = shown_context.prepare(self, inputs, self._parent(), turn_id)
+            if not self._follow and not self._forked:
+                record["fork"] = True
+            return ([record] if expect else [self._header(), record]), live_inputs
+
+        claim, live_inputs = self._claim(turn_id, "send a turn", records)
+        self._tip = turn_id
+        self._forked = True
+        return (yield from self._run(self._history.turns[turn_id], live_inputs, claim, listen=listen))
+
+    def _claim(self, turn_id: str, what: str, records: Callable[[int], tuple[list[dict[str, Any]], Any]]) -> Any:
+        """Append the records that claim ``turn_id`` for this process, a compare-and-set decided
+        again (``records(count)``) after each conflict; the claim, and what ``records`` gave beside."""
         lease = leases.new_lease()
         self._hold(lease["claim"], turn_id)  # before the record exists: no reader here takes it for dead
         try:
-            for _ in held.attempts("send a turn", self.id):
+            for _ in held.attempts(what, self.id):
                 self._refresh()
-                self._reap()
+                held.reap(self._history, self.store, self.id)
                 expect = self._history.count  # before deciding: a record another thread adds meanwhile conflicts
-                newest = self._history.newest_below(self._tip, done=False) if self._follow else self._tip
-                if newest is not None and self._history.turns[newest].state in HELD:
-                    raise FunctAIError(held.held_message(self.id, self._history.turns[newest]),
-                                       code="conversation-busy")
-                parent = self._parent()
-                record, live_inputs = shown_context.prepare(self, inputs, parent, turn_id)
+                written, extra = records(expect)
                 lease["t"] = round(time.time(), 3)  # the hooks may have taken a while: the lease starts now
-                record.update(lease)
-                if not self._follow and not self._forked:
-                    record["fork"] = True
-                records = [record] if expect else [self._header(), record]
+                written[-1].update(lease)
                 try:
-                    self.store.append(self.id, records, expect=expect)
+                    self.store.append(self.id, written, expect=expect)
                 except StoreConflict:
-                    continue  # someone else wrote: read what they wrote and decide the parent again
+                    continue
                 break
-            leases.claimed(lease["claim"], lease["t"])  # renewals only after the turn's record
+            leases.claimed(lease["claim"], lease["t"])  # renewals only after the claiming record
             self._refresh()
         except BaseException:
             leases.release(lease["claim"])
             raise
-        self._tip = turn_id
-        self._forked = True
-        return (yield from self._run(self._history.turns[turn_id], live_inputs, lease["claim"], listen=listen))
+        return lease["claim"], extra
 
     def _hold(self, claim: str, turn_id: str) -> None:
         # A memory store dies with this process: its leases need no renewing.
@@ -416,10 +406,6 @@ class Conversation:
 
     # -- waiting turns ---------------------------------------------------------------------
 
-    def _answer(self, turn_id: str, approval: Mapping[str, Any] | str | None, *, allow: bool,
-                reason: str | None, by: str | None) -> None:
-        held.answer(self._history, self.store, self.id, turn_id, approval, allow=allow, reason=reason, by=by)
-
     def _ran_with(self) -> dict[str, Any]:
         """The approve rule and plugins a turn of this view runs with (kept when it starts and waits)."""
         resolved = resolve(self.program.own, self.layer)
@@ -454,40 +440,25 @@ class Conversation:
         records.append(folder, record)
 
     def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Steps[Any]:
+        def records(expect: int) -> tuple[list[dict[str, Any]], tuple[Any, tuple[Any, ...]]]:
+            data = self._history.turns.get(turn_id)
+            if data is None or data.state not in HELD:
+                raise held.not_held(turn_id, data, "resumed")
+            unanswered = [a["key"] for a in data.approvals if a["key"] not in data.answers]
+            if data.state == WAITING and unanswered:
+                raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
+                                   code="turn-waiting")
+            care = held.resume_care(data, turn_id, self._ran_with())
+            return [{"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id, "was": data.state,
+                     "rerun": list(rerun), "at": now_text()}], care
+
         with self._lock:
-            lease = leases.new_lease()
-            for _ in held.attempts("resume the turn", self.id):
-                self._refresh()
-                self._reap()
-                expect = self._history.count  # before deciding: a record another thread adds meanwhile conflicts
-                data = self._history.turns.get(turn_id)
-                if data is None or data.state not in HELD:
-                    raise held.not_held(turn_id, data, "resumed")
-                unanswered = [a["key"] for a in data.approvals if a["key"] not in data.answers]
-                if data.state == WAITING and unanswered:
-                    raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
-                                       code="turn-waiting")
-                approve, also = held.resume_care(data, turn_id, self._ran_with())
-                self._hold(lease["claim"], turn_id)
-                lease["t"] = round(time.time(), 3)
-                record = {"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id, "was": data.state,
-                          "rerun": list(rerun), "at": now_text(), **lease}
-                try:  # claim the turn, so two processes never resume it both
-                    self.store.append(self.id, [record], expect=expect)
-                except StoreConflict:
-                    leases.release(lease["claim"])
-                    continue
-                except BaseException:
-                    leases.release(lease["claim"])
-                    raise
-                break
-            leases.claimed(lease["claim"], lease["t"])
-            self._refresh()
+            claim, (approve, also) = self._claim(turn_id, "resume the turn", records)
             self._tip = turn_id
             layer = self.layer if approve is None else Layer.make(f"conversation {self.id!r}", self.layer,
                                                                   approve=approve)
             view = self if layer is self.layer else self._pinned(turn_id, layer)  # carries the turn's approve rule
-            return (yield from view._run(self._history.turns[turn_id], None, lease["claim"], also, rerun))
+            return (yield from view._run(self._history.turns[turn_id], None, claim, also, rerun))
 
     def __repr__(self) -> str:
         return f"<conversation {self.id!r} of {self.program.name}, head={self._tip!r}>"

@@ -43,7 +43,8 @@ class Turn:
 
         The first recorded answer holds: approving again changes nothing, and approving
         one already denied raises ``approval-answered`` (see `deny`)."""
-        self._chat._answer(self.id, approval, allow=True, reason=None, by=by)
+        held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=True, reason=None,
+                    by=by)
         return self
 
     def deny(
@@ -53,7 +54,8 @@ class Turn:
 
         Refused on ``approval-answered`` — naming who answered first and when, and writing
         nothing that changes the turn — when an approval was already answered the other way."""
-        self._chat._answer(self.id, approval, allow=False, reason=reason, by=by)
+        held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=False,
+                    reason=reason, by=by)
         return self
 
     def resume(self, *, rerun: Sequence[str] | None = None) -> Any:
