@@ -49,9 +49,6 @@ def _new_id() -> str:
     return os.urandom(6).hex()
 
 
-# -- the view ---------------------------------------------------------------------------
-
-
 class Conversation:
     """A view of one conversation: sends turns and continues its branch."""
 
@@ -63,34 +60,27 @@ class Conversation:
         store: None | str | os.PathLike[str] | Store = None,
         context: all_turns | None = None,
         plugins: Sequence[Any] | None = None,
-        follow: bool = True,
-        tip: str | None = None,
-        layer: Layer | None = None,
         at: str | None = None,
         **settings: Any,
     ) -> None:
-        if at is not None:  # a view that continues exactly from turn ``at``, as continue_from makes
-            tip, follow = at, False
+        """``at``: a view continuing exactly from that done turn, as `continue_from` makes."""
         self.program = program
         self.id = check_conversation_id(id)
         self.store: Store = open_store(store)
         if context is not None and not isinstance(context, all_turns):
             raise TypeError("context must be functai.all_turns() or functai.last_turns(n)")
         self.context = context or all_turns()
-        if layer is None:
-            options = dict(settings)
-            if plugins is not None:
-                options["plugins"] = plugins
-            layer = Layer.make(f"conversation {id!r}", **options)
-        self.layer = layer
-        self._follow = follow
+        if plugins is not None:
+            settings["plugins"] = plugins
+        self.layer = Layer.make(f"conversation {id!r}", **settings)
+        self._follow = at is None
         self._forked = False
         self._history = History()
         self._lock = threading.RLock()  # turns sent through one view run one at a time
         self._async_busy = False
-        read_branch = getattr(self.store, "read_branch", None) if tip is not None and not follow else None
+        read_branch = getattr(self.store, "read_branch", None) if at is not None else None
         if read_branch is not None:
-            self._load_branch(read_branch, tip)  # type: ignore[arg-type]
+            self._load_branch(read_branch, at)  # type: ignore[arg-type]
         else:
             self._refresh()
         header = self._history.header
@@ -106,12 +96,7 @@ class Conversation:
         except (OSError, FunctAIError) as error:  # a store this process may only read still opens
             warn("could not mark interrupted turns", conversation=self.id,
                  error=f"{type(error).__name__}: {error}")
-        if at is not None:
-            data = self._history.turns.get(at)
-            if data is None or data.state != DONE:
-                raise FunctAIError(f"turn {at!r} is {'missing' if data is None else data.state}; a view opens "
-                                   "at a done turn", code="conversation-parent")
-        self._tip = tip if tip is not None else self._history.newest_below(None, done=False)
+        self._tip = self._done(at) if at is not None else self._history.newest_below(None, done=False)
 
     # -- reading -----------------------------------------------------------------
 
@@ -182,15 +167,17 @@ class Conversation:
         ``None`` starts a new tree in the same conversation."""
         turn_id = turn.id if isinstance(turn, Turn) else turn
         self._refresh()
-        if turn_id is not None and turn_id not in self._history.turns:
+        return self._pinned(None if turn_id is None else self._done(turn_id), self.layer)
+
+    def _done(self, turn_id: str) -> str:
+        """``turn_id``, refused unless it is a done turn of the conversation."""
+        if turn_id not in self._history.turns:
             self._read_all()
-        data = self._history.turns.get(turn_id) if turn_id is not None else None
-        if turn_id is not None and (data is None or data.state != DONE):
-            state = "missing" if data is None else data.state
-            raise FunctAIError(
-                f"turn {turn_id!r} is {state}; only a done turn can be continued from", code="conversation-parent"
-            )
-        return self._pinned(turn_id, self.layer)
+        data = self._history.turns.get(turn_id)
+        if data is None or data.state != DONE:
+            raise FunctAIError(f"turn {turn_id!r} is {'missing' if data is None else data.state}; only a done "
+                               "turn can be continued from", code="conversation-parent")
+        return turn_id
 
     def _pinned(self, tip: str | None, layer: Layer) -> "Conversation":
         """A view sharing this one's history, staying on the branch at ``tip``."""
