@@ -190,19 +190,15 @@ class Conversation:
 
     def remember(self, plugin: str, kind: str, data: Any, turn: Turn | str | None = None) -> None:
         """Keep an entry for ``plugin`` at ``turn`` (or for every branch with no turn)."""
-        turn_id = turn.id if isinstance(turn, Turn) else turn
-        self._append_entry(plugin, kind, data, turn_id)
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("an entry's kind must be a non-empty string")
+        self._append({"kind": "entry", "plugin": plugin, "entry": kind,
+                      "turn": turn.id if isinstance(turn, Turn) else turn, "data": to_jsonable(data), "at": now_text()})
 
     def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
         """``plugin``'s entries of ``kind`` on this view's branch, oldest first."""
         self._refresh()
         return self._history.entries_on(self._history.branch(self._tip), plugin, kind)
-
-    def _append_entry(self, plugin: str, kind: str, data: Any, turn_id: str | None) -> None:
-        if not isinstance(kind, str) or not kind:
-            raise ValueError("an entry's kind must be a non-empty string")
-        self._append({"kind": "entry", "plugin": plugin, "entry": kind, "turn": turn_id,
-                      "data": to_jsonable(data), "at": now_text()})
 
     # -- writing ------------------------------------------------------------------
 
@@ -219,27 +215,19 @@ class Conversation:
     # -- sending a turn --------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Send one turn; returns its answer.
-
-        Threads may share a view: its turns run one at a time, each continuing
-        the one before. (Views in other processes branch off instead.)
-        """
+        """Send one turn; returns its answer. Threads sharing a view run its turns one at a time."""
         inputs = self._inputs(args, kwargs)
         with self._lock:
             return drive(self._send(inputs)).value
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
-        """``await chat.acall(...)``: send one turn from async code; returns its answer.
-
-        Tasks sharing a view run its turns one at a time, like threads do.
-        """
+        """Send one turn from async code; tasks sharing a view run its turns one at a time."""
         inputs = self._inputs(args, kwargs)
         return (await self._alocked(self._send(inputs))).value
 
     def stream(self, *args: Any, **kwargs: Any) -> Any:
-        """Send one turn as a stream of `functai.StreamEvent` (see `AIFunction.stream`). A turn
-        whose approval is not answered at the stream waits and is saved, and `functai.Waiting`
-        is raised at the stream's end."""
+        """Send one turn as a stream of `functai.StreamEvent`; a turn left waiting raises
+        `functai.Waiting` at the stream's end."""
         from ..calls.streaming import Stream
 
         return Stream(self._locked(self._send(self._inputs(args, kwargs), listen=True)))
@@ -295,7 +283,9 @@ class Conversation:
         """Append the records that claim ``turn_id`` for this process, a compare-and-set decided
         again (``records(count)``) after each conflict; the claim, and what ``records`` gave beside."""
         lease = leases.new_lease()
-        self._hold(lease["claim"], turn_id)  # before the record exists: no reader here takes it for dead
+        # Held before the record exists, so no reader here takes it for dead; a memory store dies
+        # with this process, so its leases need no renewing.
+        leases.hold(lease["claim"], None if isinstance(self.store, MemoryStore) else self.store, self.id, turn_id)
         try:
             for _ in held.attempts(what, self.id):
                 self._refresh()
@@ -316,10 +306,6 @@ class Conversation:
             raise
         return lease["claim"], extra
 
-    def _hold(self, claim: str, turn_id: str) -> None:
-        # A memory store dies with this process: its leases need no renewing.
-        leases.hold(claim, None if isinstance(self.store, MemoryStore) else self.store, self.id, turn_id)
-
     def _parent(self) -> str | None:
         """The turn a new turn continues: this view's newest done turn (following the branch forward)."""
         history = self._history
@@ -334,10 +320,8 @@ class Conversation:
 
     def _run(self, data: TurnData, inputs: Mapping[str, Any] | None, claim: str,
              also_approve: tuple[Any, ...] = (), rerun: tuple[str, ...] = (), listen: bool = False) -> Steps[Any]:
-        """Run a turn's call: a new turn with its inputs, a resumed one with those recorded.
-
-        ``claim`` is this process's lease on the turn, released once the turn waits or ends.
-        """
+        """Run a turn's call (a resumed one with its recorded inputs); ``claim`` is released once
+        the turn waits or ends."""
         scope = TurnScope(self, data, also_approve, rerun)
         token = current_scope.set(scope)  # turn_end runs inside the turn too: its calls are the turn's
         try:

@@ -33,7 +33,7 @@ class Memory:
     def remember(self, plugin: str, kind: str, data: Any) -> None:
         if self.turn_id is None:
             raise ValueError("remember() needs a turn")
-        self.chat._append_entry(plugin, kind, data, self.turn_id)
+        self.chat.remember(plugin, kind, data, self.turn_id)
 
 
 class TurnScope:
