@@ -78,11 +78,9 @@ class Conversation:
         self._history = History()
         self._lock = threading.RLock()  # turns sent through one view run one at a time
         self._async_busy = False
-        read_branch = getattr(self.store, "read_branch", None) if at is not None else None
-        if read_branch is not None:
-            self._load_branch(read_branch, at)  # type: ignore[arg-type]
-        else:
-            self._refresh()
+        self._refresh(at if hasattr(self.store, "read_branch") else None)
+        if at is not None and at not in self._history.turns:
+            self._read_all()  # not a turn the store's index knows: read everything
         header = self._history.header
         mine = f"{program.module}:{program.fn.__qualname__}"
         if header is not None and header.get("function") != mine:
@@ -100,28 +98,20 @@ class Conversation:
 
     # -- reading -----------------------------------------------------------------
 
-    def _refresh(self) -> None:
+    def _refresh(self, branch: str | None = None) -> None:
+        """Apply what is new in the store; with ``branch``, read only the branch ending at that turn
+        (a store that indexes turns by parent)."""
         history = self._history
         with history.lock:
             seen = len(history.damage)
-            held.refresh(history, self.store, self.id)
+            if branch is None:
+                held.refresh(history, self.store, self.id)
+            else:
+                history.load_branch(*self.store.read_branch(self.id, branch))  # type: ignore[attr-defined]
             damaged = history.damage[seen:]
-        self._warn(damaged)
-
-    def _warn(self, damaged: list[tuple[int, str]]) -> None:
         for index, reason in damaged:  # each damaged record is reported once per view
             warn("conversation record skipped", conversation=self.id, at=record_place(self.store, self.id, index),
                  reason=reason)
-
-    def _load_branch(self, read_branch: Any, tip: str) -> None:
-        """Read only the branch ending at ``tip`` (a store that indexes turns by parent)."""
-        history = self._history
-        with history.lock:
-            history.load_branch(*read_branch(self.id, tip))
-            damaged = list(history.damage)
-        self._warn(damaged)
-        if tip not in history.turns:
-            self._read_all()  # not a turn the index knows: read everything, as without one
 
     def _read_all(self) -> None:
         """After reading one branch, read the whole conversation (for what asks about all of it)."""

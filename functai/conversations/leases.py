@@ -99,12 +99,12 @@ def expired(lease: Mapping[str, Any], claim: str | None, now: float) -> str | No
         last, ttl = float(lease.get("t", 0)), float(lease.get("ttl", TTL))
     except (TypeError, ValueError):
         return "its lease cannot be read"
-    if now - last > ttl:
-        return (
-            f"its lease (pid {pid} on {who.get('host')}) was last renewed {now - last:.0f} s ago "
-            f"(expires after {ttl:.0f} s)"
-        )
-    return None
+    if now - last <= ttl:
+        return None
+    # Past a day the moment says more than the age, and every reader words it the same.
+    when = f"{now - last:.0f} s ago" if now - last < 86400 else time.strftime("at %Y-%m-%d %H:%M:%S UTC",
+                                                                              time.gmtime(last))
+    return f"its lease (pid {pid} on {who.get('host')}) was last renewed {when} (expires after {ttl:.0f} s)"
 
 
 #: claim → [store (None: nothing to renew), conversation, turn, when its lease was last written
