@@ -18,8 +18,12 @@ def _is_text(value: Any) -> bool:
     return isinstance(value, str) and value != ""
 
 
+def _opt(value: Any, kind: type) -> bool:
+    return value is None or isinstance(value, kind)
+
+
 def _optional_text(value: Any) -> bool:
-    return value is None or isinstance(value, str)
+    return _opt(value, str)
 
 
 def _texts(value: Any) -> bool:
@@ -112,10 +116,6 @@ _KINDS: dict[str, tuple[tuple[str, Callable[[Any], bool], str, bool], ...]] = {
     "end": (("turn", *TEXT, True), ("state", _end_state, "done, failed, stopped or abandoned", True),
             ("outputs", *DICT, False), ("error", *DICT, False)),
 }
-
-
-def _opt(value: Any, kind: type) -> bool:
-    return value is None or isinstance(value, kind)
 
 
 def _sound_turn(r: Mapping[str, Any]) -> bool:
