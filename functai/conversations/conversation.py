@@ -96,8 +96,6 @@ class Conversation:
                  error=f"{type(error).__name__}: {error}")
         self._tip = self._done(at) if at is not None else self._history.newest_below(None, done=False)
 
-    # -- reading -----------------------------------------------------------------
-
     def _refresh(self, branch: str | None = None) -> None:
         """Apply what is new in the store; with ``branch``, read only the branch ending at that turn
         (a store that indexes turns by parent)."""
@@ -176,8 +174,6 @@ class Conversation:
         view._lock, view._async_busy = threading.RLock(), False
         return view
 
-    # -- entries ------------------------------------------------------------------
-
     def remember(self, plugin: str, kind: str, data: Any, turn: Turn | str | None = None) -> None:
         """Keep an entry for ``plugin`` at ``turn`` (or for every branch with no turn)."""
         if not isinstance(kind, str) or not kind:
@@ -190,8 +186,6 @@ class Conversation:
         self._refresh()
         return self._history.entries_on(self._history.branch(self._tip), plugin, kind)
 
-    # -- writing ------------------------------------------------------------------
-
     def _append(self, record: dict[str, Any], *, sync: bool = False) -> None:
         record = {"functai_conversation": FORMAT, **record}
         self.store.append(self.id, [record], sync=sync)
@@ -201,8 +195,6 @@ class Conversation:
         return {"functai_conversation": FORMAT, "kind": "conversation", "id": self.id,
                 "function": f"{self.program.module}:{self.program.fn.__qualname__}",
                 "version": self.program.version, "at": now_text()}
-
-    # -- sending a turn --------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Send one turn; returns its answer. Threads sharing a view run its turns one at a time."""
@@ -306,8 +298,6 @@ class Conversation:
             tip = history.newest_below(tip)
         return tip
 
-    # -- running a turn ------------------------------------------------------------------
-
     def _run(self, data: TurnData, inputs: Mapping[str, Any] | None, claim: str,
              also_approve: tuple[Any, ...] = (), rerun: tuple[str, ...] = (), listen: bool = False) -> Steps[Any]:
         """Run a turn's call (a resumed one with its recorded inputs); ``claim`` is released once
@@ -364,8 +354,6 @@ class Conversation:
         elif error is not None:
             record["error"] = {"code": getattr(error, "code", type(error).__name__), "message": str(error)}
         self._append(record, sync=True)
-
-    # -- waiting turns ---------------------------------------------------------------------
 
     def _ran_with(self) -> dict[str, Any]:
         """The approve rule and plugins a turn of this view runs with (kept when it starts and waits)."""

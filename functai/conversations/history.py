@@ -253,8 +253,6 @@ class History:
         else:
             self.running.discard(turn.id)
 
-    # -- branches -------------------------------------------------------------
-
     def done_count(self, turn_id: str | None) -> int:
         """How many done turns the branch ending at ``turn_id`` holds (it included)."""
         if turn_id is None:
@@ -309,8 +307,6 @@ class History:
             for e in self.entries
             if e["plugin"] == plugin and e["kind"] == kind and (e["turn"] is None or e["turn"] in on)
         ]
-
-    # -- what a turn was shown ----------------------------------------------------
 
     def encode_shown(self, parent: str | None, ids: Sequence[str]) -> dict[str, Any] | list[str]:
         """The small record of ``ids`` (done turns of the branch at ``parent``, oldest first)."""
