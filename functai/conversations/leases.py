@@ -39,7 +39,7 @@ def _stat(pid: int) -> list[str]:
 def _start_time(pid: int) -> str | None:
     """The process's start time since boot: with the pid and boot id it names one process."""
     fields = _stat(pid)
-    return fields[19] if len(fields) > 19 else None
+    return fields[19] if len(fields) > 19 else None  # field 22 of stat; fields[0] is field 3
 
 
 def _boot_id() -> str:
