@@ -1,11 +1,8 @@
 """What makes a conversation record usable: one check per kind.
 
-A record that parses as JSON can still be damaged (an editor, a disk, a
-buggy writer): a missing turn id, a list where a dict belongs. Reading such
-a record must not raise deep inside the fold, so each one is checked first;
-`problem` says why a record cannot be used, in words for the warning that
-names its file and line. Kinds this version does not know are not checked
-(newer writers may add them); their keys are left alone.
+A record that parses as JSON can still be damaged (an editor, a disk, a buggy
+writer); `problem` says why, so the fold never raises deep inside and the
+warning can name the line. Kinds this version does not know are not checked.
 """
 
 from __future__ import annotations
@@ -21,29 +18,16 @@ def _is_text(value: Any) -> bool:
     return isinstance(value, str) and value != ""
 
 
+def _opt(value: Any, kind: type) -> bool:
+    return value is None or isinstance(value, kind)
+
+
 def _optional_text(value: Any) -> bool:
-    return value is None or isinstance(value, str)
+    return _opt(value, str)
 
 
 def _texts(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
-
-
-def _field(record: Mapping[str, Any], name: str, ok: Callable[[Any], bool], what: str,
-           required: bool = False) -> str | None:
-    if name not in record:
-        return f"it has no {name!r}" if required else None
-    if record[name] is None and not required:
-        return None
-    return None if ok(record[name]) else f"{name!r} is not {what}"
-
-
-def _check_all(record: Mapping[str, Any], *fields: tuple[str, Callable[[Any], bool], str, bool]) -> str | None:
-    for name, ok, what, required in fields:
-        reason = _field(record, name, ok, what, required)
-        if reason is not None:
-            return reason
-    return None
 
 
 def _shown(value: Any) -> bool:
@@ -87,7 +71,6 @@ def _reply(value: Any) -> bool:
         and _optional_text(value.get("refusal"))
         and _optional_text(value.get("reasoning"))
     )
-
 
 
 def _tool_entry(value: Any) -> bool:
@@ -135,10 +118,6 @@ _KINDS: dict[str, tuple[tuple[str, Callable[[Any], bool], str, bool], ...]] = {
 }
 
 
-def _opt(value: Any, kind: type) -> bool:
-    return value is None or isinstance(value, kind)
-
-
 def _sound_turn(r: Mapping[str, Any]) -> bool:
     turn, shown = r.get("turn"), r.get("shown")
     return (
@@ -176,8 +155,7 @@ UNUSABLE = "functai_unusable"
 
 
 def problem(record: Mapping[str, Any], quick: Mapping[str, Callable[[Mapping[str, Any]], bool]] = QUICK) -> str | None:
-    """Why ``record`` (of this format) cannot be used, or None when its shape is sound
-    (said at once when ``quick`` has a yes for its kind)."""
+    """Why ``record`` (of this format) cannot be used, or None when its shape is sound."""
     unusable = record.get(UNUSABLE)
     if isinstance(unusable, str):
         return unusable
@@ -190,7 +168,10 @@ def problem(record: Mapping[str, Any], quick: Mapping[str, Callable[[Mapping[str
     fields = _KINDS.get(kind)
     if fields is None:
         return None  # a kind from a newer writer: skipped by the fold, not damage
-    reason = _check_all(record, *fields)
-    if reason is None and kind == "tool":
-        reason = _tool(record)
-    return reason
+    for name, ok, what, required in fields:
+        if name not in record:
+            if required:
+                return f"it has no {name!r}"
+        elif (required or record[name] is not None) and not ok(record[name]):
+            return f"{name!r} is not {what}"
+    return _tool(record) if kind == "tool" else None

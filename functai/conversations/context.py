@@ -106,8 +106,13 @@ def context_hooks(
     view: "Conversation", handlers: Sequence[Any], picked: list[str], parent: str | None, changes: list[dict[str, Any]],
 ) -> tuple[list[str], dict[str, list[str]], list[str]]:
     history = view._history
-    branch: list[str] = []  # the whole branch, walked only if a handler keeps turns
+    branch: list[str] = []  # the whole branch, walked only if a handler names turns outside the window
     state: dict[str, Any] = {"keep": list(picked), "without": {}}
+
+    def whole_branch() -> list[str]:
+        if not branch:
+            branch.extend(history.done_ancestors(parent))
+        return branch
 
     def turns() -> tuple[ShownTurn, ...]:
         return tuple(ShownTurn(history.turns[t], state["without"].get(t, ())) for t in state["keep"])
@@ -117,9 +122,7 @@ def context_hooks(
 
     def apply(plugin: Plugin, change: Change, ev: ContextEvent) -> None:
         if change.keep is not None:
-            if not branch:
-                branch.extend(history.done_ancestors(parent))
-            on_branch = set(branch)
+            on_branch = set(whole_branch())
             for turn_id in change.keep:
                 if turn_id not in on_branch:
                     raise refuse(plugin, "context", "keep", f"{turn_id!r} is not a done turn of this branch")
@@ -130,9 +133,7 @@ def context_hooks(
             kept = set(state["keep"])
             for turn_id, names in targets.items():
                 if turn_id not in kept:
-                    if not branch:
-                        branch.extend(history.done_ancestors(parent))
-                    if turn_id in branch:
+                    if turn_id in whole_branch():
                         continue  # a turn of the branch no longer kept (an earlier keep dropped it)
                     raise refuse(plugin, "context", "without", f"{turn_id!r} is not a done turn of this branch")
                 state["without"][turn_id] = sorted(set(state["without"].get(turn_id, ())) | set(names))

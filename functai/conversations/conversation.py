@@ -1,28 +1,20 @@
 """Conversations: turns of one AI function, in a tree, kept in a store.
 
 ``chat = fn.conversation("alex", store="tutoring/")`` is a *view*: it sends
-turns (``chat(...)``) and continues its own branch. Each turn runs:
-
-    turn_start (inputs) → pick earlier turns → context (keep/without/sections)
-    → record the turn → the call (shown those turns) → turn_end → record its end
-
-A turn whose tool call needs a person's answer **waits**: it is saved, the
-caller gets `functai.Waiting`, and any process that opens the conversation can
-answer and resume it; replies and tool results already recorded are reused.
-
-This module is the view; the rest lives beside it: `rules` (all_turns,
-last_turns), `turn` (a `Turn`), `context` (what a new turn is shown),
-`scope` (a running turn as its calls see it), `history` (the fold of the
-records), `held` and `leases` (waiting, interrupted and abandoned turns).
+turns (``chat(...)``) and continues its own branch. A turn whose tool call
+needs a person's answer **waits**: it is saved, the caller gets
+`functai.Waiting`, and any process that opens the conversation can answer
+and resume it; replies and tool results already recorded are reused.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..calls.outputs import to_jsonable
 from ..calls.run import call_steps, now_text
@@ -57,9 +49,6 @@ def _new_id() -> str:
     return os.urandom(6).hex()
 
 
-# -- the view ---------------------------------------------------------------------------
-
-
 class Conversation:
     """A view of one conversation: sends turns and continues its branch."""
 
@@ -71,36 +60,27 @@ class Conversation:
         store: None | str | os.PathLike[str] | Store = None,
         context: all_turns | None = None,
         plugins: Sequence[Any] | None = None,
-        follow: bool = True,
-        tip: str | None = None,
-        layer: Layer | None = None,
         at: str | None = None,
         **settings: Any,
     ) -> None:
-        if at is not None:  # a view that continues exactly from turn ``at``, as continue_from makes
-            tip, follow = at, False
+        """``at``: a view continuing exactly from that done turn, as `continue_from` makes."""
         self.program = program
         self.id = check_conversation_id(id)
         self.store: Store = open_store(store)
         if context is not None and not isinstance(context, all_turns):
             raise TypeError("context must be functai.all_turns() or functai.last_turns(n)")
         self.context = context or all_turns()
-        if layer is None:
-            options = dict(settings)
-            if plugins is not None:
-                options["plugins"] = plugins
-            layer = Layer.make(f"conversation {id!r}", **options)
-        self.layer = layer
-        self._follow = follow
+        if plugins is not None:
+            settings["plugins"] = plugins
+        self.layer = Layer.make(f"conversation {id!r}", **settings)
+        self._follow = at is None
         self._forked = False
         self._history = History()
         self._lock = threading.RLock()  # turns sent through one view run one at a time
         self._async_busy = False
-        read_branch = getattr(self.store, "read_branch", None) if tip is not None and not follow else None
-        if read_branch is not None:
-            self._load_branch(read_branch, tip)  # type: ignore[arg-type]
-        else:
-            self._refresh()
+        self._refresh(at if hasattr(self.store, "read_branch") else None)
+        if at is not None and at not in self._history.turns:
+            self._read_all()  # not a turn the store's index knows: read everything
         header = self._history.header
         mine = f"{program.module}:{program.fn.__qualname__}"
         if header is not None and header.get("function") != mine:
@@ -110,41 +90,26 @@ class Conversation:
                 code="conversation-function",
             )
         try:
-            self._reap()
+            held.reap(self._history, self.store, self.id)
         except (OSError, FunctAIError) as error:  # a store this process may only read still opens
             warn("could not mark interrupted turns", conversation=self.id,
                  error=f"{type(error).__name__}: {error}")
-        if at is not None:
-            data = self._history.turns.get(at)
-            if data is None or data.state != DONE:
-                raise FunctAIError(f"turn {at!r} is {'missing' if data is None else data.state}; a view opens "
-                                   "at a done turn", code="conversation-parent")
-        self._tip = tip if tip is not None else self._history.newest_below(None, done=False)
+        self._tip = self._done(at) if at is not None else self._history.newest_below(None, done=False)
 
-    # -- reading -----------------------------------------------------------------
-
-    def _refresh(self) -> None:
+    def _refresh(self, branch: str | None = None) -> None:
+        """Apply what is new in the store; with ``branch``, read only the branch ending at that turn
+        (a store that indexes turns by parent)."""
         history = self._history
         with history.lock:
             seen = len(history.damage)
-            held.refresh(history, self.store, self.id)
+            if branch is None:
+                held.refresh(history, self.store, self.id)
+            else:
+                history.load_branch(*self.store.read_branch(self.id, branch))  # type: ignore[attr-defined]
             damaged = history.damage[seen:]
-        self._warn(damaged)
-
-    def _warn(self, damaged: list[tuple[int, str]]) -> None:
         for index, reason in damaged:  # each damaged record is reported once per view
             warn("conversation record skipped", conversation=self.id, at=record_place(self.store, self.id, index),
                  reason=reason)
-
-    def _load_branch(self, read_branch: Any, tip: str) -> None:
-        """Read only the branch ending at ``tip`` (a store that indexes turns by parent)."""
-        history = self._history
-        with history.lock:
-            history.load_branch(*read_branch(self.id, tip))
-            damaged = list(history.damage)
-        self._warn(damaged)
-        if tip not in history.turns:
-            self._read_all()  # not a turn the index knows: read everything, as without one
 
     def _read_all(self) -> None:
         """After reading one branch, read the whole conversation (for what asks about all of it)."""
@@ -153,10 +118,6 @@ class Conversation:
             with history.lock:
                 history.reset()
             self._refresh()
-
-    def _reap(self) -> None:
-        """Mark running turns whose owner is gone ``interrupted`` (see `functai.conversations.leases`)."""
-        held.reap(self._history, self.store, self.id)
 
     def _turn(self, turn_id: str) -> Turn:
         return Turn(self, self._history.turns[turn_id])
@@ -186,7 +147,7 @@ class Conversation:
         """Every turn of the conversation, in the order they were sent."""
         self._read_all()
         self._refresh()
-        self._reap()
+        held.reap(self._history, self.store, self.id)
         return [self._turn(t) for t in self._history.order]
 
     def continue_from(self, turn: Turn | str | None) -> "Conversation":
@@ -194,49 +155,36 @@ class Conversation:
         ``None`` starts a new tree in the same conversation."""
         turn_id = turn.id if isinstance(turn, Turn) else turn
         self._refresh()
-        if turn_id is not None and turn_id not in self._history.turns:
+        return self._pinned(None if turn_id is None else self._done(turn_id), self.layer)
+
+    def _done(self, turn_id: str) -> str:
+        """``turn_id``, refused unless it is a done turn of the conversation."""
+        if turn_id not in self._history.turns:
             self._read_all()
-        data = self._history.turns.get(turn_id) if turn_id is not None else None
-        if turn_id is not None and (data is None or data.state != DONE):
-            state = "missing" if data is None else data.state
-            raise FunctAIError(
-                f"turn {turn_id!r} is {state}; only a done turn can be continued from", code="conversation-parent"
-            )
-        return self._pinned(turn_id, self.layer)
+        data = self._history.turns.get(turn_id)
+        if data is None or data.state != DONE:
+            raise FunctAIError(f"turn {turn_id!r} is {'missing' if data is None else data.state}; only a done "
+                               "turn can be continued from", code="conversation-parent")
+        return turn_id
 
     def _pinned(self, tip: str | None, layer: Layer) -> "Conversation":
         """A view sharing this one's history, staying on the branch at ``tip``."""
-        view = Conversation.__new__(Conversation)
-        view.program, view.id, view.store, view.context, view.layer = (
-            self.program, self.id, self.store, self.context, layer,
-        )
-        view._follow = False
-        view._forked = False
-        view._history = self._history
-        view._lock = threading.RLock()
-        view._async_busy = False
-        view._tip = tip
+        view = copy.copy(self)
+        view.layer, view._tip, view._follow, view._forked = layer, tip, False, False
+        view._lock, view._async_busy = threading.RLock(), False
         return view
-
-    # -- entries ------------------------------------------------------------------
 
     def remember(self, plugin: str, kind: str, data: Any, turn: Turn | str | None = None) -> None:
         """Keep an entry for ``plugin`` at ``turn`` (or for every branch with no turn)."""
-        turn_id = turn.id if isinstance(turn, Turn) else turn
-        self._append_entry(plugin, kind, data, turn_id)
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("an entry's kind must be a non-empty string")
+        self._append({"kind": "entry", "plugin": plugin, "entry": kind,
+                      "turn": turn.id if isinstance(turn, Turn) else turn, "data": to_jsonable(data), "at": now_text()})
 
     def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
         """``plugin``'s entries of ``kind`` on this view's branch, oldest first."""
         self._refresh()
         return self._history.entries_on(self._history.branch(self._tip), plugin, kind)
-
-    def _append_entry(self, plugin: str, kind: str, data: Any, turn_id: str | None) -> None:
-        if not isinstance(kind, str) or not kind:
-            raise ValueError("an entry's kind must be a non-empty string")
-        self._append({"kind": "entry", "plugin": plugin, "entry": kind, "turn": turn_id,
-                      "data": to_jsonable(data), "at": now_text()})
-
-    # -- writing ------------------------------------------------------------------
 
     def _append(self, record: dict[str, Any], *, sync: bool = False) -> None:
         record = {"functai_conversation": FORMAT, **record}
@@ -248,30 +196,20 @@ class Conversation:
                 "function": f"{self.program.module}:{self.program.fn.__qualname__}",
                 "version": self.program.version, "at": now_text()}
 
-    # -- sending a turn --------------------------------------------------------------
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Send one turn; returns its answer.
-
-        Threads may share a view: its turns run one at a time, each continuing
-        the one before. (Views in other processes branch off instead.)
-        """
+        """Send one turn; returns its answer. Threads sharing a view run its turns one at a time."""
         inputs = self._inputs(args, kwargs)
         with self._lock:
             return drive(self._send(inputs)).value
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
-        """``await chat.acall(...)``: send one turn from async code; returns its answer.
-
-        Tasks sharing a view run its turns one at a time, like threads do.
-        """
+        """Send one turn from async code; tasks sharing a view run its turns one at a time."""
         inputs = self._inputs(args, kwargs)
         return (await self._alocked(self._send(inputs))).value
 
     def stream(self, *args: Any, **kwargs: Any) -> Any:
-        """Send one turn as a stream of `functai.StreamEvent` (see `AIFunction.stream`). A turn
-        whose approval is not answered at the stream waits and is saved, and `functai.Waiting`
-        is raised at the stream's end."""
+        """Send one turn as a stream of `functai.StreamEvent`; a turn left waiting raises
+        `functai.Waiting` at the stream's end."""
         from ..calls.streaming import Stream
 
         return Stream(self._locked(self._send(self._inputs(args, kwargs), listen=True)))
@@ -307,41 +245,48 @@ class Conversation:
 
     def _send(self, inputs: dict[str, Any], listen: bool = False) -> Steps[Any]:
         turn_id = _new_id()
+
+        def records(expect: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            history = self._history
+            newest = history.newest_below(self._tip, done=False) if self._follow else self._tip
+            if newest is not None and history.turns[newest].state in HELD:
+                raise FunctAIError(held.held_message(self.id, history.turns[newest]), code="conversation-busy")
+            record, live_inputs = shown_context.prepare(self, inputs, self._parent(), turn_id)
+            if not self._follow and not self._forked:
+                record["fork"] = True
+            return ([record] if expect else [self._header(), record]), live_inputs
+
+        claim, live_inputs = self._claim(turn_id, "send a turn", records)
+        self._tip = turn_id
+        self._forked = True
+        return (yield from self._run(self._history.turns[turn_id], live_inputs, claim, listen=listen))
+
+    def _claim(self, turn_id: str, what: str, records: Callable[[int], tuple[list[dict[str, Any]], Any]]) -> Any:
+        """Append the records that claim ``turn_id`` for this process, a compare-and-set decided
+        again (``records(count)``) after each conflict; the claim, and what ``records`` gave beside."""
         lease = leases.new_lease()
-        self._hold(lease["claim"], turn_id)  # before the record exists: no reader here takes it for dead
+        # Held before the record exists, so no reader here takes it for dead; a memory store dies
+        # with this process, so its leases need no renewing.
+        leases.hold(lease["claim"], None if isinstance(self.store, MemoryStore) else self.store, self.id, turn_id)
         try:
-            for _ in held.attempts("send a turn", self.id):
+            for _ in held.attempts(what, self.id):
                 self._refresh()
-                self._reap()
+                held.reap(self._history, self.store, self.id)
                 expect = self._history.count  # before deciding: a record another thread adds meanwhile conflicts
-                newest = self._history.newest_below(self._tip, done=False) if self._follow else self._tip
-                if newest is not None and self._history.turns[newest].state in HELD:
-                    raise FunctAIError(held.held_message(self.id, self._history.turns[newest]),
-                                       code="conversation-busy")
-                parent = self._parent()
-                record, live_inputs = shown_context.prepare(self, inputs, parent, turn_id)
+                written, extra = records(expect)
                 lease["t"] = round(time.time(), 3)  # the hooks may have taken a while: the lease starts now
-                record.update(lease)
-                if not self._follow and not self._forked:
-                    record["fork"] = True
-                records = [record] if expect else [self._header(), record]
+                written[-1].update(lease)
                 try:
-                    self.store.append(self.id, records, expect=expect)
+                    self.store.append(self.id, written, expect=expect)
                 except StoreConflict:
-                    continue  # someone else wrote: read what they wrote and decide the parent again
+                    continue
                 break
-            leases.claimed(lease["claim"], lease["t"])  # renewals only after the turn's record
+            leases.claimed(lease["claim"], lease["t"])  # renewals only after the claiming record
             self._refresh()
         except BaseException:
             leases.release(lease["claim"])
             raise
-        self._tip = turn_id
-        self._forked = True
-        return (yield from self._run(self._history.turns[turn_id], live_inputs, lease["claim"], listen=listen))
-
-    def _hold(self, claim: str, turn_id: str) -> None:
-        # A memory store dies with this process: its leases need no renewing.
-        leases.hold(claim, None if isinstance(self.store, MemoryStore) else self.store, self.id, turn_id)
+        return lease["claim"], extra
 
     def _parent(self) -> str | None:
         """The turn a new turn continues: this view's newest done turn (following the branch forward)."""
@@ -353,14 +298,10 @@ class Conversation:
             tip = history.newest_below(tip)
         return tip
 
-    # -- running a turn ------------------------------------------------------------------
-
     def _run(self, data: TurnData, inputs: Mapping[str, Any] | None, claim: str,
              also_approve: tuple[Any, ...] = (), rerun: tuple[str, ...] = (), listen: bool = False) -> Steps[Any]:
-        """Run a turn's call: a new turn with its inputs, a resumed one with those recorded.
-
-        ``claim`` is this process's lease on the turn, released once the turn waits or ends.
-        """
+        """Run a turn's call (a resumed one with its recorded inputs); ``claim`` is released once
+        the turn waits or ends."""
         scope = TurnScope(self, data, also_approve, rerun)
         token = current_scope.set(scope)  # turn_end runs inside the turn too: its calls are the turn's
         try:
@@ -414,12 +355,6 @@ class Conversation:
             record["error"] = {"code": getattr(error, "code", type(error).__name__), "message": str(error)}
         self._append(record, sync=True)
 
-    # -- waiting turns ---------------------------------------------------------------------
-
-    def _answer(self, turn_id: str, approval: Mapping[str, Any] | str | None, *, allow: bool,
-                reason: str | None, by: str | None) -> None:
-        held.answer(self._history, self.store, self.id, turn_id, approval, allow=allow, reason=reason, by=by)
-
     def _ran_with(self) -> dict[str, Any]:
         """The approve rule and plugins a turn of this view runs with (kept when it starts and waits)."""
         resolved = resolve(self.program.own, self.layer)
@@ -454,40 +389,25 @@ class Conversation:
         records.append(folder, record)
 
     def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Steps[Any]:
+        def records(expect: int) -> tuple[list[dict[str, Any]], tuple[Any, tuple[Any, ...]]]:
+            data = self._history.turns.get(turn_id)
+            if data is None or data.state not in HELD:
+                raise held.not_held(turn_id, data, "resumed")
+            unanswered = [a["key"] for a in data.approvals if a["key"] not in data.answers]
+            if data.state == WAITING and unanswered:
+                raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
+                                   code="turn-waiting")
+            care = held.resume_care(data, turn_id, self._ran_with())
+            return [{"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id, "was": data.state,
+                     "rerun": list(rerun), "at": now_text()}], care
+
         with self._lock:
-            lease = leases.new_lease()
-            for _ in held.attempts("resume the turn", self.id):
-                self._refresh()
-                self._reap()
-                expect = self._history.count  # before deciding: a record another thread adds meanwhile conflicts
-                data = self._history.turns.get(turn_id)
-                if data is None or data.state not in HELD:
-                    raise held.not_held(turn_id, data, "resumed")
-                unanswered = [a["key"] for a in data.approvals if a["key"] not in data.answers]
-                if data.state == WAITING and unanswered:
-                    raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
-                                       code="turn-waiting")
-                approve, also = held.resume_care(data, turn_id, self._ran_with())
-                self._hold(lease["claim"], turn_id)
-                lease["t"] = round(time.time(), 3)
-                record = {"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id, "was": data.state,
-                          "rerun": list(rerun), "at": now_text(), **lease}
-                try:  # claim the turn, so two processes never resume it both
-                    self.store.append(self.id, [record], expect=expect)
-                except StoreConflict:
-                    leases.release(lease["claim"])
-                    continue
-                except BaseException:
-                    leases.release(lease["claim"])
-                    raise
-                break
-            leases.claimed(lease["claim"], lease["t"])
-            self._refresh()
+            claim, (approve, also) = self._claim(turn_id, "resume the turn", records)
             self._tip = turn_id
             layer = self.layer if approve is None else Layer.make(f"conversation {self.id!r}", self.layer,
                                                                   approve=approve)
             view = self if layer is self.layer else self._pinned(turn_id, layer)  # carries the turn's approve rule
-            return (yield from view._run(self._history.turns[turn_id], None, lease["claim"], also, rerun))
+            return (yield from view._run(self._history.turns[turn_id], None, claim, also, rerun))
 
     def __repr__(self) -> str:
         return f"<conversation {self.id!r} of {self.program.name}, head={self._tip!r}>"

@@ -1,13 +1,5 @@
 """Turns that hold their branch: waiting or interrupted ones, and how they end.
 
-* `reap` marks running turns whose owner is gone ``interrupted`` (one
-  ``interrupt`` record each, naming the claim it ends and why);
-* `abandon` ends a waiting or interrupted turn as ``abandoned``;
-* `answer` records a person's answer to a waiting turn: the first answer
-  to an approval holds, a contrary later one is refused (and kept);
-* `resume_care` decides what a resumed turn runs with: never less care
-  than it started with.
-
 These need only a store and the history, not the conversation's function,
 so ``functai resume --abandon`` works where that function cannot be imported.
 """
@@ -33,11 +25,8 @@ MAX_TRIES = 200
 
 
 def attempts(what: str, conversation: str) -> Iterator[int]:
-    """Numbers for a bounded retry loop (``for _ in attempts(...): ...; break``).
-
-    After a few conflicts it backs off a little, at random, so writers that
-    keep colliding spread out; when every try is used it raises ``store-conflict``.
-    """
+    """A bounded retry loop (``for _ in attempts(...): ...; break``) that backs off at random
+    after a few conflicts, so colliding writers spread out; then ``store-conflict``."""
     for attempt in range(MAX_TRIES):
         if attempt >= 3:
             time.sleep(random.uniform(0, min(0.05, 0.001 * attempt)))
@@ -71,7 +60,7 @@ def why_gone(turn: TurnData, now: float | None = None) -> str | None:
     lease = turn.lease
     if lease is None:  # written before leases: it expires like one, from the turn's start
         lease = {"owner": {}, "t": _epoch(turn.at), "ttl": leases.TTL}
-    return leases.expired(lease, turn.claim, now)
+    return leases.expired(lease, turn.claim, time.time() if now is None else now)
 
 
 def reap(history: History, store: Store, conversation: str) -> list[str]:
@@ -85,8 +74,7 @@ def reap(history: History, store: Store, conversation: str) -> list[str]:
         why = why_gone(turn, now)
         if why is None:
             continue
-        # No compare-and-set needed: the record names the claim it ends, so it is
-        # ignored if the turn was resumed (a new claim) in the meantime.
+        # No compare-and-set: the record names the claim it ends, so a resume meanwhile wins.
         store.append(conversation, [{"functai_conversation": FORMAT, "kind": "interrupt", "turn": turn_id,
                                      "claim": turn.claim, "why": why, "at": now_text()}], sync=True)
         marked.append(turn_id)
@@ -128,12 +116,9 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
            approval: Mapping[str, Any] | str | None, *, allow: bool, reason: str | None, by: str | None) -> None:
     """Record a person's answer to a waiting turn's approvals (all of them, or the one named).
 
-    The first answer recorded for an approval holds: answering it again the same way
-    changes nothing, and a contrary answer is refused with ``approval-answered`` — kept
-    in the store as a ``late_answer`` record (who tried, and when), never applied. The
-    check and the write are one compare-and-set against the record count the check read,
-    so of two processes (or threads sharing a view) answering at once exactly one answer
-    holds and the other is told.
+    The first answer holds; a contrary one is refused (``approval-answered``) and kept as a
+    ``late_answer`` record. Check and write are one compare-and-set, so of two answering at
+    once exactly one holds and the other is told.
     """
     for _ in attempts("answer the turn", conversation):
         refresh(history, store, conversation)
@@ -180,14 +165,12 @@ def describe_rule(rule: Any) -> Any:
 
 
 def resume_care(turn: TurnData, turn_id: str, now: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
-    """What a resumed turn runs with, given what this process runs with (``now``:
-    ``{"approve": rule, "plugins": [names]}``, the rule as `describe_rule` gives it).
+    """What a resumed turn runs with, never less care than it started with, given this
+    process's ``{"approve": rule, "plugins": [names]}``.
 
-    Returns ``(approve, also)``: ``approve`` is the rule to set on the resuming
-    layer (None: keep the layer as it is) and ``also`` the recorded rules the
-    approval plugin checks too — a tool runs only if every rule that selects
-    it is answered yes. Refuses ``resume-settings`` when the turn started with
-    plugins this process does not run, or with an approve function it lacks.
+    Returns ``(approve, also)``: the rule to set on the resuming layer (None: keep it) and
+    the recorded rules the approval plugin checks too. Refuses ``resume-settings`` when the
+    turn started with plugins, or an approve function, this process lacks.
     """
     started = turn.ran_with or turn.waited_with
     missing = [name for name in started.get("plugins", ()) if name not in now["plugins"]]

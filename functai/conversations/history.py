@@ -1,24 +1,19 @@
 """A conversation's state, rebuilt from its records.
 
-Records are appended, never rewritten, so the state is a fold over them:
-turns (a tree by ``parent``), their states, the replies and tool runs a
-waiting turn already paid for, approvals and answers, and entries. Kinds and
-keys this version does not know are skipped, so newer writers do not break
-older readers. A record whose shape is damaged is skipped too, and noted in
-``damage`` (its index and why) so the reader can say which line it was.
-
-What a turn was shown is recorded small: ``{"last": n}`` (the ``n`` newest
-done turns of the branch it continues), with ``"drop": [ids]`` for turns a
-plugin left out of that window, or an explicit list of ids when that is
-shorter (and in records written before this form existed).
+Records are appended, never rewritten, so the state is a fold over them.
+Kinds and keys this version does not know are skipped, so newer writers do
+not break older readers; a damaged record is skipped and noted in
+``damage`` (its index and why). What a turn was shown is recorded small:
+``{"last": n}`` (the ``n`` newest done turns of the branch it continues),
+with ``"drop": [ids]`` for turns a plugin left out, or an explicit list of ids.
 """
 
 from __future__ import annotations
 
 import threading
-from itertools import chain
+from itertools import chain, islice
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..models.request import Frozen
 from . import rows
@@ -66,9 +61,8 @@ class History:
 
     @property
     def children(self) -> dict[str | None, list[str]]:
-        """The turns continuing each turn (``None``: the first turns of branches), oldest first.
-
-        Built when first asked for (only the command line's tree asks), again once turns were added."""
+        """The turns continuing each turn (``None``: the first turns of branches), oldest first;
+        built when asked for (only the command line's tree asks)."""
         known = self._children
         if known is not None and known[0] == len(self.order):
             return known[1]
@@ -94,19 +88,18 @@ class History:
         self.lock = lock
 
     def apply_all(self, items: Iterable[Any], whole: Callable[[int], dict[str, Any]] | None = None) -> None:
-        """Apply records in order from the next place: dicts (`Store.read`), or rows (`Store.read_rows`,
-        see `functai.conversations.rows`) with ``whole`` giving the record at a position of ``items``.
+        """Apply records in order from the next place: dicts (`Store.read`), or rows (`Store.read_rows`)
+        with ``whole`` giving the record at a position of ``items``.
 
-        A sound ``turn`` row, plain ``reply`` row or ``end`` row is applied as it is (an open
-        meets little else); any other record whole, checked first (`problem`) so that damage
-        is named.
+        A sound ``turn``, plain ``reply`` or ``end`` row is applied as it is (an open meets little
+        else); any other record whole, checked first (`problem`) so that damage is named.
         """
         turn_row, reply_row, end_row = rows.ROWS.get("turn"), rows.ROWS.get("reply"), rows.ROWS.get("end")
         no_list, no_dict, plain_reply = rows.EMPTY_LIST, rows.EMPTY_DICT, rows.PLAIN_REPLY.fullmatch
         turns, order, damage = self.turns, self.order, self.damage
         start = self.count
-        #: Turns made from rows that have not ended: their record's position. A row holds no lease,
-        #: so a turn still running has its lease read from its whole record, before anything else reads it.
+        #: Turns made from rows that have not ended, by record position: a row holds no lease,
+        #: so a turn still running gets it from its whole record before anything reads it.
         pending: dict[str, int] = {}
         position = -1
         for position, item in enumerate(items):
@@ -260,8 +253,6 @@ class History:
         else:
             self.running.discard(turn.id)
 
-    # -- branches -------------------------------------------------------------
-
     def done_count(self, turn_id: str | None) -> int:
         """How many done turns the branch ending at ``turn_id`` holds (it included)."""
         if turn_id is None:
@@ -269,29 +260,22 @@ class History:
         turn = self.turns[turn_id]
         return turn.base + (turn.state == DONE)
 
+    def _walk(self, turn_id: str | None) -> Iterator[str]:
+        """``turn_id`` and its ancestors, newest first."""
+        while turn_id is not None:
+            yield turn_id
+            turn_id = self.turns[turn_id].parent
+
+    def _done_walk(self, turn_id: str | None) -> Iterator[str]:
+        return (t for t in self._walk(turn_id) if self.turns[t].state == DONE)
+
     def branch(self, turn_id: str | None) -> list[str]:
         """The path from the root to ``turn_id``, oldest first (empty for None)."""
-        path: list[str] = []
-        while turn_id is not None:
-            path.append(turn_id)
-            turn_id = self.turns[turn_id].parent
-        path.reverse()
-        return path
+        return list(self._walk(turn_id))[::-1]
 
     def done_ancestors(self, turn_id: str | None, limit: int | None = None) -> list[str]:
-        """Up to ``limit`` done turns ending at ``turn_id``, oldest first.
-
-        Walks parents only, so it costs in proportion to what it returns,
-        not to the whole conversation.
-        """
-        found: list[str] = []
-        while turn_id is not None and (limit is None or len(found) < limit):
-            turn = self.turns[turn_id]
-            if turn.state == DONE:
-                found.append(turn_id)
-            turn_id = turn.parent
-        found.reverse()
-        return found
+        """Up to ``limit`` done turns ending at ``turn_id``, oldest first (walking parents only)."""
+        return list(islice(self._done_walk(turn_id), limit))[::-1]
 
     def newest_below(self, turn_id: str | None, *, done: bool = True) -> str | None:
         """The newest (done, unless ``done=False``) turn at or below ``turn_id``
@@ -324,8 +308,6 @@ class History:
             if e["plugin"] == plugin and e["kind"] == kind and (e["turn"] is None or e["turn"] in on)
         ]
 
-    # -- what a turn was shown ----------------------------------------------------
-
     def encode_shown(self, parent: str | None, ids: Sequence[str]) -> dict[str, Any] | list[str]:
         """The small record of ``ids`` (done turns of the branch at ``parent``, oldest first)."""
         if not ids:
@@ -342,13 +324,6 @@ class History:
         if len(window) - len(drop) != len(ids) or len(drop) > len(ids):
             return list(ids)
         return {"last": len(window), "drop": drop} if drop else {"last": len(window)}
-
-    def _done_walk(self, turn_id: str | None) -> Iterable[str]:
-        while turn_id is not None:
-            turn = self.turns[turn_id]
-            if turn.state == DONE:
-                yield turn_id
-            turn_id = turn.parent
 
     def shown(self, turn: TurnData) -> tuple[list[str], str | None]:
         """The ids of the earlier turns ``turn`` was shown, oldest first, and why they are
@@ -397,15 +372,15 @@ class History:
         return Frozen(out)
 
     def _tail_messages(self, parent: str | None, n: int) -> tuple[Mapping[str, Any], ...]:
-        """The ``n`` newest done turns at ``parent`` as messages; extends the last run built
-        when the branch only grew, so a long conversation does not rebuild it every turn."""
+        """The ``n`` newest done turns at ``parent`` as messages, extending the last run built when
+        the branch only grew: a long conversation does not rebuild it every turn."""
         tail = self._tail
         if tail is not None and tail[0] == parent and tail[1] == n:
             return tail[2]
         result = None
         if tail is not None and n > tail[1]:
             newer: list[str] = []
-            for turn_id in self._ancestors(parent, 64):
+            for turn_id in islice(self._walk(parent), 64):
                 if turn_id == tail[0]:
                     if len(newer) + tail[1] == n:
                         result = Frozen(tail[2] + Frozen(chain.from_iterable(map(self.turn_messages, reversed(newer)))))
@@ -416,13 +391,6 @@ class History:
             result = Frozen(chain.from_iterable(map(self.turn_messages, self.done_ancestors(parent, n))))
         self._tail = (parent, n, result)
         return result
-
-    def _ancestors(self, turn_id: str | None, limit: int) -> Iterable[str]:
-        while turn_id is not None and limit > 0:
-            yield turn_id
-            turn_id = self.turns[turn_id].parent
-            limit -= 1
-
 
 #: The quick yes-answers a whole record gets before its fields are checked one by one.
 _QUICK = QUICK

@@ -1,17 +1,11 @@
 """Leases: who runs a turn, and how another process knows it is gone.
 
-A turn that starts (or is resumed) is *claimed*: its record carries a claim
-id and the owner — pid, host, boot id and the process's start time. While
-it runs, one daemon thread per process appends a ``lease`` record for it
-each time its lease is `RENEW` seconds old. A reader decides the owner is gone when
-
-* the last renewal is older than the lease's ``ttl`` (default `TTL`), or
-* the owner ran on this host in this boot and its pid is gone, is a zombie,
-  or is now another process (another start time) — known at once, or
-* the owner is this very process and the claim is not one it runs.
-
-Only records are written, through the `Store` protocol, so every store
-(folders, databases) has leases without new operations.
+A claimed turn's record names its owner (pid, host, boot id, process start
+time); a daemon thread appends a ``lease`` record each `RENEW` seconds while
+it runs. The owner is gone when the last renewal is older than ``ttl``, when
+it ran on this host and boot and its pid is gone, a zombie or another
+process, or when it is this process and the claim is not one it runs.
+Only records are written, so every `Store` has leases without new operations.
 """
 
 from __future__ import annotations
@@ -33,34 +27,27 @@ RENEW = 10.0
 TTL = 60.0
 
 
-def _read(path: str) -> str:
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` from the third on (empty where unknown)."""
     try:
-        with open(path, encoding="ascii", errors="replace") as handle:
-            return handle.read()
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()
     except OSError:
-        return ""
-
-
-def _boot_id() -> str:
-    return _read("/proc/sys/kernel/random/boot_id").strip()
+        return []
 
 
 def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), or None where unknown.
-
-    With the pid and the boot id it names one process: a pid reused later has another start time.
-    """
-    stat = _read(f"/proc/{pid}/stat")
-    if not stat:
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()
+    """The process's start time since boot: with the pid and boot id it names one process."""
+    fields = _stat(pid)
     return fields[19] if len(fields) > 19 else None  # field 22 of stat; fields[0] is field 3
 
 
-def _zombie(pid: int) -> bool:
-    stat = _read(f"/proc/{pid}/stat")
-    fields = stat.rsplit(")", 1)[-1].split()
-    return bool(fields) and fields[0] in ("Z", "X")
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
 
 
 _owner: dict[str, Any] | None = None
@@ -89,16 +76,13 @@ def _pid_gone(pid: int, start: str | None) -> bool:
         pass
     except OSError:
         return False
-    if _zombie(pid):
+    if _stat(pid)[:1] in (["Z"], ["X"]):  # a zombie
         return True
     return start is not None and _start_time(pid) not in (None, start)
 
 
-def expired(lease: Mapping[str, Any] | None, claim: str | None, now: float | None = None) -> str | None:
+def expired(lease: Mapping[str, Any], claim: str | None, now: float) -> str | None:
     """Why the lease no longer holds, or None while its owner may still run the turn."""
-    if not lease:
-        return "the turn was started by a version of functai that keeps no lease"
-    now = time.time() if now is None else now
     who = lease.get("owner") or {}
     me = owner()
     pid = who.get("pid")
@@ -115,15 +99,13 @@ def expired(lease: Mapping[str, Any] | None, claim: str | None, now: float | Non
         last, ttl = float(lease.get("t", 0)), float(lease.get("ttl", TTL))
     except (TypeError, ValueError):
         return "its lease cannot be read"
-    if now - last > ttl:
-        return (
-            f"its lease (pid {pid} on {who.get('host')}) was last renewed {now - last:.0f} s ago "
-            f"(expires after {ttl:.0f} s)"
-        )
-    return None
+    if now - last <= ttl:
+        return None
+    # Past a day the moment says more than the age, and every reader words it the same.
+    when = f"{now - last:.0f} s ago" if now - last < 86400 else time.strftime("at %Y-%m-%d %H:%M:%S UTC",
+                                                                              time.gmtime(last))
+    return f"its lease (pid {pid} on {who.get('host')}) was last renewed {when} (expires after {ttl:.0f} s)"
 
-
-# -- the turns this process runs, and the thread that renews their leases ------------
 
 #: claim → [store (None: nothing to renew), conversation, turn, when its lease was last written
 #: (None until the record that claims the turn is written: no renewal may come before it)]
@@ -134,19 +116,15 @@ _thread: threading.Thread | None = None
 
 
 def hold(claim: str, store: "Store | None", conversation: str, turn: str) -> None:
-    """Mark ``claim`` as run by this process, before the record that claims the turn is
-    written, so no reader here takes it for dead; it is renewed only once `claimed` says
-    that record is written (and never when ``store`` is None: a store that dies with the
-    process needs no lease)."""
+    """Mark ``claim`` as run by this process before its record is written, so no reader here
+    takes it for dead; renewed once `claimed` (never when ``store`` is None)."""
     with _lock:
         _running[claim] = [store, conversation, turn, None]
 
 
 def claimed(claim: str, t: float) -> None:
-    """The record claiming ``claim``'s turn (its lease at time ``t``) is written: renew it from now on.
-
-    Until then no ``lease`` record is appended, so none ever comes before its turn's record
-    (however long the hooks before that record, or the store, take)."""
+    """The record claiming ``claim``'s turn (its lease at time ``t``) is written: renew it from
+    now on, so no ``lease`` record ever comes before its turn's record."""
     global _thread
     with _lock:
         entry = _running.get(claim)
@@ -165,8 +143,7 @@ def release(claim: str) -> None:
 
 
 def renew_due() -> None:
-    """Append a renewal for every turn this process runs whose lease is `RENEW` seconds old
-    (a turn shorter than that writes none)."""
+    """Append a renewal for every turn this process runs whose lease is `RENEW` seconds old."""
     now = time.time()
     with _lock:
         due = [(claim, list(entry)) for claim, entry in _running.items()

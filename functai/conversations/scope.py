@@ -1,6 +1,5 @@
-"""A running turn as the calls inside it see it (`functai.calls.scope`): what it was
-shown, the replies and tool runs it already recorded (so a resumed turn pays for
-nothing twice), its approvals and answers, and its plugins' entries."""
+"""A running turn as the calls inside it see it (`functai.calls.scope`): a resumed
+turn reuses the replies and tool runs it recorded, so it pays for nothing twice."""
 
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ class Memory:
     def remember(self, plugin: str, kind: str, data: Any) -> None:
         if self.turn_id is None:
             raise ValueError("remember() needs a turn")
-        self.chat._append_entry(plugin, kind, data, self.turn_id)
+        self.chat.remember(plugin, kind, data, self.turn_id)
 
 
 class TurnScope:
@@ -81,8 +80,8 @@ class TurnScope:
         return reply
 
     def replay(self, request: Request) -> Reply | None:
-        """The reply recorded for this request before the turn waited, or None: ask the model,
-        then `keep` its reply (the async and streaming drivers ask it their own way)."""
+        """The reply recorded for this request before the turn waited, or None (then ask the
+        model and `keep` its reply)."""
         self.requests += 1
         if self.requests <= len(self.data.replies):  # paid for before the turn waited
             saved = self.data.replies[self.requests - 1]
@@ -110,7 +109,6 @@ class TurnScope:
             if getattr(reply, name) is not None:
                 saved[name] = getattr(reply, name)
         self.chat._append({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
-        # the append's refresh added it to self.data.replies
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
         recorded = self.data.tools.get(site)
@@ -131,7 +129,7 @@ class TurnScope:
     def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
         record = {"kind": "tool", "turn": self.turn, "site": site, "state": "done",
                   "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes))}
-        self.chat._append(record)  # its refresh records it in self.data.tools
+        self.chat._append(record)
 
     def answer(self, key: str) -> tuple[bool, str | None] | None:
         return self.data.answers.get(key)
@@ -153,11 +151,8 @@ def waits_of(history: History, data: TurnData) -> list[dict[str, Any]]:
 
 
 def current_turn() -> Turn | None:
-    """The conversation turn running now (in this thread or task), or None.
-
-    For code that runs inside a turn — a tool, say — and needs its
-    conversation: ``current_turn().conversation.store``, ``.entries(...)``.
-    """
+    """The conversation turn running now (in this thread or task), or None: for a tool that
+    needs its conversation (``current_turn().conversation.entries(...)``)."""
     scope = current_scope.get()
     if not isinstance(scope, TurnScope):
         return None

@@ -39,21 +39,19 @@ class Turn:
         return {key: {"allow": allow, "reason": reason} for key, (allow, reason) in self._data.answers.items()}
 
     def approve(self, approval: Mapping[str, Any] | str | None = None, *, by: str | None = None) -> "Turn":
-        """Allow a waiting approval (all of them when none is named).
-
-        The first recorded answer holds: approving again changes nothing, and approving
-        one already denied raises ``approval-answered`` (see `deny`)."""
-        self._chat._answer(self.id, approval, allow=True, reason=None, by=by)
+        """Allow a waiting approval (all of them when none is named); the first recorded answer
+        holds, so approving one already denied raises ``approval-answered``."""
+        held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=True, reason=None,
+                    by=by)
         return self
 
     def deny(
         self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None, by: str | None = None
     ) -> "Turn":
-        """Refuse a waiting approval (all of them when none is named).
-
-        Refused on ``approval-answered`` — naming who answered first and when, and writing
-        nothing that changes the turn — when an approval was already answered the other way."""
-        self._chat._answer(self.id, approval, allow=False, reason=reason, by=by)
+        """Refuse a waiting approval (all of them when none is named); ``approval-answered``
+        (naming who answered first) when it was already answered the other way."""
+        held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=False,
+                    reason=reason, by=by)
         return self
 
     def resume(self, *, rerun: Sequence[str] | None = None) -> Any:
@@ -67,10 +65,8 @@ class Turn:
         return (await self._chat._alocked(self._chat._resume(self.id, held.check_rerun(rerun)))).value
 
     def abandon(self, *, reason: str | None = None, by: str | None = None) -> "Turn":
-        """Give up on a waiting or interrupted turn: it ends ``abandoned`` and frees the branch.
-
-        Its call record (with the log set) is written now, with error ``turn-abandoned``.
-        """
+        """Give up on a waiting or interrupted turn: it ends ``abandoned`` and frees the branch
+        (its call record, with the log set, is written now with error ``turn-abandoned``)."""
         self._chat._abandon(self.id, reason, by)
         return self
 

@@ -1,8 +1,4 @@
-"""What the records say of one turn (`TurnData`), and the states a turn can be in.
-
-`functai.conversations.history` folds records into these; a view hands them
-out as `Turn` objects.
-"""
+"""What the records say of one turn (`TurnData`), and the states a turn can be in."""
 
 from __future__ import annotations
 
@@ -44,13 +40,10 @@ class _Recorded(Generic[T]):
 
 
 class TurnData:
-    """What the records say of one turn.
+    """What the records say of one turn; none of it is ever changed in place.
 
-    The fold sets what later records change (state, outputs, replies, approvals, ...).
-    What only the turn's own record says (inputs, what it was shown, when it started, ...)
-    is read from a row when first asked for: an open of a long conversation reads it for
-    the few turns it shows, not for all of them (the 10,000-turn open budget).
-    None of these is ever changed in place.
+    What only the turn's own record says (inputs, what it was shown, ...) is read from its
+    row when first asked for: a long conversation's open reads it for the few turns it shows.
     """
 
     __slots__ = (
@@ -59,8 +52,8 @@ class TurnData:
         "_call", "_ran_with", "__dict__",
     )
 
-    # What most turns never get, shared by the class until a record gives a turn its own (in the
-    # turn's ``__dict__``): a turn is made with fewer fields (the 10,000-turn open budget).
+    # What most turns never get, shared by the class until a record gives a turn its own (in
+    # its ``__dict__``): a turn is made with fewer fields.
     approvals: Sequence[dict[str, Any]] = ()
     answers: Mapping[str, tuple[bool, str | None]] = NOTHING
     tools: Mapping[str, dict[str, Any]] = NOTHING
@@ -76,8 +69,7 @@ class TurnData:
 
     def __init__(self, turn_id: str, parent: str | None, order: int, record: Any, base: int = 0,
                  forked: bool = False) -> None:
-        """``record`` is the turn's record: a dict, or a row (`functai.conversations.rows`) the
-        fold took as sound (it then has no changes, ``without`` or sections)."""
+        """``record``: a dict, or a row the fold took as sound (no changes, ``without`` or sections)."""
         self.id = turn_id
         self.parent = parent
         self.order = order
@@ -144,11 +136,8 @@ class TurnData:
 
     @property
     def replies(self) -> Sequence[dict[str, Any]]:
-        """The model replies the turn paid for, in order (each a fresh dict, as its record holds it).
-
-        An open keeps a sound plain reply as its record's JSON text (`functai.conversations.rows`):
-        only a turn that resumes ever reads its replies, so they are decoded when first asked for.
-        """
+        """The model replies the turn paid for, in order; an open keeps them as JSON, decoded
+        when first asked for (only a resuming turn asks)."""
         replies = self._replies
         if any(type(reply) is not dict for reply in replies):
             from .. import codec

@@ -1,13 +1,9 @@
 """Asking a rated call again exactly as it was shown (``spec/plugins.md`` §8).
 
-A call is rebuilt from its record: its inputs, the earlier turns it was
-shown (after ``keep``/``without``: named in its record, read from those
-turns' own call records in the same log — or, for older records, from its
-conversation's store) and its context ``sections``. Nothing of the host's shaping comes back — no
-recorded ``before_call`` or ``request`` change — so the evaluating process's
-own plugins and settings shape the new call. No ``turn_start`` or
-``context`` hook runs, no summarizer runs, and nothing is written to any
-conversation.
+A call is rebuilt from its record: its inputs, the earlier turns it was shown
+and its context ``sections``. No recorded change comes back, so the evaluating
+process's own plugins and settings shape the new call; no conversation hook
+runs, and nothing is written to any conversation.
 """
 
 from __future__ import annotations
@@ -54,23 +50,10 @@ class ReplayedTurn:
     def complete(self, client: Client, request: Request) -> Reply:
         return client.complete(request)
 
-    def recorded_tool(self, site: str) -> None:
-        return None
+    def _nothing(self, *args: Any) -> None:
+        """Nothing was recorded before, and nothing is now."""
 
-    def tool_started(self, site: str, entry: Mapping[str, Any]) -> None:
-        return None
-
-    def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
-        return None
-
-    def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
-        return None
-
-    def answer(self, key: str) -> None:
-        return None
-
-    def refusal(self, site: str) -> None:
-        return None
+    recorded_tool = tool_started = tool_suspended = tool_done = answer = refusal = _nothing
 
 
 def turn_calls(records: Iterable[CallRecord]) -> dict[tuple[str, str], CallRecord]:
@@ -103,11 +86,7 @@ class _LoggedTurn:
 
 def _from_log(record: CallRecord, calls: Mapping[tuple[str, str], CallRecord]) -> list[dict[str, Any]] | None:
     """The shown turns rebuilt from their own call records; None when the log lacks one.
-
-    The record keeps what was shown as the turn record does: a list of ids,
-    or ``{"last": n, "drop": [...]}`` — the ``n`` turns before it on its
-    branch (every parent is a done turn, so that is ``n`` parent steps).
-    """
+    (``{"last": n}`` is ``n`` parent steps: every parent is a done turn.)"""
     conversation = record.conversation or {}
     name, raw = conversation["id"], conversation["shown"]
     if isinstance(raw, list):
@@ -136,14 +115,9 @@ def _from_log(record: CallRecord, calls: Mapping[tuple[str, str], CallRecord]) -
 def shown(
     record: CallRecord, calls: Mapping[tuple[str, str], CallRecord] | None = None
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The earlier turns (as messages) and context sections ``record``'s call was shown.
-
-    A turn's own call record names the turns it was shown; their own call
-    records in the same log (``calls``, from `turn_calls`) hold what they
-    were, so the conversation's store is not needed. Records from before
-    that, or whose shown turns were not logged, are rebuilt from the store.
-    Raises `NotReplayable` when they cannot be rebuilt exactly.
-    """
+    """The earlier turns (as messages) and context sections ``record``'s call was shown: from
+    their own call records in the log (``calls``, from `turn_calls`), else from the
+    conversation's store; `NotReplayable` when they cannot be rebuilt exactly."""
     if _without_content(record):
         raise NotReplayable(f"call {record.id} was logged without content (log_content=False)")
     conversation = record.conversation

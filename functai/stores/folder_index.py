@@ -1,12 +1,6 @@
-"""What one process knows of one folder-store file, and how its lines are checked.
-
-`FolderStore` (`functai.stores.folder`) keeps one `_Index` per
-conversation: how far the file was parsed, the text of its valid records
-(a chunk of sound lines kept whole until a line is asked for), the file line
-of each, and the lines skipped as not records. Lines are checked when first
-read: a chunk of sound lines is decoded in one go (as rows or dicts), any
-other line by line, each bad one named.
-"""
+"""What one process knows of one folder-store file (`_Index`), and how its lines are checked:
+a chunk of sound lines is decoded in one go (as rows or dicts), any other line by line, each
+bad one named."""
 
 from __future__ import annotations
 
@@ -19,18 +13,14 @@ from typing import Any
 from .. import codec
 from .protocol import not_an_object
 
-#: Written after a torn last line before appending. A NUL is never valid
-#: JSON (not outside a string, not raw inside one), so whatever the torn
-#: bytes were (even a whole object missing only its newline) the terminated
-#: line stays invalid: it is never counted, before or after the repair.
+#: Written after a torn last line before appending. A NUL is never valid JSON, so the
+#: terminated line (even a whole object missing only its newline) is never counted.
 _TORN_END = b"\x00\n"
 
-class _Lines:
-    """The text of every valid record of a file, in order.
 
-    A chunk of sound lines (one object each, decoded in one go) is kept as it was read and
-    split into its lines only when one is asked for: an open never splits them.
-    """
+class _Lines:
+    """The text of every valid record of a file, in order; a chunk of sound lines is kept
+    as read and split only when one of its lines is asked for (an open never asks)."""
 
     __slots__ = ("_firsts", "_parts", "_count")
 
@@ -91,8 +81,7 @@ class _Lines:
 
 
 class _Numbers:
-    """The file line (1-based) of each record, as runs of consecutive lines (a file of sound
-    lines is one run, however long)."""
+    """The file line (1-based) of each record, kept as runs of consecutive lines."""
 
     __slots__ = ("_firsts", "_lines", "_count")
 
@@ -124,9 +113,8 @@ class _Numbers:
 class _Index:
     """What one process knows of one conversation file.
 
-    ``offset`` is how many bytes were parsed: always just after a newline,
-    so a torn last line is re-read once it is terminated. ``lines`` holds
-    the text of the valid records, in order; the count is their number.
+    ``offset`` is how many bytes were parsed: always just after a newline, so a torn last
+    line is re-read once it is terminated.
     """
 
     dev: int
@@ -138,8 +126,8 @@ class _Index:
     parsed_lines: int = 0
     #: Complete lines that are not records: ``(line, reason)``.
     skipped: list[tuple[int, str]] = field(default_factory=list)
-    #: The records parsed by the last refresh (lines[fresh_from:]), handed out
-    #: once by `read` (or, as rows, `read_rows`) so an open parses each line once, not twice.
+    #: The records parsed by the last refresh (lines[fresh_from:]), handed out once by `read`
+    #: or `read_rows`, so an open parses each line once.
     fresh: list[Any] = field(default_factory=list)
     fresh_from: int = 0
     #: Whether ``fresh`` holds rows (`functai.conversations.rows`) rather than dicts.
@@ -153,9 +141,8 @@ _scan = json.JSONDecoder().scan_once
 
 
 def _parse_lines(data: bytes, end: int, index: _Index, parsed: list[Any], rows: bool = False) -> list[tuple[int, str]]:
-    """Add the lines of ``data[:end]`` (complete lines, newline-separated) that are JSON objects
-    (to ``parsed``: as rows when ``rows``, else dicts); the others are returned as
-    ``(line number, reason)``."""
+    """Add the lines of ``data[:end]`` that are JSON objects to ``parsed`` (as rows when ``rows``);
+    the others are returned as ``(line number, reason)``."""
     skipped: list[tuple[int, str]] = []
     if _parse_sound(data, end, index, parsed, rows):
         return skipped
@@ -186,14 +173,11 @@ def _parse_lines(data: bytes, end: int, index: _Index, parsed: list[Any], rows: 
 
 
 def _parse_sound(data: bytes, end: int, index: _Index, parsed: list[Any], rows: bool = False) -> bool:
-    """Decode lines (``data[:end]``) that are all JSON objects in one go (`codec.loads_lines`, or as rows,
-    `rows.decode_lines`); False (and nothing added) when any is not, for the line-by-line
-    path to say which and why.
+    """Decode lines (``data[:end]``) that are all JSON objects in one go; False (nothing added)
+    when any is not, for the line-by-line path to say which and why.
 
-    One decode of the lot may read two values from one line or skip a blank one, so it is
-    only taken when the counts say one object a line: every line starts with ``{`` and ends
-    with ``}`` (each newline is in ``}\\n{``: then no value spans two lines, as JSON has no raw
-    newline in a string, and none is blank) and there are as many values as lines.
+    One decode of the lot may read two values from one line or skip a blank one, so it is only
+    taken when every newline is in ``}\\n{`` and there are as many values as lines.
     """
     lines = data.count(b"\n", 0, end) + 1
     if (not data.startswith(b"{") or data[end - 1 : end] != b"}"

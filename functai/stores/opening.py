@@ -29,15 +29,9 @@ def open_reference(reference: str) -> Store:
 
 
 def open_store(store: None | str | os.PathLike[str] | Store) -> Store:
-    """The store a conversation should use.
-
-    None (or ``"memory:"``) is the one process-wide `MemoryStore` (so two
-    views of a conversation in one process see each other); a folder path is
-    the `FolderStore` for it, one per absolute path (so its index is shared);
-    a URL (``sqlite:///…``, ``postgresql://…``, a ``.db`` file, a scheme of
-    the ``functai.stores`` entry points) is the store it names
-    (`functai.stores`); a `Store` is used as it is.
-    """
+    """The store a conversation should use: None is the one process-wide `MemoryStore` (so
+    views in one process see each other), a folder path its one `FolderStore` (so its index is
+    shared), a URL the store it names (`functai.stores`), a `Store` itself."""
     if store is None:
         return memory.shared
     if isinstance(store, str) and (":" in store or store.endswith((".db", ".sqlite", ".sqlite3"))) and is_url(store):

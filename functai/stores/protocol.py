@@ -6,10 +6,8 @@ backend (a database, say) can be plugged in with `open_store`. This module
 holds the protocol and what every store shares (ids, record lines, fork
 safety); the stores are `memory`, `folder`, `sqlite` and `postgres`, and
 `opening.open_store` picks one.
-
-A store may also offer ``read_rows(conversation, start)`` (both built-in
-ones do): the same records as `Store.read`, decoded only as far as opening a
-conversation needs (`functai.conversations.rows`).
+A store may also offer ``read_rows(conversation, start)``: the same records,
+decoded only as far as opening a conversation needs (`functai.conversations.rows`).
 """
 
 from __future__ import annotations
@@ -126,8 +124,7 @@ def from_lines(lines: Sequence[str | bytes]) -> list[dict[str, Any]]:
 
 
 def rows_of(lines: Sequence[str | bytes]) -> list[Any]:
-    """Lines known to be one JSON object each, as `rows` decodes them for an open (a record it
-    cannot take whole comes back as its dict, which the fold takes as well)."""
+    """Lines known to be one JSON object each, as rows for an open (or dicts, which the fold takes too)."""
     if len(lines) > 1:
         from ..conversations import rows  # the fold's row decoder: see tests/test_layers.py
 
