@@ -1,24 +1,15 @@
 """The folder store: one JSON-lines file per conversation, ``<folder>/<id>.jsonl``.
 
-* each append is one ``os.write`` of whole lines under an exclusive
-  ``flock``, so concurrent writers (threads or processes) never interleave;
-* ``expect=`` makes an append a compare-and-set on the record count, so two
-  processes sending to one conversation never lose a record;
-* a line that is not a complete JSON object (a crash mid-write, garbage) is
-  skipped by readers and never counted, and the next append terminates it
-  rather than gluing a record onto it; each skipped line is reported once
-  (a `RuntimeWarning` naming the file, the line and why), and
-  `FolderStore.skipped` lists them;
-* a per-conversation index (bytes parsed so far, the valid lines) makes an
-  append or a read cost what is new, not the whole file.
-
-Every line is checked when it is first read, and its record handed out once
-from there: as a dict (`FolderStore.read`) or as a row (`FolderStore.read_rows`,
-what a conversation opens with: `functai.conversations.rows`).
+Each append is one ``os.write`` of whole lines under an exclusive ``flock``
+(a compare-and-set on the record count with ``expect=``). A line that is not a
+JSON object (a crash mid-write) is skipped, reported once and never counted,
+and the next append ends it rather than gluing a record onto it. A
+per-conversation index makes an append or a read cost what is new, not the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
@@ -47,17 +38,13 @@ __all__ = ["FolderStore"]
 
 SUFFIX = ".jsonl"
 
-#: The most read at once (a conversation is read whole if it is smaller: the index keeps it all anyway).
+#: The most read at once.
 _CHUNK = 1 << 24
 
 
 class FolderStore:
-    """Conversations as JSON-lines files in one folder, safe across threads and processes.
-
-    The folder is created (mode 0700) on the first append; files are 0600.
-    Each file is opened per operation, so a store survives ``fork`` and a
-    file deleted or replaced underneath is noticed (its index is rebuilt).
-    """
+    """Conversations as JSON-lines files in one folder (0700, files 0600), safe across threads and
+    processes. Each file is opened per operation, so a file replaced underneath is noticed."""
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(os.fspath(folder))
@@ -208,7 +195,8 @@ class FolderStore:
                 try:
                     if created:
                         os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
-                        _fsync_folder(self.folder)  # the file's existence is durable too
+                        with contextlib.suppress(OSError):  # some file systems refuse fsync on a folder
+                            fsync_file(self.folder)  # the file's existence is durable too
                     count = self._append_locked(conversation, fd, path, lines, expect, sync)
                 finally:
                     os.close(fd)
@@ -245,9 +233,9 @@ class FolderStore:
             index.offset = st.st_size + len(data)
             if torn:
                 index.parsed_lines += 1
-                index.skipped.append((index.parsed_lines, _why_not_json(_TORN_END[:1])))
-                warn("conversation line skipped", at=f"{path}:{index.parsed_lines}",
-                     reason=_why_not_json(_TORN_END[:1]))
+                why = _why_not_json(_TORN_END[:1])
+                index.skipped.append((index.parsed_lines, why))
+                warn("conversation line skipped", at=f"{path}:{index.parsed_lines}", reason=why)
             index.numbers.add(index.parsed_lines + 1, len(lines))
             index.parsed_lines += len(lines)
             index.lines.extend(lines)
@@ -300,8 +288,7 @@ class FolderStore:
         return sorted(i for i in ids if CONVERSATION_ID.fullmatch(i))
 
     def _call_log(self, name: str) -> bool:
-        """Whether file ``name`` belongs to a call log kept in this folder too (``log_calls=`` naming it):
-        ``calls.jsonl`` or ``ratings.jsonl`` whose first line is a call record or a rating."""
+        """Whether file ``name`` is a call log's ``calls.jsonl`` or ``ratings.jsonl`` kept in this folder too."""
         if name not in (LOG_FILE, RATINGS_FILE):
             return False
         try:
@@ -317,19 +304,6 @@ class FolderStore:
 
 def _nothing(position: int) -> dict[str, Any]:
     raise IndexError(position)
-
-
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems refuse fsync on a folder
-        pass
-    finally:
-        os.close(fd)
 
 
 _folder_stores: dict[str, FolderStore] = {}
