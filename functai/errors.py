@@ -28,11 +28,7 @@ class FunctAIError(Exception):
 
 
 class PluginError(FunctAIError):
-    """A plugin could not be registered, loaded or run.
-
-    ``plugin`` and ``hook`` name where it happened (either may be None when
-    the error is about something not yet tied to one, such as a bad name).
-    """
+    """A plugin could not be registered, loaded or run; ``plugin`` and ``hook`` name where, when known."""
 
     code = "plugin-failed"
 
@@ -90,9 +86,8 @@ class NonAnswerError(ModelError):
 class Waiting(FunctAIError):
     """A conversation turn waits for a person's answer to an approval.
 
-    The turn is saved; answer it (``turn.approve()`` / ``turn.deny()``) and
-    ``turn.resume()`` it — from this process or any other that opens the
-    conversation.
+    The turn is saved: answer it (``turn.approve()`` / ``turn.deny()``) and ``turn.resume()`` it,
+    from any process that opens the conversation.
     """
 
     code = "turn-waiting"
@@ -107,10 +102,8 @@ class Waiting(FunctAIError):
 
 def approval_answered(key: str, first: Mapping[str, Any], allow: bool, *, where: str = "", who: str,
                       after: str = "") -> FunctAIError:
-    """The error for an answer contrary to the first one given to approval ``key`` (at a stream,
-    or recorded for a turn): ``first`` is the answer that holds (``allow``, ``reason``, ``at`` …),
-    ``where`` what the approval belongs to, ``who`` who gave the first answer, and ``after``
-    what became of this one."""
+    """The error for an answer contrary to ``first``, the answer to approval ``key`` that holds
+    (``where`` the approval belongs, ``who`` gave ``first``, ``after``: what became of this one)."""
     held_as = "approved" if first["allow"] else "denied" + (f" ({first['reason']})" if first.get("reason") else "")
     return FunctAIError(
         f"approval {key!r}{where} was already {held_as} {who} at {first.get('at')}; the first answer holds, "

@@ -45,11 +45,10 @@ def _client(name: str, value: Any) -> None:
         raise TypeError(f"client must have a complete(request) method (a model client), not {type(value).__name__}")
 
 
-def _folder(name: str, value: Any) -> None:
+def _log_calls(name: str, value: Any) -> None:
     if value is not False and not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be a folder path or a store URL (or False), not {type(value).__name__}")
-    if name == "log_calls":
-        check_log_calls(value)  # store-unwritable now, not after a model answered
+    check_log_calls(value)  # store-unwritable now, not after a model answered
 
 
 def _base_url(name: str, value: Any) -> None:
@@ -89,7 +88,7 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "max_requests": whole(1),
     "check_inputs": _flag,
     "program_plugins": _flag,
-    "log_calls": _folder,
+    "log_calls": _log_calls,
     "log_content": _flag,
     "record_timing": _flag,
     "approve": _approve,
@@ -209,12 +208,17 @@ class settings:
         pop_block(self.layer)
 
 
+def _merged(layers: tuple[Layer | None, ...]) -> dict[str, Any]:
+    values: dict[str, Any] = dict(DEFAULTS)
+    for layer in layers:
+        if layer is not None:
+            values.update(layer.values)
+    return values
+
+
 def current_values() -> dict[str, Any]:
     """The settings the process and the enclosing blocks set here (no function's own)."""
-    values: dict[str, Any] = dict(DEFAULTS)
-    for layer in (_process, *_blocks.get()):
-        values.update(layer.values)
-    return values
+    return _merged((_process, *_blocks.get()))
 
 
 def current_layers() -> tuple[Layer, tuple[Layer, ...]]:
@@ -289,10 +293,7 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
     if found is not None:
         return found.now() if found.plan.gated else found
 
-    values: dict[str, Any] = dict(DEFAULTS)
-    for layer in (process, *blocks, own, conversation):
-        if layer is not None:
-            values.update(layer.values)
+    values = _merged((process, *blocks, own, conversation))
     host_layers = [layer for layer in (conversation, *reversed(blocks)) if layer is not None]
     drop_own = any(layer.values.get("program_plugins") is False for layer in (*host_layers, process))
     plan = cached_plan(

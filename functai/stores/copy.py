@@ -1,9 +1,7 @@
 """Moving data between stores: conversations (`copy_conversations`) and call logs (`copy_calls`).
 
-Ids are kept, and so is every record's JSON text (stores keep the text as
-written), so a copy folder → SQLite → PostgreSQL → folder ends with the
-same bytes it started with. A copy can be run again: what the target
-already holds is checked to be the same, and only what is missing is added.
+Ids and every record's JSON text are kept, so a copy folder → SQLite → PostgreSQL → folder
+ends with the bytes it started with. A copy run again adds only what the target is missing.
 """
 
 from __future__ import annotations
@@ -14,9 +12,9 @@ from typing import Any
 from ..calls.records import LOG_FILE, RATINGS_FILE, append_line, read_lines
 from ..errors import FunctAIError
 from . import calllog
-from .calllog import encode, is_log_url, log_store
+from .calllog import is_log_url, log_store
 from .opening import open_store
-from .protocol import check_conversation_id
+from .protocol import check_conversation_id, to_line
 from .urls import redact
 
 __all__ = ["copy_calls", "copy_conversations"]
@@ -58,7 +56,7 @@ def copy_conversations(source: Any, target: Any, conversations: list[str] | None
 
 def _read(where: str, table: str) -> list[dict[str, Any]]:
     if is_log_url(where):
-        return list(calllog.read_lines(where, table))
+        return [data for _, data in calllog.numbered_rows(where, table)]
     return list(read_lines(os.path.join(where, FILES[table])))
 
 
@@ -75,14 +73,14 @@ def copy_calls(source: str | os.PathLike[str], target: str | os.PathLike[str]) -
         raise FunctAIError(f"{_name(src)} and {_name(dst)} are the same call log; copy to another one",
                            code="store-copy")
     known_calls = {str(data.get("id")) for data in _read(dst, "calls")}
-    known_ratings = {encode(data) for data in _read(dst, "ratings")}
+    known_ratings = {to_line(data) for data in _read(dst, "ratings")}
     new = {
         "calls": [data for data in _read(src, "calls") if str(data.get("id")) not in known_calls],
-        "ratings": [data for data in _read(src, "ratings") if encode(data) not in known_ratings],
+        "ratings": [data for data in _read(src, "ratings") if to_line(data) not in known_ratings],
     }
-    for table, key in (("calls", "id"), ("ratings", "call")):
+    for table in ("calls", "ratings"):
         if is_log_url(dst):
-            log_store(dst).log_lines(table, [(str(data.get(key, "")), encode(data)) for data in new[table]])
+            calllog.append(dst, table, new[table])
         else:
             for data in new[table]:
                 append_line(os.path.join(dst, FILES[table]), data)

@@ -21,11 +21,10 @@ __all__ = ["MemoryStore", "shared"]
 
 
 class MemoryStore:
-    """Conversations in process memory, for tests and for calls that need no history on disk.
+    """Conversations in process memory, for tests and calls that need no history on disk.
 
-    Records are kept as their JSON text, so what goes in is copied (and
-    shaped exactly as `FolderStore` would shape it) and every read returns
-    new dicts. One lock makes it safe to share between threads.
+    Records are kept as their JSON text, so what goes in is copied and shaped as `FolderStore`
+    would shape it.
     """
 
     def __init__(self) -> None:
