@@ -35,19 +35,18 @@ class MemoryStore:
     def _reset_locks(self) -> None:
         self._lock = threading.Lock()
 
-    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+    def _since(self, conversation: str, start: int) -> list[str]:
         check_conversation_id(conversation)
         check_start(start)
         with self._lock:
-            lines = self._lines.get(conversation, [])[start:]
-        return from_lines(lines)
+            return self._lines.get(conversation, [])[start:]
+
+    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+        return from_lines(self._since(conversation, start))
 
     def read_rows(self, conversation: str, start: int = 0) -> tuple[list[Any], Callable[[int], dict[str, Any]]]:
         """`read`, decoded as an open needs it (`rows_of`); and the whole record at a position of the list."""
-        check_conversation_id(conversation)
-        check_start(start)
-        with self._lock:
-            lines = self._lines.get(conversation, [])[start:]
+        lines = self._since(conversation, start)
         return rows_of(lines), lambda position: from_line(lines[position])
 
     def count(self, conversation: str) -> int:

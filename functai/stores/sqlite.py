@@ -68,10 +68,17 @@ class SQLiteStore(SQLStore):
 
     def _open(self, write: bool) -> sqlite3.Connection | None:
         """A new connection; None when a read finds no file (only a write creates it)."""
-        if not self._exists(write):
+        try:
+            os.stat(self.path)
+        except FileNotFoundError:
             if not write:
                 return None
             self._create_file()
+        except OSError as error:  # no permission to look, a file where a folder should be: not an empty store
+            if write:
+                raise unwritable(self.path, error, "SQLite store") from None
+            raise FunctAIError(f"SQLite store {self.path}: could not read: {error.strerror}",
+                               code="store-io") from None
         uri = self._uri()
         self._frozen = self._looks() if "immutable=1" in uri else None
         try:
@@ -94,19 +101,6 @@ class SQLiteStore(SQLStore):
         except OSError:
             return None
         return found.st_ino, found.st_size, found.st_mtime_ns, os.path.exists(self.path + "-wal")
-
-    def _exists(self, write: bool) -> bool:
-        """Whether the file is there; a path that cannot be looked at is an error, not an empty store."""
-        try:
-            os.stat(self.path)
-        except FileNotFoundError:
-            return False
-        except OSError as error:  # no permission to look, a file where a folder should be
-            if write:
-                raise unwritable(self.path, error, "SQLite store") from None
-            raise FunctAIError(f"SQLite store {self.path}: could not read: {error.strerror}",
-                               code="store-io") from None
-        return True
 
     def _uri(self) -> str:
         """The file as a URI that never creates it; ``immutable`` where nothing can write it.
