@@ -38,9 +38,6 @@ __all__ = ["FolderStore"]
 
 SUFFIX = ".jsonl"
 
-#: The most read at once.
-_CHUNK = 1 << 24
-
 
 class FolderStore:
     """Conversations as JSON-lines files in one folder (0700, files 0600), safe across threads and
@@ -77,27 +74,15 @@ class FolderStore:
             or (index.offset > 0 and os.pread(fd, 1, index.offset - 1) != b"\n")
         ):  # first sight, replaced, shrunk or rewritten: start again
             index = self._indexes[conversation] = _Index(st.st_dev, st.st_ino)
-        position = index.offset
-        pending = b""
         index.fresh, index.fresh_from, index.fresh_rows = [], len(index.lines), rows
-        while position < st.st_size:
-            chunk = os.pread(fd, min(_CHUNK, st.st_size - position), position)
-            if not chunk:
-                break
-            position += len(chunk)
-            data = pending + chunk if pending else chunk
-            end = data.rfind(b"\n")
-            if end < 0:
-                pending = data
-                continue
+        data = os.pread(fd, st.st_size - index.offset, index.offset)  # what is new, whole: the index keeps it all
+        end = data.rfind(b"\n")
+        if end >= 0:
             skipped = _parse_lines(data, end, index, index.fresh, rows)
             index.offset += end + 1
-            pending = data[end + 1 :]
-            if skipped:
-                index.skipped.extend(skipped)
-                path = self.path_for(conversation)
-                for number, reason in skipped:
-                    warn("conversation line skipped", at=f"{path}:{number}", reason=reason)
+            index.skipped.extend(skipped)
+            for number, reason in skipped:
+                warn("conversation line skipped", at=f"{self.path_for(conversation)}:{number}", reason=reason)
         return index
 
     def _read_index(self, conversation: str, rows: bool = True) -> _Index | None:
@@ -293,7 +278,7 @@ class FolderStore:
             return False
         try:
             with open(self.folder / name, "rb") as file:
-                first = file.readline(_CHUNK)
+                first = file.readline(1 << 24)  # bounded: a call record is never that long
             return is_log_line(from_line(first))
         except (OSError, ValueError):  # unreadable, or not JSON: not the call log's
             return False
