@@ -80,8 +80,7 @@ class LineFile:
                 self.fd = -1
 
     def append(self, line: bytes) -> bool:
-        """Append ``line`` (ending in a newline) whole; False when the file was removed
-        (the caller opens it again and appends there)."""
+        """Append ``line`` (ending in a newline) whole; False when the file was removed (open it again)."""
         with self.lock:
             fd = self.fd
             if self.locked or fd < 0:

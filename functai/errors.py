@@ -67,8 +67,7 @@ class ModelConfigError(FunctAIError):
 
 
 class ModelError(FunctAIError):
-    """A model client could not get a reply (HTTP status, network, protocol), or — as
-    `NonAnswerError` — the reply it got is not an answer."""
+    """A model client could not get a reply (HTTP status, network, protocol)."""
 
     code = "model-error"
 

@@ -90,19 +90,12 @@ def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: s
     """
     path = os.path.abspath(os.fspath(folder))
     probe = path
-    while True:
-        try:
-            is_dir = os.path.isdir(probe)
-            exists = is_dir or os.path.lexists(probe)
-        except OSError as error:
-            raise unwritable(path, error, what) from None
-        if exists:
-            break
+    while not os.path.lexists(probe):
         parent = os.path.dirname(probe)
         if parent == probe:
             return
         probe = parent
-    if not is_dir:
+    if not os.path.isdir(probe):
         raise unwritable(path, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), probe), what)
     if not os.access(probe, os.W_OK | os.X_OK):
         code = errno.EROFS if read_only(probe) else errno.EACCES
@@ -152,8 +145,7 @@ _checked_logs: set[object] = set()  # a URL with a password: by its handle
 
 
 def check_log_calls(value: object) -> None:
-    """Refuse a ``log_calls`` folder or URL that cannot be written, once per location and process
-    (when it is set, before a model is paid for)."""
+    """Refuse a ``log_calls`` folder or URL that cannot be written, before a model is paid for (once per place)."""
     if type(value) is str and value in _checked_logs:  # every logged call after the first: nothing to do
         return
     if isinstance(value, SecretURL):  # a URL with a password (FUNCTAI_LOG_CALLS, or configure's handle)

@@ -110,7 +110,6 @@ _HIDDEN: dict[str, Callable[[Any], Any]] = {"api_key": hide_key, "headers": hide
 #: All names ``configure``/``settings``/``@ai`` accept (``plugins`` included).
 SETTING_NAMES: frozenset[str] = frozenset(CHECKS) | {"plugins"}
 
-#: Defaults for settings no layer sets.
 DEFAULTS: Mapping[str, Any] = MappingProxyType(
     {"retries": 1, "max_steps": 8, "max_depth": 8, "max_requests": 50, "check_inputs": True, "log_content": True}
 )
@@ -258,9 +257,7 @@ class Resolved:
         self._sitting_out: dict[tuple[Plugin, ...], Resolved] = {}
 
     def now(self) -> "Resolved":
-        """This resolution without the plugins whose `Plugin.active` says no right now.
-
-        A plugin whose check raises takes part (and the failure is reported)."""
+        """This resolution without the plugins whose `Plugin.active` says no (one whose check raises stays in)."""
         out: tuple[Plugin, ...] = ()
         for plugin in self.plan.gated:
             try:

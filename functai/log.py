@@ -23,8 +23,8 @@ def _configured() -> Any:
 
 
 def warn(event: str, **fields: Any) -> None:
-    """A Python warning, and a structlog warning event when the application configured structlog
-    (unconfigured structlog prints to stdout, where a library must not write)."""
+    """A Python warning, and a structlog event when the application configured structlog
+    (unconfigured, it prints to stdout, where a library must not write)."""
     structlog = _configured()
     if structlog is not None:
         structlog.get_logger("functai").warning(event, **fields)

@@ -43,8 +43,7 @@ def log_store(url: str | SecretURL) -> LogStore:
 
 
 def check_log_url(url: str | SecretURL) -> None:
-    """Refuse, when ``log_calls`` is set, a URL that can never keep the log (nothing is created
-    and nothing connects: a server is reached by the first call)."""
+    """Refuse a URL that can never keep the log, creating and connecting to nothing."""
     log_store(url)
     text = reveal(url)
     if scheme_of(text) == "sqlite":
@@ -81,8 +80,7 @@ def place(url: str, table: str) -> str:
 def numbered_rows(
     url: str, table: str, skipped: list[tuple[str, str]] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(row number, object)`` for each row of ``calls`` or ``ratings``, oldest first; a row that
-    is not a JSON object is reported as skipped, as a folder's call log reports a line."""
+    """``(row number, object)`` for each row of ``calls`` or ``ratings``; other rows are reported as skipped."""
     for number, line in enumerate(log_store(url).read_log(table), 1):
         try:
             data = codec.loads(line)

@@ -19,7 +19,6 @@ from .urls import redact
 
 __all__ = ["copy_calls", "copy_conversations"]
 
-#: A call log's two tables, and the file each is in a folder.
 FILES = {"calls": LOG_FILE, "ratings": RATINGS_FILE}
 
 

@@ -158,8 +158,7 @@ class PostgresStore(SQLStore):
 
     def _append(self, conn: Any, conversation: str, rows: list[tuple[Any, ...]], expect: int | None,
                 sync: bool) -> int:
-        """As `SQLStore._append`; two writers that read the same count meet the primary key, and
-        the second takes the next free places (or, with ``expect``, gets `StoreConflict`)."""
+        """As `SQLStore._append`; of two writers meeting the primary key, the second takes the next places."""
         while True:
             try:
                 return super()._append(conn, conversation, rows, expect, sync)

@@ -130,11 +130,10 @@ def rows_of(lines: Sequence[str | bytes]) -> list[Any]:
     return from_lines(lines)
 
 
-def check_start(start: int) -> int:
-    """``start`` of a read, refused when negative (every store reads from a position)."""
+def check_start(start: int) -> None:
+    """Refuse a negative ``start`` of a read."""
     if start < 0:
         raise ValueError(f"start must be 0 or more, not {start}")
-    return start
 
 
 #: Stores whose locks are reset in a forked child (a lock held by another thread at fork would never be released).
@@ -146,8 +145,7 @@ def _after_fork() -> None:
         store._reset_locks()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def json_kind(value: Any) -> str:

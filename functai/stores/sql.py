@@ -18,7 +18,6 @@ from . import schema
 from .protocol import StoreConflict, check_conversation_id, check_start, forkable, to_line
 from .urls import SCHEMA_VERSION
 
-#: The schema version is a row of this table.
 META = "CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 READ_VERSION = "SELECT value FROM functai_meta WHERE key = 'schema'"
 COUNT = "SELECT MAX(position) FROM functai_records WHERE conversation = ?"
@@ -42,8 +41,7 @@ class SQLStore:
         self._lock = threading.Lock()
         self._conn = None
         self._pid = 0
-        #: The schema of the tables on this process's connection: None not yet looked at, 0 no tables,
-        #: else its version (an older one is read as it is, and brought up to date by the first write).
+        #: The schema version of the tables on this process's connection (None: not looked at, 0: no tables).
         self._tables: int | None = None
         forkable.add(self)
 
@@ -179,8 +177,7 @@ class SQLStore:
         return current + len(rows)
 
     def read_branch(self, conversation: str, tip: str) -> tuple[list[tuple[int, dict[str, Any]]], int]:
-        """The records of the branch ending at turn ``tip`` with their positions, and the record
-        count they were read at: what a view pinned to that turn needs, and no more."""
+        """The records of the branch ending at turn ``tip`` with their positions, and the count they were read at."""
         check_conversation_id(conversation)
 
         def work(conn: Any) -> tuple[list[Any], int]:

@@ -54,8 +54,7 @@ def scheme_of(text: str) -> str | None:
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
-    """Whether ``text`` names a store by URL (or SQLite file) rather than a folder (a folder
-    is told without a regular expression: this is asked on every logged call)."""
+    """Whether ``text`` names a store by URL (or SQLite file), not a folder (cheap: asked on every logged call)."""
     return (isinstance(text, str) and (":" in text or text.endswith(SQLITE_SUFFIXES))
             and scheme_of(text) is not None)
 
@@ -180,8 +179,7 @@ def forget(url: str) -> None:
 
 
 def sqlite_path(url: str) -> str:
-    """The absolute file path of a SQLite URL (``sqlite:///rel.db``, ``sqlite:////abs/x.db``,
-    as SQLAlchemy reads them) or file path."""
+    """The absolute path of a SQLite file path or URL (``sqlite:///rel.db``, ``sqlite:////abs/x.db``)."""
     if url.lower().startswith("sqlite:"):
         rest = url[len("sqlite:"):]
         if not rest.startswith("///") or len(rest) == 3:
