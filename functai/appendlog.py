@@ -103,15 +103,9 @@ class LineFile:
     def _check(self, line: bytes, written: int) -> bool:
         """Make sure the line just written stands whole on its own line; write it again if not."""
         for _ in range(100):
-            if written == len(line):
-                if self._landed_whole(written):
-                    return os.fstat(self.fd).st_nlink > 0
-            else:
-                try:
-                    self._finish(line, written)
-                    return os.fstat(self.fd).st_nlink > 0
-                except _Retry:
-                    pass
+            whole = self._landed_whole(written) if written == len(line) else self._finish(line, written)
+            if whole:
+                return os.fstat(self.fd).st_nlink > 0
             written = self._write(line)
         raise unwritable(self.path, OSError(errno.EIO, "other writers kept cutting this line"), self.what)
 
@@ -123,8 +117,8 @@ class LineFile:
         self.end = end if whole else -1
         return whole
 
-    def _finish(self, line: bytes, written: int) -> None:
-        """A short write (a full disk): finish the line under the lock, or cut it back."""
+    def _finish(self, line: bytes, written: int) -> bool:
+        """A short write (a full disk): finish the line under the lock (False: write it again), or cut it back."""
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         try:
             start = os.lseek(self.fd, 0, os.SEEK_CUR) - written
@@ -138,8 +132,9 @@ class LineFile:
             end = os.lseek(self.fd, 0, os.SEEK_CUR)
             if end - start != len(line) or (start and os.pread(self.fd, 1, start - 1) != b"\n"):
                 self.end = -1  # another writer came between our parts, or we landed on a torn tail
-                raise _Retry
+                return False
             self.end = end
+            return True
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
 
@@ -161,7 +156,3 @@ class LineFile:
             return True
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
-
-
-class _Retry(Exception):
-    """A line that went out in parts was split by another writer: write it again whole."""

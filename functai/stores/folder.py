@@ -158,8 +158,6 @@ class FolderStore:
         lines = [to_line(record) for record in records]  # a bad record appends nothing
         try:
             return self._append(conversation, path, lines, expect, sync)
-        except FunctAIError:
-            raise
         except OSError as error:  # a full disk, a read-only folder, a file where the folder should be
             raise unwritable(path, error, "conversation store") from None
 
@@ -232,17 +230,14 @@ class FolderStore:
     def _open_for_append(self, path: Path) -> tuple[int, bool]:
         """An fd on the conversation file, creating it (and the folder); True if created here."""
         flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
-        for _ in range(100):
-            try:
-                return os.open(path, flags), False
-            except FileNotFoundError:
-                pass
+        try:
+            return os.open(path, flags), False
+        except FileNotFoundError:
             make_folder(self.folder)
-            try:
-                return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
-            except FileExistsError:
-                continue  # another writer created it just now: open theirs
-        raise FunctAIError(f"could not open {path}: it keeps appearing and disappearing", code="store-io")
+        try:
+            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
+        except FileExistsError:  # another writer created it just now: open theirs
+            return os.open(path, flags), False
 
     def sync(self, conversation: str) -> None:
         fsync_file(self.path_for(conversation))
