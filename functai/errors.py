@@ -32,15 +32,8 @@ class PluginError(FunctAIError):
 
     code = "plugin-failed"
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str,
-        plugin: str | None = None,
-        hook: str | None = None,
-        field: str | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, code: str, plugin: str | None = None, hook: str | None = None,
+                 field: str | None = None) -> None:
         super().__init__(message, code=code)
         self.plugin = plugin
         self.hook = hook

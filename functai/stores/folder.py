@@ -146,14 +146,8 @@ class FolderStore:
             index = self._read_index(conversation)
             return len(index.lines) if index is not None else 0
 
-    def append(
-        self,
-        conversation: str,
-        records: Sequence[dict[str, Any]],
-        *,
-        expect: int | None = None,
-        sync: bool = False,
-    ) -> int:
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
+               sync: bool = False) -> int:
         path = self.path_for(conversation)
         lines = [to_line(record) for record in records]  # a bad record appends nothing
         try:

@@ -54,14 +54,8 @@ class MemoryStore:
         with self._lock:
             return len(self._lines.get(conversation, ()))
 
-    def append(
-        self,
-        conversation: str,
-        records: Sequence[dict[str, Any]],
-        *,
-        expect: int | None = None,
-        sync: bool = False,
-    ) -> int:
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
+               sync: bool = False) -> int:
         check_conversation_id(conversation)
         new = [to_line(record) for record in records]  # before the lock: a bad record appends nothing
         with self._lock:

@@ -57,14 +57,8 @@ class Store(Protocol):
         """How many records the conversation holds (0 when unknown)."""
         ...
 
-    def append(
-        self,
-        conversation: str,
-        records: Sequence[dict[str, Any]],
-        *,
-        expect: int | None = None,
-        sync: bool = False,
-    ) -> int:
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
+               sync: bool = False) -> int:
         """Append ``records`` atomically and return the new count; with ``expect`` not the current
         count, append nothing and raise `StoreConflict`. ``sync=True``: durable before returning."""
         ...

@@ -153,14 +153,8 @@ class SQLStore:
         check_conversation_id(conversation)
         return self._run("read", lambda conn: self._count(conn, conversation), 0)  # type: ignore[no-any-return]
 
-    def append(
-        self,
-        conversation: str,
-        records: Sequence[dict[str, Any]],
-        *,
-        expect: int | None = None,
-        sync: bool = False,
-    ) -> int:
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
+               sync: bool = False) -> int:
         check_conversation_id(conversation)
         lines = [to_line(record) for record in records]  # a bad record appends nothing
         rows = [(line, *schema.columns(record)) for line, record in zip(lines, records)]
