@@ -6,16 +6,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from .protocol import (
-    StoreConflict,
-    check_conversation_id,
-    check_start,
-    forkable,
-    from_line,
-    from_lines,
-    rows_of,
-    to_line,
-)
+from .protocol import StoreConflict, check_conversation_id, check_start, forkable, to_line
+from .protocol import from_line, from_lines, rows_of
 
 __all__ = ["MemoryStore", "shared"]
 
