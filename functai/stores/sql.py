@@ -167,7 +167,8 @@ class SQLStore:
             current = self._count(conn, conversation)
             if expect is not None and current != expect:
                 raise StoreConflict(count=current, conversation=conversation)
-            execute_many(conn, self._sql(INSERT), [(conversation, current + i, *row) for i, row in enumerate(rows)])
+            values = [(conversation, current + i, *row) for i, row in enumerate(rows)]
+            execute_many(conn, self._sql(INSERT), values)
         return current + len(rows)
 
     def read_branch(self, conversation: str, tip: str) -> tuple[list[tuple[int, dict[str, Any]]], int]:
