@@ -12,14 +12,5 @@ from .opening import open_store
 from .protocol import Store, StoreConflict
 from .urls import SCHEMA_VERSION, is_url, open_url, redact
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "FolderStore",
-    "MemoryStore",
-    "Store",
-    "StoreConflict",
-    "is_url",
-    "open_store",
-    "open_url",
-    "redact",
-]
+__all__ = ["SCHEMA_VERSION", "FolderStore", "MemoryStore", "Store", "StoreConflict", "is_url", "open_store", "open_url",
+           "redact"]

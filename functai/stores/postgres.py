@@ -35,14 +35,13 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS functai_ratings (seq bigserial PRIMARY KEY, call text NOT NULL, line text NOT NULL)",
 )
 
-DRIVER_HINT = 'the PostgreSQL store needs psycopg 3: pip install "psycopg[binary]>=3.1"'
-
 
 def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError as error:
-        raise FunctAIError(f"{DRIVER_HINT} ({error})", code="store-driver-missing") from error
+        raise FunctAIError(f'the PostgreSQL store needs psycopg 3: pip install "psycopg[binary]>=3.1" ({error})',
+                           code="store-driver-missing") from error
     return psycopg
 
 
@@ -76,8 +75,6 @@ class PostgresStore(SQLStore):
         #: The URL without its password: what records, messages and ``repr`` show.
         self.url = redact(url)
         self._start()
-
-    # -- the connection --------------------------------------------------------------
 
     def _name(self) -> str:
         return f"the PostgreSQL store {self.url}"

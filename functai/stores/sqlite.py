@@ -61,8 +61,6 @@ class SQLiteStore(SQLStore):
         self._frozen: tuple[int, int, int, bool] | None = None
         self._start()
 
-    # -- the connection -----------------------------------------------------------
-
     def _name(self) -> str:
         return f"the SQLite store {self.path}"
 
