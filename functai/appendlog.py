@@ -52,8 +52,7 @@ def file_system(path: str) -> str | None:
 
 def lock_free(folder: str) -> bool:
     """Whether lines to files in ``folder`` may be appended without a lock."""
-    kind = file_system(folder)
-    return kind is not None and kind in LOCAL_FILE_SYSTEMS
+    return file_system(folder) in LOCAL_FILE_SYSTEMS
 
 
 class LineFile:

@@ -76,11 +76,8 @@ class NonAnswerError(ModelError):
 
 
 class Waiting(FunctAIError):
-    """A conversation turn waits for a person's answer to an approval.
-
-    The turn is saved: answer it (``turn.approve()`` / ``turn.deny()``) and ``turn.resume()`` it,
-    from any process that opens the conversation.
-    """
+    """A conversation turn waits for a person's answer to an approval: the turn is saved; answer it
+    (``turn.approve()`` / ``turn.deny()``) and ``turn.resume()`` it, from any process."""
 
     code = "turn-waiting"
 

@@ -49,11 +49,8 @@ def write_out(fd: int, data: bytes) -> None:
 
 
 def write_all(fd: int, data: bytes, size_before: int) -> None:
-    """Write ``data`` at the end of the file, or cut the file back to ``size_before`` and raise.
-
-    The caller holds an exclusive lock, and readers read new bytes only under a shared one,
-    so nobody saw the bytes cut.
-    """
+    """Write ``data`` at the end of the file, or cut the file back to ``size_before`` and raise (the
+    caller holds an exclusive lock, and readers read new bytes only under a shared one)."""
     try:
         write_out(fd, data)
     except BaseException:
@@ -83,11 +80,8 @@ def check_folder_name(path: str) -> str:
 
 
 def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: str | None = None) -> None:
-    """Refuse a folder that cannot be written: a file in its place, or no permission.
-
-    Nothing is created: the nearest part of the path that exists must be a folder this process
-    may write into (and ``file`` in it, if there, a file it may write).
-    """
+    """Refuse a folder that cannot be written, creating nothing: the nearest part of the path that
+    exists must be a folder this process may write into (and ``file`` in it, if there, writable)."""
     path = os.path.abspath(os.fspath(folder))
     probe = path
     while not os.path.lexists(probe):

@@ -126,10 +126,8 @@ def check_name(name: str) -> None:
 
 
 class Layer:
-    """One settings layer: ordinary values, and its plugin list (None when unset).
-
-    Immutable by convention, and compared by identity (`resolve` caches by it).
-    """
+    """One settings layer: ordinary values, and its plugin list (None when unset); immutable by
+    convention, and compared by identity (`resolve` caches by it)."""
 
     __slots__ = ("values", "plugins")
 
@@ -161,10 +159,8 @@ EMPTY = Layer(MappingProxyType({}), None)
 
 
 def from_environment() -> Layer:
-    """The process layer as the environment starts it (``FUNCTAI_LOG_CALLS=calls/`` logs every call).
-
-    Not checked here: a bad value must not make ``import functai`` fail; the call that uses it says why.
-    """
+    """The process layer as the environment starts it (``FUNCTAI_LOG_CALLS=calls/`` logs every call),
+    unchecked: a bad value must not make ``import functai`` fail; the call that uses it says why."""
     log_calls = os.environ.get("FUNCTAI_LOG_CALLS")
     return Layer(MappingProxyType({"log_calls": hide_url(log_calls)}), None) if log_calls else EMPTY
 
@@ -191,10 +187,7 @@ def reset(to: Layer | None = None) -> Layer:
 
 class settings:
     """``with functai.settings(**s):`` — a block layer for the code inside, checked when written.
-
-    It keeps no state of its own (each context's blocks are in `_blocks`), so several threads
-    or tasks may enter one at once.
-    """
+    It keeps no state (each context's blocks are in `_blocks`): threads and tasks may share one."""
 
     def __init__(self, **settings: Any) -> None:
         self.layer = Layer.make("a settings() block", **settings)

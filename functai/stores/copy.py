@@ -29,9 +29,7 @@ def _name(where: Any) -> str:
 def copy_conversations(source: Any, target: Any, conversations: list[str] | None = None) -> dict[str, int]:
     """Copy every conversation (or those named) from ``source`` to ``target``; records added to each.
 
-    A conversation the target already holds must begin with the source's
-    records (an earlier copy, cut short); one that differs is refused and
-    left as it is, and nothing more is copied.
+    One the target holds must begin with the source's records (a copy cut short), else nothing more is copied.
     """
     src, dst = open_store(source), open_store(target)
     if src is dst:
@@ -60,11 +58,8 @@ def _read(where: str, table: str) -> list[dict[str, Any]]:
 
 
 def copy_calls(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> tuple[int, int]:
-    """Copy a call log and its ratings (a folder or a store URL each); returns (calls, ratings) added.
-
-    Calls the target already has (by id) and ratings it already has (the
-    same line) are not added again.
-    """
+    """Copy a call log and its ratings (a folder or a store URL each); returns (calls, ratings) added,
+    leaving out calls the target has (by id) and ratings it has (the same line)."""
     src, dst = os.fspath(source), os.fspath(target)
     if (is_log_url(src) and is_log_url(dst) and log_store(src) is log_store(dst)) or (
         not is_log_url(src) and not is_log_url(dst) and os.path.abspath(src) == os.path.abspath(dst)

@@ -13,11 +13,8 @@ __all__ = ["MemoryStore", "shared"]
 
 
 class MemoryStore:
-    """Conversations in process memory, for tests and calls that need no history on disk.
-
-    Records are kept as their JSON text, so what goes in is copied and shaped as `FolderStore`
-    would shape it.
-    """
+    """Conversations in process memory, for tests and calls that need no history on disk; records
+    are kept as their JSON text, so what goes in is copied and shaped as `FolderStore` shapes it."""
 
     def __init__(self) -> None:
         self._lines: dict[str, list[str]] = {}

@@ -101,11 +101,8 @@ class SQLiteStore(SQLStore):
         return found.st_ino, found.st_size, found.st_mtime_ns, os.path.exists(self.path + "-wal")
 
     def _uri(self) -> str:
-        """The file as a URI that never creates it; ``immutable`` where nothing can write it.
-
-        A WAL database is read through its ``-shm`` file, which a folder this process cannot
-        write cannot hold, so it is read as immutable (unless a ``-wal`` may hold commits).
-        """
+        """The file as a URI that never creates it; ``immutable`` in a folder this process cannot write
+        (which cannot hold the ``-shm`` a WAL read needs), unless a ``-wal`` may hold commits."""
         path = quote(self.path)
         folder = os.path.dirname(self.path)
         if not os.access(folder, os.W_OK) or read_only(folder):
