@@ -1,16 +1,10 @@
 """Append-only JSON-lines files shared by processes: the call log and the ratings file.
 
-On a local file system each line is **one lock-free ``write`` to an
-``O_APPEND`` file**, which the kernel appends whole; one ``fstat`` after it
-tells whether it followed this process's last line. Otherwise the byte before
-it is read, and a line that landed on a torn tail (a writer killed mid-line)
-is written again, so no record is lost; readers skip the torn piece.
-Elsewhere (network file systems, where two machines' appends may overwrite
-each other, or a system that cannot tell) every line takes an exclusive
-``flock``. docs/reliability.md ("The call log without a lock") has the details.
-
-Lock-free is kept because the lock on every line (two more system calls) makes
-``log_calls`` cost 1.2-1.3x as much per call (``benchmarks/compare.py --only log``).
+On a local file system each line is one lock-free ``write`` to an ``O_APPEND``
+file, which the kernel appends whole; a line that landed on a torn tail (a writer
+killed mid-line) is written again. Elsewhere (network file systems) every line
+takes an exclusive ``flock``. docs/reliability.md ("The call log without a lock")
+has the details. Lock-free buys ``log_calls`` its per-call budget (two system calls fewer).
 """
 
 from __future__ import annotations
@@ -20,7 +14,7 @@ import fcntl
 import os
 import threading
 
-from .files import cut, make_folder, unwritable, write_all
+from .files import cut, make_folder, unwritable, write_all, write_out
 
 #: File systems on which a single ``write`` to an ``O_APPEND`` file is appended whole,
 #: atomically with respect to other writers (local, in one kernel).
@@ -32,7 +26,7 @@ LOCAL_FILE_SYSTEMS = frozenset({
 
 def file_system(path: str) -> str | None:
     """The type of the file system holding ``path`` (an existing folder), from
-    ``/proc/self/mountinfo`` (Python's ``os.statvfs`` does not tell the type); None where that cannot be told."""
+    ``/proc/self/mountinfo`` (``os.statvfs`` does not tell it); None where that cannot be told."""
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
             mounts = handle.read().splitlines()
@@ -58,8 +52,7 @@ def file_system(path: str) -> str | None:
 
 def lock_free(folder: str) -> bool:
     """Whether lines to files in ``folder`` may be appended without a lock."""
-    kind = file_system(folder)
-    return kind is not None and kind in LOCAL_FILE_SYSTEMS
+    return file_system(folder) in LOCAL_FILE_SYSTEMS
 
 
 class LineFile:
@@ -76,9 +69,7 @@ class LineFile:
         self.locked = not lock_free(folder) if locked is None else locked
         self.lock = threading.Lock()  # a line's write and its check, one thread at a time
         # Where our last line ended: a line right after it needs no look at the byte before it.
-        # -1 (none yet), so the first line is checked — which is how a tail torn by a crash before
-        # this process came is found. (It is not mended now: a size read while another process
-        # writes a long line can end mid-line, and that line is not torn, only unfinished.)
+        # -1 (none yet), so the first line is checked: that finds a tail torn before this process came.
         self.end = -1
 
     def close(self) -> None:
@@ -88,16 +79,12 @@ class LineFile:
                 self.fd = -1
 
     def append(self, line: bytes) -> bool:
-        """Append ``line`` (ending in a newline) whole; False when the file was removed
-        (the caller opens it again and appends there)."""
+        """Append ``line`` (ending in a newline) whole; False when the file was removed (open it again)."""
         with self.lock:
             fd = self.fd
             if self.locked or fd < 0:
                 return fd >= 0 and self._append_locked(line)
-            try:
-                written = os.write(fd, line)
-            except OSError as error:
-                raise unwritable(self.path, error, self.what) from None
+            written = self._write(line)
             stat = os.fstat(fd)
             if stat.st_size - written == self.end and stat.st_nlink and written == len(line):
                 self.end = stat.st_size  # right after our last, whole, line: whole
@@ -115,15 +102,9 @@ class LineFile:
     def _check(self, line: bytes, written: int) -> bool:
         """Make sure the line just written stands whole on its own line; write it again if not."""
         for _ in range(100):
-            if written == len(line):
-                if self._landed_whole(written):
-                    return os.fstat(self.fd).st_nlink > 0
-            else:
-                try:
-                    self._finish(line, written)
-                    return os.fstat(self.fd).st_nlink > 0
-                except _Retry:
-                    pass
+            whole = self._landed_whole(written) if written == len(line) else self._finish(line, written)
+            if whole:
+                return os.fstat(self.fd).st_nlink > 0
             written = self._write(line)
         raise unwritable(self.path, OSError(errno.EIO, "other writers kept cutting this line"), self.what)
 
@@ -135,24 +116,24 @@ class LineFile:
         self.end = end if whole else -1
         return whole
 
-    def _finish(self, line: bytes, written: int) -> None:
-        """A short write (a full disk): finish the line under the lock, or cut it back."""
+    def _finish(self, line: bytes, written: int) -> bool:
+        """A short write (a full disk): finish the line under the lock (False: write it again), or cut it back."""
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         try:
-            end = os.lseek(self.fd, 0, os.SEEK_CUR)
-            start = end - written
-            _, error = _write_rest(self.fd, line, written)
-            if error is not None:
-                end = os.lseek(self.fd, 0, os.SEEK_CUR)
-                if os.fstat(self.fd).st_size == end:  # nothing of anyone's after our part: cut it off
+            start = os.lseek(self.fd, 0, os.SEEK_CUR) - written
+            try:
+                write_out(self.fd, line[written:])
+            except OSError as error:
+                if os.fstat(self.fd).st_size == os.lseek(self.fd, 0, os.SEEK_CUR):  # nothing of anyone's after ours
                     cut(self.fd, start)
                 self.end = -1
                 raise unwritable(self.path, error, self.what) from None
             end = os.lseek(self.fd, 0, os.SEEK_CUR)
             if end - start != len(line) or (start and os.pread(self.fd, 1, start - 1) != b"\n"):
                 self.end = -1  # another writer came between our parts, or we landed on a torn tail
-                raise _Retry
+                return False
             self.end = end
+            return True
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
 
@@ -174,21 +155,3 @@ class LineFile:
             return True
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
-
-
-def _write_rest(fd: int, line: bytes, written: int) -> tuple[int, OSError | None]:
-    """Write ``line`` on from byte ``written``, in as many parts as the file system takes (a full
-    disk takes less): how far it got, and the error that stopped it (None when all is written)."""
-    try:
-        while written < len(line):
-            n = os.write(fd, line[written:])
-            if n == 0:
-                raise OSError(errno.EIO, "write returned 0")
-            written += n
-    except OSError as error:
-        return written, error
-    return written, None
-
-
-class _Retry(Exception):
-    """A line that went out in parts was split by another writer: write it again whole."""

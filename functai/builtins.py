@@ -1,13 +1,8 @@
-"""The built-in factories, found by name among installed distributions.
+"""``functai.compaction(...)`` and ``functai.delegate(...)``: the entry point of that name in the
+group ``functai.builtins``, looked up on first use (another distribution registering it swaps it).
 
-``functai.compaction(...)`` and ``functai.delegate(...)`` resolve, on first
-use, to the entry point of that name in the group ``functai.builtins``;
-installing another distribution that registers the name swaps it. With none
-installed they say how to install it.
-
-The built-in distributions are not on the package index (anyone could
-register their names there), so every hint names the folder of this
-repository they are in, as `install_command` writes it.
+The built-in distributions are not on the package index (anyone could register their names
+there), so an install hint names their folder in this repository (`install_command`).
 """
 
 from __future__ import annotations
@@ -27,11 +22,8 @@ BUILTIN_FOLDERS = {"functai-approval": "approval", "functai-compaction": "compac
 
 
 def install_command(distribution: str) -> str:
-    """The command that installs one of this repository's distributions (`BUILTIN_FOLDERS`).
-
-    Its folder's full path when this functai runs from a checkout of the
-    repository, else the path from the repository's top folder, as the README writes it.
-    """
+    """The command that installs one of this repository's distributions: its folder's full path
+    when this functai runs from a checkout, else the path the README writes."""
     folder = BUILTIN_FOLDERS[distribution]
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     here = os.path.join(top, "functai_builtin_plugins", folder)

@@ -28,23 +28,12 @@ class FunctAIError(Exception):
 
 
 class PluginError(FunctAIError):
-    """A plugin could not be registered, loaded or run.
-
-    ``plugin`` and ``hook`` name where it happened (either may be None when
-    the error is about something not yet tied to one, such as a bad name).
-    """
+    """A plugin could not be registered, loaded or run; ``plugin`` and ``hook`` name where, when known."""
 
     code = "plugin-failed"
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str,
-        plugin: str | None = None,
-        hook: str | None = None,
-        field: str | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, code: str, plugin: str | None = None, hook: str | None = None,
+                 field: str | None = None) -> None:
         super().__init__(message, code=code)
         self.plugin = plugin
         self.hook = hook
@@ -71,8 +60,7 @@ class ModelConfigError(FunctAIError):
 
 
 class ModelError(FunctAIError):
-    """A model client could not get a reply (HTTP status, network, protocol), or — as
-    `NonAnswerError` — the reply it got is not an answer."""
+    """A model client could not get a reply (HTTP status, network, protocol)."""
 
     code = "model-error"
 
@@ -88,12 +76,8 @@ class NonAnswerError(ModelError):
 
 
 class Waiting(FunctAIError):
-    """A conversation turn waits for a person's answer to an approval.
-
-    The turn is saved; answer it (``turn.approve()`` / ``turn.deny()``) and
-    ``turn.resume()`` it — from this process or any other that opens the
-    conversation.
-    """
+    """A conversation turn waits for a person's answer to an approval: the turn is saved; answer it
+    (``turn.approve()`` / ``turn.deny()``) and ``turn.resume()`` it, from any process."""
 
     code = "turn-waiting"
 
@@ -107,10 +91,8 @@ class Waiting(FunctAIError):
 
 def approval_answered(key: str, first: Mapping[str, Any], allow: bool, *, where: str = "", who: str,
                       after: str = "") -> FunctAIError:
-    """The error for an answer contrary to the first one given to approval ``key`` (at a stream,
-    or recorded for a turn): ``first`` is the answer that holds (``allow``, ``reason``, ``at`` …),
-    ``where`` what the approval belongs to, ``who`` who gave the first answer, and ``after``
-    what became of this one."""
+    """The error for an answer contrary to ``first``, the answer to approval ``key`` that holds
+    (``where`` the approval belongs, ``who`` gave ``first``, ``after``: what became of this one)."""
     held_as = "approved" if first["allow"] else "denied" + (f" ({first['reason']})" if first.get("reason") else "")
     return FunctAIError(
         f"approval {key!r}{where} was already {held_as} {who} at {first.get('at')}; the first answer holds, "

@@ -1,11 +1,8 @@
 """Writing files that must not be lost or left half written: the call log, ratings, stores.
 
-`write_all` finishes a short ``os.write`` (a nearly full disk writes part of
-what it was given) or cuts the file back to where it was and raises, so a
-reader never finds a partial line; `unwritable` turns the ``OSError`` into
-a `FunctAIError` with code ``store-unwritable`` that names the path and says
-what is wrong in words; `check_folder` refuses, before anything is paid for,
-a folder that can never be written.
+A write that fails is cut back, so a reader never finds a partial line; `unwritable`
+says what is wrong in words (code ``store-unwritable``); `check_folder` refuses, before
+anything is paid for, a folder that can never be written.
 """
 
 from __future__ import annotations
@@ -42,24 +39,22 @@ def unwritable(path: str | os.PathLike[str], error: OSError, what: str = "store"
     )
 
 
-def write_all(fd: int, data: bytes, size_before: int) -> None:
-    """Write ``data`` at the end of the file, or leave the file as it was.
+def write_out(fd: int, data: bytes) -> None:
+    """Write all of ``data``: a short ``os.write`` (a nearly full disk) is continued."""
+    while data:
+        n = os.write(fd, data)
+        if n == 0:
+            raise OSError(errno.EIO, "write returned 0")
+        data = data[n:]
 
-    One ``os.write`` is the rule; a short write (a full disk) is continued,
-    and if that fails the bytes written are cut off again. The caller holds
-    an exclusive lock, and readers read new bytes only under a shared one,
-    so nobody saw them.
-    """
-    written = 0
+
+def write_all(fd: int, data: bytes, size_before: int) -> None:
+    """Write ``data`` at the end of the file, or cut the file back to ``size_before`` and raise (the
+    caller holds an exclusive lock, and readers read new bytes only under a shared one)."""
     try:
-        while written < len(data):
-            n = os.write(fd, data[written:])
-            if n == 0:
-                raise OSError(errno.EIO, "write returned 0")
-            written += n
+        write_out(fd, data)
     except BaseException:
-        if written:
-            cut(fd, size_before)
+        cut(fd, size_before)
         raise
 
 
@@ -72,8 +67,7 @@ def cut(fd: int, size: int) -> None:
 
 
 def check_folder_name(path: str) -> str:
-    """Refuse a folder name that is surely a mistake: empty or blank (``""`` would be the
-    current folder, ``" "`` a folder named by a space), or holding a NUL byte."""
+    """Refuse a folder name that is surely a mistake: blank, or holding a NUL byte."""
     if not path.strip() or "\x00" in path:
         from .stores.urls import redact  # here: `import functai` loads no store; a URL's password is never repeated
 
@@ -86,28 +80,16 @@ def check_folder_name(path: str) -> str:
 
 
 def check_folder(folder: str | os.PathLike[str], what: str = "call log", file: str | None = None) -> None:
-    """Refuse a folder that cannot be written: a file in its place, or no permission.
-
-    Nothing is created: the nearest part of the path that exists must be a
-    folder this process may write into (and an existing ``folder`` must be one,
-    with ``file`` in it, if there, a file it may write). A full disk cannot be
-    known in advance; writes report it when it happens.
-    """
+    """Refuse a folder that cannot be written, creating nothing: the nearest part of the path that
+    exists must be a folder this process may write into (and ``file`` in it, if there, writable)."""
     path = os.path.abspath(os.fspath(folder))
     probe = path
-    while True:
-        try:
-            is_dir = os.path.isdir(probe)
-            exists = is_dir or os.path.lexists(probe)
-        except OSError as error:
-            raise unwritable(path, error, what) from None
-        if exists:
-            break
+    while not os.path.lexists(probe):
         parent = os.path.dirname(probe)
         if parent == probe:
             return
         probe = parent
-    if not is_dir:
+    if not os.path.isdir(probe):
         raise unwritable(path, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), probe), what)
     if not os.access(probe, os.W_OK | os.X_OK):
         code = errno.EROFS if read_only(probe) else errno.EACCES
@@ -157,8 +139,7 @@ _checked_logs: set[object] = set()  # a URL with a password: by its handle
 
 
 def check_log_calls(value: object) -> None:
-    """Refuse a ``log_calls`` folder or URL that cannot be written, once per location and process,
-    so a bad one is refused when it is set, and before a model is paid for, not after."""
+    """Refuse a ``log_calls`` folder or URL that cannot be written, before a model is paid for (once per place)."""
     if type(value) is str and value in _checked_logs:  # every logged call after the first: nothing to do
         return
     if isinstance(value, SecretURL):  # a URL with a password (FUNCTAI_LOG_CALLS, or configure's handle)

@@ -1,13 +1,9 @@
-"""Settings layers: the process, blocks, the function's own.
+"""Settings layers: the process (``configure``), blocks (``with settings():``, a contextvar),
+the function's own (``@ai(**s)``), a conversation's.
 
-``configure(**s)`` sets the process layer; ``with settings(**s):`` pushes a
-block layer (a contextvar, so threads and asyncio tasks each see their own
-blocks); ``@ai(**s)`` is the function's own layer. For ordinary settings the
-closest layer that sets a value wins (a conversation's beats the function's
-own). ``plugins`` is different: each layer's list is a plugin layer of its own
-(``spec/plugins.md`` §4).
-
-Every value is checked when it is set, so a mistake shows where it was made.
+For ordinary settings the closest layer that sets a value wins; each layer's ``plugins``
+list is a plugin layer of its own (``spec/plugins.md`` §4). Every value is checked when
+it is set, so a mistake shows where it was made.
 """
 
 from __future__ import annotations
@@ -49,11 +45,10 @@ def _client(name: str, value: Any) -> None:
         raise TypeError(f"client must have a complete(request) method (a model client), not {type(value).__name__}")
 
 
-def _folder(name: str, value: Any) -> None:
+def _log_calls(name: str, value: Any) -> None:
     if value is not False and not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be a folder path or a store URL (or False), not {type(value).__name__}")
-    if name == "log_calls":
-        check_log_calls(value)  # store-unwritable now, not after a model answered
+    check_log_calls(value)  # store-unwritable now, not after a model answered
 
 
 def _base_url(name: str, value: Any) -> None:
@@ -71,23 +66,15 @@ def _names(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a list of plugin names")
 
 
-APPROVE_RULES = ("changes", "all")
-
-
 def _approve(name: str, value: Any) -> None:
-    if callable(value):
-        return
-    if isinstance(value, str):
-        if value not in APPROVE_RULES:
-            raise ValueError(
-                f"approve={value!r} is not a rule: use 'changes', 'all', a list of tool names or paths, or a function"
-            )
-        return
-    if isinstance(value, (list, tuple)) and all(isinstance(item, str) and item for item in value):
-        return
-    raise TypeError(
-        f"approve must be 'changes', 'all', a list of tool names or paths, or a function; not {type(value).__name__}"
-    )
+    if isinstance(value, str) and value not in ("changes", "all"):
+        raise ValueError(
+            f"approve={value!r} is not a rule: use 'changes', 'all', a list of tool names or paths, or a function"
+        )
+    names = isinstance(value, (list, tuple)) and all(isinstance(item, str) and item for item in value)
+    if not (callable(value) or isinstance(value, str) or names):
+        raise TypeError(f"approve must be 'changes', 'all', a list of tool names or paths, or a function; "
+                        f"not {type(value).__name__}")
 
 
 #: Every setting name, with the check its value must pass.
@@ -101,7 +88,7 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "max_requests": whole(1),
     "check_inputs": _flag,
     "program_plugins": _flag,
-    "log_calls": _folder,
+    "log_calls": _log_calls,
     "log_content": _flag,
     "record_timing": _flag,
     "approve": _approve,
@@ -123,7 +110,6 @@ _HIDDEN: dict[str, Callable[[Any], Any]] = {"api_key": hide_key, "headers": hide
 #: All names ``configure``/``settings``/``@ai`` accept (``plugins`` included).
 SETTING_NAMES: frozenset[str] = frozenset(CHECKS) | {"plugins"}
 
-#: Defaults for settings no layer sets.
 DEFAULTS: Mapping[str, Any] = MappingProxyType(
     {"retries": 1, "max_steps": 8, "max_depth": 8, "max_requests": 50, "check_inputs": True, "log_content": True}
 )
@@ -140,10 +126,8 @@ def check_name(name: str) -> None:
 
 
 class Layer:
-    """One settings layer: ordinary values, and its plugin list (None when unset).
-
-    Immutable by convention; layers are compared by identity (see `resolve`).
-    """
+    """One settings layer: ordinary values, and its plugin list (None when unset); immutable by
+    convention, and compared by identity (`resolve` caches by it)."""
 
     __slots__ = ("values", "plugins")
 
@@ -172,15 +156,12 @@ class Layer:
 
 
 EMPTY = Layer(MappingProxyType({}), None)
-_NO_PLUGINS: tuple[Plugin, ...] = ()
+
 
 def from_environment() -> Layer:
-    """The process layer as the environment starts it (``FUNCTAI_LOG_CALLS=calls/`` logs every call).
-
-    A value ``configure`` sets replaces it; ``configure(log_calls=None)`` unsets it.
-    """
+    """The process layer as the environment starts it (``FUNCTAI_LOG_CALLS=calls/`` logs every call),
+    unchecked: a bad value must not make ``import functai`` fail; the call that uses it says why."""
     log_calls = os.environ.get("FUNCTAI_LOG_CALLS")
-    # Not checked here: a bad value must not make `import functai` fail; the call that uses it says why.
     return Layer(MappingProxyType({"log_calls": hide_url(log_calls)}), None) if log_calls else EMPTY
 
 
@@ -190,18 +171,14 @@ _blocks: ContextVar[tuple[Layer, ...]] = ContextVar("functai_blocks", default=()
 
 
 def configure(**settings: Any) -> None:
-    """Set settings for the whole process (the outermost settings layer).
-
-    Each call updates the values it names; ``name=None`` unsets one.
-    """
+    """Set settings for the whole process; each call updates the values it names (``name=None`` unsets one)."""
     global _process
     with _process_lock:
         _process = Layer.make("configure()", _process, **settings)
 
 
 def reset(to: Layer | None = None) -> Layer:
-    """Forget every ``configure`` setting: back to the process layer the environment gives (or
-    ``to``); returns the layer it replaces (tests use this to isolate themselves, then put it back)."""
+    """Back to the process layer the environment gives (or ``to``); returns the layer it replaces (tests)."""
     global _process
     with _process_lock:
         before, _process = _process, to if to is not None else from_environment()
@@ -209,16 +186,12 @@ def reset(to: Layer | None = None) -> Layer:
 
 
 class settings:
-    """``with functai.settings(**s):`` — a block layer for the code inside.
-
-    Values are checked here, when the block is written, not when it is entered.
-    """
+    """``with functai.settings(**s):`` — a block layer for the code inside, checked when written.
+    It keeps no state (each context's blocks are in `_blocks`): threads and tasks may share one."""
 
     def __init__(self, **settings: Any) -> None:
         self.layer = Layer.make("a settings() block", **settings)
 
-    # One settings object may be entered by several threads or tasks at once,
-    # so it keeps no state of its own: each context's blocks are in `_blocks`.
     def __enter__(self) -> "settings":
         push_block(self.layer)
         return self
@@ -227,12 +200,17 @@ class settings:
         pop_block(self.layer)
 
 
+def _merged(layers: tuple[Layer | None, ...]) -> dict[str, Any]:
+    values: dict[str, Any] = dict(DEFAULTS)
+    for layer in layers:
+        if layer is not None:
+            values.update(layer.values)
+    return values
+
+
 def current_values() -> dict[str, Any]:
     """The settings the process and the enclosing blocks set here (no function's own)."""
-    values: dict[str, Any] = dict(DEFAULTS)
-    for layer in (_process, *_blocks.get()):
-        values.update(layer.values)
-    return values
+    return _merged((_process, *_blocks.get()))
 
 
 def current_layers() -> tuple[Layer, tuple[Layer, ...]]:
@@ -247,7 +225,7 @@ def push_block(layer: Layer) -> Layer:
 
 
 def pop_block(layer: Layer) -> None:
-    """Leave the block `push_block` entered; blocks leave in the reverse order they entered."""
+    """Leave the block `push_block` entered (blocks leave in reverse order)."""
     blocks = _blocks.get()
     if not blocks or blocks[-1] is not layer:
         raise RuntimeError("functai.settings blocks were exited out of order")
@@ -263,19 +241,16 @@ class Resolved:
                  whole: "Resolved | None" = None) -> None:
         self.values = values
         self.plan = plan
-        #: The model settings among ``values`` (read-only: copy before changing).
+        #: The model settings among ``values`` (read-only: copy before changing), and a view of them.
         self.model_settings = model_settings
-        #: A read-only view of them, as a before_call event shows them.
         self.settings_view = MappingProxyType(model_settings)
-        #: The resolution with every plugin in, plugins whose `Plugin.active` says no included.
+        #: The resolution with every plugin in, those whose `Plugin.active` says no included.
         self.whole = whole if whole is not None else self
-        #: Plugins left out (a tuple) → this resolution without them, made once each.
+        #: Plugins left out → this resolution without them, made once each.
         self._sitting_out: dict[tuple[Plugin, ...], Resolved] = {}
 
     def now(self) -> "Resolved":
-        """This resolution without the plugins whose `Plugin.active` says no right now.
-
-        A plugin whose check raises takes part (and the failure is reported)."""
+        """This resolution without the plugins whose `Plugin.active` says no (one whose check raises stays in)."""
         out: tuple[Plugin, ...] = ()
         for plugin in self.plan.gated:
             try:
@@ -294,7 +269,8 @@ class Resolved:
 
 
 _resolved_lock = threading.Lock()
-_resolved: dict[tuple[int, ...], tuple[tuple[object, ...], Resolved]] = {}
+#: Resolutions by the layers (compared by identity) and the installed plugins they were made of.
+_resolved: dict[tuple[object, ...], Resolved] = {}
 
 
 def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
@@ -302,25 +278,18 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
     blocks = _blocks.get()
     process = _process
     inst = installed()
-    key = (id(own), id(conversation), id(blocks), id(process), id(inst))
-    hit = _resolved.get(key)
-    if hit is not None:
-        parts = hit[0]
-        if (parts[0] is own and parts[1] is conversation and parts[2] is blocks and parts[3] is process
-                and parts[4] is inst):
-            found = hit[1]
-            return found.now() if found.plan.gated else found
+    key = (own, conversation, blocks, process, inst)
+    found = _resolved.get(key)
+    if found is not None:
+        return found.now() if found.plan.gated else found
 
-    values: dict[str, Any] = dict(DEFAULTS)
-    for layer in (process, *blocks, own, conversation):
-        if layer is not None:
-            values.update(layer.values)
+    values = _merged((process, *blocks, own, conversation))
     host_layers = [layer for layer in (conversation, *reversed(blocks)) if layer is not None]
     drop_own = any(layer.values.get("program_plugins") is False for layer in (*host_layers, process))
     plan = cached_plan(
-        _NO_PLUGINS if drop_own else (own.plugins or _NO_PLUGINS),
+        () if drop_own else (own.plugins or ()),
         tuple(layer.plugins for layer in host_layers if layer.plugins),
-        process.plugins or _NO_PLUGINS,
+        process.plugins or (),
         inst.layer(values.get("load_plugins"), values.get("disable_plugins")),
     )
     if values.get("record_timing"):
@@ -330,5 +299,5 @@ def resolve(own: Layer, conversation: Layer | None = None) -> Resolved:
     with _resolved_lock:
         if len(_resolved) >= 512:
             _resolved.clear()
-        _resolved[key] = ((own, conversation, blocks, process, inst), result)
+        _resolved[key] = result
     return result.now() if plan.gated else result

@@ -1,10 +1,7 @@
-"""Logging through structlog, the way a library should.
+"""Logging through structlog, the way a library should: functai never configures logging.
 
-functai never configures logging; it emits events on the ``functai`` logger
-and the application decides where they go. functai never imports structlog
-for an event: an application that configured structlog has imported it
-already, so an event goes through structlog only when it is in
-``sys.modules`` and configured (importing it just to ask costs ~40 ms).
+An event goes through structlog only when the application imported and configured it
+(functai never imports it just to ask: that is paid at ``import functai``).
 """
 
 from __future__ import annotations
@@ -26,10 +23,8 @@ def _configured() -> Any:
 
 
 def warn(event: str, **fields: Any) -> None:
-    """A Python warning, and a structlog warning event when the application configured structlog.
-
-    Unconfigured structlog prints to stdout; a library must not write there.
-    """
+    """A Python warning, and a structlog event when the application configured structlog
+    (unconfigured, it prints to stdout, where a library must not write)."""
     structlog = _configured()
     if structlog is not None:
         structlog.get_logger("functai").warning(event, **fields)

@@ -1,12 +1,5 @@
-"""Where ``log_calls=`` keeps call records and ratings: a folder, or a SQL store by URL.
-
-A folder keeps ``calls.jsonl`` and ``ratings.jsonl`` (`functai.calls.records`).
-A SQLite or PostgreSQL URL keeps the same JSON lines, as text, in the
-tables ``functai_calls`` and ``functai_ratings`` of that database — beside
-its conversations when ``store=`` names the same URL. Every process and
-machine that uses the URL appends to, and reads, one log; ratings made on
-two machines are both seen.
-"""
+"""A call log kept by URL: the JSON lines a folder keeps in ``calls.jsonl`` and ``ratings.jsonl``
+(`functai.calls.records`), as rows of ``functai_calls`` and ``functai_ratings`` in a SQL store."""
 
 from __future__ import annotations
 
@@ -20,7 +13,7 @@ from ..errors import FunctAIError
 from ..files import check_folder
 from ..log import warn
 from ..models.keys import SecretURL, reveal
-from .protocol import not_an_object
+from .protocol import not_an_object, to_line
 from .urls import is_url, open_url, redact, scheme_of, sqlite_path
 
 
@@ -49,19 +42,8 @@ def log_store(url: str | SecretURL) -> LogStore:
     return store  # type: ignore[return-value]
 
 
-def encode(data: dict[str, Any]) -> str:
-    """One record as the JSON line every call log writes (without the newline; see `functai.codec`)."""
-    return codec.dumps_str(data, non_finite="text")
-
-
-#: The code of the warning that a call's record was not written because its log could not be reached.
-UNREACHABLE = "call-log-unreachable"
-
-
 def check_log_url(url: str | SecretURL) -> None:
-    """Refuse, when ``log_calls`` is set, a URL that can never keep the log: an unknown scheme, a
-    malformed URL, a missing driver, a store without a call log, a SQLite file that cannot be
-    written. Nothing is created and nothing connects: a server is reached by the first call."""
+    """Refuse a URL that can never keep the log, creating and connecting to nothing."""
     log_store(url)
     text = reveal(url)
     if scheme_of(text) == "sqlite":
@@ -69,20 +51,25 @@ def check_log_url(url: str | SecretURL) -> None:
         check_folder(os.path.dirname(path), "SQLite call log", file=os.path.basename(path))
 
 
+def append(url: str | SecretURL, table: str, records: list[dict[str, Any]]) -> None:
+    """Append call records (``calls``, keyed by id) or ratings (``ratings``, by call), in one transaction."""
+    key = "id" if table == "calls" else "call"
+    log_store(url).log_lines(table, [(str(data.get(key, "")), to_line(data)) for data in records])
+
+
 def append_call(url: str | SecretURL, data: dict[str, Any]) -> None:
-    """Write a call's record. Its answer is already paid for: a log that cannot be reached (a
-    server down, ``store-io``) loses the record, not the answer — a warning says so
-    (`UNREACHABLE`); a log that refuses the write (``store-unwritable``) raises, as a folder does."""
+    """Write a call's record. Its answer is already paid for: a log that cannot be reached
+    (``store-io``) loses the record with a warning, not the answer; ``store-unwritable`` raises."""
     try:
-        log_store(url).log_lines("calls", [(str(data.get("id", "")), encode(data))])
+        append(url, "calls", [data])
     except FunctAIError as error:
         if error.code != "store-io":
             raise
-        warn("call record not written", code=UNREACHABLE, call=data.get("id"), error=error.message)
+        warn("call record not written", code="call-log-unreachable", call=data.get("id"), error=error.message)
 
 
 def append_rating(url: str, data: dict[str, Any]) -> None:
-    log_store(url).log_lines("ratings", [(str(data.get("call", "")), encode(data))])
+    append(url, "ratings", [data])
 
 
 def place(url: str, table: str) -> str:
@@ -93,9 +80,7 @@ def place(url: str, table: str) -> str:
 def numbered_rows(
     url: str, table: str, skipped: list[tuple[str, str]] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(row number, object)`` for each row of ``calls`` or ``ratings``, oldest first; a row that
-    is not a JSON object is reported as skipped, as a folder's call log reports a line
-    (`functai.calls.records.report_skipped`)."""
+    """``(row number, object)`` for each row of ``calls`` or ``ratings``; other rows are reported as skipped."""
     for number, line in enumerate(log_store(url).read_log(table), 1):
         try:
             data = codec.loads(line)
@@ -106,8 +91,3 @@ def numbered_rows(
             yield number, data
         else:
             report_skipped(place(url, table), number, not_an_object(data), skipped)
-
-
-def read_lines(url: str, table: str, skipped: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
-    """The JSON objects of ``calls`` or ``ratings``, oldest first (other rows reported, see `numbered_rows`)."""
-    return (data for _, data in numbered_rows(url, table, skipped))

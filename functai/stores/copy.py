@@ -1,9 +1,7 @@
 """Moving data between stores: conversations (`copy_conversations`) and call logs (`copy_calls`).
 
-Ids are kept, and so is every record's JSON text (stores keep the text as
-written), so a copy folder → SQLite → PostgreSQL → folder ends with the
-same bytes it started with. A copy can be run again: what the target
-already holds is checked to be the same, and only what is missing is added.
+Ids and every record's JSON text are kept, so a copy folder → SQLite → PostgreSQL → folder
+ends with the bytes it started with. A copy run again adds only what the target is missing.
 """
 
 from __future__ import annotations
@@ -14,14 +12,13 @@ from typing import Any
 from ..calls.records import LOG_FILE, RATINGS_FILE, append_line, read_lines
 from ..errors import FunctAIError
 from . import calllog
-from .calllog import encode, is_log_url, log_store
+from .calllog import is_log_url, log_store
 from .opening import open_store
-from .protocol import check_conversation_id
+from .protocol import check_conversation_id, to_line
 from .urls import redact
 
 __all__ = ["copy_calls", "copy_conversations"]
 
-#: A call log's two tables, and the file each is in a folder.
 FILES = {"calls": LOG_FILE, "ratings": RATINGS_FILE}
 
 
@@ -32,9 +29,7 @@ def _name(where: Any) -> str:
 def copy_conversations(source: Any, target: Any, conversations: list[str] | None = None) -> dict[str, int]:
     """Copy every conversation (or those named) from ``source`` to ``target``; records added to each.
 
-    A conversation the target already holds must begin with the source's
-    records (an earlier copy, cut short); one that differs is refused and
-    left as it is, and nothing more is copied.
+    One the target holds must begin with the source's records (a copy cut short), else nothing more is copied.
     """
     src, dst = open_store(source), open_store(target)
     if src is dst:
@@ -58,16 +53,13 @@ def copy_conversations(source: Any, target: Any, conversations: list[str] | None
 
 def _read(where: str, table: str) -> list[dict[str, Any]]:
     if is_log_url(where):
-        return list(calllog.read_lines(where, table))
+        return [data for _, data in calllog.numbered_rows(where, table)]
     return list(read_lines(os.path.join(where, FILES[table])))
 
 
 def copy_calls(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> tuple[int, int]:
-    """Copy a call log and its ratings (a folder or a store URL each); returns (calls, ratings) added.
-
-    Calls the target already has (by id) and ratings it already has (the
-    same line) are not added again.
-    """
+    """Copy a call log and its ratings (a folder or a store URL each); returns (calls, ratings) added,
+    leaving out calls the target has (by id) and ratings it has (the same line)."""
     src, dst = os.fspath(source), os.fspath(target)
     if (is_log_url(src) and is_log_url(dst) and log_store(src) is log_store(dst)) or (
         not is_log_url(src) and not is_log_url(dst) and os.path.abspath(src) == os.path.abspath(dst)
@@ -75,14 +67,14 @@ def copy_calls(source: str | os.PathLike[str], target: str | os.PathLike[str]) -
         raise FunctAIError(f"{_name(src)} and {_name(dst)} are the same call log; copy to another one",
                            code="store-copy")
     known_calls = {str(data.get("id")) for data in _read(dst, "calls")}
-    known_ratings = {encode(data) for data in _read(dst, "ratings")}
+    known_ratings = {to_line(data) for data in _read(dst, "ratings")}
     new = {
         "calls": [data for data in _read(src, "calls") if str(data.get("id")) not in known_calls],
-        "ratings": [data for data in _read(src, "ratings") if encode(data) not in known_ratings],
+        "ratings": [data for data in _read(src, "ratings") if to_line(data) not in known_ratings],
     }
-    for table, key in (("calls", "id"), ("ratings", "call")):
+    for table in ("calls", "ratings"):
         if is_log_url(dst):
-            log_store(dst).log_lines(table, [(str(data.get(key, "")), encode(data)) for data in new[table]])
+            calllog.append(dst, table, new[table])
         else:
             for data in new[table]:
                 append_line(os.path.join(dst, FILES[table]), data)

@@ -1,24 +1,15 @@
 """The folder store: one JSON-lines file per conversation, ``<folder>/<id>.jsonl``.
 
-* each append is one ``os.write`` of whole lines under an exclusive
-  ``flock``, so concurrent writers (threads or processes) never interleave;
-* ``expect=`` makes an append a compare-and-set on the record count, so two
-  processes sending to one conversation never lose a record;
-* a line that is not a complete JSON object (a crash mid-write, garbage) is
-  skipped by readers and never counted, and the next append terminates it
-  rather than gluing a record onto it; each skipped line is reported once
-  (a `RuntimeWarning` naming the file, the line and why), and
-  `FolderStore.skipped` lists them;
-* a per-conversation index (bytes parsed so far, the valid lines) makes an
-  append or a read cost what is new, not the whole file.
-
-Every line is checked when it is first read, and its record handed out once
-from there: as a dict (`FolderStore.read`) or as a row (`FolderStore.read_rows`,
-what a conversation opens with: `functai.conversations.rows`).
+Each append is one ``os.write`` of whole lines under an exclusive ``flock``
+(a compare-and-set on the record count with ``expect=``). A line that is not a
+JSON object (a crash mid-write) is skipped, reported once and never counted,
+and the next append ends it rather than gluing a record onto it. A
+per-conversation index makes an append or a read cost what is new, not the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
@@ -47,17 +38,10 @@ __all__ = ["FolderStore"]
 
 SUFFIX = ".jsonl"
 
-#: The most read at once (a conversation is read whole if it is smaller: the index keeps it all anyway).
-_CHUNK = 1 << 24
-
 
 class FolderStore:
-    """Conversations as JSON-lines files in one folder, safe across threads and processes.
-
-    The folder is created (mode 0700) on the first append; files are 0600.
-    Each file is opened per operation, so a store survives ``fork`` and a
-    file deleted or replaced underneath is noticed (its index is rebuilt).
-    """
+    """Conversations as JSON-lines files in one folder (0700, files 0600), safe across threads and
+    processes. Each file is opened per operation, so a file replaced underneath is noticed."""
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(os.fspath(folder))
@@ -90,27 +74,15 @@ class FolderStore:
             or (index.offset > 0 and os.pread(fd, 1, index.offset - 1) != b"\n")
         ):  # first sight, replaced, shrunk or rewritten: start again
             index = self._indexes[conversation] = _Index(st.st_dev, st.st_ino)
-        position = index.offset
-        pending = b""
         index.fresh, index.fresh_from, index.fresh_rows = [], len(index.lines), rows
-        while position < st.st_size:
-            chunk = os.pread(fd, min(_CHUNK, st.st_size - position), position)
-            if not chunk:
-                break
-            position += len(chunk)
-            data = pending + chunk if pending else chunk
-            end = data.rfind(b"\n")
-            if end < 0:
-                pending = data
-                continue
+        data = os.pread(fd, st.st_size - index.offset, index.offset)  # what is new, whole: the index keeps it all
+        end = data.rfind(b"\n")
+        if end >= 0:
             skipped = _parse_lines(data, end, index, index.fresh, rows)
             index.offset += end + 1
-            pending = data[end + 1 :]
-            if skipped:
-                index.skipped.extend(skipped)
-                path = self.path_for(conversation)
-                for number, reason in skipped:
-                    warn("conversation line skipped", at=f"{path}:{number}", reason=reason)
+            index.skipped.extend(skipped)
+            for number, reason in skipped:
+                warn("conversation line skipped", at=f"{self.path_for(conversation)}:{number}", reason=reason)
         return index
 
     def _read_index(self, conversation: str, rows: bool = True) -> _Index | None:
@@ -174,20 +146,12 @@ class FolderStore:
             index = self._read_index(conversation)
             return len(index.lines) if index is not None else 0
 
-    def append(
-        self,
-        conversation: str,
-        records: Sequence[dict[str, Any]],
-        *,
-        expect: int | None = None,
-        sync: bool = False,
-    ) -> int:
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
+               sync: bool = False) -> int:
         path = self.path_for(conversation)
         lines = [to_line(record) for record in records]  # a bad record appends nothing
         try:
             return self._append(conversation, path, lines, expect, sync)
-        except FunctAIError:
-            raise
         except OSError as error:  # a full disk, a read-only folder, a file where the folder should be
             raise unwritable(path, error, "conversation store") from None
 
@@ -208,7 +172,8 @@ class FolderStore:
                 try:
                     if created:
                         os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
-                        _fsync_folder(self.folder)  # the file's existence is durable too
+                        with contextlib.suppress(OSError):  # some file systems refuse fsync on a folder
+                            fsync_file(self.folder)  # the file's existence is durable too
                     count = self._append_locked(conversation, fd, path, lines, expect, sync)
                 finally:
                     os.close(fd)
@@ -245,9 +210,9 @@ class FolderStore:
             index.offset = st.st_size + len(data)
             if torn:
                 index.parsed_lines += 1
-                index.skipped.append((index.parsed_lines, _why_not_json(_TORN_END[:1])))
-                warn("conversation line skipped", at=f"{path}:{index.parsed_lines}",
-                     reason=_why_not_json(_TORN_END[:1]))
+                why = _why_not_json(_TORN_END[:1])
+                index.skipped.append((index.parsed_lines, why))
+                warn("conversation line skipped", at=f"{path}:{index.parsed_lines}", reason=why)
             index.numbers.add(index.parsed_lines + 1, len(lines))
             index.parsed_lines += len(lines)
             index.lines.extend(lines)
@@ -259,17 +224,14 @@ class FolderStore:
     def _open_for_append(self, path: Path) -> tuple[int, bool]:
         """An fd on the conversation file, creating it (and the folder); True if created here."""
         flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
-        for _ in range(100):
-            try:
-                return os.open(path, flags), False
-            except FileNotFoundError:
-                pass
+        try:
+            return os.open(path, flags), False
+        except FileNotFoundError:
             make_folder(self.folder)
-            try:
-                return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
-            except FileExistsError:
-                continue  # another writer created it just now: open theirs
-        raise FunctAIError(f"could not open {path}: it keeps appearing and disappearing", code="store-io")
+        try:
+            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
+        except FileExistsError:  # another writer created it just now: open theirs
+            return os.open(path, flags), False
 
     def sync(self, conversation: str) -> None:
         fsync_file(self.path_for(conversation))
@@ -300,13 +262,12 @@ class FolderStore:
         return sorted(i for i in ids if CONVERSATION_ID.fullmatch(i))
 
     def _call_log(self, name: str) -> bool:
-        """Whether file ``name`` belongs to a call log kept in this folder too (``log_calls=`` naming it):
-        ``calls.jsonl`` or ``ratings.jsonl`` whose first line is a call record or a rating."""
+        """Whether file ``name`` is a call log's ``calls.jsonl`` or ``ratings.jsonl`` kept in this folder too."""
         if name not in (LOG_FILE, RATINGS_FILE):
             return False
         try:
             with open(self.folder / name, "rb") as file:
-                first = file.readline(_CHUNK)
+                first = file.readline(1 << 24)  # bounded: a call record is never that long
             return is_log_line(from_line(first))
         except (OSError, ValueError):  # unreadable, or not JSON: not the call log's
             return False
@@ -317,19 +278,6 @@ class FolderStore:
 
 def _nothing(position: int) -> dict[str, Any]:
     raise IndexError(position)
-
-
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems refuse fsync on a folder
-        pass
-    finally:
-        os.close(fd)
 
 
 _folder_stores: dict[str, FolderStore] = {}

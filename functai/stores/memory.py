@@ -6,27 +6,15 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from .protocol import (
-    StoreConflict,
-    check_conversation_id,
-    check_start,
-    forkable,
-    from_line,
-    from_lines,
-    rows_of,
-    to_line,
-)
+from .protocol import StoreConflict, check_conversation_id, check_start, forkable, to_line
+from .protocol import from_line, from_lines, rows_of
 
 __all__ = ["MemoryStore", "shared"]
 
 
 class MemoryStore:
-    """Conversations in process memory, for tests and for calls that need no history on disk.
-
-    Records are kept as their JSON text, so what goes in is copied (and
-    shaped exactly as `FolderStore` would shape it) and every read returns
-    new dicts. One lock makes it safe to share between threads.
-    """
+    """Conversations in process memory, for tests and calls that need no history on disk; records
+    are kept as their JSON text, so what goes in is copied and shaped as `FolderStore` shapes it."""
 
     def __init__(self) -> None:
         self._lines: dict[str, list[str]] = {}
@@ -36,19 +24,18 @@ class MemoryStore:
     def _reset_locks(self) -> None:
         self._lock = threading.Lock()
 
-    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+    def _since(self, conversation: str, start: int) -> list[str]:
         check_conversation_id(conversation)
         check_start(start)
         with self._lock:
-            lines = self._lines.get(conversation, [])[start:]
-        return from_lines(lines)
+            return self._lines.get(conversation, [])[start:]
+
+    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+        return from_lines(self._since(conversation, start))
 
     def read_rows(self, conversation: str, start: int = 0) -> tuple[list[Any], Callable[[int], dict[str, Any]]]:
         """`read`, decoded as an open needs it (`rows_of`); and the whole record at a position of the list."""
-        check_conversation_id(conversation)
-        check_start(start)
-        with self._lock:
-            lines = self._lines.get(conversation, [])[start:]
+        lines = self._since(conversation, start)
         return rows_of(lines), lambda position: from_line(lines[position])
 
     def count(self, conversation: str) -> int:
@@ -56,14 +43,8 @@ class MemoryStore:
         with self._lock:
             return len(self._lines.get(conversation, ()))
 
-    def append(
-        self,
-        conversation: str,
-        records: Sequence[dict[str, Any]],
-        *,
-        expect: int | None = None,
-        sync: bool = False,
-    ) -> int:
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
+               sync: bool = False) -> int:
         check_conversation_id(conversation)
         new = [to_line(record) for record in records]  # before the lock: a bad record appends nothing
         with self._lock:

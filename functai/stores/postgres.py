@@ -1,20 +1,10 @@
 """Conversations (and a call log) in PostgreSQL, shared by every machine that can reach it.
 
-Needs psycopg 3: ``pip install "psycopg[binary]>=3.1"`` (the ``postgres`` extra). Each record is a row
-keyed by ``(conversation, position)``; an append reads the count and
-inserts the next positions in one transaction, so two writers that saw the
-same count cannot both insert — the second meets the primary key and gets
-`StoreConflict` (with ``expect=``) or takes the next free places (without).
-That is the folder store's compare-and-set, row by row, across machines.
-
-An append with ``sync=True`` (a turn's end, a wait, a tool starting)
-commits synchronously: it is on the server's disk when it returns, and so
-is everything committed before it. Other appends (and call-log rows)
-commit with ``synchronous_commit = off``, the session's setting: visible
-to every reader at once and safe against any client crash, but a crash of
-the server itself may lose the last fraction of a second of them (never
-half of one). Records are kept as their JSON text, never re-encoded, so a
-copy between stores keeps them byte for byte.
+Needs psycopg 3 (the ``postgres`` extra). Two writers that read the same count
+meet the primary key ``(conversation, position)``: the second gets `StoreConflict`
+(with ``expect=``) or takes the next free places. Appends commit with
+``synchronous_commit = off`` (safe against a client crash; a server crash may lose
+the last fraction of a second), except ``sync=True`` ones, on disk when they return.
 """
 
 from __future__ import annotations
@@ -45,30 +35,26 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS functai_ratings (seq bigserial PRIMARY KEY, call text NOT NULL, line text NOT NULL)",
 )
 
-DRIVER_HINT = 'the PostgreSQL store needs psycopg 3: pip install "psycopg[binary]>=3.1"'
-
 
 def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError as error:
-        raise FunctAIError(f"{DRIVER_HINT} ({error})", code="store-driver-missing") from error
+        raise FunctAIError(f'the PostgreSQL store needs psycopg 3: pip install "psycopg[binary]>=3.1" ({error})',
+                           code="store-driver-missing") from error
     return psycopg
 
 
 def open_postgres(url: str) -> "PostgresStore":
     """The ``functai.stores`` factory for ``postgresql://`` (and ``postgres://``) URLs."""
     check_url(url)
-    _psycopg()  # fail on use, with the extra to install, not on the first append
+    _psycopg()  # fail here, with the extra to install, not on the first append
     return PostgresStore(url)
 
 
 def check_url(url: str) -> None:
-    """Refuse a URL whose host or port cannot be read, before anything connects.
-
-    The message never repeats the URL: a password may be in it, and where the
-    URL cannot be taken apart it cannot be left out either.
-    """
+    """Refuse a URL whose host or port cannot be read, before anything connects (without
+    repeating it: where the URL cannot be taken apart, its password cannot be left out)."""
     scheme, _, rest = url.partition(":")
     if split_url(url) is None or not rest.startswith("//"):
         raise FunctAIError(
@@ -90,8 +76,6 @@ class PostgresStore(SQLStore):
         self.url = redact(url)
         self._start()
 
-    # -- the connection --------------------------------------------------------------
-
     def _name(self) -> str:
         return f"the PostgreSQL store {self.url}"
 
@@ -99,9 +83,7 @@ class PostgresStore(SQLStore):
         psycopg = _psycopg()
         try:
             conn = psycopg.connect(reveal(self._url), autocommit=True)
-            # Commits do not wait for the server's disk unless a transaction asks (sync=True):
-            # set once here, so an append or a call-log row costs no extra round trip.
-            conn.execute("SET synchronous_commit = off")
+            conn.execute("SET synchronous_commit = off")  # once here: no extra round trip per append
         except psycopg.Error as error:
             # from None: the driver's frames hold the connection string, password and all
             raise FunctAIError(f"cannot connect to the PostgreSQL store {self.url}: {_first_line(error)}",
@@ -109,10 +91,8 @@ class PostgresStore(SQLStore):
         return conn
 
     def _stale(self, conn: Any) -> bool:
-        """Whether the server ended the session while it was idle (a restart, ``pg_terminate_backend``,
-        an idle timeout). Between statements the server sends nothing, so a socket with something to
-        read (its goodbye, or the end of the stream) is a session that is over: it is replaced before
-        anything is sent on it, so no write is lost or made twice."""
+        """Whether the server ended the session while it was idle. Between statements it sends
+        nothing, so a readable socket (its goodbye) is replaced before a write is lost on it."""
         if conn.closed or conn.broken:
             return True
         try:
@@ -134,11 +114,9 @@ class PostgresStore(SQLStore):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             prepare(conn, SCHEMA, "%s")
 
-    def _failed(self, error: BaseException, write: bool) -> BaseException:
-        if isinstance(error, _psycopg().Error):  # no right to create the tables, say
-            return FunctAIError(f"PostgreSQL store {self.url}: could not prepare its tables: "
-                                f"{_first_line(error)}", code=_code(error, write))
-        return error
+    def _failed(self, error: BaseException, write: bool) -> FunctAIError:
+        return FunctAIError(f"PostgreSQL store {self.url}: could not prepare its tables: {_first_line(error)}",
+                            code=_code(error, write))
 
     def _leave(self, conn: Any) -> None:
         """Its socket is the parent's: the descriptor is pointed at /dev/null, so nothing is sent on it."""
@@ -154,9 +132,7 @@ class PostgresStore(SQLStore):
         return _psycopg().Error
 
     def _error(self, doing: str, error: Any, conn: Any) -> FunctAIError:
-        """A connection lost while it is used is reopened next time and reported as ``store-io``
-        (the server could not be reached; whether a write reached it is unknown), never as a
-        store that refuses writes."""
+        """A connection lost while used is ``store-io`` (reopened next time), never a store refusing writes."""
         lost = conn.closed or conn.broken
         if lost:
             self._conn = None
@@ -179,8 +155,7 @@ class PostgresStore(SQLStore):
 
     def _append(self, conn: Any, conversation: str, rows: list[tuple[Any, ...]], expect: int | None,
                 sync: bool) -> int:
-        """As `SQLStore._append`; two writers that read the same count meet the primary key, and
-        the second takes the next free places (or, with ``expect``, gets `StoreConflict`)."""
+        """As `SQLStore._append`; of two writers meeting the primary key, the second takes the next places."""
         while True:
             try:
                 return super()._append(conn, conversation, rows, expect, sync)
@@ -189,11 +164,8 @@ class PostgresStore(SQLStore):
                     raise StoreConflict(count=self._count(conn, conversation), conversation=conversation) from None
 
     def sync(self, conversation: str) -> None:
-        """Wait until every commit so far is on the server's disk.
-
-        A synchronous commit of a transaction that has an id flushes the
-        write-ahead log up to itself, which is after every earlier commit.
-        """
+        """Wait until every commit so far is on the server's disk (a synchronous commit of a
+        transaction with an id flushes the write-ahead log up to itself)."""
         check_conversation_id(conversation)
 
         def work(conn: Any) -> None:

@@ -28,18 +28,13 @@ CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 class StoreConflict(FunctAIError):
-    """An ``append(..., expect=n)`` found a count other than ``n``; nothing was appended.
-
-    ``count`` is the store's current record count: read from there and retry.
-    """
+    """An ``append(..., expect=n)`` found ``count`` records, not ``n``; nothing was appended."""
 
     code = "store-conflict"
 
-    def __init__(self, message: str | None = None, *, count: int, conversation: str | None = None) -> None:
-        if message is None:
-            where = f" in conversation {conversation!r}" if conversation is not None else ""
-            message = f"the store holds {count} records{where}, not the expected number; read again and retry"
-        super().__init__(message)
+    def __init__(self, *, count: int, conversation: str | None = None) -> None:
+        where = f" in conversation {conversation!r}" if conversation is not None else ""
+        super().__init__(f"the store holds {count} records{where}, not the expected number; read again and retry")
         self.count = count
         self.conversation = conversation
 
@@ -48,10 +43,8 @@ class StoreConflict(FunctAIError):
 class Store(Protocol):
     """An append-only log of JSON-object records per conversation id.
 
-    Write your own store by implementing these five methods with the same
-    guarantees: records come back in append order as fresh dicts (changing
-    them changes nothing stored), an append is all-or-none, and ``expect``
-    is checked and the records appended as one atomic step.
+    A store of your own keeps the same guarantees: records come back in append order as fresh
+    dicts, an append is all-or-none, and ``expect`` is checked and the records appended atomically.
     """
 
     def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
@@ -62,20 +55,10 @@ class Store(Protocol):
         """How many records the conversation holds (0 when unknown)."""
         ...
 
-    def append(
-        self,
-        conversation: str,
-        records: Sequence[dict[str, Any]],
-        *,
-        expect: int | None = None,
-        sync: bool = False,
-    ) -> int:
-        """Append ``records`` atomically and return the new count.
-
-        With ``expect`` not None and the current count different, append
-        nothing and raise `StoreConflict` carrying the current count.
-        ``sync=True`` makes the records durable (fsync) before returning.
-        """
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
+               sync: bool = False) -> int:
+        """Append ``records`` atomically and return the new count; with ``expect`` not the current
+        count, append nothing and raise `StoreConflict`. ``sync=True``: durable before returning."""
         ...
 
     def sync(self, conversation: str) -> None:
@@ -138,15 +121,13 @@ def rows_of(lines: Sequence[str | bytes]) -> list[Any]:
     return from_lines(lines)
 
 
-def check_start(start: int) -> int:
-    """``start`` of a read, refused when negative (every store reads from a position)."""
+def check_start(start: int) -> None:
+    """Refuse a negative ``start`` of a read."""
     if start < 0:
         raise ValueError(f"start must be 0 or more, not {start}")
-    return start
 
 
-# Locks are reset in a forked child: a lock held by another thread at fork
-# time would otherwise never be released there.
+#: Stores whose locks are reset in a forked child (a lock held by another thread at fork would never be released).
 forkable: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -155,13 +136,11 @@ def _after_fork() -> None:
         store._reset_locks()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def json_kind(value: Any) -> str:
-    """The kind of JSON value a decoded ``value`` is, as messages name it: object, array, string,
-    number, true/false or null ("value" for what JSON cannot hold)."""
+    """The kind of JSON value a decoded ``value`` is, as messages name it ("value" for what JSON cannot hold)."""
     if isinstance(value, bool):
         return "true/false"
     if value is None:

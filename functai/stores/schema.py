@@ -1,11 +1,8 @@
 """What the SQL stores keep beside each record's JSON, and how older schemas are brought up to date.
 
-Schema 2 keeps three columns taken from each record — its ``kind``, the
-``turn`` it belongs to and, for a turn, its ``parent`` — indexed by
-``(conversation, turn)``. A view opened at a turn then reads that turn's
-branch (a walk up the parents, one index lookup a step) and nothing else.
-Schema 1 (the JSON only) is migrated by the first write, in one transaction;
-until then it is read as it is (a view at a turn then reads every record).
+Schema 2 keeps each record's ``kind``, ``turn`` and (for a turn) ``parent``,
+indexed by ``(conversation, turn)``, so a view opened at a turn reads only that
+turn's branch. Schema 1 (the JSON only) is migrated by the first write.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from ..conversations.checks import UNUSABLE
 from ..conversations.turndata import FORMAT
 from .protocol import not_an_object
 
-#: Migrations: the SQL that adds schema 2's columns to a schema-1 table (both dialects read it).
+#: What adds schema 2's columns to a schema-1 table (both dialects).
 ADD_COLUMNS = (
     "ALTER TABLE functai_records ADD COLUMN kind TEXT",
     "ALTER TABLE functai_records ADD COLUMN turn TEXT",
@@ -40,10 +37,8 @@ def columns(record: Mapping[str, Any]) -> tuple[str | None, str | None, str | No
 
 
 def record_of(data: str) -> dict[str, Any]:
-    """A row's record. A row that is not a JSON object (garbled, written by hand) still takes its
-    place, so positions and counts stay one sequence, as a record that says why it cannot be used
-    and keeps the row's first 200 characters as its ``text`` (a copy of the store keeps them too):
-    a conversation reports it as damage, as the folder store reports a line that is not a record."""
+    """A row's record; a row that is not a JSON object keeps its place (positions stay one
+    sequence) as a record saying why it cannot be used, which a conversation reports as damage."""
     try:
         record = codec.loads(data)
     except ValueError:
@@ -60,9 +55,8 @@ def backfill(rows: Iterable[tuple[str, int, str]]) -> list[tuple[str | None, str
     return [(*columns(record_of(data)), conversation, position) for conversation, position, data in rows]
 
 
-#: The records of the branch ending at a turn: walk up the parents, then take every record that
-#: belongs to one of those turns or to no turn (the header, entries for every branch) — each part
-#: an index lookup on (conversation, turn), so the cost follows the branch, not the conversation.
+#: The records of the branch ending at a turn: walk up the parents, then take every record of
+#: those turns or of no turn (the header), each an index lookup on (conversation, turn).
 #: ``{indexed}`` names that index where the planner needs telling (SQLite, which has no statistics).
 BRANCH = """
 WITH RECURSIVE branch(id) AS (
@@ -81,8 +75,7 @@ ORDER BY 1
 
 
 def branch_sql(old: bool, **names: str) -> str:
-    """The query for a branch's ``(position, data)`` rows; on an older schema, without the columns
-    to walk, every record of the conversation (a view applies them all, as one opened at none)."""
+    """The query for a branch's ``(position, data)`` rows; on an older schema, every record."""
     if old:
         return "SELECT position, data FROM functai_records WHERE conversation = {conversation} ORDER BY 1".format(
             conversation=names["conversation"])

@@ -1,12 +1,8 @@
-"""What the SQLite and PostgreSQL stores share, whatever their driver.
+"""What the SQLite and PostgreSQL stores share: the `Store` methods and the call log, written once.
 
-Both keep one connection per process, shared by its threads and left to the
-parent across a fork, replaced when it has gone stale; both gate on the
-schema version written in ``functai_meta`` (refusing a newer one; creating
-the tables or migrating an older schema on the first write, while a read
-changes nothing and reads an older schema as it is); both keep a call log
-in the same two tables. The SQL they run differs only in the parameter
-marker (``?`` or ``%s``), so the `Store` methods are written once, here.
+Their SQL differs only in the parameter marker (``?`` or ``%s``). A read
+creates and changes nothing (an older schema is read as it is); the first
+write creates the tables or migrates them; a newer schema is refused.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ from . import schema
 from .protocol import StoreConflict, check_conversation_id, check_start, forkable, to_line
 from .urls import SCHEMA_VERSION
 
-#: The schema version is a row of this table.
 META = "CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 READ_VERSION = "SELECT value FROM functai_meta WHERE key = 'schema'"
 COUNT = "SELECT MAX(position) FROM functai_records WHERE conversation = ?"
@@ -31,18 +26,12 @@ READ = "SELECT data FROM functai_records WHERE conversation = ? AND position >= 
 
 
 class SQLStore:
-    """The `Store` protocol and the call log over one connection per process, made on first use.
-
-    A store says how to open a connection (`_open`), when one has gone stale
-    (`_stale`), how to read the schema version and prepare the tables
-    (`_read_version`, `_prepare`), how to run a transaction (`_transaction`)
-    and what a driver's error means (`_failed`, `_error`).
-    """
+    """The `Store` protocol and the call log over one connection per process, made on first use
+    (shared by its threads, left to the parent across a fork, replaced when stale)."""
 
     _conn: Any
     #: How records and messages name the store (never with a password).
     url: str
-    #: The driver's parameter marker, and its errors.
     marker = "?"
     errors: Any = ()
     #: How `schema.branch_sql` names the parameters of a branch read in this driver.
@@ -52,10 +41,9 @@ class SQLStore:
         self._lock = threading.Lock()
         self._conn = None
         self._pid = 0
-        #: The schema of the tables on this process's connection: None not yet looked at, 0 no tables,
-        #: else its version (an older one is read as it is, and brought up to date by the first write).
+        #: The schema version of the tables on this process's connection (None: not looked at, 0: no tables).
         self._tables: int | None = None
-        forkable.add(self)  # its `_reset_locks` runs in a forked child
+        forkable.add(self)
 
     def _reset_locks(self) -> None:
         """In a forked child: a new lock, and the parent's connection kept unused, never closed here
@@ -73,8 +61,7 @@ class SQLStore:
         return text.replace("?", self.marker)
 
     def _connection(self, write: bool = False) -> Any:
-        """This process's connection, its tables ready for ``write`` or a read; None when a read
-        finds nothing stored yet (a read creates nothing and changes nothing)."""
+        """This process's connection, its tables ready for ``write``; None when a read finds none."""
         conn = self._conn
         if conn is None or self._pid != os.getpid() or self._stale(conn):
             conn = self._open(write)
@@ -87,15 +74,13 @@ class SQLStore:
             except BaseException as error:
                 self._conn = None
                 conn.close()
-                failed = self._failed(error, write)
-                if failed is error:
-                    raise
-                raise failed from error
+                if isinstance(error, self.errors):
+                    raise self._failed(error, write) from error
+                raise
         return conn if self._tables else None
 
     def _schema(self, conn: Any, write: bool) -> int:
-        """The schema version ready on ``conn``: a write creates the tables or brings an older
-        schema up to date; a read takes what is there (0: no tables). A newer one is refused."""
+        """The schema version ready on ``conn`` (0: no tables; a write creates or migrates them)."""
         row = self._read_version(conn)
         found = 0 if row is None else version_of(row[0])
         if found > SCHEMA_VERSION:  # its tables may hold what this version would get wrong
@@ -109,13 +94,9 @@ class SQLStore:
         self._prepare(conn)
         return SCHEMA_VERSION
 
-    @property
-    def old_schema(self) -> bool:
-        """Whether the tables read are an older schema's (without the indexed columns a branch needs)."""
-        return self._tables is not None and 0 < self._tables < SCHEMA_VERSION
+    # -- what each driver says ------------------------------------------------------
 
     def _name(self) -> str:
-        """The store as a message names it, e.g. ``the SQLite store /path/x.db``."""
         return f"the SQL store {self.url}"
 
     def _open(self, write: bool) -> Any:
@@ -130,8 +111,9 @@ class SQLStore:
     def _prepare(self, conn: Any) -> None:
         raise NotImplementedError
 
-    def _failed(self, error: BaseException, write: bool) -> BaseException:
-        return error
+    def _failed(self, error: BaseException, write: bool) -> FunctAIError:
+        """The error for a driver's ``error`` while its tables were looked at or prepared."""
+        raise NotImplementedError
 
     def _error(self, doing: str, error: Any, conn: Any) -> FunctAIError:
         raise NotImplementedError
@@ -145,8 +127,7 @@ class SQLStore:
         return self._transaction(conn)
 
     def _run(self, doing: str, work: Callable[[Any], Any], empty: Any = None) -> Any:
-        """``work(conn)`` under the lock, a driver's error told as `_error` tells it; ``empty``
-        when a read finds no tables (a read creates nothing)."""
+        """``work(conn)`` under the lock; ``empty`` when a read finds no tables."""
         with self._lock:
             conn = self._connection(doing == "append")
             if conn is None:
@@ -172,14 +153,8 @@ class SQLStore:
         check_conversation_id(conversation)
         return self._run("read", lambda conn: self._count(conn, conversation), 0)  # type: ignore[no-any-return]
 
-    def append(
-        self,
-        conversation: str,
-        records: Sequence[dict[str, Any]],
-        *,
-        expect: int | None = None,
-        sync: bool = False,
-    ) -> int:
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
+               sync: bool = False) -> int:
         check_conversation_id(conversation)
         lines = [to_line(record) for record in records]  # a bad record appends nothing
         rows = [(line, *schema.columns(record)) for line, record in zip(lines, records)]
@@ -193,20 +168,15 @@ class SQLStore:
             if expect is not None and current != expect:
                 raise StoreConflict(count=current, conversation=conversation)
             values = [(conversation, current + i, *row) for i, row in enumerate(rows)]
-            if len(values) == 1:  # one statement: one round trip
-                conn.execute(self._sql(INSERT), values[0])
-            elif values:
-                with closing(conn.cursor()) as cursor:
-                    cursor.executemany(self._sql(INSERT), values)
+            execute_many(conn, self._sql(INSERT), values)
         return current + len(rows)
 
     def read_branch(self, conversation: str, tip: str) -> tuple[list[tuple[int, dict[str, Any]]], int]:
-        """The records of the branch ending at turn ``tip`` with their positions, and the
-        record count they were read at: what a view pinned to that turn needs, and no more."""
+        """The records of the branch ending at turn ``tip`` with their positions, and the count they were read at."""
         check_conversation_id(conversation)
 
         def work(conn: Any) -> tuple[list[Any], int]:
-            sql = schema.branch_sql(self.old_schema, **self.branch_names)
+            sql = schema.branch_sql(self._tables != SCHEMA_VERSION, **self.branch_names)  # an older schema
             with self._snapshot(conn):  # one snapshot for the records and the count
                 rows = conn.execute(sql, {"c": conversation, "tip": tip}).fetchall()
                 return rows, self._count(conn, conversation)
@@ -226,11 +196,11 @@ class SQLStore:
         insert = self._sql(f"INSERT INTO functai_{table} ({LOG_KEYS[table]}, line) VALUES (?, ?)")
 
         def work(conn: Any) -> None:
-            if len(items) == 1:  # one statement, its own transaction: one round trip per logged call
+            if len(items) == 1:  # its own transaction: one round trip per logged call
                 conn.execute(insert, items[0])
                 return
-            with self._transaction(conn), closing(conn.cursor()) as cursor:
-                cursor.executemany(insert, list(items))
+            with self._transaction(conn):
+                execute_many(conn, insert, list(items))
 
         self._run("append", work)
 
@@ -242,7 +212,7 @@ class SQLStore:
         return (line for (line,) in rows)
 
     def where(self, conversation: str, index: int) -> str:
-        """Where record ``index`` is, as a SQL query finds it (damage is reported with this)."""
+        """Where record ``index`` is, as damage is reported."""
         return f"{self.url} conversation {conversation!r} position {index}"
 
     def close(self) -> None:
@@ -256,8 +226,7 @@ class SQLStore:
 def prepare(conn: Any, tables: tuple[str, ...], marker: str) -> None:
     """Create the tables, or bring schema 1 up to date, inside the caller's transaction.
 
-    The version is read again here, under the caller's lock: another process
-    may have done the work while this one waited.
+    The version is read again under the caller's lock: another process may have done it meanwhile.
     """
     conn.execute(META)
     row = conn.execute(READ_VERSION).fetchone()
@@ -270,10 +239,18 @@ def prepare(conn: Any, tables: tuple[str, ...], marker: str) -> None:
             conn.execute(statement)
         rows = conn.execute("SELECT conversation, position, data FROM functai_records").fetchall()
         update = "UPDATE functai_records SET kind = ?, turn = ?, parent = ? WHERE conversation = ? AND position = ?"
-        with closing(conn.cursor()) as cursor:
-            cursor.executemany(update.replace("?", marker), schema.backfill(rows))
+        execute_many(conn, update.replace("?", marker), schema.backfill(rows))
         conn.execute(schema.INDEX)
         conn.execute(f"UPDATE functai_meta SET value = {marker} WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+
+
+def execute_many(conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> None:
+    """Run ``sql`` for each row: one row as one statement (one round trip)."""
+    if len(rows) == 1:
+        conn.execute(sql, rows[0])
+    elif rows:
+        with closing(conn.cursor()) as cursor:
+            cursor.executemany(sql, rows)
 
 
 def version_of(value: object) -> int:

@@ -1,15 +1,9 @@
 """Conversations (and a call log) in one SQLite file: the embedded store.
 
-* WAL mode: readers never block the writer, and a crash leaves the file
-  consistent; appends commit with ``synchronous=NORMAL`` (safe against a
-  process crash), and with ``synchronous=FULL`` when ``sync=True`` (a turn's
-  end, a wait, a tool starting): then the commit is on disk before it returns.
-* One ``BEGIN IMMEDIATE`` transaction per append: the count is read and the
-  records written under the database's write lock, so ``expect=`` is the same
-  compare-and-set as the folder store's; ``(conversation, position)`` is the
-  primary key, so no two records ever take one place.
-* A busy timeout lets writers in other processes wait their turn instead of
-  failing; the file (and its ``-wal``/``-shm`` companions) are mode 0600.
+WAL mode, so readers never block the writer; appends commit with
+``synchronous=NORMAL`` (safe against a process crash), or ``FULL`` when
+``sync=True``. Each append is one ``BEGIN IMMEDIATE`` transaction, so
+``expect=`` is the same compare-and-set as the folder store's. The file is 0600.
 """
 
 from __future__ import annotations
@@ -67,20 +61,23 @@ class SQLiteStore(SQLStore):
         self._frozen: tuple[int, int, int, bool] | None = None
         self._start()
 
-    # -- the connection -----------------------------------------------------------
-
     def _name(self) -> str:
         return f"the SQLite store {self.path}"
 
     def _open(self, write: bool) -> sqlite3.Connection | None:
-        """A new connection; None when a read finds no file (a read creates nothing: not the
-        file, its folder or a table). A write creates the file on first use."""
-        if not self._exists(write):
+        """A new connection; None when a read finds no file (only a write creates it)."""
+        try:
+            os.stat(self.path)
+        except FileNotFoundError:
             if not write:
                 return None
             self._create_file()
+        except OSError as error:  # no permission to look, a file where a folder should be: not an empty store
+            if write:
+                raise unwritable(self.path, error, "SQLite store") from None
+            raise FunctAIError(f"SQLite store {self.path}: could not read: {error.strerror}",
+                               code="store-io") from None
         uri = self._uri()
-        # The file as it was when opened immutable: SQLite then assumes nobody changes it.
         self._frozen = self._looks() if "immutable=1" in uri else None
         try:
             return sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, isolation_level=None,
@@ -89,8 +86,7 @@ class SQLiteStore(SQLStore):
             raise self._error("open", error) from error
 
     def _stale(self, conn: sqlite3.Connection) -> bool:
-        """Whether a connection opened immutable no longer matches the file: its owner wrote
-        since, and the connection would read what it kept (stale, or seemingly damaged)."""
+        """Whether a connection opened immutable no longer matches the file (its owner wrote since)."""
         if self._frozen is None or self._looks() == self._frozen:
             return False
         conn.close()
@@ -104,27 +100,9 @@ class SQLiteStore(SQLStore):
             return None
         return found.st_ino, found.st_size, found.st_mtime_ns, os.path.exists(self.path + "-wal")
 
-    def _exists(self, write: bool) -> bool:
-        """Whether the file is there; a path that cannot be looked at is an error, not an empty store."""
-        try:
-            os.stat(self.path)
-        except FileNotFoundError:
-            return False
-        except OSError as error:  # no permission to look, a file where a folder should be
-            if write:
-                raise unwritable(self.path, error, "SQLite store") from None
-            raise FunctAIError(f"SQLite store {self.path}: could not read: {error.strerror}",
-                               code="store-io") from None
-        return True
-
     def _uri(self) -> str:
-        """The file as a URI that never creates it; ``immutable`` where nothing can write it.
-
-        A WAL database is read through its ``-shm`` file, which a folder this
-        process cannot write (a read-only file system, another user's folder)
-        cannot hold: such a store is read as immutable, unless a ``-wal`` file
-        beside it may hold commits not yet in the file.
-        """
+        """The file as a URI that never creates it; ``immutable`` in a folder this process cannot write
+        (which cannot hold the ``-shm`` a WAL read needs), unless a ``-wal`` may hold commits."""
         path = quote(self.path)
         folder = os.path.dirname(self.path)
         if not os.access(folder, os.W_OK) or read_only(folder):
@@ -133,13 +111,8 @@ class SQLiteStore(SQLStore):
         return f"file:{path}?mode=rw"
 
     def _schema(self, conn: sqlite3.Connection, write: bool) -> int:
-        """The busy timeout, then the schema (`SQLStore._schema`), retried while other processes
-        open the same new file.
-
-        Switching a new file to WAL (or recovering its WAL index) can answer
-        "database is locked" without waiting on the busy timeout, so the
-        wait is done here, bounded by the same timeout.
-        """
+        """`SQLStore._schema`, retried while other processes open the same new file: switching
+        to WAL can answer "database is locked" without waiting on the busy timeout."""
         deadline = time.monotonic() + BUSY_SECONDS
         while True:
             try:
@@ -181,14 +154,11 @@ class SQLiteStore(SQLStore):
         with self._transaction(conn):  # the write lock: one process prepares, the others wait
             prepare(conn, SCHEMA, "?")
 
-    def _failed(self, error: BaseException, write: bool) -> BaseException:
-        if isinstance(error, sqlite3.Error):
-            return self._error("create its tables" if write else "open", error)
-        return error
+    def _failed(self, error: BaseException, write: bool) -> FunctAIError:
+        return self._error("create its tables" if write else "open", error)
 
-    def _error(self, doing: str, error: sqlite3.Error, conn: Any = None) -> FunctAIError:
-        """``store-unwritable`` when writing failed or the database cannot be written (read-only,
-        a full disk, no permission); ``store-io`` otherwise (not a database, damaged)."""
+    def _error(self, doing: str, error: Any, conn: Any = None) -> FunctAIError:
+        """``store-unwritable`` when writing failed or cannot succeed; ``store-io`` otherwise."""
         code = getattr(error, "sqlite_errorcode", 0) & 0xFF
         text = str(error).lower()
         if code in _UNWRITABLE or doing == "append" or "readonly" in text or "is full" in text:
@@ -202,8 +172,8 @@ class SQLiteStore(SQLStore):
     @contextmanager
     def _transaction(self, conn: sqlite3.Connection, sync: bool = False,
                      begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
-        """A transaction; ``BEGIN IMMEDIATE`` takes the write lock at once, so the count an append
-        reads is still the count when it writes. With ``sync``, committed with ``synchronous=FULL``."""
+        """``BEGIN IMMEDIATE`` takes the write lock at once: the count an append reads is still
+        the count when it writes."""
         if sync:
             conn.execute("PRAGMA synchronous = FULL")
         try:

@@ -1,19 +1,12 @@
 """Which store a URL names: built-in schemes first, then the ``functai.stores`` entry points.
 
-A URL is ``scheme://…`` (``sqlite:///rel.db``, ``sqlite:////abs/x.db``,
-``postgresql://user@host/db``), ``memory:``, or a path ending ``.db``,
-``.sqlite`` or ``.sqlite3`` (a SQLite file). A built-in scheme names its
-store even without ``//`` (``sqlite:`` is a SQLite URL, refused as one
-without a path, never a folder named ``sqlite:``). Anything else is a folder
-path (a folder store, `functai.stores.folder`).
-
-A distribution adds a scheme with an entry point named after it::
+A URL is ``scheme://…``, ``memory:``, a built-in ``scheme:`` without ``//``, or a
+path ending ``.db``, ``.sqlite`` or ``.sqlite3``; anything else is a folder path.
+A distribution adds a scheme with an entry point named after it, read only when
+a URL's scheme is not built in::
 
     [project.entry-points."functai.stores"]
     redis = "functai_store_redis:open_store"   # called with the whole URL, returns a Store
-
-Entry points are read only when a URL's scheme is not built in, so plain
-calls never scan installed packages.
 """
 
 from __future__ import annotations
@@ -46,8 +39,7 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
 BUILTIN = frozenset({"sqlite", "postgresql", "postgres", "memory"})
 
 _lock = threading.Lock()
-#: The stores opened: by `_key`, and by the exact text that named them (not a relative SQLite
-#: path's, which follows the working directory).
+#: The stores opened: by `_key`, and by the text that named them (not a relative SQLite path's).
 _stores: dict[object, Any] = {}
 
 
@@ -62,15 +54,13 @@ def scheme_of(text: str) -> str | None:
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
-    """Whether ``text`` names a store by URL (or SQLite file) rather than a folder (a folder path
-    is told without a regular expression: this is asked on every logged call)."""
+    """Whether ``text`` names a store by URL (or SQLite file), not a folder (cheap: asked on every logged call)."""
     return (isinstance(text, str) and (":" in text or text.endswith(SQLITE_SUFFIXES))
             and scheme_of(text) is not None)
 
 
 def split_url(url: str) -> SplitResult | None:
-    """``url`` taken apart, or None when its host or port cannot be read (a port that is not a
-    number, a malformed IPv6 host, a NUL byte): where a password in it ends is then unknown."""
+    """``url`` taken apart, or None when its host or port cannot be read (where a password ends is then unknown)."""
     if "\x00" in url:
         return None
     try:
@@ -82,7 +72,7 @@ def split_url(url: str) -> SplitResult | None:
 
 
 def host_port(parts: SplitResult) -> str:
-    """``host:port`` of a URL taken apart by `split_url` (an IPv6 host in brackets), without user or password."""
+    """``host:port`` of a URL taken apart by `split_url`, without user or password."""
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
@@ -103,7 +93,7 @@ def redact(url: "str | SecretURL") -> str:
 
 
 def _builtin(scheme: str) -> Callable[[str], Any] | None:
-    # Imported on first use: a store's driver (sqlite3, psycopg) is paid for by those that use it.
+    """The factory of a built-in scheme, imported on first use (a driver is paid for by its users)."""
     if scheme == "sqlite":
         from .sqlite import open_sqlite
 
@@ -189,11 +179,7 @@ def forget(url: str) -> None:
 
 
 def sqlite_path(url: str) -> str:
-    """The absolute file path of a SQLite URL or file path.
-
-    As SQLAlchemy and dj-database-url read them: ``sqlite:///rel.db`` is
-    relative to the working directory, ``sqlite:////abs/x.db`` absolute.
-    """
+    """The absolute path of a SQLite file path or URL (``sqlite:///rel.db``, ``sqlite:////abs/x.db``)."""
     if url.lower().startswith("sqlite:"):
         rest = url[len("sqlite:"):]
         if not rest.startswith("///") or len(rest) == 3:
