@@ -75,9 +75,11 @@ class FolderStore:
         ):  # first sight, replaced, shrunk or rewritten: start again
             index = self._indexes[conversation] = _Index(st.st_dev, st.st_ino)
         index.fresh, index.fresh_from, index.fresh_rows = [], len(index.lines), rows
-        data = os.pread(fd, st.st_size - index.offset, index.offset)  # what is new, whole: the index keeps it all
-        end = data.rfind(b"\n")
-        if end >= 0:
+        while index.offset < st.st_size:  # what is new, whole (the index keeps it all); a read stops at 2 GiB
+            data = os.pread(fd, st.st_size - index.offset, index.offset)
+            end = data.rfind(b"\n")
+            if end < 0:  # no whole line yet (or the file shrank under us)
+                break
             skipped = _parse_lines(data, end, index, index.fresh, rows)
             index.offset += end + 1
             index.skipped.extend(skipped)
