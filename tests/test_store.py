@@ -265,13 +265,13 @@ def test_appending_to_a_long_conversation_parses_only_whats_new(tmp_path, monkey
     writer = FolderStore(tmp_path)
     writer.append("c", [{"n": i, "text": "some words"} for i in range(10_000)])
     parsed: list[int] = []
-    real = folder_module._parse_lines
+    real = folder_module.parse_lines
 
     def counting(data, end, *args):
         parsed.append(end)
         return real(data, end, *args)
 
-    monkeypatch.setattr(folder_module, "_parse_lines", counting)
+    monkeypatch.setattr(folder_module, "parse_lines", counting)
     reader = FolderStore(tmp_path)
     assert reader.count("c") == 10_000  # the first sight parses the file once
     assert sum(parsed) > 100_000

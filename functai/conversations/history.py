@@ -32,7 +32,7 @@ from .turndata import (  # noqa: F401  (the names the fold's users import from h
     STOPPED,
     WAITING,
     TurnData,
-    _lease,
+    lease_of,
 )
 
 
@@ -146,7 +146,7 @@ class History:
 
     def _settle(self, pending: dict[str, int], whole: Callable[[int], dict[str, Any]]) -> None:
         for turn_id, position in pending.items():
-            self.turns[turn_id].lease = _lease(whole(position))
+            self.turns[turn_id].lease = lease_of(whole(position))
         pending.clear()
 
     def _whole(self, record: Any) -> str | None:
@@ -199,7 +199,7 @@ class History:
             self._state(turn, RUNNING)
             turn.resumes += 1
             turn.claim = record.get("claim")
-            turn.lease = _lease(record)
+            turn.lease = lease_of(record)
         elif kind == "lease":
             if turn.state == RUNNING and turn.claim == record.get("claim") and turn.lease is not None:
                 turn.lease["t"] = record.get("t")

@@ -88,7 +88,7 @@ class TurnData:
             #: The claim of the process that runs it now (see `functai.conversations.leases`).
             self.claim: str | None = record.get("claim")
             #: Its lease, while it runs (a turn that ended needs none).
-            self.lease: dict[str, Any] | None = _lease(record)
+            self.lease: dict[str, Any] | None = lease_of(record)
             self._read()
         else:  # a row holds no lease: `History.apply_all` reads it from the whole record when the turn still runs
             self.fork, self.claim, self.lease = bool(record.fork), record.claim, None
@@ -151,7 +151,7 @@ class TurnData:
         self._replies = tuple(value)
 
 
-def _lease(record: Mapping[str, Any]) -> dict[str, Any] | None:
+def lease_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
     if "owner" not in record:
         return None
     return {"owner": record.get("owner"), "t": record.get("t"), "ttl": record.get("ttl")}

@@ -21,7 +21,7 @@ from ..calls.records import LOG_FILE, RATINGS_FILE, is_log_line
 from ..errors import FunctAIError
 from ..files import check_folder_name, cut, fsync_file, make_folder, unwritable, write_all
 from ..log import warn
-from .folder_index import _TORN_END, _Index, _parse_lines, _why_not_json
+from .folder_index import TORN_END, Index, parse_lines, why_not_json
 from .protocol import (
     CONVERSATION_ID,
     StoreConflict,
@@ -45,7 +45,7 @@ class FolderStore:
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(os.fspath(folder))
-        self._indexes: dict[str, _Index] = {}
+        self._indexes: dict[str, Index] = {}
         self._locks: dict[str, threading.Lock] = {}
         forkable.add(self)
 
@@ -64,7 +64,7 @@ class FolderStore:
 
     # -- the index ---------------------------------------------------------
 
-    def _refresh(self, conversation: str, fd: int, st: os.stat_result, rows: bool = True) -> _Index:
+    def _refresh(self, conversation: str, fd: int, st: os.stat_result, rows: bool = True) -> Index:
         """Bring the index up to date with the file; the caller holds a flock on ``fd``."""
         index = self._indexes.get(conversation)
         if (
@@ -73,21 +73,21 @@ class FolderStore:
             or st.st_size < index.offset
             or (index.offset > 0 and os.pread(fd, 1, index.offset - 1) != b"\n")
         ):  # first sight, replaced, shrunk or rewritten: start again
-            index = self._indexes[conversation] = _Index(st.st_dev, st.st_ino)
+            index = self._indexes[conversation] = Index(st.st_dev, st.st_ino)
         index.fresh, index.fresh_from, index.fresh_rows = [], len(index.lines), rows
         while index.offset < st.st_size:  # what is new, whole (the index keeps it all); a read stops at 2 GiB
             data = os.pread(fd, st.st_size - index.offset, index.offset)
             end = data.rfind(b"\n")
             if end < 0:  # no whole line yet (or the file shrank under us)
                 break
-            skipped = _parse_lines(data, end, index, index.fresh, rows)
+            skipped = parse_lines(data, end, index, index.fresh, rows)
             index.offset += end + 1
             index.skipped.extend(skipped)
             for number, reason in skipped:
                 warn("conversation line skipped", at=f"{self.path_for(conversation)}:{number}", reason=reason)
         return index
 
-    def _read_index(self, conversation: str, rows: bool = True) -> _Index | None:
+    def _read_index(self, conversation: str, rows: bool = True) -> Index | None:
         """The up-to-date index, or None when the conversation has no file."""
         path = self.path_for(conversation)
         try:
@@ -201,7 +201,7 @@ class FolderStore:
             if expect is not None and current != expect:
                 raise StoreConflict(count=current, conversation=conversation)
             torn = st.st_size > index.offset  # bytes after the last newline
-            data = (_TORN_END if torn else b"") + "".join(line + "\n" for line in lines).encode("utf-8")
+            data = (TORN_END if torn else b"") + "".join(line + "\n" for line in lines).encode("utf-8")
             write_all(fd, data, st.st_size)
             if sync:
                 try:
@@ -212,7 +212,7 @@ class FolderStore:
             index.offset = st.st_size + len(data)
             if torn:
                 index.parsed_lines += 1
-                why = _why_not_json(_TORN_END[:1])
+                why = why_not_json(TORN_END[:1])
                 index.skipped.append((index.parsed_lines, why))
                 warn("conversation line skipped", at=f"{path}:{index.parsed_lines}", reason=why)
             index.numbers.add(index.parsed_lines + 1, len(lines))

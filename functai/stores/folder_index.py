@@ -1,4 +1,4 @@
-"""What one process knows of one folder-store file (`_Index`), and how its lines are checked:
+"""What one process knows of one folder-store file (`Index`), and how its lines are checked:
 a chunk of sound lines is decoded in one go (as rows or dicts), any other line by line, each
 bad one named."""
 
@@ -15,7 +15,7 @@ from .protocol import not_an_object
 
 #: Written after a torn last line before appending. A NUL is never valid JSON, so the
 #: terminated line (even a whole object missing only its newline) is never counted.
-_TORN_END = b"\x00\n"
+TORN_END = b"\x00\n"
 
 
 class _Lines:
@@ -110,7 +110,7 @@ class _Numbers:
 
 
 @dataclass
-class _Index:
+class Index:
     """What one process knows of one conversation file.
 
     ``offset`` is how many bytes were parsed: always just after a newline, so a torn last
@@ -140,7 +140,7 @@ _BOM = "\ufeff"
 _scan = json.JSONDecoder().scan_once
 
 
-def _parse_lines(data: bytes, end: int, index: _Index, parsed: list[Any], rows: bool = False) -> list[tuple[int, str]]:
+def parse_lines(data: bytes, end: int, index: Index, parsed: list[Any], rows: bool = False) -> list[tuple[int, str]]:
     """Add the lines of ``data[:end]`` that are JSON objects to ``parsed`` (as rows when ``rows``);
     the others are returned as ``(line number, reason)``."""
     skipped: list[tuple[int, str]] = []
@@ -160,7 +160,7 @@ def _parse_lines(data: bytes, end: int, index: _Index, parsed: list[Any], rows: 
             if end != len(text) and text[end:].strip():
                 raise ValueError("more after the JSON value")
         except ValueError:  # not UTF-8, not JSON: a torn or foreign line
-            skipped.append((number, _why_not_json(raw)))
+            skipped.append((number, why_not_json(raw)))
             continue
         if isinstance(record, dict):
             index.lines.append(text)
@@ -172,7 +172,7 @@ def _parse_lines(data: bytes, end: int, index: _Index, parsed: list[Any], rows: 
     return skipped
 
 
-def _parse_sound(data: bytes, end: int, index: _Index, parsed: list[Any], rows: bool = False) -> bool:
+def _parse_sound(data: bytes, end: int, index: Index, parsed: list[Any], rows: bool = False) -> bool:
     """Decode lines (``data[:end]``) that are all JSON objects in one go; False (nothing added)
     when any is not, for the line-by-line path to say which and why.
 
@@ -209,8 +209,8 @@ def _parse_sound(data: bytes, end: int, index: _Index, parsed: list[Any], rows: 
     return True
 
 
-def _why_not_json(raw: bytes) -> str:
-    if raw.endswith(_TORN_END[:1]):
+def why_not_json(raw: bytes) -> str:
+    if raw.endswith(TORN_END[:1]):
         return "a write cut short (a crash while writing); the next writer ended it"
     if not raw.strip():
         return "an empty line"
