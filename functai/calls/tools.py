@@ -307,9 +307,19 @@ class ToolRunner:
         except Exception as error:
             entry["error"] = f"{type(error).__name__}: {error}"
             value = f"The tool failed: {type(error).__name__}: {error}"
-        entry["output"] = yield from self._tool_result_hook(call, event, invocation, render_value(value))
+        text = render_value(value)
+        handlers = self.plan.handlers["tool_result"]
+        if handlers:
+            result = ToolResultEvent(name=call.name, input=event.input, output=text, path=event.path,
+                                     invocation=invocation, function=self.fn.name)
+            if scope is not None:
+                set_field(result, "_memory", scope.memory)
+            paused = fold_part("tool_result", iter(handlers), result, self.record.changes, _apply_output, True)
+            yield from resume("tool_result", paused, result, self.record.changes, _apply_output, True)
+            text = result.output
+        entry["output"] = text
         if self.listen:
-            yield Note("tool_result", name=call.name, output=entry["output"], path=event.path)
+            yield Note("tool_result", name=call.name, output=text, path=event.path)
         return self._done(entry, site, first_change)
 
     def _done(self, entry: dict[str, Any], site: str, first_change: int) -> str:
@@ -396,19 +406,6 @@ class ToolRunner:
                     set_field(event, "settings", MappingProxyType({**self.settings, "approve": rule}))
                     yield plugin, handler
                 set_field(event, "settings", self.settings)
-
-    def _tool_result_hook(self, call: ToolCall, event: ToolCallEvent, invocation: int, text: str) -> Steps[str]:
-        handlers = self.plan.handlers["tool_result"]
-        if not handlers:
-            return text
-        result = ToolResultEvent(name=call.name, input=event.input, output=text, path=event.path,
-                                 invocation=invocation, function=self.fn.name)
-        if self.scope is not None:
-            set_field(result, "_memory", self.scope.memory)
-        changes = self.record.changes
-        paused = fold_part("tool_result", iter(handlers), result, changes, _apply_output, True)
-        yield from resume("tool_result", paused, result, changes, _apply_output, True)
-        return result.output
 
 
 def _apply_inputs(plugin: Plugin, change: Change, event: ToolCallEvent) -> None:
