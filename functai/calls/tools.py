@@ -136,19 +136,12 @@ def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> 
         return "reads"  # a cycle adds no tool that is not already counted
     visiting.add(id(program))
     for item in program.tools:
-        if _effects_of(item, visiting) != "reads":
+        if isinstance(item, _ProgramTool) and item.declared is None:
+            item = item.program
+        effects = derived_effects(item, visiting) if isinstance(item, AIFunction) else getattr(item, "effects", None)
+        if effects != "reads":
             return "changes"
     return "reads"
-
-
-def _effects_of(item: Any, visiting: set[int]) -> str | None:
-    if isinstance(item, _ProgramTool):
-        if item.declared is not None:
-            return item.declared
-        item = item.program
-    if isinstance(item, AIFunction):
-        return derived_effects(item, visiting)
-    return getattr(item, "effects", None)
 
 
 class _ProgramTool:
