@@ -15,7 +15,7 @@ import typing
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
 from ..layers import SETTING_NAMES, Layer
-from .inputs import InputChecker
+from .inputs import input_checker
 from .outputs import output_schema, to_jsonable
 from .records import Result
 from .run import call_steps, run_call
@@ -110,7 +110,7 @@ class AIFunction:
         self._positional = sum(1 for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
         self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
         self._schemas: dict[tuple[str, ...], tuple[dict[str, Any], ...]] = {}
-        self._checker: InputChecker | None = None
+        self._checker: Callable[[dict[str, Any]], None] | None = None
 
     def check_inputs(self, inputs: dict[str, Any]) -> None:
         """Refuse ``input-invalid`` for an input that does not fit its annotation
@@ -118,7 +118,7 @@ class AIFunction:
         checker = self._checker
         if checker is None:
             params = {p.name: p.default for p in self.signature.parameters.values()}
-            checker = self._checker = InputChecker(self.name, params, self._hints)
+            checker = self._checker = input_checker(self.name, params, self._hints)
         checker(inputs)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

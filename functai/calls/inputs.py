@@ -208,23 +208,15 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
     return None
 
 
-class InputChecker:
-    """The checks of one function's inputs, made once per function."""
+def input_checker(function: str, params: Mapping[str, Any], hints: Mapping[str, Any]) -> Callable[[Any], None]:
+    """The check of one function's inputs: refuses ``input-invalid`` naming the first that does not fit."""
+    checks = []
+    for name, default in params.items():
+        tp = hints.get(name, Any)
+        checks.append((name, check_for(tp), default, tp))
 
-    __slots__ = ("function", "checks")
-
-    def __init__(self, function: str, params: Mapping[str, Any], hints: Mapping[str, Any]) -> None:
-        self.function = function
-        checks = []
-        for name, default in params.items():
-            tp = hints.get(name, Any)
-            checks.append((name, check_for(tp), default, tp))
-        #: (name, check, default, type)
-        self.checks = tuple(checks)
-
-    def __call__(self, inputs: Mapping[str, Any]) -> None:
-        """Refuse ``input-invalid`` naming the first input that does not fit."""
-        for name, check, default, tp in self.checks:
+    def check_inputs(inputs: Mapping[str, Any]) -> None:
+        for name, check, default, tp in checks:
             value = inputs[name]
             if value is default:
                 continue  # a default is the author's choice (``x: str = None`` is common)
@@ -233,12 +225,12 @@ class InputChecker:
                 found = unshowable(value) if why is None else None
             except RecursionError:
                 raise FunctAIError(
-                    f"{self.function}: input {name!r} is nested too deeply to check or show to the model (Python's "
+                    f"{function}: input {name!r} is nested too deeply to check or show to the model (Python's "
                     "recursion limit ran out); pass flatter data", code="input-invalid") from None
             if found is not None:
                 path, kind = found
                 raise FunctAIError(
-                    f"{self.function}: input {name!r} cannot be shown to the model: {name}{path} is a "
+                    f"{function}: input {name!r} cannot be shown to the model: {name}{path} is a "
                     f"{kind.__module__}.{kind.__qualname__}, which has no JSON form and whose repr is only an "
                     "address; pass JSON data (text, numbers, lists, dicts) or a dataclass, attrs or pydantic "
                     "object, or give the class a __repr__ (or turn the check off with check_inputs=False)",
@@ -248,10 +240,12 @@ class InputChecker:
                 expected = describe(tp)
                 if why[0] in "[.":
                     path, _, rest = why.partition(": ")
-                    message = f"{self.function}: input {name!r} must be {expected}; {name}{path}: {rest}"
+                    message = f"{function}: input {name!r} must be {expected}; {name}{path}: {rest}"
                 else:
-                    message = f"{self.function}: input {name!r} must be {expected}, {_got(value)}"
+                    message = f"{function}: input {name!r} must be {expected}, {_got(value)}"
                 raise FunctAIError(
                     message + " (or turn the check off with check_inputs=False)",
                     code="input-invalid",
                 )
+
+    return check_inputs

@@ -15,8 +15,9 @@ from typing import Any, Callable, Mapping, Sequence, overload
 from ..errors import FunctAIError, PluginError, Waiting
 from ..hooks.change import Change
 from ..hooks.events import ToolCallEvent, ToolResultEvent, set_field
-from ..hooks.fold import call_handler_steps, check_change, record as change_record
+from ..hooks.fold import call_handler_steps, fold_part, folded, resume
 from ..hooks.order import Plan
+from ..hooks.plugin import Plugin
 from ..log import warn
 from ..models.request import Reply
 from ..models.toolcall import ToolCall
@@ -135,19 +136,12 @@ def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> 
         return "reads"  # a cycle adds no tool that is not already counted
     visiting.add(id(program))
     for item in program.tools:
-        if _effects_of(item, visiting) != "reads":
+        if isinstance(item, _ProgramTool) and item.declared is None:
+            item = item.program
+        effects = derived_effects(item, visiting) if isinstance(item, AIFunction) else getattr(item, "effects", None)
+        if effects != "reads":
             return "changes"
     return "reads"
-
-
-def _effects_of(item: Any, visiting: set[int]) -> str | None:
-    if isinstance(item, _ProgramTool):
-        if item.declared is not None:
-            return item.declared
-        item = item.program
-    if isinstance(item, AIFunction):
-        return derived_effects(item, visiting)
-    return getattr(item, "effects", None)
 
 
 class _ProgramTool:
@@ -242,49 +236,31 @@ class ToolRunner:
         return messages
 
     def _one(self, call: ToolCall, invocation: int) -> Steps[str]:
+        """Run one tool call through ``tool_call`` and ``tool_result``; what the model is shown."""
         entry: dict[str, Any] = {"name": call.name, "id": call.id, "input": dict(call.input)}
         self.record.tool_calls.append(entry)
+        first_change = len(self.record.changes)
         scope = self.scope
         site = f"{self.ordinal}.{invocation}"  # where in the turn: the asking call, then the invocation
         if scope is not None:
             recorded = scope.recorded_tool(site)
             if recorded is not None and recorded.get("state") != "suspended":
                 return self._reuse(entry, site, recorded)
-        first_change = len(self.record.changes)
-        text = yield from self._run_one(call, invocation, entry, site)
-        if scope is not None:
-            scope.tool_done(site, entry, self.record.changes[first_change:])
-        return text
-
-    def _reuse(self, entry: dict[str, Any], site: str, recorded: Mapping[str, Any]) -> str:
-        """A tool call that ran (or started) before this turn was resumed: never run it twice."""
-        if recorded.get("state") == "done":
-            entry.clear()
-            entry.update(recorded["entry"])
-            self.record.changes.extend(recorded.get("changes", ()))
-            return entry["output"]
-        entry["error"] = "interrupted"
-        entry["output"] = INTERRUPTED
-        self.scope.tool_done(site, entry, ())  # type: ignore[union-attr]
-        return INTERRUPTED
-
-    def _run_one(self, call: ToolCall, invocation: int, entry: dict[str, Any], site: str) -> Steps[str]:
         found = self.tools.get(call.name)
         if found is None:
             have = ", ".join(self.tools) or "none"
             entry["error"] = "no such tool"
             entry["output"] = f"There is no tool named {call.name!r}. Tools you can use: {have}."
-            return entry["output"]
+            return self._done(entry, site, first_change)
 
-        first_change = len(self.record.changes)
         while True:
             event = ToolCallEvent(
                 name=call.name, input=MappingProxyType(dict(call.input)), effects=found.effects,
                 path=f"{self.path}/{call.name}", invocation=invocation, id=call.id, function=self.fn.name,
                 settings=self.settings, ask_person=functools.partial(self._ask_person, site),
             )
-            if self.scope is not None:
-                set_field(event, "_memory", self.scope.memory)
+            if scope is not None:
+                set_field(event, "_memory", scope.memory)
             try:
                 stopped = yield from self._tool_call_hook(event, entry)
                 break
@@ -295,24 +271,24 @@ class ToolRunner:
                     self.listen = False  # nobody answered: what a call without a stream does
                 else:
                     self.answers[asking.approval["key"]] = answer
-        if stopped is None and self.scope is not None:
-            refused = self.scope.refusal(site)
+        if stopped is None and scope is not None:
+            refused = scope.refusal(site)
             if refused is not None:  # a person said no before this process resumed the turn
                 stopped = _refused(entry, *refused)
         entry["input"] = dict(event.input)
         if stopped is not None:
             entry["output"] = stopped
-            return stopped
+            return self._done(entry, site, first_change)
         if self.listen:
             yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
 
-        if self.scope is not None and found.effects != "reads":
-            self.scope.tool_started(site, entry)
+        if scope is not None and found.effects != "reads":
+            scope.tool_started(site, entry)
         try:
             value = yield Invoke(found, dict(event.input))
         except Waiting:
-            if self.scope is not None:  # a call inside the tool waits: on resume the tool runs again
-                self.scope.tool_suspended(site, entry)
+            if scope is not None:  # a call inside the tool waits: on resume the tool runs again
+                scope.tool_suspended(site, entry)
             raise
         except FunctAIError as error:
             entry["error"] = f"{error.code}: {error.message}"
@@ -325,11 +301,36 @@ class ToolRunner:
             entry["error"] = f"{type(error).__name__}: {error}"
             value = f"The tool failed: {type(error).__name__}: {error}"
         text = render_value(value)
-        text = yield from self._tool_result_hook(call, event, invocation, text)
+        handlers = self.plan.handlers["tool_result"]
+        if handlers:
+            result = ToolResultEvent(name=call.name, input=event.input, output=text, path=event.path,
+                                     invocation=invocation, function=self.fn.name)
+            if scope is not None:
+                set_field(result, "_memory", scope.memory)
+            paused = fold_part("tool_result", iter(handlers), result, self.record.changes, _apply_output, True)
+            yield from resume("tool_result", paused, result, self.record.changes, _apply_output, True)
+            text = result.output
         entry["output"] = text
         if self.listen:
             yield Note("tool_result", name=call.name, output=text, path=event.path)
-        return text
+        return self._done(entry, site, first_change)
+
+    def _done(self, entry: dict[str, Any], site: str, first_change: int) -> str:
+        """Keep a finished tool call in the turn, so that a resumed turn never runs it twice."""
+        if self.scope is not None:
+            self.scope.tool_done(site, entry, self.record.changes[first_change:])
+        return entry["output"]
+
+    def _reuse(self, entry: dict[str, Any], site: str, recorded: Mapping[str, Any]) -> str:
+        """A tool call that ran (or started) before this turn was resumed: never run it twice."""
+        if recorded.get("state") == "done":
+            entry.clear()
+            entry.update(recorded["entry"])
+            self.record.changes.extend(recorded.get("changes", ()))
+            return entry["output"]
+        entry["error"] = "interrupted"
+        entry["output"] = INTERRUPTED
+        return self._done(entry, site, len(self.record.changes))
 
     def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> Steps[str | None]:
         """Fold ``tool_call``; the text the model is shown if the tool may not run."""
@@ -337,22 +338,22 @@ class ToolRunner:
             event._refusal = None
             try:
                 result = yield from call_handler_steps(plugin, "tool_call", handler, event)
-                change = check_change(plugin, "tool_call", result)
+                change = folded(plugin, "tool_call", handler, result, event, _apply_inputs)
             except PluginError as error:
-                if getattr(error, "code", None) != "plugin-failed":
+                if error.code != "plugin-failed":
                     raise
                 cause = error.__cause__ or error
                 warn("hook failed", plugin=plugin.name, version=plugin.version, hook="tool_call",
                      function=self.fn.name, error=f"{type(cause).__name__}: {cause}")
-                change = Change(block=CHECK_FAILED)  # a check that fails blocks the tool, never lets it run
+                # A check that fails blocks the tool, never lets it run.
+                change = folded(plugin, "tool_call", handler, Change(block=CHECK_FAILED), event, _apply_inputs)
             if change is not None:
-                if change.inputs is not None:
-                    set_field(event, "input", MappingProxyType({**event.input, **change.inputs}))
-                self.record.changes.append(change_record(plugin, "tool_call", change.to_data(), handler, event))
-                if change.block is not None:
+                self.record.changes.append(change)
+                block = change["change"].get("block")
+                if block is not None:
                     entry["blocked"] = plugin.name
-                    entry["block_reason"] = change.block
-                    return f"This call was blocked ({plugin.name}): {change.block}"
+                    entry["block_reason"] = block
+                    return f"This call was blocked ({plugin.name}): {block}"
             if event._refusal is not None:
                 return _refused(entry, plugin.name, event._refusal or None)
         return None
@@ -399,21 +400,14 @@ class ToolRunner:
                     yield plugin, handler
                 set_field(event, "settings", self.settings)
 
-    def _tool_result_hook(self, call: ToolCall, event: ToolCallEvent, invocation: int, text: str) -> Steps[str]:
-        handlers = self.plan.handlers["tool_result"]
-        if not handlers:
-            return text
-        result = ToolResultEvent(name=call.name, input=event.input, output=text, path=event.path,
-                                 invocation=invocation, function=self.fn.name)
-        if self.scope is not None:
-            set_field(result, "_memory", self.scope.memory)
-        for plugin, handler in handlers:
-            returned = yield from call_handler_steps(plugin, "tool_result", handler, result)
-            change = check_change(plugin, "tool_result", returned)
-            if change is not None:
-                set_field(result, "output", change.output)
-                self.record.changes.append(change_record(plugin, "tool_result", change.to_data(), handler, result))
-        return result.output
+
+def _apply_inputs(plugin: Plugin, change: Change, event: ToolCallEvent) -> None:
+    if change.inputs is not None:
+        set_field(event, "input", MappingProxyType({**event.input, **change.inputs}))
+
+
+def _apply_output(plugin: Plugin, change: Change, event: ToolResultEvent) -> None:
+    set_field(event, "output", change.output)
 
 
 def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:

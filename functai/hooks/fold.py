@@ -108,7 +108,7 @@ def check_change(plugin: Plugin, hook: str, result: object) -> Change | None:
     return result
 
 
-def _folded(
+def folded(
     plugin: Plugin, hook: str, handler: Any, result: object, event: Event, apply: Apply
 ) -> dict[str, Any] | None:
     """Check and apply one handler's result: its entry in ``changes``, or None when it changes nothing."""
@@ -152,7 +152,7 @@ def fold_part(
             continue
         given = result.__dict__ if result.__class__ is Change else None
         if sections_inline and given is not None and len(given) == 1 and "sections" in given:
-            # The usual change, on every call: applied and recorded inline (`_folded` without its calls).
+            # The usual change, on every call: applied and recorded inline (`folded` without its calls).
             added = given["sections"]
             data["sections"] = data["sections"] + added
             entry: dict[str, Any] = {"plugin": plugin.name, "version": plugin.version, "hook": hook,
@@ -163,9 +163,9 @@ def fold_part(
         elif given is None and hasattr(result, "__await__"):
             return plugin, handler, result, handlers
         else:
-            folded = _folded(plugin, hook, handler, result, event, apply)
-            if folded is not None:
-                changes.append(folded)
+            kept = folded(plugin, hook, handler, result, event, apply)
+            if kept is not None:
+                changes.append(kept)
     if named:
         data["_plugin"] = None
     return None
@@ -181,7 +181,7 @@ def resume(
             result = yield Await(awaitable)
         except Exception as error:
             raise handler_error(plugin, hook, error)
-        entry = _folded(plugin, hook, handler, result, event, apply)
+        entry = folded(plugin, hook, handler, result, event, apply)
         if entry is not None:
             changes.append(entry)
         paused = fold_part(hook, rest, event, changes, apply, named)
