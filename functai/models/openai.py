@@ -1,11 +1,9 @@
 """A client for OpenAI-compatible chat-completions servers (OpenAI, Ollama, vLLM, llama.cpp,
 LM Studio; Azure in `functai.models.azure`), over httpx.
 
-The API key and secret headers stay behind handles (`functai.models.keys`) until each request
-is sent, and are scrubbed from every server text, so an echoing server cannot get them into a record.
-One exchange (post, retry, fall back to a weaker output format, read) is written once, in
-`OpenAIClient._exchange`, as steps that do no I/O, performed by `_drive` (plain) or `_adrive` (async).
-``import functai`` must not import this module: it imports httpx.
+Secrets stay behind handles (`functai.models.keys`) until a request is sent and are scrubbed
+from every server text. One exchange (post, retry, fall back to a weaker output format, read)
+is written once, as steps without I/O (`OpenAIClient._exchange`) that `_drive` or `_adrive` performs.
 """
 
 from __future__ import annotations
@@ -34,10 +32,8 @@ __all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-#: Longest wait honoured from a server's ``Retry-After``, in seconds.
-MAX_RETRY_AFTER = 30.0
-#: Longest backoff step, in seconds.
-MAX_BACKOFF = 30.0
+#: Longest wait, in seconds, honoured from a server's ``Retry-After`` or taken as a backoff step.
+MAX_RETRY_AFTER = MAX_BACKOFF = 30.0
 #: Statuses worth asking again (and every 5xx).
 RETRY_STATUSES = frozenset({408, 409, 429})
 #: OpenAI models that refuse ``max_tokens`` (reasoning models).
@@ -84,7 +80,6 @@ class OpenAIClient:
         backoff: float = 0.5,
         name: str = "openai",
         transport: httpx.BaseTransport | None = None,
-        async_transport: httpx.AsyncBaseTransport | None = None,
         api_key_env: str | None = None,
         base_url_env: str | None = None,
         headers: Mapping[str, str] | None = None,
@@ -129,7 +124,6 @@ class OpenAIClient:
         self.max_retries = max_retries
         self.backoff = backoff
         self._transport = transport
-        self._async_transport = async_transport
         self._pools = LoopClients()  # event loop → its httpx.AsyncClient (a pool belongs to one loop)
         self._sleep = sleep
         self._random = random.Random()
@@ -193,12 +187,9 @@ class OpenAIClient:
         return self._pools.get(self._new_aclient)
 
     def _new_aclient(self) -> httpx.AsyncClient:
-        transport = self._async_transport
-        if transport is None:
-            from functai.models.pool import lean_transport
+        from functai.models.pool import lean_transport
 
-            transport = lean_transport()
-        return httpx.AsyncClient(transport=transport, **self._options())
+        return httpx.AsyncClient(transport=lean_transport(), **self._options())
 
     def _url(self, model: str) -> str:
         return f"{self.base_url}/chat/completions"

@@ -36,12 +36,12 @@ def _mapped(error: Exception) -> Exception:
     return error
 
 
-def lean_transport(limits: httpx.Limits | None = None) -> httpx.AsyncBaseTransport | None:
+def lean_transport() -> httpx.AsyncBaseTransport | None:
     """A `LeanTransport`, or None (httpx's own) when the environment names a proxy:
     httpx applies ``HTTP(S)_PROXY`` only to clients made without a transport."""
     if any(scheme != "no" for scheme in urllib.request.getproxies()):
         return None
-    return LeanTransport(limits)
+    return LeanTransport()
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
