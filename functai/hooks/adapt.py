@@ -1,8 +1,5 @@
-"""Turning the items of a ``plugins`` setting into `Plugin` objects.
-
-An item is a `Plugin`, a module or object with ``@functai.hookimpl`` functions
-(validated by pluggy against the hookspecs), a path to a Python file that
-defines ``plugin``, or the name of an installed plugin.
+"""Turning the items of a ``plugins`` setting (a `Plugin`, a module or object with
+``@functai.hookimpl`` functions, a plugin file's path, an installed plugin's name) into Plugins.
 """
 
 from __future__ import annotations
@@ -38,13 +35,8 @@ def _manager() -> pluggy.PluginManager:
 
 
 def from_hookimpls(obj: object, *, name: str | None = None, version: str | None = None) -> Plugin:
-    """A `Plugin` with one handler per ``@functai.hookimpl`` function of ``obj``.
-
-    The name is ``name``, else ``obj.plugin_name``, else the module's last
-    name part (or the class name), lower-cased; the version is ``version``,
-    else ``obj.plugin_version`` or ``obj.__version__``, else the version of the
-    installed distribution its top-level package belongs to, else ``"0.0.0"``.
-    """
+    """A `Plugin` with one handler per ``@functai.hookimpl`` function of ``obj`` (validated by
+    pluggy), named and versioned by the arguments, else by ``obj`` and its distribution."""
     if isinstance(obj, type):
         raise TypeError(f"{obj.__name__} is a class; give an instance of it as the plugin")
     cached = _adapted.get(id(obj))

@@ -1,7 +1,4 @@
-"""The events handlers are given: one class per hook.
-
-Events are read-only to handlers (fields refuse assignment; mappings and lists
-are handed over as `MappingProxyType` and tuples), so that a handler changes a
+"""The events handlers are given, one class per hook: read-only, so that a handler changes a
 call only by returning a Change, and every change is recorded.
 """
 

@@ -1,10 +1,5 @@
-"""The per-call order of plugins (``spec/plugins.md`` §4).
-
-Layers run innermost first: the function's own, each enclosing block, the
-process, installed plugins; a plugin set in several runs once, in its
-outermost layer, and ``last=True`` plugins run after every other. Plans are
-cached by the identity of the layers (immutable tuples made when a setting is
-set), so a call pays one dict lookup.
+"""The per-call order of plugins (``spec/plugins.md`` §4). Plans are cached by the identity
+of the layers (immutable tuples made when a setting is set), so a call pays one dict lookup.
 """
 
 from __future__ import annotations

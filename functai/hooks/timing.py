@@ -1,8 +1,5 @@
-"""Per-handler timing for ``record_timing=True``: a call runs with a *timed* copy of its plan.
-
-Each handler of a changing hook is wrapped in `Timed`, which leaves its time
-on the event (``event._us``) for the change's ``µs``; hearing hooks time
-themselves (`functai.hooks.hear`). With the setting off nothing is wrapped.
+"""Per-handler timing for ``record_timing=True``: a call runs with a copy of its plan whose
+changing hooks' handlers are wrapped in `Timed`; with the setting off nothing is wrapped.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """A lean asyncio connection pool for the OpenAI-compatible client's `httpx.AsyncClient`.
 
-Kept because httpcore's pool re-examines every connection and queued request whenever a
-request starts or ends, which triples the CPU of 200 concurrent ``acall``s (docs/performance.md);
-it can go once httpcore assigns queued requests in one pass (encode/httpcore#1035). The limits
-mean what `httpx.Limits` means. It serves asyncio only.
+Kept because httpcore's pool re-examines every connection and queued request whenever a request
+starts or ends, which triples the CPU of 200 concurrent ``acall``s; it can go once httpcore
+assigns queued requests in one pass (encode/httpcore#1035).
 """
 
 from __future__ import annotations

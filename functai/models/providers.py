@@ -1,9 +1,6 @@
-"""Which client answers a model name, and where a client sends its requests (`server_of`).
-
-``"<provider>/<model>"`` (a bare name is OpenAI's) goes to the pluggy hook ``functai_client``:
-the first provider plugin that returns a client wins, the built-in OpenAI-compatible ones last.
-Plugins come from `register_provider` or the entry-point group ``functai.providers``, read on
-first use. ``"test"`` is functai's offline test model, never a provider's.
+"""Which client answers a model name: ``"<provider>/<model>"`` (a bare name is OpenAI's) goes to
+the pluggy hook ``functai_client``, where the first provider plugin that returns a client wins and
+the built-in OpenAI-compatible ones come last.
 """
 
 from __future__ import annotations

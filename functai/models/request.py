@@ -1,8 +1,5 @@
-"""Provider-neutral requests and replies, and the replies that are not an answer.
-
-A client turns a `Request` into its wire format and its answer into a
-`Reply`; nothing above the client knows a provider's format. Messages are
-plain dicts so a `request` hook can rewrite them with `attrs.evolve`:
+"""Provider-neutral requests and replies: nothing above a client knows a provider's format.
+Messages are plain dicts, so a `request` hook can rewrite them with `attrs.evolve`:
 
 - ``{"role": "system" | "user" | "assistant", "content": str}``
 - an assistant turn that asked for tools:

@@ -1,10 +1,8 @@
 """The chat-completions wire format: pure functions from `Request` to JSON and back.
 
-Structured outputs come in four strengths, tried in order (`FORMATS`):
-``json_schema`` (with ``strict: true`` when the schema qualifies), the same
-schema with ``strict: false`` (servers that refuse only strict mode), then
-``json_object`` plus the schema in the instructions, then the instructions
-alone, for servers that answer 400 to the stronger ones.
+Structured outputs come in four strengths (`FORMATS`), each tried after a server answers
+400 to the one before: a strict schema, the same not strict, ``json_object`` plus the schema
+in the instructions, the instructions alone.
 """
 
 from __future__ import annotations
