@@ -25,6 +25,7 @@ from functai.errors import ModelError
 from functai.models.answers import Assembler, Reader
 from functai.models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
 from functai.models.loops import LoopClients
+from functai.models.providers import PROVIDERS
 from functai.models.request import Reply, Request
 from functai.models.wire import FORMATS, build_body, qualifies_strict
 
@@ -91,12 +92,12 @@ class OpenAIClient:
         for what, seconds in (("timeout", timeout), ("connect_timeout", connect_timeout)):
             if seconds is not None and not seconds > 0:
                 raise ValueError(f"{what} must be positive, got {seconds}")
-        is_openai = name == "openai"
-        if api_key_env is None and is_openai:
-            api_key_env = "OPENAI_API_KEY"
-        if base_url_env is None and is_openai:
-            base_url_env = "OPENAI_BASE_URL"
-        url = base_url or (os.environ.get(base_url_env) if base_url_env else None) or self._default_base_url()
+        known = PROVIDERS.get(name)  # a built-in provider: its variables and server, unless given others
+        if known is not None:
+            api_key_env = known.api_key_env if api_key_env is None else api_key_env
+            base_url_env = known.base_url_env if base_url_env is None else base_url_env
+        url = (base_url or (os.environ.get(base_url_env) if base_url_env else None)
+               or (known.base_url if known else None) or self._default_base_url())
         refuse_url_credentials(url, f"the base URL of {name}")
         #: Where requests go; ``/chat/completions`` is appended.
         self.base_url: str = url.rstrip("/")
@@ -113,7 +114,7 @@ class OpenAIClient:
             header, value = self._auth(key)
             sent[header] = value
         for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
-            if is_openai and os.environ.get(variable):
+            if name == "openai" and os.environ.get(variable):
                 sent[header] = os.environ[variable]
         sent.update(reveal_headers(headers or {}))  # yours win
         self._headers = hide_headers(sent)  # the key's and the secret-named ones behind handles
