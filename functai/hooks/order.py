@@ -19,7 +19,7 @@ APPROVAL = "approval"
 class Plan:
     """The plugins of one call, in order, and their handlers by hook."""
 
-    __slots__ = ("plugins", "handlers", "approval", "gated")
+    __slots__ = ("plugins", "handlers", "approval", "gated", "timed")
 
     def __init__(self, plugins: tuple[Plugin, ...], approval: Plugin | None) -> None:
         self.plugins = plugins
@@ -31,6 +31,8 @@ class Plan:
         self.handlers: dict[str, tuple[Handler, ...]] = {}
         for hook in HOOKS:
             self.handlers[hook] = tuple((p, fn) for p in runs for fn in p.handlers(hook))
+        #: This plan with its handlers timed, once a call with ``record_timing`` asks (`functai.hooks.timing`).
+        self.timed: Plan | None = None
 
     def without(self, out: tuple[Plugin, ...]) -> "Plan":
         """This plan with the plugins ``out`` left out (their handlers, as this plan holds them)."""
@@ -40,6 +42,7 @@ class Plan:
         copy.gated = tuple(p for p in self.gated if p not in out)
         copy.handlers = {hook: tuple(h for h in handlers if h[0] not in out)
                          for hook, handlers in self.handlers.items()}
+        copy.timed = None
         return copy
 
 

@@ -45,20 +45,13 @@ async def _until_done(awaitable: Any, event: Any, started: int) -> Any:
         _note(event, started)
 
 
-_timed: dict[int, tuple[Plan, Plan]] = {}  # id(plan) -> (plan, its timed copy)
-
-
 def timed(plan: Plan) -> Plan:
     """The plan with every changing hook's handler wrapped in `Timed` (made once per plan)."""
-    hit = _timed.get(id(plan))
-    if hit is not None and hit[0] is plan:
-        return hit[1]
-    copy = copy_of(plan)
-    copy.handlers = {
-        hook: handlers if hook in HEARING else tuple((plugin, Timed(fn)) for plugin, fn in handlers)
-        for hook, handlers in plan.handlers.items()
-    }
-    if len(_timed) >= 512:
-        _timed.clear()
-    _timed[id(plan)] = (plan, copy)
-    return copy
+    if plan.timed is None:
+        copy = copy_of(plan)
+        copy.handlers = {
+            hook: handlers if hook in HEARING else tuple((plugin, Timed(fn)) for plugin, fn in handlers)
+            for hook, handlers in plan.handlers.items()
+        }
+        plan.timed = copy
+    return plan.timed
