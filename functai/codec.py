@@ -40,13 +40,9 @@ def encoder() -> Callable[[Any], bytes]:
 
 
 def dumps(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> bytes:
-    """``obj`` as strict JSON in UTF-8.
-
-    A non-finite float raises ``json-not-finite`` naming where it is
-    (``output.scores[2]``), or with ``non_finite="text"`` is written as
-    ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` with a warning: what records
-    and stores use, so a call never loses its record over a NaN.
-    """
+    """``obj`` as strict JSON in UTF-8. A non-finite float raises ``json-not-finite`` naming where
+    it is, or with ``non_finite="text"`` (records, stores: a call never loses its record over a NaN)
+    is written as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` with a warning."""
     encode = _encode or encoder()
     found: list[str] = []
     try:

@@ -106,10 +106,8 @@ def _as_handler(fn: Callable[..., Any], argnames: Sequence[str]) -> Callable[[An
 
 
 def load_plugin(path: str | os.PathLike[str]) -> Plugin:
-    """Load the ``plugin`` a Python file defines (running the file: load only code you trust).
-
-    Cached by path and modification time, so a file is run again only after it changes.
-    """
+    """Load the ``plugin`` a Python file defines (running the file: load only code you trust),
+    again only after the file changes."""
     full = os.path.abspath(os.fspath(path))
     try:
         stat = os.stat(full)

@@ -61,12 +61,9 @@ class _SecretHeaders(httpx.Auth):
 
 
 class OpenAIClient:
-    """Answers `Request`s through an OpenAI-compatible ``/chat/completions`` endpoint.
-
-    One pooled `httpx.Client`, and one `httpx.AsyncClient` per event loop, made on first use;
-    ``with``/``async with``, `close` or `aclose` release them. The key is ``api_key``, else the
-    variable ``api_key_env`` (``OPENAI_API_KEY`` for ``openai``); ``headers`` win over the defaults.
-    """
+    """Answers `Request`s through an OpenAI-compatible ``/chat/completions`` endpoint, with one
+    pooled `httpx.Client` and one `httpx.AsyncClient` per event loop. A built-in provider's ``name``
+    gives the variables read when ``api_key`` or ``base_url`` is not set (`PROVIDERS`)."""
 
     name: str
 
