@@ -20,18 +20,15 @@ from .plugin import Plugin, check_name
 _adapted: dict[int, tuple[object, Plugin]] = {}
 _files: dict[str, tuple[int, int, Plugin]] = {}
 _validating = threading.RLock()  # dir() of an object may run its code
-_validator: pluggy.PluginManager | None = None
 
 
+@functools.cache
 def _manager() -> pluggy.PluginManager:
     """One pluggy manager holding the hookspecs (parsed once per process), for validating plugins
     one at a time under ``_validating``."""
-    global _validator
-    if _validator is None:
-        manager = pluggy.PluginManager("functai")
-        manager.add_hookspecs(specs)
-        _validator = manager
-    return _validator
+    manager = pluggy.PluginManager("functai")
+    manager.add_hookspecs(specs)
+    return manager
 
 
 def from_hookimpls(obj: object, *, name: str | None = None, version: str | None = None) -> Plugin:

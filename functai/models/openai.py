@@ -172,9 +172,6 @@ class OpenAIClient:
                 "timeout": httpx.Timeout(self.timeout, connect=self.connect_timeout or self.timeout)}
 
     def _client(self) -> httpx.Client:
-        http = self._http
-        if http is not None:
-            return http
         with self._lock:
             if self._http is None:
                 self._http = httpx.Client(transport=self._transport, **self._options())
