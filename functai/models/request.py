@@ -106,12 +106,9 @@ class Reply:
 
 @runtime_checkable
 class Client(Protocol):
-    """Anything that can answer a `Request`.
-
-    It may also offer ``async def acomplete(request)``, and ``stream``/``astream``: the reply's text
-    in pieces (``str``), then the whole `Reply`. Without them, async calls run ``complete`` in a
-    worker thread and a stream is the whole reply as one text event.
-    """
+    """Anything that can answer a `Request`. It may also offer ``async def acomplete(request)``, and
+    ``stream``/``astream`` (the reply's text in pieces, then the whole `Reply`); without them, async
+    calls run ``complete`` in a worker thread and a stream is the whole reply as one text event."""
 
     def complete(self, request: Request) -> Reply: ...
 
