@@ -1,11 +1,8 @@
 """Strict JSON for what functai writes and reads back: call records, the call log, ratings, stores.
 
-msgspec (imported on first use) encodes and decodes, exact for integers of
-any size. Written: compact UTF-8, never ``NaN`` or ``Infinity`` (see `dumps`);
-what is not JSON data as msgspec writes it, else as ``str(obj)``; a dict key
-that is not text as text (``True`` as ``"true"``, as the standard library does).
-Read: input msgspec refuses is read again by ``json.loads``, so what older
-versions wrote (``NaN``, a byte-order mark) still reads.
+msgspec (imported on first use) writes compact UTF-8, never ``NaN`` or ``Infinity`` (see `dumps`),
+and anything else as ``str(obj)``. Input msgspec refuses is read again by ``json.loads``, so what
+older versions wrote (``NaN``, a byte-order mark) still reads.
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ def _default(obj: Any) -> Any:
 
 
 def encoder() -> Callable[[Any], bytes]:
-    """msgspec's encoder with the codec's rules for what is not JSON data (non-finite floats
-    not looked for: see `dumps`)."""
+    """msgspec's encoder with the codec's rules for what is not JSON data."""
     global _encode, _decode, _decode_lines
     import msgspec
 
@@ -44,13 +40,9 @@ def encoder() -> Callable[[Any], bytes]:
 
 
 def dumps(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> bytes:
-    """``obj`` as strict JSON in UTF-8.
-
-    A non-finite float raises ``json-not-finite`` naming where it is
-    (``output.scores[2]``), or with ``non_finite="text"`` is written as
-    ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` with a warning: what records
-    and stores use, so a call never loses its record over a NaN.
-    """
+    """``obj`` as strict JSON in UTF-8. A non-finite float raises ``json-not-finite`` naming where
+    it is, or with ``non_finite="text"`` (records, stores: a call never loses its record over a NaN)
+    is written as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` with a warning."""
     encode = _encode or encoder()
     found: list[str] = []
     try:

@@ -1,8 +1,5 @@
-"""Turning the items of a ``plugins`` setting into `Plugin` objects.
-
-An item is a `Plugin`, a module or object with ``@functai.hookimpl`` functions
-(validated by pluggy against the hookspecs), a path to a Python file that
-defines ``plugin``, or the name of an installed plugin.
+"""Turning the items of a ``plugins`` setting (a `Plugin`, a module or object with
+``@functai.hookimpl`` functions, a plugin file's path, an installed plugin's name) into Plugins.
 """
 
 from __future__ import annotations
@@ -23,28 +20,20 @@ from .plugin import Plugin, check_name
 _adapted: dict[int, tuple[object, Plugin]] = {}
 _files: dict[str, tuple[int, int, Plugin]] = {}
 _validating = threading.RLock()  # dir() of an object may run its code
-_validator: pluggy.PluginManager | None = None
 
 
+@functools.cache
 def _manager() -> pluggy.PluginManager:
     """One pluggy manager holding the hookspecs (parsed once per process), for validating plugins
     one at a time under ``_validating``."""
-    global _validator
-    if _validator is None:
-        manager = pluggy.PluginManager("functai")
-        manager.add_hookspecs(specs)
-        _validator = manager
-    return _validator
+    manager = pluggy.PluginManager("functai")
+    manager.add_hookspecs(specs)
+    return manager
 
 
 def from_hookimpls(obj: object, *, name: str | None = None, version: str | None = None) -> Plugin:
-    """A `Plugin` with one handler per ``@functai.hookimpl`` function of ``obj``.
-
-    The name is ``name``, else ``obj.plugin_name``, else the module's last
-    name part (or the class name), lower-cased; the version is ``version``,
-    else ``obj.plugin_version`` or ``obj.__version__``, else the version of the
-    installed distribution its top-level package belongs to, else ``"0.0.0"``.
-    """
+    """A `Plugin` with one handler per ``@functai.hookimpl`` function of ``obj`` (validated by
+    pluggy), named and versioned by the arguments, else by ``obj`` and its distribution."""
     if isinstance(obj, type):
         raise TypeError(f"{obj.__name__} is a class; give an instance of it as the plugin")
     cached = _adapted.get(id(obj))
@@ -114,10 +103,8 @@ def _as_handler(fn: Callable[..., Any], argnames: Sequence[str]) -> Callable[[An
 
 
 def load_plugin(path: str | os.PathLike[str]) -> Plugin:
-    """Load the ``plugin`` a Python file defines (running the file: load only code you trust).
-
-    Cached by path and modification time, so a file is run again only after it changes.
-    """
+    """Load the ``plugin`` a Python file defines (running the file: load only code you trust),
+    again only after the file changes."""
     full = os.path.abspath(os.fspath(path))
     try:
         stat = os.stat(full)

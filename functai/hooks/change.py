@@ -1,8 +1,5 @@
-"""`Change`: what a handler asks to change, as immutable data.
-
-Each field's shape is checked when the Change is made (a bare string for
-``sections`` is refused at once); what depends on the hook and the call is
-checked when it is folded in (`functai.hooks.fold`).
+"""`Change`: what a handler asks to change, as immutable data. Each field's shape is checked
+when it is made; what depends on the hook and the call, when it is folded in (`functai.hooks.fold`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Entry points read straight from the ``*.dist-info`` / ``*.egg-info`` folders on ``sys.path``.
 
-Why not ``importlib.metadata``: it builds a distribution object for every
-installed package (and its backport is slow to import) to find a handful of
-entry points. The answer is importlib_metadata's, rule for rule:
-the folders of ``sys.path`` in order, the first distribution of a normalised
-name wins, one with metadata before one without. What folders cannot show (a
-zip or ``.egg`` on ``sys.path``, a path entry that is not a string, another
-``sys.meta_path`` finder offering ``find_distributions``) is handed whole to
-``importlib.metadata``.
-
-Standard library only, so the equivalence test can load it in any venv.
+Why not ``importlib.metadata``: it builds a distribution object for every installed package
+to find a handful of entry points. The answer is importlib_metadata's, rule for rule; what
+folders cannot show (a zip or ``.egg``, a path entry that is not a string, another finder
+offering ``find_distributions``) is handed whole to ``importlib.metadata``. Standard library
+only, so the equivalence test can load it in any venv.
 """
 
 from __future__ import annotations

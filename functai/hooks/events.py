@@ -1,7 +1,4 @@
-"""The events handlers are given: one class per hook.
-
-Events are read-only to handlers (fields refuse assignment; mappings and lists
-are handed over as `MappingProxyType` and tuples), so that a handler changes a
+"""The events handlers are given, one class per hook: read-only, so that a handler changes a
 call only by returning a Change, and every change is recorded.
 """
 
@@ -19,12 +16,8 @@ class Memory(Protocol):
     def remember(self, plugin: str, kind: str, data: Any) -> None: ...
 
 
-_set = object.__setattr__
-
-
-def set_field(event: "Event", name: str, value: Any) -> None:
-    """The engine's write to a read-only event field (after a Change is folded in)."""
-    _set(event, name, value)
+#: The engine's write to a read-only event field (after a Change is folded in).
+set_field = _set = object.__setattr__
 
 
 def _refuse(event: "Event", unknown: dict[str, Any]) -> None:
@@ -34,10 +27,8 @@ def _refuse(event: "Event", unknown: dict[str, Any]) -> None:
 class Event:
     """Base of every event: ``entries(kind)`` reads this plugin's entries.
 
-    Not attrs: one is made per hook per call. The fields are kept in the
-    instance dict, filled in one step. The engine writes its bookkeeping
-    (``_plugin``: whose handler runs; ``_memory``; ``_us``: the last
-    handler's time) into that dict.
+    Not attrs: one is made per hook per call, its fields filled into the instance dict in one
+    step. The engine keeps ``_plugin`` (whose handler runs), ``_memory`` and ``_us`` there too.
     """
 
     #: The fields handlers read, in the order ``repr`` shows them.
@@ -57,8 +48,7 @@ class Event:
         known = cls._fields + cls._also
         if not known:
             return
-        # The one init, written out with a keyword per field as dataclasses writes one: Python
-        # matches the keywords for less than checking a ``**fields`` dict costs.
+        # A keyword per field, as dataclasses writes an init: cheaper than checking ``**fields``.
         keywords = "".join(f"{name}=None, " for name in known)
         values = "".join(f"{name!r}: {name}, " for name in known)
         source = (f"def __init__(self, *, {keywords}**unknown):\n"

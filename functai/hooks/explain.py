@@ -14,11 +14,9 @@ if TYPE_CHECKING:
 
 
 def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, Any]:
-    """For each hook, the plugins a call of ``fn`` here (and in ``conversation``) would run, in order.
-
-    Returns ``{"function", "layers", "hooks", "dropped"}``: ``hooks`` maps every hook to
-    ``[{"plugin", "version", "layer", "handler"}]``; ``dropped`` says why the order rules left each out.
-    """
+    """``{"function", "layers", "hooks", "dropped"}``: for each hook, the plugins a call of ``fn`` here
+    (and in ``conversation``) would run, in order, as ``[{"plugin", "version", "layer", "handler"}]``;
+    ``dropped`` says why the order rules left each out."""
     from .. import layers as settings
 
     now = settings.resolve(fn.own, conversation)

@@ -1,8 +1,5 @@
-"""Running a hook that only hears (``reply``, ``call_end``, ``turn_end``).
-
-What a hearing handler returns is ignored; one that raises is reported (a
-warning naming the plugin and the hook) and the call goes on as if it had not
-run, so a tracer's bug never fails a call.
+"""Running a hook that only hears (``reply``, ``call_end``, ``turn_end``): what a handler
+returns is ignored, and one that raises is reported as a warning, so a tracer's bug never fails a call.
 """
 
 from __future__ import annotations
@@ -36,12 +33,8 @@ def hear_now(
     heard: list[dict[str, Any]] | None = None,
     **where: Any,
 ) -> Steps[None] | None:
-    """Run each handler of ``hook`` on ``event``, reporting what they raise.
-
-    ``heard`` (with ``record_timing``) gets each handler's ``{"plugin", "version", "hook", "µs"}``;
-    ``where`` names the call in a warning. Returns the steps left to run once a handler is
-    ``async def``, else None: plain handlers make no generator.
-    """
+    """Run each handler of ``hook`` on ``event``; ``heard`` (with ``record_timing``) gets each one's
+    ``{"plugin", "version", "hook", "µs"}``. The steps left once a handler is ``async def``, else None."""
     data = event.__dict__
     for index, (plugin, handler) in enumerate(handlers):
         data["_plugin"] = plugin.name

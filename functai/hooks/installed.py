@@ -1,9 +1,6 @@
-"""Installed plugins: the outermost layer, found through the entry-point group ``functai``.
-
-Discovered once per process, on first use (``FUNCTAI_LOAD_PLUGINS`` /
-``FUNCTAI_DISABLE_PLUGINS`` are read then). A plugin that fails to load makes
-every call refuse ``plugin-load`` until it is fixed or disabled: a guard that
-did not load must not look like a guard that passed.
+"""Installed plugins: the outermost layer, found once per process through the entry-point group
+``functai``. One that fails to load makes every call refuse ``plugin-load`` until it is fixed or
+disabled: a guard that did not load must not look like a guard that passed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The per-call order of plugins (``spec/plugins.md`` §4).
-
-Layers run innermost first: the function's own, each enclosing block, the
-process, installed plugins; a plugin set in several runs once, in its
-outermost layer, and ``last=True`` plugins run after every other. Plans are
-cached by the identity of the layers (immutable tuples made when a setting is
-set), so a call pays one dict lookup.
+"""The per-call order of plugins (``spec/plugins.md`` §4). Plans are cached by the identity
+of the layers (immutable tuples made when a setting is set), so a call pays one dict lookup.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ APPROVAL = "approval"
 class Plan:
     """The plugins of one call, in order, and their handlers by hook."""
 
-    __slots__ = ("plugins", "handlers", "approval", "gated")
+    __slots__ = ("plugins", "handlers", "approval", "gated", "timed")
 
     def __init__(self, plugins: tuple[Plugin, ...], approval: Plugin | None) -> None:
         self.plugins = plugins
@@ -36,6 +31,8 @@ class Plan:
         self.handlers: dict[str, tuple[Handler, ...]] = {}
         for hook in HOOKS:
             self.handlers[hook] = tuple((p, fn) for p in runs for fn in p.handlers(hook))
+        #: This plan with its handlers timed, once a call with ``record_timing`` asks (`functai.hooks.timing`).
+        self.timed: Plan | None = None
 
     def without(self, out: tuple[Plugin, ...]) -> "Plan":
         """This plan with the plugins ``out`` left out (their handlers, as this plan holds them)."""
@@ -45,6 +42,7 @@ class Plan:
         copy.gated = tuple(p for p in self.gated if p not in out)
         copy.handlers = {hook: tuple(h for h in handlers if h[0] not in out)
                          for hook, handlers in self.handlers.items()}
+        copy.timed = None
         return copy
 
 

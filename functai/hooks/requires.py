@@ -1,11 +1,8 @@
 """Does a plugin's ``Requires-Dist: functai …`` admit the running functai?
 
-Asked of every installed plugin at discovery. ``packaging`` answers exactly
-but is slow to import, so the common shapes (no marker, clauses such as
-``>=0.1,<2`` or ``==0.1.*`` on plain release numbers) are decided here by
-PEP 440's rules for release segments, and anything else is left to
-``packaging``; a test checks both agree on every shape decided here. Plain
-string operations: compiling regular expressions would cost more than the check.
+Asked of every installed plugin at discovery, where importing ``packaging`` would cost more
+than the check: plain ranges on release numbers are decided here (a test checks packaging
+agrees), anything else is left to ``packaging``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Per-handler timing for ``record_timing=True``: a call runs with a *timed* copy of its plan.
-
-Each handler of a changing hook is wrapped in `Timed`, which leaves its time
-on the event (``event._us``) for the change's ``µs``; hearing hooks time
-themselves (`functai.hooks.hear`). With the setting off nothing is wrapped.
+"""Per-handler timing for ``record_timing=True``: a call runs with a copy of its plan whose
+changing hooks' handlers are wrapped in `Timed`; with the setting off nothing is wrapped.
 """
 
 from __future__ import annotations
@@ -48,20 +45,13 @@ async def _until_done(awaitable: Any, event: Any, started: int) -> Any:
         _note(event, started)
 
 
-_timed: dict[int, tuple[Plan, Plan]] = {}  # id(plan) -> (plan, its timed copy)
-
-
 def timed(plan: Plan) -> Plan:
     """The plan with every changing hook's handler wrapped in `Timed` (made once per plan)."""
-    hit = _timed.get(id(plan))
-    if hit is not None and hit[0] is plan:
-        return hit[1]
-    copy = copy_of(plan)
-    copy.handlers = {
-        hook: handlers if hook in HEARING else tuple((plugin, Timed(fn)) for plugin, fn in handlers)
-        for hook, handlers in plan.handlers.items()
-    }
-    if len(_timed) >= 512:
-        _timed.clear()
-    _timed[id(plan)] = (plan, copy)
-    return copy
+    if plan.timed is None:
+        copy = copy_of(plan)
+        copy.handlers = {
+            hook: handlers if hook in HEARING else tuple((plugin, Timed(fn)) for plugin, fn in handlers)
+            for hook, handlers in plan.handlers.items()
+        }
+        plan.timed = copy
+    return plan.timed

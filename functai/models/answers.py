@@ -1,11 +1,8 @@
 """Reading what an OpenAI-compatible server sent back, with no I/O: a `Reply`, or the
 server's error text, with the API key and secret headers scrubbed from every text.
 
-A streamed answer comes as ``data: {chunk}`` lines, each a delta of the message (text,
-tool-call pieces by index, the finish reason), then a chunk with the usage, then
-``data: [DONE]``; `Assembler` folds them into the message a whole answer holds.
-
-``import functai`` must not import this module: it imports httpx.
+A streamed answer comes as ``data: {chunk}`` lines (message deltas, then the usage, then
+``data: [DONE]``); `Assembler` folds them into the message a whole answer holds.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ __all__ = ["Assembler", "Reader", "StreamCut", "split_reasoning"]
 
 #: Most characters of a server's error text copied into a message.
 _EXCERPT = 300
-
 
 # One leading <think>…</think> or <thinking>…</thinking> block (DeepSeek-R1, Qwen3, QwQ …).
 _THINK = r"\s*<(think|thinking)>(.*?)(?:</\1>|\Z)\s*"

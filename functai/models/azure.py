@@ -24,8 +24,6 @@ class AzureOpenAIClient(OpenAIClient):
 
     def __init__(self, *, api_version: str | None = None, **options: Any) -> None:
         options.setdefault("name", "azure")
-        options.setdefault("api_key_env", "AZURE_OPENAI_API_KEY")
-        options.setdefault("base_url_env", "AZURE_OPENAI_ENDPOINT")
         super().__init__(**options)
         #: The ``api-version`` query parameter sent with every request.
         self.api_version = api_version or os.environ.get("AZURE_OPENAI_API_VERSION") or DEFAULT_API_VERSION

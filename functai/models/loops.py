@@ -1,10 +1,7 @@
-"""One `httpx.AsyncClient` per event loop, closed on that loop when it shuts down.
-
-An asyncio connection may be closed only by its own loop. So each loop gets a
-*watcher* with its client: an async generator left suspended, which asyncio
-closes as the loop shuts down (``asyncio.run``, ``shutdown_asyncgens()``); its
-``finally`` closes the client. Closing from elsewhere is scheduled on the
-client's loop with ``call_soon_threadsafe``.
+"""One `httpx.AsyncClient` per event loop, closed on that loop (an asyncio connection may be
+closed only by its own loop): each client has a *watcher*, an async generator left suspended, whose
+``finally`` closes it when asyncio closes the loop's generators at shutdown. Closing from elsewhere
+is scheduled on the client's loop with ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """A client for OpenAI-compatible chat-completions servers (OpenAI, Ollama, vLLM, llama.cpp,
 LM Studio; Azure in `functai.models.azure`), over httpx.
 
-The API key and secret headers stay behind handles (`functai.models.keys`) until each request
-is sent, and are scrubbed from every server text, so an echoing server cannot get them into a record.
-One exchange (post, retry, fall back to a weaker output format, read) is written once, in
-`OpenAIClient._exchange`, as steps that do no I/O, performed by `_drive` (plain) or `_adrive` (async).
-``import functai`` must not import this module: it imports httpx.
+Secrets stay behind handles (`functai.models.keys`) until a request is sent and are scrubbed
+from every server text. One exchange (post, retry, fall back to a weaker output format, read)
+is written once, as steps without I/O (`OpenAIClient._exchange`) that `_drive` or `_adrive` performs.
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ from functai.errors import ModelError
 from functai.models.answers import Assembler, Reader
 from functai.models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
 from functai.models.loops import LoopClients
+from functai.models.providers import PROVIDERS
 from functai.models.request import Reply, Request
 from functai.models.wire import FORMATS, build_body, qualifies_strict
 
@@ -34,10 +33,8 @@ __all__ = ["OpenAIClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-#: Longest wait honoured from a server's ``Retry-After``, in seconds.
-MAX_RETRY_AFTER = 30.0
-#: Longest backoff step, in seconds.
-MAX_BACKOFF = 30.0
+#: Longest wait, in seconds, honoured from a server's ``Retry-After`` or taken as a backoff step.
+MAX_RETRY_AFTER = MAX_BACKOFF = 30.0
 #: Statuses worth asking again (and every 5xx).
 RETRY_STATUSES = frozenset({408, 409, 429})
 #: OpenAI models that refuse ``max_tokens`` (reasoning models).
@@ -64,12 +61,9 @@ class _SecretHeaders(httpx.Auth):
 
 
 class OpenAIClient:
-    """Answers `Request`s through an OpenAI-compatible ``/chat/completions`` endpoint.
-
-    One pooled `httpx.Client`, and one `httpx.AsyncClient` per event loop, made on first use;
-    ``with``/``async with``, `close` or `aclose` release them. The key is ``api_key``, else the
-    variable ``api_key_env`` (``OPENAI_API_KEY`` for ``openai``); ``headers`` win over the defaults.
-    """
+    """Answers `Request`s through an OpenAI-compatible ``/chat/completions`` endpoint, with one
+    pooled `httpx.Client` and one `httpx.AsyncClient` per event loop. A built-in provider's ``name``
+    gives the variables read when ``api_key`` or ``base_url`` is not set (`PROVIDERS`)."""
 
     name: str
 
@@ -84,7 +78,6 @@ class OpenAIClient:
         backoff: float = 0.5,
         name: str = "openai",
         transport: httpx.BaseTransport | None = None,
-        async_transport: httpx.AsyncBaseTransport | None = None,
         api_key_env: str | None = None,
         base_url_env: str | None = None,
         headers: Mapping[str, str] | None = None,
@@ -96,12 +89,12 @@ class OpenAIClient:
         for what, seconds in (("timeout", timeout), ("connect_timeout", connect_timeout)):
             if seconds is not None and not seconds > 0:
                 raise ValueError(f"{what} must be positive, got {seconds}")
-        is_openai = name == "openai"
-        if api_key_env is None and is_openai:
-            api_key_env = "OPENAI_API_KEY"
-        if base_url_env is None and is_openai:
-            base_url_env = "OPENAI_BASE_URL"
-        url = base_url or (os.environ.get(base_url_env) if base_url_env else None) or self._default_base_url()
+        known = PROVIDERS.get(name)  # a built-in provider: its variables and server, unless given others
+        if known is not None:
+            api_key_env = known.api_key_env if api_key_env is None else api_key_env
+            base_url_env = known.base_url_env if base_url_env is None else base_url_env
+        url = (base_url or (os.environ.get(base_url_env) if base_url_env else None)
+               or (known.base_url if known else None) or self._default_base_url())
         refuse_url_credentials(url, f"the base URL of {name}")
         #: Where requests go; ``/chat/completions`` is appended.
         self.base_url: str = url.rstrip("/")
@@ -118,7 +111,7 @@ class OpenAIClient:
             header, value = self._auth(key)
             sent[header] = value
         for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
-            if is_openai and os.environ.get(variable):
+            if name == "openai" and os.environ.get(variable):
                 sent[header] = os.environ[variable]
         sent.update(reveal_headers(headers or {}))  # yours win
         self._headers = hide_headers(sent)  # the key's and the secret-named ones behind handles
@@ -129,7 +122,6 @@ class OpenAIClient:
         self.max_retries = max_retries
         self.backoff = backoff
         self._transport = transport
-        self._async_transport = async_transport
         self._pools = LoopClients()  # event loop → its httpx.AsyncClient (a pool belongs to one loop)
         self._sleep = sleep
         self._random = random.Random()
@@ -180,9 +172,6 @@ class OpenAIClient:
                 "timeout": httpx.Timeout(self.timeout, connect=self.connect_timeout or self.timeout)}
 
     def _client(self) -> httpx.Client:
-        http = self._http
-        if http is not None:
-            return http
         with self._lock:
             if self._http is None:
                 self._http = httpx.Client(transport=self._transport, **self._options())
@@ -193,12 +182,9 @@ class OpenAIClient:
         return self._pools.get(self._new_aclient)
 
     def _new_aclient(self) -> httpx.AsyncClient:
-        transport = self._async_transport
-        if transport is None:
-            from functai.models.pool import lean_transport
+        from functai.models.pool import lean_transport
 
-            transport = lean_transport()
-        return httpx.AsyncClient(transport=transport, **self._options())
+        return httpx.AsyncClient(transport=lean_transport(), **self._options())
 
     def _url(self, model: str) -> str:
         return f"{self.base_url}/chat/completions"

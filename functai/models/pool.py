@@ -1,9 +1,8 @@
 """A lean asyncio connection pool for the OpenAI-compatible client's `httpx.AsyncClient`.
 
-Kept because httpcore's pool re-examines every connection and queued request whenever a
-request starts or ends, which triples the CPU of 200 concurrent ``acall``s (docs/performance.md);
-it can go once httpcore assigns queued requests in one pass (encode/httpcore#1035). The limits
-mean what `httpx.Limits` means. It serves asyncio only.
+Kept because httpcore's pool re-examines every connection and queued request whenever a request
+starts or ends, which triples the CPU of 200 concurrent ``acall``s; it can go once httpcore
+assigns queued requests in one pass (encode/httpcore#1035).
 """
 
 from __future__ import annotations
@@ -36,12 +35,12 @@ def _mapped(error: Exception) -> Exception:
     return error
 
 
-def lean_transport(limits: httpx.Limits | None = None) -> httpx.AsyncBaseTransport | None:
+def lean_transport() -> httpx.AsyncBaseTransport | None:
     """A `LeanTransport`, or None (httpx's own) when the environment names a proxy:
     httpx applies ``HTTP(S)_PROXY`` only to clients made without a transport."""
     if any(scheme != "no" for scheme in urllib.request.getproxies()):
         return None
-    return LeanTransport(limits)
+    return LeanTransport()
 
 
 class LeanTransport(httpx.AsyncBaseTransport):

@@ -1,15 +1,11 @@
-"""Which client answers a model name, and where a client sends its requests (`server_of`).
-
-``"<provider>/<model>"`` (a bare name is OpenAI's) goes to the pluggy hook ``functai_client``:
-the first provider plugin that returns a client wins, the built-in OpenAI-compatible ones last.
-Plugins come from `register_provider` or the entry-point group ``functai.providers``, read on
-first use. ``"test"`` is functai's offline test model, never a provider's.
+"""Which client answers a model name: ``"<provider>/<model>"`` (a bare name is OpenAI's) goes to
+the pluggy hook ``functai_client``, where the first provider plugin that returns a client wins and
+the built-in OpenAI-compatible ones come last.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections import OrderedDict
 from typing import Any, Mapping, NamedTuple
@@ -107,8 +103,8 @@ def _close(client: Any) -> None:
 
 
 #: The settings a built-in client is made with, and its argument for each.
-_OPTIONS = (("api_key", "api_key"), ("timeout", "timeout"), ("connect_timeout", "connect_timeout"),
-            ("http_retries", "max_retries"), ("headers", "headers"))
+_OPTIONS = (("base_url", "base_url"), ("api_key", "api_key"), ("timeout", "timeout"),
+            ("connect_timeout", "connect_timeout"), ("http_retries", "max_retries"), ("headers", "headers"))
 
 
 class OpenAICompatible:
@@ -127,10 +123,7 @@ class OpenAICompatible:
         found = self._clients.get(key)
         if found is not None:
             return found
-        options: dict[str, Any] = {"name": provider, "api_key_env": info.api_key_env, "base_url_env": info.base_url_env}
-        base_url = settings.get("base_url") or os.environ.get(info.base_url_env) or info.base_url
-        if base_url:
-            options["base_url"] = base_url
+        options: dict[str, Any] = {"name": provider}  # the client reads the provider's row of PROVIDERS
         for setting, option in _OPTIONS:
             if settings.get(setting) is not None:
                 options[option] = settings[setting]

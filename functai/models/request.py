@@ -1,8 +1,5 @@
-"""Provider-neutral requests and replies, and the replies that are not an answer.
-
-A client turns a `Request` into its wire format and its answer into a
-`Reply`; nothing above the client knows a provider's format. Messages are
-plain dicts so a `request` hook can rewrite them with `attrs.evolve`:
+"""Provider-neutral requests and replies: nothing above a client knows a provider's format.
+Messages are plain dicts, so a `request` hook can rewrite them with `attrs.evolve`:
 
 - ``{"role": "system" | "user" | "assistant", "content": str}``
 - an assistant turn that asked for tools:
@@ -109,12 +106,9 @@ class Reply:
 
 @runtime_checkable
 class Client(Protocol):
-    """Anything that can answer a `Request`.
-
-    It may also offer ``async def acomplete(request)``, and ``stream``/``astream``: the reply's text
-    in pieces (``str``), then the whole `Reply`. Without them, async calls run ``complete`` in a
-    worker thread and a stream is the whole reply as one text event.
-    """
+    """Anything that can answer a `Request`. It may also offer ``async def acomplete(request)``, and
+    ``stream``/``astream`` (the reply's text in pieces, then the whole `Reply`); without them, async
+    calls run ``complete`` in a worker thread and a stream is the whole reply as one text event."""
 
     def complete(self, request: Request) -> Reply: ...
 

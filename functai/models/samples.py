@@ -1,9 +1,5 @@
-"""A plain value that fits a JSON schema: what the test model answers and passes to tools.
-
-The value is the simplest that fits, the same every time: strings are ``"test"``, numbers 0,
-booleans true, a list holds one item, an enum or a union takes its first choice, an object
-has every property it lists. Schemas are functai's and pydantic's: types, ``$ref``, unions,
-and the common bounds and formats.
+"""The simplest plain value that fits a JSON schema, the same every time: what the test model
+answers and passes to tools (strings ``"test"``, numbers 0, a list of one item, first choices).
 """
 
 from __future__ import annotations

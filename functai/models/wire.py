@@ -1,10 +1,8 @@
 """The chat-completions wire format: pure functions from `Request` to JSON and back.
 
-Structured outputs come in four strengths, tried in order (`FORMATS`):
-``json_schema`` (with ``strict: true`` when the schema qualifies), the same
-schema with ``strict: false`` (servers that refuse only strict mode), then
-``json_object`` plus the schema in the instructions, then the instructions
-alone, for servers that answer 400 to the stronger ones.
+Structured outputs come in four strengths (`FORMATS`), each tried after a server answers
+400 to the one before: a strict schema, the same not strict, ``json_object`` plus the schema
+in the instructions, the instructions alone.
 """
 
 from __future__ import annotations
@@ -28,10 +26,8 @@ _TOOL_CHOICE_WORDS = frozenset({"auto", "none", "required"})
 def build_body(
     request: Request, *, format: str = "json_schema", max_completion_tokens: bool = False  # noqa: A002
 ) -> tuple[dict[str, Any], bool]:
-    """The JSON body for `request`, and whether the answer schema was wrapped in ``{"value": …}``.
-
-    ``max_completion_tokens`` sends ``max_tokens`` under that name (models that refuse ``max_tokens``).
-    """
+    """The JSON body for `request`, and whether the answer schema was wrapped in ``{"value": …}``;
+    ``max_completion_tokens`` sends ``max_tokens`` under that name (models that refuse ``max_tokens``)."""
     messages = [wire_message(m) for m in request.messages]
     body: dict[str, Any] = {"model": request.model, "messages": messages}
     for key, value in request.settings.items():
@@ -130,10 +126,8 @@ def wire_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def wrap_schema(schema: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-    """Providers want an object at the top: wrap any other schema as ``{"value": schema}``.
-
-    ``$defs``/``definitions`` move up to the wrapper so ``#/$defs/...`` refs still resolve.
-    """
+    """Providers want an object at the top: any other schema wrapped as ``{"value": schema}``, its
+    ``$defs``/``definitions`` moved up to the wrapper so ``#/$defs/...`` refs still resolve."""
     if schema.get("type") == "object":
         return dict(schema), False
     inner = dict(schema)
@@ -222,11 +216,8 @@ class _NotStrict(Exception):
 
 
 def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A copy of ``schema`` that qualifies for ``strict: true``, or None when it cannot.
-
-    Every object lists all its properties as required and forbids others, and only common
-    keywords appear. An optional field becomes required: its type already allows null.
-    """
+    """A copy of ``schema`` that qualifies for ``strict: true`` (every property required, as an
+    optional one's type already allows null; no others; common keywords only), or None."""
     try:
         return _strict(schema)
     except _NotStrict:
