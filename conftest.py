@@ -29,8 +29,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _through_async_driver(fn, args, kwargs):  # type: ignore[no-untyped-def]
-    from functai.calls.run import call_steps, drive
-    from functai.calls.steps import adrive
+    from functai._calls.run import call_steps, drive
+    from functai._calls.steps import adrive
 
     try:
         asyncio.get_running_loop()
@@ -55,9 +55,9 @@ def call_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """Which driver runs the plain calls of this test: ``sync`` or ``async``."""
     driver = getattr(request, "param", "sync")
     if driver == "async":
-        from functai.calls import function
+        from functai._calls import function
 
-        from functai.conversations.conversation import Conversation, Turn
+        from functai._conversations.conversation import Conversation, Turn
 
         monkeypatch.setattr(function, "run_call", _through_async_driver)
         monkeypatch.setattr(Conversation, "__call__", _run(Conversation.acall, Conversation.__call__))

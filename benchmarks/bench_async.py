@@ -5,7 +5,7 @@
    request after 50 ms: wall and process CPU time, and the most threads this
    process had meanwhile (no thread per call); next to the same requests made
    with httpx alone, same client settings and body, over httpx's own pool and
-   over functai's (`functai.models.pool`). Medians of interleaved rounds.
+   over functai's (`functai._models.pool`). Medians of interleaved rounds.
 2. CPU per call (``time.process_time``) of ``await fn.acall(...)`` and of the
    plain ``fn(...)`` on ScriptedLM, interleaved rounds, median: their ratio.
 3. Time to the first ``"text"`` event of ``fn.stream`` / ``fn.astream`` against
@@ -92,7 +92,7 @@ def serve() -> tuple[subprocess.Popen[str], str]:
 
 async def concurrent(url: str, n: int) -> tuple[float, float, int]:
     """Wall and CPU seconds of n concurrent acalls (after one warm-up call), and the most threads."""
-    from functai.models.openai import OpenAIClient  # here: importing this module needs only the public API
+    from functai._models.openai import OpenAIClient  # here: importing this module needs only the public API
 
     client = OpenAIClient(base_url=url, api_key="", name="loopback", max_retries=0)
     most = threading.active_count()
@@ -124,7 +124,7 @@ async def bare_httpx(url: str, n: int, lean: bool) -> tuple[float, float]:
 
     transport = None
     if lean:
-        from functai.models.pool import LeanTransport
+        from functai._models.pool import LeanTransport
 
         transport = LeanTransport()
     body = {"model": "loopback", "messages": [{"role": "system", "content": "Answer."},
@@ -163,7 +163,7 @@ def cpu_per_call(calls: int, rounds: int) -> tuple[float, float]:
 
 def first_text(url: str, rounds: int = 5) -> dict[str, float]:
     """Median seconds to the first text event and to done (after one warm-up stream each)."""
-    from functai.models.openai import OpenAIClient
+    from functai._models.openai import OpenAIClient
 
     client = OpenAIClient(base_url=url, api_key="", name="loopback", max_retries=0)
     runs: dict[str, list[float]] = {"sync first": [], "sync done": [], "async first": [], "async done": []}
@@ -197,7 +197,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--concurrent-rounds", type=int, default=5)
     args = parser.parse_args()
-    from functai.layers import reset
+    from functai._layers import reset
 
     reset()
     proc, url = serve()
@@ -208,7 +208,7 @@ def main() -> None:
             "the same requests, httpx alone (its own pool)": lambda: bare_httpx(url, args.concurrent, False),
             "the same requests, httpx alone over functai's pool": lambda: bare_httpx(url, args.concurrent, True),
         }
-        if importlib.util.find_spec("functai.models.pool") is None:  # a checkout from before the pool
+        if importlib.util.find_spec("functai._models.pool") is None:  # a checkout from before the pool
             del cases["the same requests, httpx alone over functai's pool"]
         runs: dict[str, list[tuple[float, ...]]] = {name: [] for name in cases}
         for _ in range(args.concurrent_rounds):  # interleaved: a busy neighbour hurts each case alike

@@ -25,8 +25,8 @@ from typing import Callable
 
 import functai
 from functai import ai
-from functai.calls import records
-from functai.layers import reset
+from functai._calls import records
+from functai._layers import reset
 from functai.testing import ScriptedLM
 
 
@@ -53,11 +53,11 @@ def part_cases(folder: str) -> dict[str, Callable[[int], None]]:
         record = capital.run("Peru").record
     data = record.to_dict()
     if os.path.exists(os.path.join(os.path.dirname(functai.__file__), "codec.py")):
-        from functai import codec
+        from functai import _codec as codec
 
         encode: Callable[[dict], bytes] = lambda d: codec.dumps(d, non_finite="text")  # noqa: E731
-        name = "functai.codec.dumps"
-    else:  # a checkout from before functai.codec: what its call log used
+        name = "functai._codec.dumps"
+    else:  # a checkout from before functai._codec: what its call log used
         stdlib = json.JSONEncoder(ensure_ascii=False, default=str)
         encode = lambda d: stdlib.encode(d).encode()  # noqa: E731
         name = "json encode"
@@ -75,7 +75,7 @@ def part_cases(folder: str) -> dict[str, Callable[[int], None]]:
 
     lines = {}
     if os.path.exists(os.path.join(os.path.dirname(functai.__file__), "calls", "logline.py")):
-        from functai.calls import logline  # the record's line without its dict (what the log writes now)
+        from functai._calls import logline  # the record's line without its dict (what the log writes now)
 
         lines["logline.encode(record) (record → line, the NaN check included)"] = repeat(lambda: logline.encode(record))
     return {

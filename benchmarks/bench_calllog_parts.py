@@ -1,6 +1,6 @@
 """The parts of logging one call record, old and new side by side in one process.
 
-The old call log's module is loaded from a checkout from before functai.codec
+The old call log's module is loaded from a checkout from before functai._codec
 (``--before``, e.g. a worktree of an older commit); each part is timed in
 interleaved rounds, process CPU time, median round.
 
@@ -8,16 +8,16 @@ interleaved rounds, process CPU time, median round.
 """
 import argparse, importlib.util, os, sys, time, statistics, tempfile, json
 import functai
-from functai import ai, codec
-from functai.calls import records
+from functai import ai, _codec as codec
+from functai._calls import records
 from functai.testing import ScriptedLM
 import msgspec
 parser = argparse.ArgumentParser()
-parser.add_argument("--before", required=True, help="a checkout whose functai/calls/records.py is the old call log")
+parser.add_argument("--before", required=True, help="a checkout whose functai/_calls/records.py is the old call log")
 parser.add_argument("--rounds", type=int, default=21)
 parser.add_argument("--n", type=int, default=3000)
 args = parser.parse_args()
-spec = importlib.util.spec_from_file_location("functai.calls._records_before",
+spec = importlib.util.spec_from_file_location("functai._calls._records_before",
                                               os.path.join(args.before, "functai", "calls", "records.py"))
 old = importlib.util.module_from_spec(spec); spec.loader.exec_module(old)
 @ai
@@ -35,7 +35,7 @@ new_log = records._by_folder[os.path.join(tmp, "new")]
 old.append(os.path.join(tmp, "old"), rec)
 old_log = next(iter(old._logs.values()))
 fd = os.open(os.path.join(tmp, "bare"), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-from functai.calls import logline
+from functai._calls import logline
 struct = logline._Line(*(data.get(name, msgspec.UNSET) for name in logline._Line.__struct_fields__))
 struct_line = raw(struct)
 assert struct_line == logline.encode(rec) == line[:-1]

@@ -28,8 +28,8 @@ from typing import Callable
 
 import functai
 from functai import Change, Plugin, ai
-from functai.hooks import installed
-from functai.layers import reset
+from functai._hooks import installed
+from functai._layers import reset
 from functai.testing import ScriptedLM, tool_call
 
 
@@ -107,7 +107,7 @@ def event_case() -> Callable[[int], tuple[float, float]]:
     """Build the before_call event as the engine does for a call outside a conversation."""
     inputs = {"country": "Peru"}
     settings = MappingProxyType({})
-    from functai.hooks.events import CallEvent
+    from functai._hooks.events import CallEvent
 
     def build() -> None:
         CallEvent(function="capital", program=capital, inputs=inputs, instruction="I.", sections=(), lm=None,

@@ -47,8 +47,8 @@ MESSAGES = [
 
 def cases(url: str) -> dict[str, Callable[[], object]]:
     import functai
-    from functai.models.openai import OpenAIClient
-    from functai.models.request import Request
+    from functai._models.openai import OpenAIClient
+    from functai._models.request import Request
 
     raw = httpx.Client(headers={"Authorization": "Bearer sk-bench-0123456789"})
     body = {"model": "m", "messages": MESSAGES, "temperature": 0}

@@ -1,4 +1,4 @@
-"""JSON encode and decode of real record lines: the standard library, orjson, msgspec, functai.codec.
+"""JSON encode and decode of real record lines: the standard library, orjson, msgspec, functai._codec.
 
 The lines are made by running functai: the call log of a plain call, of a
 call with a plugin's change, of a one-tool round trip and of two conversation
@@ -92,11 +92,11 @@ def cases() -> dict[str, tuple[Callable[[Any], bytes], Callable[[bytes], Any]]]:
         encoder, decoder = msgspec.json.Encoder(enc_hook=str), msgspec.json.Decoder()
         found["msgspec"] = (encoder.encode, decoder.decode)
     try:
-        from functai import codec
+        from functai import _codec as codec
     except ImportError:
         pass
     else:
-        found["functai.codec"] = (codec.dumps, codec.loads)
+        found["functai._codec"] = (codec.dumps, codec.loads)
     return found
 
 

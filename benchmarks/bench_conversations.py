@@ -32,7 +32,7 @@ from unittest import mock
 
 import functai
 from functai import FolderStore, MemoryStore, ai
-from functai.layers import reset
+from functai._layers import reset
 from functai.testing import ScriptedLM
 
 
@@ -66,7 +66,7 @@ class Answering:
     name = "answering"
 
     def complete(self, request: object) -> object:
-        from functai.models.request import Reply
+        from functai._models.request import Reply
 
         return Reply(text="ok")
 

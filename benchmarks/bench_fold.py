@@ -8,7 +8,7 @@ interleaved rounds. Run it against another checkout for before/after figures:
     PYTHONPATH=. python benchmarks/bench_fold.py [--rounds 21] [--folds 2000]
     PYTHONPATH=/path/to/old/checkout python benchmarks/bench_fold.py
 
-``--old-events /path/to/old/checkout/functai/hooks/events.py`` also times the
+``--old-events /path/to/old/checkout/functai/_hooks/events.py`` also times the
 old module's ``CallEvent`` (it imports nothing of functai) built as the old
 engine built it, in the same process and rounds as this one's: a before/after
 ratio that the machine's changing speed does not move.
@@ -24,9 +24,9 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 from functai import Change, Plugin
-from functai.calls.run import _apply_before_call
-from functai.hooks import fold as folding
-from functai.hooks.events import CallEvent
+from functai._calls.run import _apply_before_call
+from functai._hooks import fold as folding
+from functai._hooks.events import CallEvent
 
 SETTINGS: Any = MappingProxyType({})
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--folds", type=int, default=2000)
-    parser.add_argument("--old-events", help="an older functai/hooks/events.py to time its CallEvent alongside")
+    parser.add_argument("--old-events", help="an older functai/_hooks/events.py to time its CallEvent alongside")
     args = parser.parse_args(argv)
     cases: dict[str, Callable[[int], float]] = {
         "event, no handler": fold_case(0, False),

@@ -110,7 +110,7 @@ def rounds(cases: dict[str, Case], count: int, calls: int) -> dict[str, tuple[fl
 
 
 def _probe(resolved: object, n: int) -> None:
-    for _ in range(n):  # the statements `functai.calls.run` adds for reply and call_end, as it runs them
+    for _ in range(n):  # the statements `functai._calls.run` adds for reply and call_end, as it runs them
         heard_reply = resolved.plan.handlers["reply"]  # type: ignore[attr-defined]
         sent = 0.0  # noqa: F841
         if heard_reply:
@@ -130,7 +130,7 @@ def _empty(resolved: object, n: int) -> None:
 def added_statements(repeat: int = 15, number: int = 200_000) -> float:
     """ns per call of exactly what the two hooks add to a one-attempt call with no handlers for
     them, on a real resolved plan: the fastest of ``repeat`` runs, minus an empty loop's."""
-    from functai.layers import resolve
+    from functai._layers import resolve
 
     resolved = resolve(capital.own)
 

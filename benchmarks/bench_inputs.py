@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import functai
 from functai import ai
-from functai.layers import reset
+from functai._layers import reset
 from functai.testing import ScriptedLM
 
 

@@ -163,7 +163,7 @@ def _chunk(call: Callable[[], Any], block: Any, calls: int) -> tuple[float, floa
 def _idle_check(fn: Any, number: int = 200_000) -> float:
     """ns per call of what an idle functai-otel adds to a call, timed alone: the per-call look at its
     ``active`` check (`Resolved.now`, which compares the global provider with the one it decided on)."""
-    from functai.layers import resolve
+    from functai._layers import resolve
 
     resolved = resolve(fn.own).whole
     if not resolved.plan.gated or resolved.now() is resolved:

@@ -33,14 +33,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_async import serve  # noqa: E402  (the asyncio loopback server, in its own process)
 
 import functai  # noqa: E402
-from functai.models.request import Request  # noqa: E402
+from functai._models.request import Request  # noqa: E402
 
 REQUEST = Request(model="m", messages=({"role": "user", "content": "q"},))
 
 
 async def sequential(url: str, calls: int) -> float:
     """CPU µs per `acomplete`, one after another (after a warm-up call)."""
-    from functai.models.openai import OpenAIClient
+    from functai._models.openai import OpenAIClient
 
     client = OpenAIClient(base_url=url, api_key="", name="loopback", max_retries=0)
     await client.acomplete(REQUEST)
@@ -54,7 +54,7 @@ async def sequential(url: str, calls: int) -> float:
 
 async def concurrent(url: str, n: int) -> float:
     """CPU µs per `acomplete`, n at once."""
-    from functai.models.openai import OpenAIClient
+    from functai._models.openai import OpenAIClient
 
     client = OpenAIClient(base_url=url, api_key="", name="loopback", max_retries=0)
     await client.acomplete(REQUEST)

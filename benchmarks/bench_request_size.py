@@ -14,8 +14,8 @@ import argparse
 
 import functai
 from functai import ai
-from functai.stores import MemoryStore
-from functai.models.request import Request
+from functai._stores import MemoryStore
+from functai._models.request import Request
 from functai.testing import ScriptedLM
 
 

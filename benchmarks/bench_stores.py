@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 import functai
 from functai import ai
-from functai.stores import FolderStore, MemoryStore, open_store
-from functai.layers import reset
-from functai.stores.urls import forget
+from functai._stores import FolderStore, MemoryStore, open_store
+from functai._layers import reset
+from functai._stores.urls import forget
 from functai.testing import ScriptedLM
 
 

@@ -1,6 +1,8 @@
 """functai: typed Python functions answered by a language model, shaped by plugins.
 
-The public API is what this module exports (and `functai.testing`).
+The public API is what this module exports, and `functai.testing`, `functai.stores` (for store
+authors), `functai.cli` (the command) and `functai.pytest_plugin` (the fixtures). Every module
+whose name starts with ``_`` is internal.
 """
 
 from __future__ import annotations
@@ -9,40 +11,42 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"  # before the imports: `hooks.installed` reads it while they run
 
-from .calls.function import AIFunction, ai
-from .calls.layout import baked
-from .calls.records import CallRecord, Result, read_calls
-from .errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError, OutputError, PluginError, Waiting
-from .hooks.adapt import load_plugin
-from .hooks.change import Change
-from .hooks.plugin import Plugin
-from .hooks.specs import HOOKS, hookimpl
-from .layers import configure, settings
-from .models.providers import providerimpl, register_provider
-from .models.request import Reply, Request
+from ._calls.function import AIFunction, ai
+from ._calls.layout import baked
+from ._calls.records import CallRecord, Result, read_calls
+from ._errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError, OutputError, PluginError, Waiting
+from ._hooks.adapt import load_plugin
+from ._hooks.change import Change
+from ._hooks.plugin import Plugin
+from ._hooks.specs import HOOKS, hookimpl
+from ._layers import configure, settings
+from ._models.providers import providerimpl, register_provider
+from ._models.request import Reply, Request
 
 if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checker; never imported here at run time
-    from .builtins import compaction, delegate
-    from .calls.streaming import StreamEvent
-    from .calls.template import Template
-    from .calls.tools import ApprovalError, Tool, tool
-    from .conversations import Conversation, Turn, all_turns, current_turn, last_turns
-    from .evaluation.evaluate import evaluate
-    from .evaluation.optimize import optimize
-    from .evaluation.ratings import rate
-    from .models.toolcall import ToolCall
-    from .stores import FolderStore, MemoryStore, Store
+    from ._builtins import compaction, delegate
+    from ._calls.streaming import StreamEvent
+    from ._calls.template import Template
+    from ._calls.tools import ApprovalError, Tool, tool
+    from ._conversations import Conversation, Turn, all_turns, current_turn, last_turns
+    from ._evaluation.evaluate import evaluate
+    from ._evaluation.optimize import optimize
+    from ._evaluation.ratings import rate
+    from ._models.openai import OpenAIClient
+    from ._models.toolcall import ToolCall
+    from ._stores import FolderStore, MemoryStore, Store
 
 #: Names imported on first use, by module, so ``import functai`` stays light.
 _LAZY_FROM = {
-    "functai.builtins": ("compaction", "delegate"),
-    "functai.calls.streaming": ("StreamEvent",),
-    "functai.calls.template": ("Template",),
-    "functai.calls.tools": ("ApprovalError", "Tool", "tool"),
-    "functai.conversations": ("Conversation", "Turn", "all_turns", "current_turn", "last_turns"),
-    "functai.evaluation": ("evaluate", "optimize", "rate"),
-    "functai.models.toolcall": ("ToolCall",),
-    "functai.stores": ("FolderStore", "MemoryStore", "Store"),
+    "functai._builtins": ("compaction", "delegate"),
+    "functai._calls.streaming": ("StreamEvent",),
+    "functai._calls.template": ("Template",),
+    "functai._calls.tools": ("ApprovalError", "Tool", "tool"),
+    "functai._conversations": ("Conversation", "Turn", "all_turns", "current_turn", "last_turns"),
+    "functai._evaluation": ("evaluate", "optimize", "rate"),
+    "functai._models.openai": ("OpenAIClient",),
+    "functai._models.toolcall": ("ToolCall",),
+    "functai._stores": ("FolderStore", "MemoryStore", "Store"),
 }
 _LAZY = {name: module for module, names in _LAZY_FROM.items() for name in names}
 
@@ -77,6 +81,7 @@ __all__ = [
     "ModelConfigError",
     "ModelError",
     "NonAnswerError",
+    "OpenAIClient",
     "OutputError",
     "Plugin",
     "PluginError",

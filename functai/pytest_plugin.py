@@ -13,16 +13,16 @@ from typing import Callable, Iterator, Sequence
 import attrs
 import pytest
 
-from . import layers
-from .calls import records
-from .calls.records import CallRecord, read_calls
-from .errors import PluginError
-from .hooks import installed
-from .hooks.adapt import from_hookimpls, load_plugin, looks_like_path
-from .hooks.installed import GROUP, Installed, InstalledPlugin
-from .hooks.plugin import Plugin
-from .models import providers
-from .models.request import Request
+from . import _layers as layers
+from ._calls import records
+from ._calls.records import CallRecord, read_calls
+from ._errors import PluginError
+from ._hooks import installed
+from ._hooks.adapt import from_hookimpls, load_plugin, looks_like_path
+from ._hooks.installed import GROUP, Installed, InstalledPlugin
+from ._hooks.plugin import Plugin
+from ._models import providers
+from ._models.request import Request
 from .testing import Scripted, ScriptedLM
 
 #: Variables that would let the machine running the tests change them.
@@ -34,7 +34,7 @@ def functai_isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A test that cannot see, or leave behind, process-wide functai state: settings, ``FUNCTAI_*``
     variables, installed plugins (the developer's own must not change the result), the shared
     in-memory store. All comes back afterwards, and the test's model clients are closed."""
-    from .stores import memory  # not loaded by ``import functai``
+    from ._stores import memory  # not loaded by ``import functai``
 
     for name in ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)

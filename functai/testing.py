@@ -12,9 +12,9 @@ import threading
 import time
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
-from .errors import FunctAIError
-from .models.request import Reply, Request
-from .models.samples import sample, sample_input
+from ._errors import FunctAIError
+from ._models.request import Reply, Request
+from ._models.samples import sample, sample_input
 
 Scripted = Union[str, Reply, BaseException]
 
@@ -23,7 +23,7 @@ _ids = itertools.count(1)
 
 def tool_calls(calls: Iterable[tuple[str, Mapping[str, Any]]]) -> Reply:
     """A reply asking for several tools at once, in order."""
-    from .models.toolcall import ToolCall  # built with the first tool call, not at import
+    from ._models.toolcall import ToolCall  # built with the first tool call, not at import
 
     asked = tuple(ToolCall(id=f"call_{next(_ids)}", name=name, input=dict(input)) for name, input in calls)
     return Reply(tool_calls=asked, finish_reason="tool_calls")

@@ -225,8 +225,8 @@ def run(folder: Path, mode: str = "sync") -> dict[str, Any]:
     ``mode="async"``: the same calls awaited, with ``async def`` handlers for
     the changing hooks of plugins p0–p4 (the records must be the same).
     """
-    from functai.hooks import installed
-    from functai.layers import reset
+    from functai._hooks import installed
+    from functai._layers import reset
 
     reset()
     installed_before = installed.use(installed.Installed.of([]))  # no plugin of this machine's

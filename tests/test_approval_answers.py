@@ -13,8 +13,8 @@ import pytest
 
 import functai
 from functai import FunctAIError, Waiting
-from functai.conversations import held
-from functai.stores import open_store
+from functai._conversations import held
+from functai._stores import open_store
 from functai.testing import ScriptedLM, tool_call
 
 #: The checkout these tests run from, on the subprocesses' path wherever pytest was started.
@@ -255,7 +255,7 @@ def test_a_turn_resumed_between_the_check_and_the_write_is_not_abandoned(shop, t
 
 
 def test_a_turn_abandoned_between_the_resume_check_and_its_claim_does_not_run(shop, tmp_path, monkeypatch):
-    from functai.conversations import conversation
+    from functai._conversations import conversation
 
     functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "Refunded."]))
     chat = shop.support.conversation("c8", approve="changes")

@@ -317,7 +317,7 @@ def test_answering_when_nothing_waits_is_refused():
 
 
 def test_the_consumer_does_not_see_the_call_in_progress_between_events():
-    from functai.calls.run import current
+    from functai._calls.run import current
 
     seen = []
     lm = ScriptedLM([tool_call("weather", {"city": "Oslo"}), "Sunny."])

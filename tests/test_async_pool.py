@@ -14,9 +14,9 @@ import httpcore
 import httpx
 import pytest
 
-from functai.models.openai import OpenAIClient
-from functai.models.pool import LeanTransport, lean_transport
-from functai.models.request import Request
+from functai._models.openai import OpenAIClient
+from functai._models.pool import LeanTransport, lean_transport
+from functai._models.request import Request
 from loopback import completion, refused_url
 
 ANSWER = json.dumps(completion("ok")).encode()

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from loopback import LoopbackServer, Scripted, chunks, completion
 
-from functai.models.openai import OpenAIClient
-from functai.models.pool import LeanTransport
-from functai.models.request import Request
+from functai._models.openai import OpenAIClient
+from functai._models.pool import LeanTransport
+from functai._models.request import Request
 
 REQUEST = Request(model="m", messages=({"role": "user", "content": "q"},))
 

@@ -9,9 +9,9 @@ import pytest
 
 import functai
 from functai import Change, Plugin, PluginError, ai
-from functai.hooks import installed as installed_module
-from functai.hooks.adapt import from_hookimpls
-from functai.hooks.installed import FAILED, Installed, InstalledPlugin
+from functai._hooks import installed as installed_module
+from functai._hooks.adapt import from_hookimpls
+from functai._hooks.installed import FAILED, Installed, InstalledPlugin
 from functai.testing import ScriptedLM, tool_call
 
 

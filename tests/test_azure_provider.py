@@ -9,8 +9,8 @@ from loopback import LoopbackServer, Scripted, completion
 
 import functai
 from functai import ai
-from functai.errors import FunctAIError
-from functai.models.azure import DEFAULT_API_VERSION
+from functai._errors import FunctAIError
+from functai._models.azure import DEFAULT_API_VERSION
 
 AZURE_KEY = "azure-key-0123456789abcdef"
 

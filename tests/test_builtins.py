@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 import functai
-from functai import FunctAIError, builtins
+from functai import FunctAIError, _builtins as builtins
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PUBLIC = set(functai.__all__) | {"testing", "__version__"}
@@ -44,8 +44,8 @@ def test_builtins_use_only_the_public_api(path):
 
 def test_the_scan_catches_private_names(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import functai.layers\nfrom functai.hooks import fold\nfrom functai import _x\nfunctai.hooks\n")
-    assert private_uses(bad) == ["functai.layers", "functai.hooks", "_x", "functai.hooks"]
+    bad.write_text("import functai._layers\nfrom functai._hooks import fold\nfrom functai import _x\nfunctai.hooks\n")
+    assert private_uses(bad) == ["functai._layers", "functai._hooks", "_x", "functai.hooks"]
 
 
 class _EntryPoint:
@@ -61,7 +61,7 @@ class _EntryPoint:
 @pytest.fixture
 def entry_points(monkeypatch):
     found = []
-    monkeypatch.setattr("functai.hooks.installed.entry_points", lambda group: list(found) if group == builtins.GROUP else [])
+    monkeypatch.setattr("functai._hooks.installed.entry_points", lambda group: list(found) if group == builtins.GROUP else [])
     builtins.forget()
     yield found
     builtins.forget()

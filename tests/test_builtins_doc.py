@@ -6,8 +6,8 @@ import sys
 import pytest
 
 import functai
-from functai import ai, builtins
-from functai.hooks import installed
+from functai import ai, _builtins as builtins
+from functai._hooks import installed
 from functai.testing import ScriptedLM
 
 from test_docs_blocks import block

@@ -1,4 +1,4 @@
-"""The call log as lines written by functai.appendlog: strict JSON, lock-free appends, torn tails.
+"""The call log as lines written by functai._appendlog: strict JSON, lock-free appends, torn tails.
 
 Real processes append at once; a torn tail is made the way a killed writer
 leaves one (part of a line, no newline) by another open file.
@@ -18,9 +18,9 @@ import pytest
 
 import functai
 from functai import ai
-from functai.appendlog import LineFile, file_system, lock_free
-from functai.calls import records
-from functai.stores import FolderStore
+from functai._appendlog import LineFile, file_system, lock_free
+from functai._calls import records
+from functai._stores import FolderStore
 from functai.testing import ScriptedLM
 
 
@@ -89,7 +89,7 @@ def test_appends_take_no_lock_on_a_local_file_system(tmp_path):
     fd = os.open(path, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        code = f"from functai.calls import records; records.append_line({str(path)!r}, {{'n': 1}})"
+        code = f"from functai._calls import records; records.append_line({str(path)!r}, {{'n': 1}})"
         done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": os.getcwd()},
                               timeout=60, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
@@ -100,7 +100,7 @@ def test_appends_take_no_lock_on_a_local_file_system(tmp_path):
 
 WRITER = textwrap.dedent("""
     import os, sys
-    from functai.calls import records
+    from functai._calls import records
     path, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     for i in range(count):
         size = (i * 7919) % 70000 if i % 5 == 0 else 100  # some lines span many pages
@@ -114,7 +114,7 @@ def test_processes_appending_at_once_never_interleave(tmp_path, locked):
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     code = WRITER
     if locked:  # the protocol kept for file systems where appends may interleave
-        code = "import functai.appendlog as a; a.lock_free = lambda folder: False\n" + code
+        code = "import functai._appendlog as a; a.lock_free = lambda folder: False\n" + code
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path), tag, "150"], env=env) for tag in "pqrs"]
     assert [p.wait(timeout=300) for p in procs] == [0, 0, 0, 0]
     lines = strict_lines(path)
@@ -258,7 +258,7 @@ def test_a_postgresql_log_that_cannot_be_reached_keeps_the_answer_and_warns_with
 
 @pytest.mark.parametrize("bad", ["postgresql://u@host:notaport/db", "foo://u:pw@x/y"])
 def test_a_log_calls_url_with_a_password_from_the_environment_is_checked_before_the_model_is_paid(bad, monkeypatch):
-    from functai.layers import reset
+    from functai._layers import reset
 
     bad = bad.replace("u@", "u:pg-PASSWORD-0123@")  # each with a password: kept behind a handle
     monkeypatch.setenv("FUNCTAI_LOG_CALLS", bad)
@@ -287,7 +287,7 @@ def _end_the_log_connection(url: str) -> None:
     """End the server session the call log's store holds, as a server restart or an admin would."""
     from store_fixtures import raw_sql
 
-    from functai.stores.urls import open_url
+    from functai._stores.urls import open_url
 
     pid = open_url(url)._conn.info.backend_pid
     run = raw_sql(url)
@@ -306,7 +306,7 @@ def test_a_postgresql_log_whose_session_was_ended_reconnects_and_keeps_every_rec
 
 
 def test_a_postgresql_log_connection_lost_while_writing_keeps_the_answer_and_warns(postgres_url, monkeypatch):
-    from functai.stores import postgres
+    from functai._stores import postgres
 
     lm = ScriptedLM(["one", "two", "three"])
     functai.configure(client=lm, log_calls=postgres_url)

@@ -15,7 +15,7 @@ import pytest
 
 import functai
 from functai import Waiting
-from functai.cli import main
+from functai._cli import main
 from functai.testing import ScriptedLM, tool_call
 
 APP = textwrap.dedent('''
@@ -237,7 +237,7 @@ def test_evaluate_without_a_model_exits_1_not_a_score_of_zero(world):
 
 
 def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(world, monkeypatch):
-    from functai.cli import calls
+    from functai._cli import calls
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
@@ -315,7 +315,7 @@ def test_a_pipe_closed_midway_ends_quietly(tmp_path):
 def test_a_warning_while_a_command_runs_is_one_plain_line(world, monkeypatch):
     import warnings
 
-    from functai.cli import calls
+    from functai._cli import calls
 
     real = calls.read_calls
 

@@ -9,7 +9,7 @@ import pytest
 from loopback import LoopbackServer, Scripted, error_body, refused_url
 
 import functai
-from functai.cli import main
+from functai._cli import main
 from functai import Reply
 from functai.testing import ScriptedLM
 

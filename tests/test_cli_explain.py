@@ -8,8 +8,8 @@ import pytest
 
 import functai
 from functai import Change, Plugin
-from functai.cli import main
-from functai.hooks.explain import explain
+from functai._cli import main
+from functai._hooks.explain import explain
 
 APP = textwrap.dedent('''
     import functai

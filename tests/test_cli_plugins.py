@@ -8,8 +8,8 @@ import pytest
 
 import functai
 from functai import Change, Plugin
-from functai.cli import main
-from functai.hooks import installed
+from functai._cli import main
+from functai._hooks import installed
 
 
 class Dist:

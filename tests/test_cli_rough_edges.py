@@ -14,9 +14,9 @@ import textwrap
 import pytest
 
 import functai
-from functai.cli import main
-from functai.cli.app import parser
-from functai.stores import FolderStore
+from functai._cli import main
+from functai._cli.app import parser
+from functai._stores import FolderStore
 from functai.testing import ScriptedLM
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -189,7 +189,7 @@ def test_a_log_url_is_named_as_it_was_given(one_call):
 
 
 def test_a_log_url_with_a_password_is_named_without_it():
-    from functai.cli.common import location
+    from functai._cli.common import location
 
     assert location("postgresql://app:s3cret-pw@db.internal:5432/x") == "postgresql://app@db.internal:5432/x"
     assert location("calls") == "calls/" and location("calls/") == "calls/"

@@ -1,4 +1,4 @@
-"""functai.codec: the strict JSON codec records, the call log and stores write with."""
+"""functai._codec: the strict JSON codec records, the call log and stores write with."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from functai import FunctAIError, codec
+from functai import FunctAIError, _codec as codec
 
 
 def strict(data: bytes) -> object:
@@ -121,7 +121,7 @@ def test_loads_lines_decodes_a_buffer_at_once():
 
 
 def test_importing_the_codec_does_not_import_msgspec():
-    code = "import sys, functai, functai.codec; print('msgspec' in sys.modules)"
+    code = "import sys, functai, functai._codec; print('msgspec' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -8,9 +8,9 @@ import pytest
 
 import functai
 from functai import Change, FunctAIError, Plugin, PluginError, ai
-from functai.stores import opening as store_module
-from functai.stores import memory as memory_module
-from functai.stores import open_store
+from functai._stores import opening as store_module
+from functai._stores import memory as memory_module
+from functai._stores import open_store
 from functai.testing import ScriptedLM
 from store_fixtures import DURABLE, store_url
 

@@ -15,8 +15,8 @@ import pytest
 
 import functai
 from functai import ai, tool
-from functai.stores import FolderStore
-from functai.evaluation.ratings import read_ratings
+from functai._stores import FolderStore
+from functai._evaluation.ratings import read_ratings
 from functai.testing import ScriptedLM, tool_call
 
 KILLS = 20

@@ -19,7 +19,7 @@ import pytest
 
 import functai
 from functai import FunctAIError, ai
-from functai.cli import main
+from functai._cli import main
 from functai.testing import ScriptedLM
 from store_fixtures import raw_sql
 
@@ -64,7 +64,7 @@ def _record(**fields) -> str:
 
 def _open(store):
     """Open the conversation in a fresh process's view, catching what it warns."""
-    from functai.stores import FolderStore
+    from functai._stores import FolderStore
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -288,8 +288,8 @@ def test_a_garbled_record_is_reported_by_every_store(durable_store):
 def test_a_garbled_sql_row_keeps_its_text_through_a_copy(kind, tmp_path, request):
     from store_fixtures import store_url
 
-    from functai.stores import open_store
-    from functai.stores.copy import copy_conversations
+    from functai._stores import open_store
+    from functai._stores.copy import copy_conversations
 
     store = store_url(kind, tmp_path, request)
     _lm()

@@ -7,9 +7,9 @@ import sys
 
 import functai
 from functai import Plugin, Change, ai
-from functai.cli import main
-from functai.hooks import reference, specs
-from functai.hooks.change import HOOK_FIELDS
+from functai._cli import main
+from functai._hooks import reference, specs
+from functai._hooks.change import HOOK_FIELDS
 from functai.testing import ScriptedLM
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -17,7 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def test_docs_hook_reference_is_generated_from_the_hookspecs():
     assert (ROOT / "docs" / "hooks.md").read_text() == reference.render(), (
-        "docs/hooks.md is stale: run python -m functai.hooks.reference > docs/hooks.md"
+        "docs/hooks.md is stale: run python -m functai._hooks.reference > docs/hooks.md"
     )
 
 
@@ -33,7 +33,7 @@ def test_every_hookspec_is_documented_with_its_exact_signature():
 def test_import_functai_is_light():
     code = (
         "import sys, functai\n"
-        "heavy = [m for m in ('httpx', 'structlog', 'pydantic', 'functai.models.openai') if m in sys.modules]\n"
+        "heavy = [m for m in ('httpx', 'structlog', 'pydantic', 'functai._models.openai') if m in sys.modules]\n"
         "print(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -275,7 +275,7 @@ def test_cli_conversation_says_1_turn_and_draws_branches(tmp_path, capsys):
 
 
 def test_short_text_is_cut_at_a_word():
-    from functai.cli.common import short
+    from functai._cli.common import short
 
     assert short("one two three", 60) == "one two three"
     assert short("alpha beta gamma delta epsilon", 20) == "alpha beta gamma…"
@@ -283,7 +283,7 @@ def test_short_text_is_cut_at_a_word():
 
 
 def test_functai_log_calls_is_the_process_layers_default_in_the_library(tmp_path, monkeypatch):
-    from functai import layers
+    from functai import _layers as layers
 
     program = (
         "import functai\n"

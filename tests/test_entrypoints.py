@@ -14,9 +14,9 @@ import textwrap
 import pytest
 from packaging.requirements import Requirement
 
-from functai.hooks import entrypoints
-from functai.hooks.installed import incompatible
-from functai.hooks.requires import Unsure, functai_specifier
+from functai._hooks import entrypoints
+from functai._hooks.installed import incompatible
+from functai._hooks.requires import Unsure, functai_specifier
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -129,9 +129,9 @@ FIRST_CALL = textwrap.dedent('''
         answer.run("q")
     except functai.FunctAIError as error:
         print(error.code)
-    from functai.hooks.installed import installed
+    from functai._hooks.installed import installed
     print(sorted(item.name + ":" + item.state for item in installed().found if item.name.startswith("needs")))
-    from functai.hooks.adapt import from_hookimpls
+    from functai._hooks.adapt import from_hookimpls
     print(from_hookimpls(rules_module).version)
     print([m for m in ("packaging", "importlib_metadata", "structlog") if m in sys.modules])
 ''')

@@ -29,7 +29,7 @@ from test_installed_venv import package, pip
 pytestmark = pytest.mark.venv  # slow: `python -m pytest -m "not venv"` leaves these out
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-READER = ROOT / "functai" / "hooks" / "entrypoints.py"
+READER = ROOT / "functai" / "_hooks" / "entrypoints.py"
 GROUPS = ("functai", "functai.builtins", "functai.stores")
 
 PROBE = textwrap.dedent('''

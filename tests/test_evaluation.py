@@ -8,7 +8,7 @@ from functai_compaction import compaction
 
 import functai
 from functai import Change, FunctAIError, Plugin, ai
-from functai.stores import open_store
+from functai._stores import open_store
 from functai.testing import ScriptedLM
 
 
@@ -161,7 +161,7 @@ def test_ratings_latest_by_the_same_person_wins_and_unknown_calls_are_refused(tm
     functai.rate(record, good=True, by="ann", log=log)
     functai.rate(record.id, good=False, correction="better", by="ann", log=log)
     functai.rate(record.id, good=True, by="bob", log=log)
-    ratings = functai.evaluation.read_ratings(log)[record.id]
+    ratings = functai._evaluation.read_ratings(log)[record.id]
     assert [(r.by, r.good, r.correction) for r in ratings] == [("ann", False, "better"), ("bob", True, None)]
     (rated,) = functai.read_calls(log, rated=True, function="test_evaluation:tutor")
     assert rated.id == record.id and rated.rating["by"] == "bob"
@@ -261,7 +261,7 @@ def test_optimize_picks_the_better_of_two_candidate_instructions():
 def test_the_cli_rates_and_evaluates(tmp_path, monkeypatch, capsys, durable_log):
     import sys
 
-    from functai.cli import main
+    from functai._cli import main
 
     (tmp_path / "quiz.py").write_text(
         "import functai\n\n@functai.ai\ndef capital(country: str) -> str:\n    '''The capital city.'''\n"
@@ -297,7 +297,7 @@ class _Terminal(io.StringIO):
 def test_the_cli_draws_the_progress_bar_on_the_err_stream_it_is_given(tmp_path, monkeypatch):
     import sys
 
-    from functai.cli import main
+    from functai._cli import main
 
     (tmp_path / "quiz2.py").write_text(
         "import functai\n\n@functai.ai\ndef capital(country: str) -> str:\n    '''The capital city.'''\n"
@@ -372,8 +372,8 @@ def test_a_torn_last_line_never_swallows_the_next_rating(tmp_path):
         handle.write('{"call": "torn", "go')  # a crash mid-write
     functai.rate(two, good=False, log=log)
     with pytest.warns(RuntimeWarning) as caught:
-        assert set(functai.evaluation.read_ratings(log)) == {one.id, two.id}
+        assert set(functai._evaluation.read_ratings(log)) == {one.id, two.id}
     assert [str(w.message) for w in caught] == [
         f"functai: log line skipped: at={tmp_path / 'ratings.jsonl'}:2 reason=a write cut short "
         "(a crash while writing), with the next line caught on it; that line was written again"
-    ]  # no lock (functai.appendlog): the next line, landed on the torn piece, was written again after it
+    ]  # no lock (functai._appendlog): the next line, landed on the torn piece, was written again after it

@@ -10,8 +10,8 @@ import pytest
 
 import functai
 from functai import Change, Plugin, ai
-from functai.calls import records
-from functai.hooks.events import CallEvent, RequestEvent, ToolCallEvent, TurnStartEvent
+from functai._calls import records
+from functai._hooks.events import CallEvent, RequestEvent, ToolCallEvent, TurnStartEvent
 from functai.testing import ScriptedLM
 
 

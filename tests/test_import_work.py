@@ -46,8 +46,8 @@ def test_a_plain_import_leaves_out_what_only_some_programs_use():
         "import functai\n"
         "print(json.dumps(sorted(set(sys.modules) - before)))\n"
     )
-    for module in ("functai.builtins", "functai.conversations", "functai.evaluation", "functai.cli",
-                   "functai.stores", "functai.calls.tools", "functai.calls.template", "functai.models.toolcall",
+    for module in ("functai.builtins", "functai._conversations", "functai._evaluation", "functai.cli",
+                   "functai.stores", "functai._calls.tools", "functai._calls.template", "functai._models.toolcall",
                    "dataclasses", "importlib.util"):
         assert module not in found, module
 
@@ -72,25 +72,25 @@ def test_a_first_call_without_tools_or_template_loads_neither():
     first = _first_call()
     assert first["value"] == "ok" and len(first["version"]) == 16
     found = first["modules"]
-    for module in ("functai.calls.tools", "functai.calls.template", "functai.models.toolcall"):
+    for module in ("functai._calls.tools", "functai._calls.template", "functai._models.toolcall"):
         assert module not in found, module
 
 
 def test_the_lazy_names_resolve_to_the_same_objects():
     import functai
-    import functai.builtins
-    import functai.calls.layout
-    import functai.calls.template
-    import functai.calls.tools
-    import functai.models.request
-    import functai.models.toolcall
-    from functai.models.request import ToolCall as FromRequest
+    import functai._builtins
+    import functai._calls.layout
+    import functai._calls.template
+    import functai._calls.tools
+    import functai._models.request
+    import functai._models.toolcall
+    from functai._models.request import ToolCall as FromRequest
 
-    assert functai.compaction is functai.builtins.compaction
-    assert functai.delegate is functai.builtins.delegate
-    assert functai.Template is functai.calls.layout.Template is functai.calls.template.Template
-    assert functai.ToolCall is FromRequest is functai.models.toolcall.ToolCall
-    assert functai.tool is functai.calls.tools.tool and functai.Tool is functai.calls.tools.Tool
-    assert functai.ApprovalError is functai.calls.tools.ApprovalError
+    assert functai.compaction is functai._builtins.compaction
+    assert functai.delegate is functai._builtins.delegate
+    assert functai.Template is functai._calls.layout.Template is functai._calls.template.Template
+    assert functai.ToolCall is FromRequest is functai._models.toolcall.ToolCall
+    assert functai.tool is functai._calls.tools.tool and functai.Tool is functai._calls.tools.Tool
+    assert functai.ApprovalError is functai._calls.tools.ApprovalError
     with pytest.raises(AttributeError):
-        functai.models.request.NoSuchName  # noqa: B018
+        functai._models.request.NoSuchName  # noqa: B018

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import pytest
 
 import functai
-from functai import ai, builtins
-from functai.errors import FunctAIError
-from functai.hooks.installed import incompatible
+from functai import ai, _builtins as builtins
+from functai._errors import FunctAIError
+from functai._hooks.installed import incompatible
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,7 +95,7 @@ def test_no_text_in_the_repository_sends_pip_to_the_index_for_an_unpublished_nam
 
 @pytest.fixture
 def no_builtins(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("functai.hooks.installed.entry_points", lambda group: [])
+    monkeypatch.setattr("functai._hooks.installed.entry_points", lambda group: [])
     builtins.forget()
     yield
     builtins.forget()

@@ -365,7 +365,7 @@ def test_a_hookimpl_module_given_directly_takes_its_distributions_version(venv, 
 STORE_PROGRAM = textwrap.dedent('''
     import sys
     import functai
-    from functai.stores import open_store
+    from functai._stores import open_store
     from functai.testing import ScriptedLM
 
     @functai.ai
@@ -387,7 +387,7 @@ STORE_PROGRAM = textwrap.dedent('''
 
 def test_an_installed_store_is_found_by_its_url_scheme(venv, tmp_path):
     install(venv, package(tmp_path, "functai-store-x", '''
-        from functai.stores import FolderStore
+        from functai._stores import FolderStore
 
         class LinesStore(FolderStore):
             """A folder store under its own scheme: lines:///absolute/folder."""

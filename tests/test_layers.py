@@ -18,71 +18,71 @@ PACKAGE = Path(__file__).resolve().parent.parent / "functai"
 
 #: Layers from the top (0) down; a module's layer is the first prefix of its name found here.
 LAYERS: list[tuple[str, ...]] = [
-    ("functai", "functai.__main__", "functai.cli", "functai.demo", "functai.pytest_plugin", "functai.testing",
-     "functai.builtins"),
-    ("functai.evaluation",),
-    ("functai.conversations",),
-    ("functai.calls",),
-    ("functai.layers",),  # the process, block and function settings: plugins and model settings in layers
-    ("functai.hooks",),
-    ("functai.models",),
-    ("functai.stores",),
-    ("functai.errors", "functai.codec", "functai.files", "functai.log", "functai.appendlog"),
+    ("functai", "functai.__main__", "functai.cli", "functai._cli", "functai.stores", "functai._demo", "functai.pytest_plugin", "functai.testing",
+     "functai._builtins"),
+    ("functai._evaluation",),
+    ("functai._conversations",),
+    ("functai._calls",),
+    ("functai._layers",),  # the process, block and function settings: plugins and model settings in layers
+    ("functai._hooks",),
+    ("functai._models",),
+    ("functai._stores",),
+    ("functai._errors", "functai._codec", "functai._files", "functai._log", "functai._appendlog"),
 ]
 
 #: (importing module, imported module) → why this import goes up a layer.
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("functai.calls.function", "functai.conversations.conversation"):
+    ("functai._calls.function", "functai._conversations.conversation"):
         "AIFunction.conversation(...) is the front door to a Conversation of that function",
-    ("functai.calls.records", "functai.evaluation.ratings"):
+    ("functai._calls.records", "functai._evaluation.ratings"):
         "a call log read with its ratings joins each record to the ratings made of it",
-    ("functai.calls.run", "functai.builtins"):
+    ("functai._calls.run", "functai._builtins"):
         "a call refused for a missing built-in plugin says which command installs it",
-    ("functai.hooks.installed", "functai"):
+    ("functai._hooks.installed", "functai"):
         "the plugin report names functai's own version",
-    ("functai.hooks.installed", "functai.builtins"):
+    ("functai._hooks.installed", "functai._builtins"):
         "the plugin report names the folders the built-in plugins install from",
-    ("functai.hooks.change", "functai.calls.outputs"):
+    ("functai._hooks.change", "functai._calls.outputs"):
         "a Change's values are made JSON-able by the one to_jsonable outputs use",
-    ("functai.hooks.explain", "functai.calls.function"):
+    ("functai._hooks.explain", "functai._calls.function"):
         "explain() takes an AIFunction (for its type only)",
-    ("functai.hooks.explain", "functai.layers"):
+    ("functai._hooks.explain", "functai._layers"):
         "explain() shows the plugins of every settings layer a call would run",
-    ("functai.hooks.fold", "functai.calls.steps"):
+    ("functai._hooks.fold", "functai._calls.steps"):
         "handlers are folded as steps, driven sync or async by the call's own driver",
-    ("functai.hooks.hear", "functai.calls.steps"):
+    ("functai._hooks.hear", "functai._calls.steps"):
         "listeners are heard as steps, driven sync or async by the call's own driver",
-    ("functai.models.providers", "functai.testing"):
+    ("functai._models.providers", "functai.testing"):
         'lm="test" names the offline TestModel',
-    ("functai.codec", "functai.calls.outputs.jsonable"):
+    ("functai._codec", "functai._calls.outputs.jsonable"):
         "non-finite numbers are found, and written as text, in one place: beside to_jsonable",
-    ("functai.files", "functai.models.keys"):
+    ("functai._files", "functai._models.keys"):
         "a log_calls= value may be a SecretURL, checked without revealing it",
-    ("functai.files", "functai.stores.calllog"):
+    ("functai._files", "functai._stores.calllog"):
         "a log_calls= value that is a URL is checked by the store that will keep the log",
-    ("functai.files", "functai.stores.urls"):
+    ("functai._files", "functai._stores.urls"):
         "an error about a path that is a URL repeats it with its password redacted",
-    ("functai.stores.calllog", "functai.calls.records"):
+    ("functai._stores.calllog", "functai._calls.records"):
         "a call log kept in a store reports skipped lines as the folder call log does",
-    ("functai.stores.calllog", "functai.models.keys"):
+    ("functai._stores.calllog", "functai._models.keys"):
         "a call-log URL may be a SecretURL, revealed only to connect",
-    ("functai.stores.copy", "functai.calls.records"):
+    ("functai._stores.copy", "functai._calls.records"):
         "copying a call log reads and writes call records, whatever store holds them",
-    ("functai.stores.folder", "functai.calls.records"):
+    ("functai._stores.folder", "functai._calls.records"):
         "a folder shared with a call log leaves out its calls.jsonl and ratings.jsonl",
-    ("functai.stores.folder_index", "functai.conversations.rows"):
+    ("functai._stores.folder_index", "functai._conversations.rows"):
         "read_rows decodes lines straight into the fold's rows (the 10,000-turn open budget)",
-    ("functai.stores.protocol", "functai.conversations.rows"):
+    ("functai._stores.protocol", "functai._conversations.rows"):
         "read_rows decodes lines straight into the fold's rows (the 10,000-turn open budget)",
-    ("functai.stores.postgres", "functai.models.keys"):
+    ("functai._stores.postgres", "functai._models.keys"):
         "a PostgreSQL URL's password is revealed only to connect and hidden in messages",
-    ("functai.stores.schema", "functai.conversations.checks"):
+    ("functai._stores.schema", "functai._conversations.checks"):
         "a SQL row that cannot be read comes back as the record the fold marks unusable",
-    ("functai.stores.schema", "functai.conversations.turndata"):
+    ("functai._stores.schema", "functai._conversations.turndata"):
         "SQL columns hold the turn record's fields of the conversation format version",
-    ("functai.stores.urls", "functai.hooks.installed"):
+    ("functai._stores.urls", "functai._hooks.installed"):
         "a URL scheme not built in is looked up among installed functai.stores entry points",
-    ("functai.stores.urls", "functai.models.keys"):
+    ("functai._stores.urls", "functai._models.keys"):
         "a store URL may be a SecretURL",
 }
 
@@ -160,16 +160,16 @@ def test_every_exception_is_still_needed() -> None:
 
 
 #: What conversations may use of `functai.stores`: the protocol, the opener and the memory store.
-CONVERSATIONS_USE = {"functai.stores.protocol", "functai.stores.opening", "functai.stores.memory"}
+CONVERSATIONS_USE = {"functai._stores.protocol", "functai._stores.opening", "functai._stores.memory"}
 
 
 def test_conversations_use_stores_through_the_protocol() -> None:
     """No conversation module reaches into a store's backend (folder, SQL): a store is any `Store`."""
     reached = sorted(
         (module_name(path), target)
-        for path in PACKAGE.joinpath("conversations").rglob("*.py")
+        for path in PACKAGE.joinpath("_conversations").rglob("*.py")
         for target in imports(path)
-        if target.startswith("functai.stores") and target not in CONVERSATIONS_USE
+        if target.startswith("functai._stores") and target not in CONVERSATIONS_USE
     )
     assert not reached
 

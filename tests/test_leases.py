@@ -15,10 +15,10 @@ import pytest
 
 import functai
 from functai import FunctAIError
-from functai.cli import main as cli
-from functai.conversations import leases
-from functai.stores import MemoryStore
-from functai.conversations.history import History
+from functai._cli import main as cli
+from functai._conversations import leases
+from functai._stores import MemoryStore
+from functai._conversations.history import History
 from functai.testing import ScriptedLM, tool_call
 
 APP = textwrap.dedent('''

@@ -178,7 +178,7 @@ def test_an_ordinary_error_of_a_nested_call_is_still_shown_to_the_model():
 
     def reply(request):
         if request.messages[0]["content"].startswith("Inner"):
-            raise functai.errors.ModelError("the service is down", code="model-http", status=503)
+            raise functai._errors.ModelError("the service is down", code="model-http", status=503)
         if request.messages[-1]["role"] == "tool":
             return "told: " + request.messages[-1]["content"]
         return tool_call("inner", {"q": "x"})

@@ -22,7 +22,7 @@ CALL = textwrap.dedent('''
 
     functai.configure(client=ScriptedLM(["yes"]))
     assert answer("q") == "yes"
-    from functai.hooks.installed import installed
+    from functai._hooks.installed import installed
     print("loaded:", ",".join(item.name for item in installed().found if item.state == "loaded"))
     print("structlog imported:", "structlog" in sys.modules)
 ''')

@@ -1,4 +1,4 @@
-"""The call log's line of a record (functai.calls.logline): the codec's line of its dict, made faster.
+"""The call log's line of a record (functai._calls.logline): the codec's line of its dict, made faster.
 
 The line is encoded from the record's fields without building ``to_dict()``;
 it must be byte for byte what ``codec.dumps(record.to_dict(), non_finite="text")``
@@ -16,9 +16,9 @@ import warnings
 import pytest
 
 import functai
-from functai import Change, Plugin, ai, codec, tool
-from functai.calls import records
-from functai.calls.records import CallRecord
+from functai import Change, Plugin, ai, _codec as codec, tool
+from functai._calls import records
+from functai._calls.records import CallRecord
 from functai.testing import ScriptedLM, tool_call
 
 NAN, INF = float("nan"), float("inf")

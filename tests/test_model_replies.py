@@ -12,8 +12,8 @@ from loopback import LoopbackServer, Scripted, completion, error_body, tool_call
 
 import functai
 from functai import ai
-from functai.errors import FunctAIError
-from functai.layers import current_values
+from functai._errors import FunctAIError
+from functai._layers import current_values
 
 KEY = "sk-test-SECRET-0123456789"
 
@@ -246,7 +246,7 @@ def _with_password(url: str) -> str:
 
 
 def test_a_postgresql_password_is_in_no_frame_of_a_failing_call(answers_400: None, postgres_url: str) -> None:
-    from functai.stores.urls import forget
+    from functai._stores.urls import forget
 
     url = _with_password(postgres_url)
     functai.configure(log_calls=url)
@@ -266,8 +266,8 @@ def test_a_postgresql_password_is_in_no_frame_of_a_failing_call(answers_400: Non
 
 
 def test_a_call_log_url_from_the_environment_is_hidden_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    from functai.layers import from_environment
-    from functai.models.keys import reveal
+    from functai._layers import from_environment
+    from functai._models.keys import reveal
 
     url = "postgresql://ann:pg-PASSWORD-0123456789@db.example/calls"
     monkeypatch.setenv("FUNCTAI_LOG_CALLS", url)
@@ -278,7 +278,7 @@ def test_a_call_log_url_from_the_environment_is_hidden_too(monkeypatch: pytest.M
 
 
 def test_resolved_settings_hold_no_key(server: LoopbackServer) -> None:
-    from functai.layers import resolve
+    from functai._layers import resolve
 
     functai.configure(headers={**HEADERS, "X-Trace": "plain-0123456789"})
     shown = repr(current_values())

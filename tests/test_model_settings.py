@@ -9,10 +9,10 @@ from loopback import LoopbackServer, Received, Scripted, completion, error_body,
 
 import functai
 from functai import ai
-from functai.errors import FunctAIError, ModelError
-from functai.models import providers
-from functai.models.openai import OpenAIClient
-from functai.models.request import Request
+from functai._errors import FunctAIError, ModelError
+from functai._models import providers
+from functai._models.openai import OpenAIClient
+from functai._models.request import Request
 
 KEY = "sk-test-SECRET-0123456789"
 ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "OLLAMA_API_KEY", "OLLAMA_BASE_URL")

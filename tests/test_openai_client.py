@@ -10,9 +10,9 @@ import pytest
 from loopback import LoopbackServer, Scripted, completion, error_body, refused_url, tool_call
 
 import functai
-from functai.errors import FunctAIError, ModelError
-from functai.models.openai import OpenAIClient
-from functai.models.request import Reply, Request, ToolCall
+from functai._errors import FunctAIError, ModelError
+from functai._models.openai import OpenAIClient
+from functai._models.request import Reply, Request, ToolCall
 
 KEY = "sk-test-SECRET-0123456789"
 

@@ -15,8 +15,8 @@ import pytest
 
 import functai
 from functai import ai, tool
-from functai.conversations.history import History, NOTHING
-from functai.stores import FolderStore, MemoryStore
+from functai._conversations.history import History, NOTHING
+from functai._stores import FolderStore, MemoryStore
 from functai.testing import ScriptedLM, tool_call
 
 
@@ -151,7 +151,7 @@ def test_the_quick_path_builds_what_the_checked_path_builds(tmp_path, monkeypatc
     quick = History()
     quick.apply_all(records)
 
-    from functai.conversations import history as history_module
+    from functai._conversations import history as history_module
 
     monkeypatch.setattr(history_module, "_QUICK", {})  # every record through problem() and _fold()
     checked = History()

@@ -1,6 +1,6 @@
 """Opening through rows builds exactly what the records' dicts build (issue 15, "Conversation opening").
 
-An open decodes a conversation's lines as rows (`functai.conversations.rows`: only
+An open decodes a conversation's lines as rows (`functai._conversations.rows`: only
 the fields the fold reads) and folds them with a quick path of its own; anything
 it does not take is read again whole and checked field by field. Each test here
 opens the same files both ways — the row path, and every record as a dict
@@ -23,10 +23,10 @@ import pytest
 
 import functai
 from functai import ai, tool
-from functai.conversations import held, rows
-from functai.conversations import history as history_module
-from functai.conversations.history import NOTHING, History
-from functai.stores import FolderStore, MemoryStore
+from functai._conversations import held, rows
+from functai._conversations import history as history_module
+from functai._conversations.history import NOTHING, History
+from functai._stores import FolderStore, MemoryStore
 from functai.testing import ScriptedLM, tool_call
 
 DATA = Path(__file__).resolve().parent / "data"

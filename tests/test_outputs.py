@@ -15,9 +15,9 @@ from typing import Any, Dict, Generic, List, Literal, Optional, Tuple, TypeVar, 
 import attrs
 import pytest
 
-from functai.calls.outputs import readers
-from functai.calls.outputs import describe, output_schema, read_output, to_jsonable
-from functai.errors import FunctAIError, OutputError
+from functai._calls.outputs import readers
+from functai._calls.outputs import describe, output_schema, read_output, to_jsonable
+from functai._errors import FunctAIError, OutputError
 
 
 # --------------------------------------------------------------------------- types under test
@@ -576,7 +576,7 @@ def test_pydantic_is_not_imported_by_the_module() -> None:
     import sys
 
     code = (
-        "import sys, functai.calls.outputs as o, dataclasses\n"
+        "import sys, functai._calls.outputs as o, dataclasses\n"
         "@dataclasses.dataclass\nclass A:\n    x: int\n"
         "o.output_schema(A); o.read_output('{\"x\": 1}', A); o.to_jsonable(A(1))\n"
         "print('pydantic' in sys.modules)"

@@ -10,8 +10,8 @@ import pytest
 
 import functai
 from functai import Change, Plugin, PluginError
-from functai.hooks.adapt import as_plugins, from_hookimpls
-from functai.hooks.specs import HOOKS
+from functai._hooks.adapt import as_plugins, from_hookimpls
+from functai._hooks.specs import HOOKS
 
 
 def test_the_spec_example_repr():
@@ -103,7 +103,7 @@ def test_one_decorator_per_hook_and_registration_order():
 
 
 def test_hooks_come_from_the_pluggy_hookspecs():
-    from functai.hooks import specs
+    from functai._hooks import specs
 
     assert HOOKS == ("turn_start", "context", "before_call", "request", "reply", "tool_call", "tool_result", "call_end", "turn_end")
     for hook in HOOKS:

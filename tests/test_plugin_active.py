@@ -4,7 +4,7 @@ import pytest
 
 import functai
 from functai import Change, Plugin, ai
-from functai.hooks.explain import explain
+from functai._hooks.explain import explain
 from functai.testing import ScriptedLM
 
 

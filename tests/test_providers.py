@@ -4,7 +4,7 @@ import pytest
 
 import functai
 from functai import ai
-from functai.models import providers
+from functai._models import providers
 from functai.testing import ScriptedLM
 
 
@@ -37,7 +37,7 @@ def test_a_provider_plugin_adds_a_client(fresh_providers):
 
 
 def test_builtin_providers_and_bare_names(fresh_providers):
-    from functai.models.openai import OpenAIClient
+    from functai._models.openai import OpenAIClient
 
     client, model = providers.client_for("gpt-4.1-mini", {})
     assert isinstance(client, OpenAIClient) and model == "gpt-4.1-mini" and client.name == "openai"

@@ -12,7 +12,7 @@ import pytest
 
 import functai
 from functai import Plugin, ai
-from functai.hooks import installed
+from functai._hooks import installed
 from functai.testing import ScriptedLM
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -226,9 +226,9 @@ def test_importing_the_plugin_changes_nothing_and_scans_no_entry_points():
         except ImportError:
             pass
         import functai.pytest_plugin
-        from functai import layers
-        from functai.hooks import installed
-        heavy = [m for m in ("httpx", "structlog", "functai.models.openai", "functai.hooks.entrypoints")
+        from functai import _layers as layers
+        from functai._hooks import installed
+        heavy = [m for m in ("httpx", "structlog", "functai._models.openai", "functai._hooks.entrypoints")
                  if m in sys.modules]
         print(len(calls), heavy, installed._installed is None, layers._process is layers.EMPTY)
     ''')

@@ -16,12 +16,12 @@ import pytest
 
 import functai
 from functai import FunctAIError
-from functai.stores import FolderStore, MemoryStore, StoreConflict, open_store
-from functai.stores.opening import store_reference
-from functai.evaluation.ratings import read_ratings
-from functai.stores.postgres import PostgresStore
-from functai.stores.sqlite import SQLiteStore
-from functai.stores.urls import SCHEMA_VERSION, forget, redact, scheme_of
+from functai._stores import FolderStore, MemoryStore, StoreConflict, open_store
+from functai._stores.opening import store_reference
+from functai._evaluation.ratings import read_ratings
+from functai._stores.postgres import PostgresStore
+from functai._stores.sqlite import SQLiteStore
+from functai._stores.urls import SCHEMA_VERSION, forget, redact, scheme_of
 from functai.testing import ScriptedLM
 from store_fixtures import raw_sql
 
@@ -60,7 +60,7 @@ def test_urls_pick_the_store(tmp_path, monkeypatch):
         with pytest.raises(FunctAIError) as info:
             open_store(bad)
         assert info.value.code == "store-url" and words in info.value.message
-    from functai.stores.calllog import log_store
+    from functai._stores.calllog import log_store
 
     with pytest.raises(FunctAIError) as info:
         log_store("memory:")  # the memory store keeps conversations, not a call log
@@ -107,7 +107,7 @@ def test_close_lets_the_connection_go_and_the_next_use_opens_one(sql_url):
 
 
 def test_the_postgresql_store_does_not_load_the_sqlite_one():
-    code = "import sys, functai.stores.postgres; print('functai.stores.sqlite' in sys.modules)"
+    code = "import sys, functai._stores.postgres; print('functai._stores.sqlite' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.stdout.strip() == "False", done.stderr
 
@@ -225,7 +225,7 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from functai.stores import open_store, StoreConflict
+    from functai._stores import open_store, StoreConflict
     store = open_store(sys.argv[1])
     name, n = sys.argv[2], int(sys.argv[3])
     print("ready", flush=True)
@@ -375,7 +375,7 @@ def test_a_view_opened_at_a_turn_reads_only_its_branch(kind, tmp_path, request, 
 def test_sqlite_reads_a_branch_through_the_turn_index(tmp_path):
     """Without statistics SQLite's planner would walk the whole conversation per step: the
     branch query names the (conversation, turn) index, so each step is one lookup."""
-    from functai.stores import schema
+    from functai._stores import schema
 
     store = SQLiteStore(tmp_path / "s.db")
     store.append("c", [{"kind": "turn", "turn": "t0", "parent": None}])
@@ -448,7 +448,7 @@ def test_reading_a_store_without_tables_creates_none(sql_url, tmp_path):
 
 @both
 def test_a_reader_that_found_no_tables_sees_them_once_another_writer_made_them(sql_url):
-    from functai.stores.postgres import PostgresStore
+    from functai._stores.postgres import PostgresStore
 
     reader = open_store(sql_url)
     assert reader.read("c") == []  # nothing there yet: nothing made

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from functai.stores import folder as folder_module
-from functai.stores import (
+from functai._stores import folder as folder_module
+from functai._stores import (
     FolderStore,
     MemoryStore,
     Store,
     StoreConflict,
     open_store,
 )
-from functai.errors import FunctAIError
+from functai._errors import FunctAIError
 from store_fixtures import store_url
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -386,7 +386,7 @@ def test_memory_store_threads():
 WORKER = textwrap.dedent(
     """
     import sys
-    from functai.stores import FolderStore, StoreConflict
+    from functai._stores import FolderStore, StoreConflict
 
     folder, name, n, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     store = FolderStore(folder)

@@ -8,9 +8,9 @@ import pytest
 
 import functai
 from functai import FunctAIError, ai
-from functai.cli import main
-from functai.stores import open_store
-from functai.stores.copy import copy_conversations
+from functai._cli import main
+from functai._stores import open_store
+from functai._stores.copy import copy_conversations
 from functai.testing import ScriptedLM
 
 

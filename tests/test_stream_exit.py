@@ -10,8 +10,8 @@ from loopback import LoopbackServer, Scripted, chunks
 
 import functai
 from functai import ai
-from functai.stores import open_store
-from functai.models.openai import OpenAIClient
+from functai._stores import open_store
+from functai._models.openai import OpenAIClient
 
 
 @ai

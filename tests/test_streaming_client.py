@@ -7,8 +7,8 @@ from loopback import LoopbackServer, Scripted, chunks, completion
 
 import functai
 from functai import FunctAIError, ai, tool
-from functai.models.openai import OpenAIClient
-from functai.models.request import Reply, Request
+from functai._models.openai import OpenAIClient
+from functai._models.request import Reply, Request
 
 
 @pytest.fixture

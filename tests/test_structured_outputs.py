@@ -14,10 +14,10 @@ from loopback import LoopbackServer, Received, Scripted, completion, error_body
 
 import functai
 from functai import ai
-from functai.calls.outputs import output_schema
-from functai.errors import ModelError
-from functai.models import openai as openai_client
-from functai.models.wire import strict_schema, wrap_schema
+from functai._calls.outputs import output_schema
+from functai._errors import ModelError
+from functai._models import openai as openai_client
+from functai._models.wire import strict_schema, wrap_schema
 
 
 @pytest.fixture

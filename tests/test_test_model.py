@@ -245,7 +245,7 @@ def test_a_type_with_no_finite_value_is_refused_with_a_code():
 
 
 def test_the_values_fit_their_schemas_bounds_and_formats():
-    from functai.models.samples import sample
+    from functai._models.samples import sample
 
     assert sample({"type": "integer", "minimum": 5, "multipleOf": 3}) == 6
     assert sample({"type": "integer", "exclusiveMaximum": -2}) == -3
@@ -260,7 +260,7 @@ def test_the_values_fit_their_schemas_bounds_and_formats():
 
 
 def test_a_missing_ref_is_refused_with_a_code():
-    from functai.models.samples import sample
+    from functai._models.samples import sample
 
     for schema in (
         {"$ref": "#/$defs/Gone"},
@@ -283,7 +283,7 @@ class Measured(pydantic.BaseModel):
 
 
 def test_numbers_are_multiples_of_multiple_of_inside_the_bounds():
-    from functai.models.samples import sample
+    from functai._models.samples import sample
 
     @ai(lm="test")
     def measure(what: str) -> Measured:
@@ -312,7 +312,7 @@ STANDARD = [
 @pytest.mark.parametrize("kind", [getattr(pydantic, name) for name in FORMATTED] + STANDARD,
                          ids=FORMATTED + [kind.__name__ for kind in STANDARD])
 def test_each_format_pydantic_writes_gets_a_value_pydantic_reads(kind):
-    from functai.models.samples import sample
+    from functai._models.samples import sample
 
     schema = pydantic.TypeAdapter(kind).json_schema()
     assert "format" in schema

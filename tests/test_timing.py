@@ -7,7 +7,7 @@ import pytest
 
 import functai
 from functai import Change, Plugin, ai, tool
-from functai.cli import main
+from functai._cli import main
 from functai.testing import ScriptedLM, tool_call
 
 

@@ -177,7 +177,7 @@ def test_an_ai_function_used_directly_as_a_tool_sits_under_the_asking_call(tmp_p
 
 
 def test_an_ai_function_as_a_tool_builds_its_input_schema_once(monkeypatch):
-    from functai.calls import tools as tools_module
+    from functai._calls import tools as tools_module
 
     built = []
     real = tools_module.output_schema
@@ -202,7 +202,7 @@ def test_an_ai_function_tool_schema_follows_a_replaced_signature():
     import inspect
     import typing
 
-    from functai.calls.tools import as_tool
+    from functai._calls.tools import as_tool
 
     @ai
     def lookup(order: str) -> str:

@@ -7,8 +7,8 @@ import pytest
 
 import functai
 from functai import FunctAIError, ai
-from functai.conversations import held
-from functai.stores import MemoryStore, StoreConflict
+from functai._conversations import held
+from functai._stores import MemoryStore, StoreConflict
 from functai.testing import ScriptedLM
 from store_fixtures import DURABLE, store_url
 

@@ -12,8 +12,8 @@ import importlib
 import inspect
 
 import functai
-from functai.hooks import plugin as plugin_module
-from functai.hooks.specs import HOOKS
+from functai._hooks import plugin as plugin_module
+from functai._hooks.specs import HOOKS
 
 
 def _type_checking_block(tree: ast.AST) -> ast.If:

@@ -21,9 +21,9 @@ import pytest
 
 import functai
 from functai import FunctAIError, ai
-from functai.calls import records
-from functai.stores import FolderStore
-from functai.evaluation import rate
+from functai._calls import records
+from functai._stores import FolderStore
+from functai._evaluation import rate
 from functai.testing import ScriptedLM
 
 
@@ -100,7 +100,7 @@ def test_log_calls_on_a_read_only_disk_is_refused_before_the_model_is_paid(read_
     # Set another way (the environment's process layer is not checked at import): the call refuses
     # before it asks the model.
     monkeypatch.setenv("FUNCTAI_LOG_CALLS", str(read_only / "calls"))
-    from functai.layers import reset
+    from functai._layers import reset
 
     reset()
     lm = ScriptedLM(["never"])
@@ -243,7 +243,7 @@ def _sqlite_with_a_turn(where):
     functai.configure(client=ScriptedLM(reply=lambda r: "ok"), log_calls=url)
     echo.conversation("c", store=url)("hi")
     functai.configure(log_calls=None)
-    from functai.stores.urls import forget
+    from functai._stores.urls import forget
 
     forget(url)  # as a new process would find it: no connection open, no -wal file left
     return url
@@ -269,7 +269,7 @@ def test_a_sqlite_store_on_a_read_only_disk_reads_and_refuses_writes(tmp_path):
         _unwritable(info, where)
         assert "read-only" in info.value.message
     finally:
-        from functai.stores.urls import forget
+        from functai._stores.urls import forget
 
         forget("sqlite:///" + str(where / "s.db"))
         subprocess.run(["umount", "-l", str(where)], check=False)
@@ -280,7 +280,7 @@ def test_a_full_disk_under_a_sqlite_store_is_store_unwritable(tmp_path):
     _mount(where, "size=1m")
     try:
         url = _sqlite_with_a_turn(where)
-        from functai.stores import open_store
+        from functai._stores import open_store
 
         store = open_store(url)
         before = store.count("c")
@@ -305,7 +305,7 @@ def test_a_full_disk_under_a_sqlite_store_is_store_unwritable(tmp_path):
         os.remove(where / "filler")  # space again: it goes on
         assert store.count("c") == before and store.append("c", [{"n": 1}], expect=before) == before + 1
     finally:
-        from functai.stores.urls import forget
+        from functai._stores.urls import forget
 
         for name in ("s.db", "new.db"):
             forget("sqlite:///" + str(where / name))
@@ -338,7 +338,7 @@ def test_a_sqlite_store_another_user_may_only_read(readable_by_others):
     """As another user (root passes permission checks): a database in a folder it may read, not write."""
     url, env = readable_by_others
     code = (
-        "import os, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records, functai.stores.calllog\n"
+        "import os, functai, structlog, difflib, msgspec.json, sqlite3, functai._calls.records, functai._stores.calllog\n"
         "from functai.stores import open_store\n"
         f"store = open_store({url!r})  # everything imported first: the interpreter's files may be root's only\n"
         "os.setgid(65534); os.setuid(65534)\n"
@@ -356,12 +356,12 @@ def test_a_sqlite_store_another_user_may_only_read(readable_by_others):
 @pytest.mark.skipif(not hasattr(os, "setuid") or os.geteuid() != 0, reason="needs root to become another user")
 def test_a_reader_that_may_not_write_sees_what_the_owner_writes_later(readable_by_others):
     """A store read immutable (no -shm can be made) is not read from a kept connection once its owner wrote."""
-    from functai.stores import open_store
-    from functai.stores.urls import forget
+    from functai._stores import open_store
+    from functai._stores.urls import forget
 
     url, env = readable_by_others
     code = (
-        "import os, sys, functai, structlog, difflib, msgspec.json, sqlite3, functai.calls.records\n"
+        "import os, sys, functai, structlog, difflib, msgspec.json, sqlite3, functai._calls.records\n"
         "from functai.stores import open_store\n"
         f"store = open_store({url!r})\n"
         "os.setgid(65534); os.setuid(65534)\n"
@@ -384,8 +384,8 @@ def test_a_reader_that_may_not_write_sees_what_the_owner_writes_later(readable_b
 
 
 def test_a_read_only_postgresql_session_reads_and_refuses_writes(postgres_url):
-    from functai.stores import open_store
-    from functai.stores.urls import forget
+    from functai._stores import open_store
+    from functai._stores.urls import forget
 
     functai.configure(client=ScriptedLM(reply=lambda r: "ok"), log_calls=postgres_url)
     echo.conversation("c", store=postgres_url)("hi")

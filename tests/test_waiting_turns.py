@@ -11,7 +11,7 @@ import pytest
 
 import functai
 from functai import FunctAIError, Waiting
-from functai.stores import open_store
+from functai._stores import open_store
 from functai.testing import ScriptedLM, tool_call
 
 SHOP = textwrap.dedent('''

@@ -12,7 +12,7 @@ import os
 from typing import Any, Mapping
 
 import functai
-from functai.models.openai import OpenAIClient
+from functai import OpenAIClient
 
 
 @functai.providerimpl

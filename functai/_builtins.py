@@ -1,0 +1,90 @@
+"""``functai.compaction(...)`` and ``functai.delegate(...)``: the entry point of that name in the
+group ``functai.builtins``, looked up on first use (another distribution registering it swaps it).
+
+The built-in distributions are not on the package index (anyone could register their names
+there), so an install hint names their folder in this repository (`install_command`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any, Callable
+
+from ._errors import FunctAIError
+from ._hooks import installed
+
+GROUP = "functai.builtins"
+
+#: This repository's distributions, each in ``functai_builtin_plugins/<folder>``: distribution → folder.
+BUILTIN_FOLDERS = {"functai-approval": "approval", "functai-compaction": "compaction",
+                   "functai-delegate": "delegate", "functai-otel": "otel"}
+
+
+def install_command(distribution: str) -> str:
+    """The command that installs one of this repository's distributions: its folder's full path
+    when this functai runs from a checkout, else the path the README writes."""
+    folder = BUILTIN_FOLDERS[distribution]
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.join(top, "functai_builtin_plugins", folder)
+    if os.path.isfile(os.path.join(here, "pyproject.toml")):
+        return f"functai install {shlex.quote(here)}"
+    return f"functai install ./functai_builtin_plugins/{folder} (in a checkout of the functai repository)"
+
+_found: dict[str, Callable[..., Any]] = {}
+
+
+def builtin(name: str) -> Callable[..., Any]:
+    """The installed factory called ``name`` (looked up once per process)."""
+    factory = _found.get(name)
+    if factory is not None:
+        return factory
+    matches = [ep for ep in installed.entry_points(GROUP) if ep.name == name]
+    if not matches:
+        own = f"functai-{name}"
+        how = f"{install_command(own)}, or install another" if own in BUILTIN_FOLDERS else "install a"
+        raise FunctAIError(
+            f"functai.{name} is provided by an installed distribution, and none is installed: "
+            f"{how} distribution whose entry point {name!r} is in the group {GROUP!r}",
+            code="builtin-missing",
+        )
+    if len(matches) > 1:
+        dists = ", ".join(sorted(getattr(ep.dist, "name", "?") for ep in matches))
+        raise FunctAIError(
+            f"{len(matches)} installed distributions provide functai.{name} ({dists}); uninstall all but one",
+            code="builtin-ambiguous",
+        )
+    try:
+        loaded: Callable[..., Any] = matches[0].load()
+    except Exception as error:
+        raise FunctAIError(
+            f"functai.{name} could not be loaded from {getattr(matches[0].dist, 'name', '?')}: "
+            f"{type(error).__name__}: {error}",
+            code="plugin-load",
+        ) from error
+    _found[name] = loaded
+    return loaded
+
+
+def forget() -> None:
+    """Look the factories up again on next use (tests)."""
+    _found.clear()
+
+
+def compaction(*args: Any, **kwargs: Any) -> Any:
+    """A plugin that keeps a long conversation short by folding old turns into a summary.
+
+    ``compaction(keep=20, every=10, summarize=None, lm=None, name="compaction")``
+    — provided by ``functai-compaction`` (or whichever distribution registers
+    ``compaction``).
+    """
+    return builtin("compaction")(*args, **kwargs)
+
+
+def delegate(*args: Any, **kwargs: Any) -> Any:
+    """Another AI function as a tool that remembers, per branch, what it was asked.
+
+    ``delegate(program, name=None, description=None)`` — provided by
+    ``functai-delegate`` (or whichever distribution registers ``delegate``).
+    """
+    return builtin("delegate")(*args, **kwargs)

@@ -1,0 +1,379 @@
+"""Call records, and the call log that keeps them as JSON lines.
+
+With ``log_calls="folder/"`` each record is one line of strict JSON in
+``folder/calls.jsonl``, written whole by `functai._appendlog` so concurrent
+processes never interleave lines. A line that cannot be read back is skipped
+and reported; a write that fails raises ``store-unwritable`` and leaves no
+partial line.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import threading
+from typing import Any, Iterator, NamedTuple
+
+import attrs
+
+from .._files import unwritable
+from .._log import warn
+from .._models.keys import SecretURL
+from .outputs import to_jsonable
+
+LOG_FILE = "calls.jsonl"
+#: Beside it in a call log folder: the ratings made of its calls (`functai._evaluation.ratings`).
+RATINGS_FILE = "ratings.jsonl"
+
+
+@attrs.define(eq=False)
+class CallRecord:
+    """What happened in one AI function call."""
+
+    id: str
+    function: str
+    version: str
+    inputs: dict[str, Any]
+    started: str
+    parent: str | None = None
+    path: str = ""
+    module: str = ""
+    output: Any = None
+    error: dict[str, Any] | None = None
+    instruction: str | None = None
+    model: str | None = None
+    settings: dict[str, Any] = attrs.field(factory=dict)
+    #: Token counts summed over the call's requests (`functai.Reply.usage` names).
+    usage: dict[str, int] = attrs.field(factory=dict)
+    #: Why the last reply ended: ``stop``, ``length``, ``tool_calls``, ``content_filter`` …
+    finish_reason: str | None = None
+    #: What a reasoning model thought before answering (every request's, in order).
+    reasoning: str | None = None
+    seconds: float | None = None
+    tool_calls: list[dict[str, Any]] = attrs.field(factory=list)
+    conversation: dict[str, Any] | None = None
+    #: Every change made to the call, in order: ``{"plugin", "version", "hook", "change"}`` (and ``µs``).
+    changes: list[dict[str, Any]] = attrs.field(factory=list)
+    sections: list[str] = attrs.field(factory=list)
+    replayable: bool = True
+    attempts: int = 0
+    #: Hearing handlers that ran, with their time: only with ``record_timing=True``.
+    heard: list[dict[str, Any]] = attrs.field(factory=list)
+    #: The latest rating, when read with ``read_calls(..., rated=True)`` (never written to the log).
+    rating: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON data (``replayable`` only when false; ``heard`` and ``rating`` only when set)."""
+        data = {  # written out: attrs.asdict is slower, on every logged call with changes or tool calls
+            "id": self.id, "function": self.function, "version": self.version, "inputs": to_jsonable(self.inputs),
+            "started": self.started, "parent": self.parent, "path": self.path, "module": self.module,
+            "output": to_jsonable(self.output), "error": self.error, "instruction": self.instruction,
+            "model": self.model, "settings": self.settings, "usage": self.usage, "finish_reason": self.finish_reason,
+            "reasoning": self.reasoning, "seconds": self.seconds, "tool_calls": self.tool_calls,
+            "conversation": self.conversation, "changes": self.changes, "sections": self.sections,
+            "replayable": self.replayable, "attempts": self.attempts, "heard": self.heard, "rating": self.rating,
+        }
+        if self.replayable:
+            del data["replayable"]
+        if not self.heard:
+            del data["heard"]
+        if self.rating is None:
+            del data["rating"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CallRecord":
+        """Rebuild a record; keys this version does not know are skipped."""
+        known = {f.name for f in attrs.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
+
+
+class Result(NamedTuple):
+    """A call's value and its record: ``value, record = fn.run(...)``."""
+
+    value: Any
+    record: CallRecord
+
+
+def size(value: Any) -> int:
+    """How many characters a value takes as text (what ``log_content=False`` keeps)."""
+    if isinstance(value, str):
+        return len(value)
+    return len(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def without_content(record: CallRecord) -> None:
+    """Replace values with their sizes, and drop the content of changes."""
+    record.inputs = {name: {"chars": size(value)} for name, value in record.inputs.items()}
+    if record.output is not None:
+        record.output = {"chars": size(record.output)}
+    if record.instruction is not None:
+        record.instruction = {"chars": size(record.instruction)}  # type: ignore[assignment]
+    record.sections = [{"chars": size(s)} for s in record.sections]  # type: ignore[misc]
+    if record.reasoning is not None:
+        record.reasoning = {"chars": size(record.reasoning)}  # type: ignore[assignment]
+    record.changes = [{k: v for k, v in item.items() if k != "change"} for item in record.changes]
+    if record.error is not None:  # an error message may quote inputs or the reply
+        record.error = {"code": record.error.get("code"), "chars": size(record.error.get("message", ""))}
+    for call in record.tool_calls:
+        for key in ("input", "output"):
+            if key in call and call[key] is not None:
+                call[key] = {"chars": size(call[key])}
+
+
+def not_kept(value: Any) -> bool:
+    """Whether a recorded value is the size `without_content` left in its place."""
+    return isinstance(value, dict) and value.keys() == {"chars"}
+
+
+def _what(path: str) -> str:
+    return "call log" if os.path.basename(path) == LOG_FILE else "log file"
+
+
+_logs_lock = threading.Lock()
+_logs: dict[str, Any] = {}  # absolute path -> functai._appendlog.LineFile, open for the process
+_by_folder: dict[str, Any] = {}  # an absolute log_calls folder, as given -> its calls.jsonl LineFile
+
+
+def _forget_logs() -> None:
+    """In a forked child: open the files anew (the parent's descriptors share its file offsets)."""
+    global _logs_lock
+    _logs_lock = threading.Lock()
+    for log in set(_logs.values()):
+        log.lock = threading.Lock()  # another thread may have held it at the fork
+        try:
+            log.close()
+        except OSError:
+            pass
+    _logs.clear()
+    _by_folder.clear()
+
+
+os.register_at_fork(after_in_child=_forget_logs)
+
+
+_encode_line: Any = None  # functai._calls.logline.encode, imported with the first record logged (it imports msgspec)
+
+
+def _line_encoder() -> Any:
+    global _encode_line
+    from .logline import encode
+
+    _encode_line = encode
+    return encode
+
+
+def append(folder: str | os.PathLike[str] | SecretURL, record: CallRecord) -> None:
+    """Append one record to the call log in ``folder`` (or at a store URL, see `functai._stores.calllog`)."""
+    log = _by_folder.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
+    # A log URL with a password is a SecretURL (see `functai._models.keys`): revealed only to open its store.
+    if log is None and (isinstance(folder, SecretURL) or (
+        isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3")))
+    )):
+        from .._stores import calllog
+
+        if calllog.is_log_url(folder):
+            calllog.append_call(folder, record.to_dict())
+            return
+    line = (_encode_line or _line_encoder())(record) + b"\n"
+    if log is None or not log.append(line):  # not open yet, or the file was removed
+        _append(os.path.join(folder, LOG_FILE), line, folder)
+
+
+def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+    """Append one JSON line to the file at ``path`` (non-finite numbers as text, see `functai._codec`)."""
+    from .. import _codec as codec  # here, not at import: a plain call writes and reads no JSON lines
+
+    _append(path, codec.dumps(data, non_finite="text") + b"\n")
+
+
+def _append(path: str | os.PathLike[str], line: bytes, folder: Any = None) -> None:
+    """Append through the file kept open for ``path``: opened on first use, and again when it was removed."""
+    from .._appendlog import LineFile
+
+    key = os.path.abspath(os.fspath(path))
+    for _ in range(2):
+        with _logs_lock:
+            log = _logs.get(key)
+            if log is None:
+                log = _logs[key] = LineFile(key, _what(key))
+            if type(folder) is str and os.path.isabs(folder):
+                _by_folder[folder] = log  # found by the folder's own name next time: no path to build
+        if log.append(line):
+            return
+        with _logs_lock:
+            if _logs.get(key) is log:
+                del _logs[key]
+                _by_folder.clear()
+        log.close()
+    raise unwritable(key, FileNotFoundError(errno.ENOENT, "removed while being written", key), _what(key))
+
+
+def close_log(folder: str | os.PathLike[str]) -> None:
+    """Close the call log file kept open for ``folder`` (a test's folder: one per test would pile up)."""
+    key = os.path.abspath(os.path.join(os.fspath(folder), LOG_FILE))
+    with _logs_lock:
+        log = _logs.pop(key, None)
+        _by_folder.clear()
+    if log is not None:
+        log.close()
+
+
+def read_calls(
+    folder: str | os.PathLike[str], *, rated: bool = False, function: Any = None,
+    skipped: list[tuple[str, str]] | None = None,
+) -> Iterator[CallRecord]:
+    """Yield the records of the call log in ``folder`` (or at a store URL), oldest first.
+
+    ``rated=True``: only rated calls, each with its latest ``rating``; ``function`` (an AI
+    function, or ``"module:name"``): every version of that function's calls. A line that
+    cannot be used is added to ``skipped`` as ``("<file>:<line>", reason)``, else warned about.
+    """
+    records = _read_log(folder, skipped)
+    if function is not None:
+        module, _, name = (function if isinstance(function, str) else f"{function.module}:{function.name}").rpartition(":")
+        records = (r for r in records if r.function == name and (not module or r.module == module))
+    if not rated:
+        yield from records
+        return
+    from .._evaluation.ratings import read_ratings
+
+    ratings = read_ratings(folder)
+    for record in records:
+        if record.id in ratings:
+            record.rating = attrs.asdict(ratings[record.id][-1])
+            yield record
+
+
+def _read_log(folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[CallRecord]:
+    from .._stores import calllog
+
+    if calllog.is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
+        path = calllog.place(os.fspath(folder), "calls")
+        lines: Iterator[tuple[int, dict[str, Any]]] = calllog.numbered_rows(os.fspath(folder), "calls", skipped)
+    else:
+        path = os.path.join(os.fspath(folder), LOG_FILE)
+        lines = numbered_lines(path, skipped)
+    for number, data in lines:
+        why = _record_problem(data)
+        if why is None:
+            yield CallRecord.from_dict(data)
+        else:
+            report_skipped(path, number, why, skipped)
+
+
+#: What each field of a logged call record must be (None is fine where the field may be absent).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str,), "function": (str,), "version": (str,), "inputs": (dict,), "started": (str,),
+    "parent": (str, type(None)), "path": (str,), "module": (str,), "error": (dict, type(None)),
+    "instruction": (str, dict, type(None)), "model": (str, type(None)), "settings": (dict,), "usage": (dict,),
+    "seconds": (int, float, type(None)), "tool_calls": (list,), "conversation": (dict, type(None)),
+    "changes": (list,), "sections": (list,), "replayable": (bool,), "attempts": (int,),
+}
+
+
+def _record_problem(data: dict[str, Any]) -> str | None:
+    """Why a call log line is not a call record, or None."""
+    missing = sorted(_REQUIRED - data.keys())
+    if missing:
+        return f"not a call record: it has no {', '.join(map(repr, missing))}"
+    for name, types in _FIELD_TYPES.items():
+        if name in data and not isinstance(data[name], types):
+            return f"{name!r} is a JSON {type(data[name]).__name__}, which a call record never holds there"
+    for name in ("tool_calls", "changes"):
+        if name in data and not all(isinstance(item, dict) for item in data[name]):
+            return f"{name!r} holds something other than objects"
+    return None
+
+
+def is_log_line(data: Any) -> bool:
+    """Whether a decoded line is one a call log folder holds: a call record, or a rating of one."""
+    if not isinstance(data, dict):
+        return False
+    return is_rating(data) or _record_problem(data) is None
+
+
+def is_rating(data: dict[str, Any]) -> bool:
+    """Whether a decoded line is a rating: a call id, ``good`` true or false, and who rated (or null)."""
+    call, by = data.get("call"), data.get("by")
+    return isinstance(call, str) and call != "" and isinstance(data.get("good"), bool) and (
+        by is None or isinstance(by, str))
+
+
+def report_skipped(path: str, number: int, reason: str, skipped: list[tuple[str, str]] | None) -> None:
+    """Add a skipped line to ``skipped``, or warn about it when no list is given."""
+    if skipped is not None:
+        skipped.append((f"{path}:{number}", reason))
+    else:
+        warn("log line skipped", at=f"{path}:{number}", reason=reason)
+
+
+def read_lines(path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file; other lines are skipped and reported (see `read_calls`)."""
+    for _, data in numbered_lines(path, skipped):
+        yield data
+
+
+def numbered_lines(
+    path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each JSON object line of a JSON-lines file; other complete
+    lines are reported as skipped, a last line without its newline (being written) is left alone."""
+    where = os.fspath(path)
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        if error.errno == errno.ENOTDIR:  # a file where the log folder should be
+            raise unwritable(path, error, _what(where)) from None
+        raise
+    from .. import _codec as codec
+
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                data = codec.loads(raw)  # bytes: a UTF-8 byte-order mark is read, not refused
+            except ValueError:
+                report_skipped(where, number, _not_json(raw), skipped)
+                continue
+            if isinstance(data, dict):
+                yield number, data
+            else:
+                report_skipped(where, number, f"a JSON {type(data).__name__}, not an object", skipped)
+
+
+def _not_json(raw: bytes) -> str:
+    if raw.rstrip(b"\n").endswith(b"\x00"):
+        return "a write cut short (a crash while writing); the next writer ended it"
+    if not raw.strip():
+        return "an empty line"
+    if _caught_line(raw):
+        return "a write cut short (a crash while writing), with the next line caught on it; that line was written again"
+    return "not JSON"
+
+
+def _caught_line(raw: bytes) -> bool:
+    """Whether a damaged line is a torn piece with a whole object line after it (see `functai._appendlog`).
+
+    ``{"`` never occurs inside a JSON string, and a nested object follows ``:``, ``,`` or ``[``:
+    an object start after anything else is where a new line began."""
+    from .. import _codec as codec
+
+    start = 0
+    for _ in range(3):
+        start = raw.find(b'{"', start + 1)
+        if start < 0:
+            return False
+        if raw[start - 1] not in b":,[ ":
+            try:
+                return isinstance(codec.loads(raw[start:]), dict)
+            except ValueError:
+                pass
+    return False

@@ -1,0 +1,402 @@
+"""One call of an AI function, from bound inputs to a recorded value.
+
+Written once, sans I/O: `call_steps` yields the effects it needs (see
+`functai._calls.steps`) and the sync, async and streaming drivers perform them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextvars import ContextVar
+from datetime import datetime, timezone
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+
+from .._errors import FunctAIError, ModelConfigError, OutputError, Waiting
+from .._files import check_log_calls
+from .._hooks.change import Change
+from .._hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
+from .._hooks.fold import call_handler_steps, fold_part, record as change_record, refuse, resume
+from .._hooks.hear import hear_now
+from .._hooks.plugin import Plugin
+from .._models import providers
+from .._models.providers import server_of
+from .._models.request import Client, Reply, Request, frozen_messages, non_answer
+from .._layers import Resolved, pop_block, push_block, resolve
+from . import layout as layouts
+from . import limits
+from . import records
+from .outputs import describe, read_output, to_jsonable
+from .scope import TurnScope, current_turn
+from .steps import Send, Steps, drive
+
+#: Values whose JSON is never a record's fields (see ``outputs_of`` in conversations).
+_PLAIN = (str, int, float, bool, list, tuple, dict, type(None))
+
+if TYPE_CHECKING:
+    from .function import AIFunction
+    from .tools import ToolRunner
+
+
+class Frame(NamedTuple):
+    """The call in progress in this context (for ``parent``, ``path`` and the limits on nesting)."""
+
+    record: records.CallRecord
+    path: str
+    depth: int  # 1 for an outermost call, 2 for a call nested in it, …
+    budget: limits.Budget  # shared by the outermost call and every call nested in it
+
+
+current: ContextVar[Frame | None] = ContextVar("functai_call", default=None)
+
+
+def now_text() -> str:
+    """The time as every record writes it: ISO 8601 UTC with milliseconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def run_call(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) -> records.Result:
+    """A plain call: the pipeline run by the sync driver."""
+    return drive(call_steps(fn, args, kwargs))
+
+
+def call_steps(
+    fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any], listen: bool = False
+) -> Steps[records.Result]:
+    """The whole call as steps. ``listen``: a stream consumer hears tool events and may answer approvals.
+
+    One generator: each level of ``yield from`` would cost every plain call."""
+    inputs = fn.bind(args, kwargs)
+    scope = current_turn.get()
+    own_turn = scope is not None and not scope.claimed and fn is scope.program
+    if own_turn:
+        # The turn's own call: the conversation's settings beat the function's own.
+        scope.claimed = True  # type: ignore[union-attr]
+        resolved = resolve(fn.own, scope.layer)  # type: ignore[union-attr]
+    else:
+        resolved = resolve(fn.own)
+    values = resolved.values
+    if values["check_inputs"]:
+        fn.check_inputs(inputs)  # before anything is recorded or sent
+    if values.get("log_calls"):  # once per folder: one that cannot be written refuses before paying
+        check_log_calls(values["log_calls"])
+    frame = current.get()
+    path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
+    record = records.CallRecord(
+        id=os.urandom(8).hex(), function=fn.name, module=fn.module, version=fn.version, inputs=inputs,
+        started=now_text(), parent=frame.record.id if frame is not None else None, path=path,
+    )
+    ordinal = 0
+    block = None
+    turn: TurnScope | None = None  # the turn, when this is a turn's own call
+    if scope is not None:
+        ordinal = scope.begin_call()
+        if own_turn:
+            turn = scope
+            block = _join_turn(scope, record)
+        elif scope.conversation is not None:
+            record.conversation = {"id": scope.conversation, "turn": scope.turn}  # a call inside a turn
+    started = time.perf_counter()
+    if frame is None:
+        depth, budget = 1, limits.Budget(values["max_requests"], fn.name)
+    else:
+        depth, budget = frame.depth + 1, frame.budget
+    logged = True
+    client = None
+    token = current.set(Frame(record, path, depth, budget))
+    closing = False
+    try:
+        if frame is None and limits.running:
+            placeless = limits.placeless(path)
+            if placeless is not None:
+                raise placeless
+        if depth > values["max_depth"]:
+            raise FunctAIError(
+                f"{path} is {depth} AI function calls deep, past max_depth={values['max_depth']}; raise max_depth, "
+                "or check why the calls keep nesting (an AI function that calls itself as a tool?)",
+                code="max-depth",
+            )
+        if resolved.plan.approval is None and values.get("approve") is not None:
+            raise _approval_missing(fn)
+        lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
+        instruction, tools, settings_view = fn.instruction, fn.tool_names, resolved.settings_view
+        sections: tuple[str, ...] = tuple(turn.sections) if turn is not None else ()
+        handlers = resolved.plan.handlers["before_call"]
+        if handlers:
+            event = CallEvent(function=fn.name, program=fn, inputs=inputs, instruction=instruction, sections=sections,
+                              lm=lm, settings=settings_view, tools=tools, all_tools=fn.tool_names, path=path)
+            if scope is not None:
+                event.__dict__.update(conversation=scope.conversation, turn=scope.turn, _memory=scope.memory)
+            changes = record.changes
+            made = len(changes)
+            named = scope is not None  # outside a conversation no handler can read its plugin's name on the event
+            paused = fold_part("before_call", iter(handlers), event, changes, _apply_before_call, named)
+            if paused is not None:
+                yield from resume("before_call", paused, event, changes, _apply_before_call, named)
+            if len(changes) != made:  # every change applied is recorded: none recorded, nothing changed
+                data = event.__dict__
+                lm, instruction, sections = data["lm"], data["instruction"], data["sections"]
+                tools, settings_view = data["tools"], data["settings"]
+        client, model, messages, model_settings = _prepared(
+            fn, inputs, resolved, record, turn, lm, instruction, sections, settings_view)
+        runner: ToolRunner | None = None
+        schemas = fn.tool_schemas(tools)
+        retries = values["retries"]
+        max_steps = values["max_steps"]
+        heard_reply = resolved.plan.handlers["reply"]
+        request_handlers = resolved.plan.handlers["request"]
+        sent = 0.0
+        reasks = steps = 0
+        while True:
+            request = Request(model=model, messages=messages, tools=schemas, settings=model_settings,
+                              output_schema=fn.output_schema)
+            if request_handlers:
+                request = yield from _request_hook(request_handlers, request, record, fn, path)
+            budget.spend(fn)
+            record.attempts += 1
+            if heard_reply:
+                sent = time.perf_counter()
+            reply = yield Send(client, request, scope)
+            _add_usage(record, reply)
+            if heard_reply:
+                answered = ReplyEvent(request=request, reply=reply, seconds=round(time.perf_counter() - sent, 6),
+                                      attempt=record.attempts, function=fn.name, path=path, server=server_of(client))
+                rest = hear_now("reply", heard_reply, answered, record.heard if values.get("record_timing") else None,
+                                function=fn.name, call=record.id)
+                if rest is not None:  # an async def handler to await
+                    yield from rest
+            problem = non_answer(reply, fn.output_schema is not None)
+            if problem is not None:  # a refusal, a filter, a cut value, nothing: asking again would not help
+                raise problem
+            if reply.tool_calls:
+                steps += 1
+                if steps > max_steps:
+                    raise FunctAIError(
+                        f"{fn.name} asked for tools more than max_steps={max_steps} times; raise max_steps or "
+                        "check why the model keeps asking",
+                        code="max-steps",
+                    )
+                if runner is None:
+                    from .tools import ToolRunner  # loaded with the first call that has tools
+
+                    runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal, listen)
+                messages = frozen_messages(messages) + (yield from runner.run(reply))  # what was sent stays frozen
+                if steps == 1:
+                    model_settings = _tool_choice_released(model_settings, record)
+                continue
+            text = reply.text if reply.text is not None else ""
+            try:
+                value = read_output(text, fn.output_type)
+                break
+            except OutputError as error:
+                if reasks >= retries:
+                    raise OutputError(
+                        f"{fn.name}: the model's reply could not be read as {describe(fn.output_type)} "
+                        f"after {reasks + 1} attempts: {error.message}",
+                        reply=text,
+                    ) from None
+                reasks += 1
+                messages = frozen_messages(messages) + _reask(reply.text, error.message, fn)
+
+        record.output = value
+        if turn is not None and record.conversation is not None and not isinstance(value, _PLAIN) \
+                and isinstance(to_jsonable(value), dict):
+            record.conversation["fields"] = True  # the turn's outputs are the record's fields (replay.py)
+        return records.Result(value, record)
+    except FunctAIError as error:
+        if error.record is None:
+            error.record = record
+        if isinstance(error, Waiting) and scope is not None and scope.waits:
+            logged = False  # the turn waits: this call's record is written when it ends, after the resume
+        else:
+            record.error = {"code": error.code, "message": error.message}
+        raise
+    except Exception as error:
+        record.error = {"code": "exception", "message": f"{type(error).__name__}: {error}"}
+        raise
+    except BaseException as error:  # KeyboardInterrupt, cancellation: passes through, but is no success
+        record.error = {"code": "interrupted", "message": type(error).__name__}
+        closing = isinstance(error, GeneratorExit)
+        raise
+    finally:
+        current.reset(token)
+        if block is not None:
+            pop_block(block)
+        record.seconds = round(time.perf_counter() - started, 6)
+        if logged:
+            values = resolved.values
+            if not values["log_content"]:
+                records.without_content(record)
+            if resolved.plan.handlers["call_end"]:
+                rest = _call_end(record, resolved, client)
+                if rest is not None:  # an async def handler to await
+                    if closing:  # a stream dropped mid-call: its generator may not yield any more
+                        drive(rest)
+                    else:
+                        yield from rest
+            folder = values.get("log_calls")
+            if folder:
+                records.append(folder, record)
+
+
+def _join_turn(scope: TurnScope, record: records.CallRecord) -> Any:
+    """Make `record` the turn's own call record; the layer block the calls inside the turn see."""
+    # One record per turn, however often it waits: a resumed turn keeps its id and start.
+    record.id = getattr(scope, "call_id", None) or record.id
+    if getattr(scope, "call_started", None):
+        record.started = scope.call_started  # type: ignore[assignment]
+    else:
+        scope.call_started = record.started  # type: ignore[attr-defined]
+    if scope.conversation is not None:
+        record.conversation = {"id": scope.conversation, "turn": scope.turn, "parent": scope.parent,
+                               "store": scope.store}
+        shown = getattr(scope, "shown", None)
+        if shown is not None:  # small ({"last": n}): each shown turn's own call record holds its content
+            record.conversation["shown"] = dict(shown) if isinstance(shown, dict) else list(shown)
+            if scope.without:  # type: ignore[attr-defined]
+                record.conversation["without"] = dict(scope.without)  # type: ignore[attr-defined]
+        if getattr(scope, "waited", None):
+            record.conversation["waited"] = list(scope.waited)
+    record.changes.extend(scope.changes)  # type: ignore[arg-type]  # the scope's entries are plain dicts
+    record.sections = list(scope.sections)
+    return push_block(scope.layer)  # calls inside the turn see the conversation as a block
+
+
+def _call_end(record: records.CallRecord, resolved: Resolved, client: Client | None) -> Steps[None] | None:
+    """Run call_end after the content is dropped, so handlers see the record as it is written;
+    the steps left to run when a handler is ``async def``."""
+    event = CallEndEvent(record=RecordView(record), function=record.function, path=record.path,
+                         error=record.error["code"] if record.error else None, seconds=record.seconds,
+                         usage=MappingProxyType(dict(record.usage)), server=server_of(client))
+    return hear_now("call_end", resolved.plan.handlers["call_end"], event,
+                    record.heard if resolved.values.get("record_timing") else None,
+                    function=record.function, call=record.id)
+
+
+def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None:
+    for field, value in change.__dict__.items():  # only the fields the change sets
+        if field == "sections":
+            set_field(event, "sections", event.sections + value)
+        elif field == "instruction" or field == "lm":
+            set_field(event, field, value)
+        elif field == "settings":
+            set_field(event, "settings", MappingProxyType({**event.settings, **value}))
+        elif field == "tools":
+            for name in value:
+                if name not in event.all_tools:
+                    have = ", ".join(event.all_tools) or "none"
+                    raise refuse(
+                        plugin, "before_call", "tools", f"{name!r} is not one of {event.function}'s tools ({have})"
+                    )
+            set_field(event, "tools", value)
+
+
+def _client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tuple[Client, str]:
+    client = values.get("client")
+    if client is not None:
+        return client, str(lm) if lm else getattr(client, "name", type(client).__name__)
+    if not lm:
+        raise ModelConfigError(
+            f"no model is configured for {fn.name}: set lm=... (functai.configure, functai.settings, "
+            "@ai, or the FUNCTAI_LM environment variable) or give client=...; lm='test' is an offline "
+            "test model",
+            code="no-model",
+        )
+    return providers.client_for(lm, values)
+
+
+def _refuse_dropped_instruction(record: records.CallRecord, why: str) -> FunctAIError:
+    changers = [
+        c for c in record.changes if c["hook"] in ("before_call", "context")
+        and ("instruction" in c["change"] or "sections" in c["change"])
+    ]
+    first: dict[str, Any] = changers[0] if changers else {"plugin": None, "version": "", "hook": "before_call"}
+    names = ", ".join(sorted({repr(c["plugin"]) for c in changers})) or "a plugin"
+    plugin = Plugin(first["plugin"], version=first["version"] or "0.0.0") if first["plugin"] else None
+    message = (
+        f"{why}, so the instruction changed by {names} would not reach the model while the record says it "
+        "was sent; write {instruction} in the layout, or keep these plugins off this function"
+    )
+    if plugin is None:
+        return FunctAIError(message, code="plugin-change")
+    field = "instruction" if "instruction" in first.get("change", {}) else "sections"
+    return refuse(plugin, first["hook"], field, message)
+
+
+def _request_hook(
+    handlers: Any, request: Request, record: records.CallRecord, fn: "AIFunction", path: str
+) -> Steps[Request]:
+    event = RequestEvent(request=request, function=fn.name, path=path)
+    for plugin, handler in handlers:
+        result = yield from call_handler_steps(plugin, "request", handler, event)
+        if result is None or isinstance(result, Change) and not result.fields_set():
+            continue
+        if result is event.request or (isinstance(result, Request) and result == event.request):
+            continue  # handed back unchanged: not a replacement, nothing to record
+        if not isinstance(result, Request):
+            raise refuse(
+                plugin, "request", None,
+                f"a request handler must return a functai.Request or None, not {type(result).__name__}",
+            )
+        set_field(event, "request", result)
+        record.changes.append(change_record(plugin, "request", {"request": "replaced"}, handler, event))
+        record.replayable = False
+    return event.request
+
+
+def _tool_choice_released(model_settings: dict[str, Any], record: records.CallRecord) -> dict[str, Any]:
+    """After the first tool step a forced ``tool_choice`` is sent as ``auto`` (else a server calls
+    tools until ``max_steps``); the record says so in ``tool_choice_after_tools``."""
+    choice = model_settings.get("tool_choice")
+    if choice is None or choice in ("auto", "none"):
+        return model_settings
+    record.settings = {**record.settings, "tool_choice_after_tools": "auto"}
+    return {**model_settings, "tool_choice": "auto"}
+
+
+def _reask(reply: str | None, reason: str, fn: "AIFunction") -> list[dict[str, Any]]:
+    want = "only the JSON value" if fn.output_schema is not None else "the answer"
+    again = f"Your reply could not be read as {describe(fn.output_type)}: {reason}. Reply again with {want}."
+    return [{"role": "assistant", "content": reply or ""}, {"role": "user", "content": again}]
+
+
+def _add_usage(record: records.CallRecord, reply: Reply) -> None:
+    """Sum the reply's token counts into the record; keep its finish reason and reasoning."""
+    for key, count in reply.usage.items():
+        record.usage[key] = record.usage.get(key, 0) + count
+    record.finish_reason = reply.finish_reason
+    if reply.reasoning:
+        record.reasoning = f"{record.reasoning}\n\n{reply.reasoning}" if record.reasoning else reply.reasoning
+
+
+def _approval_missing(fn: "AIFunction") -> FunctAIError:
+    from .._builtins import install_command
+
+    return FunctAIError(
+        f"approve is set for {fn.name}, but no approval plugin is installed, and approval never turns "
+        f"off silently: {install_command('functai-approval')}, or install another distribution whose entry "
+        "point 'approval' is in the group 'functai', or remove the approve setting",
+        code="approval-missing",
+    )
+
+
+def _prepared(
+    fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord, turn: TurnScope | None,
+    lm: str | None, instruction: str, sections: tuple[str, ...], settings_view: Any,
+) -> tuple[Client, str, Any, dict[str, Any]]:
+    """The client, model, first messages and model settings, noted in `record` (refusing a layout
+    that would drop an instruction a plugin changed)."""
+    model_settings = dict(resolved.model_settings if settings_view is resolved.settings_view else settings_view)
+    final = layouts.full_instruction(instruction, sections) if sections else instruction
+    if final != fn.instruction:
+        why = layouts.drops_instruction(fn.layout, lm)
+        if why is not None:
+            raise _refuse_dropped_instruction(record, why)
+    record.instruction = final
+    record.settings = model_settings
+    client, model = _client(resolved.values, lm, fn)
+    record.model = str(lm) if lm else model
+    history = turn.history if turn is not None else ()
+    messages = layouts.messages(fn.layout, lm, final, inputs, history)
+    return client, model, messages, model_settings

@@ -1,0 +1,435 @@
+"""Tools, and running the tools a model asks for.
+
+``@tool`` makes a typed Python function a tool; an AI function can be one too.
+`ToolRunner` runs a reply's tool calls in order through ``tool_call`` (the first
+block or refusal ends it) and ``tool_result``, and records each in the call's record.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence, overload
+
+from .._errors import FunctAIError, PluginError, Waiting
+from .._hooks.change import Change
+from .._hooks.events import ToolCallEvent, ToolResultEvent, set_field
+from .._hooks.fold import call_handler_steps, fold_part, folded, resume
+from .._hooks.order import Plan
+from .._hooks.plugin import Plugin
+from .._log import warn
+from .._models.request import Reply
+from .._models.toolcall import ToolCall
+from .function import AIFunction, check_effects, signature_of
+from .layout import render_value
+from .outputs import output_schema, read_value, to_jsonable
+from .records import CallRecord
+from .scope import TurnScope
+from .steps import Ask, Invoke, Note, Steps, in_thread
+
+#: Settings never shown to plugins in tool events.
+SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
+
+#: Codes that end the outermost call instead of being shown to the model as a failed tool:
+#: nobody could be asked, the calls ran away, or a nested call could not be counted.
+RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests", "thread-context"})
+
+CHECK_FAILED = "a check failed"
+INTERRUPTED = "The tool was started but its result is unknown; it may or may not have taken effect."
+
+
+def _parameters_schema(signature: inspect.Signature, hints: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a tool's inputs (checked named by `signature_of`)."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param in signature.parameters.values():
+        tp = hints.get(param.name, str)
+        properties[param.name] = output_schema(tp) or {"type": "string"}
+        if param.default is param.empty:
+            required.append(param.name)
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+class Tool:
+    """A Python function the model may ask to run. Made by `tool`."""
+
+    def __init__(self, fn: Callable[..., Any], *, effects: str | None = None) -> None:
+        check_effects(effects)
+        self.fn = fn
+        self.name: str = fn.__name__
+        self.effects = effects
+        self.description: str = (inspect.getdoc(fn) or "").strip()
+        self.parameters = _parameters_schema(*signature_of(fn, f"tool {self.name}"))
+        self.is_async = inspect.iscoroutinefunction(fn)
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def invoke(self, input: Mapping[str, Any]) -> Any:
+        return self.fn(**input)
+
+    async def ainvoke(self, input: Mapping[str, Any]) -> Any:
+        """Run in an async call: awaited if ``async def``, else in a worker thread (keeping contextvars)."""
+        if self.is_async:
+            return await self.fn(**input)
+        value = await in_thread(functools.partial(self.fn, **input))
+        if value is not None and hasattr(value, "__await__"):
+            value = await value
+        return value
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name} effects={self.effects}>"
+
+
+@overload
+def tool(fn: AIFunction, /, *, effects: str | None = None) -> _ProgramTool: ...  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
+@overload
+def tool(fn: Callable[..., Any], /, *, effects: str | None = None) -> Tool: ...
+@overload
+def tool(fn: None = None, /, *, effects: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None) -> Any:
+    """``@tool`` or ``@tool(effects="reads" | "changes")``: a tool from a typed function.
+
+    Undeclared effects are unknown, and every approval rule treats them like
+    ``"changes"``. ``tool(ai_function, effects=...)`` declares the effects of
+    an AI function used as a tool (undeclared, they are derived from its tools).
+    """
+    check_effects(effects)
+    if fn is None:
+        return lambda f: tool(f, effects=effects)
+    if isinstance(fn, AIFunction):
+        return _ProgramTool(fn, effects=effects)
+    return Tool(fn, effects=effects)
+
+
+def as_tool(item: Any) -> Any:
+    """A tool for the runner: a `Tool`, or an AI function used as one."""
+    if isinstance(item, (Tool, _ProgramTool)):
+        return item
+    if isinstance(item, AIFunction):
+        return _program_tool(item)
+    raise TypeError(f"{item!r} is not a tool: use @functai.tool or an AI function")
+
+
+def _program_tool(program: "AIFunction") -> "_ProgramTool":
+    """The AI function as a tool, made once (not its input schema on every call that offers it),
+    and again when what it was made from is replaced."""
+    made_from = (program.fn, program.signature, program._hints, program.name, program.instruction, program.version)
+    kept = program.__dict__.get("_as_tool")
+    if kept is None or any(a is not b for a, b in zip(kept[0], made_from)):
+        kept = program._as_tool = (made_from, _ProgramTool(program))
+    return kept[1]  # type: ignore[no-any-return]
+
+
+def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> str:
+    """An AI function's effects as a tool: declared, else "reads" unless one of its
+    own tools changes things or declares nothing (a function with no tools reads)."""
+    declared = program.declared_effects
+    if declared is not None:
+        return declared
+    visiting = set() if visiting is None else visiting
+    if id(program) in visiting:
+        return "reads"  # a cycle adds no tool that is not already counted
+    visiting.add(id(program))
+    for item in program.tools:
+        if isinstance(item, _ProgramTool) and item.declared is None:
+            item = item.program
+        effects = derived_effects(item, visiting) if isinstance(item, AIFunction) else getattr(item, "effects", None)
+        if effects != "reads":
+            return "changes"
+    return "reads"
+
+
+class _ProgramTool:
+    """An AI function used as a tool of another (``tools=[fn]`` or ``tool(fn, effects=...)``)."""
+
+    def __init__(self, program: "AIFunction", *, effects: str | None = None) -> None:
+        self.program = program
+        self.name = program.name
+        self.description = program.instruction
+        self.parameters = _parameters_schema(program.signature, program._hints)
+        #: What ``tool(fn, effects=...)`` declared (None: derived).
+        self.declared = effects
+        #: A stable id for the asking function's version: the program's, plus what was declared here.
+        self.version = program.version if effects is None else f"{program.version}/{effects}"
+
+    @property
+    def effects(self) -> str:
+        """Declared, else derived from the function's own tools (see `derived_effects`)."""
+        return self.declared if self.declared is not None else derived_effects(self.program)
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.program(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name} (AI function) effects={self.effects}>"
+
+    def invoke(self, input: Mapping[str, Any]) -> Any:
+        return self.program(**typed_inputs(self.program, input))
+
+    async def ainvoke(self, input: Mapping[str, Any]) -> Any:
+        return await self.program.acall(**typed_inputs(self.program, input))
+
+
+def typed_inputs(program: "AIFunction", input: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's JSON inputs as the values the annotations name (a dict becomes its dataclass);
+    what does not read is passed as it is, for the input check to name."""
+    hints = program._hints
+    out = {}
+    for name, value in input.items():
+        tp = hints.get(name)
+        if tp is not None and tp is not str:
+            try:
+                value = read_value(value, tp)
+            except (TypeError, ValueError):
+                pass
+        out[name] = value
+    return out
+
+
+class ApprovalError(FunctAIError):
+    """A tool call needed a person's approval and nobody could be asked."""
+
+    code = "approval-required"
+
+    def __init__(self, message: str, *, approval: dict[str, Any]) -> None:
+        super().__init__(message)
+        #: What was to be approved: name, input, effects, path, plugin, question.
+        self.approval = approval
+
+
+class ToolRunner:
+    """Runs the tool calls of one AI function call."""
+
+    def __init__(self, fn: "AIFunction", offered: Sequence[str], record: CallRecord, path: str,
+                 settings: Mapping[str, Any], plan: Plan, scope: TurnScope | None, ordinal: int, listen: bool) -> None:
+        self.fn = fn
+        self.listen = listen
+        #: Answers given at the stream, by approval key: (allow, reason).
+        self.answers: dict[str, tuple[bool, str | None]] = {}
+        self.scope = scope
+        self.ordinal = ordinal
+        self.record = record
+        self.path = path
+        # Plugins are trusted, but a key has no business in a tool event.
+        self.settings = MappingProxyType({k: v for k, v in settings.items() if k not in SECRET_SETTINGS})
+        self.plan = plan
+        self.invocations = 0
+        by_name = dict(zip(fn.tool_names, fn.tools))
+        self.tools = {name: as_tool(by_name[name]) for name in offered}
+
+    def run(self, reply: Reply) -> Steps[list[dict[str, Any]]]:
+        """Run a reply's tool calls in order; the messages that report them."""
+        asked = [{"id": c.id, "name": c.name, "input": dict(c.input)} for c in reply.tool_calls]
+        messages: list[dict[str, Any]] = [{"role": "assistant", "content": reply.text, "tool_calls": asked}]
+        for call in reply.tool_calls:
+            self.invocations += 1
+            content = yield from self._one(call, self.invocations)
+            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
+        return messages
+
+    def _one(self, call: ToolCall, invocation: int) -> Steps[str]:
+        """Run one tool call through ``tool_call`` and ``tool_result``; what the model is shown."""
+        entry: dict[str, Any] = {"name": call.name, "id": call.id, "input": dict(call.input)}
+        self.record.tool_calls.append(entry)
+        first_change = len(self.record.changes)
+        scope = self.scope
+        site = f"{self.ordinal}.{invocation}"  # where in the turn: the asking call, then the invocation
+        if scope is not None:
+            recorded = scope.recorded_tool(site)
+            if recorded is not None and recorded.get("state") != "suspended":
+                return self._reuse(entry, site, recorded)
+        found = self.tools.get(call.name)
+        if found is None:
+            have = ", ".join(self.tools) or "none"
+            entry["error"] = "no such tool"
+            entry["output"] = f"There is no tool named {call.name!r}. Tools you can use: {have}."
+            return self._done(entry, site, first_change)
+
+        while True:
+            event = ToolCallEvent(
+                name=call.name, input=MappingProxyType(dict(call.input)), effects=found.effects,
+                path=f"{self.path}/{call.name}", invocation=invocation, id=call.id, function=self.fn.name,
+                settings=self.settings, ask_person=functools.partial(self._ask_person, site),
+            )
+            if scope is not None:
+                set_field(event, "_memory", scope.memory)
+            try:
+                stopped = yield from self._tool_call_hook(event, entry)
+                break
+            except _Asking as asking:  # a person at the stream may answer: the hook runs again with it
+                del self.record.changes[first_change:]
+                answer = yield Ask(asking.approval)
+                if answer is None:
+                    self.listen = False  # nobody answered: what a call without a stream does
+                else:
+                    self.answers[asking.approval["key"]] = answer
+        if stopped is None and scope is not None:
+            refused = scope.refusal(site)
+            if refused is not None:  # a person said no before this process resumed the turn
+                stopped = _refused(entry, *refused)
+        entry["input"] = dict(event.input)
+        if stopped is not None:
+            entry["output"] = stopped
+            return self._done(entry, site, first_change)
+        if self.listen:
+            yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
+
+        if scope is not None and found.effects != "reads":
+            scope.tool_started(site, entry)
+        try:
+            value = yield Invoke(found, dict(event.input))
+        except Waiting:
+            if scope is not None:  # a call inside the tool waits: on resume the tool runs again
+                scope.tool_suspended(site, entry)
+            raise
+        except FunctAIError as error:
+            entry["error"] = f"{error.code}: {error.message}"
+            if error.code in RISING:
+                raise
+            value = f"The tool failed: {error.message}"
+        except RecursionError:
+            raise  # runaway nesting, not the tool's answer
+        except Exception as error:
+            entry["error"] = f"{type(error).__name__}: {error}"
+            value = f"The tool failed: {type(error).__name__}: {error}"
+        text = render_value(value)
+        handlers = self.plan.handlers["tool_result"]
+        if handlers:
+            result = ToolResultEvent(name=call.name, input=event.input, output=text, path=event.path,
+                                     invocation=invocation, function=self.fn.name)
+            if scope is not None:
+                set_field(result, "_memory", scope.memory)
+            paused = fold_part("tool_result", iter(handlers), result, self.record.changes, _apply_output, True)
+            yield from resume("tool_result", paused, result, self.record.changes, _apply_output, True)
+            text = result.output
+        entry["output"] = text
+        if self.listen:
+            yield Note("tool_result", name=call.name, output=text, path=event.path)
+        return self._done(entry, site, first_change)
+
+    def _done(self, entry: dict[str, Any], site: str, first_change: int) -> str:
+        """Keep a finished tool call in the turn, so that a resumed turn never runs it twice."""
+        if self.scope is not None:
+            self.scope.tool_done(site, entry, self.record.changes[first_change:])
+        return entry["output"]
+
+    def _reuse(self, entry: dict[str, Any], site: str, recorded: Mapping[str, Any]) -> str:
+        """A tool call that ran (or started) before this turn was resumed: never run it twice."""
+        if recorded.get("state") == "done":
+            entry.clear()
+            entry.update(recorded["entry"])
+            self.record.changes.extend(recorded.get("changes", ()))
+            return entry["output"]
+        entry["error"] = "interrupted"
+        entry["output"] = INTERRUPTED
+        return self._done(entry, site, len(self.record.changes))
+
+    def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> Steps[str | None]:
+        """Fold ``tool_call``; the text the model is shown if the tool may not run."""
+        for plugin, handler in self._tool_call_handlers(event):
+            event._refusal = None
+            try:
+                result = yield from call_handler_steps(plugin, "tool_call", handler, event)
+                change = folded(plugin, "tool_call", handler, result, event, _apply_inputs)
+            except PluginError as error:
+                if error.code != "plugin-failed":
+                    raise
+                cause = error.__cause__ or error
+                warn("hook failed", plugin=plugin.name, version=plugin.version, hook="tool_call",
+                     function=self.fn.name, error=f"{type(cause).__name__}: {cause}")
+                # A check that fails blocks the tool, never lets it run.
+                change = folded(plugin, "tool_call", handler, Change(block=CHECK_FAILED), event, _apply_inputs)
+            if change is not None:
+                self.record.changes.append(change)
+                block = change["change"].get("block")
+                if block is not None:
+                    entry["blocked"] = plugin.name
+                    entry["block_reason"] = block
+                    return f"This call was blocked ({plugin.name}): {block}"
+            if event._refusal is not None:
+                return _refused(entry, plugin.name, event._refusal or None)
+        return None
+
+    def _ask_person(self, site: str, event: ToolCallEvent, reason: str | None,
+                    decide: Callable[[Any], Any] | None) -> bool:
+        """``tool.ask``: ``decide`` answers at once; else a recorded answer, a person at the
+        stream, a turn that waits; in a plain call nobody can be asked."""
+        if decide is not None:
+            return _decided(event, decide(event))
+        approval = {"key": f"{site}.{event._plugin}", "name": event.name, "input": to_jsonable(dict(event.input)),
+                    "effects": event.effects, "path": event.path, "plugin": event._plugin, "question": reason}
+        scope = self.scope
+        answered = scope.answer(approval["key"]) if scope is not None and scope.waits else None
+        if answered is None:
+            answered = self.answers.get(approval["key"])
+            if answered is None and self.listen:
+                raise _Asking(approval)
+        if answered is not None:
+            allowed, why = answered
+            return _decided(event, True if allowed else (why or False))
+        if scope is not None and scope.waits:
+            raise Waiting(
+                f"the tool call {event.path} waits for a person's approval (asked by plugin {event._plugin!r})",
+                approvals=[approval],
+            )
+        del approval["key"]
+        raise ApprovalError(
+            f"the tool call {event.path} needs a person's approval (asked by plugin {event._plugin!r}"
+            f"{': ' + reason if reason else ''}), and nobody can be asked in a plain call; answer with "
+            "approve=<function>, or make the call inside a conversation turn so it can wait",
+            approval=approval,
+        )
+
+    def _tool_call_handlers(self, event: ToolCallEvent) -> Any:
+        """The ``tool_call`` handlers in order; in a resumed turn the approval plugin runs again
+        for each rule the turn started with, so the tool runs only if every rule allows it."""
+        also = getattr(self.scope, "also_approve", ()) if self.scope is not None else ()
+        for plugin, handler in self.plan.handlers["tool_call"]:
+            yield plugin, handler
+            if plugin is self.plan.approval:
+                for rule in also:
+                    set_field(event, "settings", MappingProxyType({**self.settings, "approve": rule}))
+                    yield plugin, handler
+                set_field(event, "settings", self.settings)
+
+
+def _apply_inputs(plugin: Plugin, change: Change, event: ToolCallEvent) -> None:
+    if change.inputs is not None:
+        set_field(event, "input", MappingProxyType({**event.input, **change.inputs}))
+
+
+def _apply_output(plugin: Plugin, change: Change, event: ToolResultEvent) -> None:
+    set_field(event, "output", change.output)
+
+
+def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:
+    """Record a person's refusal of a tool call; what the model is shown."""
+    entry["refused"] = plugin
+    if reason:
+        entry["refuse_reason"] = reason
+    return "The person did not allow this call." + (f" Reason: {reason}" if reason else "")
+
+
+class _Asking(FunctAIError):
+    """Raised through the ``tool_call`` handlers when a person at a stream can be asked."""
+
+    code = "approval-asked"
+
+    def __init__(self, approval: dict[str, Any]) -> None:
+        super().__init__("a person at the stream is asked")
+        self.approval = approval
+
+
+def _decided(event: ToolCallEvent, answer: Any) -> bool:
+    if answer is True:
+        return True
+    event._refusal = answer if isinstance(answer, str) and answer else ""
+    return False

@@ -1,0 +1,249 @@
+"""``functai conversation`` (a turn tree), ``functai approve`` (answer a waiting turn, resume it)
+and ``functai resume`` (resume or abandon an interrupted turn)."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .._errors import FunctAIError, Waiting
+from .._stores.opening import open_store
+from .common import RUNTIME, CLIError, ai_function, history, plural, require_model, short, store_folder
+
+if TYPE_CHECKING:
+    from .._conversations.history import History
+
+
+def register(commands: Any) -> None:
+    conversation = commands.add_parser("conversation", help="a conversation's turn tree, with states and entries")
+    _conversation_arguments(conversation)
+    conversation.set_defaults(run=cmd_conversation)
+
+    approve = commands.add_parser(
+        "approve", help="answer a waiting turn's approvals and resume it",
+        description="Answer every waiting turn's approvals and resume it. Exit status: 0 answered and done, "
+        "1 a turn failed, 2 bad input, 3 a turn waits again.",
+    )
+    _conversation_arguments(approve, by="who answers (kept with the answer)")
+    approve.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
+    approve.set_defaults(run=cmd_approve)
+
+    resume = commands.add_parser(
+        "resume", help="resume (or abandon) the turns a dead process left interrupted",
+        description="Resume every interrupted turn of the conversation — tools that started and never recorded "
+        "a result are not run again unless named with --rerun — or abandon them with --abandon. Exit status: "
+        "0 done, 1 a turn failed or nothing is interrupted, 2 bad input, 3 a turn waits for an approval.",
+    )
+    _conversation_arguments(resume, by="who abandons (kept with the record)")
+    how = resume.add_mutually_exclusive_group()
+    how.add_argument("--abandon", metavar="REASON", nargs="?", const="",
+                     help="abandon them instead (with a reason); needs no model and no importable function")
+    how.add_argument("--rerun", metavar="TOOL", action="append", default=[],
+                     help="run this tool again: one that started without a recorded result (repeatable)")
+    resume.set_defaults(run=cmd_resume)
+
+
+def _conversation_arguments(command: argparse.ArgumentParser, by: str | None = None) -> None:
+    """STORE and ID; with ``by`` (its help), also a resuming command's ``--by`` and ``--function``."""
+    command.add_argument("store", help="the store: a folder or a sqlite:/postgresql: URL")
+    command.add_argument("id", help="the conversation id")
+    if by is not None:
+        command.add_argument("--by", help=by)
+        command.add_argument("--function", metavar="PATH.py:NAME",
+                             help="the conversation's function, for one a script made (recorded as __main__:NAME)")
+
+
+def _state(turn: Any) -> tuple[str, str | None]:
+    """A turn's state as shown, and why it is interrupted: a running turn whose owner is
+    gone shows as interrupted though no process marked it yet."""
+    from .._conversations.held import why_gone
+
+    if turn.state == "running":
+        gone = why_gone(turn)
+        return ("interrupted", gone) if gone is not None else ("running", None)
+    return turn.state, turn.why
+
+
+def _describe(turn: Any) -> str:
+    what = short(dict(turn.inputs))
+    state, why = _state(turn)
+    if state == "interrupted":
+        what += f"  interrupted: {why}"
+    elif turn.state == "done":
+        what += f"  → {short(turn.outputs.get('output', turn.outputs))}"
+    elif turn.state == "waiting":
+        asks = ", ".join(f"{a['name']} {short(a['input'], 40)} ({a['plugin']})" for a in turn.approvals)
+        what += f"  waits for: {asks}"
+    elif turn.error:
+        what += f"  ({turn.error.get('code')})"
+    return what
+
+
+def tree(found: "History", out: TextIO) -> None:
+    """Print the turn tree, depth first; a loop, so any depth prints."""
+    states = {turn_id: _state(turn)[0] for turn_id, turn in found.turns.items()}
+    width = max(map(len, states.values()), default=0)
+
+    def below(parent: str | None, prefix: str) -> list[tuple[str, str, bool]]:
+        children = found.children.get(parent, [])
+        return [(child, prefix, i == len(children) - 1) for i, child in enumerate(children)][::-1]
+
+    stack = below(None, "")
+    while stack:
+        turn_id, prefix, last = stack.pop()
+        print(f"{prefix}{'└─ ' if last else '├─ '}{turn_id} {states[turn_id]:<{width}} "
+              f"{_describe(found.turns[turn_id])}", file=out)
+        stack += below(turn_id, prefix + ("   " if last else "│  "))
+
+
+def skipped_lines(store: str, conversation: str, found: "History") -> list[tuple[str, str]]:
+    """The conversation's lines that could not be used, ``(<file>:<line>, reason)``, in file order."""
+    from .._conversations.context import record_place
+
+    opened = open_store(store_folder(store))
+    skipped = getattr(opened, "skipped", None)
+    lines = list(skipped(conversation)) if callable(skipped) else []
+    lines += [(record_place(opened, conversation, index), reason) for index, reason in found.damage]
+
+    def line_number(item: tuple[str, str]) -> int:
+        number = item[0].rpartition(":")[2]
+        return int(number) if number.isdigit() else 0
+
+    return sorted(lines, key=line_number)
+
+
+def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
+    with warnings.catch_warnings():  # what is skipped is listed below, not warned about
+        warnings.simplefilter("ignore", RuntimeWarning)
+        found = history(args.store, args.id)
+        skipped = skipped_lines(args.store, args.id, found)
+    header = found.header or {}
+    print(f"conversation {args.id} ({header.get('function', '?')}, {plural(len(found.order), 'turn')})", file=out)
+    tree(found, out)
+    interrupted = sum(1 for turn in found.turns.values() if _state(turn)[0] == "interrupted")
+    if interrupted:
+        print(f"{plural(interrupted, 'interrupted turn')}: `functai resume {args.store} {args.id}` resumes "
+              f"{'it' if interrupted == 1 else 'them'}, `--abandon` gives up", file=out)
+    if found.entries:
+        print("entries:", file=out)
+        for entry in found.entries:
+            where = f"@{entry['turn']}" if entry["turn"] else "(every branch)"
+            print(f"  {entry['plugin']}/{entry['kind']} {where}: {short(entry['data'])}", file=out)
+    if skipped:
+        print(f"skipped {plural(len(skipped), 'line')} that could not be used:", file=out)
+        for where, reason in skipped:
+            print(f"  {where} {reason}", file=out)
+    return 0
+
+
+def open_chat(args: argparse.Namespace, found: "History", fallback: str) -> Any:
+    """The conversation, opened with its function (``--function``, else the one its first record names)
+    once a model is configured for it. ``fallback`` says what works without it."""
+    reference = (found.header or {}).get("function")
+    if not reference:
+        raise CLIError(f"conversation {args.id!r} does not record its function", code="conversation-function",
+                       status=RUNTIME)
+    module, _, name = reference.partition(":")
+    if args.function is None and module == "__main__":
+        raise CLIError(f"conversation {args.id!r} was made by a script run as a program, so its function is "
+                       f"recorded as {reference}, which this command cannot import", code="script-function",
+                       hint=f"name the script: --function path/to/script.py:{name}; or {fallback}")
+    try:
+        program = ai_function(args.function or reference)
+    except CLIError as error:
+        if args.function is None:
+            error.hint = f"{reference} is the conversation's function: run this where it is importable, or {fallback}"
+        raise
+    if module == "__main__" and args.function is not None:
+        program.module = module  # the script, loaded here as a module, is what ran as __main__ there
+    require_model(program)  # before anything is recorded: an answer that cannot resume strands the turn
+    return program.conversation(args.id, store=args.store)
+
+
+def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
+    found = history(args.store, args.id)
+    if not any(turn.state == "waiting" for turn in found.turns.values()):
+        raise CLIError(f"nothing waits in conversation {args.id!r}", code="nothing-waiting", status=RUNTIME,
+                       hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
+    chat = open_chat(args, found, "answer in the program: chat.turn(TURN_ID).approve() (or .deny()), then .resume()")
+    waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
+    waits_again = False
+    failures: list[tuple[str, str]] = []  # (message, code)
+    for turn in waiting:
+        try:
+            if args.deny is not None:
+                turn.deny(reason=args.deny or None, by=args.by)
+            else:
+                turn.approve(by=args.by)
+        except FunctAIError as error:
+            if error.code != "approval-answered":
+                raise
+            print(f"{turn.id}: not answered [approval-answered]", file=out)
+            failures.append((error.message, error.code))
+            continue
+        verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
+        for approval in turn.approvals:
+            print(f"{turn.id}: {approval['name']} {short(approval['input'], 40)} — {verdict}", file=out)
+        try:
+            answer = turn.resume()
+        except Waiting as again:
+            print(f"{turn.id}: waits again, for {', '.join(a['name'] for a in again.approvals)}", file=out)
+            waits_again = True
+            continue
+        except FunctAIError as error:
+            print(f"{turn.id}: failed [{error.code}]", file=out)
+            failures.append((f"turn {turn.id} failed: {error.message}", error.code))
+            continue
+        print(f"{turn.id}: {short(answer, 200)}", file=out)
+    if failures:
+        message, code = failures[0]
+        more = f" (and {len(failures) - 1} more turns)" if len(failures) > 1 else ""
+        raise CLIError(message + more, code=code, status=RUNTIME)
+    return 3 if waits_again else 0
+
+
+def _check_rerun(found: "History", interrupted: list[str], rerun: list[str]) -> None:
+    """Refuse a ``--rerun`` tool no interrupted turn started without a result: it would change nothing."""
+    started = {tool["entry"].get("name") for turn_id in interrupted
+               for tool in found.turns[turn_id].tools.values() if tool.get("state") == "started"}
+    unknown = [name for name in rerun if name not in started]
+    if unknown:
+        can = f"only {', '.join(sorted(map(str, started)))} can be" if started else "no tool can be"
+        raise CLIError(f"--rerun {unknown[0]}: no interrupted turn started {unknown[0]!r} without recording "
+                       f"its result; {can} run again", code="rerun-not-started")
+
+
+def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
+    from .._conversations import held
+
+    found = history(args.store, args.id)
+    store = open_store(args.store)
+    held.reap(found, store, args.id)
+    interrupted = [turn_id for turn_id in found.order if found.turns[turn_id].state == "interrupted"]
+    if not interrupted:
+        raise CLIError(f"no turn of conversation {args.id!r} is interrupted", code="nothing-interrupted",
+                       status=RUNTIME, hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
+    if args.abandon is not None:  # records only: works where the function cannot be imported
+        for turn_id in interrupted:
+            held.abandon(found, store, args.id, turn_id, reason=args.abandon or None, by=args.by)
+            print(f"{turn_id}: abandoned", file=out)
+        return 0
+    _check_rerun(found, interrupted, args.rerun)
+    chat = open_chat(args, found, "resume in the program (chat.turn(TURN_ID).resume()), "
+                     "or give up on the turns with --abandon")
+    waits = False
+    for turn_id in interrupted:
+        turn = chat.turn(turn_id)
+        print(f"{turn_id}: resuming (interrupted: {turn.why})", file=out)
+        try:
+            answer = turn.resume(rerun=args.rerun)
+        except Waiting as again:
+            print(f"{turn_id}: waits for {', '.join(a['name'] for a in again.approvals)}; "
+                  f"`functai approve {args.store} {args.id}` answers", file=out)
+            waits = True
+            continue
+        except FunctAIError as error:
+            raise CLIError(f"turn {turn_id} failed: {error.message}", code=error.code, status=RUNTIME) from error
+        print(f"{turn_id}: {short(answer, 200)}", file=out)
+    return 3 if waits else 0

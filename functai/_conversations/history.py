@@ -1,0 +1,411 @@
+"""A conversation's state, rebuilt from its records.
+
+Records are appended, never rewritten, so the state is a fold over them.
+Kinds and keys this version does not know are skipped, so newer writers do
+not break older readers; a damaged record is skipped and noted in
+``damage`` (its index and why). What a turn was shown is recorded small:
+``{"last": n}`` (the ``n`` newest done turns of the branch it continues),
+with ``"drop": [ids]`` for turns a plugin left out, or an explicit list of ids.
+"""
+
+from __future__ import annotations
+
+import threading
+from itertools import chain, islice
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from .._models.request import Frozen
+from . import rows
+from .checks import END_STATES, QUICK, problem
+
+from .turndata import (  # noqa: F401  (the names the fold's users import from here)
+    ABANDONED,
+    DONE,
+    FAILED,
+    FORMAT,
+    HELD,
+    INTERRUPTED,
+    LATE_ANSWER,
+    NOTHING,
+    RUNNING,
+    STOPPED,
+    WAITING,
+    TurnData,
+    lease_of,
+)
+
+
+class History:
+    """The fold of a conversation's records; `apply_all` takes new ones."""
+
+    def __init__(self) -> None:
+        #: Held while records are read and applied, so threads sharing a view apply each once.
+        self.lock = threading.RLock()
+        self.count = 0
+        self.header: dict[str, Any] | None = None
+        self.turns: dict[str, TurnData] = {}
+        self.order: list[str] = []
+        self.entries: list[dict[str, Any]] = []
+        #: Ids of the turns in state running, for finding those whose owner is gone.
+        self.running: set[str] = set()
+        #: The answers' details by turn and key: ``{"allow", "reason", "by", "at"}``.
+        self.answered: dict[str, dict[str, dict[str, Any]]] = {}
+        #: Records that could not be used as written: ``(index, reason)``, index as the store counts.
+        self.damage: list[tuple[int, str]] = []
+        #: The last run of prior messages built, ``(parent, n, messages)``: the next turn extends it.
+        self._tail: tuple[str | None, int, tuple[Mapping[str, Any], ...]] | None = None
+        #: Only one branch was read (`load_branch`): records of turns elsewhere are not damage.
+        self.partial = False
+        self._children: tuple[int, dict[str | None, list[str]]] | None = None
+
+    @property
+    def children(self) -> dict[str | None, list[str]]:
+        """The turns continuing each turn (``None``: the first turns of branches), oldest first;
+        built when asked for (only the command line's tree asks)."""
+        known = self._children
+        if known is not None and known[0] == len(self.order):
+            return known[1]
+        found: dict[str | None, list[str]] = {}
+        turns = self.turns
+        for turn_id in self.order:
+            found.setdefault(turns[turn_id].parent, []).append(turn_id)
+        self._children = (len(self.order), found)
+        return found
+
+    def load_branch(self, records: Iterable[tuple[int, Mapping[str, Any]]], count: int) -> None:
+        """Apply a branch's records, each at its place in the store; then go on from ``count``."""
+        self.partial = True
+        for position, record in records:
+            self.count = position
+            self.apply_all((record,))
+        self.count = count
+
+    def reset(self) -> None:
+        """Forget everything read (keeping the lock), to read it all again."""
+        lock = self.lock
+        self.__init__()  # type: ignore[misc]
+        self.lock = lock
+
+    def apply_all(self, items: Iterable[Any], whole: Callable[[int], dict[str, Any]] | None = None) -> None:
+        """Apply records in order from the next place: dicts (`Store.read`), or rows (`Store.read_rows`)
+        with ``whole`` giving the record at a position of ``items``.
+
+        A sound ``turn``, plain ``reply`` or ``end`` row is applied as it is (an open meets little
+        else); any other record whole, checked first (`problem`) so that damage is named.
+        """
+        turn_row, reply_row, end_row = rows.ROWS.get("turn"), rows.ROWS.get("reply"), rows.ROWS.get("end")
+        no_list, no_dict, plain_reply = rows.EMPTY_LIST, rows.EMPTY_DICT, rows.PLAIN_REPLY.fullmatch
+        turns, order, damage = self.turns, self.order, self.damage
+        start = self.count
+        #: Turns made from rows that have not ended, by record position: a row holds no lease,
+        #: so a turn still running gets it from its whole record before anything reads it.
+        pending: dict[str, int] = {}
+        position = -1
+        for position, item in enumerate(items):
+            kind = type(item)
+            if kind is turn_row:
+                turn_id, parent_id, inputs, shown, context = (
+                    item.turn, item.parent, item.inputs, item.shown, item.context)
+                if (item.functai_conversation == FORMAT and type(turn_id) is str and turn_id
+                        and (parent_id is None or type(parent_id) is str)
+                        and (inputs is None or type(inputs) is dict) and (context is None or type(context) is dict)
+                        and type(shown) is dict and len(shown) == 1 and type(shown.get("last")) is int
+                        and shown["last"] >= 0 and item.changes in no_list and item.sections in no_list
+                        and item.without in no_dict):
+                    added = len(order)
+                    note = self._add_turn(turn_id, parent_id, item)
+                    if len(order) > added:
+                        pending[turn_id] = position
+                    if note is not None:
+                        damage.append((start + position, note))
+                    continue
+            elif kind is reply_row:
+                turn_id, raw = item.turn, item.reply
+                if (item.functai_conversation == FORMAT and type(turn_id) is str and raw and plain_reply(raw)
+                        and (turn := turns.get(turn_id)) is not None):
+                    turn._replies += (raw,)  # its JSON, decoded when asked for (`TurnData.replies`)
+                    continue
+            elif kind is end_row:
+                turn_id, state, outputs, error = item.turn, item.state, item.outputs, item.error
+                if (item.functai_conversation == FORMAT and type(turn_id) is str and type(state) is str
+                        and state in END_STATES and (outputs is None or type(outputs) is dict)
+                        and (error is None or type(error) is dict)
+                        and (turn := turns.get(turn_id)) is not None and turn.state != DONE):
+                    self._end(turn, state, outputs, error)
+                    pending.pop(turn_id, None)
+                    continue
+            if pending:
+                self._settle(pending, whole)  # type: ignore[arg-type]
+            reason = self._whole(item if whole is None or kind is dict else whole(position))
+            if reason is not None:
+                damage.append((start + position, reason))
+        if pending:
+            self._settle(pending, whole)  # type: ignore[arg-type]
+        self.count = start + position + 1
+
+    def _settle(self, pending: dict[str, int], whole: Callable[[int], dict[str, Any]]) -> None:
+        for turn_id, position in pending.items():
+            self.turns[turn_id].lease = lease_of(whole(position))
+        pending.clear()
+
+    def _whole(self, record: Any) -> str | None:
+        """Apply a whole record; why it could not be used, if it could not."""
+        if not isinstance(record, Mapping) or record.get("functai_conversation") != FORMAT:
+            return None  # a format this version does not read
+        reason = problem(record, _QUICK)
+        return self._fold(record) if reason is None else reason
+
+    def _fold(self, record: Mapping[str, Any]) -> str | None:
+        """Apply one well-shaped record; why it could not be used, if it could not."""
+        kind = record.get("kind")
+        if kind == "conversation":
+            if self.header is None:
+                self.header = dict(record)
+            return None
+        if kind == "entry":
+            self.entries.append(
+                {"plugin": record.get("plugin"), "kind": record.get("entry"), "turn": record.get("turn"),
+                 "data": record.get("data"), "at": record.get("at")}
+            )
+            return None
+        if kind == "turn":
+            return self._add_turn(record["turn"], record.get("parent"), record)
+        turn = self.turns.get(record.get("turn", ""))
+        if turn is None:
+            if kind not in _TURN_KINDS or self.partial:  # newer writer's kind; a turn on another branch
+                return None
+            return f"turn {record.get('turn')!r} is unknown (its turn record is missing or damaged)"
+        if turn.state == DONE and kind in ("wait", "resume", "end", "interrupt"):
+            return f"turn {turn.id!r} already ended done, and a done turn never changes"
+        if kind == "reply":
+            turn._replies += (record["reply"],)
+        elif kind == "tool":
+            turn.tools = {**turn.tools, record["site"]: dict(record)}
+        elif kind == "wait":
+            self._state(turn, WAITING)
+            turn.approvals = [dict(a) for a in record.get("approvals") or []]
+            turn.waited_with = {"approve": record.get("approve"), "plugins": list(record.get("plugins") or [])}
+            turn.waits = (*turn.waits,
+                          {"approvals": turn.approvals, "at": record.get("at"), "started": record.get("started")})
+        elif kind == "answer":
+            if record["key"] in turn.answers:
+                return None  # the first answer holds (a second one only an older writer records as an answer)
+            turn.answers = {**turn.answers, record["key"]: (bool(record.get("allow")), record.get("reason"))}
+            self.answered.setdefault(turn.id, {})[record["key"]] = {
+                "allow": bool(record.get("allow")), "reason": record.get("reason"), "by": record.get("by"),
+                "at": record.get("at")}
+        elif kind == "resume":
+            self._state(turn, RUNNING)
+            turn.resumes += 1
+            turn.claim = record.get("claim")
+            turn.lease = lease_of(record)
+        elif kind == "lease":
+            if turn.state == RUNNING and turn.claim == record.get("claim") and turn.lease is not None:
+                turn.lease["t"] = record.get("t")
+        elif kind == "interrupt":
+            # Names the claim it ends: a stale interrupt never touches a turn resumed since.
+            if turn.state == RUNNING and turn.claim == record.get("claim"):
+                self._state(turn, INTERRUPTED)
+                turn.why = record.get("why")
+        elif kind == "end":
+            self._end(turn, record.get("state", FAILED), record.get("outputs"), record.get("error"))
+        return None
+
+    def _end(self, turn: TurnData, state: str, outputs: dict[str, Any] | None, error: dict[str, Any] | None) -> None:
+        turn.state = state
+        self.running.discard(turn.id)
+        turn.lease = None  # only a running turn's owner is ever asked after
+        turn.outputs = outputs or NOTHING
+        turn.error = error
+        turn.messages = None
+
+    def _add_turn(self, turn_id: str, parent_id: str | None, record: Any) -> str | None:
+        """Add a turn from its record (a dict, or a sound row); why it is damaged, if it is."""
+        if turn_id in self.turns:
+            return f"turn id {turn_id!r} is already used by an earlier turn"
+        parent = note = None
+        if parent_id is not None:
+            parent = self.turns.get(parent_id)
+            if parent is None and self.partial:
+                return None  # a turn on a branch this history did not read
+            if parent is None:
+                # Parents are always written before their children, so this one's record was lost; keeping
+                # the turn as the start of a branch keeps it and everything after it (and can never loop).
+                note = (f"turn {turn_id!r} continues turn {parent_id!r}, which is not in the conversation "
+                        "(its record is missing or damaged); it is kept as the first turn of a branch")
+        if parent is None:
+            turn = TurnData(turn_id, None, len(self.order), record)
+            if parent_id is not None:
+                turn.lost_parent = parent_id
+        else:
+            turn = TurnData(turn_id, parent_id, len(self.order), record, parent.base + (parent.state == DONE),
+                            parent.forked)
+        self.turns[turn_id] = turn
+        self.order.append(turn_id)
+        self.running.add(turn_id)
+        return note
+
+    def _state(self, turn: TurnData, state: str) -> None:
+        turn.state = state
+        if state == RUNNING:
+            self.running.add(turn.id)
+        else:
+            self.running.discard(turn.id)
+
+    def done_count(self, turn_id: str | None) -> int:
+        """How many done turns the branch ending at ``turn_id`` holds (it included)."""
+        if turn_id is None:
+            return 0
+        turn = self.turns[turn_id]
+        return turn.base + (turn.state == DONE)
+
+    def _walk(self, turn_id: str | None) -> Iterator[str]:
+        """``turn_id`` and its ancestors, newest first."""
+        while turn_id is not None:
+            yield turn_id
+            turn_id = self.turns[turn_id].parent
+
+    def _done_walk(self, turn_id: str | None) -> Iterator[str]:
+        return (t for t in self._walk(turn_id) if self.turns[t].state == DONE)
+
+    def branch(self, turn_id: str | None) -> list[str]:
+        """The path from the root to ``turn_id``, oldest first (empty for None)."""
+        return list(self._walk(turn_id))[::-1]
+
+    def done_ancestors(self, turn_id: str | None, limit: int | None = None) -> list[str]:
+        """Up to ``limit`` done turns ending at ``turn_id``, oldest first (walking parents only)."""
+        return list(islice(self._done_walk(turn_id), limit))[::-1]
+
+    def newest_below(self, turn_id: str | None, *, done: bool = True) -> str | None:
+        """The newest (done, unless ``done=False``) turn at or below ``turn_id``
+        (anywhere, for None), not inside a branch forked off with ``continue_from``."""
+        floor = -1 if turn_id is None else self.turns[turn_id].order
+        for candidate in reversed(self.order[floor + 1 :]):
+            if done and self.turns[candidate].state != DONE:
+                continue
+            if turn_id is None:  # anywhere: any turn whose branch was never forked off
+                if not self.turns[candidate].forked:
+                    return candidate
+                continue
+            walk: str | None = candidate
+            while walk is not None and walk != turn_id and self.turns[walk].order > floor:
+                if self.turns[walk].fork:
+                    break
+                walk = self.turns[walk].parent
+            if walk == turn_id:
+                return candidate
+        if turn_id is not None and (not done or self.turns[turn_id].state == DONE):
+            return turn_id
+        return None
+
+    def entries_on(self, branch: Iterable[str], plugin: str, kind: str) -> list[dict[str, Any]]:
+        """A plugin's entries of ``kind`` that belong to the branch, oldest first."""
+        on = set(branch)
+        return [
+            {"turn": e["turn"], "data": e["data"], "at": e["at"]}
+            for e in self.entries
+            if e["plugin"] == plugin and e["kind"] == kind and (e["turn"] is None or e["turn"] in on)
+        ]
+
+    def encode_shown(self, parent: str | None, ids: Sequence[str]) -> dict[str, Any] | list[str]:
+        """The small record of ``ids`` (done turns of the branch at ``parent``, oldest first)."""
+        if not ids:
+            return {"last": 0}
+        wanted = set(ids)
+        window: list[str] = []
+        for turn_id in self._done_walk(parent):
+            window.append(turn_id)
+            if turn_id == ids[0]:
+                break
+        else:
+            return list(ids)  # not all on the branch: only a list says exactly what it was
+        drop = [t for t in reversed(window) if t not in wanted]
+        if len(window) - len(drop) != len(ids) or len(drop) > len(ids):
+            return list(ids)
+        return {"last": len(window), "drop": drop} if drop else {"last": len(window)}
+
+    def shown(self, turn: TurnData) -> tuple[list[str], str | None]:
+        """The ids of the earlier turns ``turn`` was shown, oldest first, and why they are
+        not exactly what it was shown (None when they are)."""
+        raw = turn.shown
+        if isinstance(raw, list):
+            gone = [t for t in raw if t not in self.turns or self.turns[t].state != DONE]
+            why = f"the turns it was shown ({', '.join(gone)}) are no longer in the conversation" if gone else None
+            return [t for t in raw if t not in gone], why
+        last = raw.get("last", 0)
+        window = self.done_ancestors(turn.parent, last)
+        drop = set(raw.get("drop", ()))
+        why = None
+        if len(window) != last:
+            why = (f"{last - len(window)} of the {last} earlier turns it was shown are no longer in the "
+                   "conversation (a record is missing or damaged)")
+        return [t for t in window if t not in drop], why
+
+    def turn_messages(self, turn_id: str) -> tuple[Mapping[str, Any], ...]:
+        """A done turn as prior user/assistant messages (read-only, rendered once)."""
+        turn = self.turns[turn_id]
+        if turn.messages is None:
+            turn.messages = Frozen(MappingProxyType(m) for m in _render(turn.inputs, turn.outputs))
+        return turn.messages
+
+    def shown_messages(self, turn: TurnData) -> tuple[Mapping[str, Any], ...]:
+        """What ``turn`` was shown of its conversation, as prior messages."""
+        raw = turn.shown
+        if isinstance(raw, dict) and not raw.get("drop") and not turn.without:
+            return self._tail_messages(turn.parent, raw.get("last", 0))
+        ids, _ = self.shown(turn)
+        return self.messages(ids, turn.without)
+
+    def messages(self, ids: Sequence[str], without: Mapping[str, Sequence[str]]) -> tuple[Mapping[str, Any], ...]:
+        """Turns as prior messages; fields left out by ``without`` are absent."""
+        out: list[Mapping[str, Any]] = []
+        for turn_id in ids:
+            left_out = without.get(turn_id)
+            if not left_out:
+                out.extend(self.turn_messages(turn_id))
+                continue
+            turn = self.turns[turn_id]
+            inputs = {k: v for k, v in turn.inputs.items() if k not in left_out}
+            outputs = {k: v for k, v in turn.outputs.items() if k not in left_out}
+            out.extend(MappingProxyType(m) for m in _render(inputs, outputs))
+        return Frozen(out)
+
+    def _tail_messages(self, parent: str | None, n: int) -> tuple[Mapping[str, Any], ...]:
+        """The ``n`` newest done turns at ``parent`` as messages, extending the last run built when
+        the branch only grew: a long conversation does not rebuild it every turn."""
+        tail = self._tail
+        if tail is not None and tail[0] == parent and tail[1] == n:
+            return tail[2]
+        result = None
+        if tail is not None and n > tail[1]:
+            newer: list[str] = []
+            for turn_id in islice(self._walk(parent), 64):
+                if turn_id == tail[0]:
+                    if len(newer) + tail[1] == n:
+                        result = Frozen(tail[2] + Frozen(chain.from_iterable(map(self.turn_messages, reversed(newer)))))
+                    break
+                if self.turns[turn_id].state == DONE:
+                    newer.append(turn_id)
+        if result is None:
+            result = Frozen(chain.from_iterable(map(self.turn_messages, self.done_ancestors(parent, n))))
+        self._tail = (parent, n, result)
+        return result
+
+#: The quick yes-answers a whole record gets before its fields are checked one by one.
+_QUICK = QUICK
+
+#: Kinds that belong to a turn: a record of one for an unknown turn is damage.
+_TURN_KINDS = frozenset({"reply", "tool", "wait", "answer", LATE_ANSWER, "resume", "end", "lease", "interrupt"})
+
+
+def _render(inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from .._calls import layout
+
+    messages: list[dict[str, Any]] = []
+    if inputs:
+        messages.append({"role": "user", "content": layout.inputs_message(inputs)})
+    if outputs:
+        value = outputs["output"] if set(outputs) == {"output"} else outputs
+        messages.append({"role": "assistant", "content": layout.render_value(value)})
+    return messages

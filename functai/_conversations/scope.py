@@ -1,0 +1,159 @@
+"""A running turn as the calls inside it see it (`functai._calls.scope`): a resumed
+turn reuses the replies and tool runs it recorded, so it pays for nothing twice."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from .._calls.outputs import to_jsonable
+from .._calls.scope import current_turn as current_scope
+from .._models.request import Client, Reply, Request
+from .._models.toolcall import ToolCall
+from .history import History, TurnData
+from .._stores.opening import store_reference
+
+if TYPE_CHECKING:
+    from .conversation import Conversation
+    from .turn import Turn
+
+__all__ = ["Memory", "TurnScope", "current_turn", "waits_of"]
+
+
+class Memory:
+    """Entries for the events of one turn (kept at that turn, read on its branch)."""
+
+    def __init__(self, chat: "Conversation", turn_id: str | None) -> None:
+        self.chat = chat
+        self.turn_id = turn_id
+
+    def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
+        return self.chat._history.entries_on(self.chat._history.branch(self.turn_id), plugin, kind)
+
+    def remember(self, plugin: str, kind: str, data: Any) -> None:
+        if self.turn_id is None:
+            raise ValueError("remember() needs a turn")
+        self.chat.remember(plugin, kind, data, self.turn_id)
+
+
+class TurnScope:
+    """A running turn, as the calls inside it see it (see `functai._calls.scope`)."""
+
+    def __init__(self, chat: "Conversation", data: TurnData, also_approve: tuple[Any, ...] = (),
+                 rerun: tuple[str, ...] = ()) -> None:
+        self.chat = chat
+        self.program = chat.program
+        self.layer = chat.layer
+        self.conversation = chat.id
+        self.turn = data.id
+        self.parent = data.parent
+        self.store = store_reference(chat.store)
+        self.waits = True
+        self.claimed = False
+        self.changes = list(data.changes)
+        self.sections = list(data.sections)
+        self.history = chat._history.shown_messages(data)
+        #: What the turn's own call record keeps of it (as the turn record has it), so replay needs only the log.
+        self.shown = dict(data.shown) if isinstance(data.shown, dict) else list(data.shown)
+        self.without = dict(data.without)
+        self.memory = Memory(chat, data.id)
+        self.data = data
+        self.calls = 0
+        self.requests = 0
+        #: Approve rules the turn started with that this process's rule does not cover: checked too.
+        self.also_approve = also_approve
+        self.rerun = rerun
+        #: The turn's one call record: its id, when it first started, and what it waited for.
+        self.call_id = data.call
+        self.call_started = next((w["started"] for w in data.waits if w.get("started")), None) or (
+            data.at if data.resumes else None)
+        self.waited = waits_of(chat._history, data)
+
+    def begin_call(self) -> int:
+        self.calls += 1
+        return self.calls
+
+    def complete(self, client: Client, request: Request) -> Reply:
+        reply = self.replay(request)
+        if reply is None:
+            reply = client.complete(request)
+            self.keep(reply)
+        return reply
+
+    def replay(self, request: Request) -> Reply | None:
+        """The reply recorded for this request before the turn waited, or None (then ask the
+        model and `keep` its reply)."""
+        self.requests += 1
+        if self.requests <= len(self.data.replies):  # paid for before the turn waited
+            saved = self.data.replies[self.requests - 1]
+            return Reply(
+                text=saved.get("text"),
+                tool_calls=tuple(
+                    ToolCall(c["id"], c["name"], c.get("input") or {}) for c in saved.get("tool_calls", ())
+                ),
+                usage=saved.get("usage") or {},
+                finish_reason=saved.get("finish_reason"),
+                refusal=saved.get("refusal"),
+                reasoning=saved.get("reasoning"),
+            )
+        return None
+
+    def keep(self, reply: Reply) -> None:
+        """Record a new reply, so a resumed turn never pays for it twice."""
+        saved = {
+            "text": reply.text,
+            "tool_calls": [{"id": c.id, "name": c.name, "input": to_jsonable(dict(c.input))} for c in reply.tool_calls],
+            "usage": dict(reply.usage),
+            "finish_reason": reply.finish_reason,
+        }
+        for name in ("refusal", "reasoning"):  # kept as the call record keeps them (older lines have neither)
+            if getattr(reply, name) is not None:
+                saved[name] = getattr(reply, name)
+        self.chat._append({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
+
+    def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
+        recorded = self.data.tools.get(site)
+        if recorded is not None and recorded.get("state") == "started" and recorded["entry"].get("name") in self.rerun:
+            return None  # resume(rerun=[name]): run it again
+        return recorded
+
+    def tool_started(self, site: str, entry: Mapping[str, Any]) -> None:
+        self.chat._append(
+            {"kind": "tool", "turn": self.turn, "site": site, "state": "started", "entry": to_jsonable(dict(entry))},
+            sync=True,  # a crash while it runs must be visible
+        )
+
+    def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
+        self.chat._append({"kind": "tool", "turn": self.turn, "site": site, "state": "suspended",
+                           "entry": to_jsonable(dict(entry))})
+
+    def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
+        record = {"kind": "tool", "turn": self.turn, "site": site, "state": "done",
+                  "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes))}
+        self.chat._append(record)
+
+    def answer(self, key: str) -> tuple[bool, str | None] | None:
+        return self.data.answers.get(key)
+
+    def refusal(self, site: str) -> tuple[str, str | None] | None:
+        for approval in self.data.approvals:
+            key = approval["key"]
+            if key.startswith(site + ".") and self.data.answers.get(key, (True, None))[0] is False:
+                return approval["plugin"], self.data.answers[key][1]
+        return None
+
+
+def waits_of(history: History, data: TurnData) -> list[dict[str, Any]]:
+    """A turn's waits as its call record keeps them: approvals, when, and the answers given."""
+    answered = history.answered.get(data.id, {})
+    return [{"approvals": w["approvals"], "at": w["at"],
+             "answers": {a["key"]: answered[a["key"]] for a in w["approvals"] if a["key"] in answered}}
+            for w in data.waits]
+
+
+def current_turn() -> Turn | None:
+    """The conversation turn running now (in this thread or task), or None: for a tool that
+    needs its conversation (``current_turn().conversation.entries(...)``)."""
+    scope = current_scope.get()
+    if not isinstance(scope, TurnScope):
+        return None
+    return scope.chat._turn(scope.turn)

@@ -1,0 +1,85 @@
+"""One turn of a conversation, as a view hands it out: read-only, plus the actions
+on a waiting or interrupted turn (answer, resume, abandon)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from .._calls.steps import drive
+from . import held
+from .history import TurnData
+
+if TYPE_CHECKING:
+    from .conversation import Conversation
+
+__all__ = ["Turn"]
+
+
+class Turn:
+    """One turn of a conversation: a call of its function."""
+
+    def __init__(self, chat: "Conversation", data: TurnData) -> None:
+        self._chat = chat
+        self._data = data
+
+    id = property(lambda self: self._data.id)
+    parent = property(lambda self: self._data.parent)
+    state = property(lambda self: self._data.state,
+                     doc="done, failed, stopped, waiting, running, interrupted or abandoned")
+    why = property(lambda self: self._data.why, doc="why an interrupted turn was interrupted (its owner was gone)")
+    call = property(lambda self: self._data.call, doc="the id of the turn's call record")
+    inputs = property(lambda self: MappingProxyType(self._data.inputs))
+    outputs = property(lambda self: MappingProxyType(self._data.outputs))
+    approvals = property(lambda self: list(self._data.approvals), doc="what a waiting turn waits for")
+
+    @property
+    def answers(self) -> dict[str, dict[str, Any]]:
+        """The answers given to this turn's approvals, by key: ``{"allow": bool, "reason": str | None}``."""
+        return {key: {"allow": allow, "reason": reason} for key, (allow, reason) in self._data.answers.items()}
+
+    def approve(self, approval: Mapping[str, Any] | str | None = None, *, by: str | None = None) -> "Turn":
+        """Allow a waiting approval (all of them when none is named); the first recorded answer
+        holds, so approving one already denied raises ``approval-answered``."""
+        held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=True, reason=None,
+                    by=by)
+        return self
+
+    def deny(
+        self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None, by: str | None = None
+    ) -> "Turn":
+        """Refuse a waiting approval (all of them when none is named); ``approval-answered``
+        (naming who answered first) when it was already answered the other way."""
+        held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=False,
+                    reason=reason, by=by)
+        return self
+
+    def resume(self, *, rerun: Sequence[str] | None = None) -> Any:
+        """Go on with a waiting turn whose approvals are answered, or an interrupted one;
+        returns the answer. A tool that started and never recorded a result is not run
+        again (the model is told so) unless its name is in ``rerun``."""
+        return drive(self._chat._resume(self.id, held.check_rerun(rerun))).value
+
+    async def aresume(self, *, rerun: Sequence[str] | None = None) -> Any:
+        """`resume` from async code."""
+        return (await self._chat._alocked(self._chat._resume(self.id, held.check_rerun(rerun)))).value
+
+    def abandon(self, *, reason: str | None = None, by: str | None = None) -> "Turn":
+        """Give up on a waiting or interrupted turn: it ends ``abandoned`` and frees the branch
+        (its call record, with the log set, is written now with error ``turn-abandoned``)."""
+        self._chat._abandon(self.id, reason, by)
+        return self
+
+    @property
+    def conversation(self) -> "Conversation":
+        """The view this turn was read through (its store, entries, branches)."""
+        return self._chat
+
+    def __repr__(self) -> str:
+        return f"Turn({self.id!r}, {self.state}, parent={self.parent!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Turn) and other.id == self.id and other._chat.id == self._chat.id
+
+    def __hash__(self) -> int:
+        return hash((self._chat.id, self.id))

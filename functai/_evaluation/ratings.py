@@ -1,0 +1,84 @@
+"""Ratings: a person's verdict on a call, kept beside the call log (``ratings.jsonl``, or the
+``functai_ratings`` table of a SQL call log). The latest rating by the same person wins."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import attrs
+
+from .._calls.outputs import to_jsonable
+from .._calls.records import (LOG_FILE, RATINGS_FILE, CallRecord, append_line, is_rating, numbered_lines, read_calls,
+                             report_skipped)
+from .._errors import FunctAIError
+from .._layers import current_values
+from .._models.keys import reveal
+from .._stores import calllog
+from .._stores.calllog import is_log_url
+from .._stores.urls import redact
+
+
+@attrs.frozen
+class Rating:
+    """One person's verdict on one call."""
+
+    call: str
+    good: bool
+    correction: Any = None
+    by: str | None = None
+    at: str = ""
+
+
+def log_folder(log: str | os.PathLike[str] | None) -> str:
+    folder = log if log is not None else current_values().get("log_calls")
+    if not folder:
+        raise FunctAIError("ratings are kept beside the call log, and no call log is configured: "
+                           "set functai.configure(log_calls='calls/') or pass log=...", code="no-call-log")
+    return os.fspath(reveal(folder))  # a log_calls URL with a password is kept behind a handle
+
+
+def rate(record_or_id: CallRecord | str, good: bool = True, correction: Any = None, by: str | None = None, *,
+         log: str | os.PathLike[str] | None = None) -> Rating:
+    """Rate a logged call: good or bad, optionally with the answer it should have given."""
+    if not isinstance(good, bool):
+        raise TypeError(f"good must be True or False, not {good!r}")
+    call_id = record_or_id.id if isinstance(record_or_id, CallRecord) else record_or_id
+    if not isinstance(call_id, str) or not call_id:
+        raise TypeError(f"rate() takes a call record or a call id, not {record_or_id!r}")
+    folder = log_folder(log)
+    if not any(record.id == call_id for record in read_calls(folder)):
+        where = redact(folder) if is_log_url(folder) else os.path.join(folder, LOG_FILE)
+        raise FunctAIError(f"no call {call_id!r} in the call log {where}; rate a logged call "
+                           "(log_calls must be set when it runs)", code="unknown-call")
+    at = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    rating = Rating(call=call_id, good=good, correction=to_jsonable(correction), by=by, at=at)
+    if is_log_url(folder):
+        calllog.append_rating(folder, attrs.asdict(rating))
+    else:
+        append_line(os.path.join(folder, RATINGS_FILE), attrs.asdict(rating))
+    return rating
+
+
+def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
+    """Each call's ratings, one per person (the latest wins), oldest first."""
+    latest: dict[tuple[str, str | None], Rating] = {}
+    if is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
+        path = calllog.place(os.fspath(folder), "ratings")
+        lines: Any = calllog.numbered_rows(os.fspath(folder), "ratings")
+    else:
+        path = os.path.join(os.fspath(folder), RATINGS_FILE)
+        lines = numbered_lines(path)
+    for number, data in lines:
+        if not is_rating(data):
+            report_skipped(path, number, "not a rating (it needs a call id, good true or false, and by)", None)
+            continue
+        rating = Rating(call=data["call"], good=data["good"], correction=data.get("correction"), by=data.get("by"),
+                        at=str(data.get("at", "")))
+        latest.pop((rating.call, rating.by), None)  # the latest by each person wins, in its own place
+        latest[(rating.call, rating.by)] = rating
+    by_call: dict[str, list[Rating]] = {}
+    for rating in latest.values():
+        by_call.setdefault(rating.call, []).append(rating)
+    return by_call

@@ -1,0 +1,36 @@
+"""Render the hook reference from the hookspecs: ``python -m functai._hooks.reference > docs/hooks.md``
+(a test checks the file matches)."""
+
+from __future__ import annotations
+
+import inspect
+
+from . import specs
+from .change import HOOK_FIELDS
+
+
+def render() -> str:
+    lines = [
+        "# Hook reference",
+        "",
+        "Generated from `functai/_hooks/specs.py` (the pluggy hookspecs) by",
+        "`python -m functai._hooks.reference`; do not edit by hand.",
+        "",
+        "| hook | handler signature | a Change may set |",
+        "|---|---|---|",
+    ]
+    for hook in specs.HOOKS:
+        fields = ", ".join(f"`{f}`" for f in sorted(HOOK_FIELDS[hook]))
+        if hook == "request":
+            fields = "returns a replacement `Request`"
+        elif not fields:
+            fields = "nothing (hears only)"
+        lines.append(f"| `{hook}` | `{hook}{inspect.signature(getattr(specs, hook))}` | {fields} |")
+    for hook in specs.HOOKS:
+        spec = getattr(specs, hook)
+        lines += ["", f"## `{hook}{inspect.signature(spec)}`", "", inspect.getdoc(spec) or ""]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

@@ -1,0 +1,191 @@
+"""The hook table, declared with pluggy: one function per hook, in the order they fire.
+
+The single source of hook and argument names; `docs/hooks.md` is generated
+from these docstrings (``python -m functai._hooks.reference``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("functai")
+
+#: pluggy's ordering options, which functai does not take: order comes from layers.
+ORDERING_OPTIONS = ("tryfirst", "trylast", "hookwrapper", "wrapper")
+
+
+def ordering_refused(options: list[str], plugin: str | None = None, hook: str | None = None) -> Exception:
+    """The ``plugin-hook`` error for a hookimpl that asks pluggy for an order."""
+    from .._errors import PluginError
+
+    asked = ", ".join(f"{option}=True" for option in options)
+    where = f"plugin {plugin!r}: " if plugin else ""
+    what = f"the {hook} handler asks for {asked}" if hook else f"functai.hookimpl({asked}) is refused"
+    return PluginError(
+        f"{where}{what}, but functai runs plain handlers in its own order, which comes from layers: "
+        "the function's own plugins, then each enclosing block (innermost first), then the process, then "
+        "installed plugins; within a layer, in the order it lists them. Drop the option and put the plugin "
+        "in the layer (and list position) where it should run",
+        code="plugin-hook",
+        plugin=plugin,
+        hook=hook,
+    )
+
+
+class HookimplMarker(pluggy.HookimplMarker):  # type: ignore[misc]  # pluggy marks it final; this only narrows it
+    """pluggy's hookimpl marker refusing the ordering options at once: silently ignoring
+    ``tryfirst=True`` would run a handler where its author did not expect."""
+
+    def __call__(self, function: Any = None, hookwrapper: bool = False, optionalhook: bool = False,
+                 tryfirst: bool = False, trylast: bool = False, specname: str | None = None,
+                 wrapper: bool = False) -> Any:
+        asked = [name for name, on in zip(ORDERING_OPTIONS, (tryfirst, trylast, hookwrapper, wrapper)) if on]
+        if asked:
+            raise ordering_refused(asked, hook=getattr(function, "__name__", None))
+        return super().__call__(function, optionalhook=optionalhook, specname=specname)
+
+
+hookimpl = HookimplMarker("functai")
+
+
+@hookspec
+def turn_start(turn):  # type: ignore[no-untyped-def]
+    """A conversation turn is about to be sent, before it is recorded.
+
+    Event: ``inputs`` (dict by name), ``conversation`` (id), ``parent`` (the
+    turn it would continue, or None), ``program`` (the AI function).
+
+    Change: ``inputs`` — replaces inputs by name; each name must be an input of
+    the function.
+    """
+
+
+@hookspec
+def context(context):  # type: ignore[no-untyped-def]
+    """The earlier turns a turn will be shown have been picked by the
+    conversation's rule.
+
+    Event: ``turns`` (the picked turns, oldest first; each with ``id``,
+    ``inputs``, ``outputs``, ``without``), ``sections`` (so far),
+    ``conversation``, ``parent``, ``program``.
+
+    Change: ``keep`` (ids of done turns of the branch to show), ``without``
+    (field names left out of earlier turns), ``sections`` (appended to the
+    instruction).
+    """
+
+
+@hookspec
+def before_call(call):  # type: ignore[no-untyped-def]
+    """Any AI function call is about to be laid out and asked.
+
+    Event: ``function`` (name), ``program``, ``inputs`` (bound, by name),
+    ``instruction`` (as it stands), ``sections`` (so far), ``lm`` (model name
+    as it stands), ``settings`` (model settings as they stand), ``tools``
+    (names offered as they stand), ``all_tools`` (the function's own tool
+    names), ``path`` (e.g. ``support/answer``), ``conversation`` and ``turn``
+    (ids, or None outside a conversation).
+
+    Change: ``instruction``, ``sections``, ``lm``, ``settings``, ``tools``.
+    """
+
+
+@hookspec
+def request(request):  # type: ignore[no-untyped-def]
+    """A request is about to be sent to the model client (every attempt: the
+    first send, re-asks, each tool step).
+
+    Event: ``request`` (the `functai.Request` about to be sent), ``function``,
+    ``path``.
+
+    Return a replacement `functai.Request`, or None. A replaced request marks
+    the call's record ``replayable: false``.
+    """
+
+
+@hookspec
+def reply(reply):  # type: ignore[no-untyped-def]
+    """The model answered a request (every attempt: the first send, re-asks,
+    each tool step), before the reply is read or its tools run.
+
+    Event: ``request`` (the `functai.Request` that was sent), ``reply`` (the
+    `functai.Reply`: ``text``, ``tool_calls``, ``usage``, ``finish_reason``,
+    and ``id`` / ``model`` — the response's id and the model that answered —
+    when the server sent them), ``seconds`` (how long the model client took),
+    ``attempt`` (1, 2, … within the call), ``function``, ``path``, ``server``
+    (``(host, port)`` of the client's ``base_url``, or None for a client
+    without one).
+
+    Hears only: a raising handler is reported and changes nothing; nothing is
+    added to ``changes``. Made for tracing, cost and latency plugins, which
+    need no ``request`` handler (that would make every call unreplayable).
+    """
+
+
+@hookspec
+def tool_call(tool):  # type: ignore[no-untyped-def]
+    """The model asked for a tool, which has not run yet.
+
+    Event: ``name``, ``input`` (as it stands), ``effects`` (``"reads"``,
+    ``"changes"`` or None), ``path`` (the call path plus the tool name),
+    ``invocation`` (1, 2, … within the asking call), ``id`` (the model's
+    tool-call id), ``function``, ``settings``; method
+    ``ask(reason=None, *, decide=None)`` asks a person.
+
+    Change: ``inputs`` (merged into the tool's input), ``block`` (the tool may
+    not run, and why; the first block ends the hook).
+    """
+
+
+@hookspec
+def tool_result(result):  # type: ignore[no-untyped-def]
+    """A tool ran.
+
+    Event: ``name``, ``input`` (what actually ran), ``output`` (text as it
+    stands), ``path``, ``invocation``, ``function``.
+
+    Change: ``output`` — the tool's result as the model is shown it.
+    """
+
+
+@hookspec
+def call_end(call):  # type: ignore[no-untyped-def]
+    """An AI function call ended, done or failed, before its record is written.
+
+    Event: ``record`` (the call's record, read-only, as it will be written:
+    without content when ``log_content=False``), ``function``, ``path``,
+    ``error`` (the error code, or None when the call is done), ``seconds``,
+    ``usage`` (token counts summed over the call's replies), ``server`` (as in
+    ``reply``; None when the call failed before choosing a client). A model
+    request that failed has no ``reply``: the call ends with its error, and
+    ``record.attempts`` counts it.
+
+    Hears only: a raising handler is reported and changes nothing; nothing is
+    added to ``changes``. Runs for every call — nested ones, a turn's, a
+    delegate's — after the call has left its place in the call tree.
+    """
+
+
+@hookspec
+def turn_end(turn):  # type: ignore[no-untyped-def]
+    """A turn ended (done, failed or stopped), before its end is recorded.
+
+    Event: ``turn`` (id), ``state``, ``inputs``, ``outputs`` (``{}`` unless
+    done), ``conversation``, ``parent``; method ``turns()`` (done turns of the
+    branch, this one last when done).
+
+    Hears only: a raising handler is reported and changes nothing.
+    """
+
+
+#: Hook names in the order they are declared above (the hook-table order).
+HOOKS: tuple[str, ...] = tuple(
+    name for name, value in list(globals().items()) if callable(value) and hasattr(value, "functai_spec")
+)
+
+#: The one argument each hook's handler is given, by hook.
+ARGUMENT: dict[str, str] = {
+    name: globals()[name].__code__.co_varnames[0] for name in HOOKS
+}

@@ -1,0 +1,295 @@
+"""Reading what an OpenAI-compatible server sent back, with no I/O: a `Reply`, or the
+server's error text, with the API key and secret headers scrubbed from every text.
+
+A streamed answer comes as ``data: {chunk}`` lines (message deltas, then the usage, then
+``data: [DONE]``); `Assembler` folds them into the message a whole answer holds.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
+
+import httpx
+
+from functai._errors import ModelError
+from functai._models.keys import MIN_SCRUB, hide_key, reveal
+from functai._models.request import Reply
+from functai._models.toolcall import ToolCall
+from functai._models.wire import content_text, read_arguments, read_usage, unwrap_value
+
+__all__ = ["Assembler", "Reader", "StreamCut", "split_reasoning"]
+
+#: Most characters of a server's error text copied into a message.
+_EXCERPT = 300
+
+# One leading <think>…</think> or <thinking>…</thinking> block (DeepSeek-R1, Qwen3, QwQ …).
+_THINK = r"\s*<(think|thinking)>(.*?)(?:</\1>|\Z)\s*"
+
+
+def split_reasoning(text: str) -> tuple[str, str | None]:
+    """``(answer, reasoning)``: a reasoning block at the start of ``text`` taken out (an unclosed
+    one, cut while the model was thinking, is all reasoning)."""
+    if "<think" not in text[:64]:
+        return text, None
+    match = re.match(_THINK, text, re.DOTALL)
+    if match is None:
+        return text, None
+    return text[match.end():], match.group(2).strip()
+
+
+class Reader:
+    """Reads one server's answers: ``where`` names it in messages, ``secrets`` are scrubbed from them."""
+
+    __slots__ = ("where", "_secrets")
+
+    def __init__(self, where: str, secrets: Iterable[str]) -> None:
+        self.where = where
+        forms = [form for secret in secrets for form in _echoes(secret) if len(form) >= MIN_SCRUB]
+        # Each also as a JSON string escapes it: the form it takes inside a JSON answer.
+        texts = dict.fromkeys(text for form in forms for text in (form, json.dumps(form)[1:-1]))
+        self._secrets = tuple(hide_key(text) for text in texts)
+
+    def scrub(self, text: str) -> str:
+        """Remove the API key (and secret headers) from text a server or an exception gave us."""
+        for secret in map(reveal, self._secrets):
+            text = text.replace(secret, "***")
+        return text
+
+    def excerpt(self, text: str) -> str:
+        # Scrub before cutting, so a cut cannot leave part of the key behind.
+        text = " ".join(self.scrub(text).split())
+        return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
+
+    def _scrub_json(self, raw: bytes) -> bytes:
+        for secret in map(reveal, self._secrets):
+            raw = raw.replace(secret.encode(), b"***")
+        return raw
+
+    def json(self, response: httpx.Response) -> Any:
+        """The body of a successful whole answer, secrets scrubbed from the bytes before parsing."""
+        raw = self._scrub_json(response.content)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ModelError(
+                f"{self.where} answered HTTP {response.status_code} with a body that is not JSON: "
+                f"{self.excerpt(response.text)!r}",
+                code="model-protocol",
+                status=response.status_code,
+            ) from None
+
+    def assembled(self, data: Any, wrapped: bool) -> Reply:
+        """A streamed answer put together, scrubbed like a whole answer's body, then read."""
+        if self._secrets:
+            data = json.loads(self._scrub_json(json.dumps(data).encode()))
+        return self.reply(data, wrapped)
+
+    @contextmanager
+    def cuts(self) -> Iterator[None]:
+        """Reading a streamed answer: a broken stream raised as a `ModelError`."""
+        try:
+            yield
+        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
+            raise ModelError(self.scrub(f"{self.where} broke off its streamed reply: {type(error).__name__}: "
+                                        f"{error or 'no detail'}"), code="model-unreachable") from None
+
+    def reply(self, data: Any, wrapped: bool) -> Reply:
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ModelError(
+                f"{self.where} answered without choices: {self.excerpt(json.dumps(data))!r}",
+                code="model-protocol",
+            )
+        choice = choices[0]
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise ModelError(
+                f"{self.where} answered a choice without a message: {self.excerpt(json.dumps(choice))!r}",
+                code="model-protocol",
+            )
+        text = content_text(message.get("content"))
+        reasoning = _words(message.get("reasoning_content") or message.get("reasoning"))
+        if text is not None:
+            text, thought = split_reasoning(text)
+            if thought is not None:
+                reasoning = f"{reasoning}\n\n{thought}" if reasoning else thought
+            if wrapped:
+                text = unwrap_value(text)
+        tool_calls = tuple(self.tool_call(i, item) for i, item in enumerate(message.get("tool_calls") or ()))
+        finish = choice.get("finish_reason")
+        return Reply(
+            text=text,
+            tool_calls=tool_calls,
+            usage=read_usage(data.get("usage")),
+            finish_reason=finish if isinstance(finish, str) else None,
+            refusal=_words(message.get("refusal")),
+            reasoning=reasoning,
+            id=_words(data.get("id")),
+            model=_words(data.get("model")),
+        )
+
+    def tool_call(self, index: int, item: Any) -> ToolCall:
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict):
+            function = {}
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise ModelError(
+                f"{self.where} answered tool call #{index} without a function name",
+                code="model-protocol",
+            )
+        arguments = function.get("arguments")
+        parsed = read_arguments(arguments)
+        if not isinstance(parsed, dict):
+            raise ModelError(
+                f"{self.where} called tool {name!r} with arguments that are not a JSON object: "
+                f"{self.excerpt(str(arguments))!r}",
+                code="model-protocol",
+            )
+        call_id = item.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            call_id = f"call_{index}"  # llama.cpp and friends may omit ids
+        return ToolCall(id=call_id, name=name, input=parsed)
+
+    def error_text(self, response: httpx.Response) -> str:
+        """The server's own error message (OpenAI shape and common variants), else an excerpt."""
+        message: Any = None
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            error = data.get("error")
+            if isinstance(error, dict):
+                message = error.get("message")
+            elif isinstance(error, str):
+                message = error
+            if not isinstance(message, str):
+                message = data.get("message") or data.get("detail")
+        if not isinstance(message, str) or not message.strip():
+            message = response.text or response.reason_phrase or "(empty body)"
+        return self.excerpt(message)
+
+
+def _words(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _echoes(value: Any) -> list[str]:
+    """The texts a server may echo of a secret: the value, its credential without the scheme word
+    (``Bearer``/``Basic``), and for Basic the decoded ``user:password`` and password."""
+    if not isinstance(value, str):
+        return []
+    forms = [value]
+    scheme, _, credential = value.strip().partition(" ")
+    credential = credential.strip()
+    if credential:
+        forms.append(credential)
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(credential, validate=True).decode()
+            except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+                decoded = ""
+            if decoded:
+                forms += [decoded, decoded.partition(":")[2]]
+    return forms
+
+
+class StreamCut(Exception):
+    """The stream ended (or broke) before the reply was complete."""
+
+
+class Assembler:
+    """Collects the chunks of one streamed answer."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+        self.usage: Any = None
+        self.done = False
+        #: The response's ``id`` and ``model``, as the chunks give them.
+        self.response: dict[str, str] = {}
+
+    def line(self, line: str) -> str | None:
+        """Read one line of the event stream; the text delta it carries, if any."""
+        if not line.startswith("data:"):
+            return None  # comments, event names, ids, blank separators
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            self.done = True
+            return None
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            raise StreamCut(f"a stream event that is not JSON: {payload[:200]!r}") from None
+        if not isinstance(chunk, dict):
+            return None
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for key in ("id", "model"):  # every chunk repeats them: the first is kept
+            if key not in self.response and isinstance(chunk.get(key), str) and chunk[key]:
+                self.response[key] = chunk[key]
+        if isinstance(chunk.get("error"), (dict, str)):
+            error = chunk["error"]
+            said = error.get("message") if isinstance(error, dict) else error
+            raise StreamCut(f"the server reported an error mid-stream: {said}")
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return None
+        choice = choices[0]
+        if isinstance(choice.get("finish_reason"), str):
+            self.finish = choice["finish_reason"]
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return None
+        for field, parts in (("reasoning_content", self.reasoning), ("reasoning", self.reasoning),
+                             ("refusal", self.refusal)):
+            if isinstance(delta.get(field), str):
+                parts.append(delta[field])
+        for piece in delta.get("tool_calls") or ():
+            self._tool_piece(piece)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self.text.append(content)
+            return content
+        return None
+
+    def _tool_piece(self, piece: Any) -> None:
+        if not isinstance(piece, dict):
+            return
+        index = piece.get("index", len(self.calls))
+        call = self.calls.setdefault(index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+        if isinstance(piece.get("id"), str):
+            call["id"] = piece["id"]
+        function, whole = piece.get("function"), call["function"]
+        if isinstance(function, dict):
+            if isinstance(function.get("name"), str):
+                whole["name"] += function["name"]
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                whole["arguments"] += arguments
+            elif isinstance(arguments, dict):
+                whole["arguments"] = arguments
+
+    def answer(self) -> dict[str, Any]:
+        """The whole answer, shaped as a non-streamed one (for the client's reply reader)."""
+        if not self.done and self.finish is None:
+            raise StreamCut("the stream ended before the reply was complete (no finish reason, no [DONE])")
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) if self.text else None}
+        if self.calls:
+            message["tool_calls"] = [call for _, call in sorted(self.calls.items())]
+        if self.reasoning:
+            message["reasoning_content"] = "".join(self.reasoning)
+        if self.refusal:
+            message["refusal"] = "".join(self.refusal)
+        data: dict[str, Any] = {**self.response, "choices": [{"message": message, "finish_reason": self.finish}]}
+        if self.usage is not None:
+            data["usage"] = self.usage
+        return data

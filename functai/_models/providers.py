@@ -1,0 +1,251 @@
+"""Which client answers a model name: ``"<provider>/<model>"`` (a bare name is OpenAI's) goes to
+the pluggy hook ``functai_client``, where the first provider plugin that returns a client wins and
+the built-in OpenAI-compatible ones come last.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import OrderedDict
+from typing import Any, Mapping, NamedTuple
+from urllib.parse import urlsplit
+
+import pluggy
+
+from .._errors import ModelConfigError
+from .keys import Key, hide_key, reveal, reveal_headers
+from .request import Client
+
+providerspec = pluggy.HookspecMarker("functai.providers")
+providerimpl = pluggy.HookimplMarker("functai.providers")
+
+DEFAULT_PROVIDER = "openai"
+
+#: The model name of functai's offline test model.
+TEST_MODEL = "test"
+
+#: Settings a client is built from; clients are reused while these stay the same.
+CLIENT_SETTINGS = ("base_url", "api_key", "timeout", "connect_timeout", "http_retries", "headers", "api_version")
+
+#: Most clients the built-in providers keep open; the least recently used is closed.
+MAX_CLIENTS = 16
+
+
+class ProviderSpec:
+    @providerspec(firstresult=True)
+    def functai_client(self, provider: str, model: str, settings: Mapping[str, Any]) -> Client | None:
+        """Return a client for ``provider``'s models, or None if you do not serve it.
+
+        ``settings`` holds those of `CLIENT_SETTINGS` that are set (``api_key`` as the key itself).
+        """
+
+
+class Provider(NamedTuple):
+    """A built-in provider: where its server usually is, and the variables it reads."""
+
+    base_url: str | None
+    base_url_env: str
+    api_key_env: str
+
+
+#: The built-in providers (docs/models.md shows this table).
+PROVIDERS: dict[str, Provider] = {
+    "openai": Provider("https://api.openai.com/v1", "OPENAI_BASE_URL", "OPENAI_API_KEY"),
+    "ollama": Provider("http://localhost:11434/v1", "OLLAMA_BASE_URL", "OLLAMA_API_KEY"),
+    "vllm": Provider("http://localhost:8000/v1", "VLLM_BASE_URL", "VLLM_API_KEY"),
+    "llamacpp": Provider("http://localhost:8080/v1", "LLAMACPP_BASE_URL", "LLAMACPP_API_KEY"),
+    "lmstudio": Provider("http://localhost:1234/v1", "LMSTUDIO_BASE_URL", "LMSTUDIO_API_KEY"),
+    "azure": Provider(None, "AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY"),
+}
+
+
+class _LRU:
+    """A bounded map of clients; ``close_evicted`` closes the ones that fall out."""
+
+    def __init__(self, size: int, close_evicted: bool) -> None:
+        self.size = size
+        self.close_evicted = close_evicted
+        self.items: OrderedDict[Any, Client] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any) -> Client | None:
+        with self.lock:
+            found = self.items.get(key)
+            if found is not None:
+                self.items.move_to_end(key)
+        return found
+
+    def put(self, key: Any, client: Client) -> Client:
+        """Keep ``client`` (or the one another thread kept first) and return it."""
+        evicted = []
+        with self.lock:
+            kept = self.items.setdefault(key, client)
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                evicted.append(self.items.popitem(last=False)[1])
+        if self.close_evicted:  # each client is kept under one key only: one evicted is used no more
+            for old in evicted:
+                _close(old)
+        return kept
+
+    def clear(self) -> list[Client]:
+        with self.lock:
+            items = list(self.items.values())
+            self.items.clear()
+        return items
+
+
+def _close(client: Any) -> None:
+    close = getattr(client, "close", None)
+    if close is not None:
+        close()
+
+
+#: The settings a built-in client is made with, and its argument for each.
+_OPTIONS = (("base_url", "base_url"), ("api_key", "api_key"), ("timeout", "timeout"),
+            ("connect_timeout", "connect_timeout"), ("http_retries", "max_retries"), ("headers", "headers"))
+
+
+class OpenAICompatible:
+    """The built-in providers: servers that speak OpenAI chat completions, and Azure OpenAI."""
+
+    def __init__(self) -> None:
+        # One client (one connection pool) serves every model of a server.
+        self._clients = _LRU(MAX_CLIENTS, close_evicted=True)
+
+    @providerimpl(trylast=True)
+    def functai_client(self, provider: str, model: str, settings: Mapping[str, Any]) -> Client | None:
+        info = PROVIDERS.get(provider)
+        if info is None:
+            return None
+        key = (provider, *sorted((k, hide_key(v) if k == "api_key" else _hashable(v)) for k, v in settings.items()))
+        found = self._clients.get(key)
+        if found is not None:
+            return found
+        options: dict[str, Any] = {"name": provider}  # the client reads the provider's row of PROVIDERS
+        for setting, option in _OPTIONS:
+            if settings.get(setting) is not None:
+                options[option] = settings[setting]
+        if provider == "azure":
+            from .azure import AzureOpenAIClient
+
+            options["api_version"] = settings.get("api_version")
+            client: Client = AzureOpenAIClient(**options)
+        else:
+            from .openai import OpenAIClient
+
+            client = OpenAIClient(**options)
+        return self._clients.put(key, client)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted(value.items()))
+    return value
+
+
+_lock = threading.Lock()
+_manager: pluggy.PluginManager | None = None
+# Every (provider, model, settings) resolved so far; the providers own (and close) the clients.
+_clients = _LRU(MAX_CLIENTS, close_evicted=False)
+
+
+def manager() -> pluggy.PluginManager:
+    """The provider plugin manager, made (and entry points read) on first use."""
+    global _manager
+    with _lock:
+        if _manager is None:
+            pm = pluggy.PluginManager("functai.providers")
+            pm.add_hookspecs(ProviderSpec)
+            pm.register(OpenAICompatible(), name="openai-compatible")
+            pm.load_setuptools_entrypoints("functai.providers")
+            _manager = pm
+        return _manager
+
+
+def register_provider(plugin: object, name: str | None = None) -> None:
+    """Add a provider plugin: an object or module with ``@providerimpl functai_client``."""
+    manager().register(plugin, name=name)
+    _clients.clear()
+
+
+def split(lm: str) -> tuple[str, str]:
+    """``"ollama/llama3"`` → ``("ollama", "llama3")``; a bare name is OpenAI's."""
+    provider, slash, model = str(lm).partition("/")
+    if not slash:
+        provider, model = DEFAULT_PROVIDER, str(lm)
+    if not provider.strip() or not model.strip():
+        raise ModelConfigError(
+            f"lm={str(lm)!r} does not name a model: write '<provider>/<model>' (e.g. 'openai/gpt-4.1-mini', "
+            "'ollama/llama3') or a bare OpenAI model name",
+            code="model-name",
+        )
+    return provider, model
+
+
+def client_for(lm: str, settings: Mapping[str, Any]) -> tuple[Client, str]:
+    """The client for model name ``lm`` and the model name to send it."""
+    if lm == TEST_MODEL:
+        return _test_model(), TEST_MODEL
+    provider, model = split(lm)
+    wanted = {name: settings[name] for name in CLIENT_SETTINGS if settings.get(name) is not None}
+    key = (provider, model, *sorted((k, _hashable(v)) for k, v in wanted.items()))
+    client = _clients.get(key)
+    if client is None:
+        client = _ask_providers(provider, model, lm, wanted)
+        client = _clients.put(key, client)
+    return client, model
+
+
+@functools.lru_cache(maxsize=None)
+def _test_model() -> Client:
+    """The one `TestModel` every ``lm="test"`` call shares (it keeps nothing between calls)."""
+    from ..testing import TestModel
+
+    return TestModel()
+
+
+def _ask_providers(provider: str, model: str, lm: str, wanted: dict[str, Any]) -> Client:
+    if isinstance(wanted.get("api_key"), Key):
+        wanted["api_key"] = reveal(wanted["api_key"])
+    if wanted.get("headers"):
+        wanted["headers"] = reveal_headers(wanted["headers"])
+    client = manager().hook.functai_client(provider=provider, model=model, settings=wanted)
+    if client is None:
+        raise ModelConfigError(
+            f"no model client for provider {provider!r} (model {str(lm)!r}); install a provider "
+            f"plugin for it, use a built-in provider ({', '.join(PROVIDERS)}), or pass client=...",
+            code="model-provider",
+        )
+    return client
+
+
+def close_clients() -> None:
+    """Close and forget the clients made so far (their connections too)."""
+    seen = {id(c): c for c in _clients.clear()}
+    with _lock:
+        plugins = _manager.get_plugins() if _manager is not None else ()
+    for plugin in plugins:
+        if isinstance(plugin, OpenAICompatible):
+            for client in plugin._clients.clear():
+                seen[id(client)] = client
+    for client in seen.values():
+        _close(client)
+
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def server_of(client: Any) -> tuple[str, int | None] | None:
+    """``(host, port)`` of the client's ``base_url``, what tracing reports as the server (never a user
+    or password), else None."""
+    url = getattr(client, "base_url", None)
+    if url.__class__ is not str:
+        return None
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        return (host, parts.port or _DEFAULT_PORTS.get(parts.scheme)) if host else None
+    except ValueError:  # a port that is not a number: no server to report
+        return None

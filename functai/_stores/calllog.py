@@ -1,0 +1,93 @@
+"""A call log kept by URL: the JSON lines a folder keeps in ``calls.jsonl`` and ``ratings.jsonl``
+(`functai._calls.records`), as rows of ``functai_calls`` and ``functai_ratings`` in a SQL store."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+from .. import _codec as codec
+from .._calls.records import report_skipped
+from .._errors import FunctAIError
+from .._files import check_folder
+from .._log import warn
+from .._models.keys import SecretURL, reveal
+from .protocol import not_an_object, to_line
+from .urls import is_url, open_url, redact, scheme_of, sqlite_path
+
+
+class LogStore(Protocol):
+    """What a store needs to also keep a call log (SQLiteStore and PostgresStore have it)."""
+
+    def log_lines(self, table: str, items: Iterable[tuple[str, str]]) -> None: ...
+
+    def read_log(self, table: str) -> Iterator[str]: ...
+
+
+def is_log_url(where: str | os.PathLike[str] | SecretURL) -> bool:
+    """Whether a ``log_calls`` value names a store by URL rather than a folder (cheap: on every call)."""
+    return isinstance(where, SecretURL) or is_url(where)
+
+
+def log_store(url: str | SecretURL) -> LogStore:
+    """The store behind a call-log URL; refuses a store that cannot keep one."""
+    store = open_url(reveal(url))  # cached by the URL's text: this is on every logged call
+    if not (callable(getattr(store, "log_lines", None)) and callable(getattr(store, "read_log", None))):
+        raise FunctAIError(
+            f"log_calls={redact(url)!r}: that store keeps conversations but not a call log; use a folder, "
+            "a sqlite:/// or a postgresql:// URL",
+            code="store-url",
+        )
+    return store  # type: ignore[return-value]
+
+
+def check_log_url(url: str | SecretURL) -> None:
+    """Refuse a URL that can never keep the log, creating and connecting to nothing."""
+    log_store(url)
+    text = reveal(url)
+    if scheme_of(text) == "sqlite":
+        path = sqlite_path(text)
+        check_folder(os.path.dirname(path), "SQLite call log", file=os.path.basename(path))
+
+
+def append(url: str | SecretURL, table: str, records: list[dict[str, Any]]) -> None:
+    """Append call records (``calls``, keyed by id) or ratings (``ratings``, by call), in one transaction."""
+    key = "id" if table == "calls" else "call"
+    log_store(url).log_lines(table, [(str(data.get(key, "")), to_line(data)) for data in records])
+
+
+def append_call(url: str | SecretURL, data: dict[str, Any]) -> None:
+    """Write a call's record. Its answer is already paid for: a log that cannot be reached
+    (``store-io``) loses the record with a warning, not the answer; ``store-unwritable`` raises."""
+    try:
+        append(url, "calls", [data])
+    except FunctAIError as error:
+        if error.code != "store-io":
+            raise
+        warn("call record not written", code="call-log-unreachable", call=data.get("id"), error=error.message)
+
+
+def append_rating(url: str, data: dict[str, Any]) -> None:
+    append(url, "ratings", [data])
+
+
+def place(url: str, table: str) -> str:
+    """How a message names a call-log table: the URL (password left out) and the table."""
+    return f"{redact(url)} functai_{table}"
+
+
+def numbered_rows(
+    url: str, table: str, skipped: list[tuple[str, str]] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(row number, object)`` for each row of ``calls`` or ``ratings``; other rows are reported as skipped."""
+    for number, line in enumerate(log_store(url).read_log(table), 1):
+        try:
+            data = codec.loads(line)
+        except ValueError:
+            report_skipped(place(url, table), number, "not JSON", skipped)
+            continue
+        if isinstance(data, dict):
+            yield number, data
+        else:
+            report_skipped(place(url, table), number, not_an_object(data), skipped)

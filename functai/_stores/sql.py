@@ -1,0 +1,267 @@
+"""What the SQLite and PostgreSQL stores share: the `Store` methods and the call log, written once.
+
+Their SQL differs only in the parameter marker (``?`` or ``%s``). A read
+creates and changes nothing (an older schema is read as it is); the first
+write creates the tables or migrates them; a newer schema is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, closing
+from typing import Any, Callable
+
+from .._errors import FunctAIError
+from . import schema
+from .protocol import StoreConflict, check_conversation_id, check_start, forkable, to_line
+from .urls import SCHEMA_VERSION
+
+META = "CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+READ_VERSION = "SELECT value FROM functai_meta WHERE key = 'schema'"
+COUNT = "SELECT MAX(position) FROM functai_records WHERE conversation = ?"
+INSERT = "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) VALUES (?, ?, ?, ?, ?, ?)"
+READ = "SELECT data FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position"
+
+
+class SQLStore:
+    """The `Store` protocol and the call log over one connection per process, made on first use
+    (shared by its threads, left to the parent across a fork, replaced when stale)."""
+
+    _conn: Any
+    #: How records and messages name the store (never with a password).
+    url: str
+    marker = "?"
+    errors: Any = ()
+    #: How `schema.branch_sql` names the parameters of a branch read in this driver.
+    branch_names: dict[str, str] = {}
+
+    def _start(self) -> None:
+        self._lock = threading.Lock()
+        self._conn = None
+        self._pid = 0
+        #: The schema version of the tables on this process's connection (None: not looked at, 0: no tables).
+        self._tables: int | None = None
+        forkable.add(self)
+
+    def _reset_locks(self) -> None:
+        """In a forked child: a new lock, and the parent's connection kept unused, never closed here
+        (closing it could end the parent's session, or touch its SQLite WAL)."""
+        self._lock = threading.Lock()
+        if self._conn is not None:
+            self._leave(self._conn)
+            _orphans.append(self._conn)
+            self._conn = None
+
+    def _leave(self, conn: Any) -> None:
+        """Make an inherited connection harmless in a forked child."""
+
+    def _sql(self, text: str) -> str:
+        return text.replace("?", self.marker)
+
+    def _connection(self, write: bool = False) -> Any:
+        """This process's connection, its tables ready for ``write``; None when a read finds none."""
+        conn = self._conn
+        if conn is None or self._pid != os.getpid() or self._stale(conn):
+            conn = self._open(write)
+            if conn is None:
+                return None
+            self._conn, self._pid, self._tables = conn, os.getpid(), None
+        if not self._tables or (write and self._tables != SCHEMA_VERSION):  # no tables yet: looked for again
+            try:
+                self._tables = self._schema(conn, write)
+            except BaseException as error:
+                self._conn = None
+                conn.close()
+                if isinstance(error, self.errors):
+                    raise self._failed(error, write) from error
+                raise
+        return conn if self._tables else None
+
+    def _schema(self, conn: Any, write: bool) -> int:
+        """The schema version ready on ``conn`` (0: no tables; a write creates or migrates them)."""
+        row = self._read_version(conn)
+        found = 0 if row is None else version_of(row[0])
+        if found > SCHEMA_VERSION:  # its tables may hold what this version would get wrong
+            raise FunctAIError(
+                f"{self._name()} was written by a newer functai (store schema {row[0]}; this version reads up to "
+                f"{SCHEMA_VERSION}); upgrade functai to use it, or copy it with the newer version",
+                code="store-version",
+            )
+        if found == SCHEMA_VERSION or not write:
+            return found
+        self._prepare(conn)
+        return SCHEMA_VERSION
+
+    # -- what each driver says ------------------------------------------------------
+
+    def _name(self) -> str:
+        return f"the SQL store {self.url}"
+
+    def _open(self, write: bool) -> Any:
+        raise NotImplementedError
+
+    def _stale(self, conn: Any) -> bool:
+        return False
+
+    def _read_version(self, conn: Any) -> Any:
+        raise NotImplementedError
+
+    def _prepare(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    def _failed(self, error: BaseException, write: bool) -> FunctAIError:
+        """The error for a driver's ``error`` while its tables were looked at or prepared."""
+        raise NotImplementedError
+
+    def _error(self, doing: str, error: Any, conn: Any) -> FunctAIError:
+        raise NotImplementedError
+
+    def _transaction(self, conn: Any, sync: bool = False) -> AbstractContextManager[Any]:
+        """One transaction; with ``sync``, its commit is on disk when it returns."""
+        raise NotImplementedError
+
+    def _snapshot(self, conn: Any) -> AbstractContextManager[Any]:
+        """A read-only transaction: its reads see one state of the store."""
+        return self._transaction(conn)
+
+    def _run(self, doing: str, work: Callable[[Any], Any], empty: Any = None) -> Any:
+        """``work(conn)`` under the lock; ``empty`` when a read finds no tables."""
+        with self._lock:
+            conn = self._connection(doing == "append")
+            if conn is None:
+                return empty
+            try:
+                return work(conn)
+            except self.errors as error:
+                raise self._error(doing, error, conn) from error
+
+    def _count(self, conn: Any, conversation: str) -> int:
+        (found,) = conn.execute(self._sql(COUNT), (conversation,)).fetchone()
+        return 0 if found is None else int(found) + 1
+
+    # -- the Store protocol --------------------------------------------------------
+
+    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+        check_conversation_id(conversation)
+        check_start(start)
+        rows = self._run("read", lambda conn: conn.execute(self._sql(READ), (conversation, start)).fetchall(), [])
+        return [schema.record_of(data) for (data,) in rows]
+
+    def count(self, conversation: str) -> int:
+        check_conversation_id(conversation)
+        return self._run("read", lambda conn: self._count(conn, conversation), 0)  # type: ignore[no-any-return]
+
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
+               sync: bool = False) -> int:
+        check_conversation_id(conversation)
+        lines = [to_line(record) for record in records]  # a bad record appends nothing
+        rows = [(line, *schema.columns(record)) for line, record in zip(lines, records)]
+        return self._run("append", lambda conn: self._append(conn, conversation, rows, expect, sync))  # type: ignore[no-any-return]
+
+    def _append(self, conn: Any, conversation: str, rows: list[tuple[Any, ...]], expect: int | None,
+                sync: bool) -> int:
+        """Read the count and insert the next positions in one transaction (a compare-and-set with ``expect``)."""
+        with self._transaction(conn, sync):
+            current = self._count(conn, conversation)
+            if expect is not None and current != expect:
+                raise StoreConflict(count=current, conversation=conversation)
+            values = [(conversation, current + i, *row) for i, row in enumerate(rows)]
+            execute_many(conn, self._sql(INSERT), values)
+        return current + len(rows)
+
+    def read_branch(self, conversation: str, tip: str) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+        """The records of the branch ending at turn ``tip`` with their positions, and the count they were read at."""
+        check_conversation_id(conversation)
+
+        def work(conn: Any) -> tuple[list[Any], int]:
+            sql = schema.branch_sql(self._tables != SCHEMA_VERSION, **self.branch_names)  # an older schema
+            with self._snapshot(conn):  # one snapshot for the records and the count
+                rows = conn.execute(sql, {"c": conversation, "tip": tip}).fetchall()
+                return rows, self._count(conn, conversation)
+
+        rows, count = self._run("read", work, ([], 0))
+        return [(int(position), schema.record_of(data)) for position, data in rows], count
+
+    def conversations(self) -> list[str]:
+        rows = self._run("read", lambda conn: conn.execute(
+            "SELECT DISTINCT conversation FROM functai_records").fetchall(), [])
+        return sorted(name for (name,) in rows)
+
+    # -- the call log (see functai._stores.calllog) -----------------------------------------
+
+    def log_lines(self, table: str, items: Sequence[tuple[str, str]]) -> None:
+        """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
+        insert = self._sql(f"INSERT INTO functai_{table} ({LOG_KEYS[table]}, line) VALUES (?, ?)")
+
+        def work(conn: Any) -> None:
+            if len(items) == 1:  # its own transaction: one round trip per logged call
+                conn.execute(insert, items[0])
+                return
+            with self._transaction(conn):
+                execute_many(conn, insert, list(items))
+
+        self._run("append", work)
+
+    def read_log(self, table: str) -> Iterator[str]:
+        """The JSON lines of ``calls`` or ``ratings``, oldest first."""
+        LOG_KEYS[table]  # noqa: B018  (a table of the call log, or KeyError: never other SQL)
+        rows = self._run("read", lambda conn: conn.execute(f"SELECT line FROM functai_{table} ORDER BY seq").fetchall(),
+                         [])
+        return (line for (line,) in rows)
+
+    def where(self, conversation: str, index: int) -> str:
+        """Where record ``index`` is, as damage is reported."""
+        return f"{self.url} conversation {conversation!r} position {index}"
+
+    def close(self) -> None:
+        """Close this process's connection (the next use opens a new one)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None and self._pid == os.getpid():
+                conn.close()
+
+
+def prepare(conn: Any, tables: tuple[str, ...], marker: str) -> None:
+    """Create the tables, or bring schema 1 up to date, inside the caller's transaction.
+
+    The version is read again under the caller's lock: another process may have done it meanwhile.
+    """
+    conn.execute(META)
+    row = conn.execute(READ_VERSION).fetchone()
+    if row is None:
+        for statement in tables:
+            conn.execute(statement)
+        conn.execute(f"INSERT INTO functai_meta VALUES ('schema', {marker})", (str(SCHEMA_VERSION),))
+    elif version_of(row[0]) == 1:
+        for statement in schema.ADD_COLUMNS:
+            conn.execute(statement)
+        rows = conn.execute("SELECT conversation, position, data FROM functai_records").fetchall()
+        update = "UPDATE functai_records SET kind = ?, turn = ?, parent = ? WHERE conversation = ? AND position = ?"
+        execute_many(conn, update.replace("?", marker), schema.backfill(rows))
+        conn.execute(schema.INDEX)
+        conn.execute(f"UPDATE functai_meta SET value = {marker} WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+
+
+def execute_many(conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> None:
+    """Run ``sql`` for each row: one row as one statement (one round trip)."""
+    if len(rows) == 1:
+        conn.execute(sql, rows[0])
+    elif rows:
+        with closing(conn.cursor()) as cursor:
+            cursor.executemany(sql, rows)
+
+
+def version_of(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return SCHEMA_VERSION + 1  # not a number this version knows: treat as newer
+
+
+#: Connections inherited through fork (see `SQLStore._reset_locks`).
+_orphans: list[Any] = []
+
+#: The call log's tables, and the key column of each.
+LOG_KEYS = {"calls": "id", "ratings": "call"}
