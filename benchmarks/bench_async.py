@@ -92,7 +92,7 @@ def serve() -> tuple[subprocess.Popen[str], str]:
 
 async def concurrent(url: str, n: int) -> tuple[float, float, int]:
     """Wall and CPU seconds of n concurrent acalls (after one warm-up call), and the most threads."""
-    from functai._models.openai import OpenAIClient  # here: importing this module needs only the public API
+    OpenAIClient = functai.OpenAIClient
 
     client = OpenAIClient(base_url=url, api_key="", name="loopback", max_retries=0)
     most = threading.active_count()
@@ -163,7 +163,7 @@ def cpu_per_call(calls: int, rounds: int) -> tuple[float, float]:
 
 def first_text(url: str, rounds: int = 5) -> dict[str, float]:
     """Median seconds to the first text event and to done (after one warm-up stream each)."""
-    from functai._models.openai import OpenAIClient
+    OpenAIClient = functai.OpenAIClient
 
     client = OpenAIClient(base_url=url, api_key="", name="loopback", max_retries=0)
     runs: dict[str, list[float]] = {"sync first": [], "sync done": [], "async first": [], "async done": []}

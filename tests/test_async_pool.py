@@ -223,3 +223,21 @@ def test_the_openai_client_s_async_calls_run_on_the_lean_pool(monkeypatch):
         assert server.connections <= 30
 
     run(main())
+
+
+def test_a_waiter_cancelled_as_a_place_frees_is_cancelled_and_keeps_no_place():
+    """A cancel that lands in the same loop step a place is given to a waiter still cancels it
+    (no request goes out), and the place goes on to the next one."""
+
+    async def main() -> None:
+        pool = LeanTransport(httpx.Limits(max_connections=1))
+        await pool._take_place(None)  # the one place, held
+        waiter = asyncio.ensure_future(pool._take_place(60.0))
+        await asyncio.sleep(0)  # it waits
+        pool._places.release()  # the place comes free ...
+        waiter.cancel()  # ... and the waiter is cancelled in the same step
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await asyncio.wait_for(pool._take_place(None), 1.0)  # the place was given back, not kept
+
+    asyncio.run(main())

@@ -365,3 +365,10 @@ def test_a_store_this_process_cannot_write_still_opens(app):
     with pytest.warns(RuntimeWarning, match="could not mark interrupted turns"):
         view = app.support.conversation("x", store=store)
     assert view.turn("t1").state == "running"
+
+
+def test_a_lease_whose_time_reads_nan_is_kept_not_reaped():
+    """A hand-edited or damaged lease time of "nan" is not a lease that ran out: its turn stays held."""
+    elsewhere = {"owner": {"host": "another-host", "pid": 1}, "ttl": 30}
+    assert leases.expired({**elsewhere, "t": "nan"}, None, time.time()) is None
+    assert "was last renewed at 1970-01-01" in leases.expired({**elsewhere, "t": 0.0}, None, time.time())

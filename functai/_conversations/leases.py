@@ -99,7 +99,7 @@ def expired(lease: Mapping[str, Any], claim: str | None, now: float) -> str | No
         last, ttl = float(lease.get("t", 0)), float(lease.get("ttl", TTL))
     except (TypeError, ValueError):
         return "its lease cannot be read"
-    if now - last <= ttl:
+    if not now - last > ttl:  # not `<=`: a NaN time or ttl compares false both ways, and that lease is kept
         return None
     # Past a day the moment says more than the age, and every reader words it the same.
     when = f"{now - last:.0f} s ago" if now - last < 86400 else time.strftime("at %Y-%m-%d %H:%M:%S UTC",

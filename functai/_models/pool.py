@@ -95,12 +95,19 @@ class LeanTransport(httpx.AsyncBaseTransport):
             await self._places.acquire()
             return
         self._queued += 1
+        waiting = asyncio.ensure_future(self._places.acquire())
         try:
-            await asyncio.wait_for(self._places.acquire(), timeout)
-        except asyncio.TimeoutError:
-            raise httpcore.PoolTimeout("no connection of the pool came free in time") from None
+            # asyncio.wait, not wait_for: before 3.12 wait_for can swallow a cancel that lands as a place frees.
+            await asyncio.wait((waiting,), timeout=timeout)
+        except BaseException:  # cancelled while waiting: give back a place taken meanwhile
+            if not waiting.cancel() and not waiting.cancelled() and waiting.exception() is None:
+                self._places.release()
+            raise
         finally:
             self._queued -= 1
+        if not waiting.done():
+            waiting.cancel()
+            raise httpcore.PoolTimeout("no connection of the pool came free in time")
 
     async def _connection(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
         """The freshest idle connection that can serve ``origin``, else a new one."""

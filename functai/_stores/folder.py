@@ -226,14 +226,16 @@ class FolderStore:
     def _open_for_append(self, path: Path) -> tuple[int, bool]:
         """An fd on the conversation file, creating it (and the folder); True if created here."""
         flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
-        try:
-            return os.open(path, flags), False
-        except FileNotFoundError:
-            make_folder(self.folder)
-        try:
-            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
-        except FileExistsError:  # another writer created it just now: open theirs
-            return os.open(path, flags), False
+        for _ in range(100):  # another process may create or remove the file between two of these
+            try:
+                return os.open(path, flags), False
+            except FileNotFoundError:
+                make_folder(self.folder)
+            try:
+                return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
+            except FileExistsError:  # another writer created it just now: open theirs
+                continue
+        return os.open(path, flags), False
 
     def sync(self, conversation: str) -> None:
         fsync_file(self.path_for(conversation))
