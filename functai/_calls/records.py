@@ -169,7 +169,7 @@ def _line_encoder() -> Any:
 
 def append(folder: str | os.PathLike[str] | SecretURL, record: CallRecord) -> None:
     """Append one record to the call log in ``folder`` (or at a store URL, see `functai._stores.calllog`)."""
-    log = _by_folder.get(folder) if type(folder) is str else None  # type: ignore[call-overload]
+    log = _by_folder.get(folder) if type(folder) is str else None
     # A log URL with a password is a SecretURL (see `functai._models.keys`): revealed only to open its store.
     if log is None and (isinstance(folder, SecretURL) or (
         isinstance(folder, str) and (":" in folder or folder.endswith((".db", ".sqlite", ".sqlite3")))
@@ -181,7 +181,7 @@ def append(folder: str | os.PathLike[str] | SecretURL, record: CallRecord) -> No
             return
     line = (_encode_line or _line_encoder())(record) + b"\n"
     if log is None or not log.append(line):  # not open yet, or the file was removed
-        _append(os.path.join(folder, LOG_FILE), line, folder)
+        _append(os.path.join(os.fspath(folder), LOG_FILE), line, folder)  # type: ignore[arg-type]
 
 
 def append_line(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
@@ -196,6 +196,7 @@ def _append(path: str | os.PathLike[str], line: bytes, folder: Any = None) -> No
     from .._appendlog import LineFile
 
     key = os.path.abspath(os.fspath(path))
+    log: Any
     for _ in range(2):
         with _logs_lock:
             log = _logs.get(key)
