@@ -4,13 +4,31 @@ when it is made; what depends on the hook and the call, when it is folded in (`f
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import inspect
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import attrs
 
 from .._calls.outputs import to_jsonable
 from .._errors import PluginError
 from .._models.request import MODEL_SETTING_CHECKS
+
+if TYPE_CHECKING:
+    from typing_extensions import TypedDict, Unpack
+
+    class OtherFields(TypedDict, total=False):
+        """`Change`'s keyword arguments besides ``sections``, for a type checker."""
+
+        instruction: str | None
+        lm: str | None
+        settings: Mapping[str, Any] | None
+        tools: Sequence[str] | None
+        keep: Sequence[str] | None
+        without: Sequence[str] | Mapping[str, Sequence[str]] | None
+        inputs: Mapping[str, Any] | None
+        block: str | None
+        output: str | None
 
 
 def _refuse(field: str, message: str) -> PluginError:
@@ -73,6 +91,21 @@ def _without(value: Any) -> Any:
     return _names("without", value)
 
 
+#: Each field's check, in declaration order: the value as kept, or None to leave the field unset.
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "instruction": partial(_text, "instruction"),
+    "sections": partial(_names, "sections", drop_blank=True),
+    "lm": partial(_text, "lm"),
+    "settings": _settings,
+    "tools": partial(_names, "tools"),
+    "keep": partial(_names, "keep"),
+    "without": _without,
+    "inputs": _inputs,
+    "block": partial(_text, "block"),
+    "output": partial(_text, "output", allow_empty=True),
+}
+
+
 @attrs.frozen(init=False, slots=False)
 class Change:
     """A handler's change: unset fields change nothing. ``docs/plugins.md`` says which hook
@@ -89,42 +122,27 @@ class Change:
     block: str | None = None
     output: str | None = None
 
-    def __init__(
-        self,
-        *,
-        instruction: str | None = None,
-        sections: Sequence[str] | None = None,
-        lm: str | None = None,
-        settings: Mapping[str, Any] | None = None,
-        tools: Sequence[str] | None = None,
-        keep: Sequence[str] | None = None,
-        without: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
-        inputs: Mapping[str, Any] | None = None,
-        block: str | None = None,
-        output: str | None = None,
-    ) -> None:
-        # Only the set fields are stored, in declaration order: ``fields_set`` is the dict's keys.
+    def __init__(self, *, sections: Sequence[str] | None = None, **others: Unpack[OtherFields]) -> None:
+        # One init. ``sections`` alone, the change nearly every handler makes, is checked inline:
+        # each keyword-only parameter left to its default would cost every Change a lookup.
         given = self.__dict__
-        if instruction is not None:
-            given["instruction"] = _text("instruction", instruction)
-        if sections is not None and (sections := _names("sections", sections, drop_blank=True)) is not None:
-            given["sections"] = sections
-        if lm is not None:
-            given["lm"] = _text("lm", lm)
-        if settings is not None and (settings := _settings(settings)) is not None:
-            given["settings"] = settings
-        if tools is not None:
-            given["tools"] = _names("tools", tools)
-        if keep is not None:
-            given["keep"] = _names("keep", keep)
-        if without is not None and (without := _without(without)) is not None:
-            given["without"] = without
-        if inputs is not None and (inputs := _inputs(inputs)) is not None:
-            given["inputs"] = inputs
-        if block is not None:
-            given["block"] = _text("block", block)
-        if output is not None:
-            given["output"] = _text("output", output, allow_empty=True)
+        if not others:
+            if sections is None:
+                return
+            if sections.__class__ is list or sections.__class__ is tuple:
+                for item in sections:
+                    if item.__class__ is not str or not item.strip():
+                        break
+                else:
+                    given["sections"] = tuple(sections)
+                    return
+        fields: dict[str, Any] = {**others, "sections": sections}
+        for name, check in _CHECKS.items():  # declaration order: fields_set() is the dict's keys
+            value = fields.pop(name, None)
+            if value is not None and (value := check(value)) is not None:
+                given[name] = value
+        if fields:
+            raise TypeError(f"Change() got an unexpected keyword argument {next(iter(fields))!r}")
 
     def fields_set(self) -> tuple[str, ...]:
         """Names of the fields this change sets, in declaration order."""
@@ -147,6 +165,9 @@ class Change:
 for _field in attrs.fields(Change):
     setattr(Change, _field.name, None)  # the default every unset field reads
 del _field
+#: What ``inspect`` shows: every field a keyword-only argument that defaults to None.
+Change.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None) for f in attrs.fields(Change)])
 
 #: The Change fields each hook takes (``request`` takes a Request instead; ``reply``, ``call_end`` and ``turn_end`` only hear).
 HOOK_FIELDS: dict[str, frozenset[str]] = {
