@@ -1,8 +1,4 @@
-"""The ``functai`` command, for programs that run it and for command authors.
-
-`main` runs it; a command raises `CLIError` (exit `INPUT` or `RUNTIME`) for
-what it finds wrong, and `COMMANDS` lists the command groups in order.
-"""
+"""The ``functai`` command: `main` runs it; a command raises `CLIError` (exit `INPUT` or `RUNTIME`)."""
 
 from ._cli import COMMANDS, INPUT, RUNTIME, CLIError, main, parser
 

@@ -1,9 +1,4 @@
-"""Stores, for store authors and tools: the protocol, opening by URL, copying.
-
-A store distribution implements `Store` and registers a factory in the
-``functai.stores`` entry-point group; `open_store` opens what a ``store=``
-or ``log_calls=`` value names.
-"""
+"""Stores, for store authors (a `Store` registered in the ``functai.stores`` entry-point group) and tools."""
 
 from ._stores import SCHEMA_VERSION, FolderStore, MemoryStore, Store, StoreConflict, open_store
 from ._stores.copy import copy_calls, copy_conversations
