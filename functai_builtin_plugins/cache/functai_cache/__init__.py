@@ -1,0 +1,121 @@
+"""functai's response cache, written with functai's public API only.
+
+``cache(store="memory:", ttl=None)`` is a plugin: its ``request`` handler
+answers a request that was answered before, from its store; its ``reply``
+handler keeps each reply that ended normally, under the digest of the
+request that was sent (`request_key`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from typing import Any
+
+from functai import Change, FunctAIError, Plugin, Reply, Request
+
+from .key import KEY_VERSION, canonical, request_key
+from .stores import CacheStore, Entry, open_cache_store
+
+__version__ = "0.1.0"
+
+__all__ = ["KEY_VERSION", "cache", "canonical", "request_key"]
+
+#: Replies that ended normally; any other finish (cut, filtered) is asked again next time.
+KEPT_FINISHES = frozenset({"stop", "tool_calls"})
+
+
+def reply_data(reply: Reply, call: str | None, at: float) -> Entry:
+    """What is kept of a reply: enough to answer again and to say who paid for it."""
+    return {
+        "reply": {
+            "text": reply.text,
+            "tool_calls": [{"id": c.id, "name": c.name, "input": c.input} for c in reply.tool_calls],
+            "finish_reason": reply.finish_reason,
+            "usage": dict(reply.usage),
+        },
+        "call": call,
+        "at": at,
+    }
+
+
+def answer_of(entry: Entry) -> Change:
+    """The change that answers with a kept reply, its note naming the call that paid for it."""
+    data = entry["reply"]
+    calls = data.get("tool_calls") or ()
+    if calls:
+        from functai import ToolCall  # built only by caches that kept a tool call
+
+        tool_calls = tuple(ToolCall(id=c["id"], name=c["name"], input=c["input"]) for c in calls)
+    else:
+        tool_calls = ()
+    reply = Reply(text=data.get("text"), tool_calls=tool_calls, finish_reason=data.get("finish_reason"),
+                  usage=data.get("usage") or {})
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry["at"]))
+    return Change(reply=reply, note=f"cached reply of call {entry.get('call')} ({when})"[:200])
+
+
+def _checked_ttl(ttl: object) -> float | None:
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0 or math.isinf(ttl):
+        raise FunctAIError(f"cache(ttl=...) takes seconds, a number > 0 (or None: entries never expire), "
+                           f"not {ttl!r}", code="cache-ttl")
+    return float(ttl)
+
+
+def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None, name: str = "cache") -> Plugin:
+    """A plugin that answers a request already answered, from ``store``, instead of the model.
+
+    ``store``: ``"memory:"`` (this plugin's own), a folder path, ``"sqlite:///file.db"`` or
+    ``"postgresql://..."`` (shared by processes). ``ttl``: seconds an entry answers for (None:
+    always). Put it after the plugins that change requests: it answers the request as the
+    handlers before it left it, and keeps replies under the request that was sent.
+    """
+    seconds = _checked_ttl(ttl)
+    where: CacheStore = open_cache_store(store)
+    shown = store if isinstance(store, str) else os.fspath(store)
+    plugin = Plugin(name, version=__version__,
+                    description=f"cache({shown!r}{'' if seconds is None else f', ttl={ttl}'})")
+
+    def failed(doing: str, error: Exception) -> None:
+        warnings.warn(f"functai: plugin {name!r}: {doing} the cache {where!r} failed "
+                      f"({type(error).__name__}: {error}); the call goes on without it",
+                      RuntimeWarning, stacklevel=3)
+
+    @plugin.request
+    def answer_from_cache(event: Any) -> Change | None:
+        key = request_key(event.request)
+        if key is None:
+            return None
+        try:
+            entry = where.get(key)
+        except Exception as error:  # a store that is down is a miss: the model still answers
+            failed("reading", error)
+            return None
+        if entry is None or (seconds is not None and time.time() - entry["at"] > seconds):
+            return None
+        return answer_of(entry)
+
+    @plugin.reply
+    def keep_reply(event: Any) -> None:
+        reply: Reply = event.reply
+        if event.answered is not None or reply.finish_reason not in KEPT_FINISHES or reply.refusal:
+            return
+        if reply.text is None and not reply.tool_calls:
+            return
+        request: Request = event.request
+        key = request_key(request)
+        if key is None:
+            return
+        now = time.time()
+        entry = reply_data(reply, event.call, now)
+        entry["key"] = key
+        try:
+            where.put(key, entry, -math.inf if seconds is None else now - seconds)
+        except Exception as error:  # never stops the call: the reply is good, only not kept
+            failed("writing to", error)
+
+    return plugin
