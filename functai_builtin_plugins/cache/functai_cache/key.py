@@ -1,18 +1,25 @@
 """The cache key: a SHA-256 digest of a request exactly as it would be sent.
 
 Everything the model is asked goes in (model, messages, tools, output schema,
-settings), so any change a plugin made to the request changes the key. The
-wire format is JSON, so two requests with the same canonical JSON are sent
-alike and may share an answer; anything that is not JSON data makes the
-request uncacheable rather than risk a wrong hit.
+settings), as canonical JSON: sorted keys, no whitespace, text as it is (not
+escaped). Any change a plugin made to the request changes the key; two
+requests share one only when their JSON is the same, so they are sent alike.
+
+msgspec writes the JSON (a request of 4 KB in a few µs, where ``json`` takes
+tens). It writes ``NaN`` and ``Infinity`` as ``null``, so JSON holding
+``null`` is written again by ``json`` itself, which refuses them: a request
+that is not JSON data has no key and is neither answered nor kept.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+from types import MappingProxyType
 from typing import Any, Mapping
 
+import msgspec
 from functai import Request
 
 #: The key format's version, hashed into every key: a new format never reads an old one's entries.
@@ -28,21 +35,69 @@ def _plain(value: object) -> dict[str, Any]:
     raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
-_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
-                           default=_plain).encode
+def _copy(value: object) -> dict[str, Any]:
+    if type(value) is MappingProxyType:
+        return value.copy()  # type: ignore[no-any-return]  # the dict inside, copied in C
+    return _plain(value)
+
+
+_fast = msgspec.json.Encoder(enc_hook=_copy, order="deterministic").encode
+_exact = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
+                          default=_plain).encode
+
+
+def _json_data(value: object) -> bool:
+    """Whether ``value`` is JSON data (what a setting given by hand must be to be sent as JSON)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    if kind is dict or kind is MappingProxyType or (kind is not str and isinstance(value, Mapping)):
+        for name, item in value.items():  # type: ignore[attr-defined]
+            if type(name) is not str or not _json_data(item):
+                return False
+        return True
+    if kind is list or kind is tuple or isinstance(value, (list, tuple)):
+        for item in value:  # type: ignore[attr-defined]
+            if not _json_data(item):
+                return False
+        return True
+    return False
+
+
+def _parts(request: Request) -> dict[str, Any]:
+    parts = {"model": request.model, "messages": request.messages, "tools": request.tools,
+             "settings": request.settings}
+    if request.output_schema is not None:  # left out for plain text (so such JSON holds no ``null``)
+        parts["output_schema"] = request.output_schema
+    return parts
+
+
+def _canonical(request: Request) -> bytes:
+    """The request as canonical JSON (UTF-8); raises TypeError or ValueError for what is not JSON data."""
+    if not _json_data(request.settings):
+        raise TypeError("a setting is not JSON data")
+    parts = _parts(request)
+    try:
+        data = _fast(parts)
+    except (TypeError, ValueError, OverflowError):  # what msgspec cannot write (an int over 64 bits, …)
+        data = b"null"
+    if b"null" in data:  # maybe a NaN or Infinity written as null: json refuses them
+        data = _exact(parts).encode()
+    return data
 
 
 def canonical(request: Request) -> str:
     """The request as canonical JSON: sorted keys, no whitespace, text as it is (not escaped)."""
-    return _encode({"model": request.model, "messages": request.messages, "tools": request.tools,
-                    "output_schema": request.output_schema, "settings": request.settings})
+    return _canonical(request).decode()
 
 
 def request_key(request: Request) -> str | None:
     """The hex digest naming ``request`` in a cache, or None when it holds something that is not
     JSON data (such a request is never answered from, nor kept in, the cache)."""
     try:
-        text = canonical(request)
+        data = _canonical(request)
     except (TypeError, ValueError):
         return None
-    return hashlib.sha256(_PREFIX + text.encode()).hexdigest()
+    return hashlib.sha256(_PREFIX + data).hexdigest()

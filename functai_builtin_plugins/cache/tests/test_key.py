@@ -207,3 +207,24 @@ def test_a_request_holding_something_that_is_not_json_data_has_no_key():
     parts = copy.deepcopy(BASE)
     parts["settings"]["temperature"] = float("nan")
     assert request_key(build(parts)) is None
+
+
+def test_nan_in_a_tool_input_is_not_read_as_null():
+    """msgspec writes NaN as null; such a request must not share the key of the one holding null."""
+    with_null, with_nan = copy.deepcopy(BASE), copy.deepcopy(BASE)
+    with_null["messages"][2]["tool_calls"][0]["input"]["order"] = None
+    with_nan["messages"][2]["tool_calls"][0]["input"]["order"] = float("nan")
+    assert request_key(build(with_null)) is not None
+    assert request_key(build(with_nan)) is None
+    with_inf = copy.deepcopy(BASE)
+    with_inf["output_schema"]["properties"]["answer"]["maxLength"] = float("inf")
+    assert request_key(build(with_inf)) is None
+
+
+def test_the_same_request_has_the_same_key_whichever_writer_wrote_its_json():
+    parts = copy.deepcopy(BASE)
+    parts["settings"]["big"] = 2**70  # more than msgspec writes: json writes it
+    parts["messages"][1]["content"] += " null"
+    assert request_key(build(parts)) == request_key(build(shuffled(parts, random.Random(1))))
+    assert canonical(build(parts)) == json.dumps(
+        {k: v for k, v in parts.items()}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
