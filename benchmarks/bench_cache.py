@@ -4,8 +4,10 @@ Process CPU time (``time.process_time``) per call: a plain call on ScriptedLM
 (no cache), then the same call answered from ``cache("memory:")`` and from
 ``cache("sqlite:///…")`` (filled beforehand, so every timed call is a hit).
 Medians of interleaved rounds (each round runs every case once, in turn).
-Beside them, the floors of a hit: the canonical JSON of the request, its
-SHA-256, and a SQLite primary-key read of the entry.
+Beside them: what the hooks cost with handlers that do nothing (``idle``),
+what the core's answering costs (``canned``: a request handler returning one
+constant answer), and the floors of a hit: the canonical JSON of the request,
+its SHA-256, and a SQLite primary-key read of the entry.
 
     python benchmarks/bench_cache.py [--rounds 15] [--calls 2000]
 """
@@ -22,7 +24,7 @@ import time
 from typing import Callable
 
 import functai
-from functai import ai
+from functai import Change, Plugin, Reply, ai
 from functai.testing import ScriptedLM
 from functai_cache import cache, canonical, request_key
 from functai_cache.stores import SQLiteCache
@@ -37,12 +39,13 @@ def support(question: str) -> str:
     say what the tracking shows, and what happens next. Never promise a delivery date."""
 
 
-def per_call(fn: Callable[[], object], calls: int) -> float:
-    """CPU seconds per call of ``fn``."""
-    start = time.process_time()
-    for _ in range(calls):
-        fn()
-    return (time.process_time() - start) / calls
+def per_call(fn: Callable[[], object], calls: int, plugins: list[Plugin] | None = None) -> float:
+    """CPU seconds per call of ``fn``, with ``plugins`` in a settings block around all the calls."""
+    with functai.settings(plugins=plugins or []):
+        start = time.process_time()
+        for _ in range(calls):
+            fn()
+        return (time.process_time() - start) / calls
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,33 +70,36 @@ def main(argv: list[str] | None = None) -> None:
         assert key is not None
         table = SQLiteCache(os.path.join(folder, "cache.db"))
 
-        def with_cache(plugin: functai.Plugin) -> Callable[[], object]:
-            def run() -> object:
-                with functai.settings(plugins=[plugin]):
-                    return support(QUESTION)
-            return run
-
-        def plain_in_block() -> object:  # the same `with` block as the cached cases, no plugin
+        def ask() -> object:
             lm.requests.clear()  # ScriptedLM keeps every request: keep its list short
-            with functai.settings(plugins=[]):
-                return support(QUESTION)
+            return support(QUESTION)
 
-        cases: dict[str, Callable[[], object]] = {
-            "plain call": plain_in_block,
-            "hit, memory:": with_cache(memory),
-            "hit, sqlite:///": with_cache(sqlite),
-            "floor: canonical JSON": lambda: canonical(request),
-            "floor: SHA-256 of it": lambda: hashlib.sha256(text.encode()).hexdigest(),
-            "floor: SQLite key read": lambda: table.get(key),
+        idle = Plugin("idle", version="1.0.0")  # the hooks' own cost: handlers that do nothing
+        idle.request(lambda event: None)
+        idle.reply(lambda event: None)
+        canned = Plugin("canned", version="1.0.0")  # the core's cost of an answer: a constant one
+        answer = Change(reply=Reply(text="Your order is in transit.", finish_reason="stop"), note="canned")
+        canned.request(lambda event: answer)
+        canned.reply(lambda event: None)
+
+        cases: dict[str, tuple[Callable[[], object], list[Plugin]]] = {
+            "plain call": (ask, []),
+            "idle request+reply": (ask, [idle]),
+            "canned answer": (ask, [canned]),
+            "hit, memory:": (ask, [memory]),
+            "hit, sqlite:///": (ask, [sqlite]),
+            "floor: canonical JSON": (lambda: canonical(request), []),
+            "floor: SHA-256 of it": (lambda: hashlib.sha256(text.encode()).hexdigest(), []),
+            "floor: SQLite key read": (lambda: table.get(key), []),
         }
-        for run in cases.values():  # warm up
-            per_call(run, 50)
+        for run, plugins in cases.values():  # warm up
+            per_call(run, 50, plugins)
         seconds: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(args.rounds):
-            for name, run in cases.items():
+            for name, (run, plugins) in cases.items():
                 lm.requests.clear()
-                seconds[name].append(per_call(run, args.calls))
-                if name.startswith("hit") and lm.requests:
+                seconds[name].append(per_call(run, args.calls, plugins))
+                if name.startswith(("hit", "canned")) and lm.requests:
                     raise SystemExit(f"{name}: the model was asked; the cache did not answer")
 
     medians = {name: statistics.median(values) * 1e6 for name, values in seconds.items()}
@@ -102,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.calls} calls; CPU µs per call (median)\n")
     print(f"{'case':<24}{'µs':>9}{'over plain':>12}")
     for name, value in medians.items():
-        over = f"{value - base:+.1f}" if name.startswith("hit") else ""
+        over = f"{value - base:+.1f}" if not name.startswith(("plain", "floor")) else ""
         print(f"{name:<24}{value:>9.1f}{over:>12}")
     print(f"\ntargets: memory: <= +40 µs, SQLite <= +120 µs over a plain call\n"
           f"command: python benchmarks/bench_cache.py --rounds {args.rounds} --calls {args.calls}  "

@@ -17,7 +17,7 @@ from typing import Any
 from functai import Change, FunctAIError, Plugin, Reply, Request
 
 from .key import KEY_VERSION, canonical, request_key
-from .stores import CacheStore, Entry, open_cache_store
+from .stores import CacheStore, Entry, MemoryCache, open_cache_store
 
 __version__ = "0.1.0"
 
@@ -77,8 +77,12 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
     seconds = _checked_ttl(ttl)
     where: CacheStore = open_cache_store(store)
     shown = store if isinstance(store, str) else os.fspath(store)
-    plugin = Plugin(name, version=__version__,
+    # last: its request handler sees the request as every other plugin left it, as it will be sent
+    plugin = Plugin(name, version=__version__, last=True,
                     description=f"cache({shown!r}{'' if seconds is None else f', ttl={ttl}'})")
+    # In memory, a text answer is built once and handed out again: a Change and its Reply are
+    # read-only. (One with tool calls is built afresh each time: a tool may change its input.)
+    built: dict[str, tuple[float, Change]] | None = {} if isinstance(where, MemoryCache) else None
 
     def failed(doing: str, error: Exception) -> None:
         warnings.warn(f"functai: plugin {name!r}: {doing} the cache {where!r} failed "
@@ -90,6 +94,10 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
         key = request_key(event.request)
         if key is None:
             return None
+        if built is not None:
+            found = built.get(key)
+            if found is not None and (seconds is None or time.time() - found[0] <= seconds):
+                return found[1]
         try:
             entry = where.get(key)
         except Exception as error:  # a store that is down is a miss: the model still answers
@@ -97,7 +105,10 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
             return None
         if entry is None or (seconds is not None and time.time() - entry["at"] > seconds):
             return None
-        return answer_of(entry)
+        answer = answer_of(entry)
+        if built is not None and not entry["reply"].get("tool_calls"):
+            built[key] = (entry["at"], answer)
+        return answer
 
     @plugin.reply
     def keep_reply(event: Any) -> None:

@@ -74,6 +74,18 @@ def _parts(request: Request) -> dict[str, Any]:
     return parts
 
 
+def _text_only(request: Request) -> bool:
+    """Whether the request holds no number but in its settings (checked apart): no tools, no output
+    schema, messages of text. Most plain calls: their JSON need not be searched for a NaN."""
+    if request.tools or request.output_schema is not None:
+        return False
+    for message in request.messages:
+        for value in message.values():
+            if type(value) is not str and value is not None:
+                return False
+    return True
+
+
 def _canonical(request: Request) -> bytes:
     """The request as canonical JSON (UTF-8); raises TypeError or ValueError for what is not JSON data."""
     if not _json_data(request.settings):
@@ -82,9 +94,9 @@ def _canonical(request: Request) -> bytes:
     try:
         data = _fast(parts)
     except (TypeError, ValueError, OverflowError):  # what msgspec cannot write (an int over 64 bits, …)
-        data = b"null"
-    if b"null" in data:  # maybe a NaN or Infinity written as null: json refuses them
-        data = _exact(parts).encode()
+        return _exact(parts).encode()
+    if not _text_only(request) and b"null" in data:  # maybe a NaN or Infinity written as null
+        return _exact(parts).encode()  # json refuses them
     return data
 
 

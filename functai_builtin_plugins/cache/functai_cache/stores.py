@@ -21,11 +21,14 @@ import threading
 import time
 from typing import Any, Protocol
 
+import msgspec
 from functai import FunctAIError
 
 __all__ = ["CacheStore", "FolderCache", "MemoryCache", "PostgresCache", "SQLiteCache", "open_cache_store"]
 
 Entry = dict[str, Any]
+
+_decode = msgspec.json.Decoder().decode
 
 TABLE = "functai_cache"
 
@@ -79,18 +82,28 @@ def open_cache_store(store: str | os.PathLike[str]) -> CacheStore:
 
 def _checked(key: str, entry: object) -> Entry | None:
     """The entry when it is one, for this key; else None (a damaged entry is a miss, never a wrong hit)."""
-    if not isinstance(entry, dict) or entry.get("key") != key:
+    if type(entry) is not dict or entry.get("key") != key:
         return None
     at, reply = entry.get("at"), entry.get("reply")
-    if not isinstance(at, (int, float)) or isinstance(at, bool) or not isinstance(reply, dict):
+    if type(at) not in (int, float) or type(reply) is not dict:
+        return None
+    text, finish, usage = reply.get("text"), reply.get("finish_reason"), reply.get("usage")
+    if (text is not None and type(text) is not str) or (finish is not None and type(finish) is not str):
+        return None
+    if usage is not None and (type(usage) is not dict or any(type(n) is not int for n in usage.values())):
+        return None
+    calls = reply.get("tool_calls")
+    if calls and (type(calls) is not list or not all(
+            type(c) is dict and type(c.get("id")) is str and type(c.get("name")) is str and type(c.get("input")) is dict
+            for c in calls)):
         return None
     return entry
 
 
 def _loads(key: str, text: str | bytes) -> Entry | None:
     try:
-        return _checked(key, json.loads(text))
-    except ValueError:  # cut or garbled JSON, undecodable bytes
+        return _checked(key, _decode(text))
+    except ValueError:  # cut or garbled JSON, undecodable bytes (msgspec's DecodeError is one)
         return None
 
 

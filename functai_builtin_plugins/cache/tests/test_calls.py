@@ -13,7 +13,7 @@ import time
 
 import functai
 import pytest
-from functai import Change, FunctAIError, Plugin, Reply, ai, tool
+from functai import Change, FunctAIError, Plugin, Reply, Request, ai, tool
 from functai.testing import ScriptedLM, tool_call
 from functai_cache import __version__, cache
 
@@ -179,6 +179,27 @@ def test_an_entry_older_than_ttl_is_a_miss_and_the_next_reply_replaces_it():
         third = capital.run("France")
     assert (first.value, second.value, third.value) == ("answer 1", "answer 2", "answer 2")
     assert cached_from(third.record) == second.record.id and len(lm.requests) == 2
+
+
+def tagging(tags):
+    """A plugin whose request handler adds the next of ``tags`` to the request as it will be sent."""
+    tagger = Plugin("tagger", version="1.0.0")
+    tags = iter(tags)
+
+    @tagger.request
+    def tag(event):
+        r = event.request
+        return Request(model=r.model, messages=[*r.messages, {"role": "user", "content": next(tags)}],
+                       tools=r.tools, settings=r.settings, output_schema=r.output_schema)
+
+    return tagger
+
+
+def test_the_key_is_the_request_as_every_other_plugin_left_it():
+    lm = ScriptedLM(reply=lambda request: request.messages[-1]["content"])
+    with functai.settings(client=lm, plugins=[cache(), tagging(["(a)", "(a)", "(b)", "(a)"])]):  # listed after it
+        assert [capital("France") for _ in range(4)] == ["(a)", "(a)", "(b)", "(a)"]
+    assert [r.messages[-1]["content"] for r in lm.requests] == ["(a)", "(b)"]
 
 
 @pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), "1h", True])

@@ -216,6 +216,11 @@ def test_nan_in_a_tool_input_is_not_read_as_null():
     with_nan["messages"][2]["tool_calls"][0]["input"]["order"] = float("nan")
     assert request_key(build(with_null)) is not None
     assert request_key(build(with_nan)) is None
+    plain = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [], "settings": {},
+             "output_schema": None}
+    assert request_key(build(plain)) is not None
+    plain["messages"][0]["weight"] = float("nan")  # a plugin's extra field on a message of text
+    assert request_key(build(plain)) is None
     with_inf = copy.deepcopy(BASE)
     with_inf["output_schema"]["properties"]["answer"]["maxLength"] = float("inf")
     assert request_key(build(with_inf)) is None

@@ -84,6 +84,10 @@ def test_a_damaged_folder_entry_is_a_miss_never_a_crash_nor_a_wrong_hit(tmp_path
     for damage in (good[: len(good) // 2], b"", b"\xff\xfe\x00garbage", b"[1, 2]", b"null",
                    json.dumps({**entry(K1, "x"), "at": "yesterday"}).encode(),
                    json.dumps({**entry(K1, "x"), "reply": "text"}).encode(),
+                   json.dumps({**entry(K1, "x"), "reply": {"text": 5}}).encode(),
+                   json.dumps({**entry(K1, "x"), "reply": {"text": "t", "usage": {"input_tokens": "many"}}}).encode(),
+                   json.dumps({**entry(K1, "x"), "reply": {"text": "t", "tool_calls": [{"id": "1", "name": "f"}]}}
+                              ).encode(),
                    json.dumps(entry(K2, "another key's reply")).encode()):  # a file copied under the wrong name
         path.write_bytes(damage)
         assert store.get(K1) is None, damage
