@@ -155,3 +155,34 @@ def test_postgres_reconnects_after_losing_its_connection(postgres_url):
     store._conn.close()  # as a server restart would leave it
     assert store.get(K1)["reply"]["text"] == "kept"
     store.close()
+
+
+WRITER = """
+import sys
+from functai_cache.stores import open_cache_store
+store = open_cache_store(sys.argv[1])
+me, other = sys.argv[2], sys.argv[3]
+for i in range(200):
+    key = f"{me}{i:063x}"
+    store.put(key, {"key": key, "at": 1.0, "reply": {"text": me + str(i)}}, float("-inf"))
+    store.put("c" * 64, {"key": "c" * 64, "at": 1.0, "reply": {"text": me}}, float("-inf"))  # both write one key
+seen = sum(store.get(f"{other}{i:063x}") is not None for i in range(200))
+print(seen)
+"""
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql", "folder"])
+def test_two_processes_writing_at_once_to_a_new_store(kind, tmp_path, request):
+    import subprocess
+    import sys
+
+    name = {"sqlite": "sqlite:///" + str(tmp_path / "new" / "c.db"), "folder": str(tmp_path / "c")}.get(kind)
+    name = name or request.getfixturevalue("postgres_url")
+    both = [subprocess.Popen([sys.executable, "-c", WRITER, name, me, other], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for me, other in (("a", "b"), ("b", "a"))]
+    for process in both:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+    store = open_cache_store(name)
+    assert all(store.get(f"{me}{i:063x}")["reply"]["text"] == f"{me}{i}" for me in "ab" for i in range(200))
+    assert store.get("c" * 64)["reply"]["text"] in ("a", "b")  # the first writer's, whole
