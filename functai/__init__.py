@@ -24,7 +24,7 @@ from ._models.providers import providerimpl, register_provider
 from ._models.request import Reply, Request
 
 if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checker; never imported here at run time
-    from ._builtins import compaction, delegate
+    from ._builtins import cache, compaction, delegate, fallback
     from ._calls.streaming import StreamEvent
     from ._calls.template import Template
     from ._calls.tools import ApprovalError, Tool, tool
@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checke
 
 #: Names imported on first use, by module, so ``import functai`` stays light.
 _LAZY_FROM = {
-    "functai._builtins": ("compaction", "delegate"),
+    "functai._builtins": ("cache", "compaction", "delegate", "fallback"),
     "functai._calls.streaming": ("StreamEvent",),
     "functai._calls.template": ("Template",),
     "functai._calls.tools": ("ApprovalError", "Tool", "tool"),
@@ -93,10 +93,12 @@ __all__ = [
     "ToolCall",
     "ai",
     "baked",
+    "cache",
     "compaction",
     "current_turn",
     "delegate",
     "evaluate",
+    "fallback",
     "optimize",
     "rate",
     "configure",

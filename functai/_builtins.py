@@ -1,4 +1,5 @@
-"""``functai.compaction(...)`` and ``functai.delegate(...)``: the entry point of that name in the
+"""``functai.compaction(...)``, ``functai.delegate(...)``, ``functai.cache(...)`` and
+``functai.fallback(...)``: the entry point of that name in the
 group ``functai.builtins``, looked up on first use (another distribution registering it swaps it).
 
 The built-in distributions are not on the package index (anyone could register their names
@@ -18,7 +19,8 @@ GROUP = "functai.builtins"
 
 #: This repository's distributions, each in ``functai_builtin_plugins/<folder>``: distribution → folder.
 BUILTIN_FOLDERS = {"functai-approval": "approval", "functai-compaction": "compaction",
-                   "functai-delegate": "delegate", "functai-otel": "otel"}
+                   "functai-delegate": "delegate", "functai-otel": "otel", "functai-cache": "cache",
+                   "functai-fallback": "fallback"}
 
 
 def install_command(distribution: str) -> str:
@@ -88,3 +90,21 @@ def delegate(*args: Any, **kwargs: Any) -> Any:
     ``functai-delegate`` (or whichever distribution registers ``delegate``).
     """
     return builtin("delegate")(*args, **kwargs)
+
+
+def cache(*args: Any, **kwargs: Any) -> Any:
+    """A plugin that answers a request already answered, from its store, instead of the model.
+
+    ``cache(store="memory:", *, ttl=None, name="cache")`` — provided by
+    ``functai-cache`` (or whichever distribution registers ``cache``).
+    """
+    return builtin("cache")(*args, **kwargs)
+
+
+def fallback(*args: Any, **kwargs: Any) -> Any:
+    """A plugin that asks the next model when a request fails.
+
+    ``fallback(models, *, on=("model-unreachable", "model-http"), name="fallback")`` —
+    provided by ``functai-fallback`` (or whichever distribution registers ``fallback``).
+    """
+    return builtin("fallback")(*args, **kwargs)

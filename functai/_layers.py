@@ -86,6 +86,7 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "max_steps": whole(1),
     "max_depth": whole(1),
     "max_requests": whole(1),
+    "max_tool_retries": whole(0),
     "check_inputs": _flag,
     "program_plugins": _flag,
     "log_calls": _log_calls,
@@ -111,7 +112,8 @@ _HIDDEN: dict[str, Callable[[Any], Any]] = {"api_key": hide_key, "headers": hide
 SETTING_NAMES: frozenset[str] = frozenset(CHECKS) | {"plugins"}
 
 DEFAULTS: Mapping[str, Any] = MappingProxyType(
-    {"retries": 1, "max_steps": 8, "max_depth": 8, "max_requests": 50, "check_inputs": True, "log_content": True}
+    {"retries": 1, "max_steps": 8, "max_depth": 8, "max_requests": 50, "max_tool_retries": 2, "check_inputs": True,
+     "log_content": True}
 )
 
 

@@ -97,6 +97,9 @@ class _Reference:
     inputs: object = None
     block: object = None
     output: object = None
+    retry: object = None
+    reply: object = None
+    note: object = None
 
 
 _CASES = [
@@ -114,6 +117,10 @@ _CASES = [
     {"instruction": "Do it.", "sections": ["a"]},
     {"sections": ["a"], "lm": "m", "settings": {"temperature": 0.5}},
     {"tools": ["t"], "keep": [], "without": {"t1": ["x"]}, "inputs": {"a": 1}, "block": "no", "output": ""},
+    {"retry": 2.5, "note": "why"},
+    {"retry": True, "output": "advice"},
+    {"retry": False},
+    {"note": ""},
     {"settings": {}},
     {"lm": ""},
     {"nonsense": 1},

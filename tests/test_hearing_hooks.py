@@ -6,7 +6,7 @@ import warnings
 import pytest
 
 import functai
-from functai import Change, Plugin, Reply, ai, tool
+from functai import Change, Plugin, PluginError, Reply, ai, tool
 from functai.testing import ScriptedLM, tool_call
 
 
@@ -120,28 +120,41 @@ def test_call_end_record_is_read_only_and_is_the_record_as_written():
     assert record.output == {"chars": len("secret answer")}
 
 
-def test_a_raising_hearing_handler_is_reported_and_changes_nothing():
+def test_a_raising_call_end_handler_is_reported_and_changes_nothing():
     def broken(event):
         raise RuntimeError("ear broke")
 
     lm = ScriptedLM([tool_call("lookup", {"order": "A1"}), "It shipped."])
-    functai.configure(client=lm, plugins=[Plugin("broken", reply=broken, call_end=broken)])
+    functai.configure(client=lm, plugins=[Plugin("broken", call_end=broken)])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         value, record = support.run("where?")
     assert value == "It shipped."
     assert record.error is None and record.changes == [] and "heard" not in record.to_dict()
     messages = [str(w.message) for w in caught]
-    assert sum("plugin=broken" in m and "hook=reply" in m and "ear broke" in m for m in messages) == 2
-    assert sum("plugin=broken" in m and "hook=call_end" in m for m in messages) == 1
+    assert sum("plugin=broken" in m and "hook=call_end" in m and "ear broke" in m for m in messages) == 1
 
 
-def test_what_a_hearing_handler_returns_is_ignored_and_never_recorded():
-    functai.configure(client=ScriptedLM(["ok"]),
-                      plugins=[Plugin("sly", reply=lambda r: Change(sections=["x"]),
-                                      call_end=lambda c: Change(sections=["y"]))])
+def test_a_raising_reply_handler_stops_the_call():
+    # A reply handler may replace the reply (a redaction): one that failed must not let the reply through.
+    def broken(event):
+        raise RuntimeError("redactor broke")
+
+    functai.configure(client=ScriptedLM(["secret"]), plugins=[Plugin("redact", reply=broken)])
+    with pytest.raises(PluginError) as info:
+        support.run("q")
+    assert info.value.code == "plugin-failed" and info.value.hook == "reply"
+    assert "redactor broke" in info.value.message and info.value.record.output is None
+
+
+def test_what_a_call_end_handler_returns_is_ignored_and_a_reply_handler_change_must_fit():
+    functai.configure(client=ScriptedLM(["ok"]), plugins=[Plugin("sly", call_end=lambda c: Change(sections=["y"]))])
     value, record = support.run("q")
     assert value == "ok" and record.changes == [] and record.instruction == "Answer the customer."
+    functai.configure(client=ScriptedLM(["ok"]), plugins=[Plugin("sly", reply=lambda r: Change(sections=["x"]))])
+    with pytest.raises(PluginError) as info:
+        support.run("q")
+    assert info.value.code == "plugin-change" and info.value.field == "sections" and info.value.hook == "reply"
 
 
 def test_async_hearing_handlers_run_to_their_end_in_a_plain_call():
@@ -189,5 +202,5 @@ def test_hookimpl_modules_can_hear(tmp_path):
 
 
 def test_the_hook_table_has_the_hearing_hooks_in_firing_order():
-    assert functai.HOOKS == ("turn_start", "context", "before_call", "request", "reply", "tool_call",
-                             "tool_result", "call_end", "turn_end")
+    assert functai.HOOKS == ("turn_start", "context", "before_call", "request", "model_error", "reply", "tool_call",
+                             "tool_error", "tool_result", "call_end", "turn_end")

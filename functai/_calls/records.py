@@ -107,7 +107,8 @@ def size(value: Any) -> int:
 
 
 def without_content(record: CallRecord) -> None:
-    """Replace values with their sizes, and drop the content of changes."""
+    """Replace values with their sizes, and drop the content of changes (and their notes, which a
+    plugin may have written from it)."""
     record.inputs = {name: {"chars": size(value)} for name, value in record.inputs.items()}
     if record.output is not None:
         record.output = {"chars": size(record.output)}
@@ -116,7 +117,7 @@ def without_content(record: CallRecord) -> None:
     record.sections = [{"chars": size(s)} for s in record.sections]  # type: ignore[misc]
     if record.reasoning is not None:
         record.reasoning = {"chars": size(record.reasoning)}  # type: ignore[assignment]
-    record.changes = [{k: v for k, v in item.items() if k != "change"} for item in record.changes]
+    record.changes = [{k: v for k, v in item.items() if k != "change" and k != "note"} for item in record.changes]
     if record.error is not None:  # an error message may quote inputs or the reply
         record.error = {"code": record.error.get("code"), "chars": size(record.error.get("message", ""))}
     for call in record.tool_calls:

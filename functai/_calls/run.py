@@ -10,20 +10,20 @@ import os
 import time
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .._errors import FunctAIError, ModelConfigError, OutputError, Waiting
+from .._errors import FunctAIError, OutputError, Waiting
 from .._files import check_log_calls
 from .._hooks.change import Change
-from .._hooks.events import CallEndEvent, CallEvent, RecordView, ReplyEvent, RequestEvent, set_field
-from .._hooks.fold import call_handler_steps, fold_part, record as change_record, refuse, resume
+from .._hooks.events import CallEndEvent, CallEvent, RecordView, set_field
+from .._hooks.fold import fold_part, refuse, resume
 from .._hooks.hear import hear_now
 from .._hooks.plugin import Plugin
-from .._models import providers
 from .._models.providers import server_of
-from .._models.request import Client, Reply, Request, frozen_messages, non_answer
+from .._models.request import Client, Request, frozen_messages, non_answer
 from .._layers import Resolved, pop_block, push_block, resolve
 from . import layout as layouts
+from .asking import Asker, add_usage, choose_client
 from . import limits
 from . import records
 from .outputs import describe, read_output, to_jsonable
@@ -151,28 +151,22 @@ def call_steps(
         schemas = fn.tool_schemas(tools)
         retries = values["retries"]
         max_steps = values["max_steps"]
-        heard_reply = resolved.plan.handlers["reply"]
-        request_handlers = resolved.plan.handlers["request"]
-        sent = 0.0
+        acting = resolved.plan.handlers
+        asker = None
+        if acting["request"] or acting["model_error"] or acting["reply"]:
+            asker = Asker(fn, record, path, values, resolved.plan, scope, budget, client, model, listen)
         reasks = steps = 0
         while True:
             request = Request(model=model, messages=messages, tools=schemas, settings=model_settings,
                               output_schema=fn.output_schema)
-            if request_handlers:
-                request = yield from _request_hook(request_handlers, request, record, fn, path)
-            budget.spend(fn)
-            record.attempts += 1
-            if heard_reply:
-                sent = time.perf_counter()
-            reply = yield Send(client, request, scope)
-            _add_usage(record, reply)
-            if heard_reply:
-                answered = ReplyEvent(request=request, reply=reply, seconds=round(time.perf_counter() - sent, 6),
-                                      attempt=record.attempts, function=fn.name, path=path, server=server_of(client))
-                rest = hear_now("reply", heard_reply, answered, record.heard if values.get("record_timing") else None,
-                                function=fn.name, call=record.id)
-                if rest is not None:  # an async def handler to await
-                    yield from rest
+            if asker is None:
+                budget.spend(fn)
+                record.attempts += 1
+                reply = yield Send(client, request, scope)
+                add_usage(record, reply)
+            else:
+                reply = yield from asker.ask(request)
+                client, model = asker.client, asker.model  # a model_error handler may have switched them
             problem = non_answer(reply, fn.output_schema is not None)
             if problem is not None:  # a refusal, a filter, a cut value, nothing: asking again would not help
                 raise problem
@@ -299,20 +293,6 @@ def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None
             set_field(event, "tools", value)
 
 
-def _client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tuple[Client, str]:
-    client = values.get("client")
-    if client is not None:
-        return client, str(lm) if lm else getattr(client, "name", type(client).__name__)
-    if not lm:
-        raise ModelConfigError(
-            f"no model is configured for {fn.name}: set lm=... (functai.configure, functai.settings, "
-            "@ai, or the FUNCTAI_LM environment variable) or give client=...; lm='test' is an offline "
-            "test model",
-            code="no-model",
-        )
-    return providers.client_for(lm, values)
-
-
 def _refuse_dropped_instruction(record: records.CallRecord, why: str) -> FunctAIError:
     changers = [
         c for c in record.changes if c["hook"] in ("before_call", "context")
@@ -331,27 +311,6 @@ def _refuse_dropped_instruction(record: records.CallRecord, why: str) -> FunctAI
     return refuse(plugin, first["hook"], field, message)
 
 
-def _request_hook(
-    handlers: Any, request: Request, record: records.CallRecord, fn: "AIFunction", path: str
-) -> Steps[Request]:
-    event = RequestEvent(request=request, function=fn.name, path=path)
-    for plugin, handler in handlers:
-        result = yield from call_handler_steps(plugin, "request", handler, event)
-        if result is None or isinstance(result, Change) and not result.fields_set():
-            continue
-        if result is event.request or (isinstance(result, Request) and result == event.request):
-            continue  # handed back unchanged: not a replacement, nothing to record
-        if not isinstance(result, Request):
-            raise refuse(
-                plugin, "request", None,
-                f"a request handler must return a functai.Request or None, not {type(result).__name__}",
-            )
-        set_field(event, "request", result)
-        record.changes.append(change_record(plugin, "request", {"request": "replaced"}, handler, event))
-        record.replayable = False
-    return event.request
-
-
 def _tool_choice_released(model_settings: dict[str, Any], record: records.CallRecord) -> dict[str, Any]:
     """After the first tool step a forced ``tool_choice`` is sent as ``auto`` (else a server calls
     tools until ``max_steps``); the record says so in ``tool_choice_after_tools``."""
@@ -366,15 +325,6 @@ def _reask(reply: str | None, reason: str, fn: "AIFunction") -> list[dict[str, A
     want = "only the JSON value" if fn.output_schema is not None else "the answer"
     again = f"Your reply could not be read as {describe(fn.output_type)}: {reason}. Reply again with {want}."
     return [{"role": "assistant", "content": reply or ""}, {"role": "user", "content": again}]
-
-
-def _add_usage(record: records.CallRecord, reply: Reply) -> None:
-    """Sum the reply's token counts into the record; keep its finish reason and reasoning."""
-    for key, count in reply.usage.items():
-        record.usage[key] = record.usage.get(key, 0) + count
-    record.finish_reason = reply.finish_reason
-    if reply.reasoning:
-        record.reasoning = f"{record.reasoning}\n\n{reply.reasoning}" if record.reasoning else reply.reasoning
 
 
 def _approval_missing(fn: "AIFunction") -> FunctAIError:
@@ -402,7 +352,7 @@ def _prepared(
             raise _refuse_dropped_instruction(record, why)
     record.instruction = final
     record.settings = model_settings
-    client, model = _client(resolved.values, lm, fn)
+    client, model = choose_client(resolved.values, lm, fn)
     record.model = str(lm) if lm else model
     history = turn.history if turn is not None else ()
     messages = layouts.messages(fn.layout, lm, final, inputs, history)

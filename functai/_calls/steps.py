@@ -9,6 +9,7 @@ records, changes and replay cannot differ by driver.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Coroutine, Generator, TypeVar
 
 from . import limits
@@ -129,6 +130,23 @@ class Invoke(Effect):
             return await self.tool.ainvoke(self.input)
         finally:
             limits.tool_ended()
+
+
+class Pause(Effect):
+    """Wait ``seconds`` before asking again (a ``model_error`` handler's ``retry``)."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def run(self) -> None:
+        time.sleep(self.seconds)
+
+    async def arun(self) -> None:
+        import asyncio  # here, not at import: ``import functai`` leaves asyncio out
+
+        await asyncio.sleep(self.seconds)
 
 
 class Ask(Effect):

@@ -14,8 +14,8 @@ from typing import Any, Callable, Mapping, Sequence, overload
 
 from .._errors import FunctAIError, PluginError, Waiting
 from .._hooks.change import Change
-from .._hooks.events import ToolCallEvent, ToolResultEvent, set_field
-from .._hooks.fold import call_handler_steps, fold_part, folded, resume
+from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, set_field
+from .._hooks.fold import call_handler_steps, check_change, fold_part, folded, record as record_change, refuse, resume
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
 from .._log import warn
@@ -54,11 +54,12 @@ def _parameters_schema(signature: inspect.Signature, hints: Mapping[str, Any]) -
 class Tool:
     """A Python function the model may ask to run. Made by `tool`."""
 
-    def __init__(self, fn: Callable[..., Any], *, effects: str | None = None) -> None:
+    def __init__(self, fn: Callable[..., Any], *, effects: str | None = None, idempotent: bool = False) -> None:
         check_effects(effects)
         self.fn = fn
         self.name: str = fn.__name__
         self.effects = effects
+        self.idempotent = _flag(idempotent)
         self.description: str = (inspect.getdoc(fn) or "").strip()
         self.parameters = _parameters_schema(*signature_of(fn, f"tool {self.name}"))
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -86,24 +87,35 @@ class Tool:
 
 
 @overload
-def tool(fn: AIFunction, /, *, effects: str | None = None) -> _ProgramTool: ...  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
+def tool(fn: AIFunction, /, *, effects: str | None = None, idempotent: bool = False) -> _ProgramTool: ...  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
 @overload
-def tool(fn: Callable[..., Any], /, *, effects: str | None = None) -> Tool: ...
+def tool(fn: Callable[..., Any], /, *, effects: str | None = None, idempotent: bool = False) -> Tool: ...
 @overload
-def tool(fn: None = None, /, *, effects: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
-def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None) -> Any:
-    """``@tool`` or ``@tool(effects="reads" | "changes")``: a tool from a typed function.
+def tool(
+    fn: None = None, /, *, effects: str | None = None, idempotent: bool = False
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None, idempotent: bool = False) -> Any:
+    """``@tool`` or ``@tool(effects="reads" | "changes", idempotent=False)``: a tool from a typed function.
 
     Undeclared effects are unknown, and every approval rule treats them like
     ``"changes"``. ``tool(ai_function, effects=...)`` declares the effects of
     an AI function used as a tool (undeclared, they are derived from its tools).
+    ``idempotent=True`` says running it twice with one input does no more than
+    once, so a ``tool_error`` handler may retry it though it changes things.
     """
     check_effects(effects)
+    _flag(idempotent)
     if fn is None:
-        return lambda f: tool(f, effects=effects)
+        return lambda f: tool(f, effects=effects, idempotent=idempotent)
     if isinstance(fn, AIFunction):
-        return _ProgramTool(fn, effects=effects)
-    return Tool(fn, effects=effects)
+        return _ProgramTool(fn, effects=effects, idempotent=idempotent)
+    return Tool(fn, effects=effects, idempotent=idempotent)
+
+
+def _flag(idempotent: Any) -> bool:
+    if idempotent is not True and idempotent is not False:
+        raise TypeError(f"tool(idempotent=...) takes True or False, not {idempotent!r}")
+    return idempotent
 
 
 def as_tool(item: Any) -> Any:
@@ -147,8 +159,9 @@ def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> 
 class _ProgramTool:
     """An AI function used as a tool of another (``tools=[fn]`` or ``tool(fn, effects=...)``)."""
 
-    def __init__(self, program: "AIFunction", *, effects: str | None = None) -> None:
+    def __init__(self, program: "AIFunction", *, effects: str | None = None, idempotent: bool = False) -> None:
         self.program = program
+        self.idempotent = idempotent
         self.name = program.name
         self.description = program.instruction
         self.parameters = _parameters_schema(program.signature, program._hints)
@@ -284,22 +297,36 @@ class ToolRunner:
 
         if scope is not None and found.effects != "reads":
             scope.tool_started(site, entry)
-        try:
-            value = yield Invoke(found, dict(event.input))
-        except Waiting:
-            if scope is not None:  # a call inside the tool waits: on resume the tool runs again
-                scope.tool_suspended(site, entry)
-            raise
-        except FunctAIError as error:
-            entry["error"] = f"{error.code}: {error.message}"
-            if error.code in RISING:
+        attempt = 0
+        failure: Exception
+        while True:
+            attempt += 1
+            try:
+                value = yield Invoke(found, dict(event.input))
+                entry.pop("error", None)
+                break
+            except Waiting:
+                if scope is not None:  # a call inside the tool waits: on resume the tool runs again
+                    scope.tool_suspended(site, entry)
                 raise
-            value = f"The tool failed: {error.message}"
-        except RecursionError:
-            raise  # runaway nesting, not the tool's answer
-        except Exception as error:
-            entry["error"] = f"{type(error).__name__}: {error}"
-            value = f"The tool failed: {type(error).__name__}: {error}"
+            except FunctAIError as error:
+                entry["error"] = f"{error.code}: {error.message}"
+                if error.code in RISING:
+                    raise
+                value, failure = f"The tool failed: {error.message}", error
+            except RecursionError:
+                raise  # runaway nesting, not the tool's answer
+            except Exception as error:
+                entry["error"] = f"{type(error).__name__}: {error}"
+                value, failure = f"The tool failed: {type(error).__name__}: {error}", error
+            if not self.plan.handlers["tool_error"]:
+                break
+            change = yield from self._tool_error_hook(found, event, entry, failure, attempt)
+            if change is None or not change.retry:
+                if change is not None:
+                    value = change.output
+                break
+            entry["attempts"] = attempt + 1
         text = render_value(value)
         handlers = self.plan.handlers["tool_result"]
         if handlers:
@@ -356,6 +383,40 @@ class ToolRunner:
                     return f"This call was blocked ({plugin.name}): {block}"
             if event._refusal is not None:
                 return _refused(entry, plugin.name, event._refusal or None)
+        return None
+
+    def _tool_error_hook(self, found: Any, event: ToolCallEvent, entry: dict[str, Any], error: Exception,
+                         attempt: int) -> Steps[Change | None]:
+        """Fold ``tool_error``: the first handler's change (the text shown instead, or a retry that
+        may be done), recorded; None when none changes anything."""
+        failure = ToolErrorEvent(name=event.name, input=event.input, error=entry["error"], exception=error,
+                                 effects=found.effects, invocation=event.invocation, attempt=attempt, id=event.id,
+                                 path=event.path, function=self.fn.name)
+        for plugin, handler in self.plan.handlers["tool_error"]:
+            result = yield from call_handler_steps(plugin, "tool_error", handler, failure)
+            change = check_change(plugin, "tool_error", result)
+            if change is None:
+                continue
+            acts = change.fields_set()
+            if len(acts) > 1:
+                raise refuse(plugin, "tool_error", acts[1], f"a change sets output or retry, not {' and '.join(acts)}")
+            if change.retry is not None:
+                if change.retry is not True:
+                    raise refuse(plugin, "tool_error", "retry",
+                                 f"a tool is retried with retry=True, not {change.retry!r}")
+                if found.effects != "reads" and not found.idempotent:
+                    raise refuse(
+                        plugin, "tool_error", "retry",
+                        f"the tool {event.name!r} declares effects={found.effects!r} and may have taken effect before "
+                        "it raised, so running it again could do it twice; retry only tools that read, or declare "
+                        "this one @tool(idempotent=True) if running it twice is safe",
+                    )
+                if attempt > self.settings["max_tool_retries"]:
+                    return None  # retried as often as allowed: the error stands
+            self.record.changes.append(
+                record_change(plugin, "tool_error", {**change.to_data(), "error": type(error).__name__}, handler,
+                              failure, change.note))
+            return change
         return None
 
     def _ask_person(self, site: str, event: ToolCallEvent, reason: str | None,

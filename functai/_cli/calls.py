@@ -153,7 +153,8 @@ def render(record: CallRecord, out: TextIO) -> None:
             print(f"  {plugin}", file=out)
             for change in changes:
                 what = _text(change["change"]) if "change" in change else "(content not kept)"
-                print(f"    {change['hook']}: {what}", file=out)
+                note = f"  ({change['note']})" if "note" in change else ""
+                print(f"    {change['hook']}: {what}{note}", file=out)
     if record.tool_calls:
         print("tool calls:", file=out)
         for call in record.tool_calls:

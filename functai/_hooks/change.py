@@ -12,7 +12,7 @@ import attrs
 
 from .._calls.outputs import to_jsonable
 from .._errors import PluginError
-from .._models.request import MODEL_SETTING_CHECKS
+from .._models.request import MODEL_SETTING_CHECKS, Reply
 
 if TYPE_CHECKING:
     from typing_extensions import TypedDict, Unpack
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
         inputs: Mapping[str, Any] | None
         block: str | None
         output: str | None
+        retry: bool | float | None
+        reply: Reply | None
+        note: str | None
 
 
 def _refuse(field: str, message: str) -> PluginError:
@@ -91,6 +94,34 @@ def _without(value: Any) -> Any:
     return _names("without", value)
 
 
+def _retry(value: Any) -> Any:
+    if value is False:
+        return None
+    if value is not True:
+        if value.__class__ not in (int, float) or not 0 <= value <= MAX_RETRY_WAIT:
+            raise _refuse("retry", f"must be True (run the tool again) or seconds to wait, a number from 0 to "
+                                   f"{MAX_RETRY_WAIT}, not {value!r}")
+    return value
+
+
+def _reply(value: Any) -> Reply:
+    if not isinstance(value, Reply):
+        raise _refuse("reply", f"must be a functai.Reply, not {type(value).__name__}")
+    return value
+
+
+def _note(value: Any) -> str | None:
+    _text("note", value, allow_empty=True)
+    if len(value) > MAX_NOTE:
+        raise _refuse("note", f"must be at most {MAX_NOTE} characters, not {len(value)}: keep it short, "
+                              "and the details in the plugin's own entries")
+    return value or None
+
+
+#: The longest wait a ``retry`` may ask for, in seconds, and the longest ``note``.
+MAX_RETRY_WAIT = 300
+MAX_NOTE = 200
+
 #: Each field's check, in declaration order: the value as kept, or None to leave the field unset.
 _CHECKS: dict[str, Callable[[Any], Any]] = {
     "instruction": partial(_text, "instruction"),
@@ -103,6 +134,9 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "inputs": _inputs,
     "block": partial(_text, "block"),
     "output": partial(_text, "output", allow_empty=True),
+    "retry": _retry,
+    "reply": _reply,
+    "note": _note,
 }
 
 
@@ -121,6 +155,9 @@ class Change:
     inputs: dict[str, Any] | None = None
     block: str | None = None
     output: str | None = None
+    retry: bool | float | None = None
+    reply: Reply | None = None
+    note: str | None = None
 
     def __init__(self, *, sections: Sequence[str] | None = None, **others: Unpack[OtherFields]) -> None:
         # One init. ``sections`` alone, the change nearly every handler makes, is checked inline:
@@ -145,11 +182,12 @@ class Change:
             raise TypeError(f"Change() got an unexpected keyword argument {next(iter(fields))!r}")
 
     def fields_set(self) -> tuple[str, ...]:
-        """Names of the fields this change sets, in declaration order."""
-        return tuple(self.__dict__)
+        """Names of the fields this change sets, in declaration order (``note`` is not a change)."""
+        given = self.__dict__
+        return tuple(name for name in given if name != "note") if "note" in given else tuple(given)
 
     def to_data(self) -> dict[str, Any]:
-        """The change as JSON data: only the fields it sets."""
+        """The change as JSON data: only the fields it sets (its ``note`` is kept beside it)."""
         data: dict[str, Any] = {}
         for name, value in self.__dict__.items():
             if isinstance(value, tuple):
@@ -158,8 +196,19 @@ class Change:
                 value = {turn: list(names) for turn, names in value.items()}
             elif name == "inputs":
                 value = to_jsonable(value)
+            elif name == "reply":
+                name, value = "answer", reply_data(value)
+            elif name == "note":
+                continue
             data[name] = value
         return data
+
+
+def reply_data(reply: Reply) -> dict[str, Any]:
+    """A reply as a record keeps it: its text, tool calls, finish reason and usage."""
+    return {"text": reply.text,
+            "tool_calls": [{"id": c.id, "name": c.name, "input": to_jsonable(dict(c.input))} for c in reply.tool_calls],
+            "finish_reason": reply.finish_reason, "usage": dict(reply.usage)}
 
 
 for _field in attrs.fields(Change):
@@ -169,14 +218,17 @@ del _field
 Change.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None) for f in attrs.fields(Change)])
 
-#: The Change fields each hook takes (``request`` takes a Request instead; ``reply``, ``call_end`` and ``turn_end`` only hear).
+#: The Change fields each hook takes besides ``note`` (``request`` also takes a Request, and
+#: ``request`` and ``reply`` a bare Reply; ``call_end`` and ``turn_end`` only hear).
 HOOK_FIELDS: dict[str, frozenset[str]] = {
     "turn_start": frozenset({"inputs"}),
     "context": frozenset({"keep", "without", "sections"}),
     "before_call": frozenset({"instruction", "sections", "lm", "settings", "tools"}),
-    "request": frozenset(),
-    "reply": frozenset(),
+    "request": frozenset({"reply"}),
+    "model_error": frozenset({"lm", "retry", "reply"}),
+    "reply": frozenset({"reply"}),
     "tool_call": frozenset({"inputs", "block"}),
+    "tool_error": frozenset({"output", "retry"}),
     "tool_result": frozenset({"output"}),
     "call_end": frozenset(),
     "turn_end": frozenset(),

@@ -115,13 +115,19 @@ class CallEvent(_Remembers):
 class RequestEvent(Event):
     """``request``: a request is about to be sent to the model client."""
 
-    _fields = ("request", "function", "path")
+    _fields = ("request", "function", "path", "call")
+
+
+class ModelErrorEvent(Event):
+    """``model_error``: the model client failed for a request."""
+
+    _fields = ("request", "error", "attempt", "lm", "function", "path", "call")
 
 
 class ReplyEvent(Event):
-    """``reply``: the model answered a request (hears only)."""
+    """``reply``: the model (or a plugin, ``answered``) answered a request."""
 
-    _fields = ("request", "reply", "seconds", "attempt", "function", "path", "server")
+    _fields = ("request", "reply", "seconds", "attempt", "function", "path", "server", "call", "answered")
 
 
 class ToolCallEvent(_Remembers):
@@ -139,6 +145,12 @@ class ToolCallEvent(_Remembers):
         if self.ask_person is None:
             raise RuntimeError("nobody can be asked about this tool call")
         return self.ask_person(self, reason, decide)
+
+
+class ToolErrorEvent(Event):
+    """``tool_error``: a tool raised."""
+
+    _fields = ("name", "input", "error", "exception", "effects", "invocation", "attempt", "id", "path", "function")
 
 
 class ToolResultEvent(_Remembers):

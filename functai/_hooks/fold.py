@@ -12,11 +12,15 @@ from typing import Any, Callable, Iterator, Sequence, Tuple
 
 from .._calls.steps import Await, Steps, drive
 from .._errors import FunctAIError, PluginError
+from .._models.request import Reply
 from .change import HOOK_FIELDS, Change
 from .events import Event
 from .order import Handler
 from .plugin import Plugin
 from .timing import Timed
+
+#: Hooks whose handler may return a bare `functai.Reply` (``request`` answers, ``reply`` replaces).
+ANSWERING = frozenset({"request", "reply"})
 
 #: Checks and applies one change to the event; raises `refuse(...)` when it does not fit.
 Apply = Callable[[Plugin, Change, Any], None]
@@ -27,6 +31,9 @@ _SO_FAR = {
     "context": "Nothing was sent to the model for this turn",
     "before_call": "Nothing was sent to the model for this call",
     "request": "This request was not sent to the model (earlier requests of the call, if any, were)",
+    "model_error": "The model had failed for this request, and the call stopped",
+    "reply": "The model had answered; its reply was not read, and the call stopped",
+    "tool_error": "The tool had run and raised; its error was not sent back, and the call stopped",
     "tool_call": "The model had been asked and had asked for this tool; the tool did not run, and the call stopped",
     "tool_result": "The model had been asked and the tool had run; its result was not sent back, and the call stopped",
     "turn_end": "The turn had already ended",
@@ -82,10 +89,14 @@ def call_handler_steps(plugin: Plugin, hook: str, handler: Callable[[Any], Any],
 
 
 def record(
-    plugin: Plugin, hook: str, data: dict[str, Any], handler: Callable[[Any], Any] | None = None, event: Any = None
+    plugin: Plugin, hook: str, data: dict[str, Any], handler: Callable[[Any], Any] | None = None, event: Any = None,
+    note: str | None = None,
 ) -> dict[str, Any]:
-    """A change's entry in the call record; with ``record_timing`` (a `Timed` handler) its ``µs`` too."""
+    """A change's entry in the call record, with its ``note`` when given; with ``record_timing``
+    (a `Timed` handler) its ``µs`` too."""
     entry = {"plugin": plugin.name, "version": plugin.version, "hook": hook, "change": data}
+    if note is not None:
+        entry["note"] = note
     if handler.__class__ is Timed:
         entry["µs"] = event._us
     return entry
@@ -96,7 +107,11 @@ def check_change(plugin: Plugin, hook: str, result: object) -> Change | None:
     if result is None:
         return None
     if not isinstance(result, Change):
-        raise refuse(plugin, hook, None, f"a handler must return functai.Change or None, not {type(result).__name__}")
+        if isinstance(result, Reply) and hook in ANSWERING:
+            return Change(reply=result)
+        also = " (or a functai.Reply)" if hook in ANSWERING else ""
+        raise refuse(plugin, hook, None,
+                     f"a handler must return functai.Change{also} or None, not {type(result).__name__}")
     fields = result.fields_set()
     if not fields:
         return None
@@ -116,7 +131,7 @@ def folded(
     if change is None:
         return None
     apply(plugin, change, event)
-    return record(plugin, hook, change.to_data(), handler, event)
+    return record(plugin, hook, change.to_data(), handler, event, change.note)
 
 
 def fold(hook: str, handlers: Sequence[Handler], event: Event, changes: list[dict[str, Any]], apply: Apply) -> None:

@@ -1,4 +1,4 @@
-"""Running a hook that only hears (``reply``, ``call_end``, ``turn_end``): what a handler
+"""Running a hook that only hears (``call_end``, ``turn_end``): what a handler
 returns is ignored, and one that raises is reported as a warning, so a tracer's bug never fails a call.
 """
 
@@ -47,7 +47,7 @@ def hear_now(
         if result is not None and hasattr(result, "__await__"):
             return _awaiting(hook, handlers[index:], result, event, heard, started, where)
         if heard is not None:
-            _note(heard, hook, plugin, started)
+            note_heard(heard, hook, plugin, started)
     data["_plugin"] = None
     return None
 
@@ -61,7 +61,7 @@ def _awaiting(hook: str, handlers: Sequence[Handler], result: Any, event: Event,
     except Exception as error:
         _failed(hook, plugin, error, where)
     if heard is not None:
-        _note(heard, hook, plugin, started)
+        note_heard(heard, hook, plugin, started)
     rest = hear_now(hook, handlers[1:], event, heard, **where)
     if rest is not None:
         yield from rest
@@ -72,6 +72,6 @@ def _failed(hook: str, plugin: Any, error: Exception, where: dict[str, Any]) -> 
          error=f"{type(error).__name__}: {error}", **where)
 
 
-def _note(heard: list[dict[str, Any]], hook: str, plugin: Any, started: int) -> None:
+def note_heard(heard: list[dict[str, Any]], hook: str, plugin: Any, started: int) -> None:
     heard.append({"plugin": plugin.name, "version": plugin.version, "hook": hook,
                   "µs": round((time.perf_counter_ns() - started) / 1000, 1)})

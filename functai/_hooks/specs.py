@@ -95,20 +95,40 @@ def before_call(call):  # type: ignore[no-untyped-def]
 @hookspec
 def request(request):  # type: ignore[no-untyped-def]
     """A request is about to be sent to the model client (every attempt: the
-    first send, re-asks, each tool step).
+    first send, re-asks, each tool step, a retry after a model error).
 
     Event: ``request`` (the `functai.Request` about to be sent), ``function``,
-    ``path``.
+    ``path``, ``call`` (the call record's id).
 
-    Return a replacement `functai.Request`, or None. A replaced request marks
-    the call's record ``replayable: false``.
+    Return a replacement `functai.Request`, which marks the call's record
+    ``replayable: false``; or answer instead of the model with a
+    `functai.Reply` (or ``Change(reply=..., note=...)``): the client is not
+    called, the reply is read as the model's, and the first handler that
+    answers ends the hook. Or None.
+    """
+
+
+@hookspec
+def model_error(failure):  # type: ignore[no-untyped-def]
+    """The model client failed for a request (after the client's own retries),
+    before the error ends the call.
+
+    Event: ``request`` (the `functai.Request` that failed), ``error`` (the
+    `functai.FunctAIError`, with ``.code``), ``attempt`` (1, 2, … for this
+    request), ``lm`` (the model asked), ``function``, ``path``, ``call``.
+
+    Change: ``lm`` (ask this model instead, for this request and the rest of
+    the call), ``retry`` (seconds to wait, 0–300, before asking again) or
+    ``reply`` (answer instead); the first handler that sets one ends the hook.
+    No change: the error stands. Every new attempt counts against
+    ``max_requests``.
     """
 
 
 @hookspec
 def reply(reply):  # type: ignore[no-untyped-def]
-    """The model answered a request (every attempt: the first send, re-asks,
-    each tool step), before the reply is read or its tools run.
+    """A request was answered (every attempt: the first send, re-asks, each
+    tool step), before the reply is read or its tools run.
 
     Event: ``request`` (the `functai.Request` that was sent), ``reply`` (the
     `functai.Reply`: ``text``, ``tool_calls``, ``usage``, ``finish_reason``,
@@ -116,11 +136,13 @@ def reply(reply):  # type: ignore[no-untyped-def]
     when the server sent them), ``seconds`` (how long the model client took),
     ``attempt`` (1, 2, … within the call), ``function``, ``path``, ``server``
     (``(host, port)`` of the client's ``base_url``, or None for a client
-    without one).
+    without one), ``call``, ``answered`` (the plugin that answered the
+    request instead of the model, or None).
 
-    Hears only: a raising handler is reported and changes nothing; nothing is
-    added to ``changes``. Made for tracing, cost and latency plugins, which
-    need no ``request`` handler (that would make every call unreplayable).
+    Hears, or replaces: a handler may return a `functai.Reply` (or
+    ``Change(reply=..., note=...)``), which later handlers see and the call
+    reads instead. A raising handler stops the call: a redaction that failed
+    must not let the reply through.
     """
 
 
@@ -136,6 +158,21 @@ def tool_call(tool):  # type: ignore[no-untyped-def]
 
     Change: ``inputs`` (merged into the tool's input), ``block`` (the tool may
     not run, and why; the first block ends the hook).
+    """
+
+
+@hookspec
+def tool_error(failure):  # type: ignore[no-untyped-def]
+    """A tool raised (not when it was blocked or refused).
+
+    Event: ``name``, ``input`` (what ran), ``error`` (the exception's type
+    name and message), ``exception``, ``effects``, ``invocation``,
+    ``attempt`` (1, 2, … for this tool call), ``id``, ``path``, ``function``.
+
+    Change: ``output`` (the text the model is shown instead of the default
+    error text) or ``retry=True`` (run the tool again with the same input: a
+    tool that does not only read must be ``@tool(idempotent=True)``; at most
+    ``max_tool_retries`` times per tool call).
     """
 
 

@@ -205,6 +205,8 @@ class _Tracing:
         attributes = self._chat_attributes(call, request.model, request.settings, request.output_schema is not None,
                                            event.server)
         attributes["functai.attempt"] = event.attempt
+        if event.answered:  # a plugin answered instead of the model: the span says which
+            attributes["functai.answered_by"] = event.answered
         if answer.finish_reason:
             attributes[FINISH_REASONS] = (answer.finish_reason,)
         for key, count in answer.usage.items():

@@ -266,3 +266,12 @@ def test_a_request_the_client_could_not_make_has_a_failed_chat_span(spans):
     assert failed.attributes["gen_ai.request.model"] == "scripted"
     call = spans.named("functai.call summarize")[-1]
     assert parent_of(failed) == call.context.span_id and call.attributes["gen_ai.request.model"] == "scripted"
+
+
+def test_a_request_a_plugin_answered_has_a_chat_span_that_names_it(spans):
+    canned = Plugin("canned", request=lambda e: Reply(text="short", finish_reason="stop"))
+    lm = ScriptedLM([])
+    functai.configure(client=lm, plugins=[canned, spans.otel])
+    assert summarize("a long text") == "short" and lm.requests == []
+    chat = spans.one("chat scripted")
+    assert chat.attributes["functai.answered_by"] == "canned"

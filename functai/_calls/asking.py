@@ -1,0 +1,198 @@
+"""Asking the model for one request, through the hooks that may act on it: ``request`` (which
+may answer instead of the model), the send, ``model_error`` (which may recover from a failure)
+and ``reply`` (which may replace the reply). Every act is recorded in the call's record.
+
+A call whose plan has no handler for these hooks never makes an `Asker` (`functai._calls.run`
+sends directly): the hooks cost it nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .._errors import FunctAIError, ModelConfigError, Waiting
+from .._hooks.change import Change, reply_data
+from .._hooks.events import ModelErrorEvent, ReplyEvent, RequestEvent, set_field
+from .._hooks.fold import call_handler_steps, check_change, record as change_record, refuse
+from .._hooks.hear import note_heard
+from .._hooks.order import Plan
+from .._hooks.plugin import Plugin
+from .._models import providers
+from .._models.providers import server_of
+from .._models.request import Client, Reply, Request
+from .limits import Budget
+from .records import CallRecord
+from .scope import TurnScope
+from .steps import Note, Pause, Send, Steps
+
+if TYPE_CHECKING:
+    from .function import AIFunction
+
+
+def choose_client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tuple[Client, str]:
+    """The client and model name a call asks: ``client=`` when set, else the provider ``lm`` names."""
+    client = values.get("client")
+    if client is not None:
+        return client, str(lm) if lm else getattr(client, "name", type(client).__name__)
+    if not lm:
+        raise ModelConfigError(
+            f"no model is configured for {fn.name}: set lm=... (functai.configure, functai.settings, "
+            "@ai, or the FUNCTAI_LM environment variable) or give client=...; lm='test' is an offline "
+            "test model",
+            code="no-model",
+        )
+    return providers.client_for(lm, values)
+
+
+def add_usage(record: CallRecord, reply: Reply) -> None:
+    """Sum the reply's token counts into the record; keep its finish reason and reasoning."""
+    for key, count in reply.usage.items():
+        record.usage[key] = record.usage.get(key, 0) + count
+    record.finish_reason = reply.finish_reason
+    if reply.reasoning:
+        record.reasoning = f"{record.reasoning}\n\n{reply.reasoning}" if record.reasoning else reply.reasoning
+
+
+class Asker:
+    """Asks the model for one call's requests; ``client`` and ``model`` are the ones in use
+    (a ``model_error`` handler may switch them for the rest of the call)."""
+
+    def __init__(self, fn: "AIFunction", record: CallRecord, path: str, values: Mapping[str, Any], plan: Plan,
+                 scope: TurnScope | None, budget: Budget, client: Client, model: str, listen: bool) -> None:
+        self.fn = fn
+        self.record = record
+        self.path = path
+        self.values = values
+        self.scope = scope
+        self.budget = budget
+        self.client = client
+        self.model = model
+        self.listen = listen
+        self.on_request = plan.handlers["request"]
+        self.on_error = plan.handlers["model_error"]
+        self.on_reply = plan.handlers["reply"]
+        self.heard = record.heard if values.get("record_timing") else None
+
+    def ask(self, request: Request) -> Steps[Reply]:
+        """The reply to ``request``: the model's, or a plugin's; replaced by ``reply`` handlers."""
+        record = self.record
+        attempt = 0
+        while True:
+            sent, reply, answered = request, None, None
+            if self.on_request:
+                sent, reply, answered = yield from self._request_hook(request)
+            seconds = 0.0
+            if reply is None:
+                attempt += 1
+                self.budget.spend(self.fn)
+                record.attempts += 1
+                started = time.perf_counter()
+                try:
+                    reply = yield Send(self.client, sent, self.scope)
+                except FunctAIError as error:
+                    if not self.on_error or isinstance(error, Waiting):
+                        raise
+                    acted = yield from self._model_error_hook(sent, error, attempt)
+                    if acted is None:
+                        raise
+                    plugin, change = acted
+                    if change.lm is not None:
+                        self.client, self.model = choose_client(self.values, change.lm, self.fn)
+                        record.model = change.lm
+                        request = Request(model=self.model, messages=request.messages, tools=request.tools,
+                                          settings=request.settings, output_schema=request.output_schema)
+                        continue
+                    if change.reply is None:
+                        if change.retry:
+                            yield Pause(float(change.retry))
+                        continue
+                    reply, answered = change.reply, plugin.name
+                else:
+                    seconds = round(time.perf_counter() - started, 6)
+                    add_usage(record, reply)
+            if answered is not None:
+                reply = self._kept_in_turn(sent, reply)
+                record.finish_reason = reply.finish_reason
+                if self.listen and reply.text:
+                    yield Note("text", text=reply.text)
+            if self.on_reply:
+                reply = yield from self._reply_hook(sent, reply, seconds, answered)
+            return reply
+
+    def _request_hook(self, request: Request) -> Steps[tuple[Request, Reply | None, str | None]]:
+        """Fold ``request``: the request as handlers left it, and a reply when one answered it."""
+        record = self.record
+        event = RequestEvent(request=request, function=self.fn.name, path=self.path, call=record.id)
+        for plugin, handler in self.on_request:
+            result = yield from call_handler_steps(plugin, "request", handler, event)
+            if result is None or result is event.request:
+                continue
+            if isinstance(result, Request):
+                if result == event.request:
+                    continue  # handed back unchanged: not a replacement, nothing to record
+                set_field(event, "request", result)
+                record.changes.append(change_record(plugin, "request", {"request": "replaced"}, handler, event))
+                record.replayable = False
+                continue
+            change = check_change(plugin, "request", result)
+            if change is not None and change.reply is not None:
+                record.changes.append(change_record(plugin, "request", change.to_data(), handler, event, change.note))
+                return event.request, change.reply, plugin.name
+        return event.request, None, None
+
+    def _model_error_hook(
+        self, request: Request, error: FunctAIError, attempt: int
+    ) -> Steps[tuple[Plugin, Change] | None]:
+        """Fold ``model_error``: the first handler's change that recovers, recorded; None when none does."""
+        event = ModelErrorEvent(request=request, error=error, attempt=attempt, lm=self.record.model,
+                                function=self.fn.name, path=self.path, call=self.record.id)
+        for plugin, handler in self.on_error:
+            result = yield from call_handler_steps(plugin, "model_error", handler, event)
+            change = check_change(plugin, "model_error", result)
+            if change is None:
+                continue
+            acts = change.fields_set()
+            if len(acts) > 1:
+                raise refuse(plugin, "model_error", acts[1],
+                             f"a change sets one of lm, retry and reply, not {' and '.join(acts)}")
+            if change.retry is True:
+                raise refuse(plugin, "model_error", "retry",
+                             "a model is retried after a number of seconds (retry=0 for at once), not True")
+            self.record.changes.append(
+                change_record(plugin, "model_error", {**change.to_data(), "error": error.code}, handler, event,
+                              change.note))
+            return plugin, change
+        return None
+
+    def _reply_hook(self, request: Request, reply: Reply, seconds: float, answered: str | None) -> Steps[Reply]:
+        """Run ``reply``: each handler hears the reply as the ones before it left it, and may replace it."""
+        record = self.record
+        event = ReplyEvent(request=request, reply=reply, seconds=seconds, attempt=record.attempts,
+                           function=self.fn.name, path=self.path, server=None if answered else server_of(self.client),
+                           call=record.id, answered=answered)
+        heard = self.heard
+        for plugin, handler in self.on_reply:
+            started = time.perf_counter_ns() if heard is not None else 0
+            result = yield from call_handler_steps(plugin, "reply", handler, event)
+            if heard is not None:
+                note_heard(heard, "reply", plugin, started)
+            change = check_change(plugin, "reply", result)
+            if change is not None and change.reply is not None:
+                set_field(event, "reply", change.reply)
+                record.changes.append(
+                    change_record(plugin, "reply", {"reply": reply_data(change.reply)}, None, None, change.note))
+                record.finish_reason = change.reply.finish_reason
+        return event.reply  # type: ignore[no-any-return]
+
+    def _kept_in_turn(self, request: Request, reply: Reply) -> Reply:
+        """In a turn, an answered request is kept as its reply, in order with the model's: a resumed
+        turn reads the replies it recorded by their place, whoever answered."""
+        replay = getattr(self.scope, "replay", None)
+        if replay is None:
+            return reply
+        recorded: Reply | None = replay(request)
+        if recorded is not None:
+            return recorded
+        self.scope.keep(reply)  # type: ignore[union-attr]  # a scope with replay keeps too
+        return reply
