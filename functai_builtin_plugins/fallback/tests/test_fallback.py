@@ -2,6 +2,7 @@
 
 import asyncio
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -81,7 +82,7 @@ def test_a_failing_model_is_replaced_by_the_next_and_the_switch_is_recorded(driv
         value, record = call(driver, capital, "France", folder=tmp_path)
     assert value == "b says Paris"
     assert models_asked(lm) == ["a", "b"]
-    assert record.model == "b"
+    assert record.model == "b" and record.attempts == 2  # the failed attempt is counted too
     assert record.changes == [{
         "plugin": "fallback", "version": "0.1.0", "hook": "model_error",
         "change": {"lm": "b", "error": "model-http"}, "note": "a failed (model-http); asked b, 2 of 3",
@@ -96,6 +97,7 @@ def test_a_model_not_in_the_list_falls_back_to_the_first_then_each_in_order(driv
         value, record = call(driver, capital, "France", folder=tmp_path)
     assert value == "c says Paris"
     assert models_asked(lm) == ["x", "b", "c"]
+    assert record.model == "c" and record.attempts == 3
     assert [(c["hook"], c["change"], c["note"]) for c in record.changes] == [
         ("model_error", {"lm": "b", "error": "model-http"}, "x failed (model-http); asked b, 1 of 3"),
         ("model_error", {"lm": "c", "error": "model-http"}, "b failed (model-http); asked c, 2 of 3"),
@@ -114,7 +116,7 @@ def test_when_every_model_fails_the_last_error_ends_the_call(driver, tmp_path):
     assert [c["change"] for c in record.changes] == [
         {"lm": "b", "error": "model-http"}, {"lm": "c", "error": "model-http"},
     ]
-    assert record.error["code"] == "model-http"
+    assert record.error["code"] == "model-http" and record.attempts == 3
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
@@ -222,3 +224,9 @@ def test_on_must_name_codes(on):
 def test_the_builtin_factory_resolves_to_this_distribution():
     plugin = functai.fallback(["b"], name="spare-models")
     assert repr(plugin) == 'Plugin("spare-models", 0.1.0: model_error)'
+
+
+def test_functai_plugins_lists_it_as_a_builtin_factory():
+    listed = subprocess.run([sys.executable, "-m", "functai", "plugins"], capture_output=True, text=True, check=True)
+    rows = [line.split() for line in listed.stdout.splitlines()]
+    assert ["fallback", "functai-fallback", "0.1.0", "functai_fallback:fallback"] in rows
