@@ -79,7 +79,7 @@ def fallback(
     codes = _codes(on)
     plugin = Plugin(name, version=__version__, description=f"fallback({list(order)!r}, on={sorted(codes)!r})")
 
-    @plugin.on("model_error")
+    @plugin.model_error
     def ask_the_next_model(failure: Any) -> Change | None:
         code = getattr(failure.error, "code", None)
         if code not in codes:
