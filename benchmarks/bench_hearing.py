@@ -1,4 +1,5 @@
-"""What the hearing hooks (``reply``, ``call_end``) and functai-otel cost per call.
+"""What the hooks of a model request (``request``, ``model_error``, ``reply``) and ``call_end``
+cost a call with no handler for them; and, with handlers, the hearing hooks and functai-otel.
 
 Process CPU time next to wall time (the machine is shared: wall time counts
 the neighbours too), medians of interleaved rounds (each round runs every
@@ -110,12 +111,12 @@ def rounds(cases: dict[str, Case], count: int, calls: int) -> dict[str, tuple[fl
 
 
 def _probe(resolved: object, n: int) -> None:
-    for _ in range(n):  # the statements `functai._calls.run` adds for reply and call_end, as it runs them
-        heard_reply = resolved.plan.handlers["reply"]  # type: ignore[attr-defined]
-        sent = 0.0  # noqa: F841
-        if heard_reply:
+    for _ in range(n):  # what `functai._calls.run` runs for request, model_error, reply and call_end, as it runs it
+        acting = resolved.plan.handlers  # type: ignore[attr-defined]
+        asker = None
+        if acting["request"] or acting["model_error"] or acting["reply"]:
             pass
-        if heard_reply:
+        if asker is None:
             pass
         handlers = resolved.plan.handlers["call_end"]  # type: ignore[attr-defined]
         if handlers:
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as error:
         print(f"(functai-otel cases skipped: {error}; pip install ./functai_builtin_plugins/otel opentelemetry-sdk)")
     found = rounds(cases, args.rounds, args.calls)
-    print(f"the two hooks with no handlers add {added_statements():.0f} ns to a one-attempt call "
+    print(f"request, model_error, reply and call_end with no handlers add {added_statements():.0f} ns to a one-attempt call "
           "(their statements, timed alone in CPU time: fastest of 15 x 200,000)")
     print(f"python {sys.version.split()[0]}, {args.rounds} interleaved rounds x {args.calls} calls, medians")
     print("| case | wall µs per call | CPU µs per call |")
