@@ -71,8 +71,8 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
 
     ``store``: ``"memory:"`` (this plugin's own), a folder path, ``"sqlite:///file.db"`` or
     ``"postgresql://..."`` (shared by processes). ``ttl``: seconds an entry answers for (None:
-    always). Put it after the plugins that change requests: it answers the request as the
-    handlers before it left it, and keeps replies under the request that was sent.
+    always). It runs after every other plugin (``last=True``): it looks up the request as they
+    left it, as it will be sent, and keeps a reply as the other ``reply`` handlers left it.
     """
     seconds = _checked_ttl(ttl)
     where: CacheStore = open_cache_store(store)
@@ -115,8 +115,8 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
         reply: Reply = event.reply
         if event.answered is not None or reply.finish_reason not in KEPT_FINISHES or reply.refusal:
             return
-        if reply.text is None and not reply.tool_calls:
-            return
+        if not reply.tool_calls and (reply.text is None or (reply.reasoning and not reply.text.strip())):
+            return  # no answer (an error when read): asked again next time
         request: Request = event.request
         key = request_key(request)
         if key is None:

@@ -135,6 +135,7 @@ def test_errors_cut_replies_and_refusals_are_never_kept():
         FunctAIError("the server is down", code="model-http"),
         Reply(text="Par", finish_reason="length"),
         Reply(text="", refusal="I will not say.", finish_reason="stop"),
+        Reply(text=" ", reasoning="Thinking about France...", finish_reason="stop"),
         PARIS,
     ])
     with functai.settings(client=lm, plugins=[cache()]):
@@ -144,9 +145,12 @@ def test_errors_cut_replies_and_refusals_are_never_kept():
         with pytest.raises(FunctAIError) as refused:
             capital("France")
         assert refused.value.code == "model-refused"
+        with pytest.raises(FunctAIError) as empty:
+            capital("France")
+        assert empty.value.code == "model-empty"  # it only reasoned
         assert capital("France") == "Paris"
         assert capital("France") == "Paris"
-    assert len(lm.requests) == 4
+    assert len(lm.requests) == 5
 
 
 def test_a_reply_another_plugin_answered_is_not_kept_and_a_hit_is_not_kept_again():
