@@ -30,7 +30,7 @@ from functai_cache import cache, canonical, request_key
 from functai_cache.stores import SQLiteCache
 
 QUESTION = ("My order 1234 was due on Monday and has not come; the tracking page says 'in transit' since "
-            "last week. Where is it, and can I get a refund if it does not come by Friday? ") * 19
+            "last week. Where is it, and can I get a refund if it does not come by Friday? ") * 22
 
 
 @ai
