@@ -301,14 +301,15 @@ def be_brief(call):
 
 
 BASE = dict(fn=SUPPORT, question="Where is order 1234?", settings={"temperature": 0.2}, plugins=[])
-VARIANTS = {
-    "model": dict(settings={"temperature": 0.2, "lm": "other-model"}),
-    "a setting": dict(settings={"temperature": 0.3}),
-    "a tool's schema": dict(fn=SUPPORT_OTHER_TOOL),
-    "one message character": dict(question="Where is order 1235?"),
-    "the output format": dict(fn=SUPPORT_INT),
-    "a plugin's section": dict(plugins=[brief]),
+VARIANTS = {  # name: (the change, the one part of the request it changes)
+    "model": (dict(settings={"temperature": 0.2, "lm": "other-model"}), "model"),
+    "a setting": (dict(settings={"temperature": 0.3}), "settings"),
+    "a tool's schema": (dict(fn=SUPPORT_OTHER_TOOL), "tools"),
+    "one message character": (dict(question="Where is order 1235?"), "messages"),
+    "the output format": (dict(fn=SUPPORT_INT), "output_schema"),
+    "a plugin's section": (dict(plugins=[brief]), "messages"),
 }
+PARTS = ("model", "messages", "tools", "settings", "output_schema")
 
 
 def test_calls_changed_in_one_part_ask_the_model_and_unchanged_ones_do_not():
@@ -322,13 +323,15 @@ def test_calls_changed_in_one_part_ask_the_model_and_unchanged_ones_do_not():
     base = call(**BASE)
     assert str(base) == "1"
     values = {}
-    for name, changed in VARIANTS.items():
+    for name, (changed, part) in VARIANTS.items():
         before = len(lm.requests)
         values[name] = call(**{**BASE, **changed})
         assert len(lm.requests) == before + 1, f"{name}: answered from the cache"
         assert str(values[name]) == str(before + 1)
+        differ = [p for p in PARTS if getattr(lm.requests[-1], p) != getattr(lm.requests[0], p)]
+        assert differ == [part], name
     asked = len(lm.requests)
-    for name, changed in VARIANTS.items():
+    for name, (changed, _) in VARIANTS.items():
         assert call(**{**BASE, **changed}) == values[name], name
     assert call(**BASE) == base
     assert len(lm.requests) == asked == 1 + len(VARIANTS)
