@@ -8,7 +8,10 @@ requests share one only when their JSON is the same, so they are sent alike.
 msgspec writes the JSON (a request of 4 KB in a few µs, where ``json`` takes
 tens). It writes ``NaN`` and ``Infinity`` as ``null``, so JSON holding
 ``null`` is written again by ``json`` itself, which refuses them: a request
-that is not JSON data has no key and is neither answered nor kept.
+holding them has no key and is neither answered nor kept. So has one whose
+settings are not JSON data. (Messages, tools and schemas are JSON data as
+functai builds them; bytes, dates or sets a plugin put there, which no
+server could be sent, are keyed as msgspec writes them.)
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def _json_data(value: object) -> bool:
         return True
     if kind is float:
         return math.isfinite(value)  # type: ignore[arg-type]
-    if kind is dict or kind is MappingProxyType or (kind is not str and isinstance(value, Mapping)):
+    if kind is dict or kind is MappingProxyType or isinstance(value, Mapping):
         for name, item in value.items():  # type: ignore[attr-defined]
             if type(name) is not str or not _json_data(item):
                 return False
