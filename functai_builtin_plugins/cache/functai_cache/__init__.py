@@ -1,0 +1,132 @@
+"""functai's response cache, written with functai's public API only.
+
+``cache(store="memory:", ttl=None)`` is a plugin: its ``request`` handler
+answers a request that was answered before, from its store; its ``reply``
+handler keeps each reply that ended normally, under the digest of the
+request that was sent (`request_key`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from typing import Any
+
+from functai import Change, FunctAIError, Plugin, Reply, Request
+
+from .key import KEY_VERSION, canonical, request_key
+from .stores import CacheStore, Entry, MemoryCache, open_cache_store
+
+__version__ = "0.1.0"
+
+__all__ = ["KEY_VERSION", "cache", "canonical", "request_key"]
+
+#: Replies that ended normally; any other finish (cut, filtered) is asked again next time.
+KEPT_FINISHES = frozenset({"stop", "tool_calls"})
+
+
+def reply_data(reply: Reply, call: str | None, at: float) -> Entry:
+    """What is kept of a reply: enough to answer again and to say who paid for it."""
+    return {
+        "reply": {
+            "text": reply.text,
+            "tool_calls": [{"id": c.id, "name": c.name, "input": c.input} for c in reply.tool_calls],
+            "finish_reason": reply.finish_reason,
+            "usage": dict(reply.usage),
+        },
+        "call": call,
+        "at": at,
+    }
+
+
+def answer_of(entry: Entry) -> Change:
+    """The change that answers with a kept reply, its note naming the call that paid for it."""
+    data = entry["reply"]
+    calls = data.get("tool_calls") or ()
+    if calls:
+        from functai import ToolCall  # built only by caches that kept a tool call
+
+        tool_calls = tuple(ToolCall(id=c["id"], name=c["name"], input=c["input"]) for c in calls)
+    else:
+        tool_calls = ()
+    reply = Reply(text=data.get("text"), tool_calls=tool_calls, finish_reason=data.get("finish_reason"),
+                  usage=data.get("usage") or {})
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry["at"]))
+    return Change(reply=reply, note=f"cached reply of call {entry.get('call')} ({when})"[:200])
+
+
+def _checked_ttl(ttl: object) -> float | None:
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0 or math.isinf(ttl):
+        raise FunctAIError(f"cache(ttl=...) takes seconds, a number > 0 (or None: entries never expire), "
+                           f"not {ttl!r}", code="cache-ttl")
+    return float(ttl)
+
+
+def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None, name: str = "cache") -> Plugin:
+    """A plugin that answers a request already answered, from ``store``, instead of the model.
+
+    ``store``: ``"memory:"`` (this plugin's own), a folder path, ``"sqlite:///file.db"`` or
+    ``"postgresql://..."`` (shared by processes). ``ttl``: seconds an entry answers for (None:
+    always). It runs after every other plugin (``last=True``): it looks up the request as they
+    left it, as it will be sent, and keeps a reply as the other ``reply`` handlers left it.
+    """
+    seconds = _checked_ttl(ttl)
+    where: CacheStore = open_cache_store(store)
+    shown = store if isinstance(store, str) else os.fspath(store)
+    # last: its request handler sees the request as every other plugin left it, as it will be sent
+    plugin = Plugin(name, version=__version__, last=True,
+                    description=f"cache({shown!r}{'' if seconds is None else f', ttl={ttl}'})")
+    # In memory, a text answer is built once and handed out again: a Change and its Reply are
+    # read-only. (One with tool calls is built afresh each time: a tool may change its input.)
+    built: dict[str, tuple[float, Change]] | None = {} if isinstance(where, MemoryCache) else None
+
+    def failed(doing: str, error: Exception) -> None:
+        warnings.warn(f"functai: plugin {name!r}: {doing} the cache {where!r} failed "
+                      f"({type(error).__name__}: {error}); the call goes on without it",
+                      RuntimeWarning, stacklevel=3)
+
+    @plugin.request
+    def answer_from_cache(event: Any) -> Change | None:
+        key = request_key(event.request)
+        if key is None:
+            return None
+        if built is not None:
+            found = built.get(key)
+            if found is not None and (seconds is None or time.time() - found[0] <= seconds):
+                return found[1]
+        try:
+            entry = where.get(key)
+        except Exception as error:  # a store that is down is a miss: the model still answers
+            failed("reading", error)
+            return None
+        if entry is None or (seconds is not None and time.time() - entry["at"] > seconds):
+            return None
+        answer = answer_of(entry)
+        if built is not None and not entry["reply"].get("tool_calls"):
+            built[key] = (entry["at"], answer)
+        return answer
+
+    @plugin.reply
+    def keep_reply(event: Any) -> None:
+        reply: Reply = event.reply
+        if event.answered is not None or reply.finish_reason not in KEPT_FINISHES or reply.refusal:
+            return
+        if not reply.tool_calls and (reply.text is None or (reply.reasoning and not reply.text.strip())):
+            return  # no answer (an error when read): asked again next time
+        request: Request = event.request
+        key = request_key(request)
+        if key is None:
+            return
+        now = time.time()
+        entry = reply_data(reply, event.call, now)
+        entry["key"] = key
+        try:
+            where.put(key, entry, -math.inf if seconds is None else now - seconds)
+        except Exception as error:  # never stops the call: the reply is good, only not kept
+            failed("writing to", error)
+
+    return plugin
