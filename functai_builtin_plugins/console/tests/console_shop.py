@@ -24,6 +24,11 @@ def refund(order: str, amount: int) -> str:
     return f"refunded {amount} on {order}"
 
 
-@ai(tools=[refund], plugins=[brief])
+@ai
+def order_status(order: str) -> str:
+    """Where the order is now (a function used as a tool: its calls nest in the asking call's)."""
+
+
+@ai(tools=[refund, order_status], plugins=[brief])
 def support(request: str) -> str:
     """Handle the customer's request."""
