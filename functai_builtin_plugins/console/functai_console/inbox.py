@@ -90,6 +90,13 @@ def answer(console: Console, form: Mapping[str, Any]) -> str:
     if not by:
         raise functai.FunctAIError("give your name: every answer is kept with who gave it", code="console-by")
     turn = console.view(conversation).turn(turn_id)
+    first = next((w["answers"][key] for w in reversed(turn.waits) if key in w["answers"]), None)
+    if turn.state != "waiting" and first is not None:  # answered, and resumed since: say by whom
+        verdict = "approved" if first["allow"] else "denied"
+        raise functai.FunctAIError(
+            f"approval {key!r} of turn {turn_id!r} was already {verdict} by {first.get('by') or 'someone'} at "
+            f"{first.get('at')}, and the turn is {turn.state} now; your answer was not recorded",
+            code="approval-answered")
     asked = next((a for a in turn.approvals if a["key"] == key), None)
     if asked is None:
         raise functai.FunctAIError(f"turn {turn_id!r} of {conversation!r} does not wait for {key!r} any more",

@@ -44,7 +44,7 @@ POLL = """<script>
 def body(items: list[dict[str, Any]], csrf: str, log: bool) -> str:
     """The inbox's table (its rows also come alone from ``/inbox/rows``)."""
     listed = rows(HEAD, [], attrs='id="inbox"').replace("<tbody></tbody>", f"<tbody>{row_html(items, csrf, log)}</tbody>")
-    return (f'<p><span id="count">{len(items)}</span> approvals wait. New ones appear here without reloading. '
+    return (f'<p>Approvals waiting: <span id="count">{len(items)}</span>. New ones appear here without reloading. '
             "An answer is recorded in the store; the tool runs where the function is imported.</p>" + listed)
 
 

@@ -17,11 +17,11 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 COOKIE = "functai_console"
 
-#: Sent with every page: no framing, no referrer, only this console's own inline style and script.
+#: Sent with every page: no framing, no referrer to other sites, only this console's own inline style and script.
 HEADERS = {
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
                                "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",

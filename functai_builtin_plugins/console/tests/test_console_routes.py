@@ -64,7 +64,7 @@ def test_every_request_needs_the_token(tmp_path):
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie
     page = stranger.get("/")
     assert page.status_code == 200 and TOKEN not in page.text
-    assert page.headers["x-frame-options"] == "DENY" and page.headers["referrer-policy"] == "no-referrer"
+    assert page.headers["x-frame-options"] == "DENY" and page.headers["referrer-policy"] == "same-origin"
 
 
 def test_a_form_needs_its_csrf_token_and_this_origin(tmp_path):
