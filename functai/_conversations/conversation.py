@@ -107,7 +107,8 @@ class Conversation:
     @property
     def function(self) -> str | None:
         """The conversation's function as its first record names it (``module:qualname``)."""
-        self._refresh()
+        if self._history.header is None:  # the first record never changes: read the store only until it is there
+            self._refresh()
         return (self._history.header or {}).get("function")
 
     def all_entries(self) -> list[dict[str, Any]]:

@@ -8,32 +8,22 @@ else in the program that made the turn (``turn.resume()``) or ``functai resume``
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
 import functai
 
 from .state import Console
 
-#: How many conversations are read at once (a database store answers each read in a round trip).
-READERS = 8
-
-
 def waiting(console: Console) -> list[dict[str, Any]]:
     """One item per approval of every waiting turn, newest wait first."""
-    ids = console.conversations()
-    if len(ids) > 1:
-        with ThreadPoolExecutor(min(READERS, len(ids))) as pool:
-            found = list(pool.map(lambda cid: _of(console, cid), ids))
-    else:
-        found = [_of(console, cid) for cid in ids]
-    items = [item for items in found for item in items]
+    items = [item for cid in console.conversations() for item in _of(console, cid)]
     items.sort(key=lambda item: item["since"] or "", reverse=True)
     return items
 
 
 def _of(console: Console, conversation: str) -> list[dict[str, Any]]:
     view = console.view(conversation)
+    function = view.function
     items = []
     for turn in view.all_turns():
         if turn.state != "waiting":
@@ -42,7 +32,7 @@ def _of(console: Console, conversation: str) -> list[dict[str, Any]]:
         answers: Mapping[str, Any] = last.get("answers", {})
         for approval in turn.approvals:
             items.append({
-                "conversation": conversation, "function": view.function, "turn": turn.id, "call": turn.call,
+                "conversation": conversation, "function": function, "turn": turn.id, "call": turn.call,
                 "key": approval["key"], "tool": approval["name"], "input": approval["input"],
                 "plugin": approval.get("plugin"), "question": approval.get("question"),
                 "effects": approval.get("effects"), "since": last.get("at") or turn.at,
@@ -50,6 +40,9 @@ def _of(console: Console, conversation: str) -> list[dict[str, Any]]:
                 "ready": all(a["key"] in answers for a in turn.approvals),
             })
     return items
+
+
+_JSON_STARTS = frozenset('[{"-0123456789tfn \t\n\r')
 
 
 def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -70,8 +63,11 @@ def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any]) -> dict[str, An
 
 
 def as_field(value: Any) -> str:
-    """An input as the approve form shows it for editing: text as it is, anything else as JSON."""
+    """An input as the approve form shows it for editing: text as it is, anything else as JSON
+    (and text that would read as JSON, such as ``"42"``, as JSON text, so it stays text)."""
     if isinstance(value, str):
+        if not value or value[0] not in _JSON_STARTS:
+            return value
         try:
             json.loads(value)
         except ValueError:

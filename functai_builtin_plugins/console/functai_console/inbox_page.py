@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
 from .html import e, hidden, rows, short
 from .inbox import as_field
 from .state import waited
+
+_NOT_ID = re.compile(r"[^0-9A-Za-z]")
 
 HEAD = ["waiting", "function", "conversation", "tool", "input that will run", "why", "answer"]
 
@@ -59,36 +62,36 @@ def _row(item: dict[str, Any], csrf: str, log: bool) -> str:
         f'<br><span class="muted">effects: {e(item["effects"])}</span>' if item["effects"] else "")
     answer = item["answer"]
     status = "open" if answer is None else ("ready" if item["ready"] else "answered")
+    form = _form_id(item)
     cells = [
         e(waited(item["since"])),
         e(item["function"] or "-"),
         conversation + turn,
         f"<b>{e(item['tool'])}</b>",
-        _inputs(item) if answer is None else short(item["input"]),
+        _inputs(item, form) if answer is None else short(item["input"]),
         why,
-        _form(item, csrf) if answer is None else _answered(item, answer),
+        _form(item, csrf, form) if answer is None else _answered(item, answer),
     ]
     return (f'<tr data-key="{e(item["conversation"])}/{e(item["turn"])}/{e(item["key"])}" data-status="{status}">'
             + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
 
 
 def _form_id(item: dict[str, Any]) -> str:
-    return "f-" + "".join(ch if ch.isalnum() else "-" for ch in f"{item['conversation']}-{item['turn']}-{item['key']}")
+    return "f-" + _NOT_ID.sub("-", f"{item['conversation']}-{item['turn']}-{item['key']}")
 
 
-def _inputs(item: dict[str, Any]) -> str:
+def _inputs(item: dict[str, Any], form: str) -> str:
     """The tool's input as fields a person may change before approving (the form is in the last cell)."""
-    form = _form_id(item)
     fields = "".join(
         f'<label>{e(name)} <input type="text" form="{form}" name="input.{e(name)}" value="{e(as_field(value))}">'
         f"</label><br>" for name, value in item["input"].items())
     return fields or '<span class="muted">no input</span>'
 
 
-def _form(item: dict[str, Any], csrf: str) -> str:
+def _form(item: dict[str, Any], csrf: str, form: str) -> str:
     keys = hidden(csrf=csrf, conversation=item["conversation"], turn=item["turn"], key=item["key"])
     return (
-        f'<form method="post" action="/inbox/answer" id="{_form_id(item)}">{keys}'
+        f'<form method="post" action="/inbox/answer" id="{form}">{keys}'
         '<input type="text" name="by" placeholder="your name" required aria-label="your name"> '
         '<button name="action" value="approve">Approve</button><br>'
         '<input type="text" name="reason" placeholder="reason to deny" aria-label="reason"> '
