@@ -3,12 +3,8 @@ importable, the core tests' PostgreSQL server (tests/store_fixtures.py), and a r
 
 from __future__ import annotations
 
-import os
 import pathlib
-import re
-import subprocess
 import sys
-import time
 
 import functai_approval
 import pytest
@@ -19,9 +15,8 @@ for folder in (str(HERE), TESTS):
     if folder not in sys.path:
         sys.path.append(folder)
 
+from console_helpers import Server  # noqa: E402
 from store_fixtures import postgres_server, postgres_url  # noqa: E402,F401
-
-TOKEN = "console-test-token-0123456789"
 
 
 @pytest.fixture(autouse=True)
@@ -40,39 +35,6 @@ def store(request, tmp_path):
         return url, url
     url = request.getfixturevalue("postgres_url")
     return url, url
-
-
-def environment(**more: str) -> dict[str, str]:
-    """What a child process needs: the example modules importable, no FUNCTAI_* settings of the developer's."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUNCTAI_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update(more)
-    return env
-
-
-class Server:
-    """``functai console`` in its own process; ``url`` is the address it printed (with the token)."""
-
-    def __init__(self, *args: str, cwd: pathlib.Path) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "functai", "console", *args], cwd=cwd,
-                                        env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        lines = []
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                raise AssertionError("the console exited: " + "".join(lines) + self.process.stderr.read())
-            lines.append(line)
-            found = re.search(r"open: (http://\S+)", line)
-            if found:
-                self.url = found.group(1)
-                self.base = self.url.split("/?")[0]
-                return
-        raise AssertionError("the console printed no address: " + "".join(lines))
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import warnings
 
 import console_example
 import pytest
-from conftest import HERE, environment
+from console_helpers import HERE, environment
 
 CHROMIUM = "/usr/bin/chromium"
 DOCS = HERE.parents[2] / "docs"

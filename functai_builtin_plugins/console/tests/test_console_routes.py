@@ -9,7 +9,7 @@ import re
 import console_example
 import console_shop
 import pytest
-from conftest import TOKEN
+from console_helpers import TOKEN
 from starlette.testclient import TestClient
 
 import functai
