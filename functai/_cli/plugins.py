@@ -53,8 +53,10 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
     factories = builtins(BUILTINS)
     commands = added.found  # what building this command's parser found
     if args.json:
-        print(json.dumps({"plugins": plugins, "builtins": factories, "commands": commands}, indent=2,
-                         ensure_ascii=False), file=out)
+        data: dict[str, Any] = {"plugins": plugins, "builtins": factories}
+        if commands:  # as in the text: only when a distribution adds commands
+            data["commands"] = commands
+        print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
         return 0
 
     if not plugins:

@@ -59,10 +59,10 @@ def make_app(console: Console, token: str) -> Any:
 
     def home(request: Request) -> Response:
         items = inbox.waiting(console)
-        return show(request, "Inbox", inbox_page.body(items, csrf, bool(console.log)), inbox_page.POLL)
+        return show(request, "Inbox", inbox_page.body(items, csrf), inbox_page.POLL)
 
     def inbox_rows(request: Request) -> Response:
-        return HTMLResponse(inbox_page.row_html(inbox.waiting(console), csrf, bool(console.log)))
+        return HTMLResponse(inbox_page.row_html(inbox.waiting(console), csrf))
 
     def answer(request: Request) -> Response:
         form = request.scope["functai.form"]

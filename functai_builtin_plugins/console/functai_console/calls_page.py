@@ -48,8 +48,8 @@ def rating(record: Any) -> str:
 def table(records: list[Any], filters: Mapping[str, str]) -> str:
     """The filter form and the table of the newest matching calls."""
     functions = sorted({r.function for r in records})
-    codes = sorted({(r.error or {}).get("code") for r in records} - {None})
-    plugins = sorted({c.get("plugin") for r in records for c in r.changes} - {None})
+    codes = sorted({str(r.error["code"]) for r in records if r.error and r.error.get("code")})
+    plugins = sorted({str(c["plugin"]) for r in records for c in r.changes if c.get("plugin")})
     found = [r for r in records if matches(r, filters)]
     body = [[
         e(r.started), e(r.function), e(r.model or "-"),
@@ -114,10 +114,13 @@ def call(record: Any, records: list[Any], csrf: str) -> str:
     if nested:
         parts.append("<h2>Nested calls</h2><div class='tree'>" + "".join(
             f'<div style="margin-left:{22 * (depth - 1)}px">└ <a href="/calls/{quote(r.id)}">{e(r.function)}</a> '
-            f'<span class="muted">{e(r.id)}</span>{" <span class=bad>" + e(r.error.get("code")) + "</span>" if r.error else ""}'
-            "</div>" for depth, r in nested) + "</div>")
+            f'<span class="muted">{e(r.id)}</span>{_failed(r)}</div>' for depth, r in nested) + "</div>")
     parts.append("<h2>Rating</h2>" + _rating(record, csrf))
     return "".join(parts)
+
+
+def _failed(record: Any) -> str:
+    return f' <span class="bad">{e(record.error.get("code"))}</span>' if record.error else ""
 
 
 def changes(found: list[dict[str, Any]]) -> str:
@@ -158,8 +161,8 @@ def tool_calls(record: Any) -> str:
         else:
             end = "→ " + short(tool.get("output"), 200)
         approvals = "".join(
-            f"<div>asked {e(a.get('plugin'))} about {short(a.get('input'))}: " + _verdict(answers.get(a.get("key")))
-            + "</div>" for a in asked.pop(tool.get("name"), []))
+            f"<div>asked {e(a.get('plugin'))} about {short(a.get('input'))}: "
+            f"{_verdict(answers.get(str(a.get('key'))))}</div>" for a in asked.pop(tool.get("name"), []))
         out.append(f'<div class="plugin"><b>{e(tool.get("name"))}</b>({short(tool.get("input"), 200)})<br>{end}'
                    f"{approvals}</div>")
     return "".join(out)

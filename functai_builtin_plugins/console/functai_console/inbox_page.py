@@ -44,18 +44,18 @@ POLL = """<script>
 </script>"""
 
 
-def body(items: list[dict[str, Any]], csrf: str, log: bool) -> str:
+def body(items: list[dict[str, Any]], csrf: str) -> str:
     """The inbox's table (its rows also come alone from ``/inbox/rows``)."""
-    listed = rows(HEAD, [], attrs='id="inbox"').replace("<tbody></tbody>", f"<tbody>{row_html(items, csrf, log)}</tbody>")
+    listed = rows(HEAD, [], attrs='id="inbox"').replace("<tbody></tbody>", f"<tbody>{row_html(items, csrf)}</tbody>")
     return (f'<p>Approvals waiting: <span id="count">{len(items)}</span>. New ones appear here without reloading. '
             "An answer is recorded in the store; the tool runs where the function is imported.</p>" + listed)
 
 
-def row_html(items: list[dict[str, Any]], csrf: str, log: bool) -> str:
-    return "".join(_row(item, csrf, log) for item in items)
+def row_html(items: list[dict[str, Any]], csrf: str) -> str:
+    return "".join(_row(item, csrf) for item in items)
 
 
-def _row(item: dict[str, Any], csrf: str, log: bool) -> str:
+def _row(item: dict[str, Any], csrf: str) -> str:
     conversation = f'<a href="/conversations/{quote(item["conversation"])}">{e(item["conversation"])}</a>'
     turn = f'<br><span class="muted">turn {e(item["turn"])}</span>'
     why = e(item["plugin"] or "-") + (f"<br>{e(item['question'])}" if item["question"] else "") + (
