@@ -7,6 +7,7 @@ uvicorn are imported when the console runs.
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import sys
 from typing import Any, TextIO
@@ -39,6 +40,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                        "--token", code="console-token", hint="choose a long random token and share it as a secret")
     if args.token is not None and len(args.token) < 16:
         raise CLIError("--token must be at least 16 characters", code="console-token")
+    _exists(args.store, "store")
+    if args.log:
+        _exists(args.log, "call log")
     import socket
 
     import uvicorn
@@ -65,6 +69,21 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[listener])
     return 0
+
+
+def _exists(where: str, what: str) -> None:
+    """Refuse a folder or SQLite file that is not there: the console must not make an empty one
+    (a typo would look like a store with nothing in it). Other URLs are checked when read."""
+    from functai.cli import CLIError
+
+    path = where[len("sqlite:///"):] if where.startswith("sqlite:///") else None
+    if path is None and "://" not in where and not where.endswith((".db", ".sqlite", ".sqlite3")):
+        if not os.path.isdir(where):
+            raise CLIError(f"no {what} folder {where}", code="not-found",
+                           hint="give the folder or URL the program keeps it in")
+    elif path is not None or "://" not in where:
+        if not os.path.isfile(path or where):
+            raise CLIError(f"no SQLite {what} {path or where}", code="not-found")
 
 
 if __name__ == "__main__":  # python -m functai_console.command STORE ...: the same as `functai console`

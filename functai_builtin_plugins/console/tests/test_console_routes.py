@@ -176,7 +176,18 @@ def test_the_conversation_tree_shows_the_branch(store):
     assert 'href="/conversations/ticket-42"' in listing and "waiting" in listing
 
 
-def test_another_address_needs_a_token():
+@pytest.mark.parametrize("argv, status, code", [
+    (["somewhere", "--host", "0.0.0.0"], 2, "console-token"),  # another address: an explicit token
+    (["STORE", "--host", "0.0.0.0", "--token", "short"], 2, "console-token"),
+    (["nowhere/"], 2, "not-found"),  # never an empty store made by a typo
+    (["sqlite:///nowhere.db"], 2, "not-found"),
+    (["STORE", "--log", "nowhere/"], 2, "not-found"),
+    (["STORE", "--import", "no_such_module_here"], 1, "import-failed"),
+])
+def test_the_command_refuses_in_one_coded_line(tmp_path, monkeypatch, argv, status, code):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "STORE").mkdir()
     out, err = io.StringIO(), io.StringIO()
-    assert main(["console", "somewhere", "--host", "0.0.0.0"], out, err) == 2
-    assert "[console-token]" in err.getvalue()
+    assert main(["console", *argv], out, err) == status
+    assert err.getvalue().startswith(f"functai: error [{code}]: ")
+    assert not (tmp_path / "nowhere").exists() and not (tmp_path / "nowhere.db").exists()
