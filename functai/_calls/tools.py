@@ -21,7 +21,7 @@ from .._hooks.plugin import Plugin
 from .._log import warn
 from .._models.request import Reply
 from .._models.toolcall import ToolCall
-from .approvals import check_edit, digest, edited_digest, key_of, settle, stale_error
+from .approvals import digest, edited_digest, key_of, settle, stale_error
 from .function import AIFunction, check_effects, signature_of
 from .layout import render_value
 from .outputs import output_schema, read_value, to_jsonable
@@ -291,20 +291,20 @@ class ToolRunner:
             event = ToolCallEvent(
                 name=call.name, input=MappingProxyType({**call.input, **edit["inputs"]} if edit else dict(call.input)),
                 effects=found.effects, path=f"{self.path}/{call.name}", invocation=invocation, id=call.id,
-                function=self.fn.name, settings=self.settings, ask_person=functools.partial(self._ask_person, site),
+                function=self.fn.name, settings=self.settings, ask_person=_put_question,
             )
             if scope is not None:
                 set_field(event, "_memory", scope.memory)
             try:
-                stopped = yield from self._tool_call_hook(event, entry)
+                stopped = yield from self._tool_call_hook(event, entry, site)
                 break
             except _Asking as asking:  # a person at the stream may answer: the hook runs again with it
                 del self.record.changes[first_change:]
-                answer = yield Ask(asking.approval)
+                answer = yield Ask(asking.approval, list(found.parameters["properties"]))
                 if answer is None:
                     self.listen = False  # nobody answered: what a call without a stream does
                 else:
-                    edit = self._answered_at_stream(asking.approval, found, edit, *answer)
+                    edit = self._answered_at_stream(asking.approval, edit, *answer)
         if stopped is None and scope is not None:
             refused = scope.refusal(site)
             if refused is not None:  # a person said no before this process resumed the turn
@@ -380,12 +380,11 @@ class ToolRunner:
         entry["output"] = INTERRUPTED
         return self._done(entry, site, len(self.record.changes))
 
-    def _answered_at_stream(self, approval: dict[str, Any], found: Any, edit: dict[str, Any] | None, allow: bool,
+    def _answered_at_stream(self, approval: dict[str, Any], edit: dict[str, Any] | None, allow: bool,
                             reason: str | None, inputs: Any) -> dict[str, Any] | None:
         """Keep an answer given at the stream; the edit the hook runs again with (inputs merged)."""
         given: dict[str, Any] = {"allow": allow, "reason": reason, "approval": approval}
-        if allow and inputs is not None:
-            inputs = check_edit(inputs, list(found.parameters["properties"]), approval["name"])
+        if allow and inputs is not None:  # checked by the stream when it was given
             given["inputs"] = inputs
             edit = {"plugin": approval["plugin"], "by": None,
                     "inputs": {**(edit["inputs"] if edit else {}), **inputs}}
@@ -410,14 +409,15 @@ class ToolRunner:
         return {"plugin": name, "version": version, "hook": "tool_call", "by": edit["by"],
                 "change": {"inputs": to_jsonable(edit["inputs"])}}
 
-    def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> Steps[str | None]:
-        """Fold ``tool_call``; the text the model is shown if the tool may not run."""
-        ran: list[tuple[str, str]] = []  # the plugins whose handlers ran so far: an approval covers them
+    def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any], site: str) -> Steps[str | None]:
+        """Fold ``tool_call``, then put the questions its handlers asked, about the call as it will run;
+        the text the model is shown if the tool may not run."""
+        ran: list[tuple[str, str]] = []  # the plugins whose handlers ran: an approval covers them
+        questions: list[tuple[str, str | None, Any]] = []
+        set_field(event, "_questions", questions)
         for plugin, handler in self._tool_call_handlers(event):
-            event._ran = tuple(p for p in ran if p[0] != plugin.name)
             if (plugin.name, plugin.version) not in ran:
                 ran.append((plugin.name, plugin.version))
-            event._refusal = None
             try:
                 result = yield from call_handler_steps(plugin, "tool_call", handler, event)
                 change = folded(plugin, "tool_call", handler, result, event, _apply_inputs)
@@ -436,8 +436,11 @@ class ToolRunner:
                     entry["blocked"] = plugin.name
                     entry["block_reason"] = block
                     return f"This call was blocked ({plugin.name}): {block}"
-            if event._refusal is not None:
-                return _refused(entry, plugin.name, event._refusal or None)
+        for plugin, reason, decide in questions:
+            others = [list(p) for p in ran if p[0] != plugin]
+            allowed, why = self._question(site, event, plugin, reason, decide, others)
+            if not allowed:
+                return _refused(entry, plugin, why)
         return None
 
     def _tool_error_hook(self, found: Any, event: ToolCallEvent, entry: dict[str, Any], error: Exception,
@@ -474,25 +477,30 @@ class ToolRunner:
             return change
         return None
 
-    def _ask_person(self, site: str, event: ToolCallEvent, reason: str | None,
-                    decide: Callable[[Any], Any] | None) -> bool:
-        """``tool.ask``: ``decide`` answers at once; else an answer given to this very call (its
-        digest), a person at the stream, a turn that waits; in a plain call nobody can be asked."""
+    def _question(self, site: str, event: ToolCallEvent, plugin: str, reason: str | None, decide: Any,
+                  plugins: list[list[str]]) -> tuple[bool, str | None]:
+        """Put one question about the call as it will run: ``decide`` answers at once; else an answer
+        given to this very call (its digest), a person at the stream, a turn that waits; in a plain
+        call nobody can be asked. ``(allowed, reason)``."""
         if decide is not None:
-            return _decided(event, decide(event))
+            try:
+                answer = decide(event)
+            except Exception as error:  # a check that fails refuses, never lets the tool run
+                warn("approve function failed", plugin=plugin, function=self.fn.name,
+                     error=f"{type(error).__name__}: {error}")
+                return False, CHECK_FAILED
+            return answer is True, answer if isinstance(answer, str) and answer else None
         input = to_jsonable(dict(event.input))
-        plugins = [list(p) for p in event._ran]
         asked = digest(event.name, input, plugins)
-        base = f"{site}.{event._plugin}"
+        base = f"{site}.{plugin}"
         approval = {"key": key_of(base, asked), "name": event.name, "input": input, "effects": event.effects,
-                    "path": event.path, "plugin": event._plugin, "question": reason, "digest": asked,
-                    "plugins": plugins}
+                    "path": event.path, "plugin": plugin, "question": reason, "digest": asked, "plugins": plugins}
         scope = self.scope
         waits = scope is not None and scope.waits
         answers = {**(scope.answers(base) or {}), **self.answers} if waits else self.answers  # type: ignore[union-attr]
         answered, stale = settle(base, asked, answers)
         if answered is not None:
-            return _decided(event, True if answered["allow"] else (answered.get("reason") or False))
+            return answered["allow"], answered.get("reason")
         if self.listen:
             raise _Asking(approval)
         if waits:
@@ -500,13 +508,11 @@ class ToolRunner:
                 approved = stale["approval"]
                 edited = {**approved["input"], **(stale.get("inputs") or {})}
                 raise stale_error(event.path, {**approved, "input": edited}, approval)
-            raise Waiting(
-                f"the tool call {event.path} waits for a person's approval (asked by plugin {event._plugin!r})",
-                approvals=[approval],
-            )
+            raise Waiting(f"the tool call {event.path} waits for a person's approval (asked by plugin {plugin!r})",
+                          approvals=[approval])
         del approval["key"]
         raise ApprovalError(
-            f"the tool call {event.path} needs a person's approval (asked by plugin {event._plugin!r}"
+            f"the tool call {event.path} needs a person's approval (asked by plugin {plugin!r}"
             f"{': ' + reason if reason else ''}), and nobody can be asked in a plain call; answer with "
             "approve=<function>, or make the call inside a conversation turn so it can wait",
             approval=approval,
@@ -552,8 +558,9 @@ class _Asking(FunctAIError):
         self.approval = approval
 
 
-def _decided(event: ToolCallEvent, answer: Any) -> bool:
-    if answer is True:
-        return True
-    event._refusal = answer if isinstance(answer, str) and answer else ""
-    return False
+def _put_question(event: ToolCallEvent, reason: str | None, decide: Any) -> None:
+    """``tool.ask``: the question is put once every handler has run (one per plugin and decider)."""
+    question = (event._plugin, reason, decide)
+    questions = event._questions
+    if not any(q[0] == question[0] and q[2] is decide for q in questions):
+        questions.append(question)
