@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap

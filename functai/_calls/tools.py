@@ -107,7 +107,8 @@ def tool(
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None, idempotent: bool = False,
          reconcile: Reconcile | None = None) -> Any:
-    """``@tool`` or ``@tool(effects="reads" | "changes", idempotent=False, reconcile=None)``: a tool from a typed function.
+    """``@tool`` or ``@tool(effects="reads" | "changes", idempotent=False, reconcile=None)``: a tool
+    from a typed function.
 
     Undeclared effects are unknown, and every approval rule treats them like
     ``"changes"``. ``tool(ai_function, effects=...)`` declares the effects of
@@ -296,7 +297,7 @@ class ToolRunner:
                 settle = getattr(found, "reconcile", None)
                 if recorded.get("state") != "started" or settle is None:
                     return self._reuse(entry, site, recorded)
-                settled = yield from self._reconcile(settle, found, entry, site, recorded, key, invocation)
+                settled = yield from self._reconcile(settle, call.name, entry, site, recorded, key, invocation)
                 if settled is not None:
                     return settled
                 # It had no effect: it runs as if for the first time (recorded answers still apply), same key.
@@ -388,13 +389,13 @@ class ToolRunner:
         yield from resume("tool_result", paused, result, self.record.changes, _apply_output, True)
         return result.output  # type: ignore[no-any-return]
 
-    def _reconcile(self, settle: Reconcile, found: Tool, entry: dict[str, Any], site: str,
+    def _reconcile(self, settle: Reconcile, name: str, entry: dict[str, Any], site: str,
                    recorded: Mapping[str, Any], key: str, invocation: int) -> Steps[str | None]:
         """A tool call recorded started with no result: what the tool's ``reconcile`` says it did
         (recorded as its result, ``reconciled``), or None when it had no effect (it runs again)."""
         ran = recorded["entry"]
         input = dict(ran.get("input") or {})
-        path = f"{self.path}/{found.name}"
+        path = f"{self.path}/{name}"
         try:
             value = yield Invoke(_Keyed(_Reconciling(settle, key), key), input)
         except Exception as error:
@@ -411,8 +412,8 @@ class ToolRunner:
         entry.clear()
         entry.update(ran)
         entry["reconciled"] = True
-        entry["output"] = yield from self._tool_result_hook(found.name, MappingProxyType(input), render_value(value),
-                                                            path, invocation, key)
+        entry["output"] = yield from self._tool_result_hook(name, MappingProxyType(input), render_value(value), path,
+                                                            invocation, key)
         return self._done(entry, site, first_change)
 
     def _done(self, entry: dict[str, Any], site: str, first_change: int) -> str:
