@@ -77,6 +77,16 @@ SHOP = textwrap.dedent('''
         return act(payment)
 
 
+    async def asettle(key, input):
+        return settle(key, input)
+
+
+    @tool(effects="changes", reconcile=asettle)
+    def apay(payment: str) -> str:
+        """Pay (reconciled by an async def function)."""
+        return act(payment)
+
+
     @tool(effects="changes")
     def charge(payment: str) -> str:
         """Charge (no reconcile)."""
@@ -95,7 +105,7 @@ SHOP = textwrap.dedent('''
     functai.configure(client=ScriptedLM(reply=reply))
 
 
-    @ai(tools=[pay, charge])
+    @ai(tools=[pay, apay, charge])
     def desk(request: str) -> str:
         """Make the payments asked for."""
 ''')
@@ -322,7 +332,7 @@ def test_the_key_is_the_same_when_a_waiting_turn_is_resumed_in_another_process(s
 def test_rerun_runs_a_started_tool_again_with_the_same_key(shop, store, tmp_path):
     turn = crashed_turn(shop, store, SHOP_TOOL="charge", SHOP_KILL="after-effect")
     assert shop.rows("paid") == [(f"{turn.id}:1.1", "A")]  # it took effect, then the process died
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]), "SHOP_TOOL": "charge"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
     forget(store)
     done = subprocess.run([sys.executable, "-m", "functai", "resume", store, "c", "--rerun", "charge"],
                           capture_output=True, text=True, env=env)
@@ -430,6 +440,15 @@ def test_reconcile_in_an_async_resume_and_from_the_command(shop, store, tmp_path
     assert done.returncode == 0, done.stderr
     assert "done: paid A (settled) / paid B" in done.stdout
     assert [key for key, _ in shop.rows("paid")].count(f"{turn.id}:1.1") == 1
+
+
+def test_an_async_reconcile_settles_in_a_plain_and_an_async_resume(shop, store):
+    for resume in (lambda turn: turn.resume(), lambda turn: asyncio.run(turn.aresume())):
+        turn = crashed_turn(shop, store, SHOP_TOOL="apay", SHOP_KILL="after-effect")
+        assert resume(turn) == "done: paid A (settled) / paid B"  # the model's first reply is the recorded one
+        key = f"{turn.id}:1.1"
+        assert (key, key) in shop.rows("settled")
+        assert [k for k, _ in shop.rows("paid")].count(key) == 1
 
 
 def test_reconcile_is_refused_where_it_cannot_help():
