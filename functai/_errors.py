@@ -83,7 +83,7 @@ class Waiting(FunctAIError):
 
     def __init__(self, message: str, *, approvals: list[dict[str, Any]], turn: Any = None) -> None:
         super().__init__(message)
-        #: What waits: each ``{"key", "name", "input", "effects", "path", "plugin", "question"}``.
+        #: What waits: each ``{"key", "name", "input", "effects", "path", "plugin", "question", "digest", "plugins"}``.
         self.approvals = approvals
         #: The waiting `Turn` (set by the conversation).
         self.turn = turn

@@ -33,8 +33,8 @@ def private_uses(path):
     return found
 
 
-def test_there_are_four_builtin_distributions():
-    assert {p.parts[-3] for p in SOURCES} == {"approval", "compaction", "delegate", "otel"}
+def test_there_are_six_builtin_distributions():
+    assert {p.parts[-3] for p in SOURCES} == {"approval", "cache", "compaction", "delegate", "fallback", "otel"}
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -5,6 +5,7 @@ import functai_approval
 import pytest
 
 import functai
+from functai._calls.approvals import digest
 from functai import ApprovalError, Change, FunctAIError, Plugin, PluginError, ai, tool
 from functai.testing import ScriptedLM, tool_call, tool_calls
 
@@ -441,6 +442,7 @@ def test_approval_required_propagates_out_of_the_outermost_call(approval):
     assert info.value.approval == {
         "name": "refund", "input": {"order": "A1", "amount": 5}, "effects": "changes",
         "path": "support/answer/refund", "plugin": "approval", "question": None,
+        "digest": digest("refund", {"order": "A1", "amount": 5}, []), "plugins": [],
     }
     assert ran == []
     assert info.value.record.path == "support/answer"

@@ -57,8 +57,9 @@ class TurnScope(Protocol):
     def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
         """Record a tool call's outcome (what the model was shown, and the changes made)."""
 
-    def answer(self, key: str) -> tuple[bool, str | None] | None:
-        """A person's recorded answer to the approval ``key``: (allowed, reason)."""
+    def answers(self, prefix: str) -> dict[str, dict[str, Any]] | None:
+        """The recorded answers to approvals asked at ``prefix`` (a tool call's site, or its site and
+        plugin), by key: ``{"allow", "reason", "digest", "inputs", "by", "approval"}``."""
 
     def refusal(self, site: str) -> tuple[str, str | None] | None:
         """A recorded refusal of the tool call at ``site``: (plugin, reason), even if this process would not ask."""

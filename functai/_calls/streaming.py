@@ -61,7 +61,7 @@ class _Stream:
         self._ctx = contextvars.copy_context()
         self._resume: tuple[bool, Any] = (False, None)
         self._asking: Mapping[str, Any] | None = None
-        self._answer: tuple[bool, str | None] | None = None
+        self._answer: tuple[bool, str | None, Any] | None = None
         self._answered_at: str | None = None
         self._finished = False
         self._keep: Any = None  # the turn that keeps a streamed reply
@@ -78,15 +78,17 @@ class _Stream:
             except Exception:  # noqa: BLE001 - nothing can be reported from a finalizer
                 pass
 
-    def approve(self, approval: Mapping[str, Any] | str | None = None) -> None:
-        """Allow the tool call the last ``"waiting"`` event is about (before asking for the next event)."""
-        self._give(approval, (True, None))
+    def approve(self, approval: Mapping[str, Any] | str | None = None, *,
+                inputs: Mapping[str, Any] | None = None) -> None:
+        """Allow the tool call the last ``"waiting"`` event is about (before asking for the next event);
+        with ``inputs``, allow it with these inputs changed (the handlers and the rule see the edit)."""
+        self._give(approval, (True, None, inputs))
 
     def deny(self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None) -> None:
         """Refuse the tool call the last ``"waiting"`` event is about; the model is shown ``reason``."""
-        self._give(approval, (False, reason))
+        self._give(approval, (False, reason, None))
 
-    def _give(self, approval: Mapping[str, Any] | str | None, answer: tuple[bool, str | None]) -> None:
+    def _give(self, approval: Mapping[str, Any] | str | None, answer: tuple[bool, str | None, Any]) -> None:
         asking = self._asking
         if asking is None:
             raise FunctAIError("nothing in this stream waits for an answer: approve or deny right after a "

@@ -22,7 +22,7 @@ __all__ = ["tool_key"]
 running: ContextVar[str | None] = ContextVar("functai_tool_key", default=None)
 
 
-def key_of(owner: str, site: str) -> str:
+def call_key(owner: str, site: str) -> str:
     """The key of the tool call at ``site`` (``"<call ordinal>.<invocation>"``) of ``owner``
     (the turn's id, or the asking call's record id outside a turn)."""
     return f"{owner}:{site}"

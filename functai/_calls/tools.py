@@ -21,13 +21,14 @@ from .._hooks.plugin import Plugin
 from .._log import warn
 from .._models.request import Reply
 from .._models.toolcall import ToolCall
+from .approvals import check_edit, digest, edited_digest, key_of, settle, stale_error
 from .function import AIFunction, check_effects, signature_of
 from .layout import render_value
 from .outputs import output_schema, read_value, to_jsonable
 from .records import CallRecord
 from .scope import TurnScope
 from .steps import Ask, Invoke, Note, Steps, in_thread, run_awaitable
-from .toolkey import key_of, running
+from .toolkey import call_key, running
 
 #: Settings never shown to plugins in tool events.
 SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
@@ -225,6 +226,23 @@ class _ProgramTool:
         return await self.program.acall(**typed_inputs(self.program, input))
 
 
+def tool_inputs(program: "AIFunction", path: str) -> list[str] | None:
+    """The input names of the tool at ``path`` (``support/answer/refund``) below ``program``, or
+    None when the path does not lead to one of its tools (a tool added by a plugin, say)."""
+    names = path.split("/")[1:]
+    holder: Any = program
+    for depth, name in enumerate(names):
+        tools = dict(zip(holder.tool_names, holder.tools)) if isinstance(holder, AIFunction) else {}
+        found = tools.get(name)
+        if found is None:
+            return None
+        found = as_tool(found)
+        if depth == len(names) - 1:
+            return list(found.parameters["properties"])
+        holder = getattr(found, "program", None)
+    return None
+
+
 def typed_inputs(program: "AIFunction", input: Mapping[str, Any]) -> dict[str, Any]:
     """The model's JSON inputs as the values the annotations name (a dict becomes its dataclass);
     what does not read is passed as it is, for the input check to name."""
@@ -259,8 +277,8 @@ class ToolRunner:
                  settings: Mapping[str, Any], plan: Plan, scope: TurnScope | None, ordinal: int, listen: bool) -> None:
         self.fn = fn
         self.listen = listen
-        #: Answers given at the stream, by approval key: (allow, reason).
-        self.answers: dict[str, tuple[bool, str | None]] = {}
+        #: Answers given at the stream, by approval key: ``{"allow", "reason", "digest", "inputs", "approval"}``.
+        self.answers: dict[str, dict[str, Any]] = {}
         self.scope = scope
         self.ordinal = ordinal
         self.record = record
@@ -289,15 +307,15 @@ class ToolRunner:
         first_change = len(self.record.changes)
         scope = self.scope
         site = f"{self.ordinal}.{invocation}"  # where in the turn: the asking call, then the invocation
-        key = key_of(scope.turn if scope is not None and scope.turn else self.record.id, site)
+        key = call_key(scope.turn if scope is not None and scope.turn else self.record.id, site)
         found = self.tools.get(call.name)
         if scope is not None:
             recorded = scope.recorded_tool(site)
             if recorded is not None and recorded.get("state") != "suspended":
-                settle = getattr(found, "reconcile", None)
-                if recorded.get("state") != "started" or settle is None:
+                reconcile = getattr(found, "reconcile", None)
+                if recorded.get("state") != "started" or reconcile is None:
                     return self._reuse(entry, site, recorded)
-                settled = yield from self._reconcile(settle, call.name, entry, site, recorded, key, invocation)
+                settled = yield from self._reconcile(reconcile, call.name, entry, site, recorded, key, invocation)
                 if settled is not None:
                     return settled
                 # It had no effect: it runs as if for the first time (recorded answers still apply), same key.
@@ -307,11 +325,15 @@ class ToolRunner:
             entry["output"] = f"There is no tool named {call.name!r}. Tools you can use: {have}."
             return self._done(entry, site, first_change)
 
+        edit = self._recorded_edit(site) if scope is not None and scope.waits else None
         while True:
+            if edit is not None:  # a person approved with changed inputs: every handler sees them
+                self.record.changes.append(self._edit_change(edit))
             event = ToolCallEvent(
-                name=call.name, input=MappingProxyType(dict(call.input)), effects=found.effects,
-                path=f"{self.path}/{call.name}", invocation=invocation, id=call.id, function=self.fn.name,
-                settings=self.settings, key=key, ask_person=functools.partial(self._ask_person, site),
+                name=call.name, input=MappingProxyType({**call.input, **edit["inputs"]} if edit else dict(call.input)),
+                effects=found.effects, path=f"{self.path}/{call.name}", invocation=invocation, id=call.id,
+                function=self.fn.name, settings=self.settings, key=key,
+                ask_person=functools.partial(self._ask_person, site),
             )
             if scope is not None:
                 set_field(event, "_memory", scope.memory)
@@ -324,7 +346,7 @@ class ToolRunner:
                 if answer is None:
                     self.listen = False  # nobody answered: what a call without a stream does
                 else:
-                    self.answers[asking.approval["key"]] = answer
+                    edit = self._answered_at_stream(asking.approval, found, edit, *answer)
         if stopped is None and scope is not None:
             refused = scope.refusal(site)
             if refused is not None:  # a person said no before this process resumed the turn
@@ -389,7 +411,7 @@ class ToolRunner:
         yield from resume("tool_result", paused, result, self.record.changes, _apply_output, True)
         return result.output  # type: ignore[no-any-return]
 
-    def _reconcile(self, settle: Reconcile, name: str, entry: dict[str, Any], site: str,
+    def _reconcile(self, reconcile: Reconcile, name: str, entry: dict[str, Any], site: str,
                    recorded: Mapping[str, Any], key: str, invocation: int) -> Steps[str | None]:
         """A tool call recorded started with no result: what the tool's ``reconcile`` says it did
         (recorded as its result, ``reconciled``), or None when it had no effect (it runs again)."""
@@ -397,7 +419,7 @@ class ToolRunner:
         input = dict(ran.get("input") or {})
         path = f"{self.path}/{name}"
         try:
-            value = yield Invoke(_Keyed(_Reconciling(settle, key), key), input)
+            value = yield Invoke(_Keyed(_Reconciling(reconcile, key), key), input)
         except Exception as error:
             raise FunctAIError(
                 f"the tool call {path} (key {key!r}) started before the process running its turn stopped, and its "
@@ -433,9 +455,43 @@ class ToolRunner:
         entry["output"] = INTERRUPTED
         return self._done(entry, site, len(self.record.changes))
 
+    def _answered_at_stream(self, approval: dict[str, Any], found: Any, edit: dict[str, Any] | None, allow: bool,
+                            reason: str | None, inputs: Any) -> dict[str, Any] | None:
+        """Keep an answer given at the stream; the edit the hook runs again with (inputs merged)."""
+        given: dict[str, Any] = {"allow": allow, "reason": reason, "approval": approval}
+        if allow and inputs is not None:
+            inputs = check_edit(inputs, list(found.parameters["properties"]), approval["name"])
+            given["inputs"] = inputs
+            edit = {"plugin": approval["plugin"], "by": None,
+                    "inputs": {**(edit["inputs"] if edit else {}), **inputs}}
+        given["digest"] = edited_digest(approval, given.get("inputs"))
+        self.answers[approval["key"]] = given
+        return edit
+
+    def _recorded_edit(self, site: str) -> dict[str, Any] | None:
+        """The inputs people changed on approving this tool call before the turn was resumed, merged in order."""
+        edit: dict[str, Any] | None = None
+        for answer in (self.scope.answers(site) or {}).values():  # type: ignore[union-attr]
+            if answer["allow"] and answer.get("inputs"):
+                plugin = answer["approval"]["plugin"] if answer.get("approval") else None
+                edit = {"plugin": plugin, "by": answer.get("by"),
+                        "inputs": {**(edit["inputs"] if edit else {}), **answer["inputs"]}}
+        return edit
+
+    def _edit_change(self, edit: dict[str, Any]) -> dict[str, Any]:
+        """An edit on approving, recorded as a ``tool_call`` change by the person who made it."""
+        name = edit["plugin"]
+        version = next((p.version for p, _ in self.plan.handlers["tool_call"] if p.name == name), "0.0.0")
+        return {"plugin": name, "version": version, "hook": "tool_call", "by": edit["by"],
+                "change": {"inputs": to_jsonable(edit["inputs"])}}
+
     def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> Steps[str | None]:
         """Fold ``tool_call``; the text the model is shown if the tool may not run."""
+        ran: list[tuple[str, str]] = []  # the plugins whose handlers ran so far: an approval covers them
         for plugin, handler in self._tool_call_handlers(event):
+            event._ran = tuple(p for p in ran if p[0] != plugin.name)
+            if (plugin.name, plugin.version) not in ran:
+                ran.append((plugin.name, plugin.version))
             event._refusal = None
             try:
                 result = yield from call_handler_steps(plugin, "tool_call", handler, event)
@@ -495,22 +551,30 @@ class ToolRunner:
 
     def _ask_person(self, site: str, event: ToolCallEvent, reason: str | None,
                     decide: Callable[[Any], Any] | None) -> bool:
-        """``tool.ask``: ``decide`` answers at once; else a recorded answer, a person at the
-        stream, a turn that waits; in a plain call nobody can be asked."""
+        """``tool.ask``: ``decide`` answers at once; else an answer given to this very call (its
+        digest), a person at the stream, a turn that waits; in a plain call nobody can be asked."""
         if decide is not None:
             return _decided(event, decide(event))
-        approval = {"key": f"{site}.{event._plugin}", "name": event.name, "input": to_jsonable(dict(event.input)),
-                    "effects": event.effects, "path": event.path, "plugin": event._plugin, "question": reason}
+        input = to_jsonable(dict(event.input))
+        plugins = [list(p) for p in event._ran]
+        asked = digest(event.name, input, plugins)
+        base = f"{site}.{event._plugin}"
+        approval = {"key": key_of(base, asked), "name": event.name, "input": input, "effects": event.effects,
+                    "path": event.path, "plugin": event._plugin, "question": reason, "digest": asked,
+                    "plugins": plugins}
         scope = self.scope
-        answered = scope.answer(approval["key"]) if scope is not None and scope.waits else None
-        if answered is None:
-            answered = self.answers.get(approval["key"])
-            if answered is None and self.listen:
-                raise _Asking(approval)
+        waits = scope is not None and scope.waits
+        answers = {**(scope.answers(base) or {}), **self.answers} if waits else self.answers  # type: ignore[union-attr]
+        answered, stale = settle(base, asked, answers)
         if answered is not None:
-            allowed, why = answered
-            return _decided(event, True if allowed else (why or False))
-        if scope is not None and scope.waits:
+            return _decided(event, True if answered["allow"] else (answered.get("reason") or False))
+        if self.listen:
+            raise _Asking(approval)
+        if waits:
+            if stale is not None and stale.get("approval"):
+                approved = stale["approval"]
+                edited = {**approved["input"], **(stale.get("inputs") or {})}
+                raise stale_error(event.path, {**approved, "input": edited}, approval)
             raise Waiting(
                 f"the tool call {event.path} waits for a person's approval (asked by plugin {event._plugin!r})",
                 approvals=[approval],

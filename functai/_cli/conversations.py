@@ -4,6 +4,7 @@ and ``functai resume`` (resume or abandon an interrupted turn)."""
 from __future__ import annotations
 
 import argparse
+import json
 import warnings
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -26,7 +27,12 @@ def register(commands: Any) -> None:
         "1 a turn failed, 2 bad input, 3 a turn waits again.",
     )
     _conversation_arguments(approve, by="who answers (kept with the answer)")
-    approve.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
+    answer = approve.add_mutually_exclusive_group()
+    answer.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
+    answer.add_argument("--input", metavar="NAME=VALUE", action="append", default=[],
+                        help="approve with this input of the tool changed (repeatable; VALUE is read as JSON when it "
+                             "is JSON, else as text); the one approval waiting, or the one --key names")
+    approve.add_argument("--key", help="answer only this approval (a key `functai conversation` shows)")
     approve.set_defaults(run=cmd_approve)
 
     resume = commands.add_parser(
@@ -168,14 +174,17 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
                        hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
     chat = open_chat(args, found, "answer in the program: chat.turn(TURN_ID).approve() (or .deny()), then .resume()")
     waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
+    inputs = _edit(args.input)
+    if args.key is not None or inputs is not None:
+        waiting = _the_one(waiting, args.key)
     waits_again = False
     failures: list[tuple[str, str]] = []  # (message, code)
     for turn in waiting:
         try:
             if args.deny is not None:
-                turn.deny(reason=args.deny or None, by=args.by)
+                turn.deny(args.key, reason=args.deny or None, by=args.by)
             else:
-                turn.approve(by=args.by)
+                turn.approve(args.key or (turn.approvals[0]["key"] if inputs else None), inputs=inputs, by=args.by)
         except FunctAIError as error:
             if error.code != "approval-answered":
                 raise
@@ -184,7 +193,10 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             continue
         verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
         for approval in turn.approvals:
-            print(f"{turn.id}: {approval['name']} {short(approval['input'], 40)} — {verdict}", file=out)
+            if args.key is None or approval["key"] == args.key:
+                shown = {**approval["input"], **(inputs or {})}
+                edited = f" (edited by {args.by or 'the approver'})" if inputs else ""
+                print(f"{turn.id}: {approval['name']} {short(shown, 40)} — {verdict}{edited}", file=out)
         try:
             answer = turn.resume()
         except Waiting as again:
@@ -201,6 +213,37 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         more = f" (and {len(failures) - 1} more turns)" if len(failures) > 1 else ""
         raise CLIError(message + more, code=code, status=RUNTIME)
     return 3 if waits_again else 0
+
+
+def _edit(given: list[str]) -> dict[str, Any] | None:
+    """``--input NAME=VALUE`` options as an edit: each value read as JSON when it is JSON, else as text."""
+    if not given:
+        return None
+    edit: dict[str, Any] = {}
+    for item in given:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise CLIError(f"--input {item!r}: write NAME=VALUE", code="input-invalid")
+        try:
+            edit[name.strip()] = json.loads(text)
+        except ValueError:
+            edit[name.strip()] = text
+    return edit
+
+
+def _the_one(waiting: list[Any], key: str | None) -> list[Any]:
+    """The waiting turn whose approval ``key`` names, or the one approval waiting (an edit changes one call)."""
+    if key is not None:
+        chosen = [turn for turn in waiting if any(a["key"] == key for a in turn.approvals)]
+        if not chosen:
+            keys = [a["key"] for turn in waiting for a in turn.approvals]
+            raise CLIError(f"no waiting turn waits for {key!r}; waiting: {', '.join(keys)}", code="turn-not-waiting")
+        return chosen
+    if len(waiting) != 1 or len(waiting[0].approvals) != 1:
+        keys = [a["key"] for turn in waiting for a in turn.approvals]
+        raise CLIError(f"--input changes one tool call, and {len(keys)} approvals wait ({', '.join(keys)}); "
+                       "name one with --key", code="input-invalid")
+    return waiting
 
 
 def _check_rerun(found: "History", interrupted: list[str], rerun: list[str]) -> None:

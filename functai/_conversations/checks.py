@@ -108,7 +108,7 @@ _KINDS: dict[str, tuple[tuple[str, Callable[[Any], bool], str, bool], ...]] = {
     "wait": (("turn", *TEXT, True), ("approvals", _approvals, "a list of approvals (each with a key and a plugin)",
               True), ("plugins", *TEXTS, False)),
     "answer": (("turn", *TEXT, True), ("key", *TEXT, True), ("allow", lambda v: isinstance(v, bool), "true or false",
-               True), ("reason", *OPTIONAL_TEXT, False)),
+               True), ("reason", *OPTIONAL_TEXT, False), ("digest", *OPTIONAL_TEXT, False), ("inputs", *DICT, False)),
     "late_answer": (("turn", *TEXT, True), ("key", *TEXT, True)),
     "resume": (("turn", *TEXT, True),),
     "lease": (("turn", *TEXT, True),),

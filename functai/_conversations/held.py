@@ -11,6 +11,8 @@ import time
 from datetime import datetime
 from typing import Any, Iterator, Mapping, Sequence
 
+from .._calls.approvals import edited_digest
+from .._calls.outputs import to_jsonable
 from .._calls.run import now_text
 from .._errors import FunctAIError, approval_answered
 from . import leases, rows
@@ -113,9 +115,11 @@ def abandon(history: History, store: Store, conversation: str, turn_id: str, *,
 
 
 def answer(history: History, store: Store, conversation: str, turn_id: str,
-           approval: Mapping[str, Any] | str | None, *, allow: bool, reason: str | None, by: str | None) -> None:
+           approval: Mapping[str, Any] | str | None, *, allow: bool, reason: str | None, by: str | None,
+           inputs: Mapping[str, Any] | None = None) -> None:
     """Record a person's answer to a waiting turn's approvals (all of them, or the one named).
 
+    Each answer keeps the digest of what it approves (with ``inputs``, an edit, the edited call's).
     The first answer holds; a contrary one is refused (``approval-answered``) and kept as a
     ``late_answer`` record. Check and write are one compare-and-set, so of two answering at
     once exactly one holds and the other is told.
@@ -137,8 +141,17 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
         contrary = [key for key in keys if key in given and given[key]["allow"] != allow]
         kind = LATE_ANSWER if contrary else "answer"
         at = now_text()
-        records = [{"functai_conversation": FORMAT, "kind": kind, "turn": turn_id, "key": key, "allow": allow,
-                    "reason": reason, "by": by, "at": at} for key in (contrary or [k for k in keys if k not in given])]
+        asked = {a["key"]: a for a in turn.approvals}
+        records = []
+        for key in contrary or [k for k in keys if k not in given]:
+            record = {"functai_conversation": FORMAT, "kind": kind, "turn": turn_id, "key": key, "allow": allow,
+                      "reason": reason, "by": by, "at": at}
+            approved = edited_digest(asked[key], inputs) if allow else None
+            if approved is not None:
+                record["digest"] = approved
+            if inputs:
+                record["inputs"] = to_jsonable(dict(inputs))
+            records.append(record)
         if not records:
             return  # every one already answered this way: the first answers hold as they are
         try:

@@ -192,9 +192,12 @@ class History:
             if record["key"] in turn.answers:
                 return None  # the first answer holds (a second one only an older writer records as an answer)
             turn.answers = {**turn.answers, record["key"]: (bool(record.get("allow")), record.get("reason"))}
-            self.answered.setdefault(turn.id, {})[record["key"]] = {
-                "allow": bool(record.get("allow")), "reason": record.get("reason"), "by": record.get("by"),
-                "at": record.get("at")}
+            detail = {"allow": bool(record.get("allow")), "reason": record.get("reason"), "by": record.get("by"),
+                      "at": record.get("at")}
+            for name in ("digest", "inputs"):  # what the answer approved: kept only by writers that bind answers
+                if record.get(name) is not None:
+                    detail[name] = record[name]
+            self.answered.setdefault(turn.id, {})[record["key"]] = detail
         elif kind == "resume":
             self._state(turn, RUNNING)
             turn.resumes += 1

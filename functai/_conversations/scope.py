@@ -131,8 +131,19 @@ class TurnScope:
                   "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes))}
         self.chat._append(record)
 
-    def answer(self, key: str) -> tuple[bool, str | None] | None:
-        return self.data.answers.get(key)
+    def answers(self, prefix: str) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        answers = self.data.answers
+        if not answers:
+            return found
+        details = self.chat._history.answered.get(self.turn, {})
+        asked = {a["key"]: a for wait in self.data.waits for a in wait["approvals"]}
+        for key, (allow, reason) in answers.items():
+            if key == prefix or key.startswith(prefix + "."):
+                detail = details.get(key, {})
+                found[key] = {"allow": allow, "reason": reason, "digest": detail.get("digest"),
+                              "inputs": detail.get("inputs"), "by": detail.get("by"), "approval": asked.get(key)}
+        return found
 
     def refusal(self, site: str) -> tuple[str, str | None] | None:
         for approval in self.data.approvals:

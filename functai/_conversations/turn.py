@@ -6,7 +6,10 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from .._calls.approvals import check_edit
 from .._calls.steps import drive
+from .._calls.tools import tool_inputs
+from .._errors import FunctAIError
 from . import held
 from .history import TurnData
 
@@ -38,12 +41,29 @@ class Turn:
         """The answers given to this turn's approvals, by key: ``{"allow": bool, "reason": str | None}``."""
         return {key: {"allow": allow, "reason": reason} for key, (allow, reason) in self._data.answers.items()}
 
-    def approve(self, approval: Mapping[str, Any] | str | None = None, *, by: str | None = None) -> "Turn":
+    def approve(self, approval: Mapping[str, Any] | str | None = None, *, inputs: Mapping[str, Any] | None = None,
+                by: str | None = None) -> "Turn":
         """Allow a waiting approval (all of them when none is named); the first recorded answer
-        holds, so approving one already denied raises ``approval-answered``."""
+        holds, so approving one already denied raises ``approval-answered``.
+
+        ``inputs`` approves the named approval with these inputs changed: on resume every
+        ``tool_call`` handler and the approve rule see the edited call, which may then need
+        another answer (``by`` is kept as who made the edit)."""
+        if inputs is not None:
+            inputs = self._edit(approval, inputs)
         held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=True, reason=None,
-                    by=by)
+                    by=by, inputs=inputs)
         return self
+
+    def _edit(self, approval: Mapping[str, Any] | str | None, inputs: Any) -> dict[str, Any]:
+        """An edit on approving, checked against the tool it changes (``input-invalid``)."""
+        key = approval if isinstance(approval, str) else (approval or {}).get("key")
+        asked = next((a for a in self._data.approvals if a["key"] == key), None)
+        if asked is None:
+            keys = [a["key"] for a in self._data.approvals]
+            raise FunctAIError(f"approving with inputs= names one approval of turn {self.id!r}: one of {keys}",
+                               code="input-invalid" if key is None else "turn-not-waiting")
+        return check_edit(inputs, tool_inputs(self._chat.program, asked["path"]), asked["name"])
 
     def deny(
         self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None, by: str | None = None

@@ -53,7 +53,7 @@ class ReplayedTurn:
     def _nothing(self, *args: Any) -> None:
         """Nothing was recorded before, and nothing is now."""
 
-    recorded_tool = tool_started = tool_suspended = tool_done = answer = refusal = _nothing
+    recorded_tool = tool_started = tool_suspended = tool_done = answers = refusal = _nothing
 
 
 def turn_calls(records: Iterable[CallRecord]) -> dict[tuple[str, str], CallRecord]:

@@ -139,6 +139,8 @@ class ToolCallEvent(_Remembers):
     ask_person: Callable[..., bool] | None
     #: Set by ``ask_person`` when a person refused: the reason, or "" for none.
     _refusal: str | None = None
+    #: ``(name, version)`` of the other plugins whose handlers ran before the running one (an approval covers them).
+    _ran: tuple[tuple[str, str], ...] = ()
 
     def ask(self, reason: str | None = None, *, decide: Callable[["ToolCallEvent"], Any] | None = None) -> bool:
         """Ask a person whether this tool call may run; True to allow."""
