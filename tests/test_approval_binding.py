@@ -252,3 +252,18 @@ def test_the_cli_approves_with_an_edited_input(bank, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "functai", "approve", store, "c", "--input", "amount"],
                          capture_output=True, text=True, env=env, cwd=str(tmp_path))
     assert bad.returncode != 0
+
+
+def test_an_async_resume_checks_the_digest_too(bank, tmp_path):
+    import asyncio
+
+    store = str(tmp_path / "s")
+    _setup(tmp_path, ("refund", {"order": "A1", "amount": 50}))
+    chat = bank.support.conversation("c", store=store, approve="changes", plugins=[_shaper("1.0")])
+    with pytest.raises(Waiting) as info:
+        asyncio.run(chat.acall("refund A1"))
+    info.value.turn.approve()
+    upgraded = bank.support.conversation("c", store=store, approve="changes", plugins=[_shaper("1.1")])
+    with pytest.raises(Waiting) as stale:
+        asyncio.run(upgraded.head.aresume())
+    assert stale.value.code == "approval-stale" and ledger(tmp_path) == []

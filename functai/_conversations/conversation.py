@@ -186,10 +186,11 @@ class Conversation:
         self._refresh()
         return self._history.entries_on(self._history.branch(self._tip), plugin, kind)
 
-    def _append(self, record: dict[str, Any], *, sync: bool = False) -> None:
+    def _append(self, record: dict[str, Any], *, sync: bool = False, refresh: bool = True) -> None:
         record = {"functai_conversation": FORMAT, **record}
         self.store.append(self.id, [record], sync=sync)
-        self._refresh()
+        if refresh:
+            self._refresh()
 
     def _header(self) -> dict[str, Any]:
         return {"functai_conversation": FORMAT, "kind": "conversation", "id": self.id,

@@ -120,6 +120,7 @@ class TurnScope:
         self.chat._append(
             {"kind": "tool", "turn": self.turn, "site": site, "state": "started", "entry": to_jsonable(dict(entry))},
             sync=True,  # a crash while it runs must be visible
+            refresh=False,  # only a resume reads it, from the store: the tool starts one read sooner
         )
 
     def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
