@@ -451,6 +451,34 @@ def test_an_async_reconcile_settles_in_a_plain_and_an_async_resume(shop, store):
         assert [k for k, _ in shop.rows("paid")].count(key) == 1
 
 
+def test_a_tool_inside_an_ai_function_tool_is_reconciled_and_the_replies_stay_in_step(shop, store):
+    """The turn asks `clerk` (an AI function as a tool), whose own call pays; the process dies
+    inside the payment. The clerk runs again on resume: its recorded reply is reused (the turn's
+    own call is not handed the clerk's reply), and the payment is settled by its reconcile."""
+
+    @ai(tools=[shop.pay])
+    def clerk(request: str) -> str:
+        """Clerk."""
+
+    @ai(tools=[clerk])
+    def counter(request: str) -> str:
+        """Counter."""
+
+    def reply(request):
+        last = request.messages[-1]
+        if request.messages[0]["content"] == "Clerk.":
+            return "clerk: " + last["content"] if last["role"] == "tool" else tool_call("pay", {"payment": "A"})
+        return "counter: " + last["content"] if last["role"] == "tool" else tool_call("clerk", {"request": "pay A"})
+
+    functai.configure(client=ScriptedLM(reply=reply))
+    forget(store)
+    died(lambda: counter.conversation("n", store=store)("pay A"), SHOP_KILL="after-effect")
+    turn = counter.conversation("n", store=store).all_turns()[-1]
+    assert turn.resume() == "counter: clerk: paid A (settled)"
+    key = f"{turn.id}:2.1"  # the clerk's call is the turn's second call
+    assert shop.rows("paid") == [(key, "A")] and shop.rows("settled") == [(key, key)]
+
+
 def test_reconcile_is_refused_where_it_cannot_help():
     def settle(key, input):
         return None

@@ -309,16 +309,15 @@ class ToolRunner:
         site = f"{self.ordinal}.{invocation}"  # where in the turn: the asking call, then the invocation
         key = call_key(scope.turn if scope is not None and scope.turn else self.record.id, site)
         found = self.tools.get(call.name)
-        if scope is not None:
-            recorded = scope.recorded_tool(site)
-            if recorded is not None and recorded.get("state") != "suspended":
-                reconcile = getattr(found, "reconcile", None)
-                if recorded.get("state") != "started" or reconcile is None:
-                    return self._reuse(entry, site, recorded)
-                settled = yield from self._reconcile(reconcile, call.name, entry, site, recorded, key, invocation)
-                if settled is not None:
-                    return settled
-                # It had no effect: it runs as if for the first time (recorded answers still apply), same key.
+        recorded = scope.recorded_tool(site) if scope is not None else None
+        if recorded is not None and _stands(recorded, found):
+            reconcile = getattr(found, "reconcile", None)
+            if recorded["state"] == "done" or reconcile is None:
+                return self._reuse(entry, site, recorded)
+            settled = yield from self._reconcile(reconcile, call.name, entry, site, recorded, key, invocation)
+            if settled is not None:
+                return settled
+            # It had no effect: it runs as if for the first time (recorded answers still apply), same key.
         if found is None:
             have = ", ".join(self.tools) or "none"
             entry["error"] = "no such tool"
@@ -615,6 +614,14 @@ def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:
     if reason:
         entry["refuse_reason"] = reason
     return "The person did not allow this call." + (f" Reason: {reason}" if reason else "")
+
+
+def _stands(recorded: Mapping[str, Any], found: Any) -> bool:
+    """Whether a tool call recorded before the turn was resumed is not run as new: one that finished,
+    or a tool that started. An AI function left started runs again, as one whose nested call waited
+    does: its replies are reused and each of its own tools is settled by its own record."""
+    state = recorded.get("state")
+    return state == "done" or (state == "started" and not isinstance(found, _ProgramTool))
 
 
 class _Keyed:
