@@ -133,7 +133,7 @@ class ReplyEvent(Event):
 class ToolCallEvent(_Remembers):
     """``tool_call``: the model asked for a tool, which has not run yet."""
 
-    _fields = ("name", "input", "effects", "path", "invocation", "id", "function", "settings")
+    _fields = ("name", "input", "effects", "path", "invocation", "id", "function", "settings", "key")
     #: How ``ask`` reaches a person (the engine's): ``ask_person(event, reason, decide)``.
     _also = ("ask_person",)
     ask_person: Callable[..., None] | None
@@ -149,13 +149,14 @@ class ToolCallEvent(_Remembers):
 class ToolErrorEvent(Event):
     """``tool_error``: a tool raised."""
 
-    _fields = ("name", "input", "error", "exception", "effects", "invocation", "attempt", "id", "path", "function")
+    _fields = ("name", "input", "error", "exception", "effects", "invocation", "attempt", "id", "path", "function",
+               "key")
 
 
 class ToolResultEvent(_Remembers):
     """``tool_result``: a tool ran."""
 
-    _fields = ("name", "input", "output", "path", "invocation", "function")
+    _fields = ("name", "input", "output", "path", "invocation", "function", "key")
 
 
 class CallEndEvent(Event):
