@@ -35,7 +35,7 @@ _PLAIN = (str, int, float, bool, list, tuple, dict, type(None))
 
 if TYPE_CHECKING:
     from .function import AIFunction
-    from .tools import ToolRunner
+    from .toolrun import ToolRunner
 
 
 class Frame(NamedTuple):
@@ -179,7 +179,7 @@ def call_steps(
                         code="max-steps",
                     )
                 if runner is None:
-                    from .tools import ToolRunner  # loaded with the first call that has tools
+                    from .toolrun import ToolRunner  # loaded with the first call that has tools
 
                     runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal, listen)
                 messages = frozen_messages(messages) + (yield from runner.run(reply))  # what was sent stays frozen
@@ -331,9 +331,9 @@ def _approval_missing(fn: "AIFunction") -> FunctAIError:
     from .._builtins import install_command
 
     return FunctAIError(
-        f"approve is set for {fn.name}, but no approval plugin is installed, and approval never turns "
-        f"off silently: {install_command('functai-approval')}, or install another distribution whose entry "
-        "point 'approval' is in the group 'functai', or remove the approve setting",
+        f"approve is set for {fn.name}, but no plugin that serves it (one declaring serves=['approve']) is "
+        f"installed or set, and approval never turns off silently: {install_command('functai-approval')}, or "
+        "install another approval plugin, or remove the approve setting",
         code="approval-missing",
     )
 

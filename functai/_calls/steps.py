@@ -1,6 +1,6 @@
 """The call as a sans-I/O state machine, and the drivers that run it.
 
-The pipeline (`functai._calls.run`, `functai._calls.tools`) is a generator that
+The pipeline (`functai._calls.run`, `functai._calls.toolrun`) is a generator that
 *yields* effects (send a request, run a tool, await a handler, ask a person,
 note a stream event) and is *sent* their results. `drive` performs them
 plainly, `adrive` with ``await``, `functai._calls.streaming` for a consumer:
@@ -150,13 +150,15 @@ class Pause(Effect):
 
 
 class Ask(Effect):
-    """Ask the person at the stream whether a tool call may run: ``(allow, reason)``, or
-    None when nobody answered (then the call goes on as it would without a stream)."""
+    """Ask the person at the stream whether a tool call may run: ``(allow, reason, inputs)``, or
+    None when nobody answered (then the call goes on as it would without a stream). ``takes``:
+    the tool's input names, which an edit on approving may change."""
 
-    __slots__ = ("approval",)
+    __slots__ = ("approval", "takes")
 
-    def __init__(self, approval: dict[str, Any]) -> None:
+    def __init__(self, approval: dict[str, Any], takes: list[str]) -> None:
         self.approval = approval
+        self.takes = takes
 
 
 class Note(Effect):
