@@ -40,9 +40,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                        "--token", code="console-token", hint="choose a long random token and share it as a secret")
     if args.token is not None and len(args.token) < 16:
         raise CLIError("--token must be at least 16 characters", code="console-token")
-    _exists(args.store, "store")
-    if args.log:
-        _exists(args.log, "call log")
+    _exists(args.store, "store")  # a call log may not be there yet: it is made when a program's first call ends
     import socket
 
     import uvicorn

@@ -121,8 +121,8 @@ def test_a_program_waits_a_person_approves_an_edit_and_the_program_runs_it_once(
 def test_a_denial_with_a_reason_is_shown_to_the_model(tmp_path, console_server, person):
     store, log = str(tmp_path / "store"), str(tmp_path / "calls")
     ledger = tmp_path / "ledger.txt"
-    server = console_server(store, "--log", log)
     program = Program(store, log, "ticket-8", 900, ledger)
+    server = console_server(store, "--log", log)
     page = person()
     page.goto(server.url)
     row = answer_row(page, "ticket-8")
@@ -181,6 +181,7 @@ def test_the_call_page_lists_changes_by_plugin_and_the_tree_shows_a_branch(tmp_p
 
 
 def test_a_request_without_the_token_is_refused(tmp_path, console_server, person):
+    (tmp_path / "store").mkdir()
     server = console_server(str(tmp_path / "store"))
     page = person()
     for path in ("/", "/calls", "/conversations"):

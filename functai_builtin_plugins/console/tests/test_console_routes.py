@@ -181,7 +181,6 @@ def test_the_conversation_tree_shows_the_branch(store):
     (["STORE", "--host", "0.0.0.0", "--token", "short"], 2, "console-token"),
     (["nowhere/"], 2, "not-found"),  # never an empty store made by a typo
     (["sqlite:///nowhere.db"], 2, "not-found"),
-    (["STORE", "--log", "nowhere/"], 2, "not-found"),
     (["STORE", "--import", "no_such_module_here"], 1, "import-failed"),
 ])
 def test_the_command_refuses_in_one_coded_line(tmp_path, monkeypatch, argv, status, code):
