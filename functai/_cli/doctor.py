@@ -52,7 +52,7 @@ def register(verbs: Any) -> None:
 
 
 def plugin_distributions() -> list[Any]:
-    """The installed distributions with an entry point in any plugin group, one per name, sorted by name."""
+    """The installed distributions with an entry point in any plugin group, one per name, in pip's order."""
     from packaging.utils import canonicalize_name
 
     found: dict[str, Any] = {}
@@ -62,7 +62,7 @@ def plugin_distributions() -> list[Any]:
             name = getattr(dist, "name", None)
             if name:
                 found.setdefault(canonicalize_name(name), dist)
-    return [found[key] for key in sorted(found)]
+    return sorted(found.values(), key=lambda dist: str(dist.name).lower())  # pip's order
 
 
 def requirement(dist: Any) -> list[str]:
@@ -144,7 +144,9 @@ def cmd_freeze(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _seconds(value: float) -> str:
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    if value >= 1:
+        return f"{value:.2f} s"
+    return f"{value * 1000:.1f} ms" if value < 0.01 else f"{value * 1000:.0f} ms"
 
 
 def _ended(status: int) -> str:
@@ -220,7 +222,8 @@ def check(group: str, entry_point: Any, timeout: float, slow: float) -> dict[str
                            "distribution": getattr(dist, "name", None), "version": getattr(dist, "version", None),
                            "entry_point": entry_point.value}
     problem = incompatible(dist)  # decided from its metadata: it is not imported
-    found = {"code": "plugin-incompatible", "message": problem} if problem else _run_child(group, entry_point, timeout)
+    found: dict[str, Any] = ({"code": "plugin-incompatible", "message": problem} if problem
+                             else _run_child(group, entry_point, timeout))
     seconds = found.get("seconds")
     row.update(found, seconds=seconds)
     row["status"] = BROKEN if found.get("code") else SLOW if seconds is not None and seconds > slow else OK
@@ -256,4 +259,9 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
     counts = [f"{sum(row['status'] == status for row in rows)} {status}" for status in (OK, SLOW, BROKEN)]
     print(f"{plural(len(rows), 'entry point')} checked, each imported in a process of its own "
           f"(limit {args.timeout:g} s): {', '.join(counts)}", file=out)
+    off = [row["name"] for row in broken if row["group"] == GROUP]
+    if off:
+        already = [name for name in (os.environ.get("FUNCTAI_DISABLE_PLUGINS") or "").split(",") if name.strip()]
+        print("to run calls without the broken plugins until they are fixed or uninstalled: "
+              f"FUNCTAI_DISABLE_PLUGINS={','.join(dict.fromkeys([*already, *off]))}", file=out)
     return 1 if broken else 0

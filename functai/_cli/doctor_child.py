@@ -119,7 +119,8 @@ def _examine_other(group: str, entry_point: _Timed) -> dict[str, Any]:
             return {"code": "plugin-hook", "message": f"pluggy refuses its hookimpls: {error}"}
         return {"code": None}
     if not callable(found):
-        return {"code": "plugin-load", "message": f"it gives a {type(found).__name__}, not a function to call"}
+        kind = type(found).__name__
+        return {"code": "plugin-load", "message": f"it gives an object of type {kind}, not a function to call"}
     return {"code": None}
 
 
