@@ -173,7 +173,7 @@ def _run_child(group: str, entry_point: Any, timeout: float) -> dict[str, Any]:
                 "message": f"its import did not finish within {timeout:g} s; its process was stopped"}
     try:
         return dict(json.loads(said))
-    except ValueError:
+    except (ValueError, TypeError):  # nothing (or not what the child writes) on its stdout
         return {"code": "plugin-crashed",
                 "message": f"its import ended its process ({_ended(process.returncode)}) before it finished"}
 
@@ -197,9 +197,9 @@ def _stop(process: subprocess.Popen[bytes], posix: bool) -> None:
 
 
 def _wanted(names: list[str]) -> list[tuple[str, Any]]:
+    """The entry points to check: every one in the plugin groups, or those ``names`` name (or their distributions)."""
     from packaging.utils import canonicalize_name
 
-    """The entry points to check: every one in the plugin groups, or those ``names`` name (or their distributions)."""
     points = [(group, point) for group in GROUPS for point in installed.entry_points(group)]
     if not names:
         return points
@@ -220,7 +220,7 @@ def check(group: str, entry_point: Any, timeout: float, slow: float) -> dict[str
     dist = getattr(entry_point, "dist", None)
     row: dict[str, Any] = {"kind": KINDS[group], "group": group, "name": entry_point.name,
                            "distribution": getattr(dist, "name", None), "version": getattr(dist, "version", None),
-                           "entry_point": entry_point.value}
+                           "entry_point": entry_point.value, "code": None, "message": None}
     problem = incompatible(dist)  # decided from its metadata: it is not imported
     found: dict[str, Any] = ({"code": "plugin-incompatible", "message": problem} if problem
                              else _run_child(group, entry_point, timeout))

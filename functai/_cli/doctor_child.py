@@ -8,16 +8,17 @@ loads its plugins, ``import functai``: the time measured is the plugin's own imp
 
 from __future__ import annotations
 
-import inspect
 import json
-import os
-import re
 import sys
-import time
-from typing import Any
 
-if __name__ == "__main__":  # before anything is imported: the parent's sys.path, so the same distributions
+if __name__ == "__main__":  # first: the parent's sys.path (the same distributions), not this script's folder
     sys.path[:] = json.loads(sys.argv[1])
+
+import inspect  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
 
 import functai  # noqa: E402,F401  (what a program has imported when its plugins load)
 from functai._errors import FunctAIError  # noqa: E402
