@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checke
     from ._builtins import cache, compaction, delegate, fallback
     from ._calls.streaming import StreamEvent
     from ._calls.template import Template
+    from ._calls.toolkey import tool_key
     from ._calls.tools import ApprovalError, Tool, tool
     from ._conversations import Conversation, Turn, all_turns, current_turn, last_turns
     from ._evaluation.evaluate import evaluate
@@ -41,6 +42,7 @@ _LAZY_FROM = {
     "functai._builtins": ("cache", "compaction", "delegate", "fallback"),
     "functai._calls.streaming": ("StreamEvent",),
     "functai._calls.template": ("Template",),
+    "functai._calls.toolkey": ("tool_key",),
     "functai._calls.tools": ("ApprovalError", "Tool", "tool"),
     "functai._conversations": ("Conversation", "Turn", "all_turns", "current_turn", "last_turns"),
     "functai._evaluation": ("evaluate", "optimize", "rate"),
@@ -109,4 +111,5 @@ __all__ = [
     "register_provider",
     "settings",
     "tool",
+    "tool_key",
 ]

@@ -94,6 +94,8 @@ def approval_answered(key: str, first: Mapping[str, Any], allow: bool, *, where:
     """The error for an answer contrary to ``first``, the answer to approval ``key`` that holds
     (``where`` the approval belongs, ``who`` gave ``first``, ``after``: what became of this one)."""
     held_as = "approved" if first["allow"] else "denied" + (f" ({first['reason']})" if first.get("reason") else "")
+    if first.get("inputs"):
+        held_as += f" with the inputs edited to {first['inputs']}"
     return FunctAIError(
         f"approval {key!r}{where} was already {held_as} {who} at {first.get('at')}; the first answer holds, "
         f"so this {'approval' if allow else 'denial'} is not applied{after}",

@@ -210,6 +210,11 @@ def _merged(layers: tuple[Layer | None, ...]) -> dict[str, Any]:
     return values
 
 
+def values_for(own: Layer, conversation: Layer | None = None) -> dict[str, Any]:
+    """The settings a call of a function whose own layer is ``own`` runs with here (plugins aside)."""
+    return _merged((_process, *_blocks.get(), own, conversation))
+
+
 def current_values() -> dict[str, Any]:
     """The settings the process and the enclosing blocks set here (no function's own)."""
     return _merged((_process, *_blocks.get()))

@@ -456,3 +456,74 @@ def test_show_prints_each_act_with_its_note(tmp_path, capsys):
     assert main(["show", record.id, "--log", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "canned 2.0.0\n    request: {\"answer\": {" in out and "(canned answer for tests)" in out
+
+
+def test_a_reply_handler_handing_back_the_reply_changes_nothing(run):
+    @ai(client=ScriptedLM(["ok"]), plugins=[Plugin("hear", reply=lambda e: e.reply)])
+    def echo(text: str) -> str:
+        """Echo."""
+
+    value, record, _ = run(echo, "x")
+    assert value == "ok" and record.changes == []
+
+
+def _refund_turn(install, reply, plugins):
+    """A turn that waits for approval of a refund the model (or a plugin) asked for."""
+    import functai_approval
+
+    install(functai_approval.plugin)
+    ran = []
+
+    @tool(effects="changes")
+    def refund(order: str) -> str:
+        """Refund an order."""
+        ran.append(order)
+        return f"order {order} refunded"
+
+    @ai(client=ScriptedLM(reply=reply), lm="a", tools=[refund], plugins=plugins, approve="changes")
+    def support(question: str) -> str:
+        """Answer the customer."""
+
+    chat = support.conversation("c1")
+    with pytest.raises(functai.Waiting) as waiting:
+        chat("refund A1")
+    return waiting.value.turn, ran
+
+
+def test_a_resumed_turn_records_again_the_model_a_plugin_switched_to(install, tmp_path):
+    def reply(request):
+        if request.model == "a":
+            raise ModelError("a is down", code="model-http", status=503)
+        if request.messages[-1]["role"] == "tool":
+            return Reply(text="Refunded.", finish_reason="stop", usage={"output_tokens": 2})
+        return Reply(tool_calls=tool_call("refund", {"order": "A1"}).tool_calls, finish_reason="tool_calls",
+                     usage={"output_tokens": 5})
+
+    switch = Plugin("switch", model_error=lambda f: Change(lm="b") if f.lm == "a" else None)
+    functai.configure(log_calls=str(tmp_path))
+    turn, ran = _refund_turn(install, reply, [switch])
+    turn.approve()
+    assert turn.resume() == "Refunded." and ran == ["A1"]
+    record = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])
+    assert record["model"] == "b" and record["usage"] == {"output_tokens": 7}
+    assert [c["change"] for c in record["changes"] if c["hook"] == "model_error"] == [
+        {"lm": "b", "error": "model-http"}]
+
+
+def test_a_resumed_turn_records_a_plugins_answer_as_the_plugins(install, tmp_path):
+    def reply(request):
+        if request.messages[-1]["role"] == "tool":
+            return "Refunded."
+        raise ModelError("down", code="model-http", status=503)
+
+    answer = Plugin("rescue", model_error=lambda f: Change(
+        reply=Reply(tool_calls=tool_call("refund", {"order": "A1"}).tool_calls, finish_reason="tool_calls",
+                    usage={"output_tokens": 999}), note="answered while the model was down"))
+    functai.configure(log_calls=str(tmp_path))
+    turn, ran = _refund_turn(install, reply, [answer])
+    turn.approve()
+    assert turn.resume() == "Refunded." and ran == ["A1"]
+    record = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])
+    assert record["usage"] == {}  # the plugin's answer was never paid for, first run or resumed
+    assert [(c["plugin"], c["hook"], c.get("note")) for c in record["changes"]] == [
+        ("rescue", "model_error", "answered while the model was down")]

@@ -267,3 +267,61 @@ def test_an_async_resume_checks_the_digest_too(bank, tmp_path):
     with pytest.raises(Waiting) as stale:
         asyncio.run(upgraded.head.aresume())
     assert stale.value.code == "approval-stale" and ledger(tmp_path) == []
+
+
+def test_a_handler_running_after_the_asker_changes_the_call_the_person_is_asked_about(bank, tmp_path, install):
+    # Installed plugins run in one layer; "times10" declares last=True like approval and runs after it.
+    times10 = Plugin("times10", version="1.0", last=True,
+                     tool_call=lambda tool: Change(inputs={"amount": tool.input["amount"] * 10}))
+    install(functai_approval.plugin, times10)
+    _setup(tmp_path, ("refund", {"order": "A1", "amount": 50}))
+    chat = bank.support.conversation("c", store=str(tmp_path / "s"), approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("refund A1")
+    (asked,) = info.value.approvals
+    assert asked["input"] == {"order": "A1", "amount": 500}  # the call as it will run
+    assert asked["plugins"] == [["times10", "1.0"]]  # every other handler, before or after the asker
+    info.value.turn.approve()
+    assert info.value.turn.resume() == "Done." and ledger(tmp_path) == ["A1 500"]
+
+
+def test_a_second_answer_with_another_edit_is_refused_and_the_first_holds(bank, tmp_path):
+    _setup(tmp_path, ("refund", {"order": "A1", "amount": 500}))
+    chat = bank.support.conversation("c", store=str(tmp_path / "s"), approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("refund A1")
+    turn = info.value.turn
+    key = turn.approvals[0]["key"]
+    turn.approve(key, by="ana")
+    with pytest.raises(FunctAIError) as late:
+        turn.approve(key, inputs={"amount": 5}, by="lead")
+    assert late.value.code == "approval-answered" and "by ana" in late.value.message
+    turn.approve(key, by="ana")  # the same answer again changes nothing
+    assert turn.resume() == "Done." and ledger(tmp_path) == ["A1 500"]
+
+
+def test_a_stream_refuses_a_bad_edit_where_it_is_given_and_keeps_waiting(bank, tmp_path):
+    _setup(tmp_path, ("refund", {"order": "A1", "amount": 80}))
+    with functai.settings(approve="changes"), bank.support.stream("refund A1") as stream:
+        for event in stream:
+            if event.kind == "waiting":
+                with pytest.raises(FunctAIError) as bad:
+                    stream.approve(inputs={"amout": 5})
+                assert bad.value.code == "input-invalid" and "'amout'" in bad.value.message
+                stream.approve(inputs={"amount": 5})
+    assert stream.value == "Done." and ledger(tmp_path) == ["A1 5"]
+
+
+def test_without_content_the_log_keeps_no_approved_input_question_or_edit(bank, tmp_path):
+    _setup(tmp_path, ("refund", {"order": "SECRET-ORDER", "amount": 80}))
+    chat = bank.support.conversation("c", store=str(tmp_path / "s"), approve="changes", log_content=False)
+    with pytest.raises(Waiting) as info:
+        chat("refund it")
+    turn = info.value.turn
+    turn.approve(turn.approvals[0]["key"], inputs={"amount": 31337}, by="ana")
+    assert turn.resume() == "Done."
+    log = (tmp_path / "calls" / "calls.jsonl").read_text()
+    assert "SECRET-ORDER" not in log and "31337" not in log
+    waited = json.loads(log.splitlines()[-1])["conversation"]["waited"]
+    assert set(waited[0]["approvals"][0]["input"]) == {"chars"}
+    assert set(next(iter(waited[0]["answers"].values()))["inputs"]) == {"chars"}

@@ -60,16 +60,22 @@ def test_explain_prints_each_hook_in_order_with_layers_and_dropped_duplicates(ap
     assert lines[0] == "explain_app:support: plugins its calls would run here, hook by hook, in order"
     assert lines[1] == "layers (innermost first): own: brief, shared; process: audit, shared; installed: approval"
     at = lines.index("before_call:")
-    assert lines[at + 1] == "  1. brief 1.0.0 [own] explain_app.add"
-    assert lines[at + 2] == "  2. audit 3.0.0 [process] explain_app.add"
+    assert lines[at + 1:at + 5] == [
+        "  1. brief 1.0.0 [own] explain_app.add",
+        "     why: own layer, #1 in its list",
+        "  2. audit 3.0.0 [process] explain_app.add",
+        "     why: process layer, #1 in its list",
+    ]
     at = lines.index("tool_call:")
     assert lines[at + 1].startswith("  1. shared 2.0.0 [process] explain_app.<lambda>")
-    assert lines[at + 2].startswith("  2. approval ") and "[installed]" in lines[at + 2]
-    assert "runs after every other tool_call handler" in lines[at + 2]
+    assert lines[at + 3].startswith("  2. approval ") and "[installed]" in lines[at + 3]
+    assert lines[at + 4] == ("     why: installed layer, #1 in its list; declares last=True: runs after every other "
+                             "tool_call handler")
     assert "turn_start: -" in lines and "reply: -" in lines
     assert lines[lines.index("call_end:") + 1] == "  1. audit 3.0.0 [process] explain_app.<lambda>"
     assert lines[lines.index("dropped:") + 1] == (
         "  shared 2.0.0 [own]: also in the process layer; it runs once, there")
+    assert "unmet: none" in lines
 
 
 def test_explain_json_and_program_plugins_false(app):

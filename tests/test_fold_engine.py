@@ -147,7 +147,7 @@ def test_events_are_made_in_one_step_and_stay_read_only():
     with pytest.raises(TypeError, match="no field '_plugin'"):
         RequestEvent(request=None, _plugin="sneaky")
     tool = ToolCallEvent(name="t", input={}, ask_person=None)
-    assert (tool.name, tool.effects, tool._refusal) == ("t", None, None)
+    assert (tool.name, tool.effects) == ("t", None)
     with pytest.raises(RuntimeError, match="nobody can be asked"):
         tool.ask()
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
+import attrs
+
 from .._errors import FunctAIError, ModelConfigError, Waiting
 from .._hooks.change import Change, reply_data
 from .._hooks.events import ModelErrorEvent, ReplyEvent, RequestEvent, set_field
@@ -73,11 +75,14 @@ class Asker:
         self.on_error = plan.handlers["model_error"]
         self.on_reply = plan.handlers["reply"]
         self.heard = record.heard if values.get("record_timing") else None
+        #: Requests a plugin answered instead of the model (a reply's ``attempt`` counts them too).
+        self.answered = 0
 
     def ask(self, request: Request) -> Steps[Reply]:
         """The reply to ``request``: the model's, or a plugin's; replaced by ``reply`` handlers."""
         record = self.record
         attempt = 0
+        acts: list[dict[str, Any]] = []  # the model_error changes made for this request
         while True:
             sent, reply, answered = request, None, None
             if self.on_request:
@@ -88,6 +93,8 @@ class Asker:
                 self.budget.spend(self.fn)
                 record.attempts += 1
                 started = time.perf_counter()
+                if acts and self.scope is not None:
+                    self.scope.acts = {"acts": acts}  # type: ignore[attr-defined]  # kept with the reply
                 try:
                     reply = yield Send(self.client, sent, self.scope)
                 except FunctAIError as error:
@@ -97,28 +104,51 @@ class Asker:
                     if acted is None:
                         raise
                     plugin, change = acted
-                    if change.lm is not None:
-                        self.client, self.model = choose_client(self.values, change.lm, self.fn)
-                        record.model = change.lm
-                        request = Request(model=self.model, messages=request.messages, tools=request.tools,
-                                          settings=request.settings, output_schema=request.output_schema)
-                        continue
                     if change.reply is None:
-                        if change.retry:
+                        acts.append(record.changes[-1])
+                        if change.lm is not None:
+                            request = self._switch(change.lm, request)
+                        elif change.retry:
                             yield Pause(float(change.retry))
                         continue
                     reply, answered = change.reply, plugin.name
                 else:
                     seconds = round(time.perf_counter() - started, 6)
-                    add_usage(record, reply)
+                    replayed = getattr(self.scope, "replayed", None)
+                    if replayed is not None:  # a resumed turn: what plugins did for this reply, recorded again
+                        reply, answered = self._replayed(replayed, request, reply)
+                    if answered is None:
+                        add_usage(record, reply)
             if answered is not None:
-                reply = self._kept_in_turn(sent, reply)
+                self.answered += 1
+                reply = self._kept_in_turn(sent, reply, acts)
                 record.finish_reason = reply.finish_reason
                 if self.listen and reply.text:
                     yield Note("text", text=reply.text)
             if self.on_reply:
                 reply = yield from self._reply_hook(sent, reply, seconds, answered)
             return reply
+
+    def _switch(self, lm: str, request: Request) -> Request:
+        """Ask ``lm`` for this request and the rest of the call (with ``client=`` set, that client)."""
+        self.client, self.model = choose_client(self.values, lm, self.fn)
+        self.record.model = lm
+        return attrs.evolve(request, model=self.model)
+
+    def _replayed(self, replayed: dict[str, Any], request: Request, reply: Reply) -> tuple[Reply, str | None]:
+        """A reply a resumed turn read from its record: the changes plugins made for it are recorded
+        again (a model switched, a plugin's answer, which no model was paid for)."""
+        self.scope.replayed = None  # type: ignore[union-attr]
+        for act in replayed.get("acts", ()):
+            self.record.changes.append(act)
+            if "lm" in act["change"]:
+                self._switch(act["change"]["lm"], request)
+        answered = replayed.get("answered")
+        if answered is None:
+            return reply, None
+        self.record.changes.append(answered)
+        self.record.attempts -= 1  # read from the record, and no model had been asked for it
+        return reply, answered["plugin"]
 
     def _request_hook(self, request: Request) -> Steps[tuple[Request, Reply | None, str | None]]:
         """Fold ``request``: the request as handlers left it, and a reply when one answered it."""
@@ -168,7 +198,7 @@ class Asker:
     def _reply_hook(self, request: Request, reply: Reply, seconds: float, answered: str | None) -> Steps[Reply]:
         """Run ``reply``: each handler hears the reply as the ones before it left it, and may replace it."""
         record = self.record
-        event = ReplyEvent(request=request, reply=reply, seconds=seconds, attempt=record.attempts,
+        event = ReplyEvent(request=request, reply=reply, seconds=seconds, attempt=record.attempts + self.answered,
                            function=self.fn.name, path=self.path, server=None if answered else server_of(self.client),
                            call=record.id, answered=answered)
         heard = self.heard
@@ -178,21 +208,25 @@ class Asker:
             if heard is not None:
                 note_heard(heard, "reply", plugin, started)
             change = check_change(plugin, "reply", result)
-            if change is not None and change.reply is not None:
+            if change is not None and change.reply is not None and change.reply != event.reply:
                 set_field(event, "reply", change.reply)
                 record.changes.append(
                     change_record(plugin, "reply", {"reply": reply_data(change.reply)}, None, None, change.note))
                 record.finish_reason = change.reply.finish_reason
         return event.reply  # type: ignore[no-any-return]
 
-    def _kept_in_turn(self, request: Request, reply: Reply) -> Reply:
+    def _kept_in_turn(self, request: Request, reply: Reply, acts: list[dict[str, Any]]) -> Reply:
         """In a turn, an answered request is kept as its reply, in order with the model's: a resumed
-        turn reads the replies it recorded by their place, whoever answered."""
-        replay = getattr(self.scope, "replay", None)
+        turn reads the replies it recorded by their place, whoever answered — and records again who
+        did, if no plugin answers this time."""
+        scope: Any = self.scope
+        replay = getattr(scope, "replay", None)
         if replay is None:
             return reply
         recorded: Reply | None = replay(request)
         if recorded is not None:
+            scope.replayed = None  # the plugin answered again and recorded itself
             return recorded
-        self.scope.keep(reply)  # type: ignore[union-attr]  # a scope with replay keeps too
+        scope.acts = {"acts": acts, "answered": self.record.changes[-1]}  # the answer's change, just recorded
+        scope.keep(reply)
         return reply

@@ -124,6 +124,16 @@ def without_content(record: CallRecord) -> None:
         for key in ("input", "output"):
             if key in call and call[key] is not None:
                 call[key] = {"chars": size(call[key])}
+    conversation = record.conversation
+    if conversation and conversation.get("waited"):  # what a person was asked and answered: input, question, edit
+        conversation["waited"] = [
+            {**wait, "approvals": [_sized(a, ("input", "question")) for a in wait["approvals"]],
+             "answers": {key: _sized(answer, ("inputs", "reason")) for key, answer in wait["answers"].items()}}
+            for wait in conversation["waited"]]
+
+
+def _sized(item: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: {"chars": size(v)} if k in keys and v is not None else v for k, v in item.items()}
 
 
 def not_kept(value: Any) -> bool:

@@ -331,9 +331,9 @@ def _approval_missing(fn: "AIFunction") -> FunctAIError:
     from .._builtins import install_command
 
     return FunctAIError(
-        f"approve is set for {fn.name}, but no approval plugin is installed, and approval never turns "
-        f"off silently: {install_command('functai-approval')}, or install another distribution whose entry "
-        "point 'approval' is in the group 'functai', or remove the approve setting",
+        f"approve is set for {fn.name}, but no plugin that serves it (one declaring serves=['approve']) is "
+        f"installed or set, and approval never turns off silently: {install_command('functai-approval')}, or "
+        "install another approval plugin, or remove the approve setting",
         code="approval-missing",
     )
 

@@ -150,13 +150,15 @@ class Pause(Effect):
 
 
 class Ask(Effect):
-    """Ask the person at the stream whether a tool call may run: ``(allow, reason)``, or
-    None when nobody answered (then the call goes on as it would without a stream)."""
+    """Ask the person at the stream whether a tool call may run: ``(allow, reason, inputs)``, or
+    None when nobody answered (then the call goes on as it would without a stream). ``takes``:
+    the tool's input names, which an edit on approving may change."""
 
-    __slots__ = ("approval",)
+    __slots__ = ("approval", "takes")
 
-    def __init__(self, approval: dict[str, Any]) -> None:
+    def __init__(self, approval: dict[str, Any], takes: list[str]) -> None:
         self.approval = approval
+        self.takes = takes
 
 
 class Note(Effect):

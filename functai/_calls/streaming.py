@@ -13,6 +13,7 @@ import contextvars
 from typing import Any, Callable, Mapping
 
 from .._errors import FunctAIError, approval_answered
+from .approvals import check_edit
 from .run import now_text
 from .steps import Ask, Note, Send, Steps, run_now
 
@@ -61,6 +62,7 @@ class _Stream:
         self._ctx = contextvars.copy_context()
         self._resume: tuple[bool, Any] = (False, None)
         self._asking: Mapping[str, Any] | None = None
+        self._takes: list[str] = []  # the input names of the tool the stream asks about
         self._answer: tuple[bool, str | None, Any] | None = None
         self._answered_at: str | None = None
         self._finished = False
@@ -97,6 +99,8 @@ class _Stream:
             key = approval if isinstance(approval, str) else approval.get("key")
             if key != asking["key"]:
                 raise FunctAIError(f"the stream waits for {asking['key']!r}, not {key!r}", code="turn-not-waiting")
+        if answer[2] is not None:  # refused here, the stream still waiting: an edit names the tool's own inputs
+            answer = (True, None, check_edit(answer[2], self._takes, asking["name"]))
         given = self._answer
         if given is not None and given[0] != answer[0]:
             first = {"allow": given[0], "reason": given[1], "at": self._answered_at}
@@ -165,7 +169,7 @@ class _Stream:
             self._resume = (False, None)
             return StreamEvent(effect.kind, **effect.fields)
         if kind is Ask:
-            self._asking = effect.approval
+            self._asking, self._takes = effect.approval, effect.takes
             return StreamEvent("waiting", approvals=[dict(effect.approval)])
         return None
 

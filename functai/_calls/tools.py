@@ -21,20 +21,22 @@ from .._hooks.plugin import Plugin
 from .._log import warn
 from .._models.request import Reply
 from .._models.toolcall import ToolCall
-from .approvals import check_edit, digest, edited_digest, key_of, settle, stale_error
+from .approvals import digest, edited_digest, key_of, settle, stale_error
 from .function import AIFunction, check_effects, signature_of
 from .layout import render_value
 from .outputs import output_schema, read_value, to_jsonable
 from .records import CallRecord
 from .scope import TurnScope
-from .steps import Ask, Invoke, Note, Steps, in_thread
+from .steps import Ask, Invoke, Note, Steps, in_thread, run_awaitable
+from .toolkey import call_key, running
 
 #: Settings never shown to plugins in tool events.
 SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
 
 #: Codes that end the outermost call instead of being shown to the model as a failed tool:
 #: nobody could be asked, the calls ran away, or a nested call could not be counted.
-RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests", "thread-context"})
+RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests", "thread-context",
+                    "reconcile-failed"})
 
 CHECK_FAILED = "a check failed"
 INTERRUPTED = "The tool was started but its result is unknown; it may or may not have taken effect."
@@ -52,15 +54,22 @@ def _parameters_schema(signature: inspect.Signature, hints: Mapping[str, Any]) -
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
+#: ``reconcile(key, input)``: what a tool left started by a crash did (its result), or None if nothing.
+Reconcile = Callable[[str, dict[str, Any]], Any]
+
+
 class Tool:
     """A Python function the model may ask to run. Made by `tool`."""
 
-    def __init__(self, fn: Callable[..., Any], *, effects: str | None = None, idempotent: bool = False) -> None:
+    def __init__(self, fn: Callable[..., Any], *, effects: str | None = None, idempotent: bool = False,
+                 reconcile: Reconcile | None = None) -> None:
         check_effects(effects)
         self.fn = fn
         self.name: str = fn.__name__
         self.effects = effects
         self.idempotent = _flag(idempotent)
+        #: Settles a call recorded started with no result, when its turn is resumed (see `tool`).
+        self.reconcile = _reconciler(reconcile, effects, self.name)
         self.description: str = (inspect.getdoc(fn) or "").strip()
         self.parameters = _parameters_schema(*signature_of(fn, f"tool {self.name}"))
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -88,29 +97,53 @@ class Tool:
 
 
 @overload
-def tool(fn: AIFunction, /, *, effects: str | None = None, idempotent: bool = False) -> _ProgramTool: ...  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
+def tool(fn: AIFunction, /, *, effects: str | None = None, idempotent: bool = False,  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
+         reconcile: None = None) -> _ProgramTool: ...
 @overload
-def tool(fn: Callable[..., Any], /, *, effects: str | None = None, idempotent: bool = False) -> Tool: ...
+def tool(fn: Callable[..., Any], /, *, effects: str | None = None, idempotent: bool = False,
+         reconcile: Reconcile | None = None) -> Tool: ...
 @overload
 def tool(
-    fn: None = None, /, *, effects: str | None = None, idempotent: bool = False
+    fn: None = None, /, *, effects: str | None = None, idempotent: bool = False, reconcile: Reconcile | None = None
 ) -> Callable[[Callable[..., Any]], Tool]: ...
-def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None, idempotent: bool = False) -> Any:
-    """``@tool`` or ``@tool(effects="reads" | "changes", idempotent=False)``: a tool from a typed function.
+def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None, idempotent: bool = False,
+         reconcile: Reconcile | None = None) -> Any:
+    """``@tool`` or ``@tool(effects="reads" | "changes", idempotent=False, reconcile=None)``: a tool
+    from a typed function.
 
     Undeclared effects are unknown, and every approval rule treats them like
     ``"changes"``. ``tool(ai_function, effects=...)`` declares the effects of
     an AI function used as a tool (undeclared, they are derived from its tools).
     ``idempotent=True`` says running it twice with one input does no more than
     once, so a ``tool_error`` handler may retry it though it changes things.
+    ``reconcile=fn`` settles a call the process died in: when its turn is
+    resumed, ``fn(key, input)`` returns the result it had, or None when it had
+    no effect (then it runs again, with the same `functai.tool_key`).
     """
     check_effects(effects)
     _flag(idempotent)
     if fn is None:
-        return lambda f: tool(f, effects=effects, idempotent=idempotent)
+        return lambda f: tool(f, effects=effects, idempotent=idempotent, reconcile=reconcile)
     if isinstance(fn, AIFunction):
+        if reconcile is not None:
+            raise TypeError(
+                f"tool({fn.name}, reconcile=...): an AI function used as a tool takes no reconcile; its own "
+                "tools are what take effect, so give reconcile= to the @tool functions that call the outside world")
         return _ProgramTool(fn, effects=effects, idempotent=idempotent)
-    return Tool(fn, effects=effects, idempotent=idempotent)
+    return Tool(fn, effects=effects, idempotent=idempotent, reconcile=reconcile)
+
+
+def _reconciler(reconcile: Any, effects: str | None, name: str) -> Reconcile | None:
+    if reconcile is None:
+        return None
+    if not callable(reconcile):
+        raise TypeError(f"tool {name}: reconcile takes a function reconcile(key, input), not {reconcile!r}")
+    if effects == "reads":
+        raise ValueError(
+            f"tool {name}: reconcile is not needed for a tool with effects='reads': one that only reads is never "
+            "recorded as started and simply runs again when its turn is resumed; drop reconcile= (or declare "
+            "effects='changes' if it does change something)")
+    return reconcile  # type: ignore[no-any-return]
 
 
 def _flag(idempotent: Any) -> bool:
@@ -168,6 +201,7 @@ class _ProgramTool:
         self.parameters = _parameters_schema(program.signature, program._hints)
         #: What ``tool(fn, effects=...)`` declared (None: derived).
         self.declared = effects
+        self.reconcile: Reconcile | None = None
         #: A stable id for the asking function's version: the program's, plus what was declared here.
         self.version = program.version if effects is None else f"{program.version}/{effects}"
 
@@ -273,11 +307,17 @@ class ToolRunner:
         first_change = len(self.record.changes)
         scope = self.scope
         site = f"{self.ordinal}.{invocation}"  # where in the turn: the asking call, then the invocation
-        if scope is not None:
-            recorded = scope.recorded_tool(site)
-            if recorded is not None and recorded.get("state") != "suspended":
-                return self._reuse(entry, site, recorded)
+        key = call_key(scope.turn if scope is not None and scope.turn else self.record.id, site)
         found = self.tools.get(call.name)
+        recorded = scope.recorded_tool(site) if scope is not None else None
+        if recorded is not None and _stands(recorded, found):
+            reconcile = getattr(found, "reconcile", None)
+            if recorded["state"] == "done" or reconcile is None:
+                return self._reuse(entry, site, recorded)
+            settled = yield from self._reconcile(reconcile, call.name, entry, site, recorded, key, invocation)
+            if settled is not None:
+                return settled
+            # It had no effect: it runs as if for the first time (recorded answers still apply), same key.
         if found is None:
             have = ", ".join(self.tools) or "none"
             entry["error"] = "no such tool"
@@ -291,20 +331,20 @@ class ToolRunner:
             event = ToolCallEvent(
                 name=call.name, input=MappingProxyType({**call.input, **edit["inputs"]} if edit else dict(call.input)),
                 effects=found.effects, path=f"{self.path}/{call.name}", invocation=invocation, id=call.id,
-                function=self.fn.name, settings=self.settings, ask_person=functools.partial(self._ask_person, site),
+                function=self.fn.name, settings=self.settings, key=key, ask_person=_put_question,
             )
             if scope is not None:
                 set_field(event, "_memory", scope.memory)
             try:
-                stopped = yield from self._tool_call_hook(event, entry)
+                stopped = yield from self._tool_call_hook(event, entry, site)
                 break
             except _Asking as asking:  # a person at the stream may answer: the hook runs again with it
                 del self.record.changes[first_change:]
-                answer = yield Ask(asking.approval)
+                answer = yield Ask(asking.approval, list(found.parameters["properties"]))
                 if answer is None:
                     self.listen = False  # nobody answered: what a call without a stream does
                 else:
-                    edit = self._answered_at_stream(asking.approval, found, edit, *answer)
+                    edit = self._answered_at_stream(asking.approval, edit, *answer)
         if stopped is None and scope is not None:
             refused = scope.refusal(site)
             if refused is not None:  # a person said no before this process resumed the turn
@@ -323,7 +363,7 @@ class ToolRunner:
         while True:
             attempt += 1
             try:
-                value = yield Invoke(found, dict(event.input))
+                value = yield Invoke(_Keyed(found, key), dict(event.input))
                 entry.pop("error", None)
                 break
             except Waiting:
@@ -348,19 +388,52 @@ class ToolRunner:
                     value = change.output
                 break
             entry["attempts"] = attempt + 1
-        text = render_value(value)
-        handlers = self.plan.handlers["tool_result"]
-        if handlers:
-            result = ToolResultEvent(name=call.name, input=event.input, output=text, path=event.path,
-                                     invocation=invocation, function=self.fn.name)
-            if scope is not None:
-                set_field(result, "_memory", scope.memory)
-            paused = fold_part("tool_result", iter(handlers), result, self.record.changes, _apply_output, True)
-            yield from resume("tool_result", paused, result, self.record.changes, _apply_output, True)
-            text = result.output
+        text = yield from self._tool_result_hook(call.name, event.input, render_value(value), event.path, invocation,
+                                                 key)
         entry["output"] = text
         if self.listen:
             yield Note("tool_result", name=call.name, output=text, path=event.path)
+        return self._done(entry, site, first_change)
+
+    def _tool_result_hook(self, name: str, input: Mapping[str, Any], text: str, path: str, invocation: int,
+                          key: str) -> Steps[str]:
+        """Fold ``tool_result``: the tool's result as the model is shown it."""
+        handlers = self.plan.handlers["tool_result"]
+        if not handlers:
+            return text
+        result = ToolResultEvent(name=name, input=input, output=text, path=path, invocation=invocation,
+                                 function=self.fn.name, key=key)
+        if self.scope is not None:
+            set_field(result, "_memory", self.scope.memory)
+        paused = fold_part("tool_result", iter(handlers), result, self.record.changes, _apply_output, True)
+        yield from resume("tool_result", paused, result, self.record.changes, _apply_output, True)
+        return result.output  # type: ignore[no-any-return]
+
+    def _reconcile(self, reconcile: Reconcile, name: str, entry: dict[str, Any], site: str,
+                   recorded: Mapping[str, Any], key: str, invocation: int) -> Steps[str | None]:
+        """A tool call recorded started with no result: what the tool's ``reconcile`` says it did
+        (recorded as its result, ``reconciled``), or None when it had no effect (it runs again)."""
+        ran = recorded["entry"]
+        input = dict(ran.get("input") or {})
+        path = f"{self.path}/{name}"
+        try:
+            value = yield Invoke(_Keyed(_Reconciling(reconcile, key), key), input)
+        except Exception as error:
+            raise FunctAIError(
+                f"the tool call {path} (key {key!r}) started before the process running its turn stopped, and its "
+                f"reconcile function raised {type(error).__name__}: {error}; the turn fails rather than guess "
+                "whether the tool took effect: look the key up where the tool acts, and fix reconcile (or what it "
+                "reads) before sending the turn again",
+                code="reconcile-failed",
+            ) from error
+        if value is None:
+            return None
+        first_change = len(self.record.changes)
+        entry.clear()
+        entry.update(ran)
+        entry["reconciled"] = True
+        entry["output"] = yield from self._tool_result_hook(name, MappingProxyType(input), render_value(value), path,
+                                                            invocation, key)
         return self._done(entry, site, first_change)
 
     def _done(self, entry: dict[str, Any], site: str, first_change: int) -> str:
@@ -380,12 +453,11 @@ class ToolRunner:
         entry["output"] = INTERRUPTED
         return self._done(entry, site, len(self.record.changes))
 
-    def _answered_at_stream(self, approval: dict[str, Any], found: Any, edit: dict[str, Any] | None, allow: bool,
+    def _answered_at_stream(self, approval: dict[str, Any], edit: dict[str, Any] | None, allow: bool,
                             reason: str | None, inputs: Any) -> dict[str, Any] | None:
         """Keep an answer given at the stream; the edit the hook runs again with (inputs merged)."""
         given: dict[str, Any] = {"allow": allow, "reason": reason, "approval": approval}
-        if allow and inputs is not None:
-            inputs = check_edit(inputs, list(found.parameters["properties"]), approval["name"])
+        if allow and inputs is not None:  # checked by the stream when it was given
             given["inputs"] = inputs
             edit = {"plugin": approval["plugin"], "by": None,
                     "inputs": {**(edit["inputs"] if edit else {}), **inputs}}
@@ -410,14 +482,15 @@ class ToolRunner:
         return {"plugin": name, "version": version, "hook": "tool_call", "by": edit["by"],
                 "change": {"inputs": to_jsonable(edit["inputs"])}}
 
-    def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any]) -> Steps[str | None]:
-        """Fold ``tool_call``; the text the model is shown if the tool may not run."""
-        ran: list[tuple[str, str]] = []  # the plugins whose handlers ran so far: an approval covers them
+    def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any], site: str) -> Steps[str | None]:
+        """Fold ``tool_call``, then put the questions its handlers asked, about the call as it will run;
+        the text the model is shown if the tool may not run."""
+        ran: list[tuple[str, str]] = []  # the plugins whose handlers ran: an approval covers them
+        questions: list[tuple[str, str | None, Any]] = []
+        set_field(event, "_questions", questions)
         for plugin, handler in self._tool_call_handlers(event):
-            event._ran = tuple(p for p in ran if p[0] != plugin.name)
             if (plugin.name, plugin.version) not in ran:
                 ran.append((plugin.name, plugin.version))
-            event._refusal = None
             try:
                 result = yield from call_handler_steps(plugin, "tool_call", handler, event)
                 change = folded(plugin, "tool_call", handler, result, event, _apply_inputs)
@@ -436,8 +509,11 @@ class ToolRunner:
                     entry["blocked"] = plugin.name
                     entry["block_reason"] = block
                     return f"This call was blocked ({plugin.name}): {block}"
-            if event._refusal is not None:
-                return _refused(entry, plugin.name, event._refusal or None)
+        for plugin, reason, decide in questions:
+            others = [list(p) for p in ran if p[0] != plugin]
+            allowed, why = self._question(site, event, plugin, reason, decide, others)
+            if not allowed:
+                return _refused(entry, plugin, why)
         return None
 
     def _tool_error_hook(self, found: Any, event: ToolCallEvent, entry: dict[str, Any], error: Exception,
@@ -446,7 +522,7 @@ class ToolRunner:
         may be done), recorded; None when none changes anything."""
         failure = ToolErrorEvent(name=event.name, input=event.input, error=entry["error"], exception=error,
                                  effects=found.effects, invocation=event.invocation, attempt=attempt, id=event.id,
-                                 path=event.path, function=self.fn.name)
+                                 path=event.path, function=self.fn.name, key=event.key)
         for plugin, handler in self.plan.handlers["tool_error"]:
             result = yield from call_handler_steps(plugin, "tool_error", handler, failure)
             change = check_change(plugin, "tool_error", result)
@@ -474,25 +550,30 @@ class ToolRunner:
             return change
         return None
 
-    def _ask_person(self, site: str, event: ToolCallEvent, reason: str | None,
-                    decide: Callable[[Any], Any] | None) -> bool:
-        """``tool.ask``: ``decide`` answers at once; else an answer given to this very call (its
-        digest), a person at the stream, a turn that waits; in a plain call nobody can be asked."""
+    def _question(self, site: str, event: ToolCallEvent, plugin: str, reason: str | None, decide: Any,
+                  plugins: list[list[str]]) -> tuple[bool, str | None]:
+        """Put one question about the call as it will run: ``decide`` answers at once; else an answer
+        given to this very call (its digest), a person at the stream, a turn that waits; in a plain
+        call nobody can be asked. ``(allowed, reason)``."""
         if decide is not None:
-            return _decided(event, decide(event))
+            try:
+                answer = decide(event)
+            except Exception as error:  # a check that fails refuses, never lets the tool run
+                warn("approve function failed", plugin=plugin, function=self.fn.name,
+                     error=f"{type(error).__name__}: {error}")
+                return False, CHECK_FAILED
+            return answer is True, answer if isinstance(answer, str) and answer else None
         input = to_jsonable(dict(event.input))
-        plugins = [list(p) for p in event._ran]
         asked = digest(event.name, input, plugins)
-        base = f"{site}.{event._plugin}"
+        base = f"{site}.{plugin}"
         approval = {"key": key_of(base, asked), "name": event.name, "input": input, "effects": event.effects,
-                    "path": event.path, "plugin": event._plugin, "question": reason, "digest": asked,
-                    "plugins": plugins}
+                    "path": event.path, "plugin": plugin, "question": reason, "digest": asked, "plugins": plugins}
         scope = self.scope
         waits = scope is not None and scope.waits
         answers = {**(scope.answers(base) or {}), **self.answers} if waits else self.answers  # type: ignore[union-attr]
         answered, stale = settle(base, asked, answers)
         if answered is not None:
-            return _decided(event, True if answered["allow"] else (answered.get("reason") or False))
+            return answered["allow"], answered.get("reason")
         if self.listen:
             raise _Asking(approval)
         if waits:
@@ -500,13 +581,11 @@ class ToolRunner:
                 approved = stale["approval"]
                 edited = {**approved["input"], **(stale.get("inputs") or {})}
                 raise stale_error(event.path, {**approved, "input": edited}, approval)
-            raise Waiting(
-                f"the tool call {event.path} waits for a person's approval (asked by plugin {event._plugin!r})",
-                approvals=[approval],
-            )
+            raise Waiting(f"the tool call {event.path} waits for a person's approval (asked by plugin {plugin!r})",
+                          approvals=[approval])
         del approval["key"]
         raise ApprovalError(
-            f"the tool call {event.path} needs a person's approval (asked by plugin {event._plugin!r}"
+            f"the tool call {event.path} needs a person's approval (asked by plugin {plugin!r}"
             f"{': ' + reason if reason else ''}), and nobody can be asked in a plain call; answer with "
             "approve=<function>, or make the call inside a conversation turn so it can wait",
             approval=approval,
@@ -542,6 +621,61 @@ def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:
     return "The person did not allow this call." + (f" Reason: {reason}" if reason else "")
 
 
+def _stands(recorded: Mapping[str, Any], found: Any) -> bool:
+    """Whether a tool call recorded before the turn was resumed is not run as new: one that finished,
+    or a tool that started. An AI function left started runs again, as one whose nested call waited
+    does: its replies are reused and each of its own tools is settled by its own record."""
+    state = recorded.get("state")
+    return state == "done" or (state == "started" and not isinstance(found, _ProgramTool))
+
+
+class _Keyed:
+    """A tool (or its reconcile) run with its key set, for `functai.tool_key` inside it (a worker
+    thread or task the run starts copies the context, and the key with it)."""
+
+    __slots__ = ("tool", "key")
+
+    def __init__(self, tool: Any, key: str) -> None:
+        self.tool = tool
+        self.key = key
+
+    def invoke(self, input: Mapping[str, Any]) -> Any:
+        token = running.set(self.key)
+        try:
+            value = self.tool.invoke(input)
+            if value is not None and hasattr(value, "__await__"):  # awaited while the key is set
+                value = run_awaitable(value)
+            return value
+        finally:
+            running.reset(token)
+
+    async def ainvoke(self, input: Mapping[str, Any]) -> Any:
+        token = running.set(self.key)
+        try:
+            return await self.tool.ainvoke(input)
+        finally:
+            running.reset(token)
+
+
+class _Reconciling:
+    """A tool's ``reconcile(key, input)``, run as a tool is (in a worker thread in an async call)."""
+
+    __slots__ = ("fn", "key")
+
+    def __init__(self, fn: Reconcile, key: str) -> None:
+        self.fn = fn
+        self.key = key
+
+    def invoke(self, input: dict[str, Any]) -> Any:
+        return self.fn(self.key, input)
+
+    async def ainvoke(self, input: dict[str, Any]) -> Any:
+        value = await in_thread(self.invoke, input)
+        if value is not None and hasattr(value, "__await__"):
+            value = await value
+        return value
+
+
 class _Asking(FunctAIError):
     """Raised through the ``tool_call`` handlers when a person at a stream can be asked."""
 
@@ -552,8 +686,9 @@ class _Asking(FunctAIError):
         self.approval = approval
 
 
-def _decided(event: ToolCallEvent, answer: Any) -> bool:
-    if answer is True:
-        return True
-    event._refusal = answer if isinstance(answer, str) and answer else ""
-    return False
+def _put_question(event: ToolCallEvent, reason: str | None, decide: Any) -> None:
+    """``tool.ask``: the question is put once every handler has run (one per plugin and decider)."""
+    question = (event._plugin, reason, decide)
+    questions = event._questions
+    if not any(q[0] == question[0] and q[2] is decide for q in questions):
+        questions.append(question)

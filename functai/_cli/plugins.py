@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any, TextIO
 
 from .._hooks import installed
+from .._hooks.specs import HOOKS
 from .._hooks.installed import FAILED, GROUP, Installed
 from . import doctor
 from .common import ai_function, plural, table
@@ -25,6 +26,7 @@ def register(commands: Any) -> None:
     explain = more.add_parser("explain", help="the plugins a function's calls would run here, hook by hook")
     explain.add_argument("function", help="MODULE:FUNCTION (importable from here)")
     explain.add_argument("--json", action="store_true", help="print JSON instead of text")
+    explain.add_argument("--hook", choices=HOOKS, help="only this hook")
     explain.set_defaults(run=cmd_explain)
     doctor.register(more)
 
@@ -91,10 +93,12 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
-    """Every plugin a call of the function would run, hook by hook, with its layer."""
+    """Every plugin a call of the function would run, hook by hook, and why it is where it is."""
     from .._hooks.explain import explain
 
     data = explain(ai_function(args.function))
+    if args.hook:
+        data["hooks"] = {args.hook: data["hooks"][args.hook]}
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
         return 0
@@ -109,10 +113,14 @@ def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
         for number, row in enumerate(rows, 1):
             note = f"  ({row['note']})" if "note" in row else ""
             print(f"  {number}. {row['plugin']} {row['version']} [{row['layer']}] {row['handler']}{note}", file=out)
-    if data["dropped"]:
-        print("dropped:", file=out)
-        for row in data["dropped"]:
-            print(f"  {row['plugin']} {row['version']} [{row['layer']}]: {row['reason']}", file=out)
-    else:
-        print("dropped: none", file=out)
+            print(f"     why: {row['why']}", file=out)
+    for title, rows, say in (
+        ("dropped", data["dropped"], lambda r: f"{r['plugin']} {r['version']} [{r['layer']}]: {r['reason']}"),
+        ("unmet", data["unmet"], lambda r: f"{r['plugin']} {r['constraint']}: {r['why']}"),
+    ):
+        print(f"{title}:" if rows else f"{title}: none", file=out)
+        for row in rows:
+            print(f"  {say(row)}", file=out)
+    if data["refused"]:
+        print(f"refused: every call refuses {data['refused']['code']}: {data['refused']['message']}", file=out)
     return 0

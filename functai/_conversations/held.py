@@ -138,7 +138,10 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
                                    code="turn-not-waiting")
             keys = [key]
         given = history.answered.get(turn_id, {})
-        contrary = [key for key in keys if key in given and given[key]["allow"] != allow]
+        edit = to_jsonable(dict(inputs)) if inputs else None
+        # Another answer: the other verdict, or an approval of another call (an edit, or none where one was made).
+        contrary = [key for key in keys if key in given
+                    and (given[key]["allow"] != allow or (allow and given[key].get("inputs") != edit))]
         kind = LATE_ANSWER if contrary else "answer"
         at = now_text()
         asked = {a["key"]: a for a in turn.approvals}
@@ -149,8 +152,8 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
             approved = edited_digest(asked[key], inputs) if allow else None
             if approved is not None:
                 record["digest"] = approved
-            if inputs:
-                record["inputs"] = to_jsonable(dict(inputs))
+            if edit:
+                record["inputs"] = edit
             records.append(record)
         if not records:
             return  # every one already answered this way: the first answers hold as they are

@@ -59,6 +59,10 @@ class TurnScope:
         self.data = data
         self.calls = 0
         self.requests = 0
+        #: What the plugins did for the next reply kept (`keep`): ``{"acts": [changes], "answered": change}``.
+        self.acts: dict[str, Any] | None = None
+        #: The same, as recorded with the reply `replay` returned last (a resumed turn records them again).
+        self.replayed: dict[str, Any] | None = None
         #: Approve rules the turn started with that this process's rule does not cover: checked too.
         self.also_approve = also_approve
         self.rerun = rerun
@@ -85,6 +89,7 @@ class TurnScope:
         self.requests += 1
         if self.requests <= len(self.data.replies):  # paid for before the turn waited
             saved = self.data.replies[self.requests - 1]
+            self.replayed = {k: saved[k] for k in ("acts", "answered") if saved.get(k)} or None
             return Reply(
                 text=saved.get("text"),
                 tool_calls=tuple(
@@ -108,6 +113,9 @@ class TurnScope:
         for name in ("refusal", "reasoning"):  # kept as the call record keeps them (older lines have neither)
             if getattr(reply, name) is not None:
                 saved[name] = getattr(reply, name)
+        if self.acts:  # a plugin recovered from a failure, or answered instead of the model
+            saved.update(to_jsonable(self.acts))
+            self.acts = None
         self.chat._append({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:

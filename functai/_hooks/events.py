@@ -133,32 +133,30 @@ class ReplyEvent(Event):
 class ToolCallEvent(_Remembers):
     """``tool_call``: the model asked for a tool, which has not run yet."""
 
-    _fields = ("name", "input", "effects", "path", "invocation", "id", "function", "settings")
+    _fields = ("name", "input", "effects", "path", "invocation", "id", "function", "settings", "key")
     #: How ``ask`` reaches a person (the engine's): ``ask_person(event, reason, decide)``.
     _also = ("ask_person",)
-    ask_person: Callable[..., bool] | None
-    #: Set by ``ask_person`` when a person refused: the reason, or "" for none.
-    _refusal: str | None = None
-    #: ``(name, version)`` of the other plugins whose handlers ran before the running one (an approval covers them).
-    _ran: tuple[tuple[str, str], ...] = ()
+    ask_person: Callable[..., None] | None
 
-    def ask(self, reason: str | None = None, *, decide: Callable[["ToolCallEvent"], Any] | None = None) -> bool:
-        """Ask a person whether this tool call may run; True to allow."""
+    def ask(self, reason: str | None = None, *, decide: Callable[["ToolCallEvent"], Any] | None = None) -> None:
+        """Ask a person (or ``decide``) whether this tool call may run. The question is put once every
+        handler has run, about the call as it will run; a refusal stops the tool."""
         if self.ask_person is None:
             raise RuntimeError("nobody can be asked about this tool call")
-        return self.ask_person(self, reason, decide)
+        self.ask_person(self, reason, decide)
 
 
 class ToolErrorEvent(Event):
     """``tool_error``: a tool raised."""
 
-    _fields = ("name", "input", "error", "exception", "effects", "invocation", "attempt", "id", "path", "function")
+    _fields = ("name", "input", "error", "exception", "effects", "invocation", "attempt", "id", "path", "function",
+               "key")
 
 
 class ToolResultEvent(_Remembers):
     """``tool_result``: a tool ran."""
 
-    _fields = ("name", "input", "output", "path", "invocation", "function")
+    _fields = ("name", "input", "output", "path", "invocation", "function", "key")
 
 
 class CallEndEvent(Event):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .._errors import PluginError
+from .order import Arrangement, arrange, refuse_missing
 from .plugin import Plugin, qualified_name
 from .specs import HOOKS
 
@@ -14,14 +16,13 @@ if TYPE_CHECKING:
 
 
 def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, Any]:
-    """``{"function", "layers", "hooks", "dropped"}``: for each hook, the plugins a call of ``fn`` here
-    (and in ``conversation``) would run, in order, as ``[{"plugin", "version", "layer", "handler"}]``;
-    ``dropped`` says why the order rules left each out."""
+    """``{"function", "layers", "hooks", "dropped", "unmet", "refused"}``: for each hook, the plugins a
+    call of ``fn`` here (and in ``conversation``) would run, in order, as ``[{"plugin", "version",
+    "layer", "handler", "why"}]``; ``dropped`` says why the layer rules left a plugin out, ``unmet``
+    which ``before=``/``after=`` declarations the layers contradict, ``refused`` the error every
+    call would refuse with (a cycle, a missing requirement), else None."""
     from .. import _layers as settings
 
-    now = settings.resolve(fn.own, conversation)
-    resolved = now.whole  # every plugin, those whose `active` check says no right now marked
-    values = resolved.values
     process, blocks = settings.current_layers()
     host = [(layer, "conversation" if layer is conversation else "block")
             for layer in (conversation, *reversed(blocks)) if layer is not None]
@@ -29,6 +30,7 @@ def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, 
                     if layer.values.get("program_plugins") is False), None)
     from .installed import installed
 
+    values = settings.values_for(fn.own, conversation)
     installed_layer = installed().layer(values.get("load_plugins"), values.get("disable_plugins"))
     own = tuple(fn.own.plugins or ())
     layers: list[tuple[str, Sequence[Plugin]]] = [
@@ -42,29 +44,40 @@ def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, 
         dropped += [{"plugin": p.name, "version": p.version, "layer": "own",
                      "reason": f"program_plugins=False in the {dropper} layer drops the function's own plugins"}
                     for p in own]
-    seen: dict[str, str] = {}  # plugin name: the layer it runs in
-    for kind, plugins in reversed(layers):  # outermost first: a plugin runs once, in its outermost layer
-        for plugin in plugins:
-            if plugin.name in seen:
-                dropped.append({"plugin": plugin.name, "version": plugin.version, "layer": kind,
-                                "reason": f"also in the {seen[plugin.name]} layer; it runs once, there"})
-                continue
-            seen[plugin.name] = kind
+    refused = None
+    try:
+        arrangement = arrange(layers)
+        refuse_missing(arrangement)
+        now = settings.resolve(fn.own, conversation)
+        sitting_out = set(now.whole.plan.plugins) - set(now.plan.plugins)
+    except PluginError as error:
+        refused = {"code": error.code, "message": error.message}
+        sitting_out = set()
+        if error.code == "plugin-order":
+            arrangement = Arrangement((), (), (), ())
+    for plugin, layer, outer in arrangement.dropped:
+        dropped.append({"plugin": plugin.name, "version": plugin.version, "layer": layer,
+                        "reason": f"also in the {outer} layer; it runs once, there"})
     hooks: dict[str, list[dict[str, Any]]] = {}
     for hook in HOOKS:
         rows = []
-        for plugin, handler in resolved.plan.handlers[hook]:
-            row = {"plugin": plugin.name, "version": plugin.version, "layer": seen.get(plugin.name, "?"),
-                   "handler": qualified_name(getattr(handler, "__wrapped__", handler))}
-            if plugin.last:
-                row["note"] = f"declares last=True: runs after every other {hook} handler"
-            if plugin not in now.plan.plugins:
-                row["note"] = "sits calls out for now: its active() check says no (e.g. nothing to send spans to)"
-            rows.append(row)
+        for item in arrangement.placed:
+            plugin = item.plugin
+            for handler in plugin.handlers(hook):
+                why = [f"{item.layer} layer, #{item.position} in its list", *item.moved]
+                if plugin.last:
+                    why.append(f"declares last=True: runs after every other {hook} handler")
+                row = {"plugin": plugin.name, "version": plugin.version, "layer": item.layer,
+                       "handler": qualified_name(getattr(handler, "__wrapped__", handler)), "why": "; ".join(why)}
+                if plugin in sitting_out:
+                    row["note"] = "sits calls out for now: its active() check says no (e.g. nothing to send spans to)"
+                rows.append(row)
         hooks[hook] = rows
     return {
         "function": f"{fn.module}:{fn.name}",
         "layers": [{"layer": kind, "plugins": [p.name for p in plugins]} for kind, plugins in layers],
         "hooks": hooks,
         "dropped": dropped,
+        "unmet": list(arrangement.unmet),
+        "refused": refused,
     }

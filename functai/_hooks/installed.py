@@ -106,7 +106,8 @@ class InstalledPlugin:
 
 def _with_version(plugin: Plugin, version: str) -> Plugin:
     copy = Plugin(plugin.name, version=version, api=plugin.api, description=plugin.description,
-                  active=plugin.active, last=plugin.last)
+                  active=plugin.active, last=plugin.last, before=plugin.before, after=plugin.after,
+                  requires=plugin.requires, serves=plugin.serves)
     for hook in plugin.hooks:
         for handler in plugin.handlers(hook):
             copy.on(hook, handler)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
 from .._errors import PluginError
 from .specs import HOOKS
@@ -78,7 +78,8 @@ class Plugin:
     Plugin("modes", 1.0.0: before_call)
     """
 
-    __slots__ = ("name", "version", "api", "description", "active", "last", "_handlers")
+    __slots__ = ("name", "version", "api", "description", "active", "last", "before", "after", "requires", "serves",
+                 "_handlers")
 
     if TYPE_CHECKING:  # set from HOOKS below the class; named here so a type checker knows them
         def turn_start(self, fn: F) -> F: ...
@@ -101,6 +102,10 @@ class Plugin:
         description: str = "",
         active: Callable[[], bool] | None = None,
         last: bool = False,
+        before: Sequence[str] = (),
+        after: Sequence[str] = (),
+        requires: Sequence[str] = (),
+        serves: Sequence[str] = (),
         **handlers: Callable[[Any], Any],
     ) -> None:
         self.name = check_name(name)
@@ -124,6 +129,12 @@ class Plugin:
             raise TypeError(f"plugin {name!r}: last must be True or False, not {last!r}")
         #: Its handlers run after every other plugin's: for guards that must see the final input.
         self.last = last
+        #: Plugins of its layer it runs before / after, and plugins a call must run for it to run at all.
+        self.before = _names(before, "before", name)
+        self.after = _names(after, "after", name)
+        self.requires = _names(requires, "requires", name)
+        #: Settings it serves (``["approve"]``: a call with ``approve`` set and no plugin serving it refuses).
+        self.serves = _names(serves, "serves", name, check=False)
         self._handlers: dict[str, list[Callable[[Any], Any]]] = {}
         for hook, fn in handlers.items():
             self.on(hook, fn)
@@ -158,6 +169,12 @@ class Plugin:
         lines = [f"{self.name} {self.version} (plugin API {self.api})"]
         if self.description:
             lines.append(f"  {self.description}")
+        declared = [f"{field}={list(getattr(self, field))}" for field in ("before", "after", "requires", "serves")
+                    if getattr(self, field)]
+        if self.last:
+            declared.insert(0, "last=True")
+        if declared:
+            lines.append(f"  declares {', '.join(declared)}")
         for hook in self.hooks:
             lines.append(f"  {hook}: {', '.join(map(qualified_name, self._handlers[hook]))}")
         if not self._handlers:
@@ -167,6 +184,18 @@ class Plugin:
     def __repr__(self) -> str:
         hooks = ", ".join(self.hooks)
         return f'Plugin("{self.name}", {self.version}{": " + hooks if hooks else ""})'
+
+
+def _names(value: Any, field: str, plugin: str, check: bool = True) -> tuple[str, ...]:
+    """A declaration's list of names (plugin names, unless ``check`` is False)."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"plugin {plugin!r}: {field}= takes a list of names, not {value!r}")
+    if check:
+        for other in value:
+            check_name(other)
+            if other == plugin:
+                raise PluginError(f"plugin {plugin!r} names itself in {field}=", code="plugin-order", plugin=plugin)
+    return tuple(value)
 
 
 def qualified_name(fn: Callable[..., Any]) -> str:

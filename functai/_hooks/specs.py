@@ -153,7 +153,8 @@ def tool_call(tool):  # type: ignore[no-untyped-def]
     Event: ``name``, ``input`` (as it stands), ``effects`` (``"reads"``,
     ``"changes"`` or None), ``path`` (the call path plus the tool name),
     ``invocation`` (1, 2, … within the asking call), ``id`` (the model's
-    tool-call id), ``function``, ``settings``; method
+    tool-call id), ``function``, ``settings``, ``key`` (the tool call's
+    idempotency key, as `functai.tool_key` gives it inside the tool); method
     ``ask(reason=None, *, decide=None)`` asks a person.
 
     Change: ``inputs`` (merged into the tool's input), ``block`` (the tool may
@@ -167,7 +168,8 @@ def tool_error(failure):  # type: ignore[no-untyped-def]
 
     Event: ``name``, ``input`` (what ran), ``error`` (the exception's type
     name and message), ``exception``, ``effects``, ``invocation``,
-    ``attempt`` (1, 2, … for this tool call), ``id``, ``path``, ``function``.
+    ``attempt`` (1, 2, … for this tool call), ``id``, ``path``, ``function``,
+    ``key`` (the same for every attempt).
 
     Change: ``output`` (the text the model is shown instead of the default
     error text) or ``retry=True`` (run the tool again with the same input: a
@@ -181,7 +183,7 @@ def tool_result(result):  # type: ignore[no-untyped-def]
     """A tool ran.
 
     Event: ``name``, ``input`` (what actually ran), ``output`` (text as it
-    stands), ``path``, ``invocation``, ``function``.
+    stands), ``path``, ``invocation``, ``function``, ``key``.
 
     Change: ``output`` — the tool's result as the model is shown it.
     """

@@ -1,8 +1,8 @@
 """functai's approval plugin, written with functai's public API only.
 
 It declares ``last=True``, so functai runs it after every other ``tool_call``
-handler, on the input they left. It reads the call's ``approve`` setting and
-asks about the tool calls its rule selects.
+handler, on the input they left, and ``serves=["approve"]``: it reads the
+call's ``approve`` setting and asks about the tool calls its rule selects.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ plugin = Plugin(
     "approval",
     version=__version__,
     last=True,  # a guard: it must see the input every other handler left
+    serves=["approve"],  # a call with approve set refuses approval-missing unless a plugin serves it
     description="Asks a person (or the approve function) before the tool calls the approve rule selects.",
 )
 

@@ -27,7 +27,7 @@ __all__ = ["KEY_VERSION", "cache", "canonical", "request_key"]
 KEPT_FINISHES = frozenset({"stop", "tool_calls"})
 
 
-def reply_data(reply: Reply, call: str | None, at: float) -> Entry:
+def entry_of(reply: Reply, call: str | None, at: float) -> Entry:
     """What is kept of a reply: enough to answer again and to say who paid for it."""
     return {
         "reply": {
@@ -105,7 +105,11 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
             return None
         if entry is None or (seconds is not None and time.time() - entry["at"] > seconds):
             return None
-        answer = answer_of(entry)
+        try:
+            answer = answer_of(entry)
+        except Exception as error:  # an entry the store's checks let through but no reply can be made of
+            failed("reading", error)
+            return None
         if built is not None and not entry["reply"].get("tool_calls"):
             built[key] = (entry["at"], answer)
         return answer
@@ -122,7 +126,7 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
         if key is None:
             return
         now = time.time()
-        entry = reply_data(reply, event.call, now)
+        entry = entry_of(reply, event.call, now)
         entry["key"] = key
         try:
             where.put(key, entry, -math.inf if seconds is None else now - seconds)

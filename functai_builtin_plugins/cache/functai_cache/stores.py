@@ -80,13 +80,17 @@ def open_cache_store(store: str | os.PathLike[str]) -> CacheStore:
     return FolderCache(store)
 
 
+#: The latest time an entry may say it was kept (the year 5138): later is a damaged entry.
+LATEST = 1e11
+
+
 def _checked(key: str, entry: object) -> Entry | None:
     """The entry when it is one, for this key; else None (a damaged entry is a miss, never a wrong hit)."""
     if type(entry) is not dict or entry.get("key") != key:
         return None
     at, reply = entry.get("at"), entry.get("reply")
-    if type(at) not in (int, float) or type(reply) is not dict:
-        return None
+    if type(at) not in (int, float) or not 0 <= at <= LATEST or type(reply) is not dict:
+        return None  # (NaN fails the range too)
     text, finish, usage = reply.get("text"), reply.get("finish_reason"), reply.get("usage")
     if (text is not None and type(text) is not str) or (finish is not None and type(finish) is not str):
         return None

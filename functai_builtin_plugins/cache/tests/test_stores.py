@@ -83,6 +83,8 @@ def test_a_damaged_folder_entry_is_a_miss_never_a_crash_nor_a_wrong_hit(tmp_path
     assert json.loads(good)["key"] == K1 and not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
     for damage in (good[: len(good) // 2], b"", b"\xff\xfe\x00garbage", b"[1, 2]", b"null",
                    json.dumps({**entry(K1, "x"), "at": "yesterday"}).encode(),
+                   json.dumps({**entry(K1, "x"), "at": 1e20}).encode(),  # no clock reads it
+                   json.dumps({**entry(K1, "x"), "at": -5}).encode(),
                    json.dumps({**entry(K1, "x"), "reply": "text"}).encode(),
                    json.dumps({**entry(K1, "x"), "reply": {"text": 5}}).encode(),
                    json.dumps({**entry(K1, "x"), "reply": {"text": "t", "usage": {"input_tokens": "many"}}}).encode(),
