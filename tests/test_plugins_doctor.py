@@ -28,6 +28,14 @@ PLUGINS = {
         from functai import Plugin
         plugin = Plugin("fine-plugin", version="2.0.0", before_call=lambda call: None)
     ''', []),
+    "needs-tone": ("functai", '''
+        from functai import Plugin
+        plugin = Plugin("needs-tone", requires=["tone"], before_call=lambda call: None)
+    ''', []),
+    "needs-fine": ("functai", '''
+        from functai import Plugin
+        plugin = Plugin("needs-fine", requires=["fine"], before_call=lambda call: None)
+    ''', []),
     "hangs": ("functai", '''
         import os, sys, time
         with open(os.environ["DOCTOR_PIDS"], "a") as file:
@@ -141,7 +149,7 @@ def test_each_plugin_costs_one_line_whatever_its_import_does(site):
     lines = rows(out)
     assert set(lines) == set(PLUGINS)
     assert out.splitlines()[0].split() == ["STATUS", "KIND", "NAME", "DISTRIBUTION", "CHECK"]
-    assert out.splitlines()[-2].endswith(f"(limit 3 s): 5 ok, 0 slow, {len(PLUGINS) - 5} broken")
+    assert out.splitlines()[-2].endswith(f"(limit 3 s): 7 ok, 0 slow, {len(PLUGINS) - 7} broken")
     off = "api-two,bad-hook,exits,future,hangs,killed,missing-dep,two-args"  # not not-callable: not a plugin
     assert out.splitlines()[-1] == ("to run calls without the broken plugins until they are fixed or uninstalled: "
                                     f"FUNCTAI_DISABLE_PLUGINS={off}")
@@ -159,7 +167,13 @@ def test_each_plugin_costs_one_line_whatever_its_import_does(site):
     assert check("factory")[:2] == ("ok", "builtin")
     assert check("gateway")[:2] == ("ok", "provider") and check("lines")[:2] == ("ok", "store")
 
-    fine = ("fine", "fine-plugin", "factory", "gateway", "lines")
+    # a plugin that requires one not installed works, and says so: a program may give it
+    assert check("needs-tone")[0] == "ok" and check("needs-tone")[2].endswith(
+        "hooks before_call; API 1; requires tone, not installed: a program must give it "
+        "(else its calls refuse plugin-requires)")
+    assert check("needs-fine")[0] == "ok" and check("needs-fine")[2].endswith("hooks before_call; API 1")
+
+    fine = ("fine", "fine-plugin", "factory", "gateway", "lines", "needs-tone", "needs-fine")
     broken = {name: check(name)[2] for name in PLUGINS if name not in fine}
     assert all(check(name)[0] == "broken" for name in broken)
     assert broken["hangs"] == "plugin-timeout: its import did not finish within 3 s; its process was stopped"

@@ -230,7 +230,9 @@ def check(group: str, entry_point: Any, timeout: float, slow: float) -> dict[str
     return row
 
 
-def _detail(row: dict[str, Any], slow: float) -> str:
+def _detail(row: dict[str, Any], slow: float, plugins: set[str]) -> str:
+    """The last column: the code and why for a broken one, else its import time, hooks and API, and the
+    plugins it requires that are not installed (a call that runs none of them refuses plugin-requires)."""
     if row["status"] == BROKEN:
         return f"{row['code']}: {short(row['message'] or '', 240)}"
     said = f"imported in {_seconds(row['seconds'] or 0.0)}"
@@ -238,6 +240,10 @@ def _detail(row: dict[str, Any], slow: float) -> str:
         said += f" (slower than {slow:g} s)"
     if row["kind"] == "plugin":
         said += f"; hooks {', '.join(row.get('hooks') or []) or '-'}; API {row.get('api')}"
+        missing = [name for name in row.get("requires") or () if name not in plugins]
+        if missing:
+            said += (f"; requires {', '.join(missing)}, not installed: a program must give "
+                     f"{'it' if len(missing) == 1 else 'them'} (else its calls refuse plugin-requires)")
     return said
 
 
@@ -251,10 +257,11 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
     if not rows:
         print(f"no installed plugins (entry-point groups {', '.join(GROUPS)})", file=out)
         return 0
+    plugins = {point.name for point in installed.entry_points(GROUP)}
     lines = [["STATUS", "KIND", "NAME", "DISTRIBUTION", "CHECK"]]
     for row in rows:
-        lines.append([row["status"], row["kind"], row["name"],
-                      f"{row['distribution'] or '-'} {row['version'] or ''}".rstrip(), _detail(row, args.slow)])
+        lines.append([row["status"], row["kind"], row["name"], f"{row['distribution'] or '-'} {row['version'] or ''}"
+                      .rstrip(), _detail(row, args.slow, plugins)])
     table(lines, out)
     counts = [f"{sum(row['status'] == status for row in rows)} {status}" for status in (OK, SLOW, BROKEN)]
     print(f"{plural(len(rows), 'entry point')} checked, each imported in a process of its own "

@@ -94,7 +94,8 @@ def _examine_plugin(entry_point: _Timed) -> dict[str, Any]:
     problem = _handler_problem(plugin)
     if problem:
         return {"code": "plugin-hook", "message": problem, "hooks": list(plugin.hooks), "api": plugin.api}
-    return {"code": None, "hooks": list(plugin.hooks), "api": plugin.api}
+    return {"code": None, "hooks": list(plugin.hooks), "api": plugin.api,
+            "requires": list(getattr(plugin, "requires", ()))}
 
 
 def _examine_other(group: str, entry_point: _Timed) -> dict[str, Any]:
