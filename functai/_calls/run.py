@@ -35,7 +35,7 @@ _PLAIN = (str, int, float, bool, list, tuple, dict, type(None))
 
 if TYPE_CHECKING:
     from .function import AIFunction
-    from .tools import ToolRunner
+    from .toolrun import ToolRunner
 
 
 class Frame(NamedTuple):
@@ -179,7 +179,7 @@ def call_steps(
                         code="max-steps",
                     )
                 if runner is None:
-                    from .tools import ToolRunner  # loaded with the first call that has tools
+                    from .toolrun import ToolRunner  # loaded with the first call that has tools
 
                     runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal, listen)
                 messages = frozen_messages(messages) + (yield from runner.run(reply))  # what was sent stays frozen

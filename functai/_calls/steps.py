@@ -1,6 +1,6 @@
 """The call as a sans-I/O state machine, and the drivers that run it.
 
-The pipeline (`functai._calls.run`, `functai._calls.tools`) is a generator that
+The pipeline (`functai._calls.run`, `functai._calls.toolrun`) is a generator that
 *yields* effects (send a request, run a tool, await a handler, ask a person,
 note a stream event) and is *sent* their results. `drive` performs them
 plainly, `adrive` with ``await``, `functai._calls.streaming` for a consumer:

@@ -1,46 +1,18 @@
-"""Tools, and running the tools a model asks for.
+"""Tools: ``@tool`` makes a typed Python function a tool; an AI function can be one too.
 
-``@tool`` makes a typed Python function a tool; an AI function can be one too.
-`ToolRunner` runs a reply's tool calls in order through ``tool_call`` (the first
-block or refusal ends it) and ``tool_result``, and records each in the call's record.
+Running the tools a model asks for is `functai._calls.toolrun`.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence, overload
+from typing import Any, Callable, Mapping, overload
 
-from .._errors import FunctAIError, PluginError, Waiting
-from .._hooks.change import Change
-from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, set_field
-from .._hooks.fold import call_handler_steps, check_change, fold_part, folded, record as record_change, refuse, resume
-from .._hooks.order import Plan
-from .._hooks.plugin import Plugin
-from .._log import warn
-from .._models.request import Reply
-from .._models.toolcall import ToolCall
-from .approvals import digest, edited_digest, key_of, settle, stale_error
+from .._errors import FunctAIError
 from .function import AIFunction, check_effects, signature_of
-from .layout import render_value
-from .outputs import output_schema, read_value, to_jsonable
-from .records import CallRecord
-from .scope import TurnScope
-from .steps import Ask, Invoke, Note, Steps, in_thread, run_awaitable
-from .toolkey import call_key, running
-
-#: Settings never shown to plugins in tool events.
-SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
-
-#: Codes that end the outermost call instead of being shown to the model as a failed tool:
-#: nobody could be asked, the calls ran away, or a nested call could not be counted.
-RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests", "thread-context",
-                    "reconcile-failed"})
-
-CHECK_FAILED = "a check failed"
-INTERRUPTED = "The tool was started but its result is unknown; it may or may not have taken effect."
-
+from .outputs import output_schema, read_value
+from .steps import in_thread
 
 def _parameters_schema(signature: inspect.Signature, hints: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON schema of a tool's inputs (checked named by `signature_of`)."""
@@ -98,7 +70,7 @@ class Tool:
 
 @overload
 def tool(fn: AIFunction, /, *, effects: str | None = None, idempotent: bool = False,  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
-         reconcile: None = None) -> _ProgramTool: ...
+         reconcile: None = None) -> ProgramTool: ...
 @overload
 def tool(fn: Callable[..., Any], /, *, effects: str | None = None, idempotent: bool = False,
          reconcile: Reconcile | None = None) -> Tool: ...
@@ -129,7 +101,7 @@ def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None,
             raise TypeError(
                 f"tool({fn.name}, reconcile=...): an AI function used as a tool takes no reconcile; its own "
                 "tools are what take effect, so give reconcile= to the @tool functions that call the outside world")
-        return _ProgramTool(fn, effects=effects, idempotent=idempotent)
+        return ProgramTool(fn, effects=effects, idempotent=idempotent)
     return Tool(fn, effects=effects, idempotent=idempotent, reconcile=reconcile)
 
 
@@ -154,20 +126,20 @@ def _flag(idempotent: Any) -> bool:
 
 def as_tool(item: Any) -> Any:
     """A tool for the runner: a `Tool`, or an AI function used as one."""
-    if isinstance(item, (Tool, _ProgramTool)):
+    if isinstance(item, (Tool, ProgramTool)):
         return item
     if isinstance(item, AIFunction):
         return _program_tool(item)
     raise TypeError(f"{item!r} is not a tool: use @functai.tool or an AI function")
 
 
-def _program_tool(program: "AIFunction") -> "_ProgramTool":
+def _program_tool(program: "AIFunction") -> "ProgramTool":
     """The AI function as a tool, made once (not its input schema on every call that offers it),
     and again when what it was made from is replaced."""
     made_from = (program.fn, program.signature, program._hints, program.name, program.instruction, program.version)
     kept = program.__dict__.get("_as_tool")
     if kept is None or any(a is not b for a, b in zip(kept[0], made_from)):
-        kept = program._as_tool = (made_from, _ProgramTool(program))
+        kept = program._as_tool = (made_from, ProgramTool(program))
     return kept[1]  # type: ignore[no-any-return]
 
 
@@ -182,7 +154,7 @@ def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> 
         return "reads"  # a cycle adds no tool that is not already counted
     visiting.add(id(program))
     for item in program.tools:
-        if isinstance(item, _ProgramTool) and item.declared is None:
+        if isinstance(item, ProgramTool) and item.declared is None:
             item = item.program
         effects = derived_effects(item, visiting) if isinstance(item, AIFunction) else getattr(item, "effects", None)
         if effects != "reads":
@@ -190,7 +162,7 @@ def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> 
     return "reads"
 
 
-class _ProgramTool:
+class ProgramTool:
     """An AI function used as a tool of another (``tools=[fn]`` or ``tool(fn, effects=...)``)."""
 
     def __init__(self, program: "AIFunction", *, effects: str | None = None, idempotent: bool = False) -> None:
@@ -268,427 +240,3 @@ class ApprovalError(FunctAIError):
         super().__init__(message)
         #: What was to be approved: name, input, effects, path, plugin, question.
         self.approval = approval
-
-
-class ToolRunner:
-    """Runs the tool calls of one AI function call."""
-
-    def __init__(self, fn: "AIFunction", offered: Sequence[str], record: CallRecord, path: str,
-                 settings: Mapping[str, Any], plan: Plan, scope: TurnScope | None, ordinal: int, listen: bool) -> None:
-        self.fn = fn
-        self.listen = listen
-        #: Answers given at the stream, by approval key: ``{"allow", "reason", "digest", "inputs", "approval"}``.
-        self.answers: dict[str, dict[str, Any]] = {}
-        self.scope = scope
-        self.ordinal = ordinal
-        self.record = record
-        self.path = path
-        # Plugins are trusted, but a key has no business in a tool event.
-        self.settings = MappingProxyType({k: v for k, v in settings.items() if k not in SECRET_SETTINGS})
-        self.plan = plan
-        self.invocations = 0
-        by_name = dict(zip(fn.tool_names, fn.tools))
-        self.tools = {name: as_tool(by_name[name]) for name in offered}
-
-    def run(self, reply: Reply) -> Steps[list[dict[str, Any]]]:
-        """Run a reply's tool calls in order; the messages that report them."""
-        asked = [{"id": c.id, "name": c.name, "input": dict(c.input)} for c in reply.tool_calls]
-        messages: list[dict[str, Any]] = [{"role": "assistant", "content": reply.text, "tool_calls": asked}]
-        for call in reply.tool_calls:
-            self.invocations += 1
-            content = yield from self._one(call, self.invocations)
-            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
-        return messages
-
-    def _one(self, call: ToolCall, invocation: int) -> Steps[str]:
-        """Run one tool call through ``tool_call`` and ``tool_result``; what the model is shown."""
-        entry: dict[str, Any] = {"name": call.name, "id": call.id, "input": dict(call.input)}
-        self.record.tool_calls.append(entry)
-        first_change = len(self.record.changes)
-        scope = self.scope
-        site = f"{self.ordinal}.{invocation}"  # where in the turn: the asking call, then the invocation
-        key = call_key(scope.turn if scope is not None and scope.turn else self.record.id, site)
-        found = self.tools.get(call.name)
-        recorded = scope.recorded_tool(site) if scope is not None else None
-        if recorded is not None and _stands(recorded, found):
-            reconcile = getattr(found, "reconcile", None)
-            if recorded["state"] == "done" or reconcile is None:
-                return self._reuse(entry, site, recorded)
-            settled = yield from self._reconcile(reconcile, call.name, entry, site, recorded, key, invocation)
-            if settled is not None:
-                return settled
-            # It had no effect: it runs as if for the first time (recorded answers still apply), same key.
-        if found is None:
-            have = ", ".join(self.tools) or "none"
-            entry["error"] = "no such tool"
-            entry["output"] = f"There is no tool named {call.name!r}. Tools you can use: {have}."
-            return self._done(entry, site, first_change)
-
-        edit = self._recorded_edit(site) if scope is not None and scope.waits else None
-        while True:
-            if edit is not None:  # a person approved with changed inputs: every handler sees them
-                self.record.changes.append(self._edit_change(edit))
-            event = ToolCallEvent(
-                name=call.name, input=MappingProxyType({**call.input, **edit["inputs"]} if edit else dict(call.input)),
-                effects=found.effects, path=f"{self.path}/{call.name}", invocation=invocation, id=call.id,
-                function=self.fn.name, settings=self.settings, key=key, ask_person=_put_question,
-            )
-            if scope is not None:
-                set_field(event, "_memory", scope.memory)
-            try:
-                stopped = yield from self._tool_call_hook(event, entry, site)
-                break
-            except _Asking as asking:  # a person at the stream may answer: the hook runs again with it
-                del self.record.changes[first_change:]
-                answer = yield Ask(asking.approval, list(found.parameters["properties"]))
-                if answer is None:
-                    self.listen = False  # nobody answered: what a call without a stream does
-                else:
-                    edit = self._answered_at_stream(asking.approval, edit, *answer)
-        if stopped is None and scope is not None:
-            refused = scope.refusal(site)
-            if refused is not None:  # a person said no before this process resumed the turn
-                stopped = _refused(entry, *refused)
-        entry["input"] = dict(event.input)
-        if stopped is not None:
-            entry["output"] = stopped
-            return self._done(entry, site, first_change)
-        if self.listen:
-            yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
-
-        if scope is not None and found.effects != "reads":
-            scope.tool_started(site, entry)
-        attempt = 0
-        failure: Exception
-        while True:
-            attempt += 1
-            try:
-                value = yield Invoke(_Keyed(found, key), dict(event.input))
-                entry.pop("error", None)
-                break
-            except Waiting:
-                if scope is not None:  # a call inside the tool waits: on resume the tool runs again
-                    scope.tool_suspended(site, entry)
-                raise
-            except FunctAIError as error:
-                entry["error"] = f"{error.code}: {error.message}"
-                if error.code in RISING:
-                    raise
-                value, failure = f"The tool failed: {error.message}", error
-            except RecursionError:
-                raise  # runaway nesting, not the tool's answer
-            except Exception as error:
-                entry["error"] = f"{type(error).__name__}: {error}"
-                value, failure = f"The tool failed: {type(error).__name__}: {error}", error
-            if not self.plan.handlers["tool_error"]:
-                break
-            change = yield from self._tool_error_hook(found, event, entry, failure, attempt)
-            if change is None or not change.retry:
-                if change is not None:
-                    value = change.output
-                break
-            entry["attempts"] = attempt + 1
-        text = yield from self._tool_result_hook(call.name, event.input, render_value(value), event.path, invocation,
-                                                 key)
-        entry["output"] = text
-        if self.listen:
-            yield Note("tool_result", name=call.name, output=text, path=event.path)
-        return self._done(entry, site, first_change)
-
-    def _tool_result_hook(self, name: str, input: Mapping[str, Any], text: str, path: str, invocation: int,
-                          key: str) -> Steps[str]:
-        """Fold ``tool_result``: the tool's result as the model is shown it."""
-        handlers = self.plan.handlers["tool_result"]
-        if not handlers:
-            return text
-        result = ToolResultEvent(name=name, input=input, output=text, path=path, invocation=invocation,
-                                 function=self.fn.name, key=key)
-        if self.scope is not None:
-            set_field(result, "_memory", self.scope.memory)
-        paused = fold_part("tool_result", iter(handlers), result, self.record.changes, _apply_output, True)
-        yield from resume("tool_result", paused, result, self.record.changes, _apply_output, True)
-        return result.output  # type: ignore[no-any-return]
-
-    def _reconcile(self, reconcile: Reconcile, name: str, entry: dict[str, Any], site: str,
-                   recorded: Mapping[str, Any], key: str, invocation: int) -> Steps[str | None]:
-        """A tool call recorded started with no result: what the tool's ``reconcile`` says it did
-        (recorded as its result, ``reconciled``), or None when it had no effect (it runs again)."""
-        ran = recorded["entry"]
-        input = dict(ran.get("input") or {})
-        path = f"{self.path}/{name}"
-        try:
-            value = yield Invoke(_Keyed(_Reconciling(reconcile, key), key), input)
-        except Exception as error:
-            raise FunctAIError(
-                f"the tool call {path} (key {key!r}) started before the process running its turn stopped, and its "
-                f"reconcile function raised {type(error).__name__}: {error}; the turn fails rather than guess "
-                "whether the tool took effect: look the key up where the tool acts, and fix reconcile (or what it "
-                "reads) before sending the turn again",
-                code="reconcile-failed",
-            ) from error
-        if value is None:
-            return None
-        first_change = len(self.record.changes)
-        entry.clear()
-        entry.update(ran)
-        entry["reconciled"] = True
-        entry["output"] = yield from self._tool_result_hook(name, MappingProxyType(input), render_value(value), path,
-                                                            invocation, key)
-        return self._done(entry, site, first_change)
-
-    def _done(self, entry: dict[str, Any], site: str, first_change: int) -> str:
-        """Keep a finished tool call in the turn, so that a resumed turn never runs it twice."""
-        if self.scope is not None:
-            self.scope.tool_done(site, entry, self.record.changes[first_change:])
-        return entry["output"]
-
-    def _reuse(self, entry: dict[str, Any], site: str, recorded: Mapping[str, Any]) -> str:
-        """A tool call that ran (or started) before this turn was resumed: never run it twice."""
-        if recorded.get("state") == "done":
-            entry.clear()
-            entry.update(recorded["entry"])
-            self.record.changes.extend(recorded.get("changes", ()))
-            return entry["output"]
-        entry["error"] = "interrupted"
-        entry["output"] = INTERRUPTED
-        return self._done(entry, site, len(self.record.changes))
-
-    def _answered_at_stream(self, approval: dict[str, Any], edit: dict[str, Any] | None, allow: bool,
-                            reason: str | None, inputs: Any) -> dict[str, Any] | None:
-        """Keep an answer given at the stream; the edit the hook runs again with (inputs merged)."""
-        given: dict[str, Any] = {"allow": allow, "reason": reason, "approval": approval}
-        if allow and inputs is not None:  # checked by the stream when it was given
-            given["inputs"] = inputs
-            edit = {"plugin": approval["plugin"], "by": None,
-                    "inputs": {**(edit["inputs"] if edit else {}), **inputs}}
-        given["digest"] = edited_digest(approval, given.get("inputs"))
-        self.answers[approval["key"]] = given
-        return edit
-
-    def _recorded_edit(self, site: str) -> dict[str, Any] | None:
-        """The inputs people changed on approving this tool call before the turn was resumed, merged in order."""
-        edit: dict[str, Any] | None = None
-        for answer in (self.scope.answers(site) or {}).values():  # type: ignore[union-attr]
-            if answer["allow"] and answer.get("inputs"):
-                plugin = answer["approval"]["plugin"] if answer.get("approval") else None
-                edit = {"plugin": plugin, "by": answer.get("by"),
-                        "inputs": {**(edit["inputs"] if edit else {}), **answer["inputs"]}}
-        return edit
-
-    def _edit_change(self, edit: dict[str, Any]) -> dict[str, Any]:
-        """An edit on approving, recorded as a ``tool_call`` change by the person who made it."""
-        name = edit["plugin"]
-        version = next((p.version for p, _ in self.plan.handlers["tool_call"] if p.name == name), "0.0.0")
-        return {"plugin": name, "version": version, "hook": "tool_call", "by": edit["by"],
-                "change": {"inputs": to_jsonable(edit["inputs"])}}
-
-    def _tool_call_hook(self, event: ToolCallEvent, entry: dict[str, Any], site: str) -> Steps[str | None]:
-        """Fold ``tool_call``, then put the questions its handlers asked, about the call as it will run;
-        the text the model is shown if the tool may not run."""
-        ran: list[tuple[str, str]] = []  # the plugins whose handlers ran: an approval covers them
-        questions: list[tuple[str, str | None, Any]] = []
-        set_field(event, "_questions", questions)
-        for plugin, handler in self._tool_call_handlers(event):
-            if (plugin.name, plugin.version) not in ran:
-                ran.append((plugin.name, plugin.version))
-            try:
-                result = yield from call_handler_steps(plugin, "tool_call", handler, event)
-                change = folded(plugin, "tool_call", handler, result, event, _apply_inputs)
-            except PluginError as error:
-                if error.code != "plugin-failed":
-                    raise
-                cause = error.__cause__ or error
-                warn("hook failed", plugin=plugin.name, version=plugin.version, hook="tool_call",
-                     function=self.fn.name, error=f"{type(cause).__name__}: {cause}")
-                # A check that fails blocks the tool, never lets it run.
-                change = folded(plugin, "tool_call", handler, Change(block=CHECK_FAILED), event, _apply_inputs)
-            if change is not None:
-                self.record.changes.append(change)
-                block = change["change"].get("block")
-                if block is not None:
-                    entry["blocked"] = plugin.name
-                    entry["block_reason"] = block
-                    return f"This call was blocked ({plugin.name}): {block}"
-        for plugin, reason, decide in questions:
-            others = [list(p) for p in ran if p[0] != plugin]
-            allowed, why = self._question(site, event, plugin, reason, decide, others)
-            if not allowed:
-                return _refused(entry, plugin, why)
-        return None
-
-    def _tool_error_hook(self, found: Any, event: ToolCallEvent, entry: dict[str, Any], error: Exception,
-                         attempt: int) -> Steps[Change | None]:
-        """Fold ``tool_error``: the first handler's change (the text shown instead, or a retry that
-        may be done), recorded; None when none changes anything."""
-        failure = ToolErrorEvent(name=event.name, input=event.input, error=entry["error"], exception=error,
-                                 effects=found.effects, invocation=event.invocation, attempt=attempt, id=event.id,
-                                 path=event.path, function=self.fn.name, key=event.key)
-        for plugin, handler in self.plan.handlers["tool_error"]:
-            result = yield from call_handler_steps(plugin, "tool_error", handler, failure)
-            change = check_change(plugin, "tool_error", result)
-            if change is None:
-                continue
-            acts = change.fields_set()
-            if len(acts) > 1:
-                raise refuse(plugin, "tool_error", acts[1], f"a change sets output or retry, not {' and '.join(acts)}")
-            if change.retry is not None:
-                if change.retry is not True:
-                    raise refuse(plugin, "tool_error", "retry",
-                                 f"a tool is retried with retry=True, not {change.retry!r}")
-                if found.effects != "reads" and not found.idempotent:
-                    raise refuse(
-                        plugin, "tool_error", "retry",
-                        f"the tool {event.name!r} declares effects={found.effects!r} and may have taken effect before "
-                        "it raised, so running it again could do it twice; retry only tools that read, or declare "
-                        "this one @tool(idempotent=True) if running it twice is safe",
-                    )
-                if attempt > self.settings["max_tool_retries"]:
-                    return None  # retried as often as allowed: the error stands
-            self.record.changes.append(
-                record_change(plugin, "tool_error", {**change.to_data(), "error": type(error).__name__}, handler,
-                              failure, change.note))
-            return change
-        return None
-
-    def _question(self, site: str, event: ToolCallEvent, plugin: str, reason: str | None, decide: Any,
-                  plugins: list[list[str]]) -> tuple[bool, str | None]:
-        """Put one question about the call as it will run: ``decide`` answers at once; else an answer
-        given to this very call (its digest), a person at the stream, a turn that waits; in a plain
-        call nobody can be asked. ``(allowed, reason)``."""
-        if decide is not None:
-            try:
-                answer = decide(event)
-            except Exception as error:  # a check that fails refuses, never lets the tool run
-                warn("approve function failed", plugin=plugin, function=self.fn.name,
-                     error=f"{type(error).__name__}: {error}")
-                return False, CHECK_FAILED
-            return answer is True, answer if isinstance(answer, str) and answer else None
-        input = to_jsonable(dict(event.input))
-        asked = digest(event.name, input, plugins)
-        base = f"{site}.{plugin}"
-        approval = {"key": key_of(base, asked), "name": event.name, "input": input, "effects": event.effects,
-                    "path": event.path, "plugin": plugin, "question": reason, "digest": asked, "plugins": plugins}
-        scope = self.scope
-        waits = scope is not None and scope.waits
-        answers = {**(scope.answers(base) or {}), **self.answers} if waits else self.answers  # type: ignore[union-attr]
-        answered, stale = settle(base, asked, answers)
-        if answered is not None:
-            return answered["allow"], answered.get("reason")
-        if self.listen:
-            raise _Asking(approval)
-        if waits:
-            if stale is not None and stale.get("approval"):
-                approved = stale["approval"]
-                edited = {**approved["input"], **(stale.get("inputs") or {})}
-                raise stale_error(event.path, {**approved, "input": edited}, approval)
-            raise Waiting(f"the tool call {event.path} waits for a person's approval (asked by plugin {plugin!r})",
-                          approvals=[approval])
-        del approval["key"]
-        raise ApprovalError(
-            f"the tool call {event.path} needs a person's approval (asked by plugin {plugin!r}"
-            f"{': ' + reason if reason else ''}), and nobody can be asked in a plain call; answer with "
-            "approve=<function>, or make the call inside a conversation turn so it can wait",
-            approval=approval,
-        )
-
-    def _tool_call_handlers(self, event: ToolCallEvent) -> Any:
-        """The ``tool_call`` handlers in order; in a resumed turn the approval plugin runs again
-        for each rule the turn started with, so the tool runs only if every rule allows it."""
-        also = getattr(self.scope, "also_approve", ()) if self.scope is not None else ()
-        for plugin, handler in self.plan.handlers["tool_call"]:
-            yield plugin, handler
-            if plugin is self.plan.approval:
-                for rule in also:
-                    set_field(event, "settings", MappingProxyType({**self.settings, "approve": rule}))
-                    yield plugin, handler
-                set_field(event, "settings", self.settings)
-
-
-def _apply_inputs(plugin: Plugin, change: Change, event: ToolCallEvent) -> None:
-    if change.inputs is not None:
-        set_field(event, "input", MappingProxyType({**event.input, **change.inputs}))
-
-
-def _apply_output(plugin: Plugin, change: Change, event: ToolResultEvent) -> None:
-    set_field(event, "output", change.output)
-
-
-def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:
-    """Record a person's refusal of a tool call; what the model is shown."""
-    entry["refused"] = plugin
-    if reason:
-        entry["refuse_reason"] = reason
-    return "The person did not allow this call." + (f" Reason: {reason}" if reason else "")
-
-
-def _stands(recorded: Mapping[str, Any], found: Any) -> bool:
-    """Whether a tool call recorded before the turn was resumed is not run as new: one that finished,
-    or a tool that started. An AI function left started runs again, as one whose nested call waited
-    does: its replies are reused and each of its own tools is settled by its own record."""
-    state = recorded.get("state")
-    return state == "done" or (state == "started" and not isinstance(found, _ProgramTool))
-
-
-class _Keyed:
-    """A tool (or its reconcile) run with its key set, for `functai.tool_key` inside it (a worker
-    thread or task the run starts copies the context, and the key with it)."""
-
-    __slots__ = ("tool", "key")
-
-    def __init__(self, tool: Any, key: str) -> None:
-        self.tool = tool
-        self.key = key
-
-    def invoke(self, input: Mapping[str, Any]) -> Any:
-        token = running.set(self.key)
-        try:
-            value = self.tool.invoke(input)
-            if value is not None and hasattr(value, "__await__"):  # awaited while the key is set
-                value = run_awaitable(value)
-            return value
-        finally:
-            running.reset(token)
-
-    async def ainvoke(self, input: Mapping[str, Any]) -> Any:
-        token = running.set(self.key)
-        try:
-            return await self.tool.ainvoke(input)
-        finally:
-            running.reset(token)
-
-
-class _Reconciling:
-    """A tool's ``reconcile(key, input)``, run as a tool is (in a worker thread in an async call)."""
-
-    __slots__ = ("fn", "key")
-
-    def __init__(self, fn: Reconcile, key: str) -> None:
-        self.fn = fn
-        self.key = key
-
-    def invoke(self, input: dict[str, Any]) -> Any:
-        return self.fn(self.key, input)
-
-    async def ainvoke(self, input: dict[str, Any]) -> Any:
-        value = await in_thread(self.invoke, input)
-        if value is not None and hasattr(value, "__await__"):
-            value = await value
-        return value
-
-
-class _Asking(FunctAIError):
-    """Raised through the ``tool_call`` handlers when a person at a stream can be asked."""
-
-    code = "approval-asked"
-
-    def __init__(self, approval: dict[str, Any]) -> None:
-        super().__init__("a person at the stream is asked")
-        self.approval = approval
-
-
-def _put_question(event: ToolCallEvent, reason: str | None, decide: Any) -> None:
-    """``tool.ask``: the question is put once every handler has run (one per plugin and decider)."""
-    question = (event._plugin, reason, decide)
-    questions = event._questions
-    if not any(q[0] == question[0] and q[2] is decide for q in questions):
-        questions.append(question)
