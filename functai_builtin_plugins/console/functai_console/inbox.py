@@ -81,7 +81,10 @@ def answer(console: Console, form: Mapping[str, Any]) -> str:
     Raises `functai.FunctAIError` (``approval-answered`` naming who answered first, ``input-invalid``,
     ``turn-not-waiting``) for the page to show.
     """
-    conversation, turn_id, key = str(form["conversation"]), str(form["turn"]), str(form["key"])
+    conversation, turn_id, key = (str(form.get(name) or "") for name in ("conversation", "turn", "key"))
+    if not (conversation and turn_id and key):
+        raise functai.FunctAIError("the form names no conversation, turn and approval: reload the inbox",
+                                   code="console-form")
     by = str(form.get("by") or "").strip()
     if not by:
         raise functai.FunctAIError("give your name: every answer is kept with who gave it", code="console-by")

@@ -190,3 +190,17 @@ def test_the_command_refuses_in_one_coded_line(tmp_path, monkeypatch, argv, stat
     assert main(["console", *argv], out, err) == status
     assert err.getvalue().startswith(f"functai: error [{code}]: ")
     assert not (tmp_path / "nowhere").exists() and not (tmp_path / "nowhere.db").exists()
+
+
+def test_what_records_hold_is_shown_as_text_never_as_markup(tmp_path):
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    functai.configure(client=ScriptedLM(["<img src=x onerror=alert(2)>"]), log_calls=log)
+    chat = console_shop.support.conversation("xss", store=store)
+    chat("<script>alert(1)</script>")
+    browser = client(store, log)
+    pages = [browser.get("/conversations/xss").text, browser.get(f"/calls/{chat.head.call}").text,
+             browser.get("/calls").text]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in pages[0] and "&lt;img src=x" in pages[1]
+    for page in pages:
+        assert "<script>alert" not in page and "<img src=x" not in page
+    assert "[console-form]" in post(browser, "/inbox/answer", by="ana", action="approve")
