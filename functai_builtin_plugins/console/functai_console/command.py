@@ -10,6 +10,7 @@ import argparse
 import os
 import secrets
 import sys
+import threading
 from typing import Any, TextIO
 
 #: The addresses only this machine can reach: the console binds one unless told otherwise.
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
           file=out)
     print(f"open: http://{host}:{port}/?token={token}", file=out)
     out.flush()
+    threading.Thread(target=console.warm, name="functai-console-warm", daemon=True).start()
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[listener])
     return 0

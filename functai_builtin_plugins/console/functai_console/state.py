@@ -52,6 +52,15 @@ class Console:
                 found = self._views.setdefault(conversation, found)
         return found
 
+    def warm(self) -> None:
+        """Open and read every conversation once (run in the background at start), so the first
+        inbox a person opens costs what every later one does: only what is new."""
+        for conversation in self.conversations():
+            try:
+                self.view(conversation).all_turns()
+            except (functai.FunctAIError, OSError):  # one that cannot be read now is read (and reported) when asked for
+                continue
+
     def conversations(self) -> list[str]:
         return list(self.store.conversations())
 
