@@ -12,6 +12,7 @@ import warnings
 from typing import Any, NoReturn, Sequence, TextIO
 
 from .._errors import FunctAIError
+from . import added
 from .common import INPUT, RUNTIME, CLIError
 
 #: The modules (in this package) whose ``register(commands)`` adds subcommands, in help order.
@@ -37,6 +38,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.{name}").register(commands)
+    added.add_installed(commands)  # after the built-ins: one may not take a built-in's name
     return top
 
 
