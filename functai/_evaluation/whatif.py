@@ -75,9 +75,10 @@ class Replay:
     def report(self) -> str:
         """The replay as a person reads it: what was left out or run, the first difference, the answers."""
         record = self.record
-        where = ""
-        if record.conversation and "parent" in record.conversation:
-            where = f", turn {record.conversation.get('turn')} of conversation {record.conversation.get('id')!r}"
+        where, conversation = "", record.conversation
+        if conversation:
+            inside = "turn" if "parent" in conversation else "inside turn"  # the turn's own call, or one made in it
+            where = f", {inside} {conversation.get('turn')} of conversation {conversation.get('id')!r}"
         lines = [f"call {record.id}: {record.path or record.function}{where}"]
         lines += [f"left out: {_change_line(c)}" for c in self.left_out]
         lines += [f"ran: {_change_line(c)}" for c in self.changes]
@@ -182,6 +183,9 @@ def rebuild(
     out = {*without, *(p.name for p in plugins)}
     notes = _notes(record, fn, out, without)
     recorded = _Built(record, fn, resolved, history, sections, notes)
+    if isinstance(record.instruction, str) and recorded.instruction != record.instruction:
+        notes.append("the instruction rebuilt with every recorded change is not the one the record says was sent "
+                     "(the function changed since): the recorded request is rebuilt, not read")
     if out or plugins or lm:
         rebuilt = _Built(record, fn, resolved, history, sections, notes, out, plugins, lm)
     else:
@@ -204,7 +208,7 @@ def rebuild(
         except OutputError as error:
             notes.append(f"the new answer is not a {describe(fn.output_type)}: {error.message}")
     return Replay(record=record, recorded=recorded.request, rebuilt=rebuilt.request, differs=differs, diff=diff,
-                  left_out=tuple(rebuilt.left_out), changes=tuple(rebuilt.changes), notes=tuple(notes),
+                  left_out=tuple(rebuilt.left_out), changes=tuple(rebuilt.changes), notes=tuple(dict.fromkeys(notes)),
                   answer=answer, answered_by=answered_by, value=value)
 
 
@@ -218,7 +222,7 @@ class _Built:
         conversation = record.conversation or {}
         scope: Any = ReplayedTurn(fn, history, _context_sections(record, sections, out, notes),
                                   conversation.get("id"), conversation.get("turn"))  # the TurnScope the steps read
-        start_lm, settings = _starting(record, resolved, notes if not out and not plugins and not lm else [])
+        start_lm, settings = _starting(record, resolved, out, notes)
         inputs = dict(record.inputs)
         event = before_call_event(fn, inputs, fn.instruction, tuple(scope.sections), start_lm,
                                   MappingProxyType(settings), fn.tool_names, record.path or fn.name, scope)
@@ -367,26 +371,38 @@ def _context_sections(record: CallRecord, sections: Sequence[str], out: set[str]
     return [s for c in given if c["plugin"] not in out for s in c["change"]["sections"]]
 
 
-def _starting(record: CallRecord, resolved: Resolved, notes: list[str]) -> tuple[str | None, dict[str, Any]]:
+def _starting(record: CallRecord, resolved: Resolved, out: set[str] | frozenset[str],
+              notes: list[str]) -> tuple[str | None, dict[str, Any]]:
     """The model and model settings the call started with, before any before_call change: the
     recorded ones where no change touched them (the record wins over this process's settings),
-    else this process's."""
+    else this process's — said in ``notes`` where a left-out change makes that matter."""
     values = resolved.values
     configured = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
-    before = [c.get("change") or {} for c in record.changes if c.get("hook") == "before_call"]
+    before = [c for c in record.changes if c.get("hook") == "before_call" and "change" in c]
+    kept = [c["change"] for c in before if c.get("plugin") not in out]
     switched = any(c.get("hook") == "model_error" and "lm" in (c.get("change") or {}) for c in record.changes)
     lm = configured
-    if switched and not any("lm" in c for c in before):
-        notes.append(f"a model_error handler switched the call to {record.model!r}; its first request is rebuilt "
-                     f"for the model configured here ({configured or 'client='})")
-    elif not any("lm" in c for c in before) and record.model and record.model != _named(configured, values):
+    if any("lm" in c["change"] for c in before):
+        if out and not any("lm" in c for c in kept):
+            notes.append(f"the model the call started with is not recorded (a plugin left out changed it): the one "
+                         f"configured here is used ({configured or 'client='})")
+    elif switched:
+        if not out:
+            notes.append(f"a model_error handler switched the call to {record.model!r}; its first request is "
+                         f"rebuilt for the model configured here ({configured or 'client='})")
+    elif record.model and record.model != _named(configured, values):
         lm = record.model
-        if configured:
+        if configured and not out:
             notes.append(f"the call asked {record.model!r}, where {configured!r} is configured: the recorded "
                          "model is used")
-    touched = {key for c in before for key in c.get("settings") or ()}
+    touched = {key for c in before for key in c["change"].get("settings") or ()}
     settings = {k: v for k, v in record.settings.items() if k != "tool_choice_after_tools" and k not in touched}
     settings.update((k, v) for k, v in resolved.model_settings.items() if k in touched)
+    lost = sorted(touched - {key for c in kept for key in c.get("settings") or ()})
+    if out and lost:
+        here = ", ".join(f"{k}={_json(settings[k])}" if k in settings else f"{k} unset" for k in lost)
+        notes.append(f"the settings a plugin left out changed are not recorded as they were before it: the ones "
+                     f"configured here are used ({here})")
     return lm, settings
 
 
