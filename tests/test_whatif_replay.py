@@ -283,3 +283,47 @@ def test_the_model_and_settings_a_turn_ran_with_come_from_its_record(tmp_path):
     assert result.diff.splitlines()[3:] == ["-max_tokens: 50", " seed: 7", "-temperature: 0.9", "+temperature: 0.5"]
     assert result.notes == ("the settings a plugin left out changed are not recorded as they were before it: the "
                             "ones configured here are used (max_tokens unset, temperature=0.5)",)
+
+
+def test_the_first_request_is_the_one_rebuilt_even_when_tool_steps_changed_the_settings_after_it(tmp_path):
+    lm = ScriptedLM([tool_call("lookup", {"query": "halves"}), "One half."])
+    functai.configure(client=lm, log_calls=str(tmp_path / "calls"), tool_choice="required")
+    _, record = tutor.run("What is 1/2?")
+    [logged] = read_calls(tmp_path / "calls")
+    assert logged.settings == {"tool_choice": "required", "tool_choice_after_tools": "auto"}
+    assert lm.requests[1].settings["tool_choice"] == "auto"
+    same_request(functai.replay(logged).recorded, lm.requests[0])
+
+
+def test_a_recorded_change_that_no_longer_fits_the_function_refuses(tmp_path):
+    lm = ScriptedLM(["ok"])
+    functai.configure(client=lm, plugins=[Plugin("narrow", before_call=lambda call: Change(tools=["lookup"]))])
+    _, record = tutor.run("q")
+    with pytest.raises(NotReplayable) as info:
+        functai.replay(record, fn=helper)
+    assert info.value.message == (f"call {record.id}: the change 'narrow' recorded no longer applies to helper as it "
+                                  "is now: plugin 'narrow' 0.0.0 in before_call (field 'tools'): 'lookup' is not one "
+                                  "of helper's tools (none)")
+
+
+def test_a_plugin_file_given_with_and_a_plugin_that_answers_instead_of_the_model(tmp_path):
+    lm = ScriptedLM(["ok"])
+    log = str(tmp_path / "calls")
+    functai.configure(client=lm, log_calls=log)
+    _, record = tutor.run("q")
+    (tmp_path / "canned.py").write_text(
+        "from functai import Change, Plugin, Reply\n"
+        "plugin = Plugin('canned', version='2.0.0', before_call=lambda call: Change(instruction='Be canned.'),\n"
+        "                request=lambda event: Reply(text='from the plugin'))\n")
+    status, out, err = run(["replay", record.id, "--log", log, "--with", str(tmp_path / "canned.py"), "--ask"])
+    assert (status, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[1:3] == ['ran: canned 2.0.0 before_call: {"instruction": "Be canned."}',
+                          'ran: canned 2.0.0 request: {"answer": {"finish_reason": null, "text": "from the plugin", '
+                          '"tool_calls": [], "usage": {}}}']
+    assert lines[-2:] == ["recorded answer: ok", "new answer:      from the plugin (answered by plugin 'canned')"]
+    assert len(lm.requests) == 1  # the plugin answered: no model was asked
+
+    result = functai.replay(record, with_=[str(tmp_path / "canned.py")])
+    assert result.answer is None
+    assert result.notes == ("plugin 'canned' would answer the rebuilt request instead of the model",)

@@ -27,7 +27,7 @@ from .._calls.outputs import describe, read_output, to_jsonable
 from .._calls.records import CallRecord, read_calls
 from .._calls.run import _apply_before_call, _prepared, before_call_event
 from .._calls.steps import drive
-from .._errors import FunctAIError, OutputError
+from .._errors import FunctAIError, OutputError, PluginError
 from .._hooks.adapt import as_plugins, looks_like_path
 from .._hooks.change import Change
 from .._hooks.fold import fold
@@ -228,8 +228,7 @@ class _Built:
                                   MappingProxyType(settings), fn.tool_names, record.path or fn.name, scope)
         for entry in record.changes:  # recorded changes come back as data: their handlers do not run
             if entry.get("hook") == "before_call" and entry.get("plugin") not in out and "change" in entry:
-                plugin = Plugin(entry["plugin"], version=entry.get("version") or "0.0.0")
-                _apply_before_call(plugin, Change(**entry["change"]), event)
+                _reapply(record, fn, entry, event)
         self.changes: list[dict[str, Any]] = []
         handlers = tuple((p, handler) for p in plugins for handler in p.handlers("before_call"))
         if handlers:
@@ -259,6 +258,17 @@ class _Built:
         if found is None:
             found = self._lines[part] = _part_lines(self, part)
         return found
+
+
+def _reapply(record: CallRecord, fn: AIFunction, entry: Mapping[str, Any], event: Any) -> None:
+    """Apply a recorded before_call change to the event, as the pipeline applied it."""
+    try:
+        plugin = Plugin(entry["plugin"], version=entry.get("version") or "0.0.0")
+        _apply_before_call(plugin, Change(**entry["change"]), event)
+    except (PluginError, TypeError) as error:  # the function (its tools) or this functai changed since
+        why = error.message.partition(". Nothing was sent")[0] if isinstance(error, PluginError) else str(error)
+        raise NotReplayable(f"call {record.id}: the change {entry.get('plugin')!r} recorded no longer applies to "
+                            f"{fn.name} as it is now: {why}") from error
 
 
 def _part_lines(built: _Built, part: str) -> list[str]:
