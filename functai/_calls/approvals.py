@@ -21,9 +21,8 @@ KEY_DIGITS = 12
 
 
 def digest(name: str, input: Mapping[str, Any], plugins: Sequence[Sequence[str]]) -> str:
-    """SHA-256 of the tool's name, its input and ``[[plugin, version], …]``, as canonical JSON."""
-    text = json.dumps([name, to_jsonable(dict(input)), [list(p) for p in plugins]], sort_keys=True,
-                      separators=(",", ":"), ensure_ascii=False)
+    """SHA-256 of the tool's name, its input (JSON data) and ``[[plugin, version], …]``, as canonical JSON."""
+    text = json.dumps([name, input, plugins], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -36,7 +35,7 @@ def edited_digest(approval: Mapping[str, Any], inputs: Mapping[str, Any] | None)
     """The digest an answer approves: the question's, or with an edit, that of the edited input."""
     if not inputs:
         return approval.get("digest")
-    return digest(approval["name"], {**approval["input"], **inputs}, approval.get("plugins") or ())
+    return digest(approval["name"], {**approval["input"], **to_jsonable(dict(inputs))}, approval.get("plugins") or [])
 
 
 def settle(base: str, asked: str, answers: Mapping[str, Mapping[str, Any]]) -> tuple[Mapping[str, Any] | None,

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from .._hooks import installed
 from .._hooks.specs import HOOKS
 from .._hooks.installed import FAILED, GROUP, Installed
+from . import doctor
 from .common import ai_function, plural, table
 
 
@@ -21,12 +22,13 @@ def register(commands: Any) -> None:
     plugins.add_argument("-v", "--verbose", action="store_true",
                          help="also describe each loaded plugin: its hooks and their handlers")
     plugins.set_defaults(run=cmd_plugins)
-    more = plugins.add_subparsers(dest="plugins_command", metavar="explain", parser_class=type(plugins))
+    more = plugins.add_subparsers(dest="plugins_command", metavar="explain|freeze|doctor", parser_class=type(plugins))
     explain = more.add_parser("explain", help="the plugins a function's calls would run here, hook by hook")
     explain.add_argument("function", help="MODULE:FUNCTION (importable from here)")
     explain.add_argument("--json", action="store_true", help="print JSON instead of text")
     explain.add_argument("--hook", choices=HOOKS, help="only this hook")
     explain.set_defaults(run=cmd_explain)
+    doctor.register(more)
 
 
 def builtins(group: str) -> list[dict[str, object]]:
