@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 
 import attrs
 import pytest
@@ -17,6 +18,7 @@ from functai._calls.records import read_calls
 from functai._cli import main
 from functai._evaluation.replay import NotReplayable
 from functai._evaluation.whatif import request_json
+from functai._stores.urls import forget
 from functai.testing import ScriptedLM, tool_call
 
 
@@ -104,28 +106,44 @@ def test_each_before_call_change_is_rebuilt_exactly_and_left_out_shows_the_first
     same_request(result.rebuilt, lm.requests[1])
 
 
-def test_a_turn_shown_a_summary_and_its_latest_turns_is_rebuilt_from_the_call_log_alone(tmp_path):
+def test_a_turn_shown_a_summary_and_its_latest_turns_is_rebuilt_from_its_store_or_the_call_log_alone(
+        durable_store, durable_log):
     lm = ScriptedLM(reply=lambda request: f"A{len(lm.requests)}")
     summary = functai.compaction(keep=2, every=2, summarize=lambda earlier, rows: f"{len(rows)} turns so far.")
-    store = f"sqlite:///{tmp_path / 'chats.db'}"
-    functai.configure(client=lm, log_calls=str(tmp_path / "calls"))
-    chat = tutor.conversation("c1", store=store, plugins=[summary])
+    functai.configure(client=lm, log_calls=durable_log)
+    chat = tutor.conversation("c1", store=durable_store, plugins=[summary])
     for i in range(8):
         chat(f"q{i}")
-    os.remove(tmp_path / "chats.db")  # what each turn was shown comes from the records, not the store
-    records = [r for r in read_calls(tmp_path / "calls") if r.function == "tutor"]
+    records = [r for r in read_calls(durable_log) if r.function == "tutor"]
     assert len(records) == len(lm.requests) == 8
     summarized = records[-1].sections[0].splitlines()
     assert summarized == ["Earlier in this conversation (4 turns, summarized):", "2 turns so far."]
     assert records[-1].conversation["shown"] == {"last": 3}  # the turns after the summary, not all 7
-    for record, sent in zip(records, lm.requests):
-        same_request(functai.replay(record.id).recorded, sent)
 
-    result = functai.replay(records[-1].id, without=["compaction"])
-    assert result.differs[0] == "instruction and sections"
-    assert [f"-{line}" for line in summarized] == [line for line in result.diff.splitlines() if "summar" in line
-                                                   or "so far" in line]
-    assert any("chose the earlier turns shown" in note for note in result.notes)
+    functai.configure(log_calls=None)  # the record in hand and no call log: the turns come from the store
+    for record, sent in zip(records, lm.requests):
+        same_request(functai.replay(record).recorded, sent)
+    if not durable_store.startswith("postgresql:"):  # with the store gone, the call log alone
+        if os.path.isdir(durable_store):
+            shutil.rmtree(durable_store)
+        else:
+            os.remove(durable_store[len("sqlite:///"):])
+            forget(durable_store)  # the store this process keeps open
+        with pytest.raises(NotReplayable):
+            functai.replay(records[-1])
+    for record, sent in zip(records, lm.requests):
+        same_request(functai.replay(record.id, log=durable_log).recorded, sent)
+
+    status, out, err = run(["replay", records[-1].id, "--log", durable_log, "--without", "compaction"])
+    assert (status, err) == (0, "")
+    assert out.splitlines()[1:5] == [
+        f"left out: compaction 0.1.0 context: {json.dumps(records[-1].changes[0]['change'], sort_keys=True)}",
+        "first difference: instruction and sections",
+        "--- recorded: instruction and sections",
+        "+++ rebuilt: instruction and sections"]
+    assert [f"-{line}" for line in summarized] == [line for line in out.splitlines() if line.startswith("-E")
+                                                   or line.startswith("-2 turns")]
+    assert "note: 'compaction' chose the earlier turns shown; they are shown as recorded" in out
 
 
 def test_a_call_made_inside_a_turn_is_rebuilt_as_it_was_sent(tmp_path):
