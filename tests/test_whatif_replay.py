@@ -276,9 +276,20 @@ def test_a_plugin_that_changed_nothing_and_a_function_that_cannot_be_imported(tm
     from functai._calls.records import append
 
     append(log, elsewhere)
+    append(log, attrs.evolve(record, module="__main__", id="e" * 16))
     status, out, err = run(["replay", "fff", "--log", log])
-    assert status == 2 and err.startswith("functai: error [replay-function]: ")
-    assert "hint: name it: --function MODULE:FUNCTION" in err
+    assert (status, out) == (2, "")
+    assert err.splitlines() == [
+        "functai: error [not-found]: no module named 'gone_module'",
+        "  hint: gone_module:tutor is the call's function: run this where it is importable, or name it with "
+        "--function MODULE:FUNCTION"]
+    status, out, err = run(["replay", "eee", "--log", log])
+    assert status == 2 and err.startswith("functai: error [script-function]: call eeeeeeeeeeeeeeee was made by a "
+                                          "script run as a program")
+    status, out, err = run(["replay", "eee", "--log", log, "--with", "nowhere"])
+    assert status == 2 and err.startswith("functai: error [script-function]")
+    status, out, err = run(["replay", "fff", "--log", log, "--function", f"{__name__}:tutor", "--with", "nowhere"])
+    assert status == 2 and err.startswith("functai: error [plugin-load]: no installed plugin named 'nowhere'")
     status, out, err = run(["replay", "fff", "--log", log, "--function", f"{__name__}:tutor"])
     assert status == 0 and out.splitlines()[-1] == "no difference: the rebuilt request is the recorded one"
 

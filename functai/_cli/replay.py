@@ -8,7 +8,7 @@ import json
 from typing import Any, TextIO
 
 from .._calls.records import read_calls
-from .._errors import FunctAIError
+from .._errors import PluginError
 from .calls import find
 from .common import LOG_HELP, CLIError, ai_function, log_folder
 
@@ -35,21 +35,32 @@ def register(commands: Any) -> None:
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from .._evaluation.replay import NotReplayable, turn_calls
-    from .._evaluation.whatif import function_of, rebuild
+    from .._evaluation.whatif import rebuild
 
     folder = log_folder(args.log)
     record = find(folder, args.id)
+    reference = args.function or f"{record.module}:{record.function}"
+    if not args.function and record.module in ("", "__main__"):
+        raise CLIError(f"call {record.id} was made by a script run as a program, so its function is recorded as "
+                       f"{reference}, which this command cannot import", code="script-function",
+                       hint=f"name the script: --function path/to/script.py:{record.function}")
     try:
-        program = ai_function(args.function) if args.function else function_of(record)
-    except FunctAIError as error:
-        raise CLIError(error.message, code=error.code, hint="name it: --function MODULE:FUNCTION "
-                       "(or path/to/script.py:NAME), run where it is importable") from None
+        program = ai_function(reference)
+    except CLIError as error:
+        if not args.function:
+            error.hint = (f"{reference} is the call's function: run this where it is importable, or name it with "
+                          "--function MODULE:FUNCTION")
+        raise
     calls = turn_calls(read_calls(folder)) if "shown" in (record.conversation or {}) else None
     try:
         result = rebuild(record, program, calls, args.without, args.with_, args.lm, args.ask)
     except NotReplayable as error:
         raise CLIError(error.message, code=error.code,
                        hint="`functai show ID` shows what the record keeps; a replaced request is not kept") from None
+    except PluginError as error:
+        if error.code == "plugin-load" and error.plugin in args.with_:  # --with named a plugin not here
+            raise CLIError(error.message, code=error.code) from None
+        raise
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), file=out)
     else:

@@ -314,7 +314,7 @@ def _check_replayable(record: CallRecord) -> None:
 def function_of(record: CallRecord) -> AIFunction:
     """The AI function ``record`` names (``module:function``), imported from here."""
     reference = f"{record.module}:{record.function}"
-    fix = "pass fn=<the AI function> (functai replay: --function MODULE:FUNCTION)"
+    fix = "pass fn=<the AI function>"
     module = sys.modules.get(record.module) if record.module == "__main__" else None
     if module is None and (not record.module or record.module == "__main__"):
         raise FunctAIError(f"call {record.id} was made by {reference}, which cannot be imported; {fix}",
