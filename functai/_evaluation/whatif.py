@@ -190,7 +190,8 @@ def rebuild(
         rebuilt = _Built(record, fn, resolved, history, sections, notes, out, plugins, lm)
     else:
         rebuilt = recorded
-    differs = tuple(part for part in PARTS if recorded.lines(part) != rebuilt.lines(part))
+    differs = tuple(part for part in PARTS if recorded.raw(part) != rebuilt.raw(part)  # lines only where needed
+                    and recorded.lines(part) != rebuilt.lines(part))
     diff = ""
     if differs:
         part = differs[0]
@@ -251,6 +252,13 @@ class _Built:
             self.changes += scratch.changes[len(record.changes) + len(self.changes):]
         self.request = request
         self._lines: dict[str, list[str]] = {}
+
+    def raw(self, part: str) -> Any:
+        """One part of the request as it is (equal parts need no lines)."""
+        if part == "instruction and sections":
+            return self.instruction
+        request = self.request
+        return request.output_schema if part == "output schema" else getattr(request, part)
 
     def lines(self, part: str) -> list[str]:
         """One part of the request as lines, for comparing and for the diff."""
