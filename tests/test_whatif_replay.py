@@ -356,3 +356,39 @@ def test_a_plugin_file_given_with_and_a_plugin_that_answers_instead_of_the_model
     result = functai.replay(record, with_=[str(tmp_path / "canned.py")])
     assert result.answer is None
     assert result.notes == ("plugin 'canned' would answer the rebuilt request instead of the model",)
+
+
+def test_a_call_made_through_the_async_driver_is_rebuilt_the_same(tmp_path):
+    import asyncio
+
+    lm = ScriptedLM(["ok"])
+
+    async def careful(call):
+        return Change(sections=["Check twice."], settings={"seed": 3})
+
+    functai.configure(client=lm, log_calls=str(tmp_path / "calls"), plugins=[Plugin("careful", before_call=careful)])
+    _, record = asyncio.run(tutor.arun("q"))
+    result = functai.replay(record.id)
+    same_request(result.recorded, lm.requests[0])
+    assert functai.replay(record.id, without=["careful"]).differs == ("instruction and sections", "messages",
+                                                                     "settings")
+
+
+def test_a_template_layout_and_a_baked_model_are_laid_out_as_the_call_laid_them_out(tmp_path):
+    lm = ScriptedLM(["ok", "ok"])
+
+    @ai(layout=functai.Template(system="{instruction}\nWrite for {level}.", user="Q: {question}"))
+    def explain(question: str, level: str) -> str:
+        """Explain it."""
+
+    @ai(lm=functai.baked("student-1"))
+    def student(question: str) -> str:
+        """Answer."""
+
+    functai.configure(client=lm, log_calls=str(tmp_path / "calls"),
+                      plugins=[Plugin("tone", before_call=lambda call: Change(settings={"seed": 1}))])
+    _, first = explain.run("Why?", level="children")
+    _, second = student.run("Why?")
+    for record, sent in zip((first, second), lm.requests):
+        same_request(functai.replay(record.id, fn=explain if record is first else student).recorded, sent)
+    assert [m["role"] for m in lm.requests[1].messages] == ["user"]  # the baked student reads only its message
