@@ -1,5 +1,5 @@
 """``functai replay ID``: a logged call's first request rebuilt with plugins left out or added,
-and the first place it differs from the recorded one (docs/evaluating.md, *What if*)."""
+and the first place it differs from the recorded one (docs/evaluating.md, *What-if replay*)."""
 
 from __future__ import annotations
 
