@@ -392,3 +392,20 @@ def test_a_template_layout_and_a_baked_model_are_laid_out_as_the_call_laid_them_
     for record, sent in zip((first, second), lm.requests):
         same_request(functai.replay(record.id, fn=explain if record is first else student).recorded, sent)
     assert [m["role"] for m in lm.requests[1].messages] == ["user"]  # the baked student reads only its message
+
+
+def test_a_turn_whose_inputs_a_turn_start_handler_changed_and_whose_shown_turns_lost_a_field(tmp_path):
+    lm = ScriptedLM(reply=lambda request: f"A{len(lm.requests)}")
+    loud = Plugin("loud", turn_start=lambda turn: Change(inputs={"question": turn.inputs["question"].upper()}))
+    quiet = Plugin("quiet", context=lambda context: Change(without={context.turns[0].id: ["question"]})
+                   if context.turns else None)
+    functai.configure(client=lm, log_calls=str(tmp_path / "calls"))
+    chat = tutor.conversation("c5", store=str(tmp_path / "store"), plugins=[loud, quiet])
+    for i in range(3):
+        chat(f"q{i}")
+    records = list(read_calls(tmp_path / "calls"))
+    assert records[-1].inputs == {"question": "Q2"} and records[-1].conversation["without"]
+    for record, sent in zip(records, lm.requests):
+        same_request(functai.replay(record.id).recorded, sent)
+    assert functai.replay(records[-1].id, without=["loud"]).notes == (
+        "'loud' changed the turn's inputs; the record keeps them only as changed",)
