@@ -16,7 +16,7 @@ from . import added
 from .common import INPUT, RUNTIME, CLIError
 
 #: The modules (in this package) whose ``register(commands)`` adds subcommands, in help order.
-COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "manage", "evaluation", "stores")
+COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "manage", "evaluation", "replay", "stores")
 
 #: Library error codes that mean the command line named something wrong (exit 2, not 1).
 INPUT_CODES: frozenset[str] = frozenset({"conversation-id", "unknown-call", "no-call-log", "input-invalid",
