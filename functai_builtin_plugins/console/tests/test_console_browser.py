@@ -1,6 +1,7 @@
 """The console in a real headless Chromium (Debian's ``chromium``, driven by Playwright): a program's
 waiting turn appears in the inbox, a person answers it, the program resumes it. The screenshots in
-docs/ are taken here, from the example data.
+docs/ are taken here, from the example data: into the test's own folder, and into docs/ with
+``FUNCTAI_DOCS_SCREENSHOTS=1`` (so a test run leaves the checkout as it was).
 
 Skipped, with a banner, only when ``/usr/bin/chromium`` or Playwright is missing (``.ci/run``
 installs chromium); ``FUNCTAI_REQUIRE_BROWSER=1`` makes that a failure instead. Playwright never
@@ -163,21 +164,23 @@ def test_the_call_page_lists_changes_by_plugin_and_the_tree_shows_a_branch(tmp_p
     page = person()
     page.goto(server.url)
     answer_row(page, "ticket-42").wait_for()
-    page.screenshot(path=str(DOCS / "console-inbox.png"))
+    shots = DOCS if os.environ.get("FUNCTAI_DOCS_SCREENSHOTS") == "1" else tmp_path
+    page.screenshot(path=str(shots / "console-inbox.png"))
 
     page.get_by_role("link", name="Calls").click()
     page.locator(f'a[href="/calls/{made["nested"]}"]').click()
     brief = page.locator('.plugin[data-plugin="brief"]')
     assert "before_call" in brief.inner_text() and "note: house style" in brief.inner_text()
     assert "order_status" in page.locator(".tree").inner_text()  # the nested call
-    page.screenshot(path=str(DOCS / "console-call.png"), full_page=True)
+    page.screenshot(path=str(shots / "console-call.png"), full_page=True)
 
     page.get_by_role("link", name="Conversations").click()
     page.get_by_role("link", name="alex").click()
     fork = page.locator(f'li[data-branches="2"] > #turn-{made["branch_from"]}')
     assert fork.is_visible()
     assert page.locator("li[data-branches] li .turn").count() == 2  # one turn on each branch below it
-    page.screenshot(path=str(DOCS / "console-tree.png"), full_page=True)
+    page.screenshot(path=str(shots / "console-tree.png"), full_page=True)
+    assert all((shots / f"console-{name}.png").stat().st_size > 5_000 for name in ("inbox", "call", "tree"))
 
 
 def test_a_request_without_the_token_is_refused(tmp_path, console_server, person):
