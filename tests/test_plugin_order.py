@@ -186,3 +186,16 @@ def test_explain_prints_six_plugins_in_order_with_why_line_by_line():
         "unmet:",
         "  brand after 'audit': 'audit' declares last=True and runs after the others",
     ]
+
+
+def test_an_unmet_declaration_names_the_tier_when_last_is_what_broke_it():
+    guard = _marker("guard", last=True, before=["audit"])
+
+    @ai(plugins=[guard])
+    def f(text: str) -> str:
+        """F."""
+
+    functai.configure(client=ScriptedLM(reply=lambda request: "ok"), plugins=[_marker("audit")])
+    assert _order(f, "x") == ["audit", "guard"]
+    assert explain(f)["unmet"] == [{"plugin": "guard", "constraint": "before 'audit'",
+                                    "why": "'guard' declares last=True and runs after the others"}]

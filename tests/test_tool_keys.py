@@ -505,3 +505,53 @@ def test_reconcile_is_refused_where_it_cannot_help():
         return "paid"
 
     assert pay.reconcile is settle
+
+
+def test_a_finished_ai_function_tool_reused_on_resume_keeps_every_later_reply_and_key_in_place(install):
+    install(functai_approval.plugin)
+    ran = []
+
+    @tool(effects="reads")
+    def look(q: str) -> str:
+        """Look."""
+        ran.append(("look", functai.tool_key()))
+        return "looked " + q
+
+    @tool(effects="changes")
+    def pay(payment: str) -> str:
+        """Pay."""
+        ran.append(("pay", functai.tool_key()))
+        return "paid " + payment
+
+    @ai(tools=[look])
+    def clerk(request: str) -> str:
+        """Look things up."""
+
+    @ai(tools=[pay])
+    def payer(request: str) -> str:
+        """Pay."""
+
+    @ai(tools=[clerk, payer])
+    def desk(request: str) -> str:
+        """Desk."""
+
+    def reply(request):
+        system, last = request.messages[0]["content"], request.messages[-1]
+        if system.startswith("Look things"):
+            return "clerk done" if last["role"] == "tool" else tool_call("look", {"q": "x"})
+        if system.startswith("Pay."):
+            return "payer done" if last["role"] == "tool" else tool_call("pay", {"payment": "A"})
+        done = [m for m in request.messages if m["role"] == "tool"]
+        if not done:
+            return tool_call("clerk", {"request": "look"})
+        return tool_call("payer", {"request": "pay A"}) if len(done) == 1 else "desk done"
+
+    functai.configure(client=ScriptedLM(reply=reply))
+    chat = desk.conversation("nested-keys", approve=["pay"])
+    with pytest.raises(Waiting) as waiting:
+        chat("go")
+    turn = waiting.value.turn
+    turn.approve()
+    assert turn.resume() == "desk done"  # not the clerk's recorded reply read in desk's place
+    turn_id = turn.id
+    assert ran == [("look", f"{turn_id}:2.1"), ("pay", f"{turn_id}:3.1")]  # pay ran once, at its own place

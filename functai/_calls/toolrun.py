@@ -221,6 +221,9 @@ class ToolRunner:
             entry.clear()
             entry.update(recorded["entry"])
             self.record.changes.extend(recorded.get("changes", ()))
+            skip_past = getattr(self.scope, "skip_past", None)
+            if skip_past is not None:
+                skip_past(recorded)
             return entry["output"]
         entry["error"] = "interrupted"
         entry["output"] = INTERRUPTED

@@ -137,8 +137,17 @@ class TurnScope:
 
     def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
         record = {"kind": "tool", "turn": self.turn, "site": site, "state": "done",
-                  "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes))}
+                  "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes)),
+                  "after": {"calls": self.calls, "requests": self.requests}}
         self.chat._append(record)
+
+    def skip_past(self, recorded: Mapping[str, Any]) -> None:
+        """A finished tool reused on resume: what calls and model requests inside it used (an AI
+        function as a tool makes both) is skipped, so every later call and reply keeps its place."""
+        after = recorded.get("after")
+        if isinstance(after, dict):
+            self.calls = max(self.calls, int(after.get("calls", 0)))
+            self.requests = max(self.requests, int(after.get("requests", 0)))
 
     def answers(self, prefix: str) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}

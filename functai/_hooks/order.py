@@ -119,11 +119,11 @@ def _cycle(waiting: list[Placed], must_follow: dict[str, dict[str, str]]) -> Plu
 
 def _unmet(item: Placed, constraint: str, other: Placed) -> dict[str, str]:
     plugin = item.plugin
-    if item.layer != other.layer:
+    if plugin.last != other.plugin.last:
+        why = f"{(other if other.plugin.last else item).plugin.name!r} declares last=True and runs after the others"
+    else:
         why = (f"{other.plugin.name!r} runs in the {other.layer} layer and {plugin.name!r} in the {item.layer} layer: "
                "layers run innermost first, and a declaration orders plugins within a layer")
-    else:
-        why = f"{(other if other.plugin.last else item).plugin.name!r} declares last=True and runs after the others"
     return {"plugin": plugin.name, "constraint": constraint, "why": why}
 
 

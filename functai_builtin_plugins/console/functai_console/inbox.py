@@ -100,7 +100,11 @@ def answer(console: Console, form: Mapping[str, Any]) -> str:
     if asked is None:
         raise functai.FunctAIError(f"turn {turn_id!r} of {conversation!r} does not wait for {key!r} any more",
                                    code="turn-not-waiting")
-    if form.get("action") == "deny":
+    action = form.get("action")
+    if action not in ("approve", "deny"):  # only a button says what the person chose
+        raise functai.FunctAIError("the form says neither approve nor deny: press one of its buttons",
+                                   code="console-form")
+    if action == "deny":
         turn.deny(key, reason=str(form.get("reason") or "").strip() or None, by=by)
         done = f"{asked['name']} denied by {by}"
     else:

@@ -92,6 +92,8 @@ def _form(item: dict[str, Any], csrf: str, form: str) -> str:
     keys = hidden(csrf=csrf, conversation=item["conversation"], turn=item["turn"], key=item["key"])
     return (
         f'<form method="post" action="/inbox/answer" id="{form}">{keys}'
+        # The form's default button, disabled: Enter in a field submits nothing (never an approval).
+        '<button type="submit" disabled hidden aria-hidden="true"></button>'
         '<input type="text" name="by" placeholder="your name" required aria-label="your name"> '
         '<button name="action" value="approve">Approve</button><br>'
         '<input type="text" name="reason" placeholder="reason to deny" aria-label="reason"> '

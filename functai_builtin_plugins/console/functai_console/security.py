@@ -28,6 +28,13 @@ HEADERS = {
 }
 
 
+def cookie_name(scope: dict[str, Any]) -> str:
+    """The cookie of the console on this port: browsers share a host's cookies across its ports, so two
+    consoles on one host would overwrite each other's (Jupyter names its cookie by port too)."""
+    server = scope.get("server") or (None, None)
+    return f"{COOKIE}_{server[1]}" if server[1] else COOKIE
+
+
 def same(given: str | None, expected: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
 
@@ -43,6 +50,9 @@ class TokenGate:
 
     def __init__(self, app: Any, token: str) -> None:
         self.app, self.token, self.csrf = app, token, csrf_token(token)
+        #: What the cookie holds: derived from the token, never the token itself (a cookie is sent to every
+        #: port of the host, so another service there never sees the token).
+        self.session = hmac.new(token.encode(), b"functai-console-session", hashlib.sha256).hexdigest()
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
                        send: Callable[[Any], Awaitable[None]]) -> None:
@@ -57,10 +67,10 @@ class TokenGate:
                 return
             rest = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
             moved = RedirectResponse(request.url.path + (f"?{rest}" if rest else ""), status_code=303)
-            moved.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", path="/")
+            moved.set_cookie(cookie_name(scope), self.session, httponly=True, samesite="strict", path="/")
             await moved(scope, receive, send)
             return
-        if not same(request.cookies.get(COOKIE), self.token):
+        if not same(request.cookies.get(cookie_name(scope)), self.session):
             await _refuse("this console needs its access token: open the address `functai console` printed "
                           "(…/?token=…)")(scope, receive, send)
             return

@@ -204,3 +204,14 @@ def test_what_records_hold_is_shown_as_text_never_as_markup(tmp_path):
     for page in pages:
         assert "<script>alert" not in page and "<img src=x" not in page
     assert "[console-form]" in post(browser, "/inbox/answer", by="ana", action="approve")
+
+
+def test_a_form_that_names_no_button_records_no_answer(tmp_path):
+    # Enter in a field submits the form without a button: that must never count as an approval.
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, _ = waiting_turn(store, log)
+    page = post(client(store, log), "/inbox/answer", conversation="ticket-1", turn=turn.id,
+                key=turn.approvals[0]["key"], by="bob", reason="too much money")
+    assert "[console-form]" in page and chat.turn(turn.id).answers == {}
+    inbox = client(store, log).get("/").text
+    assert '<button type="submit" disabled hidden' in inbox  # the default button: Enter submits nothing
