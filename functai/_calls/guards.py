@@ -1,0 +1,218 @@
+"""Stream guards: a call's ``chunk`` handlers see a reply's text before any of it is shown, and
+may hold it back, redact it or stop the reply.
+
+One `Guards` per call, made only when the call's plan has ``chunk`` handlers (a call without
+them never reaches this module); one `Guarding` per reply. The stream driver feeds a reply's
+pieces as they arrive; a reply that was not streamed is fed whole, once, as the final piece.
+What a `Guarding` releases is all that is shown, and the reply's text becomes exactly that.
+"""
+
+from __future__ import annotations
+
+from os.path import commonprefix
+from typing import Any, Callable
+
+import attrs
+
+from .._errors import PluginError
+from .._hooks.change import Change
+from .._hooks.events import ChunkEvent
+from .._hooks.fold import check_change, handler_error, record, refuse
+from .._hooks.order import Handler
+from .._hooks.plugin import Plugin
+from .._models.request import Reply
+from .steps import Await, Send, Steps
+
+#: The code of a call whose reply a ``chunk`` handler stopped.
+STOPPED = "plugin-refused"
+
+
+class Pending:
+    """A handler returned an awaitable: await it, then give its result to `Guarding.resumed`."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Any) -> None:
+        self.awaitable = awaitable
+
+
+class Guards:
+    """One call's ``chunk`` handlers, in order, and where their changes are recorded."""
+
+    __slots__ = ("handlers", "changes", "function", "path", "call", "guarded")
+
+    def __init__(self, handlers: tuple[Handler, ...], changes: list[dict[str, Any]], function: str, path: str,
+                 call: str) -> None:
+        self.handlers = handlers
+        self.changes = changes
+        self.function = function
+        self.path = path
+        self.call = call
+        #: The last reply a stream driver guarded as it streamed: the pipeline does not guard it again.
+        self.guarded: Reply | None = None
+
+    def whole(self, reply: Reply) -> Steps[Reply]:
+        """``reply`` with its whole text guarded once, as the final piece (a reply not streamed)."""
+        if not reply.text:
+            return reply  # no text to show: the guards are not asked
+        guarding = Guarding(self)
+        out = guarding.feed(reply.text or "", True)
+        while out.__class__ is Pending:
+            try:
+                result = yield Await(out.awaitable)  # type: ignore[union-attr]
+            except Exception as error:
+                raise guarding.failed(error) from error
+            out = guarding.resumed(result)
+        return guarding.reply(reply)
+
+
+class GuardedSend(Send):
+    """A request sent in a call with guards: a stream driver guards the reply's pieces as they come."""
+
+    __slots__ = ("guards",)
+
+    def __init__(self, client: Any, request: Any, scope: Any, guards: Guards) -> None:
+        super().__init__(client, request, scope)
+        self.guards = guards
+
+
+class Guarding:
+    """The guards over one reply: what is held back, what was shown, the handler awaited."""
+
+    __slots__ = ("guards", "event", "held", "shown", "window", "at", "redactions")
+
+    def __init__(self, guards: Guards) -> None:
+        self.guards = guards
+        self.event = ChunkEvent(text="", shown=[], final=False, function=guards.function, path=guards.path,
+                                call=guards.call)
+        self.held = ""
+        self.shown = 0  # characters shown so far
+        self.window = -1  # the largest window of a handler that held this piece; -1: none held
+        self.at = 0  # the handler awaited (`Pending`)
+        self.redactions: list[dict[str, Any]] = []  # this reply's, whose offsets later ones may move
+
+    def feed(self, piece: str, final: bool = False) -> str | Pending:
+        """Give the guards a piece: the text they release now (maybe ""), or a `Pending` to await."""
+        data = self.event.__dict__
+        data["text"] = self.held + piece if self.held else piece
+        if final:
+            data["final"] = True
+        self.window = -1
+        return self._run(0)
+
+    def end(self) -> str | Pending:
+        """The reply is complete: what is held goes through the guards once more, as final."""
+        if not self.held and not self.shown:
+            self.event.__dict__["final"] = True
+            return ""  # a reply without text: nothing to guard
+        return self.feed("", True)
+
+    def resumed(self, result: Any) -> str | Pending:
+        """Fold in the awaited handler's result and run the handlers after it."""
+        plugin, handler = self.guards.handlers[self.at]
+        if result is not None:
+            self._apply(plugin, handler, result)
+        return self._run(self.at + 1)
+
+    def failed(self, error: Exception) -> Exception:
+        """What to raise when the awaited handler raised."""
+        return handler_error(self.guards.handlers[self.at][0], "chunk", error)
+
+    def reply(self, reply: Reply) -> Reply:
+        """``reply`` with its text as shown; the pipeline will not guard it again."""
+        text = "".join(self.event.__dict__["shown"])
+        if text != (reply.text or ""):
+            reply = attrs.evolve(reply, text=text)
+        self.guards.guarded = reply
+        return reply
+
+    def _run(self, start: int) -> str | Pending:
+        handlers = self.guards.handlers
+        event = self.event
+        for index in range(start, len(handlers)):
+            plugin, handler = handlers[index]
+            try:
+                result = handler(event)
+            except Exception as error:
+                raise handler_error(plugin, "chunk", error) from error
+            if result is None:
+                continue
+            if result.__class__ is Change:
+                given = result.__dict__
+                if len(given) == 1 and given.get("hold") is True and plugin.chunk_window:  # the usual change
+                    if plugin.chunk_window > self.window:
+                        self.window = plugin.chunk_window
+                    continue
+            elif hasattr(result, "__await__"):
+                self.at = index
+                return Pending(result)
+            self._apply(plugin, handler, result)
+        return self._release()
+
+    def _apply(self, plugin: Plugin, handler: Callable[[Any], Any], result: Any) -> None:
+        change = check_change(plugin, "chunk", result)
+        if change is None:
+            return
+        if change.stop is not None:
+            self.guards.changes.append(
+                record(plugin, "chunk", {"stop": change.stop, "at": self.shown}, handler, self.event, change.note))
+            raise stopped(plugin, change.stop, self.shown)
+        if change.text is not None:
+            self._redact(plugin, handler, change)
+        if change.hold:
+            if not plugin.chunk_window:
+                raise refuse(plugin, "chunk", "hold", "the plugin may hold no text back: give it a window, "
+                                                      "Plugin(..., chunk_window=64), the most characters it holds")
+            if plugin.chunk_window > self.window:
+                self.window = plugin.chunk_window
+
+    def _redact(self, plugin: Plugin, handler: Callable[[Any], Any], change: Change) -> None:
+        """Show ``change.text`` instead of what is held, recording the span it changed as offsets
+        in the reply's shown text: ``{"text", "at": [start, end], "replaced": n}``."""
+        data = self.event.__dict__
+        old, new = data["text"], change.text
+        assert new is not None
+        if new == old:
+            return
+        same = len(commonprefix((old, new)))
+        rest = min(len(old), len(new)) - same
+        tail = len(commonprefix((old[::-1][:rest], new[::-1][:rest])))
+        start, end = self.shown + same, self.shown + len(new) - tail
+        moved = len(new) - len(old)
+        for earlier in self.redactions:  # later in the text than this one's span: shifted by it
+            if earlier["at"][0] >= self.shown + len(old) - tail:
+                earlier["at"] = [earlier["at"][0] + moved, earlier["at"][1] + moved]
+        data_change = {"text": new[same:len(new) - tail], "at": [start, end], "replaced": len(old) - tail - same}
+        self.redactions.append(data_change)
+        self.guards.changes.append(record(plugin, "chunk", data_change, handler, self.event, change.note))
+        data["text"] = new
+
+    def _release(self) -> str:
+        data = self.event.__dict__
+        text: str = data["text"]
+        window = self.window
+        if window < 0 or data["final"]:
+            released, self.held = text, ""
+        elif len(text) > window:
+            cut = len(text) - window
+            released, self.held = text[:cut], text[cut:]
+        else:
+            self.held = text
+            return ""
+        if released:
+            data["shown"].append(released)
+            self.shown += len(released)
+            self.redactions = [r for r in self.redactions if r["at"][1] > self.shown]  # only held ones can move
+        return released
+
+
+def stopped(plugin: Plugin, reason: str, shown: int) -> PluginError:
+    """The error of a call whose reply a ``chunk`` handler stopped: a refusal, with the reason."""
+    error = PluginError(
+        f"plugin {plugin.name!r} {plugin.version} stopped the reply in chunk: {reason}. The {shown} characters "
+        "shown before stay shown; the rest was not, and the call failed as a refusal (asking again the same way "
+        "is stopped again: change the request, or the guard)",
+        code=STOPPED, plugin=plugin.name, hook="chunk",
+    )
+    error.details["reason"] = reason
+    return error
