@@ -21,7 +21,7 @@ from .._hooks.fold import check_change, handler_error, record, refuse
 from .._hooks.order import Handler
 from .._hooks.plugin import Plugin
 from .._models.request import Reply
-from .steps import Await, Send, Steps
+from .steps import Await, Send, Steps, in_thread
 
 #: The code of a call whose reply a ``chunk`` handler stopped.
 STOPPED = "plugin-refused"
@@ -39,7 +39,7 @@ class Pending:
 class Guards:
     """One call's ``chunk`` handlers, in order, and where their changes are recorded."""
 
-    __slots__ = ("handlers", "changes", "function", "path", "call", "guarded")
+    __slots__ = ("handlers", "changes", "function", "path", "call", "guarded", "unkept")
 
     def __init__(self, handlers: tuple[Handler, ...], changes: list[dict[str, Any]], function: str, path: str,
                  call: str) -> None:
@@ -50,11 +50,13 @@ class Guards:
         self.call = call
         #: The last reply a stream driver guarded as it streamed: the pipeline does not guard it again.
         self.guarded: Reply | None = None
+        #: The turn that keeps the reply just received, once it is guarded (see `GuardedSend`).
+        self.unkept: Any = None
 
     def whole(self, reply: Reply) -> Steps[Reply]:
         """``reply`` with its whole text guarded once, as the final piece (a reply not streamed)."""
         if not reply.text:
-            return reply  # no text to show: the guards are not asked
+            return self._kept(reply)  # no text to show: the guards are not asked
         guarding = Guarding(self)
         out = guarding.feed(reply.text or "", True)
         while out.__class__ is Pending:
@@ -63,17 +65,46 @@ class Guards:
             except Exception as error:
                 raise guarding.failed(error) from error
             out = guarding.resumed(result)
-        return guarding.reply(reply)
+        return self._kept(guarding.reply(reply))
+
+    def _kept(self, reply: Reply) -> Reply:
+        scope, self.unkept = self.unkept, None
+        if scope is not None:
+            scope.keep(reply)
+        return reply
 
 
 class GuardedSend(Send):
-    """A request sent in a call with guards: a stream driver guards the reply's pieces as they come."""
+    """A request sent in a call with guards: a stream driver guards the reply's pieces as they come.
+    Sent in a turn, the reply is kept for a resumed turn only once guarded: a redacted secret never
+    reaches the store."""
 
     __slots__ = ("guards",)
 
     def __init__(self, client: Any, request: Any, scope: Any, guards: Guards) -> None:
         super().__init__(client, request, scope)
         self.guards = guards
+
+    def run(self) -> Any:
+        scope = self.scope
+        if scope is None or getattr(scope, "replay", None) is None:
+            return super().run()
+        reply = scope.replay(self.request)
+        if reply is None:
+            reply = self.client.complete(self.request)
+            self.guards.unkept = scope
+        return reply
+
+    async def arun(self) -> Any:
+        scope = self.scope
+        if scope is None or getattr(scope, "replay", None) is None:
+            return await super().arun()
+        reply = scope.replay(self.request)
+        if reply is None:
+            method = getattr(self.client, "acomplete", None)
+            reply = await (method(self.request) if method is not None else in_thread(self.client.complete, self.request))
+            self.guards.unkept = scope
+        return reply
 
 
 class Guarding:
