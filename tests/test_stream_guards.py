@@ -172,7 +172,8 @@ def test_a_call_not_streamed_is_guarded_once_with_its_whole_text(how):
 def test_a_later_redaction_moves_the_offsets_of_an_earlier_one_still_held():
     first = Plugin("first", chunk_window=50, chunk=lambda c: Change(text=c.text.replace("b", "BBB"), hold=not c.final)
                    if "b" in c.text else (None if c.final else Change(hold=True)))
-    second = Plugin("second", chunk=lambda c: Change(text=c.text.replace("a", "")) if c.final and "a" in c.text else None)
+    second = Plugin("second",
+                    chunk=lambda c: Change(text=c.text.replace("a", "")) if c.final and "a" in c.text else None)
     fn = _fn([first, second], ScriptedLM(["xbyaa"], chunk=2))
     texts, value, record = _stream(fn, "x")
     assert value == "xBBBy" == "".join(texts)

@@ -26,6 +26,8 @@ from .steps import Await, Send, Steps, in_thread
 #: The code of a call whose reply a ``chunk`` handler stopped.
 STOPPED = "plugin-refused"
 
+_HOLD = {"hold": True}  # what a plain hold's fields are
+
 
 class Pending:
     """A handler returned an awaitable: await it, then give its result to `Guarding.resumed`."""
@@ -61,7 +63,7 @@ class Guards:
         out = guarding.feed(reply.text or "", True)
         while out.__class__ is Pending:
             try:
-                result = yield Await(out.awaitable)  # type: ignore[union-attr]
+                result = yield Await(out.awaitable)
             except Exception as error:
                 raise guarding.failed(error) from error
             out = guarding.resumed(result)
@@ -102,7 +104,8 @@ class GuardedSend(Send):
         reply = scope.replay(self.request)
         if reply is None:
             method = getattr(self.client, "acomplete", None)
-            reply = await (method(self.request) if method is not None else in_thread(self.client.complete, self.request))
+            asked = method(self.request) if method is not None else in_thread(self.client.complete, self.request)
+            reply = await asked
             self.guards.unkept = scope
         return reply
 
@@ -110,12 +113,16 @@ class GuardedSend(Send):
 class Guarding:
     """The guards over one reply: what is held back, what was shown, the handler awaited."""
 
-    __slots__ = ("guards", "event", "held", "shown", "window", "at", "redactions")
+    __slots__ = ("guards", "handlers", "event", "data", "pieces", "held", "shown", "window", "at", "redactions")
 
     def __init__(self, guards: Guards) -> None:
         self.guards = guards
-        self.event = ChunkEvent(text="", shown=[], final=False, function=guards.function, path=guards.path,
-                                call=guards.call)
+        self.handlers = guards.handlers
+        #: What was shown, piece by piece (the event's ``shown`` joins them when a handler reads it).
+        self.pieces: list[str] = []
+        self.event = ChunkEvent(text="", shown=self.pieces, final=False, function=guards.function,
+                                path=guards.path, call=guards.call)
+        self.data = self.event.__dict__
         self.held = ""
         self.shown = 0  # characters shown so far
         self.window = -1  # the largest window of a handler that held this piece; -1: none held
@@ -123,13 +130,47 @@ class Guarding:
         self.redactions: list[dict[str, Any]] = []  # this reply's, whose offsets later ones may move
 
     def feed(self, piece: str, final: bool = False) -> str | Pending:
-        """Give the guards a piece: the text they release now (maybe ""), or a `Pending` to await."""
-        data = self.event.__dict__
-        data["text"] = self.held + piece if self.held else piece
+        """Give the guards a piece: the text they release now (maybe ""), or a `Pending` to await.
+
+        The usual piece, inline: every handler returns None or a plain hold, and what is released
+        is all the text or what passes the window; anything else goes on in `_run`."""
+        event = self.event
+        data = self.data
+        held = self.held
+        text = data["text"] = held + piece if held else piece
         if final:
             data["final"] = True
-        self.window = -1
-        return self._run(0)
+        window = -1
+        index = 0
+        for plugin, handler in self.handlers:
+            try:
+                result = handler(event)
+            except Exception as error:
+                raise handler_error(plugin, "chunk", error) from error
+            if result is not None:
+                if result.__class__ is Change and plugin.chunk_window and result.__dict__ == _HOLD:
+                    if plugin.chunk_window > window:
+                        window = plugin.chunk_window
+                else:
+                    self.window = window
+                    return self._run(index, result)
+            index += 1
+        if window >= 0 and not final:
+            self.window = window
+            return self._release()
+        if held:
+            self.held = ""
+        if text:
+            self.pieces.append(text)
+            self.shown += len(text)
+            if self.redactions:
+                self.redactions = []  # all shown: none can move
+        return text
+
+    def pull(self, chunks: Any, end: Any) -> Any:
+        """A sync stream's next item: what the guards release of a piece, the reply, or ``end``."""
+        item = next(chunks, end)
+        return self.feed(item) if item.__class__ is str else item
 
     def end(self) -> str | Pending:
         """The reply is complete: what is held goes through the guards once more, as final."""
@@ -143,7 +184,7 @@ class Guarding:
         plugin, handler = self.guards.handlers[self.at]
         if result is not None:
             self._apply(plugin, handler, result)
-        return self._run(self.at + 1)
+        return self._run(self.at + 1, None)
 
     def failed(self, error: Exception) -> Exception:
         """What to raise when the awaited handler raised."""
@@ -157,27 +198,24 @@ class Guarding:
         self.guards.guarded = reply
         return reply
 
-    def _run(self, start: int) -> str | Pending:
+    def _run(self, index: int, result: Any) -> str | Pending:
+        """Fold in handler ``index``'s result (None: call it first) and run the handlers after it."""
         handlers = self.guards.handlers
         event = self.event
-        for index in range(start, len(handlers)):
+        while index < len(handlers):
             plugin, handler = handlers[index]
-            try:
-                result = handler(event)
-            except Exception as error:
-                raise handler_error(plugin, "chunk", error) from error
             if result is None:
-                continue
-            if result.__class__ is Change:
-                given = result.__dict__
-                if len(given) == 1 and given.get("hold") is True and plugin.chunk_window:  # the usual change
-                    if plugin.chunk_window > self.window:
-                        self.window = plugin.chunk_window
-                    continue
-            elif hasattr(result, "__await__"):
-                self.at = index
-                return Pending(result)
-            self._apply(plugin, handler, result)
+                try:
+                    result = handler(event)
+                except Exception as error:
+                    raise handler_error(plugin, "chunk", error) from error
+            if result is not None:
+                if result.__class__ is not Change and hasattr(result, "__await__"):
+                    self.at = index
+                    return Pending(result)
+                self._apply(plugin, handler, result)
+            result = None
+            index += 1
         return self._release()
 
     def _apply(self, plugin: Plugin, handler: Callable[[Any], Any], result: Any) -> None:
@@ -233,7 +271,8 @@ class Guarding:
         if released:
             data["shown"].append(released)
             self.shown += len(released)
-            self.redactions = [r for r in self.redactions if r["at"][1] > self.shown]  # only held ones can move
+            if self.redactions:  # only those still held can move
+                self.redactions = [r for r in self.redactions if r["at"][1] > self.shown]
         return released
 
 

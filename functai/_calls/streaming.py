@@ -210,12 +210,15 @@ class _Stream:
         chunks = self._chunks
         guarding = self._guarding
         try:
-            if self._awaits:
-                item = await self._call(chunks.__anext__)
+            if guarding is None:
+                if self._awaits:
+                    item = await self._call(chunks.__anext__)
+                else:
+                    item = self._ctx.run(next, chunks, _END)
+            elif self._awaits:  # the next piece, and what the guards release of it, in one step
+                item = await self._call(lambda: _guarded_anext(chunks, guarding))
             else:
-                item = self._ctx.run(next, chunks, _END)
-            if guarding is not None and item.__class__ is str:
-                item = self._ctx.run(guarding.feed, item)
+                item = self._ctx.run(guarding.pull, chunks, _END)
                 if item.__class__ is Pending:
                     item = await self._resumed(guarding, item)
         except StopAsyncIteration:
@@ -258,7 +261,7 @@ class _Stream:
             awaitable = out.awaitable
             try:
                 if self._awaits:
-                    result = await self._call(lambda: awaitable)
+                    result = await self._call(_returning(awaitable))
                 else:
                     result = self._ctx.run(run_awaitable, awaitable)
             except Exception as error:
@@ -346,3 +349,23 @@ class AStream(_Stream):
 
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable
+
+
+def _returning(value: Any) -> Callable[[], Any]:
+    return lambda: value
+
+
+async def _guarded_anext(chunks: Any, guarding: Guarding) -> Any:
+    """An async stream's next item: what the guards release of a piece (awaiting ``async def``
+    handlers), or the reply."""
+    item = await chunks.__anext__()
+    if item.__class__ is not str:
+        return item
+    out = guarding.feed(item)
+    while out.__class__ is Pending:
+        try:
+            result = await out.awaitable  # type: ignore[union-attr]
+        except Exception as error:
+            raise guarding.failed(error) from error
+        out = guarding.resumed(result)
+    return out
