@@ -114,7 +114,7 @@ def _probe(resolved: object, n: int) -> None:
     for _ in range(n):  # what `functai._calls.run` runs for request, model_error, reply and call_end, as it runs it
         acting = resolved.plan.handlers  # type: ignore[attr-defined]
         asker = None
-        if acting["request"] or acting["model_error"] or acting["reply"]:
+        if acting["request"] or acting["model_error"] or acting["reply"] or acting["chunk"]:
             pass
         if asker is None:
             pass
