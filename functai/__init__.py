@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checke
     from ._evaluation.evaluate import evaluate
     from ._evaluation.optimize import optimize
     from ._evaluation.ratings import rate
+    from ._evaluation.whatif import replay
     from ._models.openai import OpenAIClient
     from ._models.toolcall import ToolCall
     from ._stores import FolderStore, MemoryStore, Store
@@ -46,6 +47,7 @@ _LAZY_FROM = {
     "functai._calls.tools": ("ApprovalError", "Tool", "tool"),
     "functai._conversations": ("Conversation", "Turn", "all_turns", "current_turn", "last_turns"),
     "functai._evaluation": ("evaluate", "optimize", "rate"),
+    "functai._evaluation.whatif": ("replay",),
     "functai._models.openai": ("OpenAIClient",),
     "functai._models.toolcall": ("ToolCall",),
     "functai._stores": ("FolderStore", "MemoryStore", "Store"),
@@ -103,6 +105,7 @@ __all__ = [
     "fallback",
     "optimize",
     "rate",
+    "replay",
     "configure",
     "hookimpl",
     "load_plugin",

@@ -85,6 +85,10 @@ def first_id(folder):
 # (argv, exit status, code): every subcommand, given something wrong.
 CASES = [
     ([], 2, "usage"),
+    (["plugins", "doctor", "no-such-plugin"], 2, "not-found"),
+    (["plugins", "doctor", "--timeout", "0"], 2, "usage"),
+    (["plugins", "freeze", "extra"], 2, "usage"),
+    (["install", "-r", "nothere.txt"], 2, "not-found"),
     (["nosuch"], 2, "usage"),
     (["calls", "--limit", "x"], 2, "usage"),
     (["calls", "--limit", "0"], 2, "usage"),

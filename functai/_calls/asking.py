@@ -17,7 +17,7 @@ import attrs
 from .._errors import FunctAIError, ModelConfigError, Waiting
 from .._hooks.change import Change, reply_data
 from .._hooks.events import ModelErrorEvent, ReplyEvent, RequestEvent, set_field
-from .._hooks.fold import call_handler_steps, check_change, record as change_record, refuse
+from .._hooks.fold import call_handler_steps, check_change, first_act, record as change_record, refuse
 from .._hooks.hear import note_heard
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
@@ -188,23 +188,17 @@ class Asker:
         """Fold ``model_error``: the first handler's change that recovers, recorded; None when none does."""
         event = ModelErrorEvent(request=request, error=error, attempt=attempt, lm=self.record.model,
                                 function=self.fn.name, path=self.path, call=self.record.id)
-        for plugin, handler in self.on_error:
-            result = yield from call_handler_steps(plugin, "model_error", handler, event)
-            change = check_change(plugin, "model_error", result)
-            if change is None:
-                continue
-            acts = change.fields_set()
-            if len(acts) > 1:
-                raise refuse(plugin, "model_error", acts[1],
-                             f"a change sets one of lm, retry and reply, not {' and '.join(acts)}")
-            if change.retry is True:
-                raise refuse(plugin, "model_error", "retry",
-                             "a model is retried after a number of seconds (retry=0 for at once), not True")
-            self.record.changes.append(
-                change_record(plugin, "model_error", {**change.to_data(), "error": error.code}, handler, event,
-                              change.note))
-            return plugin, change
-        return None
+        acted = yield from first_act("model_error", self.on_error, event)
+        if acted is None:
+            return None
+        plugin, handler, change = acted
+        if change.retry is True:
+            raise refuse(plugin, "model_error", "retry",
+                         "a model is retried after a number of seconds (retry=0 for at once), not True")
+        self.record.changes.append(
+            change_record(plugin, "model_error", {**change.to_data(), "error": error.code}, handler, event,
+                          change.note))
+        return plugin, change
 
     def _reply_hook(self, request: Request, reply: Reply, seconds: float, answered: str | None) -> Steps[Reply]:
         """Run ``reply``: each handler hears the reply as the ones before it left it, and may replace it."""

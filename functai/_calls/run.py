@@ -131,10 +131,7 @@ def call_steps(
         sections: tuple[str, ...] = tuple(turn.sections) if turn is not None else ()
         handlers = resolved.plan.handlers["before_call"]
         if handlers:
-            event = CallEvent(function=fn.name, program=fn, inputs=inputs, instruction=instruction, sections=sections,
-                              lm=lm, settings=settings_view, tools=tools, all_tools=fn.tool_names, path=path)
-            if scope is not None:
-                event.__dict__.update(conversation=scope.conversation, turn=scope.turn, _memory=scope.memory)
+            event = before_call_event(fn, inputs, instruction, sections, lm, settings_view, tools, path, scope)
             changes = record.changes
             made = len(changes)
             named = scope is not None  # outside a conversation no handler can read its plugin's name on the event
@@ -239,6 +236,18 @@ def call_steps(
             folder = values.get("log_calls")
             if folder:
                 records.append(folder, record)
+
+
+def before_call_event(
+    fn: "AIFunction", inputs: dict[str, Any], instruction: str, sections: tuple[str, ...], lm: str | None,
+    settings: Any, tools: tuple[str, ...], path: str, scope: TurnScope | None,
+) -> CallEvent:
+    """The ``before_call`` event of a call (a what-if replay builds its own with this too)."""
+    event = CallEvent(function=fn.name, program=fn, inputs=inputs, instruction=instruction, sections=sections,
+                      lm=lm, settings=settings, tools=tools, all_tools=fn.tool_names, path=path)
+    if scope is not None:
+        event.__dict__.update(conversation=scope.conversation, turn=scope.turn, _memory=scope.memory)
+    return event
 
 
 def _join_turn(scope: TurnScope, record: records.CallRecord) -> Any:

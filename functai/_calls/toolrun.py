@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from .._errors import FunctAIError, PluginError, Waiting
 from .._hooks.change import Change
 from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, set_field
-from .._hooks.fold import call_handler_steps, check_change, fold_part, folded, record as record_change, refuse, resume
+from .._hooks.fold import call_handler_steps, first_act, fold_part, folded, record as record_change, refuse, resume
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
 from .._log import warn
@@ -296,32 +296,26 @@ class ToolRunner:
         failure = ToolErrorEvent(name=event.name, input=event.input, error=entry["error"], exception=error,
                                  effects=found.effects, invocation=event.invocation, attempt=attempt, id=event.id,
                                  path=event.path, function=self.fn.name, key=event.key)
-        for plugin, handler in self.plan.handlers["tool_error"]:
-            result = yield from call_handler_steps(plugin, "tool_error", handler, failure)
-            change = check_change(plugin, "tool_error", result)
-            if change is None:
-                continue
-            acts = change.fields_set()
-            if len(acts) > 1:
-                raise refuse(plugin, "tool_error", acts[1], f"a change sets output or retry, not {' and '.join(acts)}")
-            if change.retry is not None:
-                if change.retry is not True:
-                    raise refuse(plugin, "tool_error", "retry",
-                                 f"a tool is retried with retry=True, not {change.retry!r}")
-                if found.effects != "reads" and not found.idempotent:
-                    raise refuse(
-                        plugin, "tool_error", "retry",
-                        f"the tool {event.name!r} declares effects={found.effects!r} and may have taken effect before "
-                        "it raised, so running it again could do it twice; retry only tools that read, or declare "
-                        "this one @tool(idempotent=True) if running it twice is safe",
-                    )
-                if attempt > self.settings["max_tool_retries"]:
-                    return None  # retried as often as allowed: the error stands
-            self.record.changes.append(
-                record_change(plugin, "tool_error", {**change.to_data(), "error": type(error).__name__}, handler,
-                              failure, change.note))
-            return change
-        return None
+        acted = yield from first_act("tool_error", self.plan.handlers["tool_error"], failure)
+        if acted is None:
+            return None
+        plugin, handler, change = acted
+        if change.retry is not None:
+            if change.retry is not True:
+                raise refuse(plugin, "tool_error", "retry", f"a tool is retried with retry=True, not {change.retry!r}")
+            if found.effects != "reads" and not found.idempotent:
+                raise refuse(
+                    plugin, "tool_error", "retry",
+                    f"the tool {event.name!r} declares effects={found.effects!r} and may have taken effect before "
+                    "it raised, so running it again could do it twice; retry only tools that read, or declare "
+                    "this one @tool(idempotent=True) if running it twice is safe",
+                )
+            if attempt > self.settings["max_tool_retries"]:
+                return None  # retried as often as allowed: the error stands
+        self.record.changes.append(
+            record_change(plugin, "tool_error", {**change.to_data(), "error": type(error).__name__}, handler,
+                          failure, change.note))
+        return change
 
     def _question(self, site: str, event: ToolCallEvent, plugin: str, reason: str | None, decide: Any,
                   plugins: list[list[str]]) -> tuple[bool, str | None]:

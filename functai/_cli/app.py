@@ -12,10 +12,11 @@ import warnings
 from typing import Any, NoReturn, Sequence, TextIO
 
 from .._errors import FunctAIError
+from . import added
 from .common import INPUT, RUNTIME, CLIError
 
 #: The modules (in this package) whose ``register(commands)`` adds subcommands, in help order.
-COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "manage", "evaluation", "stores")
+COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "manage", "evaluation", "replay", "stores")
 
 #: Library error codes that mean the command line named something wrong (exit 2, not 1).
 INPUT_CODES: frozenset[str] = frozenset({"conversation-id", "unknown-call", "no-call-log", "input-invalid",
@@ -37,6 +38,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.{name}").register(commands)
+    added.add_installed(commands)  # after the built-ins: one may not take a built-in's name
     return top
 
 

@@ -10,6 +10,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 from typing import Any, TextIO
 
 from .common import RUNTIME, CLIError
@@ -23,6 +24,9 @@ def register(commands: Any) -> None:
     install.add_argument("names", nargs="*", metavar="NAME", help="distributions, paths or URLs, as pip takes them")
     install.add_argument("-e", "--editable", action="append", default=[], metavar="PATH",
                          help="install a local project in editable mode (repeatable)")
+    install.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
+                         help="install the lines of a requirements file, such as `functai plugins freeze` writes "
+                              "(repeatable); functai itself is held at this version")
     for *flag, about in (("-U", "--upgrade", "upgrade them to the newest version"),
                          ("--force-reinstall", "reinstall even when up to date"),
                          ("--no-cache-dir", "do not use pip's cache"), ("--pre", "allow pre-release versions")):
@@ -58,15 +62,35 @@ def _table(out: TextIO) -> None:
 
 
 def cmd_install(args: argparse.Namespace, out: TextIO) -> int:
-    if not args.names and not args.editable:
+    if not args.names and not args.editable and not args.requirement:
         raise CLIError("name at least one plugin distribution to install", code="usage",
                        hint="e.g. functai install ./my-plugin, or functai install ./functai_builtin_plugins/otel "
                             "in a checkout of the functai repository")
+    missing = [path for path in args.requirement if not os.path.isfile(path)]
+    if missing:
+        raise CLIError(f"no requirements file {missing[0]}", code="not-found",
+                       hint="write one with: functai plugins freeze > plugins.txt")
     editable = [arg for path in args.editable for arg in ("--editable", path)]
-    _pip(["install", *args.flags, *editable, *args.names], "install")
+    if not args.requirement:
+        _pip(["install", *args.flags, *editable, *args.names], "install")
+    else:
+        _install_requirements(args, editable)
     print(f"installed into {sys.prefix}", file=out)
     _table(out)
     return 0
+
+
+def _install_requirements(args: argparse.Namespace, editable: list[str]) -> None:
+    """pip install -r, with functai held at the running version: plugins frozen before an upgrade of
+    functai must not take it back (pip refuses a set that needs another functai, and changes nothing)."""
+    from .. import __version__
+
+    requirements = [arg for path in args.requirement for arg in ("--requirement", path)]
+    with tempfile.TemporaryDirectory(prefix="functai-install-") as folder:
+        held = os.path.join(folder, "constraints.txt")
+        with open(held, "w", encoding="utf-8") as file:
+            file.write(f"functai=={__version__}\n")
+        _pip(["install", *args.flags, "--constraint", held, *requirements, *editable, *args.names], "install")
 
 
 def cmd_uninstall(args: argparse.Namespace, out: TextIO) -> int:

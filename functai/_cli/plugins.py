@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from .._hooks import installed
 from .._hooks.specs import HOOKS
 from .._hooks.installed import FAILED, GROUP, Installed
+from . import added, doctor
 from .common import ai_function, plural, table
 
 
@@ -21,12 +22,13 @@ def register(commands: Any) -> None:
     plugins.add_argument("-v", "--verbose", action="store_true",
                          help="also describe each loaded plugin: its hooks and their handlers")
     plugins.set_defaults(run=cmd_plugins)
-    more = plugins.add_subparsers(dest="plugins_command", metavar="explain", parser_class=type(plugins))
+    more = plugins.add_subparsers(dest="plugins_command", metavar="explain|freeze|doctor", parser_class=type(plugins))
     explain = more.add_parser("explain", help="the plugins a function's calls would run here, hook by hook")
     explain.add_argument("function", help="MODULE:FUNCTION (importable from here)")
     explain.add_argument("--json", action="store_true", help="print JSON instead of text")
     explain.add_argument("--hook", choices=HOOKS, help="only this hook")
     explain.set_defaults(run=cmd_explain)
+    doctor.register(more)
 
 
 def builtins(group: str) -> list[dict[str, object]]:
@@ -52,8 +54,12 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
         found = Installed.discover()
     plugins = [{**item.as_dict(), "distribution_version": item.dist_version} for item in found.found]
     factories = builtins(BUILTINS)
+    commands = added.found  # what building this command's parser found
     if args.json:
-        print(json.dumps({"plugins": plugins, "builtins": factories}, indent=2, ensure_ascii=False), file=out)
+        data: dict[str, Any] = {"plugins": plugins, "builtins": factories}
+        if commands:  # as in the text: only when a distribution adds commands
+            data["commands"] = commands
+        print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
         return 0
 
     if not plugins:
@@ -87,7 +93,23 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
             rows.append([str(row["name"]), str(row["distribution"] or "-"), str(row["version"] or "-"),
                          f"{row['entry_point']}{note}"])
         table(rows, out)
+    if commands:
+        _commands(commands, out)
     return 0
+
+
+def _commands(commands: list[dict[str, Any]], out: TextIO) -> None:
+    print(f"\ncommands added by distributions (entry-point group {added.GROUP!r}):", file=out)
+    rows = [["NAME", "DISTRIBUTION", "VERSION", "COMMANDS", "STATE"]]
+    for item in commands:
+        state = f"{item['state']}: {item['reason']}" if item["state"] == added.FAILED else item["state"]
+        rows.append([item["name"], str(item["distribution"] or "-"), str(item["version"] or "-"),
+                     ",".join(item["commands"]) or "-", state])
+    table(rows, out)
+    failed = [item["name"] for item in commands if item["state"] == added.FAILED]
+    if failed:
+        print(f"{plural(len(failed), 'command entry point')} failed ({', '.join(failed)}): the other commands work; "
+              "fix or uninstall the distribution that provides it", file=out)
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:

@@ -54,7 +54,7 @@ class Conversation:
 
     def __init__(
         self,
-        program: "AIFunction",
+        program: "AIFunction | None",
         id: str,
         *,
         store: None | str | os.PathLike[str] | Store = None,
@@ -64,7 +64,8 @@ class Conversation:
         **settings: Any,
     ) -> None:
         """``at``: a view continuing exactly from that done turn, as `continue_from` makes."""
-        self.program = program
+        #: None only in a view made by `open`: what needs the function asks `_program` first.
+        self.program: "AIFunction" = program  # type: ignore[assignment]
         self.id = check_conversation_id(id)
         self.store: Store = open_store(store)
         if context is not None and not isinstance(context, all_turns):
@@ -82,8 +83,8 @@ class Conversation:
         if at is not None and at not in self._history.turns:
             self._read_all()  # not a turn the store's index knows: read everything
         header = self._history.header
-        mine = f"{program.module}:{program.fn.__qualname__}"
-        if header is not None and header.get("function") != mine:
+        mine = None if program is None else f"{program.module}:{program.fn.__qualname__}"
+        if mine is not None and header is not None and header.get("function") != mine:
             raise FunctAIError(
                 f"conversation {self.id!r} belongs to {header.get('function')}, not {mine}; "
                 "a conversation is a series of turns of one function — use another id",
@@ -95,6 +96,35 @@ class Conversation:
             warn("could not mark interrupted turns", conversation=self.id,
                  error=f"{type(error).__name__}: {error}")
         self._tip = self._done(at) if at is not None else self._history.newest_below(None, done=False)
+
+    @classmethod
+    def open(cls, id: str, store: None | str | os.PathLike[str] | Store = None) -> "Conversation":
+        """A view of a conversation by its id alone, for a tool that cannot import its function
+        (a console, a dashboard): it reads every turn, answers waiting approvals and abandons
+        turns; sending and resuming need the function (``conversation-function``)."""
+        return cls(None, id, store=store)
+
+    @property
+    def function(self) -> str | None:
+        """The conversation's function as its first record names it (``module:qualname``)."""
+        if self._history.header is None:  # the first record never changes: read the store only until it is there
+            self._refresh()
+        return (self._history.header or {}).get("function")
+
+    def all_entries(self) -> list[dict[str, Any]]:
+        """Every entry of every plugin and branch, oldest first: ``{"plugin", "kind", "turn", "data", "at"}``."""
+        self._read_all()
+        self._refresh()
+        return [dict(entry) for entry in self._history.entries]
+
+    def _program(self, doing: str) -> "AIFunction":
+        if self.program is None:
+            raise FunctAIError(
+                f"conversation {self.id!r} was opened without its function (Conversation.open), which cannot "
+                f"{doing}; open it with fn.conversation({self.id!r}, store=...) where {self.function} imports",
+                code="conversation-function",
+            )
+        return self.program
 
     def _refresh(self, branch: str | None = None) -> None:
         """Apply what is new in the store; with ``branch``, read only the branch ending at that turn
@@ -222,7 +252,7 @@ class Conversation:
         return AStream(self._locked(self._send(self._inputs(args, kwargs), listen=True)))
 
     def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        inputs = self.program.bind(args, kwargs)
+        inputs = self._program("send a turn").bind(args, kwargs)
         if resolve(self.program.own, self.layer).values["check_inputs"]:
             self.program.check_inputs(inputs)  # a wrong input refuses before a turn is written
         return inputs
@@ -367,6 +397,8 @@ class Conversation:
     def _abandon(self, turn_id: str, reason: str | None, by: str | None) -> None:
         with self._lock:
             held.abandon(self._history, self.store, self.id, turn_id, reason=reason, by=by)
+        if self.program is None:  # no settings, so no call log to write the abandoned call to
+            return
         resolved = resolve(self.program.own, self.layer)
         folder = resolved.values.get("log_calls")
         data = self._history.turns[turn_id]
@@ -390,6 +422,8 @@ class Conversation:
         records.append(folder, record)
 
     def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Steps[Any]:
+        self._program("resume a turn")
+
         def records(expect: int) -> tuple[list[dict[str, Any]], tuple[Any, tuple[Any, ...]]]:
             data = self._history.turns.get(turn_id)
             if data is None or data.state not in HELD:
@@ -411,4 +445,5 @@ class Conversation:
             return (yield from view._run(self._history.turns[turn_id], None, claim, also, rerun))
 
     def __repr__(self) -> str:
-        return f"<conversation {self.id!r} of {self.program.name}, head={self._tip!r}>"
+        name = self.function if self.program is None else self.program.name
+        return f"<conversation {self.id!r} of {name}, head={self._tip!r}>"

@@ -3,6 +3,7 @@ on a waiting or interrupted turn (answer, resume, abandon)."""
 
 from __future__ import annotations
 
+import copy
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -35,6 +36,17 @@ class Turn:
     inputs = property(lambda self: MappingProxyType(self._data.inputs))
     outputs = property(lambda self: MappingProxyType(self._data.outputs))
     approvals = property(lambda self: list(self._data.approvals), doc="what a waiting turn waits for")
+    at = property(lambda self: self._data.at, doc="when the turn started (ISO 8601)")
+    shown = property(lambda self: copy.deepcopy(self._data.shown),
+                     doc='what the turn was shown, as recorded: {"last": n}, with "drop": [ids], or [ids]')
+
+    @property
+    def waits(self) -> list[dict[str, Any]]:
+        """Each time the turn waited: ``{"approvals", "at", "answers"}``, the answers that held by key
+        with ``allow``, ``reason``, ``by`` and ``at`` (what its call record keeps as ``waited``)."""
+        from .scope import waits_of
+
+        return waits_of(self._chat._history, self._data)
 
     @property
     def answers(self) -> dict[str, dict[str, Any]]:
@@ -63,7 +75,9 @@ class Turn:
             keys = [a["key"] for a in self._data.approvals]
             raise FunctAIError(f"approving with inputs= names one approval of turn {self.id!r}: one of {keys}",
                                code="input-invalid" if key is None else "turn-not-waiting")
-        return check_edit(inputs, tool_inputs(self._chat.program, asked["path"]), asked["name"])
+        program = self._chat.program  # opened without it (Conversation.open): the names the question shows
+        takes = list(asked["input"]) if program is None else tool_inputs(program, asked["path"])
+        return check_edit(inputs, takes, asked["name"])
 
     def deny(
         self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None, by: str | None = None

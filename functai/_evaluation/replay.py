@@ -35,7 +35,10 @@ class ReplayedTurn:
     waits = False  # an approval with nobody to decide refuses, as in a plain call
     memory = None
 
-    def __init__(self, program: Any, history: Sequence[Mapping[str, Any]], sections: Sequence[str]) -> None:
+    def __init__(self, program: Any, history: Sequence[Mapping[str, Any]], sections: Sequence[str],
+                 conversation: str | None = None, turn: str | None = None) -> None:
+        if conversation is not None:  # a what-if replay's before_call event names the turn it rebuilds
+            self.conversation, self.turn = conversation, turn
         self.program = program
         self.history = list(history)
         self.sections = list(sections)

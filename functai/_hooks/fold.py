@@ -124,6 +124,22 @@ def check_change(plugin: Plugin, hook: str, result: object) -> Change | None:
     return result
 
 
+def first_act(hook: str, handlers: Sequence[Handler], event: Event) -> Steps[tuple[Plugin, Any, Change] | None]:
+    """Run the handlers of a hook that recovers (``model_error``, ``tool_error``) until one acts: its
+    plugin, handler and change, which sets one thing; None when none acts."""
+    for plugin, handler in handlers:
+        result = yield from call_handler_steps(plugin, hook, handler, event)
+        change = check_change(plugin, hook, result)
+        if change is None:
+            continue
+        acts = change.fields_set()
+        if len(acts) > 1:
+            takes = " or ".join(sorted(HOOK_FIELDS[hook]))
+            raise refuse(plugin, hook, acts[1], f"a change sets {takes}, one of them, not {' and '.join(acts)}")
+        return plugin, handler, change
+    return None
+
+
 def folded(
     plugin: Plugin, hook: str, handler: Any, result: object, event: Event, apply: Apply
 ) -> dict[str, Any] | None:

@@ -1,0 +1,61 @@
+"""Subcommands added by installed distributions through the entry-point group ``functai.commands``.
+
+An entry point names a function ``register(commands)``, given the same argparse subparsers the
+built-in command modules are: it adds its parser(s) with ``set_defaults(run=cmd)``, where
+``cmd(args, out) -> int``. One that fails to import or to register, or that would take a
+built-in command's name, is left out and reported — the other commands work as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._hooks import installed
+from .._log import warn
+
+GROUP = "functai.commands"
+
+LOADED, FAILED = "loaded", "failed"
+
+#: What the last parser built found in the group (`functai plugins` lists it).
+found: list[dict[str, Any]] = []
+
+
+def add_installed(commands: Any) -> list[dict[str, Any]]:
+    """Let each entry point of ``functai.commands`` add its subcommands; what became of each."""
+    results: list[dict[str, Any]] = []
+    for entry_point in installed.entry_points(GROUP):  # looked up here: a test may replace it
+        dist = getattr(entry_point, "dist", None)
+        item: dict[str, Any] = {"name": entry_point.name, "entry_point": entry_point.value,
+                                "distribution": getattr(dist, "name", None), "version": getattr(dist, "version", None),
+                                "commands": [], "state": LOADED, "reason": None}
+        before = dict(commands.choices)
+        shown = list(commands._choices_actions)  # the help lines, to take back what a failed register added
+        try:
+            register = entry_point.load()
+            if not callable(register):
+                raise TypeError(f"it gives a {type(register).__name__}, not a function register(commands)")
+            register(commands)
+            replaced = [name for name, parser in before.items() if commands.choices.get(name) is not parser]
+            if replaced:
+                raise ValueError(f"it replaces the command {replaced[0]!r}; choose another name")
+            added = [name for name in commands.choices if name not in before]
+            missing = [name for name in added if not callable(commands.choices[name].get_default("run"))]
+            if not added:
+                raise ValueError("its register(commands) added no command")
+            if missing:
+                raise ValueError(f"its command {missing[0]!r} has no run default (set_defaults(run=...))")
+            item["commands"] = added
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # an import error, a wrong object, even SystemExit
+            commands.choices.clear()
+            commands.choices.update(before)
+            commands._choices_actions[:] = shown
+            item["state"], item["reason"] = FAILED, f"{type(error).__name__}: {error}"
+            warn("command failed to load", command=entry_point.name, distribution=item["distribution"],
+                 reason=item["reason"])
+        results.append(item)
+    found[:] = results
+    return results
+

@@ -1,0 +1,153 @@
+"""The child process of ``functai plugins doctor``: loads one entry point and says, as one JSON
+object on its standard output, what became of it.
+
+Run by path (``python doctor_child.py SYS_PATH GROUP NAME DISTRIBUTION``), not as a module of
+``functai._cli``, so that what is loaded before the clock starts is what a program has when it
+loads its plugins, ``import functai``: the time measured is the plugin's own import.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+if __name__ == "__main__":  # first: the parent's sys.path (the same distributions), not this script's folder
+    sys.path[:] = json.loads(sys.argv[1])
+
+import inspect  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import functai  # noqa: E402,F401  (what a program has imported when its plugins load)
+from functai._errors import FunctAIError  # noqa: E402
+from functai._hooks import installed  # noqa: E402
+from functai._hooks.installed import FAILED, GROUP, InstalledPlugin  # noqa: E402
+from functai._hooks.plugin import qualified_name  # noqa: E402
+
+PROVIDERS = "functai.providers"
+
+#: ``Type: [code] message``: how `InstalledPlugin` keeps a FunctAIError that stopped a plugin loading.
+_REASON = re.compile(r"^\w+: \[([a-z0-9][a-z0-9-]*)\] (.*)$", re.S)
+
+
+class _Timed:
+    """An entry point whose ``load`` is timed and whose import error is kept (the rest is the entry point's)."""
+
+    def __init__(self, entry_point: Any) -> None:
+        self._entry_point = entry_point
+        self.seconds: float | None = None
+        self.error: BaseException | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._entry_point, name)
+
+    def load(self) -> Any:
+        start = time.perf_counter()
+        try:
+            return self._entry_point.load()
+        except BaseException as error:
+            self.error = error
+            raise
+        finally:
+            self.seconds = time.perf_counter() - start
+
+
+def _said(error: BaseException) -> tuple[str | None, str]:
+    """A FunctAIError's code and message, else None and ``Type: message``."""
+    if isinstance(error, FunctAIError):
+        return error.code, error.message
+    return None, f"{type(error).__name__}: {error}"
+
+
+def _handler_problem(plugin: Any) -> str | None:
+    """A handler that cannot take the one argument (the event) every hook passes, named."""
+    for hook in plugin.hooks:
+        for handler in plugin.handlers(hook):
+            try:
+                signature = inspect.signature(handler)
+            except (TypeError, ValueError):  # no signature to read (a builtin): it is called and seen then
+                continue
+            try:
+                signature.bind(None)
+            except TypeError:
+                return (f"its {hook} handler {qualified_name(handler)}{signature} cannot be called with the one "
+                        "argument a hook passes (the event)")
+    return None
+
+
+def _examine_plugin(entry_point: _Timed) -> dict[str, Any]:
+    """An entry point of the ``functai`` group, loaded as a call would load it."""
+    item = InstalledPlugin(entry_point)
+    item.load()
+    if item.state == FAILED:
+        if entry_point.error is not None:  # its import (or the object it names) failed
+            code, message = _said(entry_point.error)
+            return {"code": code or "plugin-load", "message": message}
+        said = _REASON.match(item.reason or "")
+        if said:
+            return {"code": said.group(1), "message": said.group(2)}
+        return {"code": item.code, "message": item.reason}
+    plugin = item.plugin
+    assert plugin is not None  # loaded
+    problem = _handler_problem(plugin)
+    if problem:
+        return {"code": "plugin-hook", "message": problem, "hooks": list(plugin.hooks), "api": plugin.api}
+    return {"code": None, "hooks": list(plugin.hooks), "api": plugin.api,
+            "requires": list(getattr(plugin, "requires", ()))}
+
+
+def _examine_other(group: str, entry_point: _Timed) -> dict[str, Any]:
+    """An entry point of another group: it imports, and names what that group calls (or hookimpls)."""
+    try:
+        found = entry_point.load()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # an import error, even SystemExit
+        code, message = _said(error)
+        return {"code": code or "plugin-load", "message": message}
+    if group == PROVIDERS:
+        import pluggy
+
+        from functai._models.providers import ProviderSpec
+
+        manager = pluggy.PluginManager(group)
+        manager.add_hookspecs(ProviderSpec)
+        try:
+            manager.register(found)
+            manager.check_pending()
+        except (pluggy.PluginValidationError, ValueError) as error:
+            return {"code": "plugin-hook", "message": f"pluggy refuses its hookimpls: {error}"}
+        return {"code": None}
+    if not callable(found):
+        kind = type(found).__name__
+        return {"code": "plugin-load", "message": f"it gives an object of type {kind}, not a function to call"}
+    return {"code": None}
+
+
+def examine(group: str, name: str, distribution: str) -> dict[str, Any]:
+    """Load the entry point ``name`` of ``distribution`` in ``group``: its code (None when it is fine) and more."""
+    matches = [point for point in installed.entry_points(group)
+               if point.name == name and str(getattr(point.dist, "name", None)) == distribution]
+    if not matches:
+        return {"code": "plugin-load", "message": "a new process does not find it"}
+    if group == PROVIDERS:  # functai's side of providers, loaded before a provider is (and the clock starts)
+        import functai._models.providers  # noqa: F401
+    timed = _Timed(matches[0])
+    found = _examine_plugin(timed) if group == GROUP else _examine_other(group, timed)
+    found["seconds"] = timed.seconds
+    return found
+
+
+def main(argv: list[str]) -> None:
+    result = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what the plugin prints goes to stderr, away from the result
+    found = examine(*argv)
+    result.write(json.dumps(found, default=str))
+    result.flush()
+    os._exit(0)  # nothing the plugin left behind (threads, atexit handlers) may change the verdict
+
+
+if __name__ == "__main__":
+    main(sys.argv[2:])

@@ -1,0 +1,68 @@
+"""``functai replay ID``: a logged call's first request rebuilt with plugins left out or added,
+and the first place it differs from the recorded one (docs/evaluating.md, *What-if replay*)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, TextIO
+
+from .._calls.records import read_calls
+from .._errors import PluginError
+from .calls import find
+from .common import LOG_HELP, CLIError, ai_function, log_folder
+
+
+def register(commands: Any) -> None:
+    replay = commands.add_parser("replay", help="a logged call's request rebuilt without (or with) plugins; "
+                                                "the first difference")
+    replay.add_argument("id", help="the call id (a unique prefix is enough)")
+    replay.add_argument("--log", help=LOG_HELP)
+    replay.add_argument("--without", action="append", default=[], metavar="PLUGIN",
+                        help="leave this plugin's recorded changes out (repeat for more)")
+    replay.add_argument("--with", dest="with_", action="append", default=[], metavar="PLUGIN",
+                        help="run this plugin's before_call and request handlers: a plugin the function runs "
+                             "here, an installed one, or a plugin file (repeat for more)")
+    replay.add_argument("--lm", metavar="MODEL", help="lay the request out for this model (and ask it, with --ask)")
+    replay.add_argument("--ask", action="store_true",
+                        help="send the rebuilt request and show the new answer beside the recorded one")
+    replay.add_argument("--function", metavar="MODULE:FUNCTION",
+                        help="the call's AI function, when the one it records does not import from here "
+                             "(a script's: path/to/script.py:NAME)")
+    replay.add_argument("--json", action="store_true", help="print the replay as JSON")
+    replay.set_defaults(run=cmd_replay)
+
+
+def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
+    from .._evaluation.replay import NotReplayable, turn_calls
+    from .._evaluation.whatif import rebuild
+
+    folder = log_folder(args.log)
+    record = find(folder, args.id)
+    reference = args.function or f"{record.module}:{record.function}"
+    if not args.function and record.module in ("", "__main__"):
+        raise CLIError(f"call {record.id} was made by a script run as a program, so its function is recorded as "
+                       f"{reference}, which this command cannot import", code="script-function",
+                       hint=f"name the script: --function path/to/script.py:{record.function}")
+    try:
+        program = ai_function(reference)
+    except CLIError as error:
+        if not args.function:
+            error.hint = (f"{reference} is the call's function: run this where it is importable, or name it with "
+                          "--function MODULE:FUNCTION")
+        raise
+    calls = turn_calls(read_calls(folder)) if "shown" in (record.conversation or {}) else None
+    try:
+        result = rebuild(record, program, calls, args.without, args.with_, args.lm, args.ask)
+    except NotReplayable as error:
+        raise CLIError(error.message, code=error.code,
+                       hint="`functai show ID` shows what the record keeps; a replaced request is not kept") from None
+    except PluginError as error:
+        if error.code == "plugin-load" and error.plugin in args.with_:  # --with named a plugin not here
+            raise CLIError(error.message, code=error.code) from None
+        raise
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), file=out)
+    else:
+        print(result.report(), file=out)
+    return 0

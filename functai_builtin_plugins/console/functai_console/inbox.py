@@ -1,0 +1,127 @@
+"""The inbox: every waiting turn's approvals across the store's conversations, and answering them.
+
+Deciding is separate from resuming: an answer is recorded in the store (the first answer holds,
+in every process); the tool runs where the function can be imported — here with ``--import``,
+else in the program that made the turn (``turn.resume()``) or ``functai resume``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+import functai
+
+from .state import Console
+
+def waiting(console: Console) -> list[dict[str, Any]]:
+    """One item per approval of every waiting turn, newest wait first."""
+    items = [item for cid in console.conversations() for item in _of(console, cid)]
+    items.sort(key=lambda item: item["since"] or "", reverse=True)
+    return items
+
+
+def _of(console: Console, conversation: str) -> list[dict[str, Any]]:
+    view = console.view(conversation)
+    function = view.function
+    items = []
+    for turn in view.all_turns():
+        if turn.state != "waiting":
+            continue
+        last = (turn.waits or [{}])[-1]
+        answers: Mapping[str, Any] = last.get("answers", {})
+        for approval in turn.approvals:
+            items.append({
+                "conversation": conversation, "function": function, "turn": turn.id, "call": turn.call,
+                "key": approval["key"], "tool": approval["name"], "input": approval["input"],
+                "plugin": approval.get("plugin"), "question": approval.get("question"),
+                "effects": approval.get("effects"), "since": last.get("at") or turn.at,
+                "answer": answers.get(approval["key"]),
+                "ready": all(a["key"] in answers for a in turn.approvals),
+            })
+    return items
+
+
+_JSON_STARTS = frozenset('[{"-0123456789tfn \t\n\r')
+
+
+def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The inputs a person changed in the approve form (``input.NAME`` fields), each read as JSON when
+    it is JSON, else as text; None when nothing changed."""
+    edit: dict[str, Any] = {}
+    for field, text in form.items():
+        if not field.startswith("input.") or not isinstance(text, str):
+            continue
+        name = field[len("input."):]
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        if name not in asked or value != asked[name]:
+            edit[name] = value
+    return edit or None
+
+
+def as_field(value: Any) -> str:
+    """An input as the approve form shows it for editing: text as it is, anything else as JSON
+    (and text that would read as JSON, such as ``"42"``, as JSON text, so it stays text)."""
+    if isinstance(value, str):
+        if not value or value[0] not in _JSON_STARTS:
+            return value
+        try:
+            json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def answer(console: Console, form: Mapping[str, Any]) -> str:
+    """Record the answer the form gives; what happened, for the person who gave it.
+
+    Raises `functai.FunctAIError` (``approval-answered`` naming who answered first, ``input-invalid``,
+    ``turn-not-waiting``) for the page to show.
+    """
+    conversation, turn_id, key = (str(form.get(name) or "") for name in ("conversation", "turn", "key"))
+    if not (conversation and turn_id and key):
+        raise functai.FunctAIError("the form names no conversation, turn and approval: reload the inbox",
+                                   code="console-form")
+    by = str(form.get("by") or "").strip()
+    if not by:
+        raise functai.FunctAIError("give your name: every answer is kept with who gave it", code="console-by")
+    turn = console.view(conversation).turn(turn_id)
+    first = next((w["answers"][key] for w in reversed(turn.waits) if key in w["answers"]), None)
+    if turn.state != "waiting" and first is not None:  # answered, and resumed since: say by whom
+        verdict = "approved" if first["allow"] else "denied"
+        raise functai.FunctAIError(
+            f"approval {key!r} of turn {turn_id!r} was already {verdict} by {first.get('by') or 'someone'} at "
+            f"{first.get('at')}, and the turn is {turn.state} now; your answer was not recorded",
+            code="approval-answered")
+    asked = next((a for a in turn.approvals if a["key"] == key), None)
+    if asked is None:
+        raise functai.FunctAIError(f"turn {turn_id!r} of {conversation!r} does not wait for {key!r} any more",
+                                   code="turn-not-waiting")
+    if form.get("action") == "deny":
+        turn.deny(key, reason=str(form.get("reason") or "").strip() or None, by=by)
+        done = f"{asked['name']} denied by {by}"
+    else:
+        edit = read_edit(form, asked["input"])
+        turn.approve(key, inputs=edit, by=by)
+        done = f"{asked['name']} approved by {by}" + (f" with {json.dumps(edit, ensure_ascii=False)}" if edit else "")
+    return done + "; " + after_answer(console, conversation, turn_id)
+
+
+def after_answer(console: Console, conversation: str, turn_id: str) -> str:
+    """Resume the turn here when every approval is answered and its function imports; else say who will."""
+    turn = console.view(conversation).turn(turn_id)
+    open_keys = [a["key"] for a in turn.approvals if a["key"] not in (turn.waits or [{}])[-1].get("answers", {})]
+    if turn.state != "waiting" or open_keys:
+        return f"{len(open_keys)} more approval(s) of this turn wait" if open_keys else "answered"
+    if console.program(conversation) is None:
+        return "waiting for the program to resume"
+    try:
+        value = console.resume(conversation, turn_id)
+    except functai.Waiting as again:
+        return f"resumed here; it waits again, for {', '.join(a['name'] for a in again.approvals)}"
+    except functai.FunctAIError as error:
+        return f"resumed here; the turn failed [{error.code}]: {error.message}"
+    return f"resumed here: {value!r}"

@@ -1,0 +1,141 @@
+"""What the console reads and answers: a store's conversations (opened by id, through the public
+API) and a call log; the functions it may resume turns of (``--import``)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+import functai
+from functai.cli import CLIError
+from functai.stores import open_store
+
+
+class Console:
+    """One store and call log as the console serves them; views are kept between requests,
+    so each request reads only what is new in the store."""
+
+    def __init__(self, store: str, *, log: str | None = None, imports: list[str] | tuple[str, ...] = ()) -> None:
+        self.store_name = store
+        self.store = open_store(store)
+        self.log = log
+        self.imports = tuple(imports)
+        self._views: dict[str, functai.Conversation] = {}
+        self._lock = threading.Lock()
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        for module in self.imports:
+            try:
+                importlib.import_module(module)
+            except ImportError as error:
+                raise CLIError(f"--import {module}: {error}", code="import-failed", status=1) from None
+
+    @property
+    def where(self) -> str:
+        return _redact(self.store_name)
+
+    @property
+    def log_where(self) -> str:
+        return _redact(self.log or "")
+
+    def view(self, conversation: str) -> functai.Conversation:
+        """The conversation opened by id alone (no function needed), kept for the next request."""
+        with self._lock:
+            found = self._views.get(conversation)
+        if found is None:
+            found = functai.Conversation.open(conversation, store=self.store)
+            with self._lock:
+                found = self._views.setdefault(conversation, found)
+        return found
+
+    def warm(self) -> None:
+        """Open and read every conversation once (run in the background at start), so the first
+        inbox a person opens costs what every later one does: only what is new."""
+        for conversation in self.conversations():
+            try:
+                self.view(conversation).all_turns()
+            except (functai.FunctAIError, OSError):  # one that cannot be read now is read (and reported) when asked for
+                continue
+
+    def conversations(self) -> list[str]:
+        return list(self.store.conversations())
+
+    def turns(self, conversation: str) -> list[Any]:
+        """Every turn, as the store says now."""
+        return self.view(conversation).all_turns()
+
+    def program(self, conversation: str) -> Any:
+        """The conversation's function when a module named by ``--import`` (or one it imported) defines
+        it, else None: then the program that made the turn resumes it."""
+        reference = self.view(conversation).function or ""
+        module_name, _, name = reference.partition(":")
+        module = sys.modules.get(module_name) if self.imports else None
+        found: Any = module
+        for part in name.split("."):
+            found = getattr(found, part, None)
+        return found if isinstance(found, functai.AIFunction) else None
+
+    def resume(self, conversation: str, turn_id: str) -> Any:
+        """Resume a turn with its own function (which `program` found)."""
+        program = self.program(conversation)
+        if program is None:
+            raise functai.FunctAIError(f"the console cannot import {self.view(conversation).function}; start it "
+                                       "with --import MODULE to resume here", code="conversation-function")
+        return program.conversation(conversation, store=self.store).turn(turn_id).resume()
+
+    # -- the call log --------------------------------------------------------------------------
+
+    def calls(self) -> list[Any]:
+        """Every call record, newest first, each with its latest rating (or None)."""
+        if not self.log:
+            return []
+        ratings = {record.id: record.rating for record in functai.read_calls(self.log, rated=True, skipped=[])}
+        records = list(functai.read_calls(self.log, skipped=[]))
+        for record in records:
+            record.rating = ratings.get(record.id)
+        records.reverse()
+        return records
+
+    def rate(self, call: str, *, good: bool, correction: str | None, by: str | None) -> None:
+        functai.rate(call, good=good, correction=correction, by=by, log=self.log)
+
+
+def _redact(where: str) -> str:
+    """A URL without its password (a store URL may carry one)."""
+    if "://" not in where or "@" not in where:
+        return where
+    scheme, _, rest = where.partition("://")
+    user, _, host = rest.rpartition("@")
+    return f"{scheme}://{user.partition(':')[0]}:***@{host}" if ":" in user else where
+
+
+def waited(at: str | None, now: datetime | None = None) -> str:
+    """How long ago ``at`` (ISO 8601) was, as a person reads it: ``12 s``, ``5 min``, ``3 h``, ``2 d``."""
+    if not at:
+        return "-"
+    try:
+        then = datetime.fromisoformat(at)
+    except ValueError:
+        return "-"
+    seconds = max(0.0, ((now or datetime.now(timezone.utc)) - then).total_seconds())
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"
+
+
+def walk(records: list[Any], root: str) -> Iterator[tuple[int, Any]]:
+    """The calls nested below ``root`` (depth, record), depth first, in the order they started."""
+    below: dict[str | None, list[Any]] = {}
+    for record in records:
+        below.setdefault(record.parent, []).append(record)
+    stack = [(1, child) for child in sorted(below.get(root, []), key=lambda r: r.started, reverse=True)]
+    while stack:
+        depth, record = stack.pop()
+        yield depth, record
+        stack += [(depth + 1, child) for child in sorted(below.get(record.id, []), key=lambda r: r.started,
+                                                         reverse=True)]

@@ -1,0 +1,206 @@
+"""The console's routes through Starlette's TestClient, over a folder, SQLite and PostgreSQL store:
+the token and CSRF gate, the inbox and its answers, the call browser, the conversation tree."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import console_example
+import console_shop
+import pytest
+from console_helpers import TOKEN
+from starlette.testclient import TestClient
+
+import functai
+from functai._cli import main
+from functai.testing import ScriptedLM, tool_call
+from functai_console import Console, make_app
+from functai_console.security import csrf_token
+
+
+def client(store: str, log: str | None, **options) -> TestClient:
+    browser = TestClient(make_app(Console(store, log=log, **options), TOKEN), follow_redirects=False)
+    assert browser.get(f"/?token={TOKEN}").status_code == 303  # sets the cookie
+    return browser
+
+
+def post(browser: TestClient, path: str, **fields) -> str:
+    """Post a form as the page would; the text of the page it leads to."""
+    answer = browser.post(path, data={"csrf": csrf_token(TOKEN), **fields})
+    assert answer.status_code == 303, answer.text
+    return browser.get(answer.headers["location"]).text
+
+
+def waiting_turn(store: str, log: str, amount: int = 400):
+    """A program's turn that waits for a refund's approval; the program's view of it."""
+    seen = []
+
+    def reply(request):
+        results = [m for m in request.messages if m.get("role") == "tool"]
+        if not results:
+            return tool_call("refund", {"order": "A1", "amount": amount})
+        seen.append(results[-1].get("content"))
+        return "done"
+
+    functai.configure(client=ScriptedLM(reply=reply), log_calls=log)
+    chat = console_shop.support.conversation("ticket-1", store=store, approve="changes")
+    with pytest.raises(functai.Waiting) as waiting:
+        chat("Refund order A1")
+    return chat, waiting.value.turn, seen
+
+
+def test_every_request_needs_the_token(tmp_path):
+    app = make_app(Console(str(tmp_path / "store")), TOKEN)
+    stranger = TestClient(app, follow_redirects=False)
+    for path in ("/", "/inbox/rows", "/calls", "/calls/x", "/conversations", "/conversations/x"):
+        refused = stranger.get(path)
+        assert refused.status_code == 403 and "access token" in refused.text
+    assert stranger.get("/?token=wrong-token-wrong-token").status_code == 403
+    assert stranger.post("/inbox/answer", data={"csrf": csrf_token(TOKEN)}).status_code == 403
+    moved = stranger.get(f"/calls?function=support&token={TOKEN}")
+    assert moved.status_code == 303 and moved.headers["location"] == "/calls?function=support"  # the token leaves
+    cookie = moved.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    page = stranger.get("/")
+    assert page.status_code == 200 and TOKEN not in page.text
+    assert page.headers["x-frame-options"] == "DENY" and page.headers["referrer-policy"] == "same-origin"
+
+
+def test_a_form_needs_its_csrf_token_and_this_origin(tmp_path):
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, _ = waiting_turn(store, log)
+    browser = client(store, log)
+    fields = {"conversation": "ticket-1", "turn": turn.id, "key": turn.approvals[0]["key"], "by": "eve",
+              "action": "approve"}
+    assert browser.post("/inbox/answer", data=fields).status_code == 403
+    assert browser.post("/inbox/answer", data={**fields, "csrf": "0" * 64}).status_code == 403
+    other = browser.post("/inbox/answer", data={**fields, "csrf": csrf_token(TOKEN)},
+                         headers={"origin": "http://evil.example"})
+    assert other.status_code == 403
+    assert chat.turn(turn.id).answers == {}  # nothing was recorded
+
+
+def test_the_inbox_lists_a_waiting_turn_and_an_edited_approval_runs_once_with_the_edit(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHOP_LEDGER", str(tmp_path / "ledger.txt"))
+    chat, turn, seen = waiting_turn(*store)
+    browser = client(*store)
+    rows = browser.get("/inbox/rows").text
+    key = turn.approvals[0]["key"]
+    assert f'data-key="ticket-1/{turn.id}/{key}"' in rows
+    assert "console_shop:support" in rows and "<b>refund</b>" in rows and "approval" in rows
+    assert 'name="input.amount" value="400"' in rows and 'name="input.order" value="A1"' in rows
+
+    page = post(browser, "/inbox/answer", conversation="ticket-1", turn=turn.id, key=key, by="ana",
+                action="approve", **{"input.order": "A1", "input.amount": "300"})
+    assert 'refund approved by ana with {&quot;amount&quot;: 300}; waiting for the program to resume' in page
+    assert "waiting for the program to resume" in browser.get("/inbox/rows").text
+    assert (tmp_path / "ledger.txt").exists() is False  # deciding is not running
+    assert chat.turn(turn.id).resume() == "done"
+    assert (tmp_path / "ledger.txt").read_text() == "A1 300\n"
+    assert seen == ["refunded 300 on A1"]
+    assert browser.get("/inbox/rows").text == ""
+
+
+def test_a_denial_with_a_reason_reaches_the_model_and_a_second_answer_names_the_first(tmp_path):
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, seen = waiting_turn(store, log)
+    first, second = client(store, log), client(store, log)
+    fields = {"conversation": "ticket-1", "turn": turn.id, "key": turn.approvals[0]["key"]}
+    assert "refund denied by bo" in post(first, "/inbox/answer", **fields, by="bo", action="deny",
+                                         reason="no receipt attached")
+    late = post(second, "/inbox/answer", **fields, by="ana", action="approve")
+    assert "[approval-answered]" in late and "by bo" in late
+    chat.turn(turn.id).resume()
+    assert "no receipt attached" in seen[0]
+
+
+def test_with_import_the_console_resumes_the_turn_itself(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHOP_LEDGER", str(tmp_path / "ledger.txt"))
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, seen = waiting_turn(store, log, amount=25)
+    browser = client(store, log, imports=["console_shop"])
+    page = post(browser, "/inbox/answer", conversation="ticket-1", turn=turn.id, key=turn.approvals[0]["key"],
+                by="ana", action="approve")
+    assert "resumed here: &#x27;done&#x27;" in page
+    assert (tmp_path / "ledger.txt").read_text() == "A1 25\n"
+    assert chat.turn(turn.id).state == "done"
+
+
+def test_an_answer_needs_a_name(tmp_path):
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, _ = waiting_turn(store, log)
+    page = post(client(store, log), "/inbox/answer", conversation="ticket-1", turn=turn.id,
+                key=turn.approvals[0]["key"], by=" ", action="approve")
+    assert "[console-by]" in page and chat.turn(turn.id).answers == {}
+
+
+def test_the_call_browser_filters_and_shows_changes_by_plugin(store, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-served-0123456789")
+    made = console_example.build(*store)
+    browser = client(*store)
+    table = browser.get("/calls").text
+    assert re.search(r"<p>7 of 7 calls</p>", table)
+    assert "<p>1 of 7 calls</p>" in browser.get("/calls?error=model-refused").text
+    assert "<p>1 of 7 calls</p>" in browser.get("/calls?function=order_status").text
+    assert "<p>0 of 7 calls</p>" in browser.get("/calls?date=1999-01-01").text
+    assert "<p>6 of 7 calls</p>" in browser.get("/calls?plugin=brief").text  # every support call; not order_status
+
+    page = browser.get(f"/calls/{made['nested']}").text
+    assert '<div class="plugin" data-plugin="brief"><b>brief 1.2.0</b><ul><li><code>before_call</code>' in page
+    assert "note: house style" in page and "Answer in one sentence." in page
+    assert "order_status</a>" in page  # the nested call, in the tree
+    private = browser.get(f"/calls/{made['private']}").text
+    assert "not recorded (log_content=False)" in private and "4111" not in private
+    for path in ("/", "/calls", f"/calls/{made['nested']}", "/conversations", "/conversations/alex"):
+        assert "sk-never-served" not in browser.get(path).text
+
+
+def test_rating_a_call_from_its_page(tmp_path):
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    made = console_example.build(store, log)
+    page = post(client(store, log), f"/calls/{made['nested']}/rate", by="ana", good="0", correction="B2 ships today.")
+    assert "rated bad by ana" in page and "rated <span class=\"bad\">bad</span> by ana" in page
+    [rated] = functai.read_calls(log, rated=True)
+    assert (rated.id, rated.rating["good"], rated.rating["by"]) == (made["nested"], False, "ana")
+
+
+def test_the_conversation_tree_shows_the_branch(store):
+    made = console_example.build(*store)
+    page = client(*store).get("/conversations/alex").text
+    assert "3 turns, 1 where the conversation branches" in page
+    assert re.search(rf'<li data-branches="2"><div class="turn" id="turn-{made["branch_from"]}"', page)
+    assert "entry notes/mood: calm" in page and "entry notes/customer" in page
+    assert "open its call" in page
+    listing = client(*store).get("/conversations").text
+    assert 'href="/conversations/ticket-42"' in listing and "waiting" in listing
+
+
+@pytest.mark.parametrize("argv, status, code", [
+    (["somewhere", "--host", "0.0.0.0"], 2, "console-token"),  # another address: an explicit token
+    (["STORE", "--host", "0.0.0.0", "--token", "short"], 2, "console-token"),
+    (["nowhere/"], 2, "not-found"),  # never an empty store made by a typo
+    (["sqlite:///nowhere.db"], 2, "not-found"),
+    (["STORE", "--import", "no_such_module_here"], 1, "import-failed"),
+])
+def test_the_command_refuses_in_one_coded_line(tmp_path, monkeypatch, argv, status, code):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "STORE").mkdir()
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["console", *argv], out, err) == status
+    assert err.getvalue().startswith(f"functai: error [{code}]: ")
+    assert not (tmp_path / "nowhere").exists() and not (tmp_path / "nowhere.db").exists()
+
+
+def test_what_records_hold_is_shown_as_text_never_as_markup(tmp_path):
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    functai.configure(client=ScriptedLM(["<img src=x onerror=alert(2)>"]), log_calls=log)
+    chat = console_shop.support.conversation("xss", store=store)
+    chat("<script>alert(1)</script>")
+    browser = client(store, log)
+    pages = [browser.get("/conversations/xss").text, browser.get(f"/calls/{chat.head.call}").text,
+             browser.get("/calls").text]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in pages[0] and "&lt;img src=x" in pages[1]
+    for page in pages:
+        assert "<script>alert" not in page and "<img src=x" not in page
+    assert "[console-form]" in post(browser, "/inbox/answer", by="ana", action="approve")
