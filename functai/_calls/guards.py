@@ -60,7 +60,7 @@ class Guards:
         if not reply.text:
             return self._kept(reply)  # no text to show: the guards are not asked
         guarding = Guarding(self)
-        out = guarding.feed(reply.text or "", True)
+        out = guarding.feed(reply.text, True)
         while out.__class__ is Pending:
             try:
                 result = yield Await(out.awaitable)
@@ -175,24 +175,24 @@ class Guarding:
     def end(self) -> str | Pending:
         """The reply is complete: what is held goes through the guards once more, as final."""
         if not self.held and not self.shown:
-            self.event.__dict__["final"] = True
+            self.data["final"] = True
             return ""  # a reply without text: nothing to guard
         return self.feed("", True)
 
     def resumed(self, result: Any) -> str | Pending:
         """Fold in the awaited handler's result and run the handlers after it."""
-        plugin, handler = self.guards.handlers[self.at]
+        plugin, handler = self.handlers[self.at]
         if result is not None:
             self._apply(plugin, handler, result)
         return self._run(self.at + 1, None)
 
     def failed(self, error: Exception) -> Exception:
         """What to raise when the awaited handler raised."""
-        return handler_error(self.guards.handlers[self.at][0], "chunk", error)
+        return handler_error(self.handlers[self.at][0], "chunk", error)
 
     def reply(self, reply: Reply) -> Reply:
         """``reply`` with its text as shown; the pipeline will not guard it again."""
-        text = "".join(self.event.__dict__["shown"])
+        text = "".join(self.pieces)
         if text != (reply.text or ""):
             reply = attrs.evolve(reply, text=text)
         self.guards.guarded = reply
@@ -200,7 +200,7 @@ class Guarding:
 
     def _run(self, index: int, result: Any) -> str | Pending:
         """Fold in handler ``index``'s result (None: call it first) and run the handlers after it."""
-        handlers = self.guards.handlers
+        handlers = self.handlers
         event = self.event
         while index < len(handlers):
             plugin, handler = handlers[index]
@@ -238,7 +238,7 @@ class Guarding:
     def _redact(self, plugin: Plugin, handler: Callable[[Any], Any], change: Change) -> None:
         """Show ``change.text`` instead of what is held, recording the span it changed as offsets
         in the reply's shown text: ``{"text", "at": [start, end], "replaced": n}``."""
-        data = self.event.__dict__
+        data = self.data
         old, new = data["text"], change.text
         assert new is not None
         if new == old:
@@ -257,7 +257,7 @@ class Guarding:
         data["text"] = new
 
     def _release(self) -> str:
-        data = self.event.__dict__
+        data = self.data
         text: str = data["text"]
         window = self.window
         if window < 0 or data["final"]:
@@ -269,7 +269,7 @@ class Guarding:
             self.held = text
             return ""
         if released:
-            data["shown"].append(released)
+            self.pieces.append(released)
             self.shown += len(released)
             if self.redactions:  # only those still held can move
                 self.redactions = [r for r in self.redactions if r["at"][1] > self.shown]
