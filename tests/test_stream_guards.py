@@ -335,3 +335,18 @@ def test_chunk_takes_only_its_fields():
         with pytest.raises(PluginError) as refused:
             Change(**{field: value})
         assert refused.value.field == field
+
+
+def test_an_async_def_guard_guards_a_call_not_streamed():
+    guard = Plugin("slow")
+
+    @guard.chunk
+    async def mask(chunk):
+        await asyncio.sleep(0)
+        return Change(text=chunk.text.replace("7", "#"), note="digits") if "7" in chunk.text else None
+
+    fn = _fn([guard], ScriptedLM(["a7b", "a7b"]))
+    value, record = fn.run("x")
+    assert value == "a#b" == asyncio.run(fn.acall("x"))
+    assert record.changes == [{"plugin": "slow", "version": "0.0.0", "hook": "chunk",
+                               "change": {"text": "#", "at": [1, 2], "replaced": 1}, "note": "digits"}]
