@@ -10,11 +10,12 @@ import json
 import pathlib
 import re
 
+import attrs
 import pytest
 
 import functai
-from functai import Change, Plugin, PluginError, Reply, ai
-from functai.testing import ScriptedLM
+from functai import Change, Plugin, PluginError, Reply, ai, tool
+from functai.testing import ScriptedLM, tool_call
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -350,3 +351,39 @@ def test_an_async_def_guard_guards_a_call_not_streamed():
     assert value == "a#b" == asyncio.run(fn.acall("x"))
     assert record.changes == [{"plugin": "slow", "version": "0.0.0", "hook": "chunk",
                                "change": {"text": "#", "at": [1, 2], "replaced": 1}, "note": "digits"}]
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_resumed_turn_records_the_redactions_of_the_reply_it_reads_again(install, tmp_path, streamed):
+    import functai_approval
+
+    install(functai_approval.plugin)
+
+    @tool(effects="changes")
+    def rotate(key: str) -> str:
+        """Rotate a key."""
+        return "rotated"
+
+    asking = attrs.evolve(tool_call("rotate", {"key": "old"}), text=f"Rotating {KEY} now.")
+    lm = ScriptedLM([asking, "Done."], chunk=4)
+
+    @ai(client=lm, tools=[rotate], plugins=[redact_keys], approve="changes", log_calls=str(tmp_path / "calls"))
+    def keys(request: str) -> str:
+        """Handle the request."""
+
+    chat = keys.conversation("alex", store=tmp_path / "chats")
+    with pytest.raises(functai.Waiting) as waiting:
+        if streamed:
+            with chat.stream("rotate it") as stream:
+                shown = [e.text for e in stream if e.kind == "text"]
+            assert "".join(shown) == "Rotating [key] now."
+        else:
+            chat("rotate it")
+    turn = waiting.value.turn
+    turn.approve()
+    assert turn.resume() == "Done." and len(lm.requests) == 2  # the first reply read again, not asked
+    record = list(functai.read_calls(tmp_path / "calls"))[-1]
+    assert [c["change"] for c in record.changes if c["hook"] == "chunk"] == [
+        {"text": "[key]", "at": [9, 14], "replaced": len(KEY)}]  # recorded again on resume, once
+    stored = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+    assert KEY not in stored and "[key]" in stored

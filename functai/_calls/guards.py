@@ -67,11 +67,13 @@ class Guards:
             except Exception as error:
                 raise guarding.failed(error) from error
             out = guarding.resumed(result)
-        return self._kept(guarding.reply(reply))
+        return self._kept(guarding.reply(reply), guarding)
 
-    def _kept(self, reply: Reply) -> Reply:
+    def _kept(self, reply: Reply, guarding: "Guarding | None" = None) -> Reply:
         scope, self.unkept = self.unkept, None
         if scope is not None:
+            if guarding is not None:
+                guarding.kept_by(scope)
             scope.keep(reply)
         return reply
 
@@ -113,7 +115,8 @@ class GuardedSend(Send):
 class Guarding:
     """The guards over one reply: what is held back, what was shown, the handler awaited."""
 
-    __slots__ = ("guards", "handlers", "event", "data", "pieces", "held", "shown", "window", "at", "redactions")
+    __slots__ = ("guards", "handlers", "event", "data", "pieces", "held", "shown", "window", "at", "redactions",
+                 "made")
 
     def __init__(self, guards: Guards) -> None:
         self.guards = guards
@@ -128,6 +131,7 @@ class Guarding:
         self.window = -1  # the largest window of a handler that held this piece; -1: none held
         self.at = 0  # the handler awaited (`Pending`)
         self.redactions: list[dict[str, Any]] = []  # this reply's, whose offsets later ones may move
+        self.made: list[dict[str, Any]] = []  # the entries recorded for this reply
 
     def feed(self, piece: str, final: bool = False) -> str | Pending:
         """Give the guards a piece: the text they release now (maybe ""), or a `Pending` to await.
@@ -198,6 +202,13 @@ class Guarding:
         self.guards.guarded = reply
         return reply
 
+    def kept_by(self, scope: Any) -> None:
+        """Before ``scope`` (a turn) keeps the guarded reply: keep this reply's redactions with it,
+        so that a resumed turn, which reads the reply instead of asking, records them again."""
+        if self.made:
+            acts = getattr(scope, "acts", None) or {}
+            scope.acts = {**acts, "acts": [*acts.get("acts", ()), *self.made]}
+
     def _run(self, index: int, result: Any) -> str | Pending:
         """Fold in handler ``index``'s result (None: call it first) and run the handlers after it."""
         handlers = self.handlers
@@ -253,7 +264,9 @@ class Guarding:
                 earlier["at"] = [earlier["at"][0] + moved, earlier["at"][1] + moved]
         data_change = {"text": new[same:len(new) - tail], "at": [start, end], "replaced": len(old) - tail - same}
         self.redactions.append(data_change)
-        self.guards.changes.append(record(plugin, "chunk", data_change, handler, self.event, change.note))
+        entry = record(plugin, "chunk", data_change, handler, self.event, change.note)
+        self.guards.changes.append(entry)
+        self.made.append(entry)
         data["text"] = new
 
     def _release(self) -> str:

@@ -197,6 +197,8 @@ class _Stream:
                 guarding = Guarding(guards)
                 await self._guarded(guarding, reply.text, True)
                 reply = guarding.reply(reply)
+                if self._keep is not None:
+                    guarding.kept_by(self._keep)
         except BaseException as error:
             self._failed(error)
             return None
@@ -247,6 +249,8 @@ class _Stream:
             except BaseException as error:
                 self._failed(error)
                 return None
+            if self._keep is not None:
+                guarding.kept_by(self._keep)
         self._got(item)
         return StreamEvent("text", text=released) if released else None
 
