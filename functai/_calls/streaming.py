@@ -70,6 +70,7 @@ class _Stream:
         self._keep: Any = None  # the turn that keeps a streamed reply
         self._chunks: Any = None  # the reply being streamed: text deltas, then the reply
         self._guarding: Guarding | None = None  # the guards over the reply being streamed, if the call has any
+        self._pull: Any = None  # its ``pull``, made once per reply
         #: Set when the stream ends with its "done" event.
         self.value: Any = None
         self.record: Any = None
@@ -190,7 +191,9 @@ class _Stream:
                     if method is not None:
                         chunks = self._ctx.run(method, effect.request)
                         self._chunks = chunks.__aiter__() if self._awaits else iter(chunks)
-                        self._guarding = Guarding(guards) if guards is not None else None
+                        if guards is not None:
+                            self._guarding = Guarding(guards)
+                            self._pull = self._guarding.pull
                         return None
                     reply = await self._perform(Send(effect.client, effect.request, None))
             if guards is not None and reply.text:  # the whole reply, guarded as one final piece
@@ -220,13 +223,13 @@ class _Stream:
             elif self._awaits:  # the next piece, and what the guards release of it, in one step
                 item = await self._call(lambda: _guarded_anext(chunks, guarding))
             else:
-                item = self._ctx.run(guarding.pull, chunks, _END)
+                item = self._ctx.run(self._pull, chunks, _END)
                 if item.__class__ is Pending:
                     item = await self._resumed(guarding, item)
         except StopAsyncIteration:
             item = _END
         except BaseException as error:
-            self._chunks = self._guarding = None
+            self._chunks = self._guarding = self._pull = None
             self._failed(error)
             if guarding is not None:  # a guard may have stopped the reply: its connection is closed now
                 try:
@@ -236,7 +239,7 @@ class _Stream:
             return None
         if isinstance(item, str):
             return StreamEvent("text", text=item) if item else None
-        self._chunks = self._guarding = None
+        self._chunks = self._guarding = self._pull = None
         if item is _END:
             self._failed(FunctAIError("the model's stream ended before its reply was complete (no reply at its end)",
                                       code="model-unreachable"))
