@@ -267,20 +267,29 @@ def test_stop_in_a_call_not_streamed():
 def test_stop_closes_the_models_stream():
     closed = []
 
+    def pieces():
+        try:
+            for piece in ("ok ", "password ", "more ", "text"):
+                yield piece
+            yield Reply(text="ok password more text", finish_reason="stop")
+        finally:
+            closed.append(True)
+
     class Client:
+        """A client that keeps its responses (as a connection pool would): only closing ends one."""
+
+        def __init__(self):
+            self.responses = []
+
         def complete(self, request):
             raise AssertionError("streamed")
 
         def stream(self, request):
-            try:
-                for piece in ("ok ", "password ", "more ", "text"):
-                    yield piece
-                yield Reply(text="ok password more text", finish_reason="stop")
-            finally:
-                closed.append(True)
+            self.responses.append(pieces())
+            return self.responses[-1]
 
-    fn = _fn([_stopper()], Client())
-    stream = fn.stream("p")
+    client = Client()
+    stream = _fn([_stopper()], client).stream("p")
     with pytest.raises(PluginError):
         list(stream)
     assert closed == [True]
