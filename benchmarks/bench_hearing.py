@@ -111,10 +111,10 @@ def rounds(cases: dict[str, Case], count: int, calls: int) -> dict[str, tuple[fl
 
 
 def _probe(resolved: object, n: int) -> None:
-    for _ in range(n):  # what `functai._calls.run` runs for request, model_error, reply and call_end, as it runs it
+    for _ in range(n):  # what `functai._calls.run` runs for the acting hooks and call_end, as it runs it
         acting = resolved.plan.handlers  # type: ignore[attr-defined]
         asker = None
-        if acting["request"] or acting["model_error"] or acting["reply"]:
+        if acting["request"] or acting["model_error"] or acting["reply"] or acting["chunk"]:
             pass
         if asker is None:
             pass
@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as error:
         print(f"(functai-otel cases skipped: {error}; pip install ./functai_builtin_plugins/otel opentelemetry-sdk)")
     found = rounds(cases, args.rounds, args.calls)
-    print(f"request, model_error, reply and call_end with no handlers add {added_statements():.0f} ns to a one-attempt call "
-          "(their statements, timed alone in CPU time: fastest of 15 x 200,000)")
+    print(f"request, model_error, chunk, reply and call_end with no handlers add {added_statements():.0f} ns to a "
+          "one-attempt call (their statements, timed alone in CPU time: fastest of 15 x 200,000)")
     print(f"python {sys.version.split()[0]}, {args.rounds} interleaved rounds x {args.calls} calls, medians")
     print("| case | wall µs per call | CPU µs per call |")
     print("|---|---|---|")

@@ -99,6 +99,9 @@ class _Reference:
     output: object = None
     retry: object = None
     reply: object = None
+    hold: object = None
+    text: object = None
+    stop: object = None
     note: object = None
 
 
@@ -121,6 +124,9 @@ _CASES = [
     {"retry": True, "output": "advice"},
     {"retry": False},
     {"note": ""},
+    {"hold": True, "text": "[secret]"},
+    {"hold": False, "text": ""},
+    {"stop": "a key was about to be shown", "note": "canary"},
     {"settings": {}},
     {"lm": ""},
     {"nonsense": 1},

@@ -105,7 +105,8 @@ def test_one_decorator_per_hook_and_registration_order():
 def test_hooks_come_from_the_pluggy_hookspecs():
     from functai._hooks import specs
 
-    assert HOOKS == ("turn_start", "context", "before_call", "request", "model_error", "reply", "tool_call", "tool_error", "tool_result", "call_end", "turn_end")
+    assert HOOKS == ("turn_start", "context", "before_call", "request", "model_error", "chunk", "reply", "tool_call",
+                     "tool_error", "tool_result", "call_end", "turn_end")
     for hook in HOOKS:
         assert getattr(specs, hook).__doc__.strip()
 

@@ -1,6 +1,7 @@
 """Asking the model for one request, through the hooks that may act on it: ``request`` (which
-may answer instead of the model), the send, ``model_error`` (which may recover from a failure)
-and ``reply`` (which may replace the reply). Every act is recorded in the call's record.
+may answer instead of the model), the send, ``model_error`` (which may recover from a failure),
+``chunk`` (stream guards, `functai._calls.guards`) and ``reply`` (which may replace the reply).
+Every act is recorded in the call's record.
 
 A call whose plan has no handler for these hooks never makes an `Asker` (`functai._calls.run`
 sends directly): the hooks cost it nothing.
@@ -23,6 +24,7 @@ from .._hooks.plugin import Plugin
 from .._models import providers
 from .._models.providers import server_of
 from .._models.request import Client, Reply, Request
+from .guards import STOPPED, GuardedSend, Guards
 from .limits import Budget
 from .records import CallRecord
 from .scope import TurnScope
@@ -74,6 +76,9 @@ class Asker:
         self.on_request = plan.handlers["request"]
         self.on_error = plan.handlers["model_error"]
         self.on_reply = plan.handlers["reply"]
+        guards = plan.handlers["chunk"]
+        #: The call's stream guards (``chunk`` handlers), or None.
+        self.guards = Guards(guards, record.changes, fn.name, path, record.id) if guards else None
         self.heard = record.heard if values.get("record_timing") else None
         #: Requests a plugin answered instead of the model (a reply's ``attempt`` counts them too).
         self.answered = 0
@@ -96,9 +101,12 @@ class Asker:
                 if acts and self.scope is not None:
                     self.scope.acts = {"acts": acts}  # type: ignore[attr-defined]  # kept with the reply
                 try:
-                    reply = yield Send(self.client, sent, self.scope)
+                    if self.guards is None:
+                        reply = yield Send(self.client, sent, self.scope)
+                    else:
+                        reply = yield GuardedSend(self.client, sent, self.scope, self.guards)
                 except FunctAIError as error:
-                    if not self.on_error or isinstance(error, Waiting):
+                    if not self.on_error or isinstance(error, Waiting) or error.code == STOPPED:
                         raise
                     acted = yield from self._model_error_hook(sent, error, attempt)
                     if acted is None:
@@ -119,6 +127,9 @@ class Asker:
                         reply, answered = self._replayed(replayed, request, reply)
                     if answered is None:
                         add_usage(record, reply)
+            guards = self.guards
+            if guards is not None and reply is not guards.guarded:  # not guarded as it streamed: guarded whole
+                reply = yield from guards.whole(reply)
             if answered is not None:
                 self.answered += 1
                 reply = self._kept_in_turn(sent, reply, acts)

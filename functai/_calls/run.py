@@ -150,7 +150,7 @@ def call_steps(
         max_steps = values["max_steps"]
         acting = resolved.plan.handlers
         asker = None
-        if acting["request"] or acting["model_error"] or acting["reply"]:
+        if acting["request"] or acting["model_error"] or acting["reply"] or acting["chunk"]:
             asker = Asker(fn, record, path, values, resolved.plan, scope, budget, client, model, listen)
         reasks = steps = 0
         while True:

@@ -14,8 +14,9 @@ from typing import Any, Callable, Mapping
 
 from .._errors import FunctAIError, approval_answered
 from .approvals import check_edit
+from .guards import Guarding, Pending
 from .run import now_text
-from .steps import Ask, Note, Send, Steps, run_now
+from .steps import Ask, Note, Send, Steps, run_awaitable, run_now
 
 KINDS = ("text", "tool_call", "tool_result", "waiting", "done")
 
@@ -68,6 +69,8 @@ class _Stream:
         self._finished = False
         self._keep: Any = None  # the turn that keeps a streamed reply
         self._chunks: Any = None  # the reply being streamed: text deltas, then the reply
+        self._guarding: Guarding | None = None  # the guards over the reply being streamed, if the call has any
+        self._pull: Any = None  # its ``pull``, made once per reply
         #: Set when the stream ends with its "done" event.
         self.value: Any = None
         self.record: Any = None
@@ -134,7 +137,7 @@ class _Stream:
             else:
                 effect = self._step()
                 event = self._event(effect)
-                if event is None and type(effect) is Send:
+                if event is None and isinstance(effect, Send):
                     event = await self._send(effect)
                 elif event is None:
                     try:
@@ -175,6 +178,7 @@ class _Stream:
 
     async def _send(self, effect: Send) -> StreamEvent | None:
         """Start sending a request: the chunks to read next, or the whole reply as one text event."""
+        guards = getattr(effect, "guards", None)  # a `GuardedSend`: the call has stream guards
         try:
             scope = effect.scope
             if scope is not None and getattr(scope, "replay", None) is None:  # a scope without the streaming seam
@@ -187,8 +191,17 @@ class _Stream:
                     if method is not None:
                         chunks = self._ctx.run(method, effect.request)
                         self._chunks = chunks.__aiter__() if self._awaits else iter(chunks)
+                        if guards is not None:
+                            self._guarding = Guarding(guards)
+                            self._pull = self._guarding.pull
                         return None
                     reply = await self._perform(Send(effect.client, effect.request, None))
+            if guards is not None and reply.text:  # the whole reply, guarded as one final piece
+                guarding = Guarding(guards)
+                await self._guarded(guarding, reply.text, True)
+                reply = guarding.reply(reply)
+                if self._keep is not None:
+                    guarding.kept_by(self._keep)
         except BaseException as error:
             self._failed(error)
             return None
@@ -196,28 +209,72 @@ class _Stream:
         return StreamEvent("text", text=reply.text) if reply.text else None
 
     async def _read_chunk(self) -> StreamEvent | None:
-        """The next text delta's event; at the stream's end, none: the reply goes to the pipeline."""
+        """The next text delta's event; at the stream's end, none: the reply goes to the pipeline.
+        With guards, the text they release (none while they hold it), and at the end what they
+        release last."""
         chunks = self._chunks
+        guarding = self._guarding
         try:
-            if self._awaits:
-                item = await self._call(chunks.__anext__)
+            if guarding is None:
+                if self._awaits:
+                    item = await self._call(chunks.__anext__)
+                else:
+                    item = self._ctx.run(next, chunks, _END)
+            elif self._awaits:  # the next piece, and what the guards release of it, in one step
+                item = await self._call(lambda: _guarded_anext(chunks, guarding))
             else:
-                item = self._ctx.run(next, chunks, _END)
+                item = self._ctx.run(self._pull, chunks, _END)
+                if item.__class__ is Pending:
+                    item = await self._resumed(guarding, item)
         except StopAsyncIteration:
             item = _END
         except BaseException as error:
-            self._chunks = None
+            self._chunks = self._guarding = self._pull = None
             self._failed(error)
+            if guarding is not None:  # a guard may have stopped the reply: its connection is closed now
+                try:
+                    await self._close_chunks(chunks)
+                except Exception:  # noqa: BLE001 - the error that ended the reply is the one to report
+                    pass
             return None
         if isinstance(item, str):
             return StreamEvent("text", text=item) if item else None
-        self._chunks = None
+        self._chunks = self._guarding = self._pull = None
         if item is _END:
             self._failed(FunctAIError("the model's stream ended before its reply was complete (no reply at its end)",
                                       code="model-unreachable"))
-        else:
-            self._got(item)
-        return None
+            return None
+        released = ""
+        if guarding is not None:
+            try:
+                released = await self._guarded(guarding, None, True)
+                item = guarding.reply(item)
+            except BaseException as error:
+                self._failed(error)
+                return None
+            if self._keep is not None:
+                guarding.kept_by(self._keep)
+        self._got(item)
+        return StreamEvent("text", text=released) if released else None
+
+    async def _guarded(self, guarding: Guarding, piece: str | None, final: bool) -> str:
+        """What the guards release of ``piece`` (None: the reply ended), awaiting ``async def`` handlers."""
+        out = self._ctx.run(guarding.end) if piece is None else self._ctx.run(guarding.feed, piece, final)
+        return out if out.__class__ is str else await self._resumed(guarding, out)  # type: ignore[return-value]
+
+    async def _resumed(self, guarding: Guarding, out: Any) -> str:
+        """Await each pending handler (plainly in a sync stream) and run the ones after it."""
+        while out.__class__ is Pending:
+            awaitable = out.awaitable
+            try:
+                if self._awaits:
+                    result = await self._call(_returning(awaitable))
+                else:
+                    result = self._ctx.run(run_awaitable, awaitable)
+            except Exception as error:
+                raise guarding.failed(error) from error
+            out = self._ctx.run(guarding.resumed, result)
+        return out  # type: ignore[no-any-return]
 
     def _got(self, reply: Any) -> None:
         if self._keep is not None:
@@ -229,14 +286,17 @@ class _Stream:
         self._keep = None
         self._resume = (True, error)
 
+    async def _close_chunks(self, chunks: Any) -> None:
+        close = getattr(chunks, "aclose" if self._awaits else "close", None)
+        if close is not None:
+            await self._call(close)
+
     async def _close(self) -> None:
         if not self._finished:
             self._finished = True
             chunks, self._chunks = self._chunks, None
             try:
-                close = getattr(chunks, "aclose" if self._awaits else "close", None)
-                if close is not None:
-                    await self._call(close)
+                await self._close_chunks(chunks)
             finally:
                 self._ctx.run(self._steps.close)
 
@@ -296,3 +356,23 @@ class AStream(_Stream):
 
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable
+
+
+def _returning(value: Any) -> Callable[[], Any]:
+    return lambda: value
+
+
+async def _guarded_anext(chunks: Any, guarding: Guarding) -> Any:
+    """An async stream's next item: what the guards release of a piece (awaiting ``async def``
+    handlers), or the reply."""
+    item = await chunks.__anext__()
+    if item.__class__ is not str:
+        return item
+    out = guarding.feed(item)
+    while out.__class__ is Pending:
+        try:
+            result = await out.awaitable  # type: ignore[union-attr]
+        except Exception as error:
+            raise guarding.failed(error) from error
+        out = guarding.resumed(result)
+    return out

@@ -72,7 +72,8 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
     # What a Plugin declares by keyword, a module or object declares as plugin_<keyword> attributes.
     plugin = Plugin(plugin_name, version=str(plugin_version), last=getattr(obj, "plugin_last", False),
                     before=getattr(obj, "plugin_before", ()), after=getattr(obj, "plugin_after", ()),
-                    requires=getattr(obj, "plugin_requires", ()), serves=getattr(obj, "plugin_serves", ()))
+                    requires=getattr(obj, "plugin_requires", ()), serves=getattr(obj, "plugin_serves", ()),
+                    chunk_window=getattr(obj, "plugin_chunk_window", 0))
     for hook, impl in impls:
         asked = [option for option in specs.ORDERING_OPTIONS if getattr(impl, option, False)]
         if asked:  # marked with pluggy's own marker, which does not refuse them

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
         output: str | None
         retry: bool | float | None
         reply: Reply | None
+        hold: bool | None
+        text: str | None
+        stop: str | None
         note: str | None
 
 
@@ -110,6 +113,12 @@ def _reply(value: Any) -> Reply:
     return value
 
 
+def _hold(value: Any) -> bool | None:
+    if value is not True and value is not False:
+        raise _refuse("hold", f"must be True (keep the text back for now) or False, not {value!r}")
+    return value or None
+
+
 def _note(value: Any) -> str | None:
     _text("note", value, allow_empty=True)
     if len(value) > MAX_NOTE:
@@ -136,6 +145,9 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "output": partial(_text, "output", allow_empty=True),
     "retry": _retry,
     "reply": _reply,
+    "hold": _hold,
+    "text": partial(_text, "text", allow_empty=True),
+    "stop": partial(_text, "stop"),
     "note": _note,
 }
 
@@ -157,6 +169,9 @@ class Change:
     output: str | None = None
     retry: bool | float | None = None
     reply: Reply | None = None
+    hold: bool | None = None
+    text: str | None = None
+    stop: str | None = None
     note: str | None = None
 
     def __init__(self, *, sections: Sequence[str] | None = None, **others: Unpack[OtherFields]) -> None:
@@ -226,6 +241,7 @@ HOOK_FIELDS: dict[str, frozenset[str]] = {
     "before_call": frozenset({"instruction", "sections", "lm", "settings", "tools"}),
     "request": frozenset({"reply"}),
     "model_error": frozenset({"lm", "retry", "reply"}),
+    "chunk": frozenset({"hold", "text", "stop"}),
     "reply": frozenset({"reply"}),
     "tool_call": frozenset({"inputs", "block"}),
     "tool_error": frozenset({"output", "retry"}),

@@ -124,6 +124,17 @@ class ModelErrorEvent(Event):
     _fields = ("request", "error", "attempt", "lm", "function", "path", "call")
 
 
+class ChunkEvent(Event):
+    """``chunk``: a piece of a reply's text arrived, before any of it is shown."""
+
+    _fields = ("text", "shown", "final", "function", "path", "call")
+
+    @property
+    def shown(self) -> str:
+        """The reply's text already shown (joined only for a handler that reads it)."""
+        return "".join(self.__dict__["shown"])
+
+
 class ReplyEvent(Event):
     """``reply``: the model (or a plugin, ``answered``) answered a request."""
 

@@ -32,6 +32,7 @@ _SO_FAR = {
     "before_call": "Nothing was sent to the model for this call",
     "request": "This request was not sent to the model (earlier requests of the call, if any, were)",
     "model_error": "The model had failed for this request, and the call stopped",
+    "chunk": "The model was answering; the text held back was not shown, and the call stopped",
     "reply": "The model had answered; its reply was not read, and the call stopped",
     "tool_error": "The tool had run and raised; its error was not sent back, and the call stopped",
     "tool_call": "The model had been asked and had asked for this tool; the tool did not run, and the call stopped",

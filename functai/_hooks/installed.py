@@ -107,7 +107,7 @@ class InstalledPlugin:
 def _with_version(plugin: Plugin, version: str) -> Plugin:
     copy = Plugin(plugin.name, version=version, api=plugin.api, description=plugin.description,
                   active=plugin.active, last=plugin.last, before=plugin.before, after=plugin.after,
-                  requires=plugin.requires, serves=plugin.serves)
+                  requires=plugin.requires, serves=plugin.serves, chunk_window=plugin.chunk_window)
     for hook in plugin.hooks:
         for handler in plugin.handlers(hook):
             copy.on(hook, handler)

@@ -21,6 +21,9 @@ _PEP440 = (
 )
 _SEMVER = r"\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?"
 
+#: The most characters a plugin's ``chunk`` handlers may hold back (``chunk_window``).
+MAX_WINDOW = 1 << 20
+
 #: The plugin API versions this runtime implements.
 API_VERSIONS = frozenset({1})
 
@@ -79,7 +82,7 @@ class Plugin:
     """
 
     __slots__ = ("name", "version", "api", "description", "active", "last", "before", "after", "requires", "serves",
-                 "_handlers")
+                 "chunk_window", "_handlers")
 
     if TYPE_CHECKING:  # set from HOOKS below the class; named here so a type checker knows them
         def turn_start(self, fn: F) -> F: ...
@@ -87,6 +90,7 @@ class Plugin:
         def before_call(self, fn: F) -> F: ...
         def request(self, fn: F) -> F: ...
         def model_error(self, fn: F) -> F: ...
+        def chunk(self, fn: F) -> F: ...
         def reply(self, fn: F) -> F: ...
         def tool_call(self, fn: F) -> F: ...
         def tool_error(self, fn: F) -> F: ...
@@ -106,6 +110,7 @@ class Plugin:
         after: Sequence[str] = (),
         requires: Sequence[str] = (),
         serves: Sequence[str] = (),
+        chunk_window: int = 0,
         **handlers: Callable[[Any], Any],
     ) -> None:
         self.name = check_name(name)
@@ -135,6 +140,11 @@ class Plugin:
         self.requires = _names(requires, "requires", name)
         #: Settings it serves (``["approve"]``: a call with ``approve`` set and no plugin serving it refuses).
         self.serves = _names(serves, "serves", name, check=False)
+        if isinstance(chunk_window, bool) or not isinstance(chunk_window, int) or not 0 <= chunk_window <= MAX_WINDOW:
+            raise TypeError(f"plugin {name!r}: chunk_window is how many characters of a streamed reply its chunk "
+                            f"handlers may hold back, a whole number from 0 to {MAX_WINDOW}, not {chunk_window!r}")
+        #: Characters of a reply's text its ``chunk`` handlers may hold back (0: they may not hold).
+        self.chunk_window = chunk_window
         self._handlers: dict[str, list[Callable[[Any], Any]]] = {}
         for hook, fn in handlers.items():
             self.on(hook, fn)
@@ -173,6 +183,8 @@ class Plugin:
                     if getattr(self, field)]
         if self.last:
             declared.insert(0, "last=True")
+        if self.chunk_window:
+            declared.append(f"chunk_window={self.chunk_window}")
         if declared:
             lines.append(f"  declares {', '.join(declared)}")
         for hook in self.hooks:

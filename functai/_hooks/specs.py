@@ -126,6 +126,26 @@ def model_error(failure):  # type: ignore[no-untyped-def]
 
 
 @hookspec
+def chunk(chunk):  # type: ignore[no-untyped-def]
+    """A piece of a reply's text arrived, before any of it is shown: in a
+    stream, for each piece; in a call that is not streamed, once for the whole
+    text (``final`` True).
+
+    Event: ``text`` (the text held so far, not yet shown, this piece last),
+    ``shown`` (the reply's text already shown), ``final`` (True when no more
+    text follows: what is held now is shown unless a handler changes it),
+    ``function``, ``path``, ``call``.
+
+    Change: ``hold=True`` (keep the text back for now; at most the plugin's
+    ``chunk_window`` characters, the oldest shown first), ``text`` (show this
+    instead of what is held: a redaction, recorded with its offsets), ``stop``
+    (end the reply as a refusal, ``plugin-refused``, with this reason; the
+    first stop ends the hook). Each handler sees the text as the ones before
+    it left it; the reply's recorded text is the text shown.
+    """
+
+
+@hookspec
 def reply(reply):  # type: ignore[no-untyped-def]
     """A request was answered (every attempt: the first send, re-asks, each
     tool step), before the reply is read or its tools run.
