@@ -244,7 +244,8 @@ def test_the_cli_approves_with_an_edited_input(bank, tmp_path):
     env = {**os.environ, "BANK_LEDGER": str(tmp_path / "ledger.txt"), "BANK_SCRIPT": json.dumps(["Done."]),
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]), "FUNCTAI_LOAD_PLUGINS": "approval"}
     env.pop("FUNCTAI_DISABLE_PLUGINS", None)
-    done = subprocess.run([sys.executable, "-m", "functai", "approve", store, "c", "--input", "amount=65",
+    turn_id = chat.head.id  # the waiting turn's id names it as well as the conversation's does
+    done = subprocess.run([sys.executable, "-m", "functai", "approve", store, turn_id, "--input", "amount=65",
                            "--by", "ana"], capture_output=True, text=True, env=env, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert '"amount": 65' in done.stdout and "edited by ana" in done.stdout

@@ -26,7 +26,8 @@ def register(commands: Any) -> None:
         description="Answer every waiting turn's approvals and resume it. Exit status: 0 answered and done, "
         "1 a turn failed, 2 bad input, 3 a turn waits again.",
     )
-    _conversation_arguments(approve, by="who answers (kept with the answer)")
+    _conversation_arguments(approve, by="who answers (kept with the answer)",
+                            id_help="the conversation id, or the id of one waiting turn")
     answer = approve.add_mutually_exclusive_group()
     answer.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
     answer.add_argument("--input", metavar="NAME=VALUE", action="append", default=[],
@@ -50,10 +51,11 @@ def register(commands: Any) -> None:
     resume.set_defaults(run=cmd_resume)
 
 
-def _conversation_arguments(command: argparse.ArgumentParser, by: str | None = None) -> None:
+def _conversation_arguments(command: argparse.ArgumentParser, by: str | None = None,
+                            id_help: str = "the conversation id") -> None:
     """STORE and ID; with ``by`` (its help), also a resuming command's ``--by`` and ``--function``."""
     command.add_argument("store", help="the store: a folder or a sqlite:/postgresql: URL")
-    command.add_argument("id", help="the conversation id")
+    command.add_argument("id", help=id_help)
     if by is not None:
         command.add_argument("--by", help=by)
         command.add_argument("--function", metavar="PATH.py:NAME",
@@ -168,12 +170,19 @@ def open_chat(args: argparse.Namespace, found: "History", fallback: str) -> Any:
 
 
 def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
-    found = history(args.store, args.id)
+    only = None  # a turn the command was given instead of its conversation
+    try:
+        found = history(args.store, args.id)
+    except CLIError as error:
+        located = _conversation_of(args.store, args.id) if error.code == "not-found" else None
+        if located is None:
+            raise
+        only, args.id, found = args.id, located[0], located[1]
     if not any(turn.state == "waiting" for turn in found.turns.values()):
         raise CLIError(f"nothing waits in conversation {args.id!r}", code="nothing-waiting", status=RUNTIME,
                        hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
     chat = open_chat(args, found, "answer in the program: chat.turn(TURN_ID).approve() (or .deny()), then .resume()")
-    waiting = [turn for turn in chat.all_turns() if turn.state == "waiting"]
+    waiting = [turn for turn in chat.all_turns() if turn.state == "waiting" and only in (None, turn.id)]
     inputs = _edit(args.input)
     if args.key is not None or inputs is not None:
         waiting = _the_one(waiting, args.key)
@@ -213,6 +222,19 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         more = f" (and {len(failures) - 1} more turns)" if len(failures) > 1 else ""
         raise CLIError(message + more, code=code, status=RUNTIME)
     return 3 if waits_again else 0
+
+
+def _conversation_of(store: str, turn_id: str) -> tuple[str, "History"] | None:
+    """The conversation holding turn ``turn_id``, and its history (``functai approve STORE TURN``)."""
+    from .._conversations.history import History
+
+    opened = open_store(store_folder(store))
+    for name in opened.conversations():
+        found = History()
+        found.apply_all(opened.read(name))
+        if turn_id in found.turns:
+            return name, found
+    return None
 
 
 def _edit(given: list[str]) -> dict[str, Any] | None:
