@@ -1,4 +1,4 @@
-"""The behaviour suite under both drivers of the one pipeline (issue 13).
+"""The behaviour suite under both drivers of the one pipeline; and a copy of this checkout to install.
 
 Every test of the modules below runs twice: with plain calls as they are
 (``sync``), and with every plain call made through the async driver
@@ -12,6 +12,8 @@ turns and replay must come out the same.
 from __future__ import annotations
 
 import asyncio
+import pathlib
+import shutil
 
 import pytest
 
@@ -63,3 +65,14 @@ def call_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setattr(Conversation, "__call__", _run(Conversation.acall, Conversation.__call__))
         monkeypatch.setattr(Turn, "resume", _run(Turn.aresume, Turn.resume))
     return driver
+
+
+@pytest.fixture(scope="session")
+def source_copy(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """This checkout, copied, for tests that ``pip install`` it: pip builds a local folder in place, and
+    the ``build/`` setuptools leaves there would be packed into every later build (a renamed module's
+    old copy with it). So the checkout is never written to."""
+    into = tmp_path_factory.mktemp("source") / "functai"  # the folder name users give it
+    shutil.copytree(pathlib.Path(__file__).resolve().parent, into, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "build", "*.egg-info", "__pycache__", ".*_cache", "node_modules"))
+    return into

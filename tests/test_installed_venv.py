@@ -38,16 +38,17 @@ PROGRAM = textwrap.dedent('''
 ''')
 
 
-BUILTINS = [str(ROOT / "functai_builtin_plugins" / name) for name in ("approval", "compaction", "delegate")]
+BUILTINS = ("approval", "compaction", "delegate")
 
 
 @pytest.fixture(scope="session")
-def venv(tmp_path_factory):
+def venv(tmp_path_factory, source_copy):
     path = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     python = path / "bin" / "python"
     subprocess.run([*pip(python, "install"), "setuptools>=64", "wheel"], check=True)
-    subprocess.run([*pip(python, "install"), str(ROOT), *BUILTINS], check=True)
+    builtins = [str(source_copy / "functai_builtin_plugins" / name) for name in BUILTINS]
+    subprocess.run([*pip(python, "install"), str(source_copy), *builtins], check=True)
     return python
 
 
@@ -97,7 +98,7 @@ def run(python, code, **env):
     return result.stdout.strip()
 
 
-def test_installed_approval_is_found_and_uninstalling_it_makes_approve_refuse(venv):
+def test_installed_approval_is_found_and_uninstalling_it_makes_approve_refuse(venv, source_copy):
     assert run(venv, PROGRAM).startswith("approval-required |")
     assert run(venv, PROGRAM, FUNCTAI_DISABLE_PLUGINS="approval").startswith("approval-missing |")
     assert run(venv, PROGRAM, FUNCTAI_LOAD_PLUGINS="").startswith("approval-missing |")
@@ -106,7 +107,7 @@ def test_installed_approval_is_found_and_uninstalling_it_makes_approve_refuse(ve
         out = run(venv, PROGRAM)
         assert out.startswith("approval-missing |") and "functai install ./functai_builtin_plugins/approval (in a" in out
     finally:
-        install(venv, BUILTINS[0])
+        install(venv, str(source_copy / "functai_builtin_plugins" / "approval"))
     assert run(venv, PROGRAM).startswith("approval-required |")
 
 
@@ -188,7 +189,7 @@ def docs_replacement(tmp_path):
     return str(folder)
 
 
-def test_uninstalling_compaction_names_it_and_a_replacement_is_used(venv, tmp_path):
+def test_uninstalling_compaction_names_it_and_a_replacement_is_used(venv, tmp_path, source_copy):
     assert run(venv, COMPACTION) == 'Plugin("compaction", 0.1.0: context, turn_end)'
     uninstall(venv, "functai-compaction")
     try:
@@ -202,18 +203,18 @@ def test_uninstalling_compaction_names_it_and_a_replacement_is_used(venv, tmp_pa
         assert row.split() == ["compaction", "my-compaction", "1.0.0", "my_compaction:compaction"]
         uninstall(venv, "my-compaction")
     finally:
-        install(venv, BUILTINS[1])
+        install(venv, str(source_copy / "functai_builtin_plugins" / "compaction"))
     assert run(venv, COMPACTION) == 'Plugin("compaction", 0.1.0: context, turn_end)'
 
 
-def test_the_example_plugin_installs_after_this_functai_and_its_tests_pass(venv):
+def test_the_example_plugin_installs_after_this_functai_and_its_tests_pass(venv, source_copy):
     """README and docs/writing-plugins.md: this functai first (the fixture), then the plugin."""
-    example = ROOT / "examples" / "functai-plugin-example"
+    example = source_copy / "examples" / "functai-plugin-example"
     subprocess.run([*pip(venv, "install", "--no-build-isolation"), str(example), "pytest>=7.4"], check=True)
     try:
         origin = run(venv, "import json, importlib.metadata as m; "
                            "print(json.loads(m.distribution('functai').read_text('direct_url.json'))['url'])")
-        assert origin == ROOT.as_uri()  # the plugin's `functai>=0.1,<0.2` was met by this functai: nothing fetched
+        assert origin == source_copy.as_uri()  # the plugin's `functai>=0.1,<0.2` was met by this functai: nothing fetched
         tests = subprocess.run(
             [str(venv), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example / "tests")],
             capture_output=True, text=True, cwd=str(example),
@@ -237,10 +238,10 @@ GATEWAY = textwrap.dedent('''
 ''')
 
 
-def test_an_installed_provider_distribution_serves_its_models(venv):
+def test_an_installed_provider_distribution_serves_its_models(venv, source_copy):
     from loopback import LoopbackServer, Scripted, completion
 
-    install(venv, str(ROOT / "examples" / "functai-provider-example"))
+    install(venv, str(source_copy / "examples" / "functai-provider-example"))
     try:
         with LoopbackServer(default=Scripted(body=completion("Lima"))) as server:
             out = run(venv, GATEWAY, GATEWAY_BASE_URL=server.url, GATEWAY_API_KEY="gw-key-0123456789",

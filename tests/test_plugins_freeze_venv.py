@@ -18,7 +18,6 @@ from test_installed_venv import package, pip
 
 pytestmark = pytest.mark.venv  # slow: `python -m pytest -m "not venv"` leaves these out
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 HOOKS = '''
 import functai
@@ -63,13 +62,13 @@ def build_wheel(python, folder, into):
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory):
+def venv(tmp_path_factory, source_copy):
     path = tmp_path_factory.mktemp("freeze") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     python = path / "bin" / "python"
     # pip >= 24.1 installs the line its freeze writes for a git+file:// URL (older pips' packaging refuses it)
     subprocess.run([*pip(python, "install"), "pip>=24.1", "setuptools>=64", "wheel"], check=True)
-    subprocess.run([*pip(python, "install"), str(ROOT)], check=True)
+    subprocess.run([*pip(python, "install"), str(source_copy)], check=True)
     return python
 
 

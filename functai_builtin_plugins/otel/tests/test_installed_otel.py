@@ -68,11 +68,12 @@ def pip(python, *args):
     return [str(python), "-m", "pip", *args, "-q", "--disable-pip-version-check"]
 
 
-def test_installed_functai_otel_traces_a_call_with_a_tool_and_a_nested_function(tmp_path):
+def test_installed_functai_otel_traces_a_call_with_a_tool_and_a_nested_function(tmp_path, source_copy):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([*pip(python, "install"), str(ROOT), str(OTEL), "opentelemetry-sdk"], check=True)
+    otel = source_copy / OTEL.relative_to(ROOT)
+    subprocess.run([*pip(python, "install"), str(source_copy), str(otel), "opentelemetry-sdk"], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FUNCTAI_")}
     result = subprocess.run([str(python), "-c", APPLICATION], capture_output=True, text=True, cwd=str(tmp_path),
                             env=env)
