@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 from functai import Change, Plugin
-from functai._calls.run import _apply_before_call
+from functai._calls.run import apply_before_call
 from functai._hooks import fold as folding
 from functai._hooks.events import CallEvent
 
@@ -36,7 +36,7 @@ def new_event() -> Any:
 
 
 def run_fold(handlers: Any, event: Any, changes: list[Any]) -> None:
-    folding.fold("before_call", handlers, event, changes, _apply_before_call)
+    folding.fold("before_call", handlers, event, changes, apply_before_call)
 
 
 def handlers(count: int, changing: bool) -> tuple[Any, ...]:

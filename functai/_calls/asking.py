@@ -91,7 +91,7 @@ class Asker:
         while True:
             sent, reply, answered = request, None, None
             if self.on_request:
-                sent, reply, answered = yield from self._request_hook(request)
+                sent, reply, answered = yield from self.request_hook(request)
             seconds = 0.0
             if reply is None:
                 attempt += 1
@@ -161,7 +161,7 @@ class Asker:
         self.record.attempts -= 1  # read from the record, and no model had been asked for it
         return reply, answered["plugin"]
 
-    def _request_hook(self, request: Request) -> Steps[tuple[Request, Reply | None, str | None]]:
+    def request_hook(self, request: Request) -> Steps[tuple[Request, Reply | None, str | None]]:
         """Fold ``request``: the request as handlers left it, and a reply when one answered it."""
         record = self.record
         event = RequestEvent(request=request, function=self.fn.name, path=self.path, call=record.id)

@@ -135,14 +135,14 @@ def call_steps(
             changes = record.changes
             made = len(changes)
             named = scope is not None  # outside a conversation no handler can read its plugin's name on the event
-            paused = fold_part("before_call", iter(handlers), event, changes, _apply_before_call, named)
+            paused = fold_part("before_call", iter(handlers), event, changes, apply_before_call, named)
             if paused is not None:
-                yield from resume("before_call", paused, event, changes, _apply_before_call, named)
+                yield from resume("before_call", paused, event, changes, apply_before_call, named)
             if len(changes) != made:  # every change applied is recorded: none recorded, nothing changed
                 data = event.__dict__
                 lm, instruction, sections = data["lm"], data["instruction"], data["sections"]
                 tools, settings_view = data["tools"], data["settings"]
-        client, model, messages, model_settings = _prepared(
+        client, model, messages, model_settings = prepared(
             fn, inputs, resolved, record, turn, lm, instruction, sections, settings_view)
         runner: ToolRunner | None = None
         schemas = fn.tool_schemas(tools)
@@ -284,7 +284,7 @@ def _call_end(record: records.CallRecord, resolved: Resolved, client: Client | N
                     function=record.function, call=record.id)
 
 
-def _apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None:
+def apply_before_call(plugin: Plugin, change: Change, event: CallEvent) -> None:
     for field, value in change.__dict__.items():  # only the fields the change sets
         if field == "sections":
             set_field(event, "sections", event.sections + value)
@@ -347,7 +347,7 @@ def _approval_missing(fn: "AIFunction") -> FunctAIError:
     )
 
 
-def _prepared(
+def prepared(
     fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord, turn: TurnScope | None,
     lm: str | None, instruction: str, sections: tuple[str, ...], settings_view: Any,
 ) -> tuple[Client, str, Any, dict[str, Any]]:

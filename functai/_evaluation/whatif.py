@@ -25,7 +25,7 @@ from .._calls.function import AIFunction
 from .._calls.limits import Budget
 from .._calls.outputs import describe, read_output, to_jsonable
 from .._calls.records import CallRecord, read_calls
-from .._calls.run import _apply_before_call, _prepared, before_call_event
+from .._calls.run import apply_before_call, prepared, before_call_event
 from .._calls.steps import drive
 from .._errors import FunctAIError, OutputError, PluginError
 from .._hooks.adapt import as_plugins, looks_like_path
@@ -233,11 +233,11 @@ class _Built:
         self.changes: list[dict[str, Any]] = []
         handlers = tuple((p, handler) for p in plugins for handler in p.handlers("before_call"))
         if handlers:
-            fold("before_call", handlers, event, self.changes, _apply_before_call)
+            fold("before_call", handlers, event, self.changes, apply_before_call)
         data = event.__dict__
         scratch = CallRecord(id=record.id, function=record.function, version=fn.version, inputs=inputs,
                              started=record.started, path=record.path, changes=[*record.changes, *self.changes])
-        self.client, model, messages, model_settings = _prepared(
+        self.client, model, messages, model_settings = prepared(
             fn, inputs, resolved, scratch, scope, lm or data["lm"], data["instruction"], data["sections"],
             data["settings"])
         self.instruction: str = scratch.instruction or ""
@@ -248,7 +248,7 @@ class _Built:
         if any(p.handlers("request") for p in plugins):
             asker = Asker(fn, scratch, scratch.path, resolved.values, Plan(tuple(plugins)), None,
                           Budget(resolved.values["max_requests"], fn.name), self.client, model, False)
-            request, self.answer, self.answered_by = drive(asker._request_hook(request))
+            request, self.answer, self.answered_by = drive(asker.request_hook(request))
             self.changes += scratch.changes[len(record.changes) + len(self.changes):]
         self.request = request
         self._lines: dict[str, list[str]] = {}
@@ -272,7 +272,7 @@ def _reapply(record: CallRecord, fn: AIFunction, entry: Mapping[str, Any], event
     """Apply a recorded before_call change to the event, as the pipeline applied it."""
     try:
         plugin = Plugin(entry["plugin"], version=entry.get("version") or "0.0.0")
-        _apply_before_call(plugin, Change(**entry["change"]), event)
+        apply_before_call(plugin, Change(**entry["change"]), event)
     except (PluginError, TypeError) as error:  # the function (its tools) or this functai changed since
         why = error.message.partition(". Nothing was sent")[0] if isinstance(error, PluginError) else str(error)
         raise NotReplayable(f"call {record.id}: the change {entry.get('plugin')!r} recorded no longer applies to "
