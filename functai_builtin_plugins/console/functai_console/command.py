@@ -59,6 +59,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     except OSError as error:
         raise CLIError(f"cannot listen on {args.host}:{args.port}: {error.strerror}", code="console-address",
                        status=1) from None
+    listener.listen(128)  # before the address is printed: a browser opening it at once waits, is never refused
     port = listener.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"functai console for {console.where}" + (f" and the call log {console.log_where}" if args.log else ""),
