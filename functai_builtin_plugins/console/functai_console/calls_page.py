@@ -145,13 +145,15 @@ def changes(found: list[dict[str, Any]]) -> str:
 def tool_calls(record: Any) -> str:
     """Each tool call with how it ended, and the approvals the call waited for."""
     answers: dict[str, Any] = {}
-    asked: dict[str, list[dict[str, Any]]] = {}
+    asked: dict[tuple[str, str], list[dict[str, Any]]] = {}  # by (path, invocation): one tool call's approvals
     for wait in (record.conversation or {}).get("waited") or []:
         answers.update(wait.get("answers") or {})
         for approval in wait.get("approvals") or []:
-            asked.setdefault(approval.get("name"), []).append(approval)
+            site = str(approval.get("key") or "").split(".")  # the asking call, the invocation, the plugin, …
+            place = (str(approval.get("path")), site[1] if len(site) > 1 else "")
+            asked.setdefault(place, []).append(approval)
     out = []
-    for tool in record.tool_calls:
+    for invocation, tool in enumerate(record.tool_calls, 1):
         stopped = next((how for how in ("blocked", "refused") if how in tool), None)
         if stopped:
             why = tool.get("block_reason" if stopped == "blocked" else "refuse_reason")
@@ -162,7 +164,8 @@ def tool_calls(record: Any) -> str:
             end = "→ " + short(tool.get("output"), 200)
         approvals = "".join(
             f"<div>asked {e(a.get('plugin'))} about {short(a.get('input'))}: "
-            f"{_verdict(answers.get(str(a.get('key'))))}</div>" for a in asked.pop(tool.get("name"), []))
+            f"{_verdict(answers.get(str(a.get('key'))))}</div>"
+            for a in asked.pop((f"{record.path}/{tool.get('name')}", str(invocation)), []))
         out.append(f'<div class="plugin"><b>{e(tool.get("name"))}</b>({short(tool.get("input"), 200)})<br>{end}'
                    f"{approvals}</div>")
     return "".join(out)

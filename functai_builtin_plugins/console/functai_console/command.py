@@ -26,7 +26,8 @@ def register(commands: Any) -> None:
     console.add_argument("--host", default="127.0.0.1",
                          help="the address to listen on (default 127.0.0.1; another needs --token)")
     console.add_argument("--port", type=int, default=0, help="the port (default 0: a free one)")
-    console.add_argument("--token", help="the access token (default: a random one, printed at start)")
+    console.add_argument("--token", help="the access token (default: $FUNCTAI_CONSOLE_TOKEN, which other users "
+                                         "cannot read in the process list, else a random one, printed at start)")
     console.add_argument("--import", dest="imports", metavar="MODULE", action="append", default=[],
                          help="import this module, so the console can resume the turns of its functions "
                               "(repeatable)")
@@ -36,9 +37,11 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from functai.cli import CLIError
 
+    args.token = args.token or os.environ.get("FUNCTAI_CONSOLE_TOKEN") or None
     if args.host not in LOCAL and not args.token:
         raise CLIError(f"--host {args.host} lets other machines reach the console: give an access token with "
-                       "--token", code="console-token", hint="choose a long random token and share it as a secret")
+                       "--token (or FUNCTAI_CONSOLE_TOKEN)", code="console-token",
+                       hint="choose a long random token and share it as a secret")
     if args.token is not None and len(args.token) < 16:
         raise CLIError("--token must be at least 16 characters", code="console-token")
     _exists(args.store, "store")  # a call log may not be there yet: it is made when a program's first call ends

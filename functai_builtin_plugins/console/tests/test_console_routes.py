@@ -215,3 +215,39 @@ def test_a_form_that_names_no_button_records_no_answer(tmp_path):
     assert "[console-form]" in page and chat.turn(turn.id).answers == {}
     inbox = client(store, log).get("/").text
     assert '<button type="submit" disabled hidden' in inbox  # the default button: Enter submits nothing
+
+
+def test_each_tool_call_shows_its_own_approvals(tmp_path):
+    # Two refunds in one reply, each approved on its own wait: each shows under its own call.
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+
+    def reply(request):
+        if any(m.get("role") == "tool" for m in request.messages):
+            return "done"
+        from functai.testing import tool_calls
+
+        return tool_calls([("refund", {"order": "A1", "amount": 10}), ("refund", {"order": "B2", "amount": 20})])
+
+    functai.configure(client=ScriptedLM(reply=reply), log_calls=log)
+    chat = console_shop.support.conversation("two-refunds", store=store, approve="changes")
+    with pytest.raises(functai.Waiting) as first:
+        chat("Refund both")
+    first.value.turn.approve(by="ana")
+    with pytest.raises(functai.Waiting) as second:
+        first.value.turn.resume()
+    second.value.turn.deny(reason="not this one", by="bob")
+    assert second.value.turn.resume() == "done"
+    [record] = [r for r in functai.read_calls(log) if r.function == "support"]
+    page = client(store, log).get(f"/calls/{record.id}").text
+    first_call, second_call = page.split("<b>refund</b>")[1:3]
+    assert "by ana" in first_call and "bob" not in first_call
+    assert "not this one" in second_call and "ana" not in second_call
+
+
+def test_the_token_may_come_from_the_environment_kept_out_of_the_process_list(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "STORE").mkdir()
+    monkeypatch.setenv("FUNCTAI_CONSOLE_TOKEN", "short")
+    err = io.StringIO()
+    assert main(["console", "STORE", "--host", "0.0.0.0"], io.StringIO(), err) == 2
+    assert err.getvalue().startswith("functai: error [console-token]: --token must be at least 16")  # it was read
