@@ -20,10 +20,13 @@ from .outputs import to_jsonable
 KEY_DIGITS = 12
 
 
+#: What `json.dumps` builds for each call with these options: made once, the same text.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def digest(name: str, input: Mapping[str, Any], plugins: Sequence[Sequence[str]]) -> str:
     """SHA-256 of the tool's name, its input (JSON data) and ``[[plugin, version], …]``, as canonical JSON."""
-    text = json.dumps([name, input, plugins], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(_CANONICAL.encode([name, input, plugins]).encode()).hexdigest()
 
 
 def key_of(base: str, digest: str) -> str:
