@@ -4,9 +4,10 @@ At resume, before an approved tool that changes things runs, functai computes th
 digest again (the tool's name, its input, the plugins before the asker) and records the tool
 call as started, durably (SQLite ``synchronous=FULL``), so a crash while it runs is seen. This
 times exactly that — `digest` and the turn's ``tool_started`` record on a real conversation in
-a ``sqlite:///`` store — against one fsync'ed write (the record's line appended to a file, then
-``os.fsync``) and, stricter, the same record committed by hand with ``synchronous=FULL`` into a
-WAL SQLite file with the store's tables, all on the same disk. Wall time (the fsync is the cost:
+a ``sqlite:///`` store, each followed (untimed) by the tool's result, a normal write — against
+one fsync'ed write (the record's line appended to a file, then ``os.fsync``) and, stricter, the
+same record committed by hand with ``synchronous=FULL`` into a WAL SQLite file with the store's
+tables, all on the same disk. Each write is timed by itself; wall time (the fsync is the cost:
 waiting, not CPU) and process CPU time, medians of interleaved rounds.
 
     python benchmarks/bench_approval.py [--rounds 15] [--writes 100]
@@ -45,7 +46,26 @@ def support(request: str) -> str:
     """Support the customer."""
 
 
+def timed(op: Callable[[], object], after: Callable[[], object] | None = None) -> Callable[[int], tuple[float, float]]:
+    """``n`` runs of ``op``, each timed by itself (wall and CPU), ``after`` each untimed."""
+
+    def run(n: int) -> tuple[float, float]:
+        wall = cpu = 0.0
+        for _ in range(n):
+            w, c = time.perf_counter(), time.process_time()
+            op()
+            wall += time.perf_counter() - w
+            cpu += time.process_time() - c
+            if after is not None:
+                after()
+        return wall, cpu
+
+    return run
+
+
 def approval_to_start(folder: str) -> Callable[[int], tuple[float, float]]:
+    """The digest and the durable *started* record; after each, untimed, the tool's result (a normal
+    write, as after a real tool), so each start finds its connection at ``NORMAL``, as a real one does."""
     chat = support.conversation("bench", store=f"sqlite:///{folder}/store.db", approve="changes")
     try:
         chat("refund A1")  # the offline test model asks for refund: the turn waits for a person
@@ -53,15 +73,12 @@ def approval_to_start(folder: str) -> Callable[[int], tuple[float, float]]:
         scope = TurnScope(chat, chat._history.turns[waiting.turn.id])
     count = [0]
 
-    def run(n: int) -> tuple[float, float]:
-        wall, cpu = time.perf_counter(), time.process_time()
-        for _ in range(n):
-            count[0] += 1
-            digest("refund", INPUT, PLUGINS)
-            scope.tool_started(f"1.{count[0]}", ENTRY)
-        return time.perf_counter() - wall, time.process_time() - cpu
+    def start() -> None:
+        count[0] += 1
+        digest("refund", INPUT, PLUGINS)
+        scope.tool_started(f"1.{count[0]}", ENTRY)
 
-    return run
+    return timed(start, lambda: scope.tool_done(f"1.{count[0]}", {**ENTRY, "output": "refunded"}, []))
 
 
 def fsynced_append(folder: str) -> Callable[[int], tuple[float, float]]:
@@ -69,14 +86,11 @@ def fsynced_append(folder: str) -> Callable[[int], tuple[float, float]]:
     fd = os.open(os.path.join(folder, "floor.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     line = LINE.encode() + b"\n"
 
-    def run(n: int) -> tuple[float, float]:
-        wall, cpu = time.perf_counter(), time.process_time()
-        for _ in range(n):
-            os.write(fd, line)
-            os.fsync(fd)
-        return time.perf_counter() - wall, time.process_time() - cpu
+    def write() -> None:
+        os.write(fd, line)
+        os.fsync(fd)
 
-    return run
+    return timed(write)
 
 
 LINE = ('{"functai_conversation":1,"kind":"tool","turn":"t1","site":"1.1","state":"started","entry":'
@@ -90,20 +104,16 @@ def one_sqlite_commit(folder: str) -> Callable[[int], tuple[float, float]]:
     functai.stores.open_store(f"sqlite:///{folder}/floor.db").append("floor", [{"kind": "conversation"}])
     conn = sqlite3.connect(os.path.join(folder, "floor.db"), isolation_level=None)
     conn.execute("PRAGMA synchronous = FULL")
-    line = LINE
     position = [1]
 
-    def run(n: int) -> tuple[float, float]:
-        wall, cpu = time.perf_counter(), time.process_time()
-        for _ in range(n):
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("INSERT INTO functai_records (conversation, position, data, kind, turn, parent) "
-                         "VALUES (?, ?, ?, ?, ?, ?)", ("floor", position[0], line, "tool", "t1", None))
-            conn.execute("COMMIT")
-            position[0] += 1
-        return time.perf_counter() - wall, time.process_time() - cpu
+    def commit() -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO functai_records (conversation, position, data, kind, turn, parent) "
+                     "VALUES (?, ?, ?, ?, ?, ?)", ("floor", position[0], LINE, "tool", "t1", None))
+        conn.execute("COMMIT")
+        position[0] += 1
 
-    return run
+    return timed(commit)
 
 
 def main(argv: list[str] | None = None) -> int:
