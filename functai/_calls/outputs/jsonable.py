@@ -20,8 +20,12 @@ def to_jsonable(value: Any) -> Any:
     t = type(value)
     if t in PLAIN:
         return value
-    if t is dict and all(type(k) is str and type(v) in PLAIN for k, v in value.items()):
-        return value  # the common case on every recorded call: nothing to convert
+    if t is dict:
+        for k, v in value.items():  # a loop, not all(<generator>): this runs on every recorded call
+            if type(k) is not str or type(v) not in PLAIN:
+                break
+        else:
+            return value  # the common case on every recorded call: nothing to convert
     try:
         return _jsonable(value, set())
     except RecursionError:
