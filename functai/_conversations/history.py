@@ -194,7 +194,7 @@ class History:
             turn.answers = {**turn.answers, record["key"]: (bool(record.get("allow")), record.get("reason"))}
             detail = {"allow": bool(record.get("allow")), "reason": record.get("reason"), "by": record.get("by"),
                       "at": record.get("at")}
-            for name in ("digest", "inputs"):  # what the answer approved: kept only by writers that bind answers
+            for name in ("digest", "inputs", "extend"):  # what the answer approved (kept by writers that bind answers)
                 if record.get(name) is not None:
                     detail[name] = record[name]
             self.answered.setdefault(turn.id, {})[record["key"]] = detail

@@ -76,6 +76,9 @@ class TurnScope:
         self.calls += 1
         return self.calls
 
+    def next_request(self) -> tuple[int, bool]:
+        return self.requests + 1, self.requests < len(self.data.replies)
+
     def complete(self, client: Client, request: Request) -> Reply:
         reply = self.replay(request)
         if reply is None:
@@ -160,7 +163,8 @@ class TurnScope:
             if key == prefix or key.startswith(prefix + "."):
                 detail = details.get(key, {})
                 found[key] = {"allow": allow, "reason": reason, "digest": detail.get("digest"),
-                              "inputs": detail.get("inputs"), "by": detail.get("by"), "approval": asked.get(key)}
+                              "inputs": detail.get("inputs"), "extend": detail.get("extend"), "by": detail.get("by"),
+                              "approval": asked.get(key)}
         return found
 
     def refusal(self, site: str) -> tuple[str, str | None] | None:
