@@ -121,11 +121,11 @@ def _hold(value: Any) -> bool | None:
 
 
 def _decision(value: Any) -> str:
-    value = _text("decision", value)
-    if len(value) > MAX_DECISION:
+    text = _text("decision", value)
+    if len(text) > MAX_DECISION:
         raise _refuse("decision", f"is a word or two ('checked', 'extended'), at most {MAX_DECISION} characters; "
                                   "the details go in the note")
-    return value
+    return text
 
 
 def _note(value: Any) -> str | None:
