@@ -25,7 +25,7 @@ from functai import Change, FunctAIError, Plugin
 from .prices import DATED, PRICES, Price, find, table
 
 __version__ = "0.1.0"
-__all__ = ["DATED", "MAX_REPLY", "PRICES", "Price", "budget", "estimate"]
+__all__ = ["DATED", "MAX_REPLY", "MIN_REPLY", "PRICES", "Price", "budget", "estimate"]
 
 SCOPES = ("call", "turn", "conversation", "process")
 _WHOSE = {"call": "this call", "turn": "this turn", "conversation": "this conversation", "process": "this process"}
@@ -33,6 +33,8 @@ _WHOSE = {"call": "this call", "turn": "this turn", "conversation": "this conver
 #: The most a reply may hold, in tokens, when its request sets no ``max_tokens``: the budget sets
 #: it (less when less is left), so the most a request can cost is known before it is sent.
 MAX_REPLY = 4096
+#: The least such a reply is given before the budget asks for more rather than cut it shorter.
+MIN_REPLY = 256
 
 #: Bytes of a request counted as one token: low (English runs near four), so the estimate errs high.
 BYTES_PER_TOKEN = 3
@@ -174,14 +176,19 @@ def budget(
                 "dollars": price.dollars(prompt, reply) if price is not None else 0.0}
 
     def room(price: Price | None, prompt: int, spent: dict[str, float], limit: dict[str, float]) -> int:
-        """The most tokens a reply may hold, up to `MAX_REPLY`, and still fit in what is left."""
-        fits = float(MAX_REPLY)
-        if "tokens" in limit:
-            fits = min(fits, limit["tokens"] - spent["tokens"] - prompt)
-        if "dollars" in limit and price is not None and price.output > 0:
-            left = limit["dollars"] - spent["dollars"] - price.dollars(prompt, 0)
-            fits = min(fits, left * 1e6 / price.output)
-        return max(int(fits), 1)
+        """The most tokens a reply with no ``max_tokens`` may hold: up to `MAX_REPLY`, within ``ask_at``
+        of the budget while at least `MIN_REPLY` fits there (nothing to ask yet), else within the whole."""
+        def fits(share: float) -> float:
+            most = float(MAX_REPLY)
+            if "tokens" in limit:
+                most = min(most, share * limit["tokens"] - spent["tokens"] - prompt)
+            if "dollars" in limit and price is not None and price.output > 0:
+                left = share * limit["dollars"] - spent["dollars"] - price.dollars(prompt, 0)
+                most = min(most, left * 1e6 / price.output)
+            return most
+
+        below = fits(ask_at)
+        return max(int(below if below >= MIN_REPLY else fits(1.0)), 1)
 
     def plan(event: Any, price: Price | None, prompt: int, own: int | None) -> tuple[
             dict[str, float], dict[str, float], int, dict[str, float], list[str], bool]:
