@@ -44,11 +44,25 @@ def _data(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else str(value)
 
 
+def _size(value: Any) -> int:
+    """Bytes of ``value`` as JSON (text as itself)."""
+    if isinstance(value, str):
+        return len(value.encode())
+    return len(json.dumps(value, ensure_ascii=False, default=_data).encode())
+
+
 def estimate(request: Any) -> int:
-    """A request's prompt tokens, estimated high: its messages, tools and output schema as JSON,
-    one token per `BYTES_PER_TOKEN` bytes, and four more per message."""
-    sent = [request.messages, request.tools, request.output_schema]
-    size = len(json.dumps(sent, ensure_ascii=False, default=_data).encode())
+    """A request's prompt tokens, estimated high: its messages, tools and output schema as text
+    and JSON, one token per `BYTES_PER_TOKEN` bytes, and four more per message."""
+    size = 0
+    for message in request.messages:
+        for key, value in message.items():
+            if value is not None and key != "role":
+                size += _size(value)
+    if request.tools:
+        size += _size(request.tools)
+    if request.output_schema is not None:
+        size += _size(request.output_schema)
     return math.ceil(size / BYTES_PER_TOKEN) + 4 * len(request.messages)
 
 
