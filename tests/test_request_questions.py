@@ -314,3 +314,43 @@ def test_the_cli_grants_an_extension_and_shows_the_question(tmp_path):
     assert answered.state == "done"
     log = [json.loads(line) for line in open(os.path.join(store, "c.jsonl"))]
     assert [r["extend"] for r in log if r.get("kind") == "answer"] == [3]
+
+
+def test_what_a_turn_kept_before_it_failed_belongs_to_the_branch_it_failed_on():
+    """A failed turn is never a parent: its entries belong to its parent's branches, so a budget
+    still counts what it spent (and a branch forked before it does not)."""
+    def keep(event):
+        if event.recorded:
+            return None
+        event.remember("spent", {"turn": event.turn})
+        if event.request.messages[-1]["content"].endswith("fail"):
+            raise FunctAIError("stop here", code="budget-exceeded")
+        return None
+
+    chat = _fn([Plugin("keeper", request=keep)], ["a", "b", "c", "d"]).conversation("c")
+    chat("one")
+    first = chat.head
+    with pytest.raises(FunctAIError):
+        chat("then fail")
+    failed = chat.all_turns()[-1]
+    assert failed.state == "failed"
+    chat("two")
+    seen = [e["turn"] for e in chat.entries("keeper", "spent")]
+    assert seen == [first.id, failed.id, chat.head.id]
+    during = []
+    reader = Plugin("keeper", request=lambda event: during.append(len(event.entries("spent"))))
+    other = _fn([reader], ["x"]).conversation("c", store=chat.store)
+    other("three")  # a handler reads the failed turn's entry on the branch too
+    assert during == [3]
+    fork = chat.continue_from(None)  # a branch from the start: before the failed turn's parent
+    assert [e["turn"] for e in fork.entries("keeper", "spent")] == []
+
+
+def test_an_edit_of_a_question_asked_before_a_request_is_refused(tmp_path):
+    chat = _fn([_asker([])], ["fine"]).conversation("c", store=str(tmp_path / "s"))
+    with pytest.raises(Waiting) as info:
+        chat("q")
+    turn = info.value.turn
+    with pytest.raises(FunctAIError) as refused:
+        turn.approve(turn.approvals[0]["key"], inputs={"extend": 3})
+    assert refused.value.code == "input-invalid" and "answer it with extend=" in refused.value.message

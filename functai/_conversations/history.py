@@ -35,6 +35,9 @@ from .turndata import (  # noqa: F401  (the names the fold's users import from h
     lease_of,
 )
 
+#: Turns that ended without an answer: never parents, so their entries belong to their parent's branches.
+_DEAD_ENDS = frozenset({FAILED, STOPPED, ABANDONED})
+
 
 class History:
     """The fold of a conversation's records; `apply_all` takes new ones."""
@@ -303,6 +306,14 @@ class History:
         if turn_id is not None and (not done or self.turns[turn_id].state == DONE):
             return turn_id
         return None
+
+    def entry_turns(self, turn_id: str | None) -> frozenset[str]:
+        """The turns whose entries belong to the branch ending at ``turn_id``: its own, and those of
+        turns that ended without an answer (failed, stopped, abandoned) off it. Such a turn is never
+        a parent, so what it kept — what it spent, say — would otherwise be on no branch at all."""
+        on = set(self.branch(turn_id))
+        ended = [t for t in self.turns.values() if t.state in _DEAD_ENDS and (t.parent is None or t.parent in on)]
+        return frozenset(on.union(t.id for t in ended))
 
     def entries_on(self, branch: Iterable[str], plugin: str, kind: str) -> list[dict[str, Any]]:
         """A plugin's entries of ``kind`` that belong to the branch (its turn ids), oldest first."""

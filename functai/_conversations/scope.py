@@ -29,7 +29,7 @@ class Memory:
 
     def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
         if self._branch is None:  # a turn's branch never changes: walked once per turn, not per read
-            self._branch = frozenset(self.chat._history.branch(self.turn_id))
+            self._branch = self.chat._history.entry_turns(self.turn_id)
         return self.chat._history.entries_on(self._branch, plugin, kind)
 
     def remember(self, plugin: str, kind: str, data: Any) -> None:

@@ -86,6 +86,9 @@ class Turn:
         """An edit on approving, checked against the tool it changes (``input-invalid``)."""
         key = approval if isinstance(approval, str) else (approval or {}).get("key")
         asked = next((a for a in self._data.approvals if a["key"] == key), None)
+        if asked is not None and asked.get("kind") == "request":
+            raise FunctAIError(f"approving with inputs= edits a tool call; {key!r} is a question asked before a "
+                               "request (a budget's): answer it with extend= instead", code="input-invalid")
         if asked is None:
             keys = [a["key"] for a in self._data.approvals]
             raise FunctAIError(f"approving with inputs= names one approval of turn {self.id!r}: one of {keys}",
