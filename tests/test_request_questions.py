@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 import functai
-from functai import Answer, Change, FunctAIError, Plugin, Reply, Waiting, ai, read_calls
+from functai import Answer, Change, FunctAIError, Plugin, Waiting, ai, read_calls
 from functai.testing import ScriptedLM, tool_call
 
 
