@@ -1,0 +1,264 @@
+"""A turn that would pass ``ask_at`` of its budget waits, like an approval: answered by a person
+(approve, with or without an extension, or deny) or by a function; streamed turns too."""
+
+from __future__ import annotations
+
+import asyncio
+
+import functai_approval
+import pytest
+from budget_program import (
+    QUESTION,
+    assistant,
+    conversation,
+    lookup,
+    refund,
+    spend_all,
+    spent,
+    tokens,
+    tool_first,
+    turn_cost,
+)
+from functai_budget import budget, estimate
+
+import functai
+from functai import ai
+from functai.testing import ScriptedLM
+
+pytestmark = pytest.mark.usefixtures("functai_isolated")  # functai's pytest plugin
+
+
+def second_turn_waits(limit: float, **more) -> tuple[functai.Conversation, functai.Turn, ScriptedLM]:
+    """A conversation whose first turn fits under half of ``limit`` and whose second waits."""
+    lm = ScriptedLM(reply=spend_all)
+    chat = assistant.conversation("asked", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
+                                  plugins=[budget(tokens=limit, per="conversation", ask_at=0.5, **more)])
+    chat(QUESTION)
+    with pytest.raises(functai.Waiting) as waiting:
+        chat(QUESTION)
+    return chat, waiting.value.turn, lm
+
+
+def extensions(chat: functai.Conversation) -> list[dict]:
+    return [entry["data"]["extend"] for entry in chat.entries("budget", "extended")]
+
+
+# --- asked by a person ---------------------------------------------------------------------------
+
+def test_a_turn_that_would_pass_ask_at_waits_with_a_question():
+    cost = turn_cost()
+    chat, turn, lm = second_turn_waits(2.5 * cost)
+    assert turn.state == "waiting" and len(lm.requests) == 1
+    [asked] = turn.approvals
+    assert asked["kind"] == "request" and asked["plugin"] == "budget" and asked["extend"] == 2.5 * cost
+    assert asked["question"] == (f"this conversation has used {tokens(cost)} of {tokens(2.5 * cost)}, and this "
+                                 f"request may cost up to {tokens(cost)}; allow {tokens(2.5 * cost)} more?")
+
+
+def test_an_approval_with_an_extension_grants_that_much():
+    cost = turn_cost()
+    chat, turn, lm = second_turn_waits(2.5 * cost)
+    turn.approve(extend=cost)
+    assert turn.resume() == "ok"
+    assert len(lm.requests) == 2 and spent(chat) == 2 * cost
+    assert extensions(chat) == [{"tokens": cost}]
+    with pytest.raises(functai.Waiting) as waiting:
+        chat(QUESTION)
+    assert f"has used {tokens(2 * cost)} of {tokens(3.5 * cost)}" in waiting.value.turn.approvals[0]["question"]
+
+
+def test_an_approval_without_an_extension_grants_the_offer():
+    cost = turn_cost()
+    chat, turn, lm = second_turn_waits(2.5 * cost)
+    turn.approve()
+    assert turn.resume() == "ok"
+    assert extensions(chat) == [{"tokens": 2.5 * cost}]
+
+
+def test_an_extension_is_counted_once_however_often_its_turn_resumes(installed_plugins):
+    installed_plugins(functai_approval.plugin)
+
+    @ai(tools=[refund], approve="changes", max_tokens=40)
+    def desk(question: str) -> str:
+        """Help the customer."""
+
+    probe = ScriptedLM(reply=tool_first("refund"))
+    with pytest.raises(functai.Waiting):
+        desk.conversation("probe", store=functai.MemoryStore(), client=probe)("Refund A1")
+    first = estimate(probe.requests[0]) + 40  # what the first request of a turn costs
+
+    lm = ScriptedLM(reply=tool_first("refund"))
+    chat = desk.conversation("once", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
+                             plugins=[budget(tokens=first, per="conversation", ask_at=0.5)])
+    with pytest.raises(functai.Waiting) as waiting:
+        chat("Refund A1")
+    turn = waiting.value.turn
+    turn.approve(extend=5 * first)  # 6 first requests in all: this turn fits under half, the next does not
+    with pytest.raises(functai.Waiting):
+        turn.resume()  # the first request was sent; now the refund waits
+    assert turn.approvals[0]["name"] == "refund"
+    turn.approve()
+    assert turn.resume() == "ok"
+    assert extensions(chat) == [{"tokens": 5 * first}]
+    with pytest.raises(functai.Waiting) as again:
+        chat("Refund A1")
+    assert f"of {tokens(6 * first)}" in again.value.turn.approvals[0]["question"]
+
+
+def test_a_refusal_lets_the_turn_go_on_within_the_budget_then_refuses():
+    probe = ScriptedLM(reply=tool_first("lookup"))
+    support = ai(tools=[lookup], max_tokens=40)(assistant.fn)
+    support.conversation("probe", store=functai.MemoryStore(), client=probe)(QUESTION)
+    first = estimate(probe.requests[0]) + 40
+
+    lm = ScriptedLM(reply=tool_first("lookup"))
+    chat = support.conversation("denied", store=functai.MemoryStore(), client=lm,
+                                plugins=[budget(tokens=1.5 * first, per="conversation", ask_at=0.5)])
+    with pytest.raises(functai.Waiting) as waiting:
+        chat(QUESTION)
+    turn = waiting.value.turn
+    turn.deny(reason="enough for today")
+    with pytest.raises(functai.FunctAIError) as refused:
+        turn.resume()  # the first request fits in the budget and is sent; the second does not, and is refused
+    assert refused.value.code == "budget-exceeded"
+    assert len(lm.requests) == 1 and len(chat.entries("budget", "declined")) == 1
+    assert chat.head.state == "failed" and extensions(chat) == []
+
+
+def test_an_extension_for_a_tool_approval_is_refused(installed_plugins):
+    installed_plugins(functai_approval.plugin)
+    lm = ScriptedLM(reply=tool_first("refund"))
+
+    @ai(client=lm, tools=[refund], approve="changes", max_tokens=40)
+    def desk(question: str) -> str:
+        """Help the customer."""
+
+    chat = desk.conversation("tool", store=functai.MemoryStore(), plugins=[budget(tokens=100_000, per="conversation")])
+    with pytest.raises(functai.Waiting) as waiting:
+        chat("Refund A1")
+    with pytest.raises(functai.FunctAIError) as refused:
+        waiting.value.turn.approve(extend=1000)
+    assert refused.value.code == "input-invalid" and "extend" in refused.value.message
+    assert waiting.value.turn.answers == {}  # nothing was recorded: it can still be approved
+
+
+@pytest.mark.parametrize("extend", [-1, float("inf"), "1000", True])
+def test_an_extension_that_is_not_a_number_from_0_up_is_refused(extend):
+    cost = turn_cost()
+    chat, turn, lm = second_turn_waits(2.5 * cost)
+    with pytest.raises(functai.FunctAIError) as refused:
+        turn.approve(extend=extend)
+    assert refused.value.code == "input-invalid"
+
+
+# --- answered by a function ----------------------------------------------------------------------
+
+def fails(question):
+    raise RuntimeError("the accounts service is down")
+
+
+@pytest.mark.parametrize("answer, extended, sent, warns", [
+    (lambda question: True, [0.5], True, False),                      # the offer: the budget again
+    (lambda question: question["extend"] * 4, [2.0], True, False),   # a number: that much
+    (lambda question: question["extend"] / 10, [0.05], False, False),  # that much, still too little
+    (lambda question: False, [], False, False),
+    (lambda question: "not this month", [], False, False),
+    (lambda question: ["yes"], [], False, True),                      # not an answer: refuses
+    (fails, [], False, True),                                         # a check that fails refuses
+], ids=["true", "a-number", "too-little", "false", "a-reason", "not-an-answer", "raises"])
+def test_a_function_answers_instead_of_a_person(answer, extended, sent, warns, recwarn):
+    cost = turn_cost()
+    asked = []
+
+    def decide(question):
+        asked.append(dict(question))
+        return answer(question)
+
+    lm = ScriptedLM(reply=spend_all)
+    chat = assistant.conversation("decided", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
+                                  plugins=[budget(tokens=0.5 * cost, per="conversation", decide=decide)])
+    if sent:
+        assert chat(QUESTION) == "ok"
+    else:
+        with pytest.raises(functai.FunctAIError) as refused:
+            chat(QUESTION)  # no turn waits: the function answered
+        assert refused.value.code == "budget-exceeded"
+        assert chat.head.state == "failed"
+    assert len(lm.requests) == int(sent)
+    assert extensions(chat) == [{"tokens": pytest.approx(share * cost)} for share in extended]
+    [question] = asked
+    assert question["kind"] == "request" and question["extend"] == 0.5 * cost
+    assert question["question"].startswith(f"this conversation has used 0 tokens of {tokens(0.5 * cost)}")
+    warned = [str(w.message) for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    assert any("decide function" in text for text in warned) == warns
+
+
+def test_a_function_answers_a_plain_call_too(tmp_path):
+    lm = ScriptedLM(reply=spend_all)
+    asked = []
+
+    @ai(client=lm, log_calls=str(tmp_path), plugins=[budget(tokens=20, decide=lambda q: asked.append(q) or 1000)])
+    def answer(question: str) -> str:
+        """Answer."""
+
+    assert answer(QUESTION) == "ok"
+    assert len(asked) == 1
+    [record] = functai.read_calls(tmp_path)
+    [change] = [c for c in record.changes if c["plugin"] == "budget"]
+    assert change["change"]["decision"] == "extended"
+
+
+# --- streamed turns --------------------------------------------------------------------------------
+
+def test_a_streamed_turn_within_the_budget_streams():
+    lm = ScriptedLM(reply=lambda request: spend_all(request, text="The Seine, into the Channel."))
+    chat = conversation(functai.MemoryStore(), "streamed", 100_000, lm)
+    with chat.stream(QUESTION) as stream:
+        texts = [event.text for event in stream if event.kind == "text"]
+    assert "".join(texts) == "The Seine, into the Channel." and stream.value == "The Seine, into the Channel."
+    assert spent(chat) == estimate(lm.requests[0]) + 40
+
+
+def test_a_streamed_turn_that_would_pass_ask_at_ends_waiting():
+    cost = turn_cost()
+    lm = ScriptedLM(reply=spend_all)
+    chat = conversation(functai.MemoryStore(), "streamed", 2.5 * cost, lm)
+    chat(QUESTION)
+    with pytest.raises(functai.Waiting) as waiting:
+        with chat.stream(QUESTION) as stream:
+            for _ in stream:
+                pass
+    assert len(lm.requests) == 1
+    assert waiting.value.turn.approvals[0]["kind"] == "request"
+    waiting.value.turn.approve()
+    assert waiting.value.turn.resume() == "ok"
+
+
+def test_an_async_streamed_turn_that_would_pass_ask_at_ends_waiting():
+    cost = turn_cost()
+    lm = ScriptedLM(reply=spend_all)
+    chat = conversation(functai.MemoryStore(), "streamed", 2.5 * cost, lm)
+    chat(QUESTION)
+
+    async def stream_a_turn():
+        texts = []
+        async for event in chat.astream(QUESTION):
+            if event.kind == "text":
+                texts.append(event.text)
+        return texts
+
+    with pytest.raises(functai.Waiting) as waiting:
+        asyncio.run(stream_a_turn())
+    assert len(lm.requests) == 1
+    assert waiting.value.turn.approvals[0]["kind"] == "request"
+
+
+def test_an_async_streamed_turn_within_the_budget_streams():
+    lm = ScriptedLM(reply=lambda request: spend_all(request, text="The Seine."))
+    chat = conversation(functai.MemoryStore(), "streamed", 100_000, lm)
+
+    async def stream_a_turn():
+        return [event.text async for event in chat.astream(QUESTION) if event.kind == "text"]
+
+    assert "".join(asyncio.run(stream_a_turn())) == "The Seine."
+    assert spent(chat) == estimate(lm.requests[0]) + 40
