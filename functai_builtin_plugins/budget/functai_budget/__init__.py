@@ -155,9 +155,11 @@ def budget(
         return spent, extended, list(books.declined.get(key, []))
 
     def keep(event: Any, kind: str, data: dict[str, Any], key: str | None) -> None:
-        """An extension or a refusal to extend, once per question (a resumed turn reads its answer again)."""
+        """An extension or a refusal to extend, once per question (a resumed turn reads its answer again).
+        A question's key names its place in its turn, so another turn asking at the same place is another."""
         if kept_in(event):
-            if key is not None and any(e["data"].get("key") == key for e in event.entries(kind)):
+            if key is not None and any(e["turn"] == event.turn and e["data"].get("key") == key
+                                       for e in event.entries(kind)):
                 return
             event.remember(kind, {**data, "call": event.call, "key": key})
             return

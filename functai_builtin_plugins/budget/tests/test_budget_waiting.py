@@ -75,6 +75,19 @@ def test_an_approval_without_an_extension_grants_the_offer():
     assert extensions(chat) == [{"tokens": 2.5 * cost}]
 
 
+def test_an_extension_approved_in_each_turn_counts_in_each():
+    cost = turn_cost()
+    chat, turn, lm = second_turn_waits(2.5 * cost)
+    turn.approve(extend=cost / 4)
+    assert turn.resume() == "ok"
+    with pytest.raises(functai.Waiting) as waiting:
+        chat(QUESTION)
+    waiting.value.turn.approve(extend=cost / 4)  # the same question, at the same place of another turn
+    assert waiting.value.turn.resume() == "ok"  # three turns: the budget and both extensions
+    assert extensions(chat) == [{"tokens": cost / 4}, {"tokens": cost / 4}]
+    assert spent(chat) == 3 * cost
+
+
 def test_an_extension_is_counted_once_however_often_its_turn_resumes(installed_plugins):
     installed_plugins(functai_approval.plugin)
 
