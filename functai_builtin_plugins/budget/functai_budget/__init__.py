@@ -77,6 +77,8 @@ class _Books:
         self.declined: dict[str, list[dict[str, float]]] = {}
         #: Per process: what each call's request in flight may cost at most, until its reply is counted.
         self.reserved: dict[str, tuple[float, float]] = {}
+        #: The questions answered (turn, key) whose answer is kept here: a resumed turn reads one again.
+        self.answered: set[tuple[str, str]] = set()
 
 
 def budget(
@@ -163,6 +165,10 @@ def budget(
                 return
             event.remember(kind, {**data, "call": event.call, "key": key})
             return
+        if key is not None:
+            if (event.turn, key) in books.answered:
+                return
+            books.answered.add((event.turn, key))
         target = memory_key(event)
         if kind == "extended":
             granted = books.extended.setdefault(target, {})

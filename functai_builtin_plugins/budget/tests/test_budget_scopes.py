@@ -191,6 +191,31 @@ def test_per_process_calls_and_conversations_share_one_budget():
     assert len(lm.requests) == 1
 
 
+def test_per_process_an_extension_is_counted_once_when_its_turn_waits_again_before_sending():
+    """A second budget asks about the same request after the first was answered: the turn resumes
+    twice before the request is sent, and reads the first answer each time."""
+    cost = turn_cost()
+    lm = ScriptedLM(reply=spend_all)
+    process = budget(tokens=cost / 2, per="process", ask_at=0.5, name="process")
+    chat = assistant.conversation("twice", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
+                                  plugins=[process, budget(tokens=cost / 2, per="conversation", ask_at=1)])
+    with pytest.raises(functai.Waiting) as waiting:
+        chat(QUESTION)
+    assert [a["plugin"] for a in waiting.value.turn.approvals] == ["process"]
+    waiting.value.turn.approve(extend=cost / 2)  # now one turn fits, still past ask_at: asked again, same answer
+    with pytest.raises(functai.Waiting) as again:
+        waiting.value.turn.resume()
+    assert [a["plugin"] for a in again.value.turn.approvals] == ["budget"]
+    again.value.turn.approve()
+    assert again.value.turn.resume() == "ok"
+
+    with pytest.raises(functai.FunctAIError) as refused:  # the process has no room left for a request
+        ai(client=lm, plugins=[process], max_tokens=1)(assistant.fn)("?")
+    assert refused.value.code == "budget-exceeded"
+    assert f"this process has used {tokens(cost)} of {tokens(cost)}" in refused.value.message
+    assert len(lm.requests) == 1
+
+
 def test_per_process_calls_at_once_never_spend_past_the_budget():
     """Eight threads call at once; each request waits in the model until all eight have been sent
     or refused, so none of them is counted before the others are checked."""
