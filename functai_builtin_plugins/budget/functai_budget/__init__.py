@@ -79,6 +79,9 @@ class _Books:
         self.reserved: dict[str, tuple[float, float]] = {}
         #: The questions answered (turn, key) whose answer is kept here: a resumed turn reads one again.
         self.answered: set[tuple[str, str]] = set()
+        #: Each call's request checked and not yet counted: the most it may cost, where its books are,
+        #: and whether its reply began to stream (one stopped midway counts as that most, never as free).
+        self.pending: dict[str, dict[str, Any]] = {}
 
 
 def budget(
@@ -254,12 +257,22 @@ def budget(
                 code="budget-exceeded", spent=spent[past[0]], limit=limit[past[0]], unit=past[0])
         if per == "process":
             books.reserved[event.call] = (cost["tokens"], cost["dollars"])
+        books.pending[event.call] = {"turn": event.turn if kept_in(event) else None, "tokens": cost["tokens"],
+                                     "dollars": cost["dollars"], "model": event.request.model, "began": False}
         note = "; ".join(f"{_show(u, spent[u])} + at most {_show(u, cost[u])} of {_show(u, limit[u])}" for u in limits)
         return Change(decision=decision, note=f"{note} ({per})"[:200],
                       settings={"max_tokens": reply} if own is None else None)
 
+    @plugin.chunk
+    def began(event: Any) -> None:
+        pending = books.pending.get(event.call)
+        if pending is not None:
+            pending["began"] = True
+
     @plugin.reply
     def count(event: Any) -> None:
+        with books.lock:
+            books.pending.pop(event.call, None)
         if event.recorded or event.answered:  # read back, or answered by a plugin: no model was paid now
             return None
         request, usage = event.request, event.reply.usage
@@ -287,8 +300,27 @@ def budget(
         call = event.record.id
         with books.lock:
             books.reserved.pop(call, None)  # a request that failed: nothing more is on its way
+            stopped = books.pending.get(call)
+            if stopped is not None and stopped["turn"] is None:  # else its turn's end counts it
+                del books.pending[call]
+                if stopped["began"] and per == "process":
+                    total = books.spent.setdefault("process", [0.0, 0.0])
+                    total[0] += stopped["tokens"]
+                    total[1] += stopped["dollars"]
             if per != "process":  # books kept in memory for one call outside a conversation
                 for kept in (books.spent, books.extended, books.declined):
                     kept.pop(call, None)
+
+    @plugin.turn_end
+    def settle(event: Any) -> None:
+        """A reply that began to stream and was stopped: counted as the most its request could cost."""
+        with books.lock:
+            stopped = {call: p for call, p in books.pending.items() if p["turn"] == event.turn}
+            for call in stopped:
+                del books.pending[call]
+        for call, pending in stopped.items():
+            if pending["began"]:
+                event.remember("spent", {"call": call, "tokens": pending["tokens"], "dollars": pending["dollars"],
+                                         "model": pending["model"], "estimated": True})
 
     return plugin

@@ -275,3 +275,37 @@ def test_an_async_streamed_turn_within_the_budget_streams():
 
     assert "".join(asyncio.run(stream_a_turn())) == "The Seine."
     assert spent(chat) == estimate(lm.requests[0]) + 40
+
+
+def stop_at_the_first_text(stream) -> None:
+    with stream:
+        for event in stream:
+            if event.kind == "text":
+                break
+
+
+@pytest.mark.parametrize("per", ["conversation", "turn", "process"])
+def test_a_turn_streamed_and_stopped_midway_counts_as_the_most_its_request_could_cost(per):
+    lm = ScriptedLM(reply=lambda request: spend_all(request, text="word " * 50))
+    guard = budget(tokens=100_000, per=per)
+    chat = assistant.conversation("stopped", store=functai.MemoryStore(), client=lm, plugins=[guard])
+    stop_at_the_first_text(chat.stream(QUESTION))
+    assert chat.turns[-1].state == "stopped"
+    most = estimate(lm.requests[0]) + 40
+    if per == "process":
+        _, record = ai(client=lm, plugins=[guard], max_tokens=1)(assistant.fn).run("?")
+        [change] = record.changes
+        assert change["note"].startswith(f"{tokens(most)} + at most")
+    else:
+        [entry] = chat.entries("budget", "spent")
+        assert entry["data"]["tokens"] == most and entry["data"]["estimated"] is True
+
+
+def test_a_call_streamed_and_stopped_midway_counts_as_the_most_its_request_could_cost():
+    lm = ScriptedLM(reply=lambda request: spend_all(request, text="word " * 50))
+    guard = budget(tokens=100_000, per="process")
+    streamed = ai(client=lm, plugins=[guard], max_tokens=40)(assistant.fn)
+    stop_at_the_first_text(streamed.stream(QUESTION))
+    most = estimate(lm.requests[0]) + 40
+    _, record = ai(client=lm, plugins=[guard], max_tokens=1)(assistant.fn).run("?")
+    assert record.changes[0]["note"].startswith(f"{tokens(most)} + at most")
