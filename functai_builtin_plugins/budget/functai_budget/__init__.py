@@ -30,9 +30,12 @@ __all__ = ["DATED", "MAX_REPLY", "PRICES", "Price", "budget", "estimate"]
 SCOPES = ("call", "turn", "conversation", "process")
 _WHOSE = {"call": "this call", "turn": "this turn", "conversation": "this conversation", "process": "this process"}
 
-#: The most a reply may hold, in tokens, when its request sets no ``max_tokens``: the budget sets
+#: The most a reply may hold, in tokens, when its request sets no reply limit: the budget sets ``max_tokens`` to
 #: it (less when less is left), so the most a request can cost is known before it is sent.
 MAX_REPLY = 4096
+
+#: The settings that limit a reply's tokens: a provider reads one name or the other.
+REPLY_LIMITS = ("max_tokens", "max_completion_tokens")
 
 #: Bytes of a request counted as one token: low (English runs near four), so the estimate errs high.
 BYTES_PER_TOKEN = 3
@@ -48,6 +51,13 @@ def estimate(request: Any) -> int:
     sent = [request.messages, request.tools, request.output_schema]
     size = len(json.dumps(sent, ensure_ascii=False, default=_data).encode())
     return math.ceil(size / BYTES_PER_TOKEN) + 4 * len(request.messages)
+
+
+def _reply_limit(settings: Mapping[str, Any]) -> int | None:
+    """The most tokens a request lets its reply hold: the larger of the limits it sets (either may
+    be the one the provider reads), or None when it sets none."""
+    given = [settings[name] for name in REPLY_LIMITS if settings.get(name) is not None]
+    return max(given) if given else None
 
 
 def _money(dollars: float) -> str:
@@ -224,7 +234,7 @@ def budget(
                     "(input, output, cached)}) in dollars per million tokens",
                     code="budget-price-unknown", model=request.model)
         prompt = estimate(request)
-        own = request.settings.get("max_tokens")
+        own = _reply_limit(request.settings)
         decision = "checked"
         with books.lock:
             spent, limit, reply, cost, over, declined = plan(event, price, prompt, own)
@@ -281,7 +291,7 @@ def budget(
         if known:
             used_in, used_out, cached = usage["input_tokens"], usage["output_tokens"], usage.get("cached_tokens", 0)
         else:  # a reply without usage counts as the most it could have cost, never as free
-            used_in, used_out, cached = estimate(request), request.settings.get("max_tokens") or MAX_REPLY, 0
+            used_in, used_out, cached = estimate(request), _reply_limit(request.settings) or MAX_REPLY, 0
         tokens = float(used_in + used_out)
         dollars = price.dollars(used_in, used_out, cached) if price is not None else 0.0
         if kept_in(event):

@@ -137,6 +137,34 @@ def test_a_reply_limit_the_function_sets_past_the_budget_is_refused():
     assert lm.requests == []
 
 
+def test_a_reply_limit_set_as_max_completion_tokens_is_checked_too():
+    lm = ScriptedLM(reply=lambda request: Reply(text="ok", finish_reason="stop"))
+
+    @ai(client=lm, plugins=[budget(tokens=1000)], max_completion_tokens=5000)
+    def answer(question: str) -> str:
+        """Answer."""
+
+    with pytest.raises(functai.FunctAIError) as refused:  # the reply may hold 5,000 tokens, whatever max_tokens says
+        answer("What is the capital of France?")
+    assert refused.value.code == "budget-exceeded"
+    assert lm.requests == []
+
+
+def test_a_reply_limit_set_as_max_completion_tokens_is_kept(tmp_path):
+    lm = ScriptedLM(reply=lambda request: Reply(text="ok", finish_reason="stop"))
+
+    @ai(client=lm, plugins=[budget(tokens=1000)], log_calls=str(tmp_path), max_completion_tokens=40)
+    def answer(question: str) -> str:
+        """Answer."""
+
+    answer("What is the capital of France?")
+    [sent] = lm.requests
+    assert dict(sent.settings) == {"max_completion_tokens": 40}
+    [(change, note)] = budget_changes(only_record(tmp_path))
+    assert change == {"decision": "checked"}
+    assert f"at most {estimate(sent) + 40} tokens" in note
+
+
 def test_each_call_has_a_budget_of_its_own():
     lm = ScriptedLM(reply=spend_all)
 
