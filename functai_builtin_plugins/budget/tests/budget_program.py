@@ -15,6 +15,8 @@ so each turn with the same question costs the same.
 from __future__ import annotations
 
 import json
+import os
+import pathlib
 import sys
 from typing import Any
 
@@ -24,11 +26,18 @@ import functai
 from functai import Reply
 from functai.testing import ScriptedLM, tool_call
 
+HERE = pathlib.Path(__file__).resolve().parent
+
 #: The share of the budget at which a turn asks for more.
 ASK_AT = 0.5
 
 #: The question each turn of the tests asks.
 QUESTION = "Which river runs through Paris, and where does it meet the sea?"
+
+
+def environment(**more: str) -> dict[str, str]:
+    """The environment of another process that imports this module."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]), **more}
 
 
 def spend_all(request: functai.Request, text: str = "ok") -> Reply:

@@ -4,8 +4,6 @@ what it never counts twice, or as free."""
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import subprocess
 import sys
 import threading
@@ -13,9 +11,11 @@ import threading
 import functai_approval
 import pytest
 from budget_program import (
+    HERE,
     QUESTION,
     assistant,
     conversation,
+    environment,
     lookup,
     refund,
     spend_all,
@@ -32,14 +32,10 @@ from functai.testing import ScriptedLM
 
 pytestmark = pytest.mark.usefixtures("functai_isolated")  # functai's pytest plugin
 
-HERE = pathlib.Path(__file__).resolve().parent
-
-
 def second_process(store: str, conversation_id: str, tokens: float, *action: str) -> dict:
     """budget_program.py in a process of its own: what it printed."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, str(HERE / "budget_program.py"), store, conversation_id, repr(tokens),
-                           *action], env=env, capture_output=True, text=True, timeout=120)
+                           *action], env=environment(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 

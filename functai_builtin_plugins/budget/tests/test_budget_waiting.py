@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import functai_approval
 import pytest
@@ -11,6 +13,7 @@ from budget_program import (
     QUESTION,
     assistant,
     conversation,
+    environment,
     lookup,
     refund,
     spend_all,
@@ -162,6 +165,44 @@ def test_an_extension_that_is_not_a_number_from_0_up_is_refused(extend):
     with pytest.raises(functai.FunctAIError) as refused:
         turn.approve(extend=extend)
     assert refused.value.code == "input-invalid"
+
+
+CLI_CRASHES = ("core: the CLI reads every waiting approval as a tool call's (approval['name'], ['input']): "
+               "`functai conversation` and `functai approve` end in KeyError on a turn a budget's question holds")
+
+
+def functai_cli(*arguments: str) -> subprocess.CompletedProcess:
+    """The functai command in a process that can import the assistant (and asks the offline test model)."""
+    return subprocess.run([sys.executable, "-m", "functai", *arguments], env=environment(FUNCTAI_LM="test"),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def waiting_in_a_folder(tmp_path) -> tuple[str, functai.Conversation]:
+    """A conversation in a folder store whose second turn waits for the budget's question."""
+    cost = turn_cost()
+    store = str(tmp_path / "conversations")
+    chat = conversation(store, "asked", 2.5 * cost, ScriptedLM(reply=spend_all))
+    chat(QUESTION)
+    with pytest.raises(functai.Waiting):
+        chat(QUESTION)
+    return store, chat
+
+
+@pytest.mark.xfail(strict=True, reason=CLI_CRASHES)
+def test_the_cli_shows_a_turn_waiting_for_a_budgets_question(waiting_in_a_folder):
+    store, chat = waiting_in_a_folder
+    shown = functai_cli("conversation", store, "asked")
+    assert shown.returncode == 0, shown.stderr
+    assert chat.turns[-1].id in shown.stdout and "waiting" in shown.stdout
+
+
+@pytest.mark.xfail(strict=True, reason=CLI_CRASHES)
+def test_the_cli_approves_a_turn_waiting_for_a_budgets_question(waiting_in_a_folder):
+    store, chat = waiting_in_a_folder
+    approved = functai_cli("approve", store, "asked", "--by", "ops")
+    assert approved.returncode == 0, approved.stderr
+    assert chat.turns[-1].state == "done"
 
 
 # --- answered by a function ----------------------------------------------------------------------
