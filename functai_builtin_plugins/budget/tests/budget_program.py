@@ -5,6 +5,7 @@ one, printing what happened.
     python budget_program.py STORE CONVERSATION TOKENS send QUESTION
     python budget_program.py STORE CONVERSATION TOKENS approve EXTEND   (a number, or "offer")
     python budget_program.py STORE CONVERSATION TOKENS deny
+    python budget_program.py STORE CONVERSATION TOKENS answer EXTEND   (as a console would: approve, not resume)
 
 STORE is a folder or a URL.
 
@@ -120,6 +121,11 @@ def main(argv: list[str]) -> dict[str, Any]:
     chat = conversation(store, conversation_id, float(tokens), lm)
     if action == "send":
         return outcome(chat, lm, lambda: chat(rest[0]))
+    if action == "answer":  # a view opened by the conversation's id alone, without its function or budget
+        opened = functai.Conversation.open(conversation_id, store)
+        waiting = next(turn for turn in opened.all_turns() if turn.state == "waiting")
+        waiting.approve(extend=float(rest[0]), by="console")
+        return {"outcome": "answered", "turn": waiting.id}
     waiting = next(turn for turn in chat.turns if turn.state == "waiting")
     if action == "approve":
         if rest[0] == "offer":

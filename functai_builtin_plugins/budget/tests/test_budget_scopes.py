@@ -134,6 +134,21 @@ def test_a_waiting_turn_is_approved_and_resumed_in_another_process(store):
     assert len(lm.requests) == 1
 
 
+def test_a_waiting_turn_answered_by_a_view_without_its_function_resumes_here(store):
+    cost = turn_cost()
+    limit = 2.5 * cost
+    lm = ScriptedLM(reply=spend_all)
+    chat = conversation(store, "console", limit, lm)
+    chat(QUESTION)
+    with pytest.raises(functai.Waiting) as waiting:
+        chat(QUESTION)
+
+    answered = second_process(store, "console", limit, "answer", repr(cost))
+    assert answered == {"outcome": "answered", "turn": waiting.value.turn.id}
+    assert chat.turn(answered["turn"]).resume() == "ok"
+    assert [e["data"]["extend"] for e in chat.entries("budget", "extended")] == [{"tokens": cost}]
+
+
 def test_a_refusal_to_extend_in_one_process_holds_in_another(store):
     cost = turn_cost()
     limit = 2.5 * cost

@@ -141,6 +141,45 @@ def test_a_refusal_lets_the_turn_go_on_within_the_budget_then_refuses():
     assert chat.head.state == "failed" and extensions(chat) == []
 
 
+def test_one_answer_extends_each_unit_past_ask_at_alike():
+    cost = turn_cost()
+    per_token = {"scripted": (1.0, 1.0)}  # a dollar per million tokens: dollars are tokens / 1e6
+    lm = ScriptedLM(reply=spend_all)
+    chat = assistant.conversation("units", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
+                                  plugins=[budget(tokens=2.5 * cost, dollars=2.5 * cost / 1e6, per="conversation",
+                                                  ask_at=0.5, prices=per_token)])
+    chat(QUESTION)
+    with pytest.raises(functai.Waiting) as waiting:
+        chat(QUESTION)
+    assert waiting.value.turn.approvals[0]["question"].endswith(f"allow {tokens(2.5 * cost)} more?")
+    waiting.value.turn.approve(extend=cost)  # in the unit asked about; the other grows by the same share
+    assert waiting.value.turn.resume() == "ok"
+    assert extensions(chat) == [{"tokens": cost, "dollars": pytest.approx(cost / 1e6)}]
+
+
+def test_an_async_turn_waits_and_resumes_with_an_extension():
+    cost = turn_cost()
+    chat = conversation(functai.MemoryStore(), "async", 2.5 * cost, ScriptedLM(reply=spend_all))
+
+    async def two_turns():
+        await chat.acall(QUESTION)
+        with pytest.raises(functai.Waiting) as waiting:
+            await chat.acall(QUESTION)
+        waiting.value.turn.approve(extend=cost)
+        return await waiting.value.turn.aresume()
+
+    assert asyncio.run(two_turns()) == "ok"
+    assert extensions(chat) == [{"tokens": cost}] and spent(chat) == 2 * cost
+
+
+def test_an_async_call_past_the_budget_is_refused_before_sending():
+    lm = ScriptedLM(reply=spend_all)
+    answer = ai(client=lm, plugins=[budget(tokens=20)])(assistant.fn)
+    with pytest.raises(functai.FunctAIError) as refused:
+        asyncio.run(answer.arun(QUESTION))
+    assert refused.value.code == "budget-exceeded" and lm.requests == []
+
+
 def test_an_extension_for_a_tool_approval_is_refused(installed_plugins):
     installed_plugins(functai_approval.plugin)
     lm = ScriptedLM(reply=tool_first("refund"))
