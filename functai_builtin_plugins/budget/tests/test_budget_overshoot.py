@@ -86,12 +86,12 @@ def read_file(size: int) -> str:
     return "y" * size
 
 
-def functions(lm: ScriptedLM) -> list[functai.AIFunction]:
+def functions(lm: ScriptedLM, max_steps: int = 6) -> list[functai.AIFunction]:
     """The same function with no reply limit of its own, and with a few."""
     def work(text: str) -> str:
         """Do the work."""
 
-    return [ai(client=lm, tools=[read_file], max_steps=6, **limit)(work)
+    return [ai(client=lm, tools=[read_file], max_steps=max_steps, **limit)(work)
             for limit in ({}, {}, {"max_tokens": 50}, {"max_tokens": 800}, {"max_tokens": 3000})]
 
 
@@ -168,12 +168,13 @@ def plugin(rng: random.Random, books: Books, per: str, person: bool) -> functai.
                   decide=None if person else random_decide(rng, books))
 
 
-def drive(per: str, unit: str, seed: int) -> Books:
-    """Random requests until ``REQUESTS`` were sent, through budgets of scope ``per``."""
+def drive(per: str, unit: str, seed: int, failing: bool = False) -> Books:
+    """Random requests until ``REQUESTS`` were sent, through budgets of scope ``per``; ``failing``:
+    many turns fail midway (too many steps), and a conversation goes on after a failed turn."""
     rng = random.Random(seed)
     books = Books(unit)
     lm = random_model(rng, books)
-    made = functions(lm)
+    made = functions(lm, max_steps=2 if failing else 6)
     scopes = 0
     while books.sent < REQUESTS:
         scopes += 1
@@ -199,7 +200,8 @@ def drive(per: str, unit: str, seed: int) -> Books:
         for turn in range(rng.randint(1, 12)):
             if per == "turn" and turn:
                 books.scope = scopes = scopes + 1
-            if run_turn(rng, books, chat, prompt(rng)) == "budget-exceeded" and per == "conversation":
+            outcome = run_turn(rng, books, chat, prompt(rng))
+            if outcome == "budget-exceeded" and per == "conversation" and not failing:
                 break
     return books
 
@@ -216,4 +218,14 @@ def test_what_is_spent_never_passes_the_budget_by_more_than_one_request(per, uni
     print(f"\nlargest overshoot per {per} in {unit}: {largest:g} over {books.sent} requests, {len(overshoots)} budgets")
     for over, most in overshoots:
         assert over <= most
+    assert largest <= 1e-9
+
+
+@pytest.mark.xfail(strict=True, reason="core: what a failed turn spent is on no later turn's branch "
+                                       "(test_budget_scopes.py::test_what_a_failed_turn_spent_is_counted_by_the_next_turn)")
+@pytest.mark.parametrize("unit", ["tokens", "dollars"])
+def test_turns_that_fail_midway_still_count_against_their_conversation(unit):
+    books = drive("conversation", unit, seed=sum(map(ord, "failing" + unit)), failing=True)
+    largest = max(over for over, _ in books.overshoots())
+    print(f"\nlargest overshoot per conversation in {unit}, turns failing midway: {largest:g}")
     assert largest <= 1e-9
