@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functai_budget
 import pytest
-from budget_program import spend_all
+from budget_program import QUESTION, assistant, spend_all
 from functai_budget import budget, estimate
 
 import functai
@@ -224,6 +224,28 @@ def test_a_dated_model_name_with_a_provider_has_its_models_price():
     [spent] = chat.entries("budget", "spent")
     assert spent["data"]["dollars"] == pytest.approx((800_000 * mini.input + 200_000 * mini.cached
                                                       + 100_000 * mini.output) / 1e6)
+
+
+def priced_model(model: str) -> tuple[ScriptedLM, functai.AIFunction]:
+    lm = ScriptedLM(reply=spend_all)
+    return lm, ai(client=lm, lm=model, plugins=[budget(dollars=5)])(assistant.fn)
+
+
+@pytest.mark.parametrize("model", ["openai:gpt-4o-mini-2024-07-18", "gpt-4.1-2025-04-14",
+                                   "anthropic/claude-sonnet-4-20250514", "claude-3-5-haiku-latest"])
+def test_a_dated_version_of_a_model_has_its_models_price(model):
+    lm, answer = priced_model(model)
+    assert answer(QUESTION) == "ok"
+    assert lm.requests[0].model == model
+
+
+@pytest.mark.parametrize("model", ["o3-pro", "openai:gpt-5-pro", "gpt-4o-realtime-preview", "o4-mini-deep-research"])
+def test_another_model_whose_name_starts_with_a_priced_ones_has_no_price(model):
+    """o3-pro costs ten times what o3 does: counted at o3's price, a budget would let ten times through."""
+    lm, answer = priced_model(model)
+    with pytest.raises(functai.FunctAIError) as refused:
+        answer(QUESTION)
+    assert refused.value.code == "budget-price-unknown" and lm.requests == []
 
 
 def test_a_token_budget_needs_no_price():
