@@ -97,6 +97,31 @@ def turn_cost() -> float:
     return spent(chat)
 
 
+def first_request_cost(function: functai.AIFunction, tool: str) -> float:
+    """What the first request of a turn of ``function`` costs, when its model calls ``tool`` first."""
+    probe = ScriptedLM(reply=tool_first(tool))
+    try:
+        function.conversation("probe", store=functai.MemoryStore(), client=probe)(QUESTION)
+    except functai.Waiting:
+        pass  # the tool waits for an approval: the first request was sent
+    first = probe.requests[0]
+    return float(functai_budget.estimate(first) + first.settings["max_tokens"])
+
+
+def second_turn_waits(store: Any, conversation_id: str,
+                      limit: float) -> tuple[functai.Conversation, functai.Turn, ScriptedLM]:
+    """A conversation whose first turn is done and whose second waits for the budget's question
+    (``limit`` is between two and a half turns and four: one fits under ``ASK_AT``, two do not)."""
+    lm = ScriptedLM(reply=spend_all)
+    chat = conversation(store, conversation_id, limit, lm)
+    chat(QUESTION)
+    try:
+        chat(QUESTION)
+    except functai.Waiting as waiting:
+        return chat, waiting.turn, lm
+    raise AssertionError("the second turn did not wait")
+
+
 def spent(chat: functai.Conversation) -> float:
     return sum(entry["data"]["tokens"] for entry in chat.entries("budget", "spent"))
 

@@ -16,8 +16,10 @@ from budget_program import (
     assistant,
     conversation,
     environment,
+    first_request_cost,
     lookup,
     refund,
+    second_turn_waits,
     spend_all,
     spent,
     tokens,
@@ -68,21 +70,19 @@ def test_per_turn_each_turn_starts_at_zero():
 
 
 def test_per_turn_a_turns_requests_add_up_and_its_extension_ends_with_it():
-    probe = ScriptedLM(reply=tool_first("lookup"))
-    support.conversation("probe", store=functai.MemoryStore(), client=probe)("Where is A1?")
-    first = estimate(probe.requests[0]) + 40  # what the first request of a turn costs
+    first = first_request_cost(support, "lookup")
 
     lm = ScriptedLM(reply=tool_first("lookup"))
     chat = support.conversation("turns", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
                                 plugins=[budget(tokens=1.5 * first, per="turn", ask_at=1)])
     with pytest.raises(functai.Waiting) as waiting:
-        chat("Where is A1?")
+        chat(QUESTION)
     assert len(lm.requests) == 1  # the second request would pass the turn's budget: asked first
     assert f"this turn has used {tokens(first)}" in waiting.value.turn.approvals[0]["question"]
     waiting.value.turn.approve()
     assert waiting.value.turn.resume() == "ok"
     with pytest.raises(functai.Waiting):
-        chat("Where is A1?")  # a new turn: its first request fits again, its second does not
+        chat(QUESTION)  # a new turn: its first request fits again, its second does not
     assert len(lm.requests) == 3
 
 
@@ -119,11 +119,7 @@ def test_a_second_process_sees_the_spend_and_asks(store):
 def test_a_waiting_turn_is_approved_and_resumed_in_another_process(store):
     cost = turn_cost()
     limit = 2.5 * cost
-    lm = ScriptedLM(reply=spend_all)
-    chat = conversation(store, "approved", limit, lm)
-    chat(QUESTION)
-    with pytest.raises(functai.Waiting):
-        chat(QUESTION)
+    chat, turn, lm = second_turn_waits(store, "approved", limit)
 
     second = second_process(store, "approved", limit, "approve", repr(2 * cost))
     assert second["outcome"] == "done" and second["requests"] == 1
@@ -137,14 +133,10 @@ def test_a_waiting_turn_is_approved_and_resumed_in_another_process(store):
 def test_a_waiting_turn_answered_by_a_view_without_its_function_resumes_here(store):
     cost = turn_cost()
     limit = 2.5 * cost
-    lm = ScriptedLM(reply=spend_all)
-    chat = conversation(store, "console", limit, lm)
-    chat(QUESTION)
-    with pytest.raises(functai.Waiting) as waiting:
-        chat(QUESTION)
+    chat, turn, lm = second_turn_waits(store, "console", limit)
 
     answered = second_process(store, "console", limit, "answer", repr(cost))
-    assert answered == {"outcome": "answered", "turn": waiting.value.turn.id}
+    assert answered == {"outcome": "answered", "turn": turn.id}
     assert chat.turn(answered["turn"]).resume() == "ok"
     assert [e["data"]["extend"] for e in chat.entries("budget", "extended")] == [{"tokens": cost}]
 
@@ -334,10 +326,8 @@ FORGOTTEN = ("core: a failed or stopped turn is never a parent, so the entries k
 
 @pytest.mark.xfail(strict=True, reason=FORGOTTEN)
 def test_what_a_failed_turn_spent_is_counted_by_the_next_turn():
-    probe = ScriptedLM(reply=tool_first("lookup"))
     support = ai(tools=[lookup], max_tokens=40)(assistant.fn)
-    support.conversation("probe", store=functai.MemoryStore(), client=probe)(QUESTION)
-    first = estimate(probe.requests[0]) + 40
+    first = first_request_cost(support, "lookup")
 
     lm = ScriptedLM(reply=tool_first("lookup"))
     chat = support.conversation("failed", store=functai.MemoryStore(), client=lm,

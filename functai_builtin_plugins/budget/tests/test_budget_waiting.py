@@ -14,8 +14,10 @@ from budget_program import (
     assistant,
     conversation,
     environment,
+    first_request_cost,
     lookup,
     refund,
+    second_turn_waits,
     spend_all,
     spent,
     tokens,
@@ -31,17 +33,6 @@ from functai.testing import ScriptedLM
 pytestmark = pytest.mark.usefixtures("functai_isolated")  # functai's pytest plugin
 
 
-def second_turn_waits(limit: float, **more) -> tuple[functai.Conversation, functai.Turn, ScriptedLM]:
-    """A conversation whose first turn fits under half of ``limit`` and whose second waits."""
-    lm = ScriptedLM(reply=spend_all)
-    chat = assistant.conversation("asked", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
-                                  plugins=[budget(tokens=limit, per="conversation", ask_at=0.5, **more)])
-    chat(QUESTION)
-    with pytest.raises(functai.Waiting) as waiting:
-        chat(QUESTION)
-    return chat, waiting.value.turn, lm
-
-
 def extensions(chat: functai.Conversation) -> list[dict]:
     return [entry["data"]["extend"] for entry in chat.entries("budget", "extended")]
 
@@ -50,7 +41,7 @@ def extensions(chat: functai.Conversation) -> list[dict]:
 
 def test_a_turn_that_would_pass_ask_at_waits_with_a_question():
     cost = turn_cost()
-    chat, turn, lm = second_turn_waits(2.5 * cost)
+    chat, turn, lm = second_turn_waits(functai.MemoryStore(), "asked", 2.5 * cost)
     assert turn.state == "waiting" and len(lm.requests) == 1
     [asked] = turn.approvals
     assert asked["kind"] == "request" and asked["plugin"] == "budget" and asked["extend"] == 2.5 * cost
@@ -60,7 +51,7 @@ def test_a_turn_that_would_pass_ask_at_waits_with_a_question():
 
 def test_an_approval_with_an_extension_grants_that_much():
     cost = turn_cost()
-    chat, turn, lm = second_turn_waits(2.5 * cost)
+    chat, turn, lm = second_turn_waits(functai.MemoryStore(), "asked", 2.5 * cost)
     turn.approve(extend=cost)
     assert turn.resume() == "ok"
     assert len(lm.requests) == 2 and spent(chat) == 2 * cost
@@ -72,7 +63,7 @@ def test_an_approval_with_an_extension_grants_that_much():
 
 def test_an_approval_without_an_extension_grants_the_offer():
     cost = turn_cost()
-    chat, turn, lm = second_turn_waits(2.5 * cost)
+    chat, turn, lm = second_turn_waits(functai.MemoryStore(), "asked", 2.5 * cost)
     turn.approve()
     assert turn.resume() == "ok"
     assert extensions(chat) == [{"tokens": 2.5 * cost}]
@@ -82,7 +73,7 @@ def test_an_approval_without_an_extension_grants_the_offer():
 def test_the_answer_is_recorded_as_the_budgets_decision(tmp_path, answer, decision):
     cost = turn_cost()
     with functai.settings(log_calls=str(tmp_path)):
-        chat, turn, lm = second_turn_waits(2.5 * cost)
+        chat, turn, lm = second_turn_waits(functai.MemoryStore(), "asked", 2.5 * cost)
         getattr(turn, answer)()
         assert turn.resume() == "ok"  # denied, two turns still fit in the budget itself
     [record] = [r for r in functai.read_calls(tmp_path) if r.id == turn.call]
@@ -94,7 +85,7 @@ def test_the_answer_is_recorded_as_the_budgets_decision(tmp_path, answer, decisi
 
 def test_an_extension_approved_in_each_turn_counts_in_each():
     cost = turn_cost()
-    chat, turn, lm = second_turn_waits(2.5 * cost)
+    chat, turn, lm = second_turn_waits(functai.MemoryStore(), "asked", 2.5 * cost)
     turn.approve(extend=cost / 4)
     assert turn.resume() == "ok"
     with pytest.raises(functai.Waiting) as waiting:
@@ -112,10 +103,7 @@ def test_an_extension_is_counted_once_however_often_its_turn_resumes(installed_p
     def desk(question: str) -> str:
         """Help the customer."""
 
-    probe = ScriptedLM(reply=tool_first("refund"))
-    with pytest.raises(functai.Waiting):
-        desk.conversation("probe", store=functai.MemoryStore(), client=probe)("Refund A1")
-    first = estimate(probe.requests[0]) + 40  # what the first request of a turn costs
+    first = first_request_cost(desk, "refund")
 
     lm = ScriptedLM(reply=tool_first("refund"))
     chat = desk.conversation("once", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
@@ -136,10 +124,8 @@ def test_an_extension_is_counted_once_however_often_its_turn_resumes(installed_p
 
 
 def test_a_refusal_lets_the_turn_go_on_within_the_budget_then_refuses():
-    probe = ScriptedLM(reply=tool_first("lookup"))
     support = ai(tools=[lookup], max_tokens=40)(assistant.fn)
-    support.conversation("probe", store=functai.MemoryStore(), client=probe)(QUESTION)
-    first = estimate(probe.requests[0]) + 40
+    first = first_request_cost(support, "lookup")
 
     lm = ScriptedLM(reply=tool_first("lookup"))
     chat = support.conversation("denied", store=functai.MemoryStore(), client=lm,
@@ -215,7 +201,7 @@ def test_an_extension_for_a_tool_approval_is_refused(installed_plugins):
                                        "so an edit of a budget's question ends in KeyError")
 def test_an_edit_for_a_budgets_question_is_refused():
     cost = turn_cost()
-    chat, turn, lm = second_turn_waits(2.5 * cost)
+    chat, turn, lm = second_turn_waits(functai.MemoryStore(), "asked", 2.5 * cost)
     with pytest.raises(functai.FunctAIError) as refused:
         turn.approve(turn.approvals[0]["key"], inputs={"question": "Something cheaper?"})
     assert refused.value.code == "input-invalid"
@@ -224,7 +210,7 @@ def test_an_edit_for_a_budgets_question_is_refused():
 @pytest.mark.parametrize("extend", [-1, float("inf"), "1000", True])
 def test_an_extension_that_is_not_a_number_from_0_up_is_refused(extend):
     cost = turn_cost()
-    chat, turn, lm = second_turn_waits(2.5 * cost)
+    chat, turn, lm = second_turn_waits(functai.MemoryStore(), "asked", 2.5 * cost)
     with pytest.raises(functai.FunctAIError) as refused:
         turn.approve(extend=extend)
     assert refused.value.code == "input-invalid"
@@ -243,12 +229,8 @@ def functai_cli(*arguments: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def waiting_in_a_folder(tmp_path) -> tuple[str, functai.Conversation]:
     """A conversation in a folder store whose second turn waits for the budget's question."""
-    cost = turn_cost()
     store = str(tmp_path / "conversations")
-    chat = conversation(store, "asked", 2.5 * cost, ScriptedLM(reply=spend_all))
-    chat(QUESTION)
-    with pytest.raises(functai.Waiting):
-        chat(QUESTION)
+    chat, _, _ = second_turn_waits(store, "asked", 2.5 * turn_cost())
     return store, chat
 
 
