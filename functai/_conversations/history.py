@@ -47,6 +47,8 @@ class History:
         self.turns: dict[str, TurnData] = {}
         self.order: list[str] = []
         self.entries: list[dict[str, Any]] = []
+        #: The same entries by (plugin, kind): a plugin reading its own at every request never scans the rest.
+        self._entries_of: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
         #: Ids of the turns in state running, for finding those whose owner is gone.
         self.running: set[str] = set()
         #: The answers' details by turn and key: ``{"allow", "reason", "by", "at"}``.
@@ -164,10 +166,10 @@ class History:
                 self.header = dict(record)
             return None
         if kind == "entry":
-            self.entries.append(
-                {"plugin": record.get("plugin"), "kind": record.get("entry"), "turn": record.get("turn"),
-                 "data": record.get("data"), "at": record.get("at")}
-            )
+            entry = {"plugin": record.get("plugin"), "kind": record.get("entry"), "turn": record.get("turn"),
+                     "data": record.get("data"), "at": record.get("at")}
+            self.entries.append(entry)
+            self._entries_of.setdefault((entry["plugin"], entry["kind"]), []).append(entry)
             return None
         if kind == "turn":
             return self._add_turn(record["turn"], record.get("parent"), record)
@@ -303,12 +305,12 @@ class History:
         return None
 
     def entries_on(self, branch: Iterable[str], plugin: str, kind: str) -> list[dict[str, Any]]:
-        """A plugin's entries of ``kind`` that belong to the branch, oldest first."""
-        on = set(branch)
+        """A plugin's entries of ``kind`` that belong to the branch (its turn ids), oldest first."""
+        on = branch if isinstance(branch, (set, frozenset)) else set(branch)
         return [
             {"turn": e["turn"], "data": e["data"], "at": e["at"]}
-            for e in self.entries
-            if e["plugin"] == plugin and e["kind"] == kind and (e["turn"] is None or e["turn"] in on)
+            for e in self._entries_of.get((plugin, kind), ())
+            if e["turn"] is None or e["turn"] in on
         ]
 
     def encode_shown(self, parent: str | None, ids: Sequence[str]) -> dict[str, Any] | list[str]:

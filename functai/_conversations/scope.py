@@ -25,9 +25,12 @@ class Memory:
     def __init__(self, chat: "Conversation", turn_id: str | None) -> None:
         self.chat = chat
         self.turn_id = turn_id
+        self._branch: frozenset[str] | None = None
 
     def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
-        return self.chat._history.entries_on(self.chat._history.branch(self.turn_id), plugin, kind)
+        if self._branch is None:  # a turn's branch never changes: walked once per turn, not per read
+            self._branch = frozenset(self.chat._history.branch(self.turn_id))
+        return self.chat._history.entries_on(self._branch, plugin, kind)
 
     def remember(self, plugin: str, kind: str, data: Any) -> None:
         if self.turn_id is None:

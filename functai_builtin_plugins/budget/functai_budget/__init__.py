@@ -25,7 +25,7 @@ from functai import Change, FunctAIError, Plugin
 from .prices import DATED, PRICES, Price, find, table
 
 __version__ = "0.1.0"
-__all__ = ["DATED", "MAX_REPLY", "PRICES", "Price", "budget", "estimate"]
+__all__ = ["DATED", "MAX_REPLY", "MIN_REPLY", "PRICES", "Price", "budget", "estimate"]
 
 SCOPES = ("call", "turn", "conversation", "process")
 _WHOSE = {"call": "this call", "turn": "this turn", "conversation": "this conversation", "process": "this process"}
@@ -33,6 +33,8 @@ _WHOSE = {"call": "this call", "turn": "this turn", "conversation": "this conver
 #: The most a reply may hold, in tokens, when its request sets no reply limit: the budget sets ``max_tokens`` to
 #: it (less when less is left), so the most a request can cost is known before it is sent.
 MAX_REPLY = 4096
+#: The least such a reply is given before the budget asks for more rather than cut it shorter.
+MIN_REPLY = 256
 
 #: The settings that limit a reply's tokens: a provider reads one name or the other.
 REPLY_LIMITS = ("max_tokens", "max_completion_tokens")
@@ -45,11 +47,25 @@ def _data(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else str(value)
 
 
+def _size(value: Any) -> int:
+    """Bytes of ``value`` as JSON (text as itself)."""
+    if isinstance(value, str):
+        return len(value.encode())
+    return len(json.dumps(value, ensure_ascii=False, default=_data).encode())
+
+
 def estimate(request: Any) -> int:
-    """A request's prompt tokens, estimated high: its messages, tools and output schema as JSON,
-    one token per `BYTES_PER_TOKEN` bytes, and four more per message."""
-    sent = [request.messages, request.tools, request.output_schema]
-    size = len(json.dumps(sent, ensure_ascii=False, default=_data).encode())
+    """A request's prompt tokens, estimated high: its messages, tools and output schema as text
+    and JSON, one token per `BYTES_PER_TOKEN` bytes, and four more per message."""
+    size = 0
+    for message in request.messages:
+        for key, value in message.items():
+            if value is not None and key != "role":
+                size += _size(value)
+    if request.tools:
+        size += _size(request.tools)
+    if request.output_schema is not None:
+        size += _size(request.output_schema)
     return math.ceil(size / BYTES_PER_TOKEN) + 4 * len(request.messages)
 
 
@@ -195,14 +211,19 @@ def budget(
                 "dollars": price.dollars(prompt, reply) if price is not None else 0.0}
 
     def room(price: Price | None, prompt: int, spent: dict[str, float], limit: dict[str, float]) -> int:
-        """The most tokens a reply may hold, up to `MAX_REPLY`, and still fit in what is left."""
-        fits = float(MAX_REPLY)
-        if "tokens" in limit:
-            fits = min(fits, limit["tokens"] - spent["tokens"] - prompt)
-        if "dollars" in limit and price is not None and price.output > 0:
-            left = limit["dollars"] - spent["dollars"] - price.dollars(prompt, 0)
-            fits = min(fits, left * 1e6 / price.output)
-        return max(int(fits), 1)
+        """The most tokens a reply with no ``max_tokens`` may hold: up to `MAX_REPLY`, within ``ask_at``
+        of the budget while at least `MIN_REPLY` fits there (nothing to ask yet), else within the whole."""
+        def fits(share: float) -> float:
+            most = float(MAX_REPLY)
+            if "tokens" in limit:
+                most = min(most, share * limit["tokens"] - spent["tokens"] - prompt)
+            if "dollars" in limit and price is not None and price.output > 0:
+                left = share * limit["dollars"] - spent["dollars"] - price.dollars(prompt, 0)
+                most = min(most, left * 1e6 / price.output)
+            return most
+
+        below = fits(ask_at)
+        return max(int(below if below >= MIN_REPLY else fits(1.0)), 1)
 
     def plan(event: Any, price: Price | None, prompt: int, own: int | None) -> tuple[
             dict[str, float], dict[str, float], int, dict[str, float], list[str], bool]:
