@@ -78,6 +78,11 @@ def tokens(amount: float) -> str:
     return f"{amount:,.0f} tokens"
 
 
+if os.environ.get("BUDGET_TOKENS"):  # a functai command's process: the tests' model and budget, set here
+    functai.configure(client=ScriptedLM(reply=spend_all), plugins=[functai_budget.budget(
+        tokens=float(os.environ["BUDGET_TOKENS"]), per="conversation", ask_at=ASK_AT)])
+
+
 @functai.ai(max_tokens=40)
 def assistant(question: str) -> str:
     """Answer the question."""

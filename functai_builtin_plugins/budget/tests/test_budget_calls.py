@@ -94,8 +94,21 @@ def test_a_passing_call_records_its_check_and_the_reply_limit_it_set(tmp_path):
     [sent] = lm.requests
     [(change, note)] = budget_changes(only_record(tmp_path))
     assert change == {"decision": "checked", "settings": {"max_tokens": sent.settings["max_tokens"]}}
-    assert sent.settings["max_tokens"] == 1000 - estimate(sent)  # the reply may use what is left, no more
-    assert note == "0 tokens + at most 1,000 tokens of 1,000 tokens (call)"
+    assert sent.settings["max_tokens"] == 800 - estimate(sent)  # the reply may use what is left below ask_at
+    assert note == "0 tokens + at most 800 tokens of 1,000 tokens (call)"
+
+
+def test_a_reply_that_would_be_cut_short_below_ask_at_may_use_the_whole_budget():
+    lm = ScriptedLM(reply=spend_all)
+
+    @ai(client=lm, plugins=[budget(tokens=300)])
+    def answer(question: str) -> str:
+        """Answer."""
+
+    answer("What is the capital of France?")
+    [sent] = lm.requests
+    assert 0.8 * 300 - estimate(sent) < functai_budget.MIN_REPLY
+    assert sent.settings["max_tokens"] == 300 - estimate(sent)
 
 
 def test_a_call_with_no_room_left_for_a_long_reply_gets_at_most_the_shipped_reply_limit():

@@ -103,7 +103,12 @@ def test_an_extension_is_counted_once_however_often_its_turn_resumes(installed_p
     def desk(question: str) -> str:
         """Help the customer."""
 
-    first = first_request_cost(desk, "refund")
+    probe = ScriptedLM(reply=tool_first("refund"))
+    with pytest.raises(functai.Waiting) as probed:
+        desk.conversation("probe", store=functai.MemoryStore(), client=probe)("Refund A1")
+    probed.value.turn.approve()
+    probed.value.turn.resume()
+    first, second = (estimate(request) + 40 for request in probe.requests)  # what a turn's two requests cost
 
     lm = ScriptedLM(reply=tool_first("refund"))
     chat = desk.conversation("once", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
@@ -111,16 +116,17 @@ def test_an_extension_is_counted_once_however_often_its_turn_resumes(installed_p
     with pytest.raises(functai.Waiting) as waiting:
         chat("Refund A1")
     turn = waiting.value.turn
-    turn.approve(extend=5 * first)  # 6 first requests in all: this turn fits under half, the next does not
+    extend = 2 * (first + second)  # a turn fits under half of the budget then; the next turn's first request does not
+    turn.approve(extend=extend)
     with pytest.raises(functai.Waiting):
         turn.resume()  # the first request was sent; now the refund waits
     assert turn.approvals[0]["name"] == "refund"
     turn.approve()
     assert turn.resume() == "ok"
-    assert extensions(chat) == [{"tokens": 5 * first}]
+    assert extensions(chat) == [{"tokens": extend}]
     with pytest.raises(functai.Waiting) as again:
-        chat("Refund A1")
-    assert f"of {tokens(6 * first)}" in again.value.turn.approvals[0]["question"]
+        chat("Refund A1")  # counted twice, the extension would let it through
+    assert f"of {tokens(first + extend)}" in again.value.turn.approvals[0]["question"]
 
 
 def test_a_refusal_lets_the_turn_go_on_within_the_budget_then_refuses():
@@ -216,38 +222,42 @@ def test_an_extension_that_is_not_a_number_from_0_up_is_refused(extend):
     assert refused.value.code == "input-invalid"
 
 
-CLI_CRASHES = ("core: the CLI reads every waiting approval as a tool call's (approval['name'], ['input']): "
-               "`functai conversation` and `functai approve` end in KeyError on a turn a budget's question holds")
-
-
-def functai_cli(*arguments: str) -> subprocess.CompletedProcess:
-    """The functai command in a process that can import the assistant (and asks the offline test model)."""
-    return subprocess.run([sys.executable, "-m", "functai", *arguments], env=environment(FUNCTAI_LM="test"),
+def functai_cli(*arguments: str, tokens: float) -> subprocess.CompletedProcess:
+    """The functai command in a process that imports the assistant with a budget of ``tokens``."""
+    return subprocess.run([sys.executable, "-m", "functai", *arguments], env=environment(BUDGET_TOKENS=repr(tokens)),
                           capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
-def waiting_in_a_folder(tmp_path) -> tuple[str, functai.Conversation]:
-    """A conversation in a folder store whose second turn waits for the budget's question."""
+def waiting_in_a_folder(tmp_path) -> tuple[str, functai.Conversation, float]:
+    """A conversation in a folder store whose second turn waits for the budget's question; one turn's cost."""
     store = str(tmp_path / "conversations")
-    chat, _, _ = second_turn_waits(store, "asked", 2.5 * turn_cost())
-    return store, chat
+    cost = turn_cost()
+    chat, _, _ = second_turn_waits(store, "asked", 2.5 * cost)
+    return store, chat, cost
 
 
-@pytest.mark.xfail(strict=True, reason=CLI_CRASHES)
 def test_the_cli_shows_a_turn_waiting_for_a_budgets_question(waiting_in_a_folder):
-    store, chat = waiting_in_a_folder
-    shown = functai_cli("conversation", store, "asked")
+    store, chat, cost = waiting_in_a_folder
+    shown = functai_cli("conversation", store, "asked", tokens=2.5 * cost)
     assert shown.returncode == 0, shown.stderr
     assert chat.turns[-1].id in shown.stdout and "waiting" in shown.stdout
 
 
-@pytest.mark.xfail(strict=True, reason=CLI_CRASHES)
-def test_the_cli_approves_a_turn_waiting_for_a_budgets_question(waiting_in_a_folder):
-    store, chat = waiting_in_a_folder
-    approved = functai_cli("approve", store, "asked", "--by", "ops")
+def test_the_cli_grants_an_extension_and_resumes(waiting_in_a_folder):
+    store, chat, cost = waiting_in_a_folder
+    approved = functai_cli("approve", store, "asked", "--extend", repr(cost), "--by", "ops", tokens=2.5 * cost)
     assert approved.returncode == 0, approved.stderr
     assert chat.turns[-1].state == "done"
+    assert extensions(chat) == [{"tokens": cost}] and spent(chat) == 2 * cost
+
+
+def test_the_cli_refuses_to_resume_where_the_budget_is_not_set(waiting_in_a_folder):
+    store, chat, cost = waiting_in_a_folder
+    refused = subprocess.run([sys.executable, "-m", "functai", "approve", store, "asked"], env=environment(
+        FUNCTAI_LM="test"), capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "resume-settings" in refused.stderr
+    assert spent(chat) == cost  # nothing was sent without the budget
 
 
 # --- answered by a function ----------------------------------------------------------------------
