@@ -73,6 +73,11 @@ def refund(order: str) -> str:
     return f"order {order} refunded"
 
 
+@functai.ai(tools=[refund], approve="changes", max_tokens=40)
+def desk(question: str) -> str:
+    """Help the customer (a refund waits for a person's approval)."""
+
+
 def tokens(amount: float) -> str:
     """An amount of tokens as the budget's questions and notes write it."""
     return f"{amount:,.0f} tokens"

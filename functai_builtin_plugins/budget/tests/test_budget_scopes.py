@@ -15,10 +15,10 @@ from budget_program import (
     QUESTION,
     assistant,
     conversation,
+    desk,
     environment,
     first_request_cost,
     lookup,
-    refund,
     second_turn_waits,
     spend_all,
     spent,
@@ -265,12 +265,8 @@ def test_per_process_calls_at_once_never_spend_past_the_budget():
 def test_a_request_paid_before_a_tool_approval_is_counted_once(installed_plugins):
     installed_plugins(functai_approval.plugin)
     lm = ScriptedLM(reply=tool_first("refund"))
-
-    @ai(client=lm, tools=[refund], approve="changes", max_tokens=40)
-    def desk(question: str) -> str:
-        """Help the customer."""
-
-    chat = desk.conversation("once", store=functai.MemoryStore(), plugins=[budget(tokens=100_000, per="conversation")])
+    chat = desk.conversation("once", store=functai.MemoryStore(), client=lm,
+                             plugins=[budget(tokens=100_000, per="conversation")])
     with pytest.raises(functai.Waiting) as waiting:
         chat("Refund A1")
     assert waiting.value.turn.approvals[0]["name"] == "refund"

@@ -13,10 +13,10 @@ from budget_program import (
     QUESTION,
     assistant,
     conversation,
+    desk,
     environment,
     first_request_cost,
     lookup,
-    refund,
     second_turn_waits,
     spend_all,
     spent,
@@ -98,10 +98,6 @@ def test_an_extension_approved_in_each_turn_counts_in_each():
 
 def test_an_extension_is_counted_once_however_often_its_turn_resumes(installed_plugins):
     installed_plugins(functai_approval.plugin)
-
-    @ai(tools=[refund], approve="changes", max_tokens=40)
-    def desk(question: str) -> str:
-        """Help the customer."""
 
     probe = ScriptedLM(reply=tool_first("refund"))
     with pytest.raises(functai.Waiting) as probed:
@@ -189,12 +185,8 @@ def test_an_async_call_past_the_budget_is_refused_before_sending():
 def test_an_extension_for_a_tool_approval_is_refused(installed_plugins):
     installed_plugins(functai_approval.plugin)
     lm = ScriptedLM(reply=tool_first("refund"))
-
-    @ai(client=lm, tools=[refund], approve="changes", max_tokens=40)
-    def desk(question: str) -> str:
-        """Help the customer."""
-
-    chat = desk.conversation("tool", store=functai.MemoryStore(), plugins=[budget(tokens=100_000, per="conversation")])
+    chat = desk.conversation("tool", store=functai.MemoryStore(), client=lm,
+                             plugins=[budget(tokens=100_000, per="conversation")])
     with pytest.raises(functai.Waiting) as waiting:
         chat("Refund A1")
     with pytest.raises(functai.FunctAIError) as refused:
