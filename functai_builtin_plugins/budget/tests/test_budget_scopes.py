@@ -3,6 +3,7 @@ what it never counts twice, or as free."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -258,6 +259,55 @@ def test_per_process_calls_at_once_never_spend_past_the_budget():
     assert sorted(outcomes) == ["budget-exceeded"] * 5 + ["ok"] * 3
     assert len(lm.requests) == 3
     assert sum(estimate(r) + r.settings["max_tokens"] for r in lm.requests) <= 3.5 * cost
+
+
+class HeldModel:
+    """A model client whose async replies wait until ``release`` is set; ``arrived`` is set once
+    ``expected`` calls have either reached it or been refused before it (`refused`)."""
+
+    name = "scripted"
+
+    def __init__(self, expected: int) -> None:
+        self.lm = ScriptedLM(reply=spend_all)
+        self.expected = expected
+        self.seen = 0
+        self.arrived = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def complete(self, request: functai.Request) -> Reply:
+        return self.lm.complete(request)
+
+    def refused(self) -> None:
+        self.seen += 1
+        if self.seen == self.expected:
+            self.arrived.set()
+
+    async def acomplete(self, request: functai.Request) -> Reply:
+        self.refused()  # counted the same way: this one got through
+        await self.release.wait()
+        return self.lm.complete(request)
+
+
+def test_per_process_async_calls_at_once_never_spend_past_the_budget():
+    cost = turn_cost()
+    model = HeldModel(expected=8)
+    call = ai(client=model, plugins=[budget(tokens=3.5 * cost, per="process")], max_tokens=40)(assistant.fn)
+
+    async def one() -> str:
+        try:
+            return await call.acall(QUESTION)
+        except Exception as error:  # any failure counts as arrived: the others must not wait for it
+            model.refused()
+            return getattr(error, "code", repr(error))
+
+    async def eight() -> list[str]:
+        calls = [asyncio.create_task(one()) for _ in range(8)]
+        await model.arrived.wait()
+        model.release.set()
+        return await asyncio.gather(*calls)
+
+    assert sorted(asyncio.run(eight())) == ["budget-exceeded"] * 5 + ["ok"] * 3
+    assert len(model.lm.requests) == 3
 
 
 # --- never twice, never free --------------------------------------------------------------------
