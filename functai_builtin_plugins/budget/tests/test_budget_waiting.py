@@ -27,8 +27,8 @@ from budget_program import (
 from functai_budget import budget, estimate
 
 import functai
-from functai import ai
-from functai.testing import ScriptedLM
+from functai import Reply, ai, tool
+from functai.testing import ScriptedLM, tool_call
 
 pytestmark = pytest.mark.usefixtures("functai_isolated")  # functai's pytest plugin
 
@@ -123,6 +123,45 @@ def test_an_extension_is_counted_once_however_often_its_turn_resumes(installed_p
     with pytest.raises(functai.Waiting) as again:
         chat("Refund A1")  # counted twice, the extension would let it through
     assert f"of {tokens(first + extend)}" in again.value.turn.approvals[0]["question"]
+
+
+@ai(max_tokens=100)
+def worker(task: str) -> str:
+    """Do the task."""
+
+
+@tool(effects="reads")
+def ask_workers(task: str) -> str:
+    """Give the task to three workers."""
+    return " / ".join(worker(task) for _ in range(3))
+
+
+@ai(tools=[ask_workers], max_tokens=100)
+def boss(goal: str) -> str:
+    """Reach the goal."""
+
+
+def test_a_question_asked_inside_a_nested_call_waits_and_each_request_is_counted_once():
+    paid = []
+
+    def reply(request):
+        answer = spend_all(request)
+        paid.append(answer.usage["input_tokens"] + answer.usage["output_tokens"])
+        if request.messages[0]["content"].startswith("Reach") and request.messages[-1]["role"] == "user":
+            asked = tool_call("ask_workers", {"task": "count the stock"})
+            return Reply(tool_calls=asked.tool_calls, finish_reason="tool_calls", usage=answer.usage)
+        return answer
+
+    lm = ScriptedLM(reply=reply)
+    chat = boss.conversation("nested", store=functai.MemoryStore(), client=lm,
+                             plugins=[budget(tokens=500, per="turn", ask_at=0.5)])
+    with pytest.raises(functai.Waiting) as waiting:
+        chat("a full count")
+    assert waiting.value.turn.approvals[0]["path"] == "boss/worker" and len(lm.requests) == 1
+    waiting.value.turn.approve(extend=2000)
+    assert waiting.value.turn.resume() == "ok"
+    assert len(lm.requests) == 5  # the boss twice, three workers
+    assert [e["data"]["tokens"] for e in chat.entries("budget", "spent")] == paid
 
 
 def test_a_refusal_lets_the_turn_go_on_within_the_budget_then_refuses():
