@@ -3,11 +3,12 @@ keeps a token budget, which also runs as a second process that sends a turn or a
 one, printing what happened.
 
     python budget_program.py STORE CONVERSATION TOKENS send QUESTION
-    python budget_program.py STORE CONVERSATION TOKENS approve EXTEND   (a number, or "offer")
+    python budget_program.py STORE CONVERSATION TOKENS approve EXTEND
     python budget_program.py STORE CONVERSATION TOKENS deny
     python budget_program.py STORE CONVERSATION TOKENS answer EXTEND   (as a console would: approve, not resume)
 
-STORE is a folder or a URL.
+STORE is a folder or a URL. Imported by a functai command's process with ``BUDGET_TOKENS`` set,
+it configures that process with the tests' model and a budget of that many tokens.
 
 Every reply spends all its request may cost (`spend_all`), and a turn is shown no earlier turn,
 so each turn with the same question costs the same.
@@ -38,7 +39,8 @@ QUESTION = "Which river runs through Paris, and where does it meet the sea?"
 
 def environment(**more: str) -> dict[str, str]:
     """The environment of another process that imports this module."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]), **more}
+    path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {**os.environ, "PYTHONPATH": path, **more}
 
 
 def spend_all(request: functai.Request, text: str = "ok") -> Reply:
@@ -93,10 +95,10 @@ def assistant(question: str) -> str:
     """Answer the question."""
 
 
-def conversation(store: Any, conversation_id: str, tokens: float, lm: ScriptedLM) -> functai.Conversation:
-    """The conversation with its budget, as every process opens it."""
+def conversation(store: Any, conversation_id: str, limit: float, lm: ScriptedLM) -> functai.Conversation:
+    """The conversation with its budget of ``limit`` tokens, as every process opens it."""
     return assistant.conversation(conversation_id, store=store, client=lm, context=functai.last_turns(0),
-                                  plugins=[functai_budget.budget(tokens=tokens, per="conversation", ask_at=ASK_AT)])
+                                  plugins=[functai_budget.budget(tokens=limit, per="conversation", ask_at=ASK_AT)])
 
 
 def turn_cost() -> float:
@@ -121,7 +123,7 @@ def first_request_cost(function: functai.AIFunction, tool: str) -> float:
 def second_turn_waits(store: Any, conversation_id: str,
                       limit: float) -> tuple[functai.Conversation, functai.Turn, ScriptedLM]:
     """A conversation whose first turn is done and whose second waits for the budget's question
-    (``limit`` is between two and a half turns and four: one fits under ``ASK_AT``, two do not)."""
+    (``limit`` is from two turns' cost to under four: one fits under ``ASK_AT`` of it, two do not)."""
     lm = ScriptedLM(reply=spend_all)
     chat = conversation(store, conversation_id, limit, lm)
     chat(QUESTION)
@@ -151,9 +153,9 @@ def outcome(chat: functai.Conversation, lm: ScriptedLM, run: Any) -> dict[str, A
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    store, conversation_id, tokens, action, *rest = argv
+    store, conversation_id, limit, action, *rest = argv
     lm = ScriptedLM(reply=spend_all)
-    chat = conversation(store, conversation_id, float(tokens), lm)
+    chat = conversation(store, conversation_id, float(limit), lm)
     if action == "send":
         return outcome(chat, lm, lambda: chat(rest[0]))
     if action == "answer":  # a view opened by the conversation's id alone, without its function or budget
@@ -163,10 +165,7 @@ def main(argv: list[str]) -> dict[str, Any]:
         return {"outcome": "answered", "turn": waiting.id}
     waiting = next(turn for turn in chat.turns if turn.state == "waiting")
     if action == "approve":
-        if rest[0] == "offer":
-            waiting.approve(by="second process")
-        else:
-            waiting.approve(extend=float(rest[0]), by="second process")
+        waiting.approve(extend=float(rest[0]), by="second process")
     else:
         waiting.deny(by="second process")
     return outcome(chat, lm, waiting.resume)
