@@ -25,10 +25,6 @@ REQUESTS = 1000
 PRICE = Price(2.0, 8.0, 0.5)  # dollars per million tokens, for the model "scripted"
 LIMITS = {"tokens": 12_000, "dollars": 0.06}
 
-#: The largest overshoot seen, per scope and unit (what the report quotes).
-LARGEST: dict[str, float] = {}
-
-
 @dataclass
 class Books:
     """What the test itself counts, per budget scope: spent, granted, and the largest request."""
@@ -214,7 +210,6 @@ def test_what_is_spent_never_passes_the_budget_by_more_than_one_request(per, uni
     assert len(overshoots) > 20  # many budgets, most of them used up
     assert books.answered["function"] > 20 and (per == "call" or books.answered["person"] > 20)
     largest = max(over for over, _ in overshoots)
-    LARGEST[f"{per}/{unit}"] = largest
     print(f"\nlargest overshoot per {per} in {unit}: {largest:g} over {books.sent} requests, {len(overshoots)} budgets")
     for over, most in overshoots:
         assert over <= most
