@@ -30,11 +30,14 @@ __all__ = ["DATED", "MAX_REPLY", "MIN_REPLY", "PRICES", "Price", "budget", "esti
 SCOPES = ("call", "turn", "conversation", "process")
 _WHOSE = {"call": "this call", "turn": "this turn", "conversation": "this conversation", "process": "this process"}
 
-#: The most a reply may hold, in tokens, when its request sets no ``max_tokens``: the budget sets
+#: The most a reply may hold, in tokens, when its request sets no reply limit: the budget sets ``max_tokens`` to
 #: it (less when less is left), so the most a request can cost is known before it is sent.
 MAX_REPLY = 4096
 #: The least such a reply is given before the budget asks for more rather than cut it shorter.
 MIN_REPLY = 256
+
+#: The settings that limit a reply's tokens: a provider reads one name or the other.
+REPLY_LIMITS = ("max_tokens", "max_completion_tokens")
 
 #: Bytes of a request counted as one token: low (English runs near four), so the estimate errs high.
 BYTES_PER_TOKEN = 3
@@ -66,6 +69,13 @@ def estimate(request: Any) -> int:
     return math.ceil(size / BYTES_PER_TOKEN) + 4 * len(request.messages)
 
 
+def _reply_limit(settings: Mapping[str, Any]) -> int | None:
+    """The most tokens a request lets its reply hold: the larger of the limits it sets (either may
+    be the one the provider reads), or None when it sets none."""
+    given = [settings[name] for name in REPLY_LIMITS if settings.get(name) is not None]
+    return max(given) if given else None
+
+
 def _money(dollars: float) -> str:
     return f"${dollars:,.2f}" if dollars >= 1 else f"${dollars:.4f}"
 
@@ -93,6 +103,11 @@ class _Books:
         self.declined: dict[str, list[dict[str, float]]] = {}
         #: Per process: what each call's request in flight may cost at most, until its reply is counted.
         self.reserved: dict[str, tuple[float, float]] = {}
+        #: The questions answered (turn, key) whose answer is kept here: a resumed turn reads one again.
+        self.answered: set[tuple[str, str]] = set()
+        #: Each call's request checked and not yet counted: the most it may cost, where its books are,
+        #: and whether its reply began to stream (one stopped midway counts as that most, never as free).
+        self.pending: dict[str, dict[str, Any]] = {}
 
 
 def budget(
@@ -171,12 +186,18 @@ def budget(
         return spent, extended, list(books.declined.get(key, []))
 
     def keep(event: Any, kind: str, data: dict[str, Any], key: str | None) -> None:
-        """An extension or a refusal to extend, once per question (a resumed turn reads its answer again)."""
+        """An extension or a refusal to extend, once per question (a resumed turn reads its answer again).
+        A question's key names its place in its turn, so another turn asking at the same place is another."""
         if kept_in(event):
-            if key is not None and any(e["data"].get("key") == key for e in event.entries(kind)):
+            if key is not None and any(e["turn"] == event.turn and e["data"].get("key") == key
+                                       for e in event.entries(kind)):
                 return
             event.remember(kind, {**data, "call": event.call, "key": key})
             return
+        if key is not None:
+            if (event.turn, key) in books.answered:
+                return
+            books.answered.add((event.turn, key))
         target = memory_key(event)
         if kind == "extended":
             granted = books.extended.setdefault(target, {})
@@ -234,7 +255,7 @@ def budget(
                     "(input, output, cached)}) in dollars per million tokens",
                     code="budget-price-unknown", model=request.model)
         prompt = estimate(request)
-        own = request.settings.get("max_tokens")
+        own = _reply_limit(request.settings)
         decision = "checked"
         with books.lock:
             spent, limit, reply, cost, over, declined = plan(event, price, prompt, own)
@@ -267,12 +288,22 @@ def budget(
                 code="budget-exceeded", spent=spent[past[0]], limit=limit[past[0]], unit=past[0])
         if per == "process":
             books.reserved[event.call] = (cost["tokens"], cost["dollars"])
+        books.pending[event.call] = {"turn": event.turn if kept_in(event) else None, "tokens": cost["tokens"],
+                                     "dollars": cost["dollars"], "model": event.request.model, "began": False}
         note = "; ".join(f"{_show(u, spent[u])} + at most {_show(u, cost[u])} of {_show(u, limit[u])}" for u in limits)
         return Change(decision=decision, note=f"{note} ({per})"[:200],
                       settings={"max_tokens": reply} if own is None else None)
 
+    @plugin.chunk
+    def began(event: Any) -> None:
+        pending = books.pending.get(event.call)
+        if pending is not None:
+            pending["began"] = True
+
     @plugin.reply
     def count(event: Any) -> None:
+        with books.lock:
+            books.pending.pop(event.call, None)
         if event.recorded or event.answered:  # read back, or answered by a plugin: no model was paid now
             return None
         request, usage = event.request, event.reply.usage
@@ -281,7 +312,7 @@ def budget(
         if known:
             used_in, used_out, cached = usage["input_tokens"], usage["output_tokens"], usage.get("cached_tokens", 0)
         else:  # a reply without usage counts as the most it could have cost, never as free
-            used_in, used_out, cached = estimate(request), request.settings.get("max_tokens") or MAX_REPLY, 0
+            used_in, used_out, cached = estimate(request), _reply_limit(request.settings) or MAX_REPLY, 0
         tokens = float(used_in + used_out)
         dollars = price.dollars(used_in, used_out, cached) if price is not None else 0.0
         if kept_in(event):
@@ -300,8 +331,27 @@ def budget(
         call = event.record.id
         with books.lock:
             books.reserved.pop(call, None)  # a request that failed: nothing more is on its way
+            stopped = books.pending.get(call)
+            if stopped is not None and stopped["turn"] is None:  # else its turn's end counts it
+                del books.pending[call]
+                if stopped["began"] and per == "process":
+                    total = books.spent.setdefault("process", [0.0, 0.0])
+                    total[0] += stopped["tokens"]
+                    total[1] += stopped["dollars"]
             if per != "process":  # books kept in memory for one call outside a conversation
                 for kept in (books.spent, books.extended, books.declined):
                     kept.pop(call, None)
+
+    @plugin.turn_end
+    def settle(event: Any) -> None:
+        """A reply that began to stream and was stopped: counted as the most its request could cost."""
+        with books.lock:
+            stopped = {call: p for call, p in books.pending.items() if p["turn"] == event.turn}
+            for call in stopped:
+                del books.pending[call]
+        for call, pending in stopped.items():
+            if pending["began"]:
+                event.remember("spent", {"call": call, "tokens": pending["tokens"], "dollars": pending["dollars"],
+                                         "model": pending["model"], "estimated": True})
 
     return plugin

@@ -1,9 +1,10 @@
 """What common models cost, per million tokens, as their providers published it on `DATED`.
 
 Prices change: pass ``prices=`` to `functai_budget.budget` to correct one or add a model.
-A model is found by its name without the provider (``openai:gpt-4o-mini`` and
-``gpt-4o-mini-2024-07-18`` are ``gpt-4o-mini``): the longest name in the table that the
-model's name starts with. A model not found has no price, and is never counted as free.
+A model is found by its name without the provider, and without a date or ``latest`` after it
+(``openai:gpt-4o-mini`` and ``gpt-4o-mini-2024-07-18`` are ``gpt-4o-mini``). Only a date: a
+longer name is another model (``o3-pro`` costs ten times what ``o3`` does). A model not found has
+no price, and is never counted as free.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ PRICES: dict[str, Price] = {
 #: ``provider:`` or ``provider/`` before a model's name.
 _PROVIDER = re.compile(r"^[A-Za-z0-9_.-]+[:/]")
 
+#: What may follow a model's name in one of its versions: a date (``-2024-07-18``, ``-20250514``,
+#: ``@20250514``, ``-0125``) or ``-latest``.
+_VERSION = re.compile(r"[-@](\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|latest)")
+
 
 def _price(model: str, value: Any) -> Price:
     if isinstance(value, Price):
@@ -106,14 +111,13 @@ def table(prices: Mapping[str, Any] | None) -> dict[str, Price]:
 
 
 def find(prices: Mapping[str, Price], model: str) -> Price | None:
-    """``model``'s price: its own name first, then the longest name in ``prices`` it starts with
-    (after dropping its provider); None when no name fits."""
-    found = prices.get(model)
+    """``model``'s price: its own name first, then the name in ``prices`` it is a version of (after
+    dropping its provider: the name alone, or with a date after it); None when no name fits."""
+    bare = _PROVIDER.sub("", model)
+    found = prices.get(model, prices.get(bare))
     if found is not None:
         return found
-    bare = _PROVIDER.sub("", model)
-    best = None
     for name in prices:
-        if (bare == name or bare.startswith(name + "-")) and (best is None or len(name) > len(best)):
-            best = name
-    return None if best is None else prices[best]
+        if bare.startswith(name) and _VERSION.fullmatch(bare, len(name)):
+            return prices[name]
+    return None
