@@ -354,3 +354,13 @@ def test_an_edit_of_a_question_asked_before_a_request_is_refused(tmp_path):
     with pytest.raises(FunctAIError) as refused:
         turn.approve(turn.approvals[0]["key"], inputs={"extend": 3})
     assert refused.value.code == "input-invalid" and "answer it with extend=" in refused.value.message
+
+
+def test_in_a_turn_a_decide_functions_answer_carries_the_questions_key_and_events_name_the_outer_call(tmp_path):
+    seen: list = []
+    outer: list = []
+    chat = _fn([_asker(seen, decide=lambda q: 3), Plugin("outer", request=lambda e: outer.append(
+        (e.call, e.outer_call)))], ["fine"]).conversation("c", store=str(tmp_path / "s"))
+    chat("q")
+    assert seen[-1] == Answer(True, 3, None, None, "request.1.asker")
+    assert outer == [(chat.head.call, chat.head.call)]  # the turn's own call is the outermost

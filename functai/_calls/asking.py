@@ -202,7 +202,8 @@ class Asker:
         record = self.record
         scope: Any = self.scope
         event = RequestEvent(request=request, function=self.fn.name, path=self.path, call=record.id,
-                             turn=getattr(scope, "turn", None), recorded=recorded, ask_person=self._ask)
+                             turn=getattr(scope, "turn", None), recorded=recorded,
+                             outer_call=self.budget.call or record.id, ask_person=self._ask)
         if scope is not None:
             set_field(event, "_memory", scope.memory)
             set_field(event, "_ordinal", ordinal)
@@ -244,18 +245,19 @@ class Asker:
         extend = _amount(extend, "ask(extend=...)")
         asked = {"kind": "request", "question": question, "extend": extend, "plugin": plugin, "path": self.path,
                  "function": self.fn.name}
+        scope: Any = self.scope
+        # The question's place: a resumed turn asks it again under the same key (a decide function too).
+        key = f"request.{event._ordinal}.{plugin}" if scope is not None and scope.waits else None
         if decide is not None:
             try:
                 given = decide(MappingProxyType(dict(asked)))
             except Exception as error:  # a check that fails refuses, never lets the request through
                 warn("decide function failed", plugin=plugin, function=self.fn.name,
                      error=f"{type(error).__name__}: {error}")
-                return Answer(False, reason=CHECK_FAILED)
-            return _answer_of(given, extend, plugin)
-        scope: Any = self.scope
-        if scope is None or not scope.waits:
+                return Answer(False, reason=CHECK_FAILED, key=key)
+            return attrs.evolve(_answer_of(given, extend, plugin), key=key)
+        if key is None:
             return None
-        key = f"request.{event._ordinal}.{plugin}"
         found = (scope.answers(key) or {}).get(key)
         if found is not None:
             allow = found["allow"]
@@ -288,7 +290,8 @@ class Asker:
         scope: Any = self.scope
         event = ReplyEvent(request=request, reply=reply, seconds=seconds, attempt=record.attempts + self.answered,
                            function=self.fn.name, path=self.path, server=None if answered else server_of(self.client),
-                           call=record.id, answered=answered, turn=getattr(scope, "turn", None), recorded=recorded)
+                           call=record.id, answered=answered, turn=getattr(scope, "turn", None), recorded=recorded,
+                           outer_call=self.budget.call or record.id)
         if scope is not None:
             set_field(event, "_memory", scope.memory)
         heard = self.heard

@@ -130,9 +130,10 @@ class Answer:
 class RequestEvent(_Remembers):
     """``request``: a request is about to be sent to the model client. ``recorded``: a resumed turn
     reads this request's reply from its record (nothing is paid for it now); ``turn``: the
-    conversation turn's id, or None."""
+    conversation turn's id, or None; ``outer_call``: the outermost call's id (``call`` itself when
+    this call is outermost), shared by every call nested in it."""
 
-    _fields = ("request", "function", "path", "call", "turn", "recorded")
+    _fields = ("request", "function", "path", "call", "turn", "recorded", "outer_call")
     #: How ``ask`` reaches a person (the engine's): ``ask_person(event, question, extend, decide)``.
     _also = ("ask_person",)
     ask_person: Callable[..., Answer | None] | None
@@ -171,7 +172,7 @@ class ReplyEvent(_Remembers):
     back from a resumed turn's record, paid for when it was first asked."""
 
     _fields = ("request", "reply", "seconds", "attempt", "function", "path", "server", "call", "answered", "turn",
-               "recorded")
+               "recorded", "outer_call")
 
 
 class ToolCallEvent(_Remembers):

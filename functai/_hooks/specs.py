@@ -100,7 +100,8 @@ def request(request):  # type: ignore[no-untyped-def]
     Event: ``request`` (the `functai.Request` about to be sent), ``function``,
     ``path``, ``call`` (the call record's id), ``turn`` (the conversation
     turn's id, or None), ``recorded`` (True when a resumed turn reads this
-    request's reply back from its record: nothing is paid for it now);
+    request's reply back from its record: nothing is paid for it now),
+    ``outer_call`` (the outermost call's id, shared by the calls nested in it);
     ``remember``/``entries`` in a turn; ``ask(question, extend=None,
     decide=None)`` asks a person before the request is sent (the turn
     waits; `functai.Answer`; None when nobody can be asked).
@@ -167,7 +168,7 @@ def reply(reply):  # type: ignore[no-untyped-def]
     (``(host, port)`` of the client's ``base_url``, or None for a client
     without one), ``call``, ``answered`` (the plugin that answered the
     request instead of the model, or None), ``turn``, ``recorded`` (read
-    back from a resumed turn's record, paid for when first asked);
+    back from a resumed turn's record, paid for when first asked), ``outer_call``;
     ``remember``/``entries`` in a turn.
 
     Hears, or replaces: a handler may return a `functai.Reply` (or

@@ -149,11 +149,11 @@ def budget(
         return per != "process" and event.turn is not None
 
     def memory_key(event: Any) -> str:
-        return "process" if per == "process" else event.call
+        return "process" if per == "process" else event.outer_call
 
     def mine(event: Any, entry: Mapping[str, Any]) -> bool:
-        if per == "call":
-            return bool(entry["data"].get("call") == event.call)
+        if per == "call":  # a call and every call nested in it (a tool that is an AI function) share one budget
+            return bool(entry["data"].get("outer") == event.outer_call)
         if per == "turn":
             return bool(entry["turn"] == event.turn)
         return True
@@ -192,7 +192,7 @@ def budget(
             if key is not None and any(e["turn"] == event.turn and e["data"].get("key") == key
                                        for e in event.entries(kind)):
                 return
-            event.remember(kind, {**data, "call": event.call, "key": key})
+            event.remember(kind, {**data, "call": event.call, "outer": event.outer_call, "key": key})
             return
         if key is not None:
             if (event.turn, key) in books.answered:
@@ -288,7 +288,8 @@ def budget(
                 code="budget-exceeded", spent=spent[past[0]], limit=limit[past[0]], unit=past[0])
         if per == "process":
             books.reserved[event.call] = (cost["tokens"], cost["dollars"])
-        books.pending[event.call] = {"turn": event.turn if kept_in(event) else None, "tokens": cost["tokens"],
+        books.pending[event.call] = {"turn": event.turn if kept_in(event) else None, "outer": event.outer_call,
+                                     "tokens": cost["tokens"],
                                      "dollars": cost["dollars"], "model": event.request.model, "began": False}
         note = "; ".join(f"{_show(u, spent[u])} + at most {_show(u, cost[u])} of {_show(u, limit[u])}" for u in limits)
         return Change(decision=decision, note=f"{note} ({per})"[:200],
@@ -316,8 +317,8 @@ def budget(
         tokens = float(used_in + used_out)
         dollars = price.dollars(used_in, used_out, cached) if price is not None else 0.0
         if kept_in(event):
-            event.remember("spent", {"call": event.call, "tokens": tokens, "dollars": dollars,
-                                     "model": request.model, "estimated": not known})
+            event.remember("spent", {"call": event.call, "outer": event.outer_call, "tokens": tokens,
+                                     "dollars": dollars, "model": request.model, "estimated": not known})
             return None
         with books.lock:
             books.reserved.pop(event.call, None)
@@ -351,7 +352,8 @@ def budget(
                 del books.pending[call]
         for call, pending in stopped.items():
             if pending["began"]:
-                event.remember("spent", {"call": call, "tokens": pending["tokens"], "dollars": pending["dollars"],
+                event.remember("spent", {"call": call, "outer": pending["outer"], "tokens": pending["tokens"],
+                                         "dollars": pending["dollars"],
                                          "model": pending["model"], "estimated": True})
 
     return plugin

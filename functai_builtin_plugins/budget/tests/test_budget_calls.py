@@ -299,3 +299,63 @@ def test_a_bad_argument_is_refused_naming_what_to_fix(arguments, names):
     with pytest.raises(TypeError) as refused:
         budget(**arguments)
     assert names in str(refused.value)
+
+
+# --- per call: the calls nested in it share its budget -------------------------------------------
+
+def test_a_call_and_the_ai_functions_it_calls_as_tools_share_one_budget():
+    spent: list[int] = []
+
+    def paid(request: functai.Request) -> Reply:
+        used = {"input_tokens": 100, "output_tokens": 50}
+        spent.append(150)
+        if request.tools and not any(m["role"] == "tool" for m in request.messages):
+            return Reply(tool_calls=tool_call("helper", {"question": "x"}).tool_calls, finish_reason="tool_calls",
+                         usage=used)
+        return Reply(text="done", finish_reason="stop", usage=used)
+
+    @ai(max_tokens=50)
+    def helper(question: str) -> str:
+        """Help."""
+
+    @ai(tools=[helper], max_tokens=50)
+    def boss(question: str) -> str:
+        """Answer, asking the helper first."""
+
+    with functai.settings(client=ScriptedLM(reply=paid), plugins=[budget(tokens=400, ask_at=1.0)]):
+        with pytest.raises(functai.FunctAIError) as refused:
+            boss("q")
+    # the boss's first request (150) and the helper's (150) leave 100: the boss's second could cost more
+    assert refused.value.code == "budget-exceeded" and "this call has used 300 tokens" in refused.value.message
+    assert sum(spent) == 300
+
+
+def test_a_grant_made_before_a_turn_waits_is_kept_once(tmp_path):
+    """decide grants more; another plugin then makes the turn wait before the request is sent.
+    Resumed, the request is checked again, within the extension already kept: kept once."""
+    grants: list[int] = []
+
+    def decide(question):
+        grants.append(1)
+        return True
+
+    def ask_once(event):
+        if not event.recorded:
+            event.ask("may this request be sent?")
+
+    lm = ScriptedLM(reply=spend_all)
+    asker = functai.Plugin("asker", request=ask_once)
+
+    @ai(client=lm, max_tokens=50, plugins=[budget(tokens=70, per="conversation", decide=decide), asker])
+    def answer(question: str) -> str:
+        """Answer."""
+
+    chat = answer.conversation("c", store=str(tmp_path / "s"))
+    with pytest.raises(functai.Waiting) as waiting:
+        chat("q")  # past 80% of 70 tokens: decide grants 70 more; the asker waits
+    assert len(grants) == 1 and lm.requests == []
+    waiting.value.turn.approve()
+    waiting.value.turn.resume()
+    assert len(grants) == 1  # the grant kept before the wait holds on the resumed turn
+    extended = chat.entries("budget", "extended")
+    assert [e["data"]["extend"] for e in extended] == [{"tokens": 70.0}]

@@ -216,8 +216,6 @@ def test_what_is_spent_never_passes_the_budget_by_more_than_one_request(per, uni
     assert largest <= 1e-9
 
 
-@pytest.mark.xfail(strict=True, reason="core: what a failed turn spent is on no later turn's branch "
-                                       "(test_budget_scopes.py::test_what_a_failed_turn_spent_is_counted_by_the_next_turn)")
 @pytest.mark.parametrize("unit", ["tokens", "dollars"])
 def test_turns_that_fail_midway_still_count_against_their_conversation(unit):
     books = drive("conversation", unit, seed=sum(map(ord, "failing" + unit)), failing=True)

@@ -96,8 +96,8 @@ def test_per_conversation_spend_is_kept_as_the_conversations_entries():
     chat(QUESTION)
     [entry] = chat.entries("budget", "spent")
     assert entry["turn"] == chat.head.id
-    assert entry["data"] == {"call": chat.head.call, "tokens": cost, "dollars": 0.0, "model": "scripted",
-                             "estimated": False}
+    assert entry["data"] == {"call": chat.head.call, "outer": chat.head.call, "tokens": cost, "dollars": 0.0,
+                             "model": "scripted", "estimated": False}
     with pytest.raises(functai.Waiting):
         chat(QUESTION)  # 2 turns' cost is past ASK_AT of 2.5
     assert lm.requests[1:] == []
@@ -365,12 +365,6 @@ def test_a_request_another_plugin_answers_is_not_counted(answering_first):
     assert lm.requests == [] and chat.entries("budget", "spent") == []
 
 
-FORGOTTEN = ("core: a failed or stopped turn is never a parent, so the entries kept at it are on no later turn's "
-             "branch; what it spent is forgotten by the next turn (History.entries_on walks branch(), and "
-             "Conversation._parent skips failed and stopped turns)")
-
-
-@pytest.mark.xfail(strict=True, reason=FORGOTTEN)
 def test_what_a_failed_turn_spent_is_counted_by_the_next_turn():
     support = ai(tools=[lookup], max_tokens=40)(assistant.fn)
     first = first_request_cost(support, "lookup")
@@ -386,7 +380,6 @@ def test_what_a_failed_turn_spent_is_counted_by_the_next_turn():
     assert len(lm.requests) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=FORGOTTEN)
 def test_what_a_stopped_turn_spent_is_counted_by_the_next_turn():
     cost = turn_cost()
     lm = ScriptedLM(reply=lambda request: spend_all(request, text="word " * 50))

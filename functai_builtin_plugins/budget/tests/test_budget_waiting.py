@@ -234,8 +234,6 @@ def test_an_extension_for_a_tool_approval_is_refused(installed_plugins):
     assert waiting.value.turn.answers == {}  # nothing was recorded: it can still be approved
 
 
-@pytest.mark.xfail(strict=True, reason="core: Turn._edit reads every approval as a tool call's (asked['name']), "
-                                       "so an edit of a budget's question ends in KeyError")
 def test_an_edit_for_a_budgets_question_is_refused():
     cost = turn_cost()
     chat, turn, lm = second_turn_waits(functai.MemoryStore(), "asked", 2.5 * cost)
