@@ -17,6 +17,7 @@ from ._calls.records import CallRecord, Result, read_calls
 from ._errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError, OutputError, PluginError, Waiting
 from ._hooks.adapt import load_plugin
 from ._hooks.change import Change
+from ._hooks.events import Answer
 from ._hooks.plugin import Plugin
 from ._hooks.specs import HOOKS, hookimpl
 from ._layers import configure, settings
@@ -24,7 +25,7 @@ from ._models.providers import providerimpl, register_provider
 from ._models.request import Reply, Request
 
 if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checker; never imported here at run time
-    from ._builtins import cache, compaction, delegate, fallback
+    from ._builtins import budget, cache, compaction, delegate, fallback
     from ._calls.streaming import StreamEvent
     from ._calls.template import Template
     from ._calls.toolkey import tool_key
@@ -40,7 +41,7 @@ if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checke
 
 #: Names imported on first use, by module, so ``import functai`` stays light.
 _LAZY_FROM = {
-    "functai._builtins": ("cache", "compaction", "delegate", "fallback"),
+    "functai._builtins": ("budget", "cache", "compaction", "delegate", "fallback"),
     "functai._calls.streaming": ("StreamEvent",),
     "functai._calls.template": ("Template",),
     "functai._calls.toolkey": ("tool_key",),
@@ -68,6 +69,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "AIFunction",
+    "Answer",
     "ApprovalError",
     "CallRecord",
     "Change",
@@ -97,6 +99,7 @@ __all__ = [
     "ToolCall",
     "ai",
     "baked",
+    "budget",
     "cache",
     "compaction",
     "current_turn",

@@ -1,5 +1,5 @@
-"""``functai.compaction(...)``, ``functai.delegate(...)``, ``functai.cache(...)`` and
-``functai.fallback(...)``: the entry point of that name in the
+"""``functai.compaction(...)``, ``functai.delegate(...)``, ``functai.cache(...)``,
+``functai.fallback(...)`` and ``functai.budget(...)``: the entry point of that name in the
 group ``functai.builtins``, looked up on first use (another distribution registering it swaps it).
 
 The built-in distributions are not on the package index (anyone could register their names
@@ -20,7 +20,7 @@ GROUP = "functai.builtins"
 #: This repository's distributions, each in ``functai_builtin_plugins/<folder>``: distribution → folder.
 BUILTIN_FOLDERS = {"functai-approval": "approval", "functai-compaction": "compaction",
                    "functai-delegate": "delegate", "functai-otel": "otel", "functai-cache": "cache",
-                   "functai-fallback": "fallback"}
+                   "functai-fallback": "fallback", "functai-budget": "budget"}
 
 
 def install_command(distribution: str) -> str:
@@ -108,3 +108,12 @@ def fallback(*args: Any, **kwargs: Any) -> Any:
     provided by ``functai-fallback`` (or whichever distribution registers ``fallback``).
     """
     return builtin("fallback")(*args, **kwargs)
+
+
+def budget(*args: Any, **kwargs: Any) -> Any:
+    """A plugin that keeps calls within a token or money budget, and asks before it stops them.
+
+    ``budget(tokens=None, dollars=None, *, per="call", prices=None, ask_at=0.8, name="budget",
+    decide=None)`` — provided by ``functai-budget`` (or whichever distribution registers ``budget``).
+    """
+    return builtin("budget")(*args, **kwargs)

@@ -102,6 +102,7 @@ class _Reference:
     hold: object = None
     text: object = None
     stop: object = None
+    decision: object = None
     note: object = None
 
 
@@ -127,6 +128,10 @@ _CASES = [
     {"hold": True, "text": "[secret]"},
     {"hold": False, "text": ""},
     {"stop": "a key was about to be shown", "note": "canary"},
+    {"decision": "checked", "note": "$0.01 of $5.00"},
+    {"decision": ""},
+    {"decision": "x" * 41},
+    {"decision": 3},
     {"settings": {}},
     {"lm": ""},
     {"nonsense": 1},

@@ -16,6 +16,9 @@ from typing import Any, Callable, Mapping, Sequence
 from .._errors import FunctAIError, Waiting
 from .outputs import to_jsonable
 
+#: The reason a refusal gives when the function that was to decide failed (a check that fails refuses).
+CHECK_FAILED = "a check failed"
+
 #: Characters of the digest an approval's key ends with (the whole digest is kept beside it).
 KEY_DIGITS = 12
 

@@ -10,20 +10,23 @@ sends directly): the hooks cost it nothing.
 from __future__ import annotations
 
 import time
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
 
-from .._errors import FunctAIError, ModelConfigError, Waiting
-from .._hooks.change import Change, reply_data
-from .._hooks.events import ModelErrorEvent, ReplyEvent, RequestEvent, set_field
+from .._errors import FunctAIError, ModelConfigError, PluginError, Waiting
+from .._hooks.change import MAX_NOTE, Change, reply_data
+from .._hooks.events import Answer, ModelErrorEvent, ReplyEvent, RequestEvent, set_field
 from .._hooks.fold import call_handler_steps, check_change, first_act, record as change_record, refuse
 from .._hooks.hear import note_heard
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
+from .._log import warn
 from .._models import providers
 from .._models.providers import server_of
 from .._models.request import Client, Reply, Request
+from .approvals import CHECK_FAILED
 from .guards import STOPPED, GuardedSend, Guards
 from .limits import Budget
 from .records import CallRecord
@@ -47,6 +50,34 @@ def choose_client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -
             code="no-model",
         )
     return providers.client_for(lm, values)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_NOTE else text[:MAX_NOTE - 1] + "…"
+
+
+def _amount(value: Any, where: str) -> float | None:
+    """An extension: None, or a finite number from 0 up."""
+    if value is None:
+        return None
+    if value.__class__ not in (int, float) or not 0 <= value < float("inf"):
+        raise TypeError(f"{where}: an extension is a number from 0 up (or None), not {value!r}")
+    return value
+
+
+def _answer_of(given: Any, offer: float | None, plugin: str | None) -> Answer:
+    """What a ``decide`` function returned, as an answer: True allows with the offer, a number
+    allows with that much, False/None refuse, a string refuses with that reason."""
+    if given is True:
+        return Answer(True, offer)
+    if given.__class__ in (int, float) and 0 <= given < float("inf"):
+        return Answer(True, given)
+    if given is None or given is False:
+        return Answer(False)
+    if isinstance(given, str) and given:
+        return Answer(False, reason=given)
+    warn("decide function returned no answer", plugin=plugin, returned=repr(given)[:80])
+    return Answer(False, reason=CHECK_FAILED)
 
 
 def add_usage(record: CallRecord, reply: Reply) -> None:
@@ -88,10 +119,12 @@ class Asker:
         record = self.record
         attempt = 0
         acts: list[dict[str, Any]] = []  # the model_error changes made for this request
+        scope: Any = self.scope
         while True:
             sent, reply, answered = request, None, None
+            ordinal, recorded = scope.next_request() if scope is not None else (0, False)
             if self.on_request:
-                sent, reply, answered = yield from self.request_hook(request)
+                sent, reply, answered = yield from self.request_hook(request, ordinal, recorded)
             seconds = 0.0
             if reply is None:
                 attempt += 1
@@ -137,7 +170,7 @@ class Asker:
                 if self.listen and reply.text:
                     yield Note("text", text=reply.text)
             if self.on_reply:
-                reply = yield from self._reply_hook(sent, reply, seconds, answered)
+                reply = yield from self._reply_hook(sent, reply, seconds, answered, recorded)
             return reply
 
     def _switch(self, lm: str, request: Request) -> Request:
@@ -161,12 +194,27 @@ class Asker:
         self.record.attempts -= 1  # read from the record, and no model had been asked for it
         return reply, answered["plugin"]
 
-    def request_hook(self, request: Request) -> Steps[tuple[Request, Reply | None, str | None]]:
-        """Fold ``request``: the request as handlers left it, and a reply when one answered it."""
+    def request_hook(self, request: Request, ordinal: int = 0,
+                     recorded: bool = False) -> Steps[tuple[Request, Reply | None, str | None]]:
+        """Fold ``request``: the request as handlers left it, and a reply when one answered it.
+        A handler that raises a `FunctAIError` of its own (a budget's ``budget-exceeded``) refuses
+        the call before anything is sent; the refusal is recorded as the plugin's."""
         record = self.record
-        event = RequestEvent(request=request, function=self.fn.name, path=self.path, call=record.id)
+        scope: Any = self.scope
+        event = RequestEvent(request=request, function=self.fn.name, path=self.path, call=record.id,
+                             turn=getattr(scope, "turn", None), recorded=recorded,
+                             outer_call=self.budget.call or record.id, ask_person=self._ask)
+        if scope is not None:
+            set_field(event, "_memory", scope.memory)
+            set_field(event, "_ordinal", ordinal)
         for plugin, handler in self.on_request:
-            result = yield from call_handler_steps(plugin, "request", handler, event)
+            try:
+                result = yield from call_handler_steps(plugin, "request", handler, event)
+            except FunctAIError as error:
+                if not isinstance(error, (Waiting, PluginError)):
+                    record.changes.append(change_record(plugin, "request", {"refused": error.code}, None, None,
+                                                        _short(error.message)))
+                raise
             if result is None or result is event.request:
                 continue
             if isinstance(result, Request):
@@ -177,10 +225,45 @@ class Asker:
                 record.replayable = False
                 continue
             change = check_change(plugin, "request", result)
-            if change is not None and change.reply is not None:
-                record.changes.append(change_record(plugin, "request", change.to_data(), handler, event, change.note))
+            if change is None:
+                continue
+            if change.settings is not None and change.reply is None:  # a setting, like before_call's: still replayable
+                sent = event.request
+                set_field(event, "request", attrs.evolve(sent, settings={**sent.settings, **change.settings}))
+            record.changes.append(change_record(plugin, "request", change.to_data(), handler, event, change.note))
+            if change.reply is not None:
                 return event.request, change.reply, plugin.name
         return event.request, None, None
+
+    def _ask(self, event: RequestEvent, question: str, extend: float | None, decide: Any) -> Answer | None:
+        """``event.ask``: ``decide`` answers at once; in a turn, the answer given to this question
+        (its key: the request's place in the turn and the plugin), else the turn waits; in a
+        plain call nobody can be asked (None)."""
+        plugin = event._plugin
+        if not isinstance(question, str) or not question.strip():
+            raise TypeError("ask(question): the question is the text a person reads, a non-empty string")
+        extend = _amount(extend, "ask(extend=...)")
+        asked = {"kind": "request", "question": question, "extend": extend, "plugin": plugin, "path": self.path,
+                 "function": self.fn.name}
+        scope: Any = self.scope
+        # The question's place: a resumed turn asks it again under the same key (a decide function too).
+        key = f"request.{event._ordinal}.{plugin}" if scope is not None and scope.waits else None
+        if decide is not None:
+            try:
+                given = decide(MappingProxyType(dict(asked)))
+            except Exception as error:  # a check that fails refuses, never lets the request through
+                warn("decide function failed", plugin=plugin, function=self.fn.name,
+                     error=f"{type(error).__name__}: {error}")
+                return Answer(False, reason=CHECK_FAILED, key=key)
+            return attrs.evolve(_answer_of(given, extend, plugin), key=key)
+        if key is None:
+            return None
+        found = (scope.answers(key) or {}).get(key)
+        if found is not None:
+            allow = found["allow"]
+            return Answer(allow, found.get("extend") if allow else None, found.get("reason"), found.get("by"), key)
+        raise Waiting(f"{self.path} waits for a person's answer before its request is sent (asked by plugin "
+                      f"{plugin!r}): {question}", approvals=[{"key": key, **asked}])
 
     def _model_error_hook(
         self, request: Request, error: FunctAIError, attempt: int
@@ -200,12 +283,17 @@ class Asker:
                           change.note))
         return plugin, change
 
-    def _reply_hook(self, request: Request, reply: Reply, seconds: float, answered: str | None) -> Steps[Reply]:
+    def _reply_hook(self, request: Request, reply: Reply, seconds: float, answered: str | None,
+                    recorded: bool) -> Steps[Reply]:
         """Run ``reply``: each handler hears the reply as the ones before it left it, and may replace it."""
         record = self.record
+        scope: Any = self.scope
         event = ReplyEvent(request=request, reply=reply, seconds=seconds, attempt=record.attempts + self.answered,
                            function=self.fn.name, path=self.path, server=None if answered else server_of(self.client),
-                           call=record.id, answered=answered)
+                           call=record.id, answered=answered, turn=getattr(scope, "turn", None), recorded=recorded,
+                           outer_call=self.budget.call or record.id)
+        if scope is not None:
+            set_field(event, "_memory", scope.memory)
         heard = self.heard
         for plugin, handler in self.on_reply:
             started = time.perf_counter_ns() if heard is not None else 0

@@ -23,12 +23,14 @@ class Budget:
     """The model requests an outermost call and every call nested in it may make (one lock for
     every budget: making one costs nothing more)."""
 
-    __slots__ = ("used", "limit", "function")
+    __slots__ = ("used", "limit", "function", "call")
 
-    def __init__(self, limit: int, function: str) -> None:
+    def __init__(self, limit: int, function: str, call: str | None = None) -> None:
         self.used = 0
         self.limit = limit
         self.function = function
+        #: The outermost call's record id: the calls nested in it share this budget.
+        self.call = call
 
     def spend(self, fn: "AIFunction") -> None:
         """Count one model request; refuse ``max-requests`` past the limit."""

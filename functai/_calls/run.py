@@ -106,7 +106,7 @@ def call_steps(
             record.conversation = {"id": scope.conversation, "turn": scope.turn}  # a call inside a turn
     started = time.perf_counter()
     if frame is None:
-        depth, budget = 1, limits.Budget(values["max_requests"], fn.name)
+        depth, budget = 1, limits.Budget(values["max_requests"], fn.name, record.id)
     else:
         depth, budget = frame.depth + 1, frame.budget
     logged = True

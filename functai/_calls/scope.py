@@ -41,6 +41,10 @@ class TurnScope(Protocol):
     def begin_call(self) -> int:
         """The ordinal of a call inside the turn (1, 2, …; stable when resumed)."""
 
+    def next_request(self) -> tuple[int, bool]:
+        """The next model request's ordinal in the turn (1, 2, …; stable when resumed), and whether
+        its reply is recorded (a resumed turn reads it back: nothing is paid for it)."""
+
     def complete(self, client: Client, request: Request) -> Reply:
         """Answer from a recorded reply when there is one, else ask and record."""
 

@@ -20,7 +20,7 @@ from .._hooks.plugin import Plugin
 from .._log import warn
 from .._models.request import Reply
 from .._models.toolcall import ToolCall
-from .approvals import digest, edited_digest, key_of, settle, stale_error
+from .approvals import CHECK_FAILED, digest, edited_digest, key_of, settle, stale_error
 from .function import AIFunction
 from .layout import render_value
 from .outputs import to_jsonable
@@ -37,9 +37,8 @@ SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
 #: Codes that end the outermost call instead of being shown to the model as a failed tool:
 #: nobody could be asked, the calls ran away, or a nested call could not be counted.
 RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests", "thread-context",
-                    "reconcile-failed"})
+                    "reconcile-failed", "budget-exceeded", "budget-price-unknown"})
 
-CHECK_FAILED = "a check failed"
 INTERRUPTED = "The tool was started but its result is unknown; it may or may not have taken effect."
 
 

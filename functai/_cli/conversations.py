@@ -33,6 +33,9 @@ def register(commands: Any) -> None:
     answer.add_argument("--input", metavar="NAME=VALUE", action="append", default=[],
                         help="approve with this input of the tool changed (repeatable; VALUE is read as JSON when it "
                              "is JSON, else as text); the one approval waiting, or the one --key names")
+    answer.add_argument("--extend", metavar="AMOUNT", type=float,
+                        help="grant this much more to a question a plugin asked before a request (a budget's), "
+                             "instead of what it offered")
     approve.add_argument("--key", help="answer only this approval (a key `functai conversation` shows)")
     approve.set_defaults(run=cmd_approve)
 
@@ -81,11 +84,20 @@ def _describe(turn: Any) -> str:
     elif turn.state == "done":
         what += f"  → {short(turn.outputs.get('output', turn.outputs))}"
     elif turn.state == "waiting":
-        asks = ", ".join(f"{a['name']} {short(a['input'], 40)} ({a['plugin']})" for a in turn.approvals)
+        asks = ", ".join(f"{asked(a)} ({a['plugin']})" for a in turn.approvals)
         what += f"  waits for: {asks}"
     elif turn.error:
         what += f"  ({turn.error.get('code')})"
     return what
+
+
+def asked(approval: Any, inputs: Any = None) -> str:
+    """What a question is about: a tool call and its input (as edited), or the question a plugin
+    asked before a request, with the extension it offers."""
+    if approval.get("kind") == "request":
+        offer = approval.get("extend")
+        return short(approval.get("question") or "", 80) + ("" if offer is None else f" (offers {offer:g} more)")
+    return f"{approval['name']} {short({**approval['input'], **(inputs or {})}, 40)}"
 
 
 def tree(found: "History", out: TextIO) -> None:
@@ -193,8 +205,11 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             if args.deny is not None:
                 turn.deny(args.key, reason=args.deny or None, by=args.by)
             else:
-                turn.approve(args.key or (turn.approvals[0]["key"] if inputs else None), inputs=inputs, by=args.by)
+                turn.approve(args.key or (turn.approvals[0]["key"] if inputs else None), inputs=inputs, by=args.by,
+                             extend=args.extend)
         except FunctAIError as error:
+            if error.code == "input-invalid":
+                raise CLIError(error.message, code=error.code) from error
             if error.code != "approval-answered":
                 raise
             print(f"{turn.id}: not answered [approval-answered]", file=out)
@@ -203,13 +218,13 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
         for approval in turn.approvals:
             if args.key is None or approval["key"] == args.key:
-                shown = {**approval["input"], **(inputs or {})}
                 edited = f" (edited by {args.by or 'the approver'})" if inputs else ""
-                print(f"{turn.id}: {approval['name']} {short(shown, 40)} — {verdict}{edited}", file=out)
+                granted = f" with {args.extend:g} more" if args.extend is not None and args.deny is None else ""
+                print(f"{turn.id}: {asked(approval, inputs)} — {verdict}{edited}{granted}", file=out)
         try:
             answer = turn.resume()
         except Waiting as again:
-            print(f"{turn.id}: waits again, for {', '.join(a['name'] for a in again.approvals)}", file=out)
+            print(f"{turn.id}: waits again, for {', '.join(asked(a) for a in again.approvals)}", file=out)
             waits_again = True
             continue
         except FunctAIError as error:
@@ -304,7 +319,7 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
         try:
             answer = turn.resume(rerun=args.rerun)
         except Waiting as again:
-            print(f"{turn_id}: waits for {', '.join(a['name'] for a in again.approvals)}; "
+            print(f"{turn_id}: waits for {', '.join(asked(a) for a in again.approvals)}; "
                   f"`functai approve {args.store} {args.id}` answers", file=out)
             waits = True
             continue

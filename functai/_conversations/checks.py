@@ -50,11 +50,16 @@ def _dicts(value: Any) -> bool:
 
 
 def _approvals(value: Any) -> bool:
+    """Questions about a tool call (its ``name``), or asked before a request (``kind: request``)."""
     return isinstance(value, list) and all(
         isinstance(item, dict) and _is_text(item.get("key")) and isinstance(item.get("plugin"), str)
-        and isinstance(item.get("name"), str)
+        and (isinstance(item.get("name"), str) if item.get("kind") != "request" else _is_text(item.get("question")))
         for item in value
     )
+
+
+def _extension(value: Any) -> bool:
+    return value.__class__ in (int, float) and 0 <= value < float("inf")
 
 
 def _reply(value: Any) -> bool:
@@ -108,7 +113,8 @@ _KINDS: dict[str, tuple[tuple[str, Callable[[Any], bool], str, bool], ...]] = {
     "wait": (("turn", *TEXT, True), ("approvals", _approvals, "a list of approvals (each with a key and a plugin)",
               True), ("plugins", *TEXTS, False)),
     "answer": (("turn", *TEXT, True), ("key", *TEXT, True), ("allow", lambda v: isinstance(v, bool), "true or false",
-               True), ("reason", *OPTIONAL_TEXT, False), ("digest", *OPTIONAL_TEXT, False), ("inputs", *DICT, False)),
+               True), ("reason", *OPTIONAL_TEXT, False), ("digest", *OPTIONAL_TEXT, False), ("inputs", *DICT, False),
+               ("extend", _extension, "a number from 0 up", False)),
     "late_answer": (("turn", *TEXT, True), ("key", *TEXT, True)),
     "resume": (("turn", *TEXT, True),),
     "lease": (("turn", *TEXT, True),),

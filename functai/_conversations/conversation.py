@@ -214,7 +214,7 @@ class Conversation:
     def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
         """``plugin``'s entries of ``kind`` on this view's branch, oldest first."""
         self._refresh()
-        return self._history.entries_on(self._history.branch(self._tip), plugin, kind)
+        return self._history.entries_on(self._history.entry_turns(self._tip), plugin, kind)
 
     def _append(self, record: dict[str, Any], *, sync: bool = False, refresh: bool = True) -> None:
         record = {"functai_conversation": FORMAT, **record}

@@ -116,10 +116,12 @@ def abandon(history: History, store: Store, conversation: str, turn_id: str, *,
 
 def answer(history: History, store: Store, conversation: str, turn_id: str,
            approval: Mapping[str, Any] | str | None, *, allow: bool, reason: str | None, by: str | None,
-           inputs: Mapping[str, Any] | None = None) -> None:
+           inputs: Mapping[str, Any] | None = None, extend: float | None = None) -> None:
     """Record a person's answer to a waiting turn's approvals (all of them, or the one named).
 
-    Each answer keeps the digest of what it approves (with ``inputs``, an edit, the edited call's).
+    Each answer keeps the digest of what it approves (with ``inputs``, an edit, the edited call's);
+    an approval of a question a ``request`` handler asked keeps the extension it grants (``extend``,
+    else the one the question offered).
     The first answer holds; a contrary one is refused (``approval-answered``) and kept as a
     ``late_answer`` record. Check and write are one compare-and-set, so of two answering at
     once exactly one holds and the other is told.
@@ -140,11 +142,13 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
         given = history.answered.get(turn_id, {})
         edit = to_jsonable(dict(inputs)) if inputs else None
         # Another answer: the other verdict, or an approval of another call (an edit, or none where one was made).
+        asked = {a["key"]: a for a in turn.approvals}
+        grants = {key: _grant(asked[key], extend) for key in keys} if allow else {}
         contrary = [key for key in keys if key in given
-                    and (given[key]["allow"] != allow or (allow and given[key].get("inputs") != edit))]
+                    and (given[key]["allow"] != allow
+                         or (allow and (given[key].get("inputs") != edit or given[key].get("extend") != grants[key])))]
         kind = LATE_ANSWER if contrary else "answer"
         at = now_text()
-        asked = {a["key"]: a for a in turn.approvals}
         records = []
         for key in contrary or [k for k in keys if k not in given]:
             record = {"functai_conversation": FORMAT, "kind": kind, "turn": turn_id, "key": key, "allow": allow,
@@ -154,6 +158,8 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
                 record["digest"] = approved
             if edit:
                 record["inputs"] = edit
+            if grants.get(key) is not None:
+                record["extend"] = grants[key]
             records.append(record)
         if not records:
             return  # every one already answered this way: the first answers hold as they are
@@ -171,6 +177,14 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
             after=" (it is kept in the store as a late answer); to change the outcome, abandon the turn and "
                   "send a new one",
         )
+
+
+def _grant(question: Mapping[str, Any], extend: float | None) -> float | None:
+    """The extension an approval of ``question`` grants: ``extend``, else what the question offered
+    (only a ``request`` handler's question offers one)."""
+    if question.get("kind") != "request":
+        return None
+    return question.get("extend") if extend is None else extend
 
 
 def describe_rule(rule: Any) -> Any:

@@ -35,6 +35,9 @@ from .turndata import (  # noqa: F401  (the names the fold's users import from h
     lease_of,
 )
 
+#: Turns that ended without an answer: never parents, so their entries belong to their parent's branches.
+_DEAD_ENDS = frozenset({FAILED, STOPPED, ABANDONED})
+
 
 class History:
     """The fold of a conversation's records; `apply_all` takes new ones."""
@@ -47,6 +50,8 @@ class History:
         self.turns: dict[str, TurnData] = {}
         self.order: list[str] = []
         self.entries: list[dict[str, Any]] = []
+        #: The same entries by (plugin, kind): a plugin reading its own at every request never scans the rest.
+        self._entries_of: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
         #: Ids of the turns in state running, for finding those whose owner is gone.
         self.running: set[str] = set()
         #: The answers' details by turn and key: ``{"allow", "reason", "by", "at"}``.
@@ -164,10 +169,10 @@ class History:
                 self.header = dict(record)
             return None
         if kind == "entry":
-            self.entries.append(
-                {"plugin": record.get("plugin"), "kind": record.get("entry"), "turn": record.get("turn"),
-                 "data": record.get("data"), "at": record.get("at")}
-            )
+            entry = {"plugin": record.get("plugin"), "kind": record.get("entry"), "turn": record.get("turn"),
+                     "data": record.get("data"), "at": record.get("at")}
+            self.entries.append(entry)
+            self._entries_of.setdefault((entry["plugin"], entry["kind"]), []).append(entry)
             return None
         if kind == "turn":
             return self._add_turn(record["turn"], record.get("parent"), record)
@@ -194,7 +199,7 @@ class History:
             turn.answers = {**turn.answers, record["key"]: (bool(record.get("allow")), record.get("reason"))}
             detail = {"allow": bool(record.get("allow")), "reason": record.get("reason"), "by": record.get("by"),
                       "at": record.get("at")}
-            for name in ("digest", "inputs"):  # what the answer approved: kept only by writers that bind answers
+            for name in ("digest", "inputs", "extend"):  # what the answer approved (kept by writers that bind answers)
                 if record.get(name) is not None:
                     detail[name] = record[name]
             self.answered.setdefault(turn.id, {})[record["key"]] = detail
@@ -302,13 +307,21 @@ class History:
             return turn_id
         return None
 
+    def entry_turns(self, turn_id: str | None) -> frozenset[str]:
+        """The turns whose entries belong to the branch ending at ``turn_id``: its own, and those of
+        turns that ended without an answer (failed, stopped, abandoned) off it. Such a turn is never
+        a parent, so what it kept — what it spent, say — would otherwise be on no branch at all."""
+        on = set(self.branch(turn_id))
+        ended = [t for t in self.turns.values() if t.state in _DEAD_ENDS and (t.parent is None or t.parent in on)]
+        return frozenset(on.union(t.id for t in ended))
+
     def entries_on(self, branch: Iterable[str], plugin: str, kind: str) -> list[dict[str, Any]]:
-        """A plugin's entries of ``kind`` that belong to the branch, oldest first."""
-        on = set(branch)
+        """A plugin's entries of ``kind`` that belong to the branch (its turn ids), oldest first."""
+        on = branch if isinstance(branch, (set, frozenset)) else set(branch)
         return [
             {"turn": e["turn"], "data": e["data"], "at": e["at"]}
-            for e in self.entries
-            if e["plugin"] == plugin and e["kind"] == kind and (e["turn"] is None or e["turn"] in on)
+            for e in self._entries_of.get((plugin, kind), ())
+            if e["turn"] is None or e["turn"] in on
         ]
 
     def encode_shown(self, parent: str | None, ids: Sequence[str]) -> dict[str, Any] | list[str]:

@@ -25,9 +25,12 @@ class Memory:
     def __init__(self, chat: "Conversation", turn_id: str | None) -> None:
         self.chat = chat
         self.turn_id = turn_id
+        self._branch: frozenset[str] | None = None
 
     def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
-        return self.chat._history.entries_on(self.chat._history.branch(self.turn_id), plugin, kind)
+        if self._branch is None:  # a turn's branch never changes: walked once per turn, not per read
+            self._branch = self.chat._history.entry_turns(self.turn_id)
+        return self.chat._history.entries_on(self._branch, plugin, kind)
 
     def remember(self, plugin: str, kind: str, data: Any) -> None:
         if self.turn_id is None:
@@ -75,6 +78,9 @@ class TurnScope:
     def begin_call(self) -> int:
         self.calls += 1
         return self.calls
+
+    def next_request(self) -> tuple[int, bool]:
+        return self.requests + 1, self.requests < len(self.data.replies)
 
     def complete(self, client: Client, request: Request) -> Reply:
         reply = self.replay(request)
@@ -160,7 +166,8 @@ class TurnScope:
             if key == prefix or key.startswith(prefix + "."):
                 detail = details.get(key, {})
                 found[key] = {"allow": allow, "reason": reason, "digest": detail.get("digest"),
-                              "inputs": detail.get("inputs"), "by": detail.get("by"), "approval": asked.get(key)}
+                              "inputs": detail.get("inputs"), "extend": detail.get("extend"), "by": detail.get("by"),
+                              "approval": asked.get(key)}
         return found
 
     def refusal(self, site: str) -> tuple[str, str | None] | None:

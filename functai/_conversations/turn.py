@@ -54,23 +54,41 @@ class Turn:
         return {key: {"allow": allow, "reason": reason} for key, (allow, reason) in self._data.answers.items()}
 
     def approve(self, approval: Mapping[str, Any] | str | None = None, *, inputs: Mapping[str, Any] | None = None,
-                by: str | None = None) -> "Turn":
+                by: str | None = None, extend: float | None = None) -> "Turn":
         """Allow a waiting approval (all of them when none is named); the first recorded answer
         holds, so approving one already denied raises ``approval-answered``.
 
         ``inputs`` approves the named approval with these inputs changed: on resume every
         ``tool_call`` handler and the approve rule see the edited call, which may then need
-        another answer (``by`` is kept as who made the edit)."""
+        another answer (``by`` is kept as who made the edit). ``extend`` grants this much more
+        to a question a plugin asked before a request (a budget's), instead of what it offered."""
         if inputs is not None:
             inputs = self._edit(approval, inputs)
+        if extend is not None:
+            self._check_extend(approval, extend)
         held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=True, reason=None,
-                    by=by, inputs=inputs)
+                    by=by, inputs=inputs, extend=extend)
         return self
+
+    def _check_extend(self, approval: Mapping[str, Any] | str | None, extend: Any) -> None:
+        """``extend`` is a number from 0 up, for questions that offer an extension (``input-invalid``)."""
+        if extend.__class__ not in (int, float) or not 0 <= extend < float("inf"):
+            raise FunctAIError(f"approve(extend=...) is a number from 0 up, not {extend!r}", code="input-invalid")
+        key = approval if isinstance(approval, str) else (approval or {}).get("key")
+        named = [a for a in self._data.approvals if key is None or a["key"] == key]
+        if not any(a.get("kind") == "request" for a in named):
+            raise FunctAIError(
+                f"approve(extend=...) answers a question a plugin asked before a request (a budget's); turn "
+                f"{self.id!r} waits for no such question{'' if key is None else ' at ' + repr(key)}",
+                code="input-invalid")
 
     def _edit(self, approval: Mapping[str, Any] | str | None, inputs: Any) -> dict[str, Any]:
         """An edit on approving, checked against the tool it changes (``input-invalid``)."""
         key = approval if isinstance(approval, str) else (approval or {}).get("key")
         asked = next((a for a in self._data.approvals if a["key"] == key), None)
+        if asked is not None and asked.get("kind") == "request":
+            raise FunctAIError(f"approving with inputs= edits a tool call; {key!r} is a question asked before a "
+                               "request (a budget's): answer it with extend= instead", code="input-invalid")
         if asked is None:
             keys = [a["key"] for a in self._data.approvals]
             raise FunctAIError(f"approving with inputs= names one approval of turn {self.id!r}: one of {keys}",

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         hold: bool | None
         text: str | None
         stop: str | None
+        decision: str | None
         note: str | None
 
 
@@ -119,6 +120,14 @@ def _hold(value: Any) -> bool | None:
     return value or None
 
 
+def _decision(value: Any) -> str:
+    text = _text("decision", value)
+    if len(text) > MAX_DECISION:
+        raise _refuse("decision", f"is a word or two ('checked', 'extended'), at most {MAX_DECISION} characters; "
+                                  "the details go in the note")
+    return text
+
+
 def _note(value: Any) -> str | None:
     _text("note", value, allow_empty=True)
     if len(value) > MAX_NOTE:
@@ -130,6 +139,7 @@ def _note(value: Any) -> str | None:
 #: The longest wait a ``retry`` may ask for, in seconds, and the longest ``note``.
 MAX_RETRY_WAIT = 300
 MAX_NOTE = 200
+MAX_DECISION = 40
 
 #: Each field's check, in declaration order: the value as kept, or None to leave the field unset.
 _CHECKS: dict[str, Callable[[Any], Any]] = {
@@ -148,6 +158,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "hold": _hold,
     "text": partial(_text, "text", allow_empty=True),
     "stop": partial(_text, "stop"),
+    "decision": _decision,
     "note": _note,
 }
 
@@ -172,6 +183,7 @@ class Change:
     hold: bool | None = None
     text: str | None = None
     stop: str | None = None
+    decision: str | None = None
     note: str | None = None
 
     def __init__(self, *, sections: Sequence[str] | None = None, **others: Unpack[OtherFields]) -> None:
@@ -239,7 +251,7 @@ HOOK_FIELDS: dict[str, frozenset[str]] = {
     "turn_start": frozenset({"inputs"}),
     "context": frozenset({"keep", "without", "sections"}),
     "before_call": frozenset({"instruction", "sections", "lm", "settings", "tools"}),
-    "request": frozenset({"reply"}),
+    "request": frozenset({"reply", "settings", "decision"}),
     "model_error": frozenset({"lm", "retry", "reply"}),
     "chunk": frozenset({"hold", "text", "stop"}),
     "reply": frozenset({"reply"}),

@@ -7,6 +7,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
+import attrs
+
 
 class Memory(Protocol):
     """Where a conversation keeps entries (conversations provide it)."""
@@ -112,10 +114,40 @@ class CallEvent(_Remembers):
         return MappingProxyType(self.__dict__["inputs"])
 
 
-class RequestEvent(Event):
-    """``request``: a request is about to be sent to the model client."""
+@attrs.frozen
+class Answer:
+    """A person's (or a ``decide`` function's) answer to a question a ``request`` handler asked:
+    ``allow``, the ``extend`` granted with it, a ``reason`` given with a refusal, who answered
+    (``by``), and the question's ``key`` (the same when a resumed turn reads the answer again)."""
 
-    _fields = ("request", "function", "path", "call")
+    allow: bool
+    extend: float | None = None
+    reason: str | None = None
+    by: str | None = None
+    key: str | None = None
+
+
+class RequestEvent(_Remembers):
+    """``request``: a request is about to be sent to the model client. ``recorded``: a resumed turn
+    reads this request's reply from its record (nothing is paid for it now); ``turn``: the
+    conversation turn's id, or None; ``outer_call``: the outermost call's id (``call`` itself when
+    this call is outermost), shared by every call nested in it."""
+
+    _fields = ("request", "function", "path", "call", "turn", "recorded", "outer_call")
+    #: How ``ask`` reaches a person (the engine's): ``ask_person(event, question, extend, decide)``.
+    _also = ("ask_person",)
+    ask_person: Callable[..., Answer | None] | None
+
+    def ask(self, question: str, *, extend: float | None = None,
+            decide: Callable[[Mapping[str, Any]], Any] | None = None) -> Answer | None:
+        """Ask a person (or ``decide``) before this request is sent, offering ``extend`` more of what the
+        plugin guards. In a conversation turn with no answer yet the turn **waits** (`functai.Waiting`);
+        a resumed turn gets the answer given. ``decide(question)`` answers at once: True (allow,
+        with the offer), a number (allow, with that extension), False/None or a reason (refuse).
+        None when nobody can be asked (a plain call, no ``decide``)."""
+        if self.ask_person is None:
+            raise RuntimeError("nobody can be asked about this request")
+        return self.ask_person(self, question, extend, decide)
 
 
 class ModelErrorEvent(Event):
@@ -135,10 +167,12 @@ class ChunkEvent(Event):
         return "".join(self.__dict__["shown"])
 
 
-class ReplyEvent(Event):
-    """``reply``: the model (or a plugin, ``answered``) answered a request."""
+class ReplyEvent(_Remembers):
+    """``reply``: the model (or a plugin, ``answered``) answered a request; ``recorded``: read
+    back from a resumed turn's record, paid for when it was first asked."""
 
-    _fields = ("request", "reply", "seconds", "attempt", "function", "path", "server", "call", "answered")
+    _fields = ("request", "reply", "seconds", "attempt", "function", "path", "server", "call", "answered", "turn",
+               "recorded", "outer_call")
 
 
 class ToolCallEvent(_Remembers):

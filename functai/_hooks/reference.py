@@ -22,7 +22,7 @@ def render() -> str:
     for hook in specs.HOOKS:
         fields = ", ".join(f"`{f}`" for f in sorted(HOOK_FIELDS[hook]))
         if hook == "request":
-            fields = "returns a replacement `Request`"
+            fields = "returns a replacement `Request`, a `Reply`, or a Change: " + fields
         elif not fields:
             fields = "nothing (hears only)"
         lines.append(f"| `{hook}` | `{hook}{inspect.signature(getattr(specs, hook))}` | {fields} |")

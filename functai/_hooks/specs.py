@@ -98,13 +98,23 @@ def request(request):  # type: ignore[no-untyped-def]
     first send, re-asks, each tool step, a retry after a model error).
 
     Event: ``request`` (the `functai.Request` about to be sent), ``function``,
-    ``path``, ``call`` (the call record's id).
+    ``path``, ``call`` (the call record's id), ``turn`` (the conversation
+    turn's id, or None), ``recorded`` (True when a resumed turn reads this
+    request's reply back from its record: nothing is paid for it now),
+    ``outer_call`` (the outermost call's id, shared by the calls nested in it);
+    ``remember``/``entries`` in a turn; ``ask(question, extend=None,
+    decide=None)`` asks a person before the request is sent (the turn
+    waits; `functai.Answer`; None when nobody can be asked).
 
     Return a replacement `functai.Request`, which marks the call's record
     ``replayable: false``; or answer instead of the model with a
     `functai.Reply` (or ``Change(reply=..., note=...)``): the client is not
     called, the reply is read as the model's, and the first handler that
-    answers ends the hook. Or None.
+    answers ends the hook; or ``Change(settings=..., decision=..., note=...)``:
+    model settings for this request, and what a policy decided, recorded.
+    A `functai.FunctAIError` the handler raises refuses the call before
+    anything is sent, with its code, recorded as ``{"refused": code}``.
+    Or None.
     """
 
 
@@ -157,7 +167,9 @@ def reply(reply):  # type: ignore[no-untyped-def]
     ``attempt`` (1, 2, … within the call), ``function``, ``path``, ``server``
     (``(host, port)`` of the client's ``base_url``, or None for a client
     without one), ``call``, ``answered`` (the plugin that answered the
-    request instead of the model, or None).
+    request instead of the model, or None), ``turn``, ``recorded`` (read
+    back from a resumed turn's record, paid for when first asked), ``outer_call``;
+    ``remember``/``entries`` in a turn.
 
     Hears, or replaces: a handler may return a `functai.Reply` (or
     ``Change(reply=..., note=...)``), which later handlers see and the call

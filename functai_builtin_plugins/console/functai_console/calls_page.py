@@ -149,6 +149,8 @@ def tool_calls(record: Any) -> str:
     for wait in (record.conversation or {}).get("waited") or []:
         answers.update(wait.get("answers") or {})
         for approval in wait.get("approvals") or []:
+            if approval.get("kind") == "request":
+                continue  # asked before a request (a budget's), about no tool call
             site = str(approval.get("key") or "").split(".")  # the asking call, the invocation, the plugin, …
             place = (str(approval.get("path")), site[1] if len(site) > 1 else "")
             asked.setdefault(place, []).append(approval)

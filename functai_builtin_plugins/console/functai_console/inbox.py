@@ -33,13 +33,25 @@ def _of(console: Console, conversation: str) -> list[dict[str, Any]]:
         for approval in turn.approvals:
             items.append({
                 "conversation": conversation, "function": function, "turn": turn.id, "call": turn.call,
-                "key": approval["key"], "tool": approval["name"], "input": approval["input"],
+                "key": approval["key"], "tool": _about(approval), "input": _offered(approval),
                 "plugin": approval.get("plugin"), "question": approval.get("question"),
                 "effects": approval.get("effects"), "since": last.get("at") or turn.at,
                 "answer": answers.get(approval["key"]),
                 "ready": all(a["key"] in answers for a in turn.approvals),
             })
     return items
+
+
+def _about(approval: Mapping[str, Any]) -> str:
+    """A tool call's name, or what a question a plugin asked before a request is about."""
+    return str(approval["name"]) if approval.get("kind") != "request" else "before a model request"
+
+
+def _offered(approval: Mapping[str, Any]) -> dict[str, Any]:
+    """What a person may change before approving: a tool's input, or the extension a question offers."""
+    if approval.get("kind") != "request":
+        return dict(approval["input"])
+    return {} if approval.get("extend") is None else {"extend": approval["extend"]}
 
 
 _JSON_STARTS = frozenset('[{"-0123456789tfn \t\n\r')
@@ -106,7 +118,11 @@ def answer(console: Console, form: Mapping[str, Any]) -> str:
                                    code="console-form")
     if action == "deny":
         turn.deny(key, reason=str(form.get("reason") or "").strip() or None, by=by)
-        done = f"{asked['name']} denied by {by}"
+        done = f"{_about(asked)} denied by {by}"
+    elif asked.get("kind") == "request":  # a budget's question: the field is the extension granted
+        edit = read_edit(form, _offered(asked)) or {}
+        turn.approve(key, extend=edit.get("extend"), by=by)
+        done = f"{_about(asked)} approved by {by}" + (f" with {edit['extend']} more" if edit else "")
     else:
         edit = read_edit(form, asked["input"])
         turn.approve(key, inputs=edit, by=by)

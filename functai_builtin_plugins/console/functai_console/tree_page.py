@@ -78,8 +78,9 @@ def _turn(turn: Any, entries: list[dict[str, Any]], log: bool) -> str:
             verdict = ("waiting " + e(waited(wait["at"])) if answer is None else
                        f"{'approved' if answer['allow'] else 'denied'} by {e(answer.get('by') or 'someone')}"
                        + (f" ({e(answer['reason'])})" if answer.get("reason") else ""))
-            parts.append(f"<div>asked ({e(approval.get('plugin'))}): <b>{e(approval['name'])}</b> "
-                         f"{short(approval['input'])} — {verdict}</div>")
+            about = (f"<b>{e(approval['name'])}</b> {short(approval['input'])}" if approval.get("kind") != "request"
+                     else e(approval.get("question") or ""))  # a question asked before a request (a budget's)
+            parts.append(f"<div>asked ({e(approval.get('plugin'))}): {about} — {verdict}</div>")
     if entries:
         parts.append(_entries(entries))
     if turn.call and log:

@@ -251,3 +251,28 @@ def test_the_token_may_come_from_the_environment_kept_out_of_the_process_list(tm
     err = io.StringIO()
     assert main(["console", "STORE", "--host", "0.0.0.0"], io.StringIO(), err) == 2
     assert err.getvalue().startswith("functai: error [console-token]: --token must be at least 16")  # it was read
+
+
+def test_a_budgets_question_is_answered_with_the_extension_a_person_writes(tmp_path):
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    pytest.importorskip("functai_budget")
+    usage = functai.Reply(text="done", finish_reason="stop", usage={"input_tokens": 900, "output_tokens": 100})
+    functai.configure(client=ScriptedLM(reply=lambda request: usage), log_calls=log)
+    chat = console_shop.support.conversation("ticket-2", store=store,
+                                             plugins=[functai.budget(tokens=1500, per="conversation")])
+    chat("Where is order A1?")
+    with pytest.raises(functai.Waiting) as waiting:
+        chat("And order A2?")
+    turn = waiting.value.turn
+    (question,) = turn.approvals
+    browser = client(store, log)
+    rows = browser.get("/inbox/rows").text
+    assert "<b>before a model request</b>" in rows and "this conversation has used 1,000 tokens" in rows
+    assert 'name="input.extend" value="1500"' in rows
+    page = post(browser, "/inbox/answer", conversation="ticket-2", turn=turn.id, key=question["key"], by="ana",
+                action="approve", **{"input.extend": "500"})
+    assert "before a model request approved by ana with 500 more" in page
+    assert chat.turn(turn.id).resume() == "done"
+    assert [e["data"]["extend"] for e in chat.entries("budget", "extended")] == [{"tokens": 500.0}]
+    tree = browser.get("/conversations/ticket-2").text
+    assert "this conversation has used 1,000 tokens" in tree and "approved by ana" in tree

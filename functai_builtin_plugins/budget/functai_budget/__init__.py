@@ -1,0 +1,359 @@
+"""functai's budget plugin, written with functai's public API only.
+
+A `request` handler checks, before each request is sent, what it could cost at
+most (its prompt tokens, estimated high, plus the most its reply may hold)
+against what is left; a `reply` handler adds what it really cost. When a
+request would pass ``ask_at`` of the budget, a person is asked for more (the
+turn waits, like an approval) or ``decide`` answers; past the whole budget the
+call refuses ``budget-exceeded`` before anything is sent. Every decision is in
+the call's record as this plugin's change, with a note saying why.
+
+Spend per call, turn or conversation is kept as the conversation's entries
+(kinds ``spent``, ``extended``, ``declined``), so it survives processes and
+follows branches; per process, and outside a conversation, it is kept in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from typing import Any, Callable, Mapping
+
+from functai import Change, FunctAIError, Plugin
+
+from .prices import DATED, PRICES, Price, find, table
+
+__version__ = "0.1.0"
+__all__ = ["DATED", "MAX_REPLY", "MIN_REPLY", "PRICES", "Price", "budget", "estimate"]
+
+SCOPES = ("call", "turn", "conversation", "process")
+_WHOSE = {"call": "this call", "turn": "this turn", "conversation": "this conversation", "process": "this process"}
+
+#: The most a reply may hold, in tokens, when its request sets no reply limit: the budget sets ``max_tokens`` to
+#: it (less when less is left), so the most a request can cost is known before it is sent.
+MAX_REPLY = 4096
+#: The least such a reply is given before the budget asks for more rather than cut it shorter.
+MIN_REPLY = 256
+
+#: The settings that limit a reply's tokens: a provider reads one name or the other.
+REPLY_LIMITS = ("max_tokens", "max_completion_tokens")
+
+#: Bytes of a request counted as one token: low (English runs near four), so the estimate errs high.
+BYTES_PER_TOKEN = 3
+
+
+def _data(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else str(value)
+
+
+def _size(value: Any) -> int:
+    """Bytes of ``value`` as JSON (text as itself)."""
+    if isinstance(value, str):
+        return len(value.encode())
+    return len(json.dumps(value, ensure_ascii=False, default=_data).encode())
+
+
+def estimate(request: Any) -> int:
+    """A request's prompt tokens, estimated high: its messages, tools and output schema as text
+    and JSON, one token per `BYTES_PER_TOKEN` bytes, and four more per message."""
+    size = 0
+    for message in request.messages:
+        for key, value in message.items():
+            if value is not None and key != "role":
+                size += _size(value)
+    if request.tools:
+        size += _size(request.tools)
+    if request.output_schema is not None:
+        size += _size(request.output_schema)
+    return math.ceil(size / BYTES_PER_TOKEN) + 4 * len(request.messages)
+
+
+def _reply_limit(settings: Mapping[str, Any]) -> int | None:
+    """The most tokens a request lets its reply hold: the larger of the limits it sets (either may
+    be the one the provider reads), or None when it sets none."""
+    given = [settings[name] for name in REPLY_LIMITS if settings.get(name) is not None]
+    return max(given) if given else None
+
+
+def _money(dollars: float) -> str:
+    return f"${dollars:,.2f}" if dollars >= 1 else f"${dollars:.4f}"
+
+
+def _show(unit: str, amount: float) -> str:
+    return _money(amount) if unit == "dollars" else f"{amount:,.0f} tokens"
+
+
+def _check_amount(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if value.__class__ not in (int, float) or not math.isfinite(value) or value <= 0:
+        raise TypeError(f"budget({name}=...) is a number above 0 (or None for no {name} budget), not {value!r}")
+    return value
+
+
+class _Books:
+    """What was spent, granted and declined where no conversation keeps it: per process, and per
+    call outside a conversation turn. One lock: a check and its reservation are one step."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.spent: dict[str, list[float]] = {}
+        self.extended: dict[str, dict[str, float]] = {}
+        self.declined: dict[str, list[dict[str, float]]] = {}
+        #: Per process: what each call's request in flight may cost at most, until its reply is counted.
+        self.reserved: dict[str, tuple[float, float]] = {}
+        #: The questions answered (turn, key) whose answer is kept here: a resumed turn reads one again.
+        self.answered: set[tuple[str, str]] = set()
+        #: Each call's request checked and not yet counted: the most it may cost, where its books are,
+        #: and whether its reply began to stream (one stopped midway counts as that most, never as free).
+        self.pending: dict[str, dict[str, Any]] = {}
+
+
+def budget(
+    tokens: float | None = None,
+    dollars: float | None = None,
+    *,
+    per: str = "call",
+    prices: Mapping[str, Any] | None = None,
+    ask_at: float = 0.8,
+    name: str = "budget",
+    decide: Callable[[Mapping[str, Any]], Any] | None = None,
+) -> Plugin:
+    """A plugin that keeps a call, turn, conversation or process (``per``) within ``tokens`` and
+    ``dollars``; asks for more at ``ask_at`` of it; refuses ``budget-exceeded`` past it.
+
+    ``prices``: model name → (input, output[, cached]) dollars per million tokens, over the
+    shipped table (`PRICES`, dated `DATED`). ``decide(question)`` answers instead of a person:
+    True (grant the offer), a number (grant that much), False/None or a reason (refuse).
+    """
+    limits = {unit: amount for unit, amount in (("tokens", _check_amount("tokens", tokens)),
+                                                 ("dollars", _check_amount("dollars", dollars))) if amount is not None}
+    if not limits:
+        raise TypeError("budget() needs tokens=..., dollars=... or both: a budget of nothing would never act")
+    if per not in SCOPES:
+        raise TypeError(f"budget(per=...) is one of {', '.join(map(repr, SCOPES))}, not {per!r}")
+    if ask_at.__class__ not in (int, float) or not 0 < ask_at <= 1:
+        raise TypeError(f"budget(ask_at=...) is the share of the budget at which to ask, above 0 and up to 1, "
+                        f"not {ask_at!r}")
+    if decide is not None and not callable(decide):
+        raise TypeError(f"budget(decide=...) is a function of the question, not {type(decide).__name__}")
+    priced = table(prices)
+    books = _Books()
+    whose = _WHOSE[per]
+    shown = ", ".join(_show(unit, amount) for unit, amount in limits.items())
+    plugin = Plugin(name, version=__version__, description=f"budget({shown} per {per})")
+
+    def kept_in(event: Any) -> bool:
+        """Whether the conversation keeps this budget's books (else this process does)."""
+        return per != "process" and event.turn is not None
+
+    def memory_key(event: Any) -> str:
+        return "process" if per == "process" else event.outer_call
+
+    def mine(event: Any, entry: Mapping[str, Any]) -> bool:
+        if per == "call":  # a call and every call nested in it (a tool that is an AI function) share one budget
+            return bool(entry["data"].get("outer") == event.outer_call)
+        if per == "turn":
+            return bool(entry["turn"] == event.turn)
+        return True
+
+    def read(event: Any) -> tuple[dict[str, float], dict[str, float], list[dict[str, float]]]:
+        """What was spent, the extensions granted, and the limits at which more was declined."""
+        spent = {"tokens": 0.0, "dollars": 0.0}
+        extended = {unit: 0.0 for unit in limits}
+        if kept_in(event):
+            for entry in event.entries("spent"):
+                if mine(event, entry):
+                    spent["tokens"] += entry["data"]["tokens"]
+                    spent["dollars"] += entry["data"]["dollars"]
+            for entry in event.entries("extended"):
+                if mine(event, entry):
+                    for unit, amount in entry["data"]["extend"].items():
+                        extended[unit] = extended.get(unit, 0.0) + amount
+            declined = [entry["data"]["limits"] for entry in event.entries("declined") if mine(event, entry)]
+            return spent, extended, declined
+        key = memory_key(event)
+        tokens, dollars = books.spent.get(key, (0.0, 0.0))
+        spent = {"tokens": tokens, "dollars": dollars}
+        if per == "process":  # other calls' requests in flight count as spent until their replies are counted
+            for call, (t, d) in books.reserved.items():
+                if call != event.call:
+                    spent["tokens"] += t
+                    spent["dollars"] += d
+        for unit, amount in books.extended.get(key, {}).items():
+            extended[unit] += amount
+        return spent, extended, list(books.declined.get(key, []))
+
+    def keep(event: Any, kind: str, data: dict[str, Any], key: str | None) -> None:
+        """An extension or a refusal to extend, once per question (a resumed turn reads its answer again).
+        A question's key names its place in its turn, so another turn asking at the same place is another."""
+        if kept_in(event):
+            if key is not None and any(e["turn"] == event.turn and e["data"].get("key") == key
+                                       for e in event.entries(kind)):
+                return
+            event.remember(kind, {**data, "call": event.call, "outer": event.outer_call, "key": key})
+            return
+        if key is not None:
+            if (event.turn, key) in books.answered:
+                return
+            books.answered.add((event.turn, key))
+        target = memory_key(event)
+        if kind == "extended":
+            granted = books.extended.setdefault(target, {})
+            for unit, amount in data["extend"].items():
+                granted[unit] = granted.get(unit, 0.0) + amount
+        else:
+            books.declined.setdefault(target, []).append(data["limits"])
+
+    def most(price: Price | None, prompt: int, reply: int) -> dict[str, float]:
+        return {"tokens": float(prompt + reply),
+                "dollars": price.dollars(prompt, reply) if price is not None else 0.0}
+
+    def room(price: Price | None, prompt: int, spent: dict[str, float], limit: dict[str, float]) -> int:
+        """The most tokens a reply with no ``max_tokens`` may hold: up to `MAX_REPLY`, within ``ask_at``
+        of the budget while at least `MIN_REPLY` fits there (nothing to ask yet), else within the whole."""
+        def fits(share: float) -> float:
+            most = float(MAX_REPLY)
+            if "tokens" in limit:
+                most = min(most, share * limit["tokens"] - spent["tokens"] - prompt)
+            if "dollars" in limit and price is not None and price.output > 0:
+                left = share * limit["dollars"] - spent["dollars"] - price.dollars(prompt, 0)
+                most = min(most, left * 1e6 / price.output)
+            return most
+
+        below = fits(ask_at)
+        return max(int(below if below >= MIN_REPLY else fits(1.0)), 1)
+
+    def plan(event: Any, price: Price | None, prompt: int, own: int | None) -> tuple[
+            dict[str, float], dict[str, float], int, dict[str, float], list[str], bool]:
+        """spent, limits, the reply's most tokens, the request's most cost, the units past ``ask_at``,
+        and whether more was already declined at these limits."""
+        spent, extended, declined = read(event)
+        limit = {unit: limits[unit] + extended.get(unit, 0.0) for unit in limits}
+        reply = own if own is not None else room(price, prompt, spent, limit)
+        cost = most(price, prompt, reply)
+        over = [unit for unit in limits if spent[unit] + cost[unit] > ask_at * limit[unit]]
+        return spent, limit, reply, cost, over, limit in declined
+
+    def words(unit: str, spent: dict[str, float], limit: dict[str, float], cost: dict[str, float]) -> str:
+        return (f"{whose} has used {_show(unit, spent[unit])} of {_show(unit, limit[unit])}, and this request "
+                f"may cost up to {_show(unit, cost[unit])}")
+
+    @plugin.request
+    def check(event: Any) -> Change | None:
+        if event.recorded:
+            return None  # a resumed turn reads its reply back: paid for, and counted, when first asked
+        request = event.request
+        price = None
+        if "dollars" in limits:
+            price = find(priced, request.model)
+            if price is None:
+                raise FunctAIError(
+                    f"budget {name!r}: no price is known for the model {request.model!r}, so what it costs cannot be "
+                    f"counted (it is never counted as free); give it: budget(..., prices={{{request.model!r}: "
+                    "(input, output, cached)}) in dollars per million tokens",
+                    code="budget-price-unknown", model=request.model)
+        prompt = estimate(request)
+        own = _reply_limit(request.settings)
+        decision = "checked"
+        with books.lock:
+            spent, limit, reply, cost, over, declined = plan(event, price, prompt, own)
+            if not over or declined:
+                return _allowed(event, spent, limit, reply, cost, own, decision)
+        unit = over[0]
+        offer = limits[unit]
+        answer = event.ask(f"{words(unit, spent, limit, cost)}; allow {_show(unit, offer)} more?",
+                           extend=offer, decide=decide)
+        if answer is not None:
+            if answer.allow and answer.extend:
+                share = answer.extend / offer  # one answer extends every unit past ask_at alike
+                keep(event, "extended", {"extend": {u: limits[u] * share for u in over}}, answer.key)
+                decision = "extended"
+            else:
+                keep(event, "declined", {"limits": limit}, answer.key)
+                decision = "declined"
+        with books.lock:
+            spent, limit, reply, cost, over, _ = plan(event, price, prompt, own)
+            return _allowed(event, spent, limit, reply, cost, own, decision)
+
+    def _allowed(event: Any, spent: dict[str, float], limit: dict[str, float], reply: int, cost: dict[str, float],
+                 own: int | None, decision: str) -> Change:
+        """The request fits (reserved, per process), or ``budget-exceeded``."""
+        past = [unit for unit in limits if spent[unit] + cost[unit] > limit[unit]]
+        if past:
+            raise FunctAIError(
+                f"budget {name!r}: {words(past[0], spent, limit, cost)}, past the budget; nothing was sent. Raise "
+                f"the budget, or grant more when asked (it asks at {ask_at:.0%})",
+                code="budget-exceeded", spent=spent[past[0]], limit=limit[past[0]], unit=past[0])
+        if per == "process":
+            books.reserved[event.call] = (cost["tokens"], cost["dollars"])
+        books.pending[event.call] = {"turn": event.turn if kept_in(event) else None, "outer": event.outer_call,
+                                     "tokens": cost["tokens"],
+                                     "dollars": cost["dollars"], "model": event.request.model, "began": False}
+        note = "; ".join(f"{_show(u, spent[u])} + at most {_show(u, cost[u])} of {_show(u, limit[u])}" for u in limits)
+        return Change(decision=decision, note=f"{note} ({per})"[:200],
+                      settings={"max_tokens": reply} if own is None else None)
+
+    @plugin.chunk
+    def began(event: Any) -> None:
+        pending = books.pending.get(event.call)
+        if pending is not None:
+            pending["began"] = True
+
+    @plugin.reply
+    def count(event: Any) -> None:
+        with books.lock:
+            books.pending.pop(event.call, None)
+        if event.recorded or event.answered:  # read back, or answered by a plugin: no model was paid now
+            return None
+        request, usage = event.request, event.reply.usage
+        price = find(priced, request.model) if "dollars" in limits else None
+        known = "input_tokens" in usage and "output_tokens" in usage
+        if known:
+            used_in, used_out, cached = usage["input_tokens"], usage["output_tokens"], usage.get("cached_tokens", 0)
+        else:  # a reply without usage counts as the most it could have cost, never as free
+            used_in, used_out, cached = estimate(request), _reply_limit(request.settings) or MAX_REPLY, 0
+        tokens = float(used_in + used_out)
+        dollars = price.dollars(used_in, used_out, cached) if price is not None else 0.0
+        if kept_in(event):
+            event.remember("spent", {"call": event.call, "outer": event.outer_call, "tokens": tokens,
+                                     "dollars": dollars, "model": request.model, "estimated": not known})
+            return None
+        with books.lock:
+            books.reserved.pop(event.call, None)
+            total = books.spent.setdefault(memory_key(event), [0.0, 0.0])
+            total[0] += tokens
+            total[1] += dollars
+        return None
+
+    @plugin.call_end
+    def forget(event: Any) -> None:
+        call = event.record.id
+        with books.lock:
+            books.reserved.pop(call, None)  # a request that failed: nothing more is on its way
+            stopped = books.pending.get(call)
+            if stopped is not None and stopped["turn"] is None:  # else its turn's end counts it
+                del books.pending[call]
+                if stopped["began"] and per == "process":
+                    total = books.spent.setdefault("process", [0.0, 0.0])
+                    total[0] += stopped["tokens"]
+                    total[1] += stopped["dollars"]
+            if per != "process":  # books kept in memory for one call outside a conversation
+                for kept in (books.spent, books.extended, books.declined):
+                    kept.pop(call, None)
+
+    @plugin.turn_end
+    def settle(event: Any) -> None:
+        """A reply that began to stream and was stopped: counted as the most its request could cost."""
+        with books.lock:
+            stopped = {call: p for call, p in books.pending.items() if p["turn"] == event.turn}
+            for call in stopped:
+                del books.pending[call]
+        for call, pending in stopped.items():
+            if pending["began"]:
+                event.remember("spent", {"call": call, "outer": pending["outer"], "tokens": pending["tokens"],
+                                         "dollars": pending["dollars"],
+                                         "model": pending["model"], "estimated": True})
+
+    return plugin
