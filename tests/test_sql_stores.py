@@ -183,10 +183,29 @@ def test_sqlite_commits_with_synchronous_full_only_when_asked(tmp_path):
     seen: list[str] = []
     store._connection().set_trace_callback(seen.append)
     store.append("c", [{"n": 1}])
-    assert not any("FULL" in s for s in seen) and "COMMIT" in seen
+    assert not any("synchronous" in s for s in seen) and "COMMIT" in seen  # NORMAL since the connection opened
     seen.clear()
-    store.append("c", [{"n": 2}], sync=True)  # a turn's end: FULL for this commit, then back
-    assert seen.index("PRAGMA synchronous = FULL") < seen.index("COMMIT") < seen.index("PRAGMA synchronous = NORMAL")
+    store.append("c", [{"n": 2}], sync=True)  # a tool's start: FULL for this commit
+    assert seen.index("PRAGMA synchronous = FULL") < seen.index("COMMIT")
+    seen.clear()
+    store.append("c", [{"n": 3}], sync=True)  # the level is kept: no PRAGMA between two durable commits
+    assert not any("synchronous" in s for s in seen) and "COMMIT" in seen
+    seen.clear()
+    store.append("c", [{"n": 4}])  # a normal append switches back before its commit
+    assert seen.index("PRAGMA synchronous = NORMAL") < seen.index("COMMIT")
+    assert store._connection().execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+    store.append("c", [{"n": 5}], sync=True)
+    seen.clear()
+    store.log_lines("calls", [("id1", '{"id": "id1"}')])  # the call log's single insert commits by itself
+    assert seen.index("PRAGMA synchronous = NORMAL") < next(i for i, s in enumerate(seen) if s.startswith("INSERT"))
+    store.append("c", [{"n": 6}], sync=True)
+    store.close()  # a new connection starts at NORMAL, and the store knows it
+    seen.clear()
+    store._connection().set_trace_callback(seen.append)
+    store.append("c", [{"n": 7}], sync=True)
+    assert seen.index("PRAGMA synchronous = FULL") < seen.index("COMMIT")
+    assert store._connection().execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+    assert store.count("c") == 8
     store.close()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .._errors import FunctAIError, Waiting
 from .outputs import to_jsonable
@@ -23,10 +23,73 @@ CHECK_FAILED = "a check failed"
 KEY_DIGITS = 12
 
 
+#: What `json.dumps` builds for each call with these options: made once, the same text.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def digest(name: str, input: Mapping[str, Any], plugins: Sequence[Sequence[str]]) -> str:
-    """SHA-256 of the tool's name, its input (JSON data) and ``[[plugin, version], …]``, as canonical JSON."""
-    text = json.dumps([name, input, plugins], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """SHA-256 of the tool's name, its input (JSON data) and ``[[plugin, version], …]``, as canonical JSON:
+    `json.dumps` with sorted keys, compact, UTF-8. Digests are kept in waiting turns, so these bytes never change."""
+    value = [name, input, plugins]
+    encode = _sorted_encoder if _sorted_checked else _check_sorted_encoder()
+    text = None
+    if encode is not None:
+        try:
+            if _written_alike(value):
+                text = encode(value)
+        except RecursionError:  # a cycle, or too deep: json says which
+            pass
+    if text is None:
+        text = _CANONICAL.encode(value).encode()
+    return hashlib.sha256(text).hexdigest()
+
+
+def _written_alike(value: Any) -> bool:
+    """Whether msgspec's sorted encoder writes ``value`` exactly as `_CANONICAL`: text keys, and
+    the types both write alike — floats only where both write them without an exponent."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return True
+    if t is float:
+        number: float = value
+        return number == 0.0 or 1e-4 <= abs(number) < 1e16
+    if t is dict:
+        for key, item in value.items():
+            if type(key) is not str or not _written_alike(item):
+                return False
+        return True
+    if t is list or t is tuple:
+        for item in value:
+            if not _written_alike(item):
+                return False
+        return True
+    return False
+
+
+#: msgspec's encoder with sorted keys (it writes a question's data several times faster than
+#: json, which only digests use); None where it would not write the same bytes.
+_sorted_encoder: Callable[[Any], bytes] | None = None
+_sorted_checked = False
+
+#: Values on which both encoders must agree before msgspec's is used: escapes, non-ASCII text and
+#: key order, floats at the edges of the range `_written_alike` allows, integers past 64 bits.
+_PROBE = ["\x00\x1f\"\\/\x7f\u2028é中😀", {"b": 1, "a": [], "é": {}, "E": None, "😀": True, "": "\n"},
+          [0.0001, 9999999999999998.0, 0.1, -0.0, 1.0, 123.456, 1 / 3, 2.0**53], [2**64 + 1, -(10**30)]]
+
+
+def _check_sorted_encoder() -> Callable[[Any], bytes] | None:
+    """Decide once whether digests use msgspec's encoder (it takes ``order`` from msgspec 0.18.6)."""
+    global _sorted_encoder, _sorted_checked
+    import msgspec
+
+    try:
+        encode: Callable[[Any], bytes] | None = msgspec.json.Encoder(order="sorted").encode
+    except TypeError:
+        encode = None
+    if encode is not None and encode(_PROBE) != _CANONICAL.encode(_PROBE).encode():
+        encode = None
+    _sorted_encoder, _sorted_checked = encode, True
+    return encode
 
 
 def key_of(base: str, digest: str) -> str:

@@ -38,6 +38,7 @@ class SQLStore:
     branch_names: dict[str, str] = {}
 
     def _start(self) -> None:
+        self._count_sql, self._insert_sql = self._sql(COUNT), self._sql(INSERT)
         self._lock = threading.Lock()
         self._conn = None
         self._pid = 0
@@ -122,6 +123,9 @@ class SQLStore:
         """One transaction; with ``sync``, its commit is on disk when it returns."""
         raise NotImplementedError
 
+    def _commit_level(self, conn: Any, sync: bool) -> None:
+        """Make the next commit outside `_transaction` durable as ``sync`` says (where the driver needs it)."""
+
     def _snapshot(self, conn: Any) -> AbstractContextManager[Any]:
         """A read-only transaction: its reads see one state of the store."""
         return self._transaction(conn)
@@ -138,7 +142,7 @@ class SQLStore:
                 raise self._error(doing, error, conn) from error
 
     def _count(self, conn: Any, conversation: str) -> int:
-        (found,) = conn.execute(self._sql(COUNT), (conversation,)).fetchone()
+        (found,) = conn.execute(self._count_sql, (conversation,)).fetchone()
         return 0 if found is None else int(found) + 1
 
     # -- the Store protocol --------------------------------------------------------
@@ -156,8 +160,7 @@ class SQLStore:
     def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
                sync: bool = False) -> int:
         check_conversation_id(conversation)
-        lines = [to_line(record) for record in records]  # a bad record appends nothing
-        rows = [(line, *schema.columns(record)) for line, record in zip(lines, records)]
+        rows = [(to_line(record), *schema.columns(record)) for record in records]  # a bad record appends nothing
         return self._run("append", lambda conn: self._append(conn, conversation, rows, expect, sync))  # type: ignore[no-any-return]
 
     def _append(self, conn: Any, conversation: str, rows: list[tuple[Any, ...]], expect: int | None,
@@ -168,7 +171,7 @@ class SQLStore:
             if expect is not None and current != expect:
                 raise StoreConflict(count=current, conversation=conversation)
             values = [(conversation, current + i, *row) for i, row in enumerate(rows)]
-            execute_many(conn, self._sql(INSERT), values)
+            execute_many(conn, self._insert_sql, values)
         return current + len(rows)
 
     def read_branch(self, conversation: str, tip: str) -> tuple[list[tuple[int, dict[str, Any]]], int]:
@@ -197,6 +200,7 @@ class SQLStore:
 
         def work(conn: Any) -> None:
             if len(items) == 1:  # its own transaction: one round trip per logged call
+                self._commit_level(conn, False)
                 conn.execute(insert, items[0])
                 return
             with self._transaction(conn):

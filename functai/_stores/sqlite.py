@@ -2,7 +2,8 @@
 
 WAL mode, so readers never block the writer; appends commit with
 ``synchronous=NORMAL`` (safe against a process crash), or ``FULL`` when
-``sync=True``. Each append is one ``BEGIN IMMEDIATE`` transaction, so
+``sync=True`` (the connection keeps the level of its last write, switched only when
+a write needs the other). Each append is one ``BEGIN IMMEDIATE`` transaction, so
 ``expect=`` is the same compare-and-set as the folder store's. The file is 0600.
 """
 
@@ -12,8 +13,6 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
@@ -59,6 +58,8 @@ class SQLiteStore(SQLStore):
         self.path = os.path.abspath(os.fspath(path))
         self.url = "sqlite:///" + self.path  # an absolute path: sqlite:////abs/file.db
         self._frozen: tuple[int, int, int, bool] | None = None
+        #: Whether this process's connection commits with ``synchronous=FULL`` (else ``NORMAL``).
+        self._full = False
         self._start()
 
     def _name(self) -> str:
@@ -118,6 +119,7 @@ class SQLiteStore(SQLStore):
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
                 conn.execute("PRAGMA synchronous = NORMAL")
+                self._full = False
                 return super()._schema(conn, write)
             except sqlite3.OperationalError as error:
                 if "locked" not in str(error) or time.monotonic() >= deadline:
@@ -169,28 +171,21 @@ class SQLiteStore(SQLStore):
             )
         return FunctAIError(f"SQLite store {self.path}: could not {doing}: {error}", code="store-io")
 
-    @contextmanager
-    def _transaction(self, conn: sqlite3.Connection, sync: bool = False,
-                     begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
+    def _commit_level(self, conn: sqlite3.Connection, sync: bool) -> None:
+        """``synchronous=FULL`` for a commit that must be on disk when it returns, ``NORMAL`` for
+        any other write; a PRAGMA only when the connection's level is not already that one."""
+        if sync != self._full:
+            conn.execute("PRAGMA synchronous = FULL" if sync else "PRAGMA synchronous = NORMAL")
+            self._full = bool(sync)
+
+    def _transaction(self, conn: sqlite3.Connection, sync: bool = False) -> Any:
         """``BEGIN IMMEDIATE`` takes the write lock at once: the count an append reads is still
         the count when it writes."""
-        if sync:
-            conn.execute("PRAGMA synchronous = FULL")
-        try:
-            conn.execute(begin)
-            try:
-                yield
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:  # a full disk ends the transaction itself
-                    conn.execute("ROLLBACK")
-                raise
-        finally:
-            if sync:
-                conn.execute("PRAGMA synchronous = NORMAL")
+        self._commit_level(conn, sync)
+        return _Transaction(conn, "BEGIN IMMEDIATE")
 
     def _snapshot(self, conn: sqlite3.Connection) -> Any:
-        return self._transaction(conn, begin="BEGIN")
+        return _Transaction(conn, "BEGIN")
 
     def sync(self, conversation: str) -> None:
         """fsync the write-ahead log: every commit so far is then on disk."""
@@ -201,3 +196,29 @@ class SQLiteStore(SQLStore):
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
 
+
+class _Transaction:
+    """``begin`` … ``COMMIT`` on ``conn``, rolled back on any error (a class rather than a generator:
+    every append runs through it)."""
+
+    __slots__ = ("conn", "begin")
+
+    def __init__(self, conn: sqlite3.Connection, begin: str) -> None:
+        self.conn, self.begin = conn, begin
+
+    def __enter__(self) -> None:
+        self.conn.execute(self.begin)
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        if kind is None:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except BaseException:
+                self._rollback()
+                raise
+        self._rollback()
+
+    def _rollback(self) -> None:
+        if self.conn.in_transaction:  # a full disk ends the transaction itself
+            self.conn.execute("ROLLBACK")

@@ -20,8 +20,12 @@ def to_jsonable(value: Any) -> Any:
     t = type(value)
     if t in PLAIN:
         return value
-    if t is dict and all(type(k) is str and type(v) in PLAIN for k, v in value.items()):
-        return value  # the common case on every recorded call: nothing to convert
+    if t is dict:
+        for k, v in value.items():  # a loop, not all(<generator>): this runs on every recorded call
+            if type(k) is not str or type(v) not in PLAIN:
+                break
+        else:
+            return value  # the common case on every recorded call: nothing to convert
     try:
         return _jsonable(value, set())
     except RecursionError:
@@ -37,19 +41,21 @@ def _jsonable(value: Any, seen: set[int]) -> Any:
     t = type(value)
     if t is str or t is int or t is float or t is bool or value is None:
         return value
-    if isinstance(value, enum.Enum):
-        return _jsonable(value.value, seen)
-    if isinstance(value, (str, int, float)):
-        return value
+    if t is not dict and t is not list:  # the usual containers skip these checks
+        if isinstance(value, enum.Enum):
+            return _jsonable(value.value, seen)
+        if isinstance(value, (str, int, float)):
+            return value
     ident = id(value)
     if ident in seen:  # a cycle: stop rather than recurse forever
         return repr(value)
     seen.add(ident)
     try:
-        if isinstance(value, cabc.Mapping):
-            return {_key(k): _jsonable(v, seen) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [_jsonable(v, seen) for v in value]
+        if t is dict or isinstance(value, cabc.Mapping):
+            return {k if type(k) is str else _key(k): v if type(v) in PLAIN else _jsonable(v, seen)
+                    for k, v in value.items()}
+        if t is list or isinstance(value, (list, tuple)):
+            return [v if type(v) in PLAIN else _jsonable(v, seen) for v in value]
         if isinstance(value, (set, frozenset)):
             items = [_jsonable(v, seen) for v in value]
             try:
@@ -93,7 +99,8 @@ def non_finite_as_text(value: Any, found: list[str]) -> Any:
     dataclass, attrs and msgspec instances (which then become dicts)."""
     places: list[Any] = []
     out = _finite(value, None, places)
-    found.extend(_place(at) for at in places)
+    if places:
+        found.extend(_place(at) for at in places)
     return out
 
 
@@ -111,6 +118,9 @@ def _finite(value: Any, at: Any, places: list[Any]) -> Any:
     if isinstance(value, dict):
         changed = None
         for key, item in value.items():
+            t = type(item)
+            if t is str or t is int or t is bool or item is None or (t is float and item - item == 0.0):
+                continue  # the usual value: nothing to look into
             new = _finite(item, (at, key, False), places)
             if new is not item:
                 changed = changed or dict(value)
