@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .._errors import FunctAIError, Waiting
 from .outputs import to_jsonable
@@ -31,16 +31,12 @@ def digest(name: str, input: Mapping[str, Any], plugins: Sequence[Sequence[str]]
     """SHA-256 of the tool's name, its input (JSON data) and ``[[plugin, version], …]``, as canonical JSON:
     `json.dumps` with sorted keys, compact, UTF-8. Digests are kept in waiting turns, so these bytes never change."""
     value = [name, input, plugins]
-    encode = _sorted_encoder if _sorted_checked else _check_sorted_encoder()
-    text = None
-    if encode is not None:
-        try:
-            if _written_alike(value):
-                text = encode(value)
-        except RecursionError:  # a cycle, or too deep: json says which
-            pass
-    if text is None:
-        text = _CANONICAL.encode(value).encode()
+    encode = _sorted_encoder or _make_sorted_encoder()
+    try:
+        same = encode is not False and _written_alike(value)
+    except RecursionError:  # a cycle, or too deep: json says which
+        same = False
+    text = encode(value) if same else _CANONICAL.encode(value).encode()  # type: ignore[operator]
     return hashlib.sha256(text).hexdigest()
 
 
@@ -51,8 +47,7 @@ def _written_alike(value: Any) -> bool:
     if t is str or t is int or t is bool or value is None:
         return True
     if t is float:
-        number: float = value
-        return number == 0.0 or 1e-4 <= abs(number) < 1e16
+        return value == 0.0 or 1e-4 <= abs(value) < 1e16
     if t is dict:
         for key, item in value.items():
             if type(key) is not str or not _written_alike(item):
@@ -67,9 +62,8 @@ def _written_alike(value: Any) -> bool:
 
 
 #: msgspec's encoder with sorted keys (it writes a question's data several times faster than
-#: json, which only digests use); None where it would not write the same bytes.
-_sorted_encoder: Callable[[Any], bytes] | None = None
-_sorted_checked = False
+#: json, which only digests use), or False where it would not write the same bytes.
+_sorted_encoder: Any = None
 
 #: Values on which both encoders must agree before msgspec's is used: escapes, non-ASCII text and
 #: key order, floats at the edges of the range `_written_alike` allows, integers past 64 bits.
@@ -77,18 +71,18 @@ _PROBE = ["\x00\x1f\"\\/\x7f\u2028é中😀", {"b": 1, "a": [], "é": {}, "E": N
           [0.0001, 9999999999999998.0, 0.1, -0.0, 1.0, 123.456, 1 / 3, 2.0**53], [2**64 + 1, -(10**30)]]
 
 
-def _check_sorted_encoder() -> Callable[[Any], bytes] | None:
-    """Decide once whether digests use msgspec's encoder (it takes ``order`` from msgspec 0.18.6)."""
-    global _sorted_encoder, _sorted_checked
-    import msgspec
-
+def _make_sorted_encoder() -> Any:
+    global _sorted_encoder
     try:
-        encode: Callable[[Any], bytes] | None = msgspec.json.Encoder(order="sorted").encode
+        import msgspec
+
+        encode = msgspec.json.Encoder(order="sorted").encode  # msgspec 0.18.6 or later
     except TypeError:
-        encode = None
-    if encode is not None and encode(_PROBE) != _CANONICAL.encode(_PROBE).encode():
-        encode = None
-    _sorted_encoder, _sorted_checked = encode, True
+        encode = False
+    else:
+        if encode(_PROBE) != _CANONICAL.encode(_PROBE).encode():
+            encode = False
+    _sorted_encoder = encode
     return encode
 
 
