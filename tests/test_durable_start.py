@@ -70,43 +70,6 @@ def test_the_digest_matches_the_reference_over_varied_data():
         assert digest(name, input, plugins) == reference(name, input, plugins), (name, input, plugins)
 
 
-def test_the_digest_matches_the_reference_for_every_character_and_many_floats():
-    from functai._calls import approvals
-
-    for start in range(0, 0x110000, 512):  # every code point but the surrogates, as values and as keys
-        text = "".join(chr(c) for c in range(start, start + 512) if not 0xD800 <= c <= 0xDFFF)
-        if text:
-            call = ("t", {text: text, text[::-1][:3]: [text[:5]], "k": text[-7:]}, [[text[:4], "1"]])
-            assert approvals._written_alike(list(call))
-            assert digest(*call) == reference(*call), hex(start)
-    rng = random.Random(7)
-    for _ in range(300):  # floats across the range msgspec writes itself, and around its edges
-        floats = [rng.uniform(1, 10) * 10.0 ** rng.randrange(-5, 17) * rng.choice([1, -1]) for _ in range(100)]
-        floats += [round(rng.uniform(0, 10_000), rng.randrange(4)), float(rng.randrange(-2**60, 2**60))]
-        inside = [f for f in floats if approvals._written_alike(f)]
-        outside = [f for f in floats if not approvals._written_alike(f)]
-        assert inside and outside
-        for amounts in (inside, outside):  # msgspec writes the first, json the second
-            call = ("pay", {"amounts": amounts, "one": amounts[0]}, [])
-            assert digest(*call) == reference(*call), amounts
-
-
-def test_the_digest_does_not_trust_an_encoder_that_writes_otherwise(monkeypatch):
-    import msgspec
-
-    from functai._calls import approvals
-
-    class Spaced:
-        def __init__(self, **options: object) -> None:
-            self.encode = lambda value: json.dumps(value, sort_keys=True).encode()  # ", " and ": "
-
-    monkeypatch.setattr(approvals, "_sorted_encoder", None)
-    monkeypatch.setattr(msgspec.json, "Encoder", Spaced)
-    call = RECORDED[0][0]
-    assert digest(*call) == RECORDED[0][1]
-    assert approvals._sorted_encoder is False
-
-
 def test_the_digest_refuses_what_it_refused_before():
     for bad in ({"text": "a\ud800b"}, {1: "x", "a": "y"}):  # a lone surrogate; keys that cannot be sorted
         with pytest.raises(Exception) as before:
@@ -115,10 +78,6 @@ def test_the_digest_refuses_what_it_refused_before():
             digest("t", bad, [])
     nan = {"x": float("nan"), "y": float("inf")}  # never in a question (inputs are JSON data), but the same
     assert digest("t", nan, []) == reference("t", nan, [])
-    loop: dict = {}
-    loop["self"] = loop
-    with pytest.raises(ValueError, match="Circular"):
-        digest("t", loop, [])
 
 
 class Color(enum.Enum):

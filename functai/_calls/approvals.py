@@ -28,62 +28,8 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 
 
 def digest(name: str, input: Mapping[str, Any], plugins: Sequence[Sequence[str]]) -> str:
-    """SHA-256 of the tool's name, its input (JSON data) and ``[[plugin, version], …]``, as canonical JSON:
-    `json.dumps` with sorted keys, compact, UTF-8. Digests are kept in waiting turns, so these bytes never change."""
-    value = [name, input, plugins]
-    encode = _sorted_encoder or _make_sorted_encoder()
-    try:
-        same = encode is not False and _written_alike(value)
-    except RecursionError:  # a cycle, or too deep: json says which
-        same = False
-    text = encode(value) if same else _CANONICAL.encode(value).encode()  # type: ignore[operator]
-    return hashlib.sha256(text).hexdigest()
-
-
-def _written_alike(value: Any) -> bool:
-    """Whether msgspec's sorted encoder writes ``value`` exactly as `_CANONICAL`: text keys, and
-    the types both write alike — floats only where both write them without an exponent."""
-    t = type(value)
-    if t is str or t is int or t is bool or value is None:
-        return True
-    if t is float:
-        return value == 0.0 or 1e-4 <= abs(value) < 1e16
-    if t is dict:
-        for key, item in value.items():
-            if type(key) is not str or not _written_alike(item):
-                return False
-        return True
-    if t is list or t is tuple:
-        for item in value:
-            if not _written_alike(item):
-                return False
-        return True
-    return False
-
-
-#: msgspec's encoder with sorted keys (it writes a question's data several times faster than
-#: json, which only digests use), or False where it would not write the same bytes.
-_sorted_encoder: Any = None
-
-#: Values on which both encoders must agree before msgspec's is used: escapes, non-ASCII text and
-#: key order, floats at the edges of the range `_written_alike` allows, integers past 64 bits.
-_PROBE = ["\x00\x1f\"\\/\x7f\u2028é中😀", {"b": 1, "a": [], "é": {}, "E": None, "😀": True, "": "\n"},
-          [0.0001, 9999999999999998.0, 0.1, -0.0, 1.0, 123.456, 1 / 3, 2.0**53], [2**64 + 1, -(10**30)]]
-
-
-def _make_sorted_encoder() -> Any:
-    global _sorted_encoder
-    try:
-        import msgspec
-
-        encode = msgspec.json.Encoder(order="sorted").encode  # msgspec 0.18.6 or later
-    except TypeError:
-        encode = False
-    else:
-        if encode(_PROBE) != _CANONICAL.encode(_PROBE).encode():
-            encode = False
-    _sorted_encoder = encode
-    return encode
+    """SHA-256 of the tool's name, its input (JSON data) and ``[[plugin, version], …]``, as canonical JSON."""
+    return hashlib.sha256(_CANONICAL.encode([name, input, plugins]).encode()).hexdigest()
 
 
 def key_of(base: str, digest: str) -> str:
