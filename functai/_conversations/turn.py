@@ -50,8 +50,15 @@ class Turn:
 
     @property
     def answers(self) -> dict[str, dict[str, Any]]:
-        """The answers given to this turn's approvals, by key: ``{"allow": bool, "reason": str | None}``."""
-        return {key: {"allow": allow, "reason": reason} for key, (allow, reason) in self._data.answers.items()}
+        """The answers given to this turn's approvals, by key: ``{"allow": bool, "reason": str | None}``,
+        and ``"extend"`` where an approval granted an extension (a budget's question)."""
+        details = self._chat._history.answered.get(self.id, {})
+        found: dict[str, dict[str, Any]] = {}
+        for key, (allow, reason) in self._data.answers.items():
+            found[key] = {"allow": allow, "reason": reason}
+            if details.get(key, {}).get("extend") is not None:
+                found[key]["extend"] = details[key]["extend"]
+        return found
 
     def approve(self, approval: Mapping[str, Any] | str | None = None, *, inputs: Mapping[str, Any] | None = None,
                 by: str | None = None, extend: float | None = None) -> "Turn":

@@ -142,7 +142,9 @@ def budget(
     books = _Books()
     whose = _WHOSE[per]
     shown = ", ".join(_show(unit, amount) for unit, amount in limits.items())
-    plugin = Plugin(name, version=__version__, description=f"budget({shown} per {per})")
+    # last, before the cache: it checks the request as the other plugins left it (a plugin that changed
+    # it afterwards could pass the budget), and a cached answer, which costs nothing, ends the hook after it.
+    plugin = Plugin(name, version=__version__, last=True, before=["cache"], description=f"budget({shown} per {per})")
 
     def kept_in(event: Any) -> bool:
         """Whether the conversation keeps this budget's books (else this process does)."""
@@ -194,17 +196,18 @@ def budget(
                 return
             event.remember(kind, {**data, "call": event.call, "outer": event.outer_call, "key": key})
             return
-        if key is not None:
-            if (event.turn, key) in books.answered:
-                return
-            books.answered.add((event.turn, key))
-        target = memory_key(event)
-        if kind == "extended":
-            granted = books.extended.setdefault(target, {})
-            for unit, amount in data["extend"].items():
-                granted[unit] = granted.get(unit, 0.0) + amount
-        else:
-            books.declined.setdefault(target, []).append(data["limits"])
+        with books.lock:  # threads read and extend the same books
+            if key is not None:
+                if (event.turn, key) in books.answered:
+                    return
+                books.answered.add((event.turn, key))
+            target = memory_key(event)
+            if kind == "extended":
+                granted = books.extended.setdefault(target, {})
+                for unit, amount in data["extend"].items():
+                    granted[unit] = granted.get(unit, 0.0) + amount
+            else:
+                books.declined.setdefault(target, []).append(data["limits"])
 
     def most(price: Price | None, prompt: int, reply: int) -> dict[str, float]:
         return {"tokens": float(prompt + reply),
@@ -240,10 +243,27 @@ def budget(
         return (f"{whose} has used {_show(unit, spent[unit])} of {_show(unit, limit[unit])}, and this request "
                 f"may cost up to {_show(unit, cost[unit])}")
 
+    def began_and_failed(event: Any) -> None:
+        """An attempt of this call's request that began to stream, then failed and is asked again:
+        paid for, so counted as the most it could cost."""
+        with books.lock:
+            earlier = books.pending.get(event.call)
+            if earlier is None or not earlier["began"]:
+                return
+            del books.pending[event.call]
+            if not kept_in(event):
+                total = books.spent.setdefault(memory_key(event), [0.0, 0.0])
+                total[0] += earlier["tokens"]
+                total[1] += earlier["dollars"]
+                return
+        event.remember("spent", {"call": event.call, "outer": earlier["outer"], "tokens": earlier["tokens"],
+                                 "dollars": earlier["dollars"], "model": earlier["model"], "estimated": True})
+
     @plugin.request
     def check(event: Any) -> Change | None:
         if event.recorded:
             return None  # a resumed turn reads its reply back: paid for, and counted, when first asked
+        began_and_failed(event)
         request = event.request
         price = None
         if "dollars" in limits:
@@ -305,8 +325,9 @@ def budget(
     def count(event: Any) -> None:
         with books.lock:
             books.pending.pop(event.call, None)
-        if event.recorded or event.answered:  # read back, or answered by a plugin: no model was paid now
-            return None
+            if event.recorded or event.answered:  # read back, or answered by a plugin: no model was paid now
+                books.reserved.pop(event.call, None)
+                return None
         request, usage = event.request, event.reply.usage
         price = find(priced, request.model) if "dollars" in limits else None
         known = "input_tokens" in usage and "output_tokens" in usage

@@ -344,7 +344,7 @@ def test_a_grant_made_before_a_turn_waits_is_kept_once(tmp_path):
             event.ask("may this request be sent?")
 
     lm = ScriptedLM(reply=spend_all)
-    asker = functai.Plugin("asker", request=ask_once)
+    asker = functai.Plugin("asker", request=ask_once, last=True, after=["budget"])  # asks after the budget
 
     @ai(client=lm, max_tokens=50, plugins=[budget(tokens=70, per="conversation", decide=decide), asker])
     def answer(question: str) -> str:
@@ -359,3 +359,54 @@ def test_a_grant_made_before_a_turn_waits_is_kept_once(tmp_path):
     assert len(grants) == 1  # the grant kept before the wait holds on the resumed turn
     extended = chat.entries("budget", "extended")
     assert [e["data"]["extend"] for e in extended] == [{"tokens": 70.0}]
+
+
+def test_a_plugin_that_raises_the_reply_limit_is_checked_by_the_budget_after_it():
+    lm = ScriptedLM(reply=spend_all)
+    longer = functai.Plugin("longer", request=lambda event: functai.Change(settings={"max_tokens": 8000}))
+
+    @ai(client=lm, plugins=[budget(tokens=1000), longer])  # listed first, the budget still runs last
+    def answer(question: str) -> str:
+        """Answer."""
+
+    with pytest.raises(functai.FunctAIError) as refused:
+        answer("q")
+    assert refused.value.code == "budget-exceeded" and lm.requests == []
+
+
+def test_an_attempt_that_began_to_stream_and_failed_is_counted_before_the_retry():
+    class Flaky(ScriptedLM):
+        """Its first stream sends some text, then the connection drops."""
+
+        def __init__(self) -> None:
+            super().__init__(reply=spend_all)
+            self.streams = 0
+
+        def stream(self, request):
+            self.streams += 1
+            if self.streams == 1:
+                yield "partial "
+                raise functai.ModelError("the connection dropped", code="model-unreachable")
+            yield from super().stream(request)
+
+    @ai(max_tokens=50)
+    def answer(question: str) -> str:
+        """Answer."""
+
+    probe = ScriptedLM(reply=spend_all)
+    with functai.settings(client=probe):
+        answer("q")
+    most = estimate(probe.requests[0]) + 50  # what one request may cost, and what spend_all spends
+    lm = Flaky()
+    retry = functai.Plugin("retry", model_error=lambda failure: functai.Change(retry=0) if failure.attempt == 1
+                           else None)
+    guard = budget(tokens=3 * most - 1, per="process", ask_at=1.0)
+    with functai.settings(client=lm, plugins=[guard, retry]):
+        with answer.stream("q") as stream:
+            list(stream)
+        assert lm.streams == 2
+        # the attempt that failed counts as its most, the retry as what it spent: 2 × most, so a third
+        # request of the same size would pass the budget
+        with pytest.raises(functai.FunctAIError) as refused:
+            answer("q")
+    assert refused.value.code == "budget-exceeded"

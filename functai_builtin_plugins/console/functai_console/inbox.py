@@ -122,7 +122,7 @@ def answer(console: Console, form: Mapping[str, Any]) -> str:
     elif asked.get("kind") == "request":  # a budget's question: the field is the extension granted
         edit = read_edit(form, _offered(asked)) or {}
         turn.approve(key, extend=edit.get("extend"), by=by)
-        done = f"{_about(asked)} approved by {by}" + (f" with {edit['extend']} more" if edit else "")
+        done = f"{_about(asked)} approved by {by}" + (f" with {edit['extend']} more" if "extend" in edit else "")
     else:
         edit = read_edit(form, asked["input"])
         turn.approve(key, inputs=edit, by=by)
@@ -141,7 +141,7 @@ def after_answer(console: Console, conversation: str, turn_id: str) -> str:
     try:
         value = console.resume(conversation, turn_id)
     except functai.Waiting as again:
-        return f"resumed here; it waits again, for {', '.join(a['name'] for a in again.approvals)}"
+        return f"resumed here; it waits again, for {', '.join(_about(a) for a in again.approvals)}"
     except functai.FunctAIError as error:
         return f"resumed here; the turn failed [{error.code}]: {error.message}"
     return f"resumed here: {value!r}"

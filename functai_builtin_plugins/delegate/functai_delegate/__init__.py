@@ -76,8 +76,8 @@ class Delegate(functai.Tool):
                 sub_turn = sub.turn(waiting)
                 for approval in sub_turn.approvals:
                     given = turn.answers[f"{sub_id}/{waiting}/{approval['key']}"]
-                    if given["allow"]:
-                        sub_turn.approve(approval)
+                    if given["allow"]:  # with the extension a person granted a budget's question, if any
+                        sub_turn.approve(approval, extend=given.get("extend"))
                     else:
                         sub_turn.deny(approval, reason=given["reason"])
                 value, asked = sub_turn.resume(), waiting
