@@ -189,7 +189,7 @@ def _stop(process: subprocess.Popen[bytes], posix: bool) -> None:
         pass  # it ended meanwhile
     try:
         process.communicate(timeout=5)
-    except subprocess.TimeoutExpired:  # a descendant that left the session still holds the pipes
+    except subprocess.TimeoutExpired:  # a descendant in a process group of its own still holds the pipes
         for pipe in (process.stdout, process.stderr):
             if pipe is not None:
                 pipe.close()
