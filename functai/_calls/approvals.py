@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeGuard
 
 from .._errors import FunctAIError, Waiting
 from .outputs import to_jsonable
@@ -30,6 +30,16 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 def digest(name: str, input: Mapping[str, Any], plugins: Sequence[Sequence[str]]) -> str:
     """SHA-256 of the tool's name, its input (JSON data) and ``[[plugin, version], …]``, as canonical JSON."""
     return hashlib.sha256(_CANONICAL.encode([name, input, plugins]).encode()).hexdigest()
+
+
+def named_key(approval: Mapping[str, Any] | str | None) -> str | None:
+    """The key an answer names: a key itself, an approval's ``key``, or None (every approval)."""
+    return approval if isinstance(approval, str) else (approval or {}).get("key")
+
+
+def is_extension(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` can be an extension a question offers or an answer grants: a number from 0 up."""
+    return value.__class__ in (int, float) and 0 <= value < float("inf")
 
 
 def key_of(base: str, digest: str) -> str:

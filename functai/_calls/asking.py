@@ -26,7 +26,7 @@ from .._log import warn
 from .._models import providers
 from .._models.providers import server_of
 from .._models.request import Client, Reply, Request
-from .approvals import CHECK_FAILED
+from .approvals import CHECK_FAILED, is_extension
 from .guards import STOPPED, GuardedSend, Guards
 from .limits import Budget
 from .records import CallRecord
@@ -60,7 +60,7 @@ def _amount(value: Any, where: str) -> float | None:
     """An extension: None, or a finite number from 0 up."""
     if value is None:
         return None
-    if value.__class__ not in (int, float) or not 0 <= value < float("inf"):
+    if not is_extension(value):
         raise TypeError(f"{where}: an extension is a number from 0 up (or None), not {value!r}")
     return value
 
@@ -70,7 +70,7 @@ def _answer_of(given: Any, offer: float | None, plugin: str | None) -> Answer:
     allows with that much, False/None refuse, a string refuses with that reason."""
     if given is True:
         return Answer(True, offer)
-    if given.__class__ in (int, float) and 0 <= given < float("inf"):
+    if is_extension(given):
         return Answer(True, given)
     if given is None or given is False:
         return Answer(False)

@@ -13,7 +13,7 @@ import contextvars
 from typing import Any, Callable, Mapping
 
 from .._errors import FunctAIError, approval_answered
-from .approvals import check_edit
+from .approvals import check_edit, named_key
 from .guards import Guarding, Pending
 from .run import now_text
 from .steps import Ask, Note, Send, Steps, run_awaitable, run_now
@@ -99,7 +99,7 @@ class _Stream:
             raise FunctAIError("nothing in this stream waits for an answer: approve or deny right after a "
                                "'waiting' event, before asking for the next event", code="turn-not-waiting")
         if approval is not None:
-            key = approval if isinstance(approval, str) else approval.get("key")
+            key = named_key(approval)
             if key != asking["key"]:
                 raise FunctAIError(f"the stream waits for {asking['key']!r}, not {key!r}", code="turn-not-waiting")
         if answer[2] is not None:  # refused here, the stream still waiting: an edit names the tool's own inputs

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from .._calls.approvals import is_extension
+
 
 #: The states an ``end`` record may give a turn.
 END_STATES = frozenset({"done", "failed", "stopped", "abandoned"})
@@ -56,10 +58,6 @@ def _approvals(value: Any) -> bool:
         and (isinstance(item.get("name"), str) if item.get("kind") != "request" else _is_text(item.get("question")))
         for item in value
     )
-
-
-def _extension(value: Any) -> bool:
-    return value.__class__ in (int, float) and 0 <= value < float("inf")
 
 
 def _reply(value: Any) -> bool:
@@ -114,7 +112,7 @@ _KINDS: dict[str, tuple[tuple[str, Callable[[Any], bool], str, bool], ...]] = {
               True), ("plugins", *TEXTS, False)),
     "answer": (("turn", *TEXT, True), ("key", *TEXT, True), ("allow", lambda v: isinstance(v, bool), "true or false",
                True), ("reason", *OPTIONAL_TEXT, False), ("digest", *OPTIONAL_TEXT, False), ("inputs", *DICT, False),
-               ("extend", _extension, "a number from 0 up", False)),
+               ("extend", is_extension, "a number from 0 up", False)),
     "late_answer": (("turn", *TEXT, True), ("key", *TEXT, True)),
     "resume": (("turn", *TEXT, True),),
     "lease": (("turn", *TEXT, True),),

@@ -11,7 +11,7 @@ import time
 from datetime import datetime
 from typing import Any, Iterator, Mapping, Sequence
 
-from .._calls.approvals import edited_digest
+from .._calls.approvals import edited_digest, named_key
 from .._calls.outputs import to_jsonable
 from .._calls.run import now_text
 from .._errors import FunctAIError, approval_answered
@@ -134,7 +134,7 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
             raise FunctAIError(f"turn {turn_id!r} is not waiting", code="turn-not-waiting")
         keys = [a["key"] for a in turn.approvals]
         if approval is not None:
-            key = approval if isinstance(approval, str) else approval.get("key")
+            key = named_key(approval)
             if key not in keys:
                 raise FunctAIError(f"turn {turn_id!r} does not wait for {key!r}; it waits for {keys}",
                                    code="turn-not-waiting")

@@ -315,9 +315,8 @@ class History:
         ended = [t for t in self.turns.values() if t.state in _DEAD_ENDS and (t.parent is None or t.parent in on)]
         return frozenset(on.union(t.id for t in ended))
 
-    def entries_on(self, branch: Iterable[str], plugin: str, kind: str) -> list[dict[str, Any]]:
-        """A plugin's entries of ``kind`` that belong to the branch (its turn ids), oldest first."""
-        on = branch if isinstance(branch, (set, frozenset)) else set(branch)
+    def entries_on(self, on: frozenset[str], plugin: str, kind: str) -> list[dict[str, Any]]:
+        """A plugin's entries of ``kind`` kept at the turns ``on`` (`entry_turns`) or at none, oldest first."""
         return [
             {"turn": e["turn"], "data": e["data"], "at": e["at"]}
             for e in self._entries_of.get((plugin, kind), ())

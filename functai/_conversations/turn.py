@@ -7,7 +7,7 @@ import copy
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .._calls.approvals import check_edit
+from .._calls.approvals import check_edit, is_extension, named_key
 from .._calls.steps import drive
 from .._calls.tools import tool_inputs
 from .._errors import FunctAIError
@@ -79,9 +79,9 @@ class Turn:
 
     def _check_extend(self, approval: Mapping[str, Any] | str | None, extend: Any) -> None:
         """``extend`` is a number from 0 up, for questions that offer an extension (``input-invalid``)."""
-        if extend.__class__ not in (int, float) or not 0 <= extend < float("inf"):
+        if not is_extension(extend):
             raise FunctAIError(f"approve(extend=...) is a number from 0 up, not {extend!r}", code="input-invalid")
-        key = approval if isinstance(approval, str) else (approval or {}).get("key")
+        key = named_key(approval)
         named = [a for a in self._data.approvals if key is None or a["key"] == key]
         if not any(a.get("kind") == "request" for a in named):
             raise FunctAIError(
@@ -91,7 +91,7 @@ class Turn:
 
     def _edit(self, approval: Mapping[str, Any] | str | None, inputs: Any) -> dict[str, Any]:
         """An edit on approving, checked against the tool it changes (``input-invalid``)."""
-        key = approval if isinstance(approval, str) else (approval or {}).get("key")
+        key = named_key(approval)
         asked = next((a for a in self._data.approvals if a["key"] == key), None)
         if asked is not None and asked.get("kind") == "request":
             raise FunctAIError(f"approving with inputs= edits a tool call; {key!r} is a question asked before a "
