@@ -209,6 +209,18 @@ def budget(
             else:
                 books.declined.setdefault(target, []).append(data["limits"])
 
+    def add_spent(key: str, tokens: float, dollars: float) -> None:
+        """Count spend in this process's books (the caller holds the lock)."""
+        total = books.spent.setdefault(key, [0.0, 0.0])
+        total[0] += tokens
+        total[1] += dollars
+
+    def remember_spent(event: Any, call: str, outer: str, tokens: float, dollars: float, model: str,
+                       estimated: bool) -> None:
+        """Count spend as an entry of the conversation, at the event's turn."""
+        event.remember("spent", {"call": call, "outer": outer, "tokens": tokens, "dollars": dollars,
+                                 "model": model, "estimated": estimated})
+
     def most(price: Price | None, prompt: int, reply: int) -> dict[str, float]:
         return {"tokens": float(prompt + reply),
                 "dollars": price.dollars(prompt, reply) if price is not None else 0.0}
@@ -252,12 +264,10 @@ def budget(
                 return
             del books.pending[event.call]
             if not kept_in(event):
-                total = books.spent.setdefault(memory_key(event), [0.0, 0.0])
-                total[0] += earlier["tokens"]
-                total[1] += earlier["dollars"]
+                add_spent(memory_key(event), earlier["tokens"], earlier["dollars"])
                 return
-        event.remember("spent", {"call": event.call, "outer": earlier["outer"], "tokens": earlier["tokens"],
-                                 "dollars": earlier["dollars"], "model": earlier["model"], "estimated": True})
+        remember_spent(event, event.call, earlier["outer"], earlier["tokens"], earlier["dollars"], earlier["model"],
+                       True)
 
     @plugin.request
     def check(event: Any) -> Change | None:
@@ -309,8 +319,8 @@ def budget(
         if per == "process":
             books.reserved[event.call] = (cost["tokens"], cost["dollars"])
         books.pending[event.call] = {"turn": event.turn if kept_in(event) else None, "outer": event.outer_call,
-                                     "tokens": cost["tokens"],
-                                     "dollars": cost["dollars"], "model": event.request.model, "began": False}
+                                     "tokens": cost["tokens"], "dollars": cost["dollars"],
+                                     "model": event.request.model, "began": False}
         note = "; ".join(f"{_show(u, spent[u])} + at most {_show(u, cost[u])} of {_show(u, limit[u])}" for u in limits)
         return Change(decision=decision, note=f"{note} ({per})"[:200],
                       settings={"max_tokens": reply} if own is None else None)
@@ -338,14 +348,11 @@ def budget(
         tokens = float(used_in + used_out)
         dollars = price.dollars(used_in, used_out, cached) if price is not None else 0.0
         if kept_in(event):
-            event.remember("spent", {"call": event.call, "outer": event.outer_call, "tokens": tokens,
-                                     "dollars": dollars, "model": request.model, "estimated": not known})
+            remember_spent(event, event.call, event.outer_call, tokens, dollars, request.model, not known)
             return None
-        with books.lock:
+        with books.lock:  # the reservation becomes what was spent in one step: a check between sees one or the other
             books.reserved.pop(event.call, None)
-            total = books.spent.setdefault(memory_key(event), [0.0, 0.0])
-            total[0] += tokens
-            total[1] += dollars
+            add_spent(memory_key(event), tokens, dollars)
         return None
 
     @plugin.call_end
@@ -357,9 +364,7 @@ def budget(
             if stopped is not None and stopped["turn"] is None:  # else its turn's end counts it
                 del books.pending[call]
                 if stopped["began"] and per == "process":
-                    total = books.spent.setdefault("process", [0.0, 0.0])
-                    total[0] += stopped["tokens"]
-                    total[1] += stopped["dollars"]
+                    add_spent("process", stopped["tokens"], stopped["dollars"])
             if per != "process":  # books kept in memory for one call outside a conversation
                 for kept in (books.spent, books.extended, books.declined):
                     kept.pop(call, None)
@@ -373,8 +378,7 @@ def budget(
                 del books.pending[call]
         for call, pending in stopped.items():
             if pending["began"]:
-                event.remember("spent", {"call": call, "outer": pending["outer"], "tokens": pending["tokens"],
-                                         "dollars": pending["dollars"],
-                                         "model": pending["model"], "estimated": True})
+                remember_spent(event, call, pending["outer"], pending["tokens"], pending["dollars"], pending["model"],
+                               True)
 
     return plugin
