@@ -404,19 +404,70 @@ def test_reconcile_none_keeps_the_recorded_approval(shop, store, install):
     assert shop.rows("paid") == [(f"{turn.id}:1.1", "A")]
 
 
-def test_reconcile_that_raises_fails_the_turn(shop, store):
+def test_reconcile_that_raises_leaves_the_turn_interrupted_and_a_later_resume_asks_again(shop, store,
+                                                                                         call_records):
+    turn = crashed_turn(shop, store, SHOP_KILL="after-effect")
+    key = f"{turn.id}:1.1"
+    for _ in range(2):  # the ledger is down twice: nothing is guessed, nothing ends
+        os.environ["SHOP_SETTLE"] = "fail"
+        try:
+            with pytest.raises(FunctAIError) as info:
+                turn.resume()
+        finally:
+            del os.environ["SHOP_SETTLE"]
+        assert info.value.code == "reconcile-failed"
+        assert "ConnectionError: the ledger is down" in info.value.message and key in info.value.message
+        assert isinstance(info.value.__cause__, ConnectionError)
+        assert shop.rows("paid") == [(key, "A")]  # not run again
+        forget(store)
+        again = shop.desk.conversation("c", store=store).turn(turn.id)  # as another process reads it
+        assert again.state == "interrupted"
+        assert again.why.startswith("reconcile-failed: ") and "the ledger is down" in again.why
+    assert len(call_records) == 0  # the turn's one call record is written when it ends
+    assert again.resume() == "done: paid A (settled) / paid B"  # the ledger is back
+    assert shop.rows("paid") == [(key, "A"), (f"{turn.id}:1.2", "B")]
+    assert [k for k, _ in shop.rows("settled")] == [key, key, key]
+    assert len(call_records) == 1 and call_records.last().tool_calls[0]["reconciled"] is True
+    assert shop.desk.conversation("c", store=store).turn(turn.id).state == "done"
+
+
+def test_rerun_asks_reconcile_first(shop, store):
+    turn = crashed_turn(shop, store, SHOP_KILL="after-effect")
+    key = f"{turn.id}:1.1"
+    assert turn.resume(rerun=["pay"]) == "done: paid A (settled) / paid B"  # it had taken effect: not run again
+    assert shop.rows("paid") == [(key, "A"), (f"{turn.id}:1.2", "B")]
     turn = crashed_turn(shop, store, SHOP_KILL="before-effect")
-    os.environ["SHOP_SETTLE"] = "fail"
-    try:
-        with pytest.raises(FunctAIError) as info:
-            turn.resume()
-    finally:
-        del os.environ["SHOP_SETTLE"]
-    assert info.value.code == "reconcile-failed"
-    assert "ConnectionError: the ledger is down" in info.value.message and f"{turn.id}:1.1" in info.value.message
-    assert isinstance(info.value.__cause__, ConnectionError)
-    assert shop.rows("paid") == []  # never guessed
-    assert shop.desk.conversation("c", store=store).turn(turn.id).state == "failed"
+    key = f"{turn.id}:1.1"
+    assert turn.resume(rerun=["pay"]) == "done: paid A / paid B"  # it had not: it runs again, same key
+    assert [(k, p) for k, p in shop.rows("paid") if k.startswith(turn.id)] == [(key, "A"), (f"{turn.id}:1.2", "B")]
+    assert [k for k, _ in shop.rows("settled") if k.startswith(turn.id)] == [key]
+
+
+def lower_to_upper():
+    """A plugin that rewrites a payment's name before the tool runs: a change the record must keep."""
+    return Plugin("upper", tool_call=lambda event: Change(inputs={"payment": event.input["payment"].upper()},
+                                                        note="payments are upper case"))
+
+
+@pytest.mark.parametrize(("tool_name", "shown"), [("pay", "paid A (settled)"),
+                                                   ("charge", "The tool was started but its result is unknown")])
+def test_a_started_tool_settled_on_resume_keeps_the_changes_that_shaped_its_input(shop, store, call_records,
+                                                                                  tool_name, shown):
+    def reply(request):
+        last = request.messages[-1]
+        if last["role"] == "tool":
+            return "done: " + " / ".join(m["content"] for m in request.messages if m["role"] == "tool")
+        return tool_call(tool_name, {"payment": "a"})
+
+    functai.configure(client=ScriptedLM(reply=reply))
+    with functai.settings(plugins=[lower_to_upper()]):
+        turn = crashed_turn(shop, store, SHOP_KILL="after-effect")
+        assert turn.resume().startswith("done: " + shown)
+    assert shop.rows("paid") == [(f"{turn.id}:1.1", "A")]
+    record = call_records.last()
+    assert record.tool_calls[0]["input"] == {"payment": "A"}  # as it ran, not as the model asked
+    changes = [c for c in record.changes if c.get("hook") == "tool_call"]
+    assert len(changes) == 1 and changes[0]["plugin"] == "upper" and changes[0]["note"] == "payments are upper case"
 
 
 def test_reconcile_is_not_asked_about_a_tool_that_finished(shop, store):

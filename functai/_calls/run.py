@@ -205,8 +205,8 @@ def call_steps(
     except FunctAIError as error:
         if error.record is None:
             error.record = record
-        if isinstance(error, Waiting) and scope is not None and scope.waits:
-            logged = False  # the turn waits: this call's record is written when it ends, after the resume
+        if scope is not None and scope.waits and (isinstance(error, Waiting) or error.code == "reconcile-failed"):
+            logged = False  # the turn waits or stays interrupted: its call's record is written when it ends
         else:
             record.error = {"code": error.code, "message": error.message}
         raise

@@ -37,6 +37,8 @@ class TurnScope(Protocol):
     call_started: str | None
     #: What the turn waited for before, with the answers given: kept in its one call record.
     waited: Sequence[Mapping[str, Any]]
+    #: Tools a resume runs again when they started with no recorded result (``resume(rerun=...)``).
+    rerun: Sequence[str]
 
     def begin_call(self) -> int:
         """The ordinal of a call inside the turn (1, 2, …; stable when resumed)."""
@@ -51,8 +53,9 @@ class TurnScope(Protocol):
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
         """The recorded run of the tool call at ``site``, if it ran (or started) before."""
 
-    def tool_started(self, site: str, entry: Mapping[str, Any]) -> None:
-        """Record that a tool that changes things is about to run."""
+    def tool_started(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Record that a tool that changes things is about to run, with the changes that shaped its input
+        (a run settled after a crash keeps them)."""
 
     def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
         """Record that a call inside the tool made the turn wait: resuming runs the tool again

@@ -82,14 +82,16 @@ class ToolRunner:
         key = call_key(scope.turn if scope is not None and scope.turn else self.record.id, site)
         found = self.tools.get(call.name)
         recorded = scope.recorded_tool(site) if scope is not None else None
-        if recorded is not None and _stands(recorded, found):
+        if recorded is not None and scope is not None and _stands(recorded, found):
             reconcile = getattr(found, "reconcile", None)
-            if recorded["state"] == "done" or reconcile is None:
+            if recorded["state"] == "done" or (reconcile is None and call.name not in scope.rerun):
                 return self._reuse(entry, site, recorded)
-            settled = yield from self._reconcile(reconcile, call.name, entry, site, recorded, key, invocation)
-            if settled is not None:
-                return settled
-            # It had no effect: it runs as if for the first time (recorded answers still apply), same key.
+            if reconcile is not None:  # asked first, even when a resume names it in rerun
+                settled = yield from self._reconcile(reconcile, call.name, entry, site, recorded, key, invocation)
+                if settled is not None:
+                    return settled
+            # It had no effect, or a resume named it in rerun: it runs as if for the first time (recorded
+            # answers still apply), with the same key.
         if found is None:
             have = ", ".join(self.tools) or "none"
             entry["error"] = "no such tool"
@@ -129,7 +131,7 @@ class ToolRunner:
             yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
 
         if scope is not None and found.effects != "reads":
-            scope.tool_started(site, entry)
+            scope.tool_started(site, entry, self.record.changes[first_change:])
         attempt = 0
         failure: Exception
         while True:
@@ -193,14 +195,15 @@ class ToolRunner:
         except Exception as error:
             raise FunctAIError(
                 f"the tool call {path} (key {key!r}) started before the process running its turn stopped, and its "
-                f"reconcile function raised {type(error).__name__}: {error}; the turn fails rather than guess "
-                "whether the tool took effect: look the key up where the tool acts, and fix reconcile (or what it "
-                "reads) before sending the turn again",
+                f"reconcile function raised {type(error).__name__}: {error}; nothing is guessed: the turn stays "
+                "interrupted, and resuming it asks reconcile again (once what it reads is back or it is fixed), or "
+                "abandon it after looking the key up where the tool acts",
                 code="reconcile-failed",
             ) from error
         if value is None:
             return None
         first_change = len(self.record.changes)
+        self.record.changes.extend(recorded.get("changes", ()))  # what shaped the input it ran with
         entry.clear()
         entry.update(ran)
         entry["reconciled"] = True
@@ -224,9 +227,13 @@ class ToolRunner:
             if skip_past is not None:
                 skip_past(recorded)
             return entry["output"]
+        first_change = len(self.record.changes)
+        entry.clear()
+        entry.update(recorded["entry"])  # the input it started with, and the changes that shaped it
+        self.record.changes.extend(recorded.get("changes", ()))
         entry["error"] = "interrupted"
         entry["output"] = INTERRUPTED
-        return self._done(entry, site, len(self.record.changes))
+        return self._done(entry, site, first_change)
 
     def _answered_at_stream(self, approval: dict[str, Any], edit: dict[str, Any] | None, allow: bool,
                             reason: str | None, inputs: Any) -> dict[str, Any] | None:

@@ -345,6 +345,13 @@ class Conversation:
                               "started": scope.call_started, "at": now_text()}, sync=True)
                 waiting.turn = self._turn(data.id)
                 raise
+            except FunctAIError as error:
+                if error.code == "reconcile-failed":  # nothing is guessed and nothing ends: resume asks again
+                    self._append({"kind": "interrupt", "turn": data.id, "claim": claim,
+                                  "why": f"{error.code}: {error.message}", "at": now_text()}, sync=True)
+                else:
+                    self._end(data, FAILED, {}, error)
+                raise
             except Exception as error:
                 self._end(data, FAILED, {}, error)
                 raise

@@ -125,14 +125,15 @@ class TurnScope:
         self.chat._append({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
-        recorded = self.data.tools.get(site)
-        if recorded is not None and recorded.get("state") == "started" and recorded["entry"].get("name") in self.rerun:
-            return None  # resume(rerun=[name]): run it again
-        return recorded
+        return self.data.tools.get(site)
 
-    def tool_started(self, site: str, entry: Mapping[str, Any]) -> None:
+    def tool_started(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]] = ()) -> None:
+        record = {"kind": "tool", "turn": self.turn, "site": site, "state": "started",
+                  "entry": to_jsonable(dict(entry))}
+        if changes:
+            record["changes"] = to_jsonable(list(changes))
         self.chat._append(
-            {"kind": "tool", "turn": self.turn, "site": site, "state": "started", "entry": to_jsonable(dict(entry))},
+            record,
             sync=True,  # a crash while it runs must be visible
             refresh=False,  # only a resume reads it, from the store: the tool starts one read sooner
         )

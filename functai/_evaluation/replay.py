@@ -45,6 +45,7 @@ class ReplayedTurn:
         self.changes: list[dict[str, Any]] = []  # recorded changes never come back
         self.claimed = False
         self.calls = 0
+        self.rerun: tuple[str, ...] = ()
 
     def begin_call(self) -> int:
         self.calls += 1
