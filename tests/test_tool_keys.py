@@ -431,6 +431,20 @@ def test_reconcile_that_raises_leaves_the_turn_interrupted_and_a_later_resume_as
     assert shop.desk.conversation("c", store=store).turn(turn.id).state == "done"
 
 
+def test_functai_resume_says_a_turn_whose_reconcile_raised_stays_interrupted(shop, store, tmp_path):
+    turn = crashed_turn(shop, store, SHOP_KILL="after-effect")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]), "SHOP_SETTLE": "fail"}
+    forget(store)
+    command = [sys.executable, "-m", "functai", "resume", store, "c"]
+    failed = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert failed.returncode == 1, failed.stderr
+    assert "reconcile-failed" in failed.stderr and f"turn {turn.id} stays interrupted" in failed.stderr
+    del env["SHOP_SETTLE"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "interrupted: reconcile-failed: " in done.stdout and "done: paid A (settled) / paid B" in done.stdout
+
+
 def test_rerun_asks_reconcile_first(shop, store):
     turn = crashed_turn(shop, store, SHOP_KILL="after-effect")
     key = f"{turn.id}:1.1"

@@ -324,6 +324,7 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
             waits = True
             continue
         except FunctAIError as error:
-            raise CLIError(f"turn {turn_id} failed: {error.message}", code=error.code, status=RUNTIME) from error
+            ended = "stays interrupted" if error.code == "reconcile-failed" else "failed"
+            raise CLIError(f"turn {turn_id} {ended}: {error.message}", code=error.code, status=RUNTIME) from error
         print(f"{turn_id}: {short(answer, 200)}", file=out)
     return 3 if waits else 0
