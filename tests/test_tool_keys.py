@@ -422,13 +422,26 @@ def test_reconcile_that_raises_leaves_the_turn_interrupted_and_a_later_resume_as
         forget(store)
         again = shop.desk.conversation("c", store=store).turn(turn.id)  # as another process reads it
         assert again.state == "interrupted"
-        assert again.why.startswith("reconcile-failed: ") and "the ledger is down" in again.why
+        assert again.why == f"reconcile-failed: reconcile of {key} raised ConnectionError: the ledger is down"
     assert len(call_records) == 0  # the turn's one call record is written when it ends
     assert again.resume() == "done: paid A (settled) / paid B"  # the ledger is back
     assert shop.rows("paid") == [(key, "A"), (f"{turn.id}:1.2", "B")]
     assert [k for k, _ in shop.rows("settled")] == [key, key, key]
     assert len(call_records) == 1 and call_records.last().tool_calls[0]["reconciled"] is True
     assert shop.desk.conversation("c", store=store).turn(turn.id).state == "done"
+
+
+def test_an_async_resume_whose_reconcile_raises_leaves_the_turn_interrupted(shop, store):
+    turn = crashed_turn(shop, store, SHOP_KILL="after-effect")
+    os.environ["SHOP_SETTLE"] = "fail"
+    try:
+        with pytest.raises(FunctAIError, match="reconcile-failed"):
+            asyncio.run(turn.aresume())
+    finally:
+        del os.environ["SHOP_SETTLE"]
+    assert shop.desk.conversation("c", store=store).turn(turn.id).state == "interrupted"
+    assert asyncio.run(turn.aresume()) == "done: paid A (settled) / paid B"
+    assert [k for k, _ in shop.rows("paid")].count(f"{turn.id}:1.1") == 1
 
 
 def test_functai_resume_says_a_turn_whose_reconcile_raised_stays_interrupted(shop, store, tmp_path):
@@ -439,6 +452,7 @@ def test_functai_resume_says_a_turn_whose_reconcile_raised_stays_interrupted(sho
     failed = subprocess.run(command, capture_output=True, text=True, env=env)
     assert failed.returncode == 1, failed.stderr
     assert "reconcile-failed" in failed.stderr and f"turn {turn.id} stays interrupted" in failed.stderr
+    assert f"{turn.id}: stays interrupted [reconcile-failed]" in failed.stdout
     del env["SHOP_SETTLE"]
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr

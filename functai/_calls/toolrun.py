@@ -199,6 +199,7 @@ class ToolRunner:
                 "interrupted, and resuming it asks reconcile again (once what it reads is back or it is fixed), or "
                 "abandon it after looking the key up where the tool acts",
                 code="reconcile-failed",
+                why=f"reconcile-failed: reconcile of {key} raised {type(error).__name__}: {str(error)[:160]}",
             ) from error
         if value is None:
             return None

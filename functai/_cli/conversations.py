@@ -42,15 +42,17 @@ def register(commands: Any) -> None:
     resume = commands.add_parser(
         "resume", help="resume (or abandon) the turns a dead process left interrupted",
         description="Resume every interrupted turn of the conversation — tools that started and never recorded "
-        "a result are not run again unless named with --rerun — or abandon them with --abandon. Exit status: "
-        "0 done, 1 a turn failed or nothing is interrupted, 2 bad input, 3 a turn waits for an approval.",
+        "a result are settled by their reconcile, else not run again unless named with --rerun — or abandon "
+        "them with --abandon. Exit status: 0 done, 1 a turn failed, stays interrupted (its reconcile raised) "
+        "or nothing is interrupted, 2 bad input, 3 a turn waits for an approval.",
     )
     _conversation_arguments(resume, by="who abandons (kept with the record)")
     how = resume.add_mutually_exclusive_group()
     how.add_argument("--abandon", metavar="REASON", nargs="?", const="",
                      help="abandon them instead (with a reason); needs no model and no importable function")
     how.add_argument("--rerun", metavar="TOOL", action="append", default=[],
-                     help="run this tool again: one that started without a recorded result (repeatable)")
+                     help="run this tool again: one that started without a recorded result, when it has no reconcile "
+                          "or its reconcile says it had no effect (repeatable)")
     resume.set_defaults(run=cmd_resume)
 
 
@@ -228,8 +230,9 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             waits_again = True
             continue
         except FunctAIError as error:
-            print(f"{turn.id}: failed [{error.code}]", file=out)
-            failures.append((f"turn {turn.id} failed: {error.message}", error.code))
+            ended = "stays interrupted" if error.code == "reconcile-failed" else "failed"
+            print(f"{turn.id}: {ended} [{error.code}]", file=out)
+            failures.append((f"turn {turn.id} {ended}: {error.message}", error.code))
             continue
         print(f"{turn.id}: {short(answer, 200)}", file=out)
     if failures:
@@ -313,6 +316,7 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     chat = open_chat(args, found, "resume in the program (chat.turn(TURN_ID).resume()), "
                      "or give up on the turns with --abandon")
     waits = False
+    unsettled: list[tuple[str, FunctAIError]] = []
     for turn_id in interrupted:
         turn = chat.turn(turn_id)
         print(f"{turn_id}: resuming (interrupted: {turn.why})", file=out)
@@ -324,7 +328,13 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
             waits = True
             continue
         except FunctAIError as error:
-            ended = "stays interrupted" if error.code == "reconcile-failed" else "failed"
-            raise CLIError(f"turn {turn_id} {ended}: {error.message}", code=error.code, status=RUNTIME) from error
+            if error.code != "reconcile-failed":
+                raise CLIError(f"turn {turn_id} failed: {error.message}", code=error.code, status=RUNTIME) from error
+            print(f"{turn_id}: stays interrupted [{error.code}]", file=out)  # nothing ended: the others go on
+            unsettled.append((turn_id, error))
+            continue
         print(f"{turn_id}: {short(answer, 200)}", file=out)
+    if unsettled:
+        first, failure = unsettled[0]
+        raise CLIError(f"turn {first} stays interrupted: {failure.message}", code=failure.code, status=RUNTIME)
     return 3 if waits else 0

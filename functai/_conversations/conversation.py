@@ -348,7 +348,8 @@ class Conversation:
             except FunctAIError as error:
                 if error.code == "reconcile-failed":  # nothing is guessed and nothing ends: resume asks again
                     self._append({"kind": "interrupt", "turn": data.id, "claim": claim,
-                                  "why": f"{error.code}: {error.message}", "at": now_text()}, sync=True)
+                                  "why": error.details.get("why") or f"{error.code}: {error.message[:200]}",
+                                  "at": now_text()}, sync=True)
                 else:
                     self._end(data, FAILED, {}, error)
                 raise

@@ -31,7 +31,8 @@ class Turn:
     parent = property(lambda self: self._data.parent)
     state = property(lambda self: self._data.state,
                      doc="done, failed, stopped, waiting, running, interrupted or abandoned")
-    why = property(lambda self: self._data.why, doc="why an interrupted turn was interrupted (its owner was gone)")
+    why = property(lambda self: self._data.why,
+                   doc="why an interrupted turn was interrupted (its owner was gone, or a reconcile raised)")
     call = property(lambda self: self._data.call, doc="the id of the turn's call record")
     inputs = property(lambda self: MappingProxyType(self._data.inputs))
     outputs = property(lambda self: MappingProxyType(self._data.outputs))
@@ -115,8 +116,9 @@ class Turn:
 
     def resume(self, *, rerun: Sequence[str] | None = None) -> Any:
         """Go on with a waiting turn whose approvals are answered, or an interrupted one;
-        returns the answer. A tool that started and never recorded a result is not run
-        again (the model is told so) unless its name is in ``rerun``."""
+        returns the answer. A tool that started and never recorded a result is settled by
+        its ``reconcile``, when it has one; else it is not run again (the model is told so)
+        unless its name is in ``rerun``."""
         return drive(self._chat._resume(self.id, held.check_rerun(rerun))).value
 
     async def aresume(self, *, rerun: Sequence[str] | None = None) -> Any:
