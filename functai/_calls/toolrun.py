@@ -187,8 +187,7 @@ class ToolRunner:
                    recorded: Mapping[str, Any], key: str, invocation: int) -> Steps[str | None]:
         """A tool call recorded started with no result: what the tool's ``reconcile`` says it did
         (recorded as its result, ``reconciled``), or None when it had no effect (it runs again)."""
-        ran = recorded["entry"]
-        input = dict(ran.get("input") or {})
+        input = dict(recorded["entry"].get("input") or {})
         path = f"{self.path}/{name}"
         try:
             value = yield Invoke(_Keyed(_Reconciling(reconcile, key), key), input)
@@ -203,10 +202,7 @@ class ToolRunner:
             ) from error
         if value is None:
             return None
-        first_change = len(self.record.changes)
-        self.record.changes.extend(recorded.get("changes", ()))  # what shaped the input it ran with
-        entry.clear()
-        entry.update(ran)
+        first_change = self._restore(entry, recorded)
         entry["reconciled"] = True
         entry["output"] = yield from self._tool_result_hook(name, MappingProxyType(input), render_value(value), path,
                                                             invocation, key)
@@ -221,20 +217,24 @@ class ToolRunner:
     def _reuse(self, entry: dict[str, Any], site: str, recorded: Mapping[str, Any]) -> str:
         """A tool call that ran (or started) before this turn was resumed: never run it twice."""
         if recorded.get("state") == "done":
-            entry.clear()
-            entry.update(recorded["entry"])
-            self.record.changes.extend(recorded.get("changes", ()))
+            self._restore(entry, recorded)
             skip_past = getattr(self.scope, "skip_past", None)
             if skip_past is not None:
                 skip_past(recorded)
             return entry["output"]
-        first_change = len(self.record.changes)
-        entry.clear()
-        entry.update(recorded["entry"])  # the input it started with, and the changes that shaped it
-        self.record.changes.extend(recorded.get("changes", ()))
+        first_change = self._restore(entry, recorded)
         entry["error"] = "interrupted"
         entry["output"] = INTERRUPTED
         return self._done(entry, site, first_change)
+
+    def _restore(self, entry: dict[str, Any], recorded: Mapping[str, Any]) -> int:
+        """Put a recorded tool call back: its entry (the input it ran with) and the changes recorded
+        with it; where those changes start in the call's record."""
+        first_change = len(self.record.changes)
+        entry.clear()
+        entry.update(recorded["entry"])
+        self.record.changes.extend(recorded.get("changes", ()))
+        return first_change
 
     def _answered_at_stream(self, approval: dict[str, Any], edit: dict[str, Any] | None, allow: bool,
                             reason: str | None, inputs: Any) -> dict[str, Any] | None:
