@@ -519,3 +519,25 @@ def test_bad_arguments_are_refused() -> None:
         OpenAIClient(max_retries=-1)
     with pytest.raises(ValueError):
         OpenAIClient(timeout=0)
+
+
+def test_retry_after_as_an_http_date_is_honoured(server: LoopbackServer) -> None:
+    import email.utils
+    import time
+
+    when = email.utils.formatdate(time.time() + 12, usegmt=True)
+    server.script(Scripted(status=503, headers={"Retry-After": when}), Scripted(body=completion("done")))
+    sleeps = Sleeps()
+    with make(server, sleep=sleeps, backoff=0.0) as client:
+        assert client.complete(ask()).text == "done"
+    assert len(sleeps) == 1 and 9.0 <= sleeps[0] <= 12.0  # the date, a second's rounding and the run
+
+
+def test_a_stream_event_whose_data_spans_several_lines_is_read_whole(server: LoopbackServer) -> None:
+    """SSE joins an event's ``data:`` lines with newlines (the openai SDK reads them so)."""
+    head = '{"choices": [{"index": 0, "delta":'
+    server.script(Scripted(events=[f'{head}\ndata: {{"content": "Hel"}}, "finish_reason": null}}]}}',
+                                   f'{head} {{"content": "lo"}},\ndata:\ndata: "finish_reason": "stop"}}]}}']))
+    with make(server) as client:
+        pieces = list(client.stream(ask()))
+    assert pieces[:-1] == ["Hel", "lo"] and pieces[-1].text == "Hello" and pieces[-1].finish_reason == "stop"

@@ -81,10 +81,14 @@ def _answer_of(given: Any, offer: float | None, plugin: str | None) -> Answer:
 
 
 def add_usage(record: CallRecord, reply: Reply) -> None:
-    """Sum the reply's token counts into the record; keep its finish reason and reasoning."""
+    """Sum the reply's token counts into the record; keep its finish reason."""
     for key, count in reply.usage.items():
         record.usage[key] = record.usage.get(key, 0) + count
     record.finish_reason = reply.finish_reason
+
+
+def add_reasoning(record: CallRecord, reply: Reply) -> None:
+    """Keep the reply's reasoning with the call's (with stream guards: as they left it)."""
     if reply.reasoning:
         record.reasoning = f"{record.reasoning}\n\n{reply.reasoning}" if record.reasoning else reply.reasoning
 
@@ -120,11 +124,14 @@ class Asker:
         attempt = 0
         acts: list[dict[str, Any]] = []  # the model_error changes made for this request
         scope: Any = self.scope
+        guards = self.guards
         while True:
-            sent, reply, answered = request, None, None
+            sent, reply, answered, entry = request, None, None, None
             ordinal, recorded = scope.next_request() if scope is not None else (0, False)
             if self.on_request:
                 sent, reply, answered = yield from self.request_hook(request, ordinal, recorded)
+                if answered is not None:
+                    entry = record.changes[-1]
             seconds = 0.0
             if reply is None:
                 attempt += 1
@@ -139,6 +146,8 @@ class Asker:
                     else:
                         reply = yield GuardedSend(self.client, sent, self.scope, self.guards)
                 except FunctAIError as error:
+                    if guards is not None and not isinstance(error, Waiting) and error.code != STOPPED:
+                        yield from guards.error(error)  # its message may quote the model's words
                     if not self.on_error or isinstance(error, Waiting) or error.code == STOPPED:
                         raise
                     acted = yield from self._model_error_hook(sent, error, attempt)
@@ -152,7 +161,7 @@ class Asker:
                         elif change.retry:
                             yield Pause(float(change.retry))
                         continue
-                    reply, answered = change.reply, plugin.name
+                    reply, answered, entry = change.reply, plugin.name, record.changes[-1]
                 else:
                     seconds = round(time.perf_counter() - started, 6)
                     replayed = getattr(self.scope, "replayed", None)
@@ -160,12 +169,15 @@ class Asker:
                         reply, answered = self._replayed(replayed, request, reply)
                     if answered is None:
                         add_usage(record, reply)
-            guards = self.guards
-            if guards is not None and reply is not guards.guarded:  # not guarded as it streamed: guarded whole
+            if guards is not None:
                 reply = yield from guards.whole(reply)
+                if entry is not None and entry is not None and entry["change"].get("answer") is not None:
+                    entry["change"]["answer"] = reply_data(reply)  # the record keeps what was shown
+            if answered is None:
+                add_reasoning(record, reply)
             if answered is not None:
                 self.answered += 1
-                reply = self._kept_in_turn(sent, reply, acts)
+                reply = self._kept_in_turn(sent, reply, acts, entry)
                 record.finish_reason = reply.finish_reason
                 if self.listen and reply.text:
                     yield Note("text", text=reply.text)
@@ -302,13 +314,17 @@ class Asker:
                 note_heard(heard, "reply", plugin, started)
             change = check_change(plugin, "reply", result)
             if change is not None and change.reply is not None and change.reply != event.reply:
-                set_field(event, "reply", change.reply)
+                replaced = change.reply
+                if self.guards is not None:  # a plugin's words are shown and kept as the model's are: guarded
+                    replaced = yield from self.guards.whole(replaced)
+                set_field(event, "reply", replaced)
                 record.changes.append(
-                    change_record(plugin, "reply", {"reply": reply_data(change.reply)}, None, None, change.note))
-                record.finish_reason = change.reply.finish_reason
+                    change_record(plugin, "reply", {"reply": reply_data(replaced)}, None, None, change.note))
+                record.finish_reason = replaced.finish_reason
         return event.reply  # type: ignore[no-any-return]
 
-    def _kept_in_turn(self, request: Request, reply: Reply, acts: list[dict[str, Any]]) -> Reply:
+    def _kept_in_turn(self, request: Request, reply: Reply, acts: list[dict[str, Any]],
+                      entry: dict[str, Any] | None) -> Reply:
         """In a turn, an answered request is kept as its reply, in order with the model's: a resumed
         turn reads the replies it recorded by their place, whoever answered — and records again who
         did, if no plugin answers this time."""
@@ -320,6 +336,8 @@ class Asker:
         if recorded is not None:
             scope.replayed = None  # the plugin answered again and recorded itself
             return recorded
-        scope.acts = {"acts": acts, "answered": self.record.changes[-1]}  # the answer's change, just recorded
+        if self.guards is not None:
+            acts = [*acts, *self.guards.made]  # its redactions, recorded again with it
+        scope.acts = {"acts": acts, "answered": entry}  # the answer's change
         scope.keep(reply)
         return reply

@@ -2,9 +2,11 @@
 may hold it back, redact it or stop the reply.
 
 One `Guards` per call, made only when the call's plan has ``chunk`` handlers (a call without
-them never reaches this module); one `Guarding` per reply. The stream driver feeds a reply's
-pieces as they arrive; a reply that was not streamed is fed whole, once, as the final piece.
-What a `Guarding` releases is all that is shown, and the reply's text becomes exactly that.
+them never reaches this module); one `Guarding` per text guarded. The stream driver feeds a
+reply's pieces as they arrive; a reply that was not streamed is fed whole, once, as the final
+piece. What a `Guarding` releases is all that is shown, and the reply's text becomes exactly
+that. The rest of what a reply carries and a call keeps — its reasoning, a refusal's words, an
+error's message — is guarded whole, each as its own ``part``, before anything keeps it.
 """
 
 from __future__ import annotations
@@ -14,17 +16,21 @@ from typing import Any, Callable
 
 import attrs
 
-from .._errors import PluginError
+from .._errors import FunctAIError, PluginError
 from .._hooks.change import Change
 from .._hooks.events import ChunkEvent
 from .._hooks.fold import check_change, handler_error, record, refuse
 from .._hooks.order import Handler
 from .._hooks.plugin import Plugin
 from .._models.request import Reply
+from .._models.thinking import split_reasoning
 from .steps import Await, Send, Steps, in_thread
 
 #: The code of a call whose reply a ``chunk`` handler stopped.
 STOPPED = "plugin-refused"
+
+#: What a reply carries besides its text that a call shows or keeps: guarded whole, in this order.
+PARTS = ("reasoning", "refusal")
 
 _HOLD = {"hold": True}  # what a plain hold's fields are
 
@@ -41,7 +47,7 @@ class Pending:
 class Guards:
     """One call's ``chunk`` handlers, in order, and where their changes are recorded."""
 
-    __slots__ = ("handlers", "changes", "function", "path", "call", "guarded", "unkept")
+    __slots__ = ("handlers", "changes", "function", "path", "call", "guarded", "unkept", "made")
 
     def __init__(self, handlers: tuple[Handler, ...], changes: list[dict[str, Any]], function: str, path: str,
                  call: str) -> None:
@@ -54,28 +60,53 @@ class Guards:
         self.guarded: Reply | None = None
         #: The turn that keeps the reply just received, once it is guarded (see `GuardedSend`).
         self.unkept: Any = None
+        #: The redactions recorded for the reply being guarded (a turn keeps them with it).
+        self.made: list[dict[str, Any]] = []
 
     def whole(self, reply: Reply) -> Steps[Reply]:
-        """``reply`` with its whole text guarded once, as the final piece (a reply not streamed)."""
-        if not reply.text:
-            return self._kept(reply)  # no text to show: the guards are not asked
-        guarding = Guarding(self)
-        out = guarding.feed(reply.text, True)
-        while out.__class__ is Pending:
-            try:
-                result = yield Await(out.awaitable)
-            except Exception as error:
-                raise guarding.failed(error) from error
-            out = guarding.resumed(result)
-        return self._kept(guarding.reply(reply), guarding)
-
-    def _kept(self, reply: Reply, guarding: "Guarding | None" = None) -> Reply:
+        """``reply`` with all it shows or keeps guarded: its text (fed whole, as the final piece,
+        unless a stream driver guarded it as it streamed), then each of its `PARTS`; kept by the
+        turn only then."""
+        if reply is not self.guarded:
+            self.made = []
+            if reply.text:  # no text to show: the guards are not asked for it
+                guarding = Guarding(self)
+                yield from guarding.whole(reply.text)
+                reply = guarding.reply(reply)
+        self.guarded = None
+        for part in PARTS:
+            text = getattr(reply, part)
+            if text:
+                guarded = yield from self.text(text, part)
+                if guarded != text:
+                    reply = attrs.evolve(reply, **{part: guarded})  # type: ignore[arg-type]  # a str field
         scope, self.unkept = self.unkept, None
         if scope is not None:
-            if guarding is not None:
-                guarding.kept_by(scope)
+            if self.made:  # a resumed turn reads this reply instead of asking: it records them again
+                acts = getattr(scope, "acts", None) or {}
+                scope.acts = {**acts, "acts": [*acts.get("acts", ()), *self.made]}
             scope.keep(reply)
         return reply
+
+    def text(self, text: str, part: str) -> Steps[str]:
+        """``text``, one whole `part` of what a call shows or keeps (not the reply's text), as the guards
+        leave it. A stop refuses the call, as in the reply's text."""
+        guarding = Guarding(self, part)
+        yield from guarding.whole(text)
+        return "".join(guarding.pieces)
+
+    def error(self, error: FunctAIError) -> Steps[None]:
+        """Guard ``error``'s message in place (part ``error``): the caller, the record and the store
+        read it. A guard that stops it leaves a message that says so and quotes nothing."""
+        try:
+            message = yield from self.text(error.message, "error")
+        except PluginError as stop:
+            if stop.code != STOPPED:
+                raise
+            message = f"the error's message was withheld: plugin {stop.plugin!r} stopped it in chunk"
+        if message != error.message:
+            error.message = message
+            error.args = (message,)
 
 
 class GuardedSend(Send):
@@ -113,25 +144,38 @@ class GuardedSend(Send):
 
 
 class Guarding:
-    """The guards over one reply: what is held back, what was shown, the handler awaited."""
+    """The guards over one text (a reply's, or one of its other `PARTS`): what is held back, what
+    was shown, the handler awaited."""
 
     __slots__ = ("guards", "handlers", "event", "data", "pieces", "held", "shown", "window", "at", "redactions",
-                 "made")
+                 "part")
 
-    def __init__(self, guards: Guards) -> None:
+    def __init__(self, guards: Guards, part: str = "text") -> None:
         self.guards = guards
         self.handlers = guards.handlers
+        self.part = part
+        if part == "text":  # a new reply: the redactions a turn keeps with it start again
+            guards.made = []
         #: What was shown, piece by piece (the event's ``shown`` joins them when a handler reads it).
         self.pieces: list[str] = []
-        self.event = ChunkEvent(text="", shown=self.pieces, final=False, function=guards.function,
+        self.event = ChunkEvent(text="", shown=self.pieces, final=False, part=part, function=guards.function,
                                 path=guards.path, call=guards.call)
         self.data = self.event.__dict__
         self.held = ""
         self.shown = 0  # characters shown so far
         self.window = -1  # the largest window of a handler that held this piece; -1: none held
         self.at = 0  # the handler awaited (`Pending`)
-        self.redactions: list[dict[str, Any]] = []  # this reply's, whose offsets later ones may move
-        self.made: list[dict[str, Any]] = []  # the entries recorded for this reply
+        self.redactions: list[dict[str, Any]] = []  # this text's, whose offsets later ones may move
+
+    def whole(self, text: str) -> Steps[None]:
+        """Feed ``text`` once, as the final piece, awaiting ``async def`` handlers."""
+        out = self.feed(text, True)
+        while out.__class__ is Pending:
+            try:
+                result = yield Await(out.awaitable)
+            except Exception as error:
+                raise self.failed(error) from error
+            out = self.resumed(result)
 
     def feed(self, piece: str, final: bool = False) -> str | Pending:
         """Give the guards a piece: the text they release now (maybe ""), or a `Pending` to await.
@@ -195,19 +239,14 @@ class Guarding:
         return handler_error(self.handlers[self.at][0], "chunk", error)
 
     def reply(self, reply: Reply) -> Reply:
-        """``reply`` with its text as shown; the pipeline will not guard it again."""
-        text = "".join(self.pieces)
+        """``reply`` with its text as shown; `Guards.whole` will not guard that text again. A leading
+        reasoning block the stream showed (``<think>…</think>``) is not the answer: the reply's
+        reasoning, guarded as its own part, holds it, as when the reply is not streamed."""
+        text = split_reasoning("".join(self.pieces))[0]
         if text != (reply.text or ""):
             reply = attrs.evolve(reply, text=text)
         self.guards.guarded = reply
         return reply
-
-    def kept_by(self, scope: Any) -> None:
-        """Before ``scope`` (a turn) keeps the guarded reply: keep this reply's redactions with it,
-        so that a resumed turn, which reads the reply instead of asking, records them again."""
-        if self.made:
-            acts = getattr(scope, "acts", None) or {}
-            scope.acts = {**acts, "acts": [*acts.get("acts", ()), *self.made]}
 
     def _run(self, index: int, result: Any) -> str | Pending:
         """Fold in handler ``index``'s result (None: call it first) and run the handlers after it."""
@@ -234,8 +273,10 @@ class Guarding:
         if change is None:
             return
         if change.stop is not None:
-            self.guards.changes.append(
-                record(plugin, "chunk", {"stop": change.stop, "at": self.shown}, handler, self.event, change.note))
+            data = {"stop": change.stop, "at": self.shown}
+            if self.part != "text":
+                data["part"] = self.part
+            self.guards.changes.append(record(plugin, "chunk", data, handler, self.event, change.note))
             raise stopped(plugin, change.stop, self.shown)
         if change.text is not None:
             self._redact(plugin, handler, change)
@@ -263,10 +304,13 @@ class Guarding:
             if earlier["at"][0] >= self.shown + len(old) - tail:
                 earlier["at"] = [earlier["at"][0] + moved, earlier["at"][1] + moved]
         data_change = {"text": new[same:len(new) - tail], "at": [start, end], "replaced": len(old) - tail - same}
+        if self.part != "text":
+            data_change["part"] = self.part
         self.redactions.append(data_change)
         entry = record(plugin, "chunk", data_change, handler, self.event, change.note)
         self.guards.changes.append(entry)
-        self.made.append(entry)
+        if self.part != "error":  # an error is not kept with the reply
+            self.guards.made.append(entry)
         data["text"] = new
 
     def _release(self) -> str:

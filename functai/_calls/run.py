@@ -23,7 +23,7 @@ from .._models.providers import server_of
 from .._models.request import Client, Request, frozen_messages, non_answer
 from .._layers import Resolved, pop_block, push_block, resolve
 from . import layout as layouts
-from .asking import Asker, add_usage, choose_client
+from .asking import Asker, add_reasoning, add_usage, choose_client
 from . import limits
 from . import records
 from .outputs import describe, read_output, to_jsonable
@@ -161,6 +161,7 @@ def call_steps(
                 record.attempts += 1
                 reply = yield Send(client, request, scope)
                 add_usage(record, reply)
+                add_reasoning(record, reply)
             else:
                 reply = yield from asker.ask(request)
                 client, model = asker.client, asker.model  # a model_error handler may have switched them

@@ -200,8 +200,8 @@ class _Stream:
                 guarding = Guarding(guards)
                 await self._guarded(guarding, reply.text, True)
                 reply = guarding.reply(reply)
-                if self._keep is not None:
-                    guarding.kept_by(self._keep)
+            if guards is not None:  # the pipeline guards the reply's other parts, then keeps it
+                guards.unkept, self._keep = self._keep, None
         except BaseException as error:
             self._failed(error)
             return None
@@ -252,8 +252,7 @@ class _Stream:
             except BaseException as error:
                 self._failed(error)
                 return None
-            if self._keep is not None:
-                guarding.kept_by(self._keep)
+            guarding.guards.unkept, self._keep = self._keep, None  # kept once its other parts are guarded
         self._got(item)
         return StreamEvent("text", text=released) if released else None
 

@@ -157,9 +157,10 @@ class ModelErrorEvent(Event):
 
 
 class ChunkEvent(Event):
-    """``chunk``: a piece of a reply's text arrived, before any of it is shown."""
+    """``chunk``: a piece of a reply's text arrived, before any of it is shown (``part`` "text"), or
+    another whole text the call shows or keeps: "reasoning", "refusal", "error"."""
 
-    _fields = ("text", "shown", "final", "function", "path", "call")
+    _fields = ("text", "shown", "final", "part", "function", "path", "call")
 
     @property
     def shown(self) -> str:

@@ -139,11 +139,14 @@ def model_error(failure):  # type: ignore[no-untyped-def]
 def chunk(chunk):  # type: ignore[no-untyped-def]
     """A piece of a reply's text arrived, before any of it is shown: in a
     stream, for each piece; in a call that is not streamed, once for the whole
-    text (``final`` True).
+    text (``final`` True). Then, whole and ``final``, each other text the call
+    shows or keeps: the reply's reasoning, a refusal's words, the message of an
+    error raised while asking (``part``).
 
     Event: ``text`` (the text held so far, not yet shown, this piece last),
     ``shown`` (the reply's text already shown), ``final`` (True when no more
     text follows: what is held now is shown unless a handler changes it),
+    ``part`` (``"text"``, ``"reasoning"``, ``"refusal"`` or ``"error"``),
     ``function``, ``path``, ``call``.
 
     Change: ``hold=True`` (keep the text back for now; at most the plugin's

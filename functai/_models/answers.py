@@ -1,15 +1,17 @@
 """Reading what an OpenAI-compatible server sent back, with no I/O: a `Reply`, or the
 server's error text, with the API key and secret headers scrubbed from every text.
 
-A streamed answer comes as ``data: {chunk}`` lines (message deltas, then the usage, then
-``data: [DONE]``); `Assembler` folds them into the message a whole answer holds.
+A streamed answer comes as server-sent events, each ``data: {chunk}`` (message deltas, then the
+usage, then ``data: [DONE]``); `Assembler` folds them into the message a whole answer holds.
+
+What the model wrote is never quoted in an error message here: a message reaches records, logs
+and consoles that no stream guard has seen. A malformed answer is described by its shape instead.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import re
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
@@ -18,28 +20,14 @@ import httpx
 from functai._errors import ModelError
 from functai._models.keys import MIN_SCRUB, hide_key, reveal
 from functai._models.request import Reply
+from functai._models.thinking import split_reasoning
 from functai._models.toolcall import ToolCall
 from functai._models.wire import content_text, read_arguments, read_usage, unwrap_value
 
-__all__ = ["Assembler", "Reader", "StreamCut", "split_reasoning"]
+__all__ = ["Assembler", "Reader", "StreamCut"]
 
 #: Most characters of a server's error text copied into a message.
 _EXCERPT = 300
-
-# One leading <think>…</think> or <thinking>…</thinking> block (DeepSeek-R1, Qwen3, QwQ …).
-_THINK = r"\s*<(think|thinking)>(.*?)(?:</\1>|\Z)\s*"
-
-
-def split_reasoning(text: str) -> tuple[str, str | None]:
-    """``(answer, reasoning)``: a reasoning block at the start of ``text`` taken out (an unclosed
-    one, cut while the model was thinking, is all reasoning)."""
-    if "<think" not in text[:64]:
-        return text, None
-    match = re.match(_THINK, text, re.DOTALL)
-    if match is None:
-        return text, None
-    return text[match.end():], match.group(2).strip()
-
 
 class Reader:
     """Reads one server's answers: ``where`` names it in messages, ``secrets`` are scrubbed from them."""
@@ -74,10 +62,11 @@ class Reader:
         raw = self._scrub_json(response.content)
         try:
             return json.loads(raw)
-        except ValueError:
+        except ValueError as error:
+            kind = response.headers.get("content-type", "no content-type")
             raise ModelError(
-                f"{self.where} answered HTTP {response.status_code} with a body that is not JSON: "
-                f"{self.excerpt(response.text)!r}",
+                f"{self.where} answered HTTP {response.status_code} with a body that is not JSON "
+                f"({len(raw)} bytes, {self.excerpt(kind)}): {_json_error(error)}",
                 code="model-protocol",
                 status=response.status_code,
             ) from None
@@ -93,24 +82,22 @@ class Reader:
         """Reading a streamed answer: a broken stream raised as a `ModelError`."""
         try:
             yield
-        except (httpx.TransportError, httpx.StreamError, StreamCut) as error:
+        except StreamCut as error:
+            raise ModelError(self.scrub(f"{self.where} broke off its streamed reply: {error}"),
+                             code=error.code) from None
+        except (httpx.TransportError, httpx.StreamError) as error:
             raise ModelError(self.scrub(f"{self.where} broke off its streamed reply: {type(error).__name__}: "
                                         f"{error or 'no detail'}"), code="model-unreachable") from None
 
     def reply(self, data: Any, wrapped: bool) -> Reply:
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise ModelError(
-                f"{self.where} answered without choices: {self.excerpt(json.dumps(data))!r}",
-                code="model-protocol",
-            )
+            raise ModelError(f"{self.where} answered without choices ({_shape(data)})", code="model-protocol")
         choice = choices[0]
         message = choice.get("message")
         if not isinstance(message, dict):
-            raise ModelError(
-                f"{self.where} answered a choice without a message: {self.excerpt(json.dumps(choice))!r}",
-                code="model-protocol",
-            )
+            raise ModelError(f"{self.where} answered a choice without a message ({_shape(choice)})",
+                             code="model-protocol")
         text = content_text(message.get("content"))
         reasoning = _words(message.get("reasoning_content") or message.get("reasoning"))
         if text is not None:
@@ -146,8 +133,8 @@ class Reader:
         parsed = read_arguments(arguments)
         if not isinstance(parsed, dict):
             raise ModelError(
-                f"{self.where} called tool {name!r} with arguments that are not a JSON object: "
-                f"{self.excerpt(str(arguments))!r}",
+                f"{self.where} called tool {self.excerpt(name)!r} with arguments that are not a JSON object "
+                f"({_shape(arguments)})",
                 code="model-protocol",
             )
         call_id = item.get("id")
@@ -175,6 +162,21 @@ class Reader:
         return self.excerpt(message)
 
 
+def _shape(value: Any) -> str:
+    """What a malformed part of an answer is, without what it says: its type and size or keys."""
+    if isinstance(value, dict):
+        keys = ", ".join(repr(key[:40]) for key in list(value)[:12])
+        return f"an object with keys {keys}" if keys else "an empty object"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    return "null" if value is None else f"a JSON {type(value).__name__}"
+
+
+def _json_error(error: ValueError) -> str:
+    """Where JSON text broke, without quoting it (``json`` names a position and what it expected)."""
+    return error.msg if isinstance(error, json.JSONDecodeError) else "not JSON"
+
+
 def _words(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
@@ -200,7 +202,11 @@ def _echoes(value: Any) -> list[str]:
 
 
 class StreamCut(Exception):
-    """The stream ended (or broke) before the reply was complete."""
+    """The stream ended (or broke) before the reply was complete; ``code`` says which way."""
+
+    def __init__(self, message: str, code: str = "model-unreachable") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class Assembler:
@@ -216,19 +222,33 @@ class Assembler:
         self.done = False
         #: The response's ``id`` and ``model``, as the chunks give them.
         self.response: dict[str, str] = {}
+        self._data: list[str] = []  # the ``data:`` lines of the event being read
 
     def line(self, line: str) -> str | None:
-        """Read one line of the event stream; the text delta it carries, if any."""
-        if not line.startswith("data:"):
-            return None  # comments, event names, ids, blank separators
-        payload = line[5:].strip()
+        """Read one line of the event stream; the text delta of the event a blank line ends, if any.
+        An event's data may span several ``data:`` lines, joined by newlines (the SSE standard)."""
+        if line:
+            if line.startswith("data:"):
+                value = line[5:]
+                self._data.append(value[1:] if value.startswith(" ") else value)
+            elif line == "data":
+                self._data.append("")
+            return None  # comments, event names, ids
+        return self.end()
+
+    def end(self) -> str | None:
+        """The event being read, ended (by a blank line, or by the stream's end): its text delta."""
+        if not self._data:
+            return None
+        payload, self._data = "\n".join(self._data).strip(), []
         if payload == "[DONE]":
             self.done = True
             return None
         try:
             chunk = json.loads(payload)
-        except ValueError:
-            raise StreamCut(f"a stream event that is not JSON: {payload[:200]!r}") from None
+        except ValueError as broken:
+            raise StreamCut(f"a stream event that is not JSON ({len(payload)} characters): {_json_error(broken)}",
+                            code="model-protocol") from None
         if not isinstance(chunk, dict):
             return None
         if chunk.get("usage"):
@@ -279,7 +299,8 @@ class Assembler:
                 whole["arguments"] = arguments
 
     def answer(self) -> dict[str, Any]:
-        """The whole answer, shaped as a non-streamed one (for the client's reply reader)."""
+        """The whole answer, shaped as a non-streamed one (for the client's reply reader); call
+        `end` first, for a last event the stream did not end with a blank line."""
         if not self.done and self.finish is None:
             raise StreamCut("the stream ended before the reply was complete (no finish reason, no [DONE])")
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) if self.text else None}

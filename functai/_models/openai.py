@@ -9,6 +9,8 @@ is written once, as steps without I/O (`OpenAIClient._exchange`) that `_drive` o
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import functools
 import math
 import os
@@ -209,6 +211,8 @@ class OpenAIClient:
             for line in response.iter_lines():
                 if text := assembler.line(line):
                     yield text
+            if text := assembler.end():
+                yield text
             yield self._reader.assembled(assembler.answer(), wrapped)
 
     async def astream(self, request: Request) -> AsyncIterator[Any]:
@@ -220,6 +224,8 @@ class OpenAIClient:
                 async for line in response.aiter_lines():
                     if text := assembler.line(line):
                         yield text
+                if text := assembler.end():
+                    yield text
                 yield self._reader.assembled(assembler.answer(), wrapped)
 
     def _drive(self, steps: Generator[Any, Any, Any]) -> Any:
@@ -376,7 +382,8 @@ def _parsed(url: str) -> httpx.URL:
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:
-    """A numeric ``retry-after-ms`` / ``Retry-After`` in seconds, capped; None if absent or a date."""
+    """``retry-after-ms`` / ``Retry-After`` (seconds, or an HTTP date) in seconds, capped; None if
+    absent or unreadable."""
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         raw = headers.get(name)
         if raw is None:
@@ -384,7 +391,15 @@ def _retry_after(headers: httpx.Headers) -> float | None:
         try:
             seconds = float(raw) / scale
         except ValueError:
-            continue
+            if scale != 1.0:
+                continue
+            try:
+                when = email.utils.parsedate_to_datetime(raw)
+            except (TypeError, ValueError):
+                continue
+            if when.tzinfo is None:  # an HTTP date is in GMT
+                when = when.replace(tzinfo=datetime.timezone.utc)
+            seconds = max(0.0, when.timestamp() - time.time())
         if math.isfinite(seconds) and seconds >= 0:
             return min(seconds, MAX_RETRY_AFTER)
     return None
