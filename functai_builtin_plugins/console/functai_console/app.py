@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from typing import Any
+from typing import Any, Iterable
 from urllib.parse import quote
 
 from starlette.applications import Starlette
@@ -47,8 +47,8 @@ class Notes:
             return self._notes.pop(key or "", ("", ""))
 
 
-def make_app(console: Console, token: str) -> Any:
-    """The console as an ASGI app, behind ``token``."""
+def make_app(console: Console, token: str, hosts: Iterable[str] | None = None) -> Any:
+    """The console as an ASGI app, behind ``token``, answering requests for ``hosts`` (None: any)."""
     csrf = csrf_token(token)
     notes = Notes()
 
@@ -102,10 +102,13 @@ def make_app(console: Console, token: str) -> Any:
         return RedirectResponse(f"{back}?note={notes.add(note=f'rated {verdict} by {by}')}", status_code=303)
 
     def conversations(request: Request) -> Response:
-        items = []
-        for cid in console.conversations():
-            turns = console.turns(cid)
-            items.append((cid, console.view(cid).function, len(turns), sum(t.state == "waiting" for t in turns)))
+        items: list[tuple[str, str | None, Any, Any]] = []
+        for cid, view, why in console.readable():
+            if view is None:
+                items.append((cid, f"unreadable: {why}", "-", 0))
+            else:
+                turns = view.all_turns()
+                items.append((cid, view.function, len(turns), sum(t.state == "waiting" for t in turns)))
         return show(request, "Conversations", tree_page.listing(items))
 
     def conversation(request: Request) -> Response:
@@ -113,7 +116,10 @@ def make_app(console: Console, token: str) -> Any:
         if cid not in console.conversations():
             return show(request, "No such conversation", f"<p>The store has no conversation {e(cid)}.</p>",
                         status=404)
-        view = console.view(cid)
+        view, why = console.read(cid)
+        if view is None:
+            return show(request, "Unreadable conversation",
+                        f"<p>The conversation {e(cid)} cannot be read: {e(why)}</p>", status=422)
         body = f"<p>function {e(view.function or '-')}</p>" + tree_page.tree(
             view.all_turns(), view.all_entries(), bool(console.log))
         return show(request, f"Conversation {cid}", body)
@@ -128,7 +134,7 @@ def make_app(console: Console, token: str) -> Any:
         Route("/conversations", conversations),
         Route("/conversations/{conversation}", conversation),
     ]
-    return TokenGate(Starlette(routes=routes), token)
+    return TokenGate(Starlette(routes=routes), token, hosts)
 
 
 def _failure(error: functai.FunctAIError) -> str:

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     console = Console(args.store, log=args.log, imports=args.imports)
     token = args.token or secrets.token_urlsafe(24)
-    app = make_app(console, token)
+    app = make_app(console, token, hosts=_hosts(args.host))
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -73,6 +73,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[listener])
     return 0
+
+
+def _hosts(host: str) -> tuple[str, ...] | None:
+    """The names a request may give in ``Host``: this machine's, and the address listened on; any
+    for a console that listens on every address (it has a token then)."""
+    if host in ("0.0.0.0", "::", ""):
+        return None
+    return (*LOCAL, host.strip("[]").lower())
 
 
 def _exists(where: str, what: str) -> None:

@@ -15,14 +15,19 @@ import functai
 from .state import Console
 
 def waiting(console: Console) -> list[dict[str, Any]]:
-    """One item per approval of every waiting turn, newest wait first."""
-    items = [item for cid in console.conversations() for item in _of(console, cid)]
+    """One item per approval of every waiting turn, newest wait first; first, one per conversation
+    that cannot be read (``unreadable``: why), which may hold approvals nobody can see."""
+    items, unreadable = [], []
+    for cid, view, why in console.readable():
+        if view is None:
+            unreadable.append({"conversation": cid, "unreadable": why})
+        else:
+            items += _of(view, cid)
     items.sort(key=lambda item: item["since"] or "", reverse=True)
-    return items
+    return unreadable + items
 
 
-def _of(console: Console, conversation: str) -> list[dict[str, Any]]:
-    view = console.view(conversation)
+def _of(view: functai.Conversation, conversation: str) -> list[dict[str, Any]]:
     function = view.function
     items = []
     for turn in view.all_turns():

@@ -6,7 +6,7 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from .html import e, hidden, rows, short
+from .html import e, hidden, rows, short, state
 from .inbox import as_field
 from .state import waited
 
@@ -56,6 +56,10 @@ def row_html(items: list[dict[str, Any]], csrf: str) -> str:
 
 
 def _row(item: dict[str, Any], csrf: str) -> str:
+    if "unreadable" in item:
+        return (f'<tr data-key="{e(item["conversation"])}" data-status="unreadable"><td>-</td><td>-</td>'
+                f'<td>{e(item["conversation"])}</td><td colspan="4">{state("failed")} this conversation cannot be '
+                f'read, so its approvals cannot be shown: {e(item["unreadable"])}</td></tr>')
     conversation = f'<a href="/conversations/{quote(item["conversation"])}">{e(item["conversation"])}</a>'
     turn = f'<br><span class="muted">turn {e(item["turn"])}</span>'
     why = e(item["plugin"] or "-") + (f"<br>{e(item['question'])}" if item["question"] else "") + (

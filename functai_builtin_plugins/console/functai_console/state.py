@@ -64,6 +64,24 @@ class Console:
     def conversations(self) -> list[str]:
         return list(self.store.conversations())
 
+    def readable(self) -> Iterator[tuple[str, functai.Conversation | None, str]]:
+        """Each conversation with its view, or with None and why it cannot be read: one that another
+        program wrote (an id outside functai's rules, a damaged record) is shown as unreadable, and
+        the others stay usable."""
+        for conversation in self.conversations():
+            yield conversation, *self.read(conversation)
+
+    def read(self, conversation: str) -> tuple[functai.Conversation | None, str]:
+        """``conversation``'s view, read, and ""; or None and why it cannot be read."""
+        try:
+            view = self.view(conversation)
+            view.all_turns()
+        except functai.FunctAIError as error:
+            return None, f"[{error.code}] {error.message}"
+        except OSError as error:
+            return None, f"{type(error).__name__}: {error.strerror or error}"
+        return view, ""
+
     def turns(self, conversation: str) -> list[Any]:
         """Every turn, as the store says now."""
         return self.view(conversation).all_turns()

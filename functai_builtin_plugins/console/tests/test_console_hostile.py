@@ -1,0 +1,95 @@
+"""The console cannot be broken from the data it shows or the requests it gets: a conversation
+another program wrote, a form too large, a redirect to another site, a Host header naming a
+rebound DNS name."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import sqlite3
+from urllib.parse import urlsplit
+
+from console_helpers import TOKEN
+from starlette.testclient import TestClient
+from test_console_routes import client, post, waiting_turn
+
+from functai_console import Console, make_app
+from functai_console.security import MAX_FORM, csrf_token
+
+
+def _foreign_conversation(store: str) -> None:
+    """What another program may leave in a store: an id outside functai's rules, or (in a folder) a
+    folder where a conversation's file should be."""
+    row = ('{"kind": "turn"}',)
+    if store.startswith("sqlite:///"):
+        with sqlite3.connect(store[len("sqlite:///"):]) as db:
+            db.execute("INSERT INTO functai_records (conversation, position, data) VALUES ('../not an id', 0, ?)", row)
+    elif store.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store, autocommit=True) as db:
+            db.execute("INSERT INTO functai_records (conversation, position, data) VALUES ('../not an id', 0, %s)",
+                       row)
+    else:
+        os.mkdir(os.path.join(store, "broken.jsonl"))
+
+
+def test_a_conversation_another_program_wrote_is_unreadable_and_the_rest_works(store):
+    chat, turn, _ = waiting_turn(*store)
+    _foreign_conversation(store[0])
+    browser = client(*store)
+    inbox = browser.get("/")
+    assert inbox.status_code == 200 and "cannot be read" in inbox.text
+    assert f'data-key="ticket-1/{turn.id}/' in inbox.text  # the readable one is still there to answer
+    listing = browser.get("/conversations")
+    assert listing.status_code == 200 and "unreadable" in listing.text and "ticket-1" in listing.text
+    page = post(browser, "/inbox/answer", conversation="ticket-1", turn=turn.id, key=turn.approvals[0]["key"],
+                by="ana", action="approve")
+    assert "refund approved by ana" in page
+    bad = "broken" if "://" not in store[0] else "..%2Fnot%20an%20id"
+    assert browser.get(f"/conversations/{bad}").status_code in (404, 422)
+
+
+def test_a_form_too_large_is_refused_413_and_nothing_is_recorded(tmp_path):
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, _ = waiting_turn(store, log)
+    browser = client(store, log)
+    fields = {"csrf": csrf_token(TOKEN), "conversation": "ticket-1", "turn": turn.id, "key": turn.approvals[0]["key"],
+              "by": "ana", "action": "approve", "input.amount": "9" * (MAX_FORM + 1)}
+    assert browser.post("/inbox/answer", data=fields).status_code == 413
+    assert browser.post("/inbox/answer", data=fields, files={"x": ("x", b"y")}).status_code == 413  # multipart too
+    assert chat.turn(turn.id).answers == {}
+
+
+def test_the_redirect_after_the_token_stays_on_this_console(tmp_path):
+    stranger = TestClient(make_app(Console(str(tmp_path / "store")), TOKEN), follow_redirects=False)
+    for path in ("//evil.example/x", "/\\evil.example", "///evil.example", "/%2F%2Fevil.example"):
+        moved = stranger.get(f"{path}?token={TOKEN}")
+        location = moved.headers["location"]
+        assert moved.status_code == 303 and location.startswith("/") and not location.startswith(("//", "/\\"))
+        assert urlsplit(location).netloc == ""
+
+
+def test_a_host_header_that_is_not_the_consoles_address_is_refused(tmp_path, console_server):
+    (tmp_path / "store").mkdir()
+    server = console_server(str(tmp_path / "store"))
+    address = urlsplit(server.base)
+
+    def get(host: str) -> int:
+        connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+        connection.request("GET", f"/?token={TOKEN}", headers={"Host": host})
+        status = connection.getresponse().status
+        connection.close()
+        return status
+
+    port = address.port
+    assert get(f"127.0.0.1:{port}") in (303, 403) and get(f"localhost:{port}") in (303, 403)
+    assert get(f"rebound.evil.example:{port}") == 403
+    token = server.url.split("token=")[1]
+    connection = http.client.HTTPConnection(address.hostname, port, timeout=10)
+    connection.request("GET", f"/?token={token}", headers={"Host": f"127.0.0.1:{port}"})
+    assert connection.getresponse().status == 303
+    connection = http.client.HTTPConnection(address.hostname, port, timeout=10)
+    connection.request("GET", f"/?token={token}", headers={"Host": f"attacker.example:{port}"})
+    answer = connection.getresponse()
+    assert answer.status == 403 and b"Host" in answer.read()
