@@ -22,6 +22,7 @@ from ._hooks.plugin import Plugin
 from ._hooks.specs import HOOKS, hookimpl
 from ._layers import configure, settings
 from ._models.providers import providerimpl, register_provider
+from ._models.endpoint import Endpoint
 from ._models.request import Reply, Request
 
 if TYPE_CHECKING:  # the names in _LAZY, with their real types for a type checker; never imported here at run time
@@ -82,6 +83,7 @@ __all__ = [
     "Waiting",
     "all_turns",
     "last_turns",
+    "Endpoint",
     "FunctAIError",
     "HOOKS",
     "ModelConfigError",

@@ -24,6 +24,7 @@ from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
 from .._log import warn
 from .._models import providers
+from .._models.endpoint import endpoint_of
 from .._models.providers import server_of
 from .._models.request import Client, Reply, Request
 from .approvals import CHECK_FAILED, is_extension
@@ -213,7 +214,8 @@ class Asker:
         the call before anything is sent; the refusal is recorded as the plugin's."""
         record = self.record
         scope: Any = self.scope
-        event = RequestEvent(request=request, function=self.fn.name, path=self.path, call=record.id,
+        event = RequestEvent(request=request, endpoint=endpoint_of(self.client), function=self.fn.name,
+                             path=self.path, call=record.id,
                              turn=getattr(scope, "turn", None), recorded=recorded,
                              outer_call=self.budget.call or record.id, ask_person=self._ask)
         if scope is not None:
@@ -300,7 +302,8 @@ class Asker:
         """Run ``reply``: each handler hears the reply as the ones before it left it, and may replace it."""
         record = self.record
         scope: Any = self.scope
-        event = ReplyEvent(request=request, reply=reply, seconds=seconds, attempt=record.attempts + self.answered,
+        event = ReplyEvent(request=request, endpoint=endpoint_of(self.client), reply=reply, seconds=seconds,
+                           attempt=record.attempts + self.answered,
                            function=self.fn.name, path=self.path, server=None if answered else server_of(self.client),
                            call=record.id, answered=answered, turn=getattr(scope, "turn", None), recorded=recorded,
                            outer_call=self.budget.call or record.id)

@@ -206,10 +206,15 @@ class Conversation:
 
     def remember(self, plugin: str, kind: str, data: Any, turn: Turn | str | None = None) -> None:
         """Keep an entry for ``plugin`` at ``turn`` (or for every branch with no turn)."""
+        self._append(self._entry(plugin, kind, data, turn.id if isinstance(turn, Turn) else turn))
+
+    @staticmethod
+    def _entry(plugin: str, kind: str, data: Any, turn: str | None) -> dict[str, Any]:
+        """The record keeping a plugin's entry (without the format stamp `_append` adds)."""
         if not isinstance(kind, str) or not kind:
             raise ValueError("an entry's kind must be a non-empty string")
-        self._append({"kind": "entry", "plugin": plugin, "entry": kind,
-                      "turn": turn.id if isinstance(turn, Turn) else turn, "data": to_jsonable(data), "at": now_text()})
+        return {"kind": "entry", "plugin": plugin, "entry": kind, "turn": turn, "data": to_jsonable(data),
+                "at": now_text()}
 
     def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
         """``plugin``'s entries of ``kind`` on this view's branch, oldest first."""
@@ -221,6 +226,13 @@ class Conversation:
         self.store.append(self.id, [record], sync=sync)
         if refresh:
             self._refresh()
+
+    def _append_entries(self, plugin: str, kept: list[tuple[str, Any]], turn: str, expect: int) -> None:
+        """Write ``plugin``'s entries ``(kind, data)`` at ``turn`` in one append, only while the
+        conversation holds ``expect`` records (else `StoreConflict`)."""
+        records = [{"functai_conversation": FORMAT, **self._entry(plugin, kind, data, turn)} for kind, data in kept]
+        self.store.append(self.id, records, expect=expect)
+        self._refresh()
 
     def _header(self) -> dict[str, Any]:
         return {"functai_conversation": FORMAT, "kind": "conversation", "id": self.id,

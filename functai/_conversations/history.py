@@ -315,12 +315,13 @@ class History:
         ended = [t for t in self.turns.values() if t.state in _DEAD_ENDS and (t.parent is None or t.parent in on)]
         return frozenset(on.union(t.id for t in ended))
 
-    def entries_on(self, on: frozenset[str], plugin: str, kind: str) -> list[dict[str, Any]]:
-        """A plugin's entries of ``kind`` kept at the turns ``on`` (`entry_turns`) or at none, oldest first."""
+    def entries_on(self, on: frozenset[str] | None, plugin: str, kind: str) -> list[dict[str, Any]]:
+        """A plugin's entries of ``kind`` kept at the turns ``on`` (`entry_turns`; None: every turn) or
+        at none, oldest first."""
         return [
             {"turn": e["turn"], "data": e["data"], "at": e["at"]}
             for e in self._entries_of.get((plugin, kind), ())
-            if e["turn"] is None or e["turn"] in on
+            if on is None or e["turn"] is None or e["turn"] in on
         ]
 
     def encode_shown(self, parent: str | None, ids: Sequence[str]) -> dict[str, Any] | list[str]:

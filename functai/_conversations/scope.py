@@ -3,13 +3,15 @@ turn reuses the replies and tool runs it recorded, so it pays for nothing twice.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 from .._calls.outputs import to_jsonable
 from .._calls.scope import current_turn as current_scope
 from .._models.request import Client, Reply, Request
 from .._models.toolcall import ToolCall
+from . import held
 from .history import History, TurnData
+from .._stores.protocol import StoreConflict
 from .._stores.opening import store_reference
 
 if TYPE_CHECKING:
@@ -17,6 +19,8 @@ if TYPE_CHECKING:
     from .turn import Turn
 
 __all__ = ["Memory", "TurnScope", "current_turn", "waits_of"]
+
+R = TypeVar("R")
 
 
 class Memory:
@@ -27,7 +31,9 @@ class Memory:
         self.turn_id = turn_id
         self._branch: frozenset[str] | None = None
 
-    def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
+    def entries(self, plugin: str, kind: str, all_branches: bool = False) -> list[dict[str, Any]]:
+        if all_branches:
+            return self.chat._history.entries_on(None, plugin, kind)
         if self._branch is None:  # a turn's branch never changes: walked once per turn, not per read
             self._branch = self.chat._history.entry_turns(self.turn_id)
         return self.chat._history.entries_on(self._branch, plugin, kind)
@@ -36,6 +42,26 @@ class Memory:
         if self.turn_id is None:
             raise ValueError("remember() needs a turn")
         self.chat.remember(plugin, kind, data, self.turn_id)
+
+    def atomically(self, plugin: str, decide: Callable[[], R], kept: list[tuple[str, Any]]) -> R:
+        """``decide`` on the store's newest records; what it kept appended only if no record came
+        after them (a compare-and-set), else decided again."""
+        if self.turn_id is None:
+            raise ValueError("remember() needs a turn")
+        chat = self.chat
+        for _ in held.attempts("keep a plugin's entries", chat.id):
+            chat._refresh()
+            expect = chat._history.count
+            kept.clear()
+            result = decide()
+            if not kept:
+                return result
+            try:
+                chat._append_entries(plugin, kept, self.turn_id, expect)
+            except StoreConflict:
+                continue
+            return result
+        raise AssertionError("unreachable: attempts() raises when they run out")
 
 
 class TurnScope:

@@ -5,17 +5,21 @@ call only by returning a Change, and every change is recorded.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypeVar
 
 import attrs
+
+R = TypeVar("R")
 
 
 class Memory(Protocol):
     """Where a conversation keeps entries (conversations provide it)."""
 
-    def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]: ...
+    def entries(self, plugin: str, kind: str, all_branches: bool = False) -> list[dict[str, Any]]: ...
 
     def remember(self, plugin: str, kind: str, data: Any) -> None: ...
+
+    def atomically(self, plugin: str, decide: Callable[[], R], kept: list[tuple[str, Any]]) -> R: ...
 
 
 #: The engine's write to a read-only event field (after a Change is folded in).
@@ -69,11 +73,12 @@ class Event:
             )
         _set(self, name, value)
 
-    def entries(self, kind: str) -> list[dict[str, Any]]:
-        """This plugin's entries of ``kind`` on the current branch, oldest first."""
+    def entries(self, kind: str, *, all_branches: bool = False) -> list[dict[str, Any]]:
+        """This plugin's entries of ``kind`` on the current branch (``all_branches``: on every branch
+        of the conversation), oldest first."""
         if self._memory is None or self._plugin is None:
             return []
-        return self._memory.entries(self._plugin, kind)
+        return self._memory.entries(self._plugin, kind, all_branches)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
@@ -81,11 +86,33 @@ class Event:
 
 
 class _Remembers(Event):
+    #: Entries `atomically` holds back until its ``decide`` is done (None: kept at once).
+    _kept: list[tuple[str, Any]] | None = None
+
     def remember(self, kind: str, data: Any) -> None:
         """Keep an entry at the current turn, under this handler's plugin."""
         if self._memory is None or self._plugin is None:
             raise ValueError("remember() works only inside a conversation turn")
+        if self._kept is not None:
+            self._kept.append((kind, data))
+            return
         self._memory.remember(self._plugin, kind, data)
+
+    def atomically(self, decide: Callable[[], R]) -> R:
+        """Run ``decide()``, which reads entries and may `remember`, as one step against every other
+        thread and process writing to the conversation: its entries are kept only if nothing was
+        written there since it began reading; else it runs again on what is there now. Returns what
+        ``decide`` returns; when it raises, nothing it remembered is kept. Outside a conversation turn
+        it just runs ``decide``. A check-then-reserve (a budget) made this way cannot be passed by
+        two writers at once."""
+        if self._memory is None or self._plugin is None:
+            return decide()
+        kept: list[tuple[str, Any]] = []
+        _set(self, "_kept", kept)
+        try:
+            return self._memory.atomically(self._plugin, decide, kept)
+        finally:
+            _set(self, "_kept", None)
 
 
 class TurnStartEvent(Event):
@@ -131,9 +158,10 @@ class RequestEvent(_Remembers):
     """``request``: a request is about to be sent to the model client. ``recorded``: a resumed turn
     reads this request's reply from its record (nothing is paid for it now); ``turn``: the
     conversation turn's id, or None; ``outer_call``: the outermost call's id (``call`` itself when
-    this call is outermost), shared by every call nested in it."""
+    this call is outermost), shared by every call nested in it. ``endpoint``: who will answer it
+    (`functai.Endpoint`: provider, server, a fingerprint of who asks), for a plugin that keeps replies."""
 
-    _fields = ("request", "function", "path", "call", "turn", "recorded", "outer_call")
+    _fields = ("request", "endpoint", "function", "path", "call", "turn", "recorded", "outer_call")
     #: How ``ask`` reaches a person (the engine's): ``ask_person(event, question, extend, decide)``.
     _also = ("ask_person",)
     ask_person: Callable[..., Answer | None] | None
@@ -170,10 +198,11 @@ class ChunkEvent(Event):
 
 class ReplyEvent(_Remembers):
     """``reply``: the model (or a plugin, ``answered``) answered a request; ``recorded``: read
-    back from a resumed turn's record, paid for when it was first asked."""
+    back from a resumed turn's record, paid for when it was first asked. ``endpoint``: who was asked
+    (`functai.Endpoint`)."""
 
-    _fields = ("request", "reply", "seconds", "attempt", "function", "path", "server", "call", "answered", "turn",
-               "recorded", "outer_call")
+    _fields = ("request", "endpoint", "reply", "seconds", "attempt", "function", "path", "server", "call", "answered",
+               "turn", "recorded", "outer_call")
 
 
 class ToolCallEvent(_Remembers):

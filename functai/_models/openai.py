@@ -12,6 +12,7 @@ import asyncio
 import datetime
 import email.utils
 import functools
+import hashlib
 import math
 import os
 import random
@@ -25,6 +26,7 @@ import httpx
 
 from functai._errors import ModelError
 from functai._models.answers import Assembler, Reader
+from functai._models.endpoint import Endpoint, sent_headers
 from functai._models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
 from functai._models.loops import LoopClients
 from functai._models.providers import PROVIDERS
@@ -116,6 +118,7 @@ class OpenAIClient:
             if name == "openai" and os.environ.get(variable):
                 sent[header] = os.environ[variable]
         sent.update(reveal_headers(headers or {}))  # yours win
+        self._asker = hashlib.sha256(sent_headers(sent)).digest()  # who asks, one way: for `endpoint`
         self._headers = hide_headers(sent)  # the key's and the secret-named ones behind handles
         secrets = [value for header, value in sent.items() if is_secret_header(header)]
         self._reader = Reader(f"{name} at {self.base_url}", [key, *secrets] if key else secrets)
@@ -132,6 +135,11 @@ class OpenAIClient:
 
     def _default_base_url(self) -> str:
         return DEFAULT_BASE_URL
+
+    @functools.cached_property
+    def endpoint(self) -> Endpoint:
+        """Who answers this client's requests: its provider, server and (hashed) headers."""
+        return Endpoint(self.name, self._url("{model}"), secret=self._asker)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"

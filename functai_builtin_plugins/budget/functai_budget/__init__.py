@@ -8,15 +8,23 @@ turn waits, like an approval) or ``decide`` answers; past the whole budget the
 call refuses ``budget-exceeded`` before anything is sent. Every decision is in
 the call's record as this plugin's change, with a note saying why.
 
-Spend per call, turn or conversation is kept as the conversation's entries
-(kinds ``spent``, ``extended``, ``declined``), so it survives processes and
-follows branches; per process, and outside a conversation, it is kept in memory.
+Each request's most cost is **reserved** in the same step as the check, so
+calls running at once (threads, tasks, processes) cannot all pass one check: a
+reply turns the reservation into what was really spent; a request that failed
+before its reply began releases it.
+
+Spend per call, turn, branch or conversation (all its branches) is kept as the
+conversation's entries (kinds ``reserved``, ``spent``, ``released``,
+``extended``, ``declined``), checked and reserved as one compare-and-set on the
+store (`functai` events' ``atomically``), so it holds across processes; per
+process, and outside a conversation, it is kept in memory under one lock.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from typing import Any, Callable, Mapping
 
@@ -27,8 +35,9 @@ from .prices import DATED, PRICES, Price, find, table
 __version__ = "0.1.0"
 __all__ = ["DATED", "MAX_REPLY", "MIN_REPLY", "PRICES", "Price", "budget", "estimate"]
 
-SCOPES = ("call", "turn", "conversation", "process")
-_WHOSE = {"call": "this call", "turn": "this turn", "conversation": "this conversation", "process": "this process"}
+SCOPES = ("call", "turn", "branch", "conversation", "process")
+_WHOSE = {"call": "this call", "turn": "this turn", "branch": "this branch", "conversation": "this conversation",
+          "process": "this process"}
 
 #: The most a reply may hold, in tokens, when its request sets no reply limit: the budget sets ``max_tokens`` to
 #: it (less when less is left), so the most a request can cost is known before it is sent.
@@ -101,12 +110,14 @@ class _Books:
         self.spent: dict[str, list[float]] = {}
         self.extended: dict[str, dict[str, float]] = {}
         self.declined: dict[str, list[dict[str, float]]] = {}
-        #: Per process: what each call's request in flight may cost at most, until its reply is counted.
-        self.reserved: dict[str, tuple[float, float]] = {}
+        #: Each call's request in flight whose books are in memory: whose books, and the most it may cost,
+        #: until its reply is counted.
+        self.reserved: dict[str, tuple[str, float, float]] = {}
         #: The questions answered (turn, key) whose answer is kept here: a resumed turn reads one again.
         self.answered: set[tuple[str, str]] = set()
-        #: Each call's request checked and not yet counted: the most it may cost, where its books are,
-        #: and whether its reply began to stream (one stopped midway counts as that most, never as free).
+        #: Each call's request checked and not yet counted: the most it may cost, where its books are, its
+        #: reservation's id, and whether its reply began to stream (one stopped midway counts as that most,
+        #: never as free).
         self.pending: dict[str, dict[str, Any]] = {}
 
 
@@ -120,8 +131,9 @@ def budget(
     name: str = "budget",
     decide: Callable[[Mapping[str, Any]], Any] | None = None,
 ) -> Plugin:
-    """A plugin that keeps a call, turn, conversation or process (``per``) within ``tokens`` and
-    ``dollars``; asks for more at ``ask_at`` of it; refuses ``budget-exceeded`` past it.
+    """A plugin that keeps a call, turn, branch, conversation (every branch) or process (``per``)
+    within ``tokens`` and ``dollars``; asks for more at ``ask_at`` of it; refuses ``budget-exceeded``
+    past it.
 
     ``prices``: model name → (input, output[, cached]) dollars per million tokens, over the
     shipped table (`PRICES`, dated `DATED`). ``decide(question)`` answers instead of a person:
@@ -153,6 +165,13 @@ def budget(
     def memory_key(event: Any) -> str:
         return "process" if per == "process" else event.outer_call
 
+    def at_once(event: Any, decide: Callable[[], Any]) -> Any:
+        """``decide`` (a check and its reservation) as one step against every other writer of the books."""
+        if kept_in(event):
+            return event.atomically(decide)  # a compare-and-set on the conversation's store
+        with books.lock:
+            return decide()
+
     def mine(event: Any, entry: Mapping[str, Any]) -> bool:
         if per == "call":  # a call and every call nested in it (a tool that is an AI function) share one budget
             return bool(entry["data"].get("outer") == event.outer_call)
@@ -160,29 +179,36 @@ def budget(
             return bool(entry["turn"] == event.turn)
         return True
 
+    def entries(event: Any, kind: str) -> list[dict[str, Any]]:
+        """This budget's entries of ``kind``: on every branch per conversation, else on this branch."""
+        return [e for e in event.entries(kind, all_branches=per == "conversation") if mine(event, e)]
+
     def read(event: Any) -> tuple[dict[str, float], dict[str, float], list[dict[str, float]]]:
-        """What was spent, the extensions granted, and the limits at which more was declined."""
+        """What was spent (a request in flight at its most), the extensions granted, and the limits at
+        which more was declined."""
         spent = {"tokens": 0.0, "dollars": 0.0}
         extended = {unit: 0.0 for unit in limits}
         if kept_in(event):
-            for entry in event.entries("spent"):
-                if mine(event, entry):
+            settled = {e["data"]["reserved"] for e in entries(event, "released")}
+            for entry in entries(event, "spent"):
+                spent["tokens"] += entry["data"]["tokens"]
+                spent["dollars"] += entry["data"]["dollars"]
+                settled.add(entry["data"].get("reserved"))
+            for entry in entries(event, "reserved"):  # in flight, in this process or another
+                if entry["data"]["id"] not in settled:
                     spent["tokens"] += entry["data"]["tokens"]
                     spent["dollars"] += entry["data"]["dollars"]
-            for entry in event.entries("extended"):
-                if mine(event, entry):
-                    for unit, amount in entry["data"]["extend"].items():
-                        extended[unit] = extended.get(unit, 0.0) + amount
-            declined = [entry["data"]["limits"] for entry in event.entries("declined") if mine(event, entry)]
-            return spent, extended, declined
+            for entry in entries(event, "extended"):
+                for unit, amount in entry["data"]["extend"].items():
+                    extended[unit] = extended.get(unit, 0.0) + amount
+            return spent, extended, [entry["data"]["limits"] for entry in entries(event, "declined")]
         key = memory_key(event)
         tokens, dollars = books.spent.get(key, (0.0, 0.0))
         spent = {"tokens": tokens, "dollars": dollars}
-        if per == "process":  # other calls' requests in flight count as spent until their replies are counted
-            for call, (t, d) in books.reserved.items():
-                if call != event.call:
-                    spent["tokens"] += t
-                    spent["dollars"] += d
+        for books_of, t, d in books.reserved.values():  # requests in flight, counted at their most
+            if books_of == key:
+                spent["tokens"] += t
+                spent["dollars"] += d
         for unit, amount in books.extended.get(key, {}).items():
             extended[unit] += amount
         return spent, extended, list(books.declined.get(key, []))
@@ -215,11 +241,23 @@ def budget(
         total[0] += tokens
         total[1] += dollars
 
-    def remember_spent(event: Any, call: str, outer: str, tokens: float, dollars: float, model: str,
-                       estimated: bool) -> None:
-        """Count spend as an entry of the conversation, at the event's turn."""
-        event.remember("spent", {"call": call, "outer": outer, "tokens": tokens, "dollars": dollars,
-                                 "model": model, "estimated": estimated})
+    def remember_spent(event: Any, call: str, pending: Mapping[str, Any] | None, tokens: float, dollars: float,
+                       model: str, estimated: bool) -> None:
+        """Count spend as an entry of the conversation, at the event's turn; it settles the request's
+        reservation (``pending``)."""
+        event.remember("spent", {"call": call, "outer": pending["outer"] if pending else event.outer_call,
+                                 "tokens": tokens, "dollars": dollars, "model": model, "estimated": estimated,
+                                 "reserved": pending["reserved"] if pending else None})
+
+    def unspent(event: Any, pending: Mapping[str, Any]) -> None:
+        """A checked request that reached no model, or stopped before its reply began: nothing to pay,
+        at its most if it began."""
+        if pending["began"]:
+            remember_spent(event, pending["call"], pending, pending["tokens"], pending["dollars"], pending["model"],
+                           True)
+        else:
+            event.remember("released", {"reserved": pending["reserved"], "call": pending["call"],
+                                        "outer": pending["outer"]})
 
     def most(price: Price | None, prompt: int, reply: int) -> dict[str, float]:
         return {"tokens": float(prompt + reply),
@@ -255,25 +293,25 @@ def budget(
         return (f"{whose} has used {_show(unit, spent[unit])} of {_show(unit, limit[unit])}, and this request "
                 f"may cost up to {_show(unit, cost[unit])}")
 
-    def began_and_failed(event: Any) -> None:
-        """An attempt of this call's request that began to stream, then failed and is asked again:
-        paid for, so counted as the most it could cost."""
+    def earlier_attempt(event: Any) -> None:
+        """This call's request checked before and asked again (its model failed): paid for at its most
+        if its reply began to stream, else its reservation is released."""
         with books.lock:
-            earlier = books.pending.get(event.call)
-            if earlier is None or not earlier["began"]:
+            earlier = books.pending.pop(event.call, None)
+            if earlier is None:
                 return
-            del books.pending[event.call]
-            if not kept_in(event):
-                add_spent(memory_key(event), earlier["tokens"], earlier["dollars"])
+            if earlier["turn"] is None:
+                books.reserved.pop(event.call, None)
+                if earlier["began"]:
+                    add_spent(memory_key(event), earlier["tokens"], earlier["dollars"])
                 return
-        remember_spent(event, event.call, earlier["outer"], earlier["tokens"], earlier["dollars"], earlier["model"],
-                       True)
+        unspent(event, earlier)
 
     @plugin.request
     def check(event: Any) -> Change | None:
         if event.recorded:
             return None  # a resumed turn reads its reply back: paid for, and counted, when first asked
-        began_and_failed(event)
+        earlier_attempt(event)
         request = event.request
         price = None
         if "dollars" in limits:
@@ -286,44 +324,60 @@ def budget(
                     code="budget-price-unknown", model=request.model)
         prompt = estimate(request)
         own = _reply_limit(request.settings)
-        decision = "checked"
-        with books.lock:
-            spent, limit, reply, cost, over, declined = plan(event, price, prompt, own)
-            if not over or declined:
-                return _allowed(event, spent, limit, reply, cost, own, decision)
-        unit = over[0]
-        offer = limits[unit]
-        answer = event.ask(f"{words(unit, spent, limit, cost)}; allow {_show(unit, offer)} more?",
-                           extend=offer, decide=decide)
-        if answer is not None:
-            if answer.allow and answer.extend:
-                share = answer.extend / offer  # one answer extends every unit past ask_at alike
-                keep(event, "extended", {"extend": {u: limits[u] * share for u in over}}, answer.key)
-                decision = "extended"
-            else:
-                keep(event, "declined", {"limits": limit}, answer.key)
-                decision = "declined"
-        with books.lock:
-            spent, limit, reply, cost, over, _ = plan(event, price, prompt, own)
-            return _allowed(event, spent, limit, reply, cost, own, decision)
 
-    def _allowed(event: Any, spent: dict[str, float], limit: dict[str, float], reply: int, cost: dict[str, float],
-                 own: int | None, decision: str) -> Change:
-        """The request fits (reserved, per process), or ``budget-exceeded``."""
+        def unless_asking() -> tuple[Change, dict[str, Any]] | tuple[None, tuple[Any, ...]]:
+            spent, limit, reply, cost, over, declined = plan(event, price, prompt, own)
+            if over and not declined:
+                return None, (spent, limit, cost, over)
+            return reserve(event, spent, limit, reply, cost, own, "checked")
+
+        allowed, found = at_once(event, unless_asking)
+        if allowed is None:
+            spent, limit, cost, over = found
+            unit = over[0]
+            offer = limits[unit]
+            answer = event.ask(f"{words(unit, spent, limit, cost)}; allow {_show(unit, offer)} more?",
+                               extend=offer, decide=decide)
+            decision = "checked"
+            if answer is not None:
+                if answer.allow and answer.extend:
+                    share = answer.extend / offer  # one answer extends every unit past ask_at alike
+                    keep(event, "extended", {"extend": {u: limits[u] * share for u in over}}, answer.key)
+                    decision = "extended"
+                else:
+                    keep(event, "declined", {"limits": limit}, answer.key)
+                    decision = "declined"
+
+            def after_asking() -> tuple[Change, dict[str, Any]]:
+                spent, limit, reply, cost, _, _ = plan(event, price, prompt, own)
+                return reserve(event, spent, limit, reply, cost, own, decision)
+
+            allowed, found = at_once(event, after_asking)
+        with books.lock:
+            books.pending[event.call] = found
+        return allowed
+
+    def reserve(event: Any, spent: dict[str, float], limit: dict[str, float], reply: int, cost: dict[str, float],
+                own: int | None, decision: str) -> tuple[Change, dict[str, Any]]:
+        """The request fits: its most cost reserved, and what to count when it ends; else ``budget-exceeded``."""
         past = [unit for unit in limits if spent[unit] + cost[unit] > limit[unit]]
         if past:
             raise FunctAIError(
                 f"budget {name!r}: {words(past[0], spent, limit, cost)}, past the budget; nothing was sent. Raise "
                 f"the budget, or grant more when asked (it asks at {ask_at:.0%})",
                 code="budget-exceeded", spent=spent[past[0]], limit=limit[past[0]], unit=past[0])
-        if per == "process":
-            books.reserved[event.call] = (cost["tokens"], cost["dollars"])
-        books.pending[event.call] = {"turn": event.turn if kept_in(event) else None, "outer": event.outer_call,
-                                     "tokens": cost["tokens"], "dollars": cost["dollars"],
-                                     "model": event.request.model, "began": False}
+        pending = {"turn": event.turn if kept_in(event) else None, "call": event.call, "outer": event.outer_call,
+                   "tokens": cost["tokens"], "dollars": cost["dollars"], "model": event.request.model,
+                   "began": False, "reserved": os.urandom(8).hex()}
+        if kept_in(event):
+            event.remember("reserved", {"id": pending["reserved"], "call": event.call, "outer": event.outer_call,
+                                        "tokens": cost["tokens"], "dollars": cost["dollars"]})
+        else:
+            books.reserved[event.call] = (memory_key(event), cost["tokens"], cost["dollars"])
         note = "; ".join(f"{_show(u, spent[u])} + at most {_show(u, cost[u])} of {_show(u, limit[u])}" for u in limits)
-        return Change(decision=decision, note=f"{note} ({per})"[:200],
-                      settings={"max_tokens": reply} if own is None else None)
+        change = Change(decision=decision, note=f"{note} ({per})"[:200],
+                        settings={"max_tokens": reply} if own is None else None)
+        return change, pending
 
     @plugin.chunk
     def began(event: Any) -> None:
@@ -334,10 +388,14 @@ def budget(
     @plugin.reply
     def count(event: Any) -> None:
         with books.lock:
-            books.pending.pop(event.call, None)
-            if event.recorded or event.answered:  # read back, or answered by a plugin: no model was paid now
+            pending = books.pending.pop(event.call, None)
+            if not kept_in(event):
                 books.reserved.pop(event.call, None)
-                return None
+        if event.recorded or event.answered:  # read back, or answered by a plugin: no model was paid now
+            if pending is not None and pending["turn"] is not None:
+                event.remember("released", {"reserved": pending["reserved"], "call": event.call,
+                                            "outer": pending["outer"]})
+            return None
         request, usage = event.request, event.reply.usage
         price = find(priced, request.model) if "dollars" in limits else None
         known = "input_tokens" in usage and "output_tokens" in usage
@@ -348,10 +406,9 @@ def budget(
         tokens = float(used_in + used_out)
         dollars = price.dollars(used_in, used_out, cached) if price is not None else 0.0
         if kept_in(event):
-            remember_spent(event, event.call, event.outer_call, tokens, dollars, request.model, not known)
+            remember_spent(event, event.call, pending, tokens, dollars, request.model, not known)
             return None
-        with books.lock:  # the reservation becomes what was spent in one step: a check between sees one or the other
-            books.reserved.pop(event.call, None)
+        with books.lock:
             add_spent(memory_key(event), tokens, dollars)
         return None
 
@@ -363,22 +420,22 @@ def budget(
             stopped = books.pending.get(call)
             if stopped is not None and stopped["turn"] is None:  # else its turn's end counts it
                 del books.pending[call]
-                if stopped["began"] and per == "process":
-                    add_spent("process", stopped["tokens"], stopped["dollars"])
+                if stopped["began"]:
+                    add_spent("process" if per == "process" else stopped["outer"], stopped["tokens"],
+                              stopped["dollars"])
             if per != "process":  # books kept in memory for one call outside a conversation
                 for kept in (books.spent, books.extended, books.declined):
                     kept.pop(call, None)
 
     @plugin.turn_end
     def settle(event: Any) -> None:
-        """A reply that began to stream and was stopped: counted as the most its request could cost."""
+        """A request of the turn that never got its reply: released, or if its reply began to stream
+        and was stopped, counted as the most it could cost."""
         with books.lock:
             stopped = {call: p for call, p in books.pending.items() if p["turn"] == event.turn}
             for call in stopped:
                 del books.pending[call]
-        for call, pending in stopped.items():
-            if pending["began"]:
-                remember_spent(event, call, pending["outer"], pending["tokens"], pending["dollars"], pending["model"],
-                               True)
+        for pending in stopped.values():
+            unspent(event, pending)
 
     return plugin

@@ -6,6 +6,9 @@ one, printing what happened.
     python budget_program.py STORE CONVERSATION TOKENS approve EXTEND
     python budget_program.py STORE CONVERSATION TOKENS deny
     python budget_program.py STORE CONVERSATION TOKENS answer EXTEND   (as a console would: approve, not resume)
+    python budget_program.py STORE CONVERSATION TOKENS race TURN THREADS [GATE PROCESSES]
+        (THREADS threads, each sending turns on a branch of its own from TURN; with GATE, a folder,
+        once PROCESSES processes are ready there)
 
 STORE is a folder or a URL. Imported by a functai command's process with ``BUDGET_TOKENS`` set,
 it configures that process with the tests' model and a budget of that many tokens.
@@ -20,6 +23,8 @@ import json
 import os
 import pathlib
 import sys
+import threading
+import time
 from typing import Any
 
 import functai_budget
@@ -49,6 +54,51 @@ def spend_all(request: functai.Request, text: str = "ok") -> Reply:
     return Reply(text=text, finish_reason="stop",
                  usage={"input_tokens": functai_budget.estimate(request),
                         "output_tokens": request.settings["max_tokens"]})
+
+
+def slow_spend(request: functai.Request) -> Reply:
+    """`spend_all`, after a pause: requests of other threads and processes are checked meanwhile."""
+    time.sleep(0.01)
+    return spend_all(request)
+
+
+def billed(lm: ScriptedLM) -> float:
+    """What a model that spends all it may (`spend_all`) billed for every request it was sent."""
+    return float(sum(functai_budget.estimate(r) + r.settings["max_tokens"] for r in lm.requests))
+
+
+def gate(folder: str, processes: int) -> None:
+    """Wait until ``processes`` processes (this one too) are ready in ``folder``: they start together."""
+    pathlib.Path(folder, str(os.getpid())).touch()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(folder)) < processes and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def race(chat: functai.Conversation, lm: ScriptedLM, turn: str, threads: int,
+         ready: Any = None) -> dict[str, Any]:
+    """``threads`` threads, each sending turns on a branch of its own from ``turn`` until refused;
+    they start once ``ready()`` returns."""
+    outcomes: list[str] = []
+    start = threading.Barrier(threads, action=ready)
+
+    def send_turns() -> None:
+        branch = chat.continue_from(turn)
+        start.wait()
+        for _ in range(50):
+            try:
+                branch(QUESTION)
+            except functai.FunctAIError as error:  # Waiting is one too: past ASK_AT with nobody to answer
+                outcomes.append(error.code)
+                return
+            outcomes.append("done")
+
+    workers = [threading.Thread(target=send_turns) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return {"billed": billed(lm), "outcomes": outcomes}
 
 
 def tool_first(name: str) -> Any:
@@ -95,10 +145,11 @@ def assistant(question: str) -> str:
     """Answer the question."""
 
 
-def conversation(store: Any, conversation_id: str, limit: float, lm: ScriptedLM) -> functai.Conversation:
+def conversation(store: Any, conversation_id: str, limit: float, lm: ScriptedLM,
+                 ask_at: float = ASK_AT) -> functai.Conversation:
     """The conversation with its budget of ``limit`` tokens, as every process opens it."""
     return assistant.conversation(conversation_id, store=store, client=lm, context=functai.last_turns(0),
-                                  plugins=[functai_budget.budget(tokens=limit, per="conversation", ask_at=ASK_AT)])
+                                  plugins=[functai_budget.budget(tokens=limit, per="conversation", ask_at=ask_at)])
 
 
 def turn_cost() -> float:
@@ -154,6 +205,11 @@ def outcome(chat: functai.Conversation, lm: ScriptedLM, run: Any) -> dict[str, A
 
 def main(argv: list[str]) -> dict[str, Any]:
     store, conversation_id, limit, action, *rest = argv
+    if action == "race":  # up to the whole budget: nothing asks before it is spent
+        lm = ScriptedLM(reply=slow_spend)
+        ready = (lambda: gate(rest[2], int(rest[3]))) if len(rest) > 2 else None
+        return race(conversation(store, conversation_id, float(limit), lm, ask_at=1), lm, rest[0], int(rest[1]),
+                    ready)
     lm = ScriptedLM(reply=spend_all)
     chat = conversation(store, conversation_id, float(limit), lm)
     if action == "send":

@@ -94,10 +94,12 @@ def test_per_conversation_spend_is_kept_as_the_conversations_entries():
     lm = ScriptedLM(reply=spend_all)
     chat = conversation(functai.MemoryStore(), "kept", 2.5 * cost, lm)
     chat(QUESTION)
-    [entry] = chat.entries("budget", "spent")
-    assert entry["turn"] == chat.head.id
+    [reserved] = chat.entries("budget", "reserved")  # the most the request could cost, before it was sent
+    [entry] = chat.entries("budget", "spent")  # what it cost: the reservation is settled
+    assert entry["turn"] == reserved["turn"] == chat.head.id
     assert entry["data"] == {"call": chat.head.call, "outer": chat.head.call, "tokens": cost, "dollars": 0.0,
-                             "model": "scripted", "estimated": False}
+                             "model": "scripted", "estimated": False, "reserved": reserved["data"]["id"]}
+    assert reserved["data"]["tokens"] >= cost and reserved["data"]["call"] == chat.head.call
     with pytest.raises(functai.Waiting):
         chat(QUESTION)  # 2 turns' cost is past ASK_AT of 2.5
     assert lm.requests[1:] == []
@@ -159,11 +161,26 @@ def test_a_refusal_to_extend_in_one_process_holds_in_another(store):
     assert len(lm.requests) == 1 and chat.head.state == "failed"
 
 
-def test_a_branch_does_not_pay_for_the_other_branchs_turns():
+def test_per_conversation_every_branch_pays_from_one_budget():
+    cost = turn_cost()
+    lm = ScriptedLM(reply=spend_all)
+    chat = assistant.conversation("tree", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
+                                  plugins=[budget(tokens=3.5 * cost, per="conversation", ask_at=0.8)])
+    chat(QUESTION)
+    first = chat.head
+    chat(QUESTION)
+    branch = chat.continue_from(first)
+    with pytest.raises(functai.Waiting) as waiting:
+        branch(QUESTION)  # the other branch's second turn is counted too: three turns are past 80% of 3.5
+    assert "this conversation has used" in waiting.value.turn.approvals[0]["question"]
+    assert len(lm.requests) == 2
+
+
+def test_per_branch_a_branch_does_not_pay_for_the_other_branchs_turns():
     cost = turn_cost()
     lm = ScriptedLM(reply=spend_all)
     chat = assistant.conversation("branches", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
-                                  plugins=[budget(tokens=3.5 * cost, per="conversation", ask_at=0.8)])
+                                  plugins=[budget(tokens=3.5 * cost, per="branch", ask_at=0.8)])
     chat(QUESTION)
     first = chat.head
     chat(QUESTION)

@@ -3,7 +3,8 @@
 ``cache(store="memory:", ttl=None)`` is a plugin: its ``request`` handler
 answers a request that was answered before, from its store; its ``reply``
 handler keeps each reply that ended normally, under the digest of the
-request that was sent (`request_key`).
+request that was sent and of who answered it (`request_key`): a reply from
+one server, key or tenant is never handed out for another.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 import warnings
 from typing import Any
 
-from functai import Change, FunctAIError, Plugin, Reply, Request
+from functai import Change, FunctAIError, Plugin, Reply
 
 from .key import KEY_VERSION, canonical, request_key
 from .stores import CacheStore, Entry, MemoryCache, open_cache_store
@@ -89,9 +90,17 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
                       f"({type(error).__name__}: {error}); the call goes on without it",
                       RuntimeWarning, stacklevel=3)
 
+    def key_of(event: Any, doing: str) -> str | None:
+        try:
+            salt = where.salt()
+        except Exception as error:  # a store that is down or damaged: the call goes on without it
+            failed(doing, error)
+            return None
+        return request_key(event.request, event.endpoint, salt)
+
     @plugin.request
     def answer_from_cache(event: Any) -> Change | None:
-        key = request_key(event.request)
+        key = key_of(event, "reading")
         if key is None:
             return None
         if built is not None:
@@ -121,8 +130,7 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
             return
         if not reply.tool_calls and (reply.text is None or (reply.reasoning and not reply.text.strip())):
             return  # no answer (an error when read): asked again next time
-        request: Request = event.request
-        key = request_key(request)
+        key = key_of(event, "writing to")
         if key is None:
             return
         now = time.time()

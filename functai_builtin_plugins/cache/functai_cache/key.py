@@ -1,9 +1,13 @@
-"""The cache key: a SHA-256 digest of a request exactly as it would be sent.
+"""The cache key: a SHA-256 digest of a request exactly as it would be sent, and of who answers it.
 
 Everything the model is asked goes in (model, messages, tools, output schema,
 settings), as canonical JSON: sorted keys, no whitespace, text as it is (not
 escaped). Any change a plugin made to the request changes the key; two
 requests share one only when their JSON is the same, so they are sent alike.
+So does who answers (`functai.Endpoint`): the provider, the server's URL (an
+Azure resource and API version with it) and a fingerprint of the headers sent
+(the API key, a tenant header), an HMAC under the store's own salt — never
+the secret itself.
 
 msgspec writes the JSON (a request of 4 KB in a few µs, where ``json`` takes
 tens). It writes ``NaN`` and ``Infinity`` as ``null``, so JSON holding
@@ -23,10 +27,10 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 import msgspec
-from functai import Request
+from functai import Endpoint, Request
 
 #: The key format's version, hashed into every key: a new format never reads an old one's entries.
-KEY_VERSION = "functai-cache/1"
+KEY_VERSION = "functai-cache/2"
 
 _PREFIX = (KEY_VERSION + "\n").encode()
 
@@ -108,11 +112,20 @@ def canonical(request: Request) -> str:
     return _canonical(request).decode()
 
 
-def request_key(request: Request) -> str | None:
-    """The hex digest naming ``request`` in a cache, or None when it holds something that is not
-    JSON data (such a request is never answered from, nor kept in, the cache)."""
+def asker(endpoint: Endpoint | None, salt: bytes) -> bytes:
+    """Who answers, as the line the key starts with: provider, URL, and the fingerprint under ``salt``."""
+    if endpoint is None:
+        return b"\n"
+    line = json.dumps([endpoint.provider, endpoint.url, endpoint.fingerprint(salt)], ensure_ascii=False)
+    return line.encode() + b"\n"
+
+
+def request_key(request: Request, endpoint: Endpoint | None = None, salt: bytes = b"") -> str | None:
+    """The hex digest naming ``request`` sent to ``endpoint`` in a cache salted ``salt``, or None
+    when the request holds something that is not JSON data (never answered from, nor kept in,
+    the cache)."""
     try:
         data = _canonical(request)
     except (TypeError, ValueError):
         return None
-    return hashlib.sha256(_PREFIX + data).hexdigest()
+    return hashlib.sha256(_PREFIX + asker(endpoint, salt) + data).hexdigest()

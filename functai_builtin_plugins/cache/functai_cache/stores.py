@@ -7,13 +7,20 @@ object holding its own key, the time it was kept (``at``, Unix seconds), the
 call that paid for it and the reply as data. A store answers ``get(key)``
 with the entry or None, and ``put(key, entry, cutoff)`` keeps an entry
 unless a fresh one (kept after ``cutoff``) is there already: the first
-reply kept is the one answered while it is fresh.
+reply kept is the one answered while it is fresh. An entry stamped later
+than now (beyond `SKEW`) is damaged: a miss, and replaced.
+
+``salt()`` is the store's own random secret (made once, kept with the
+entries), under which the cache fingerprints who asks: the same key and
+headers key alike in one store and cannot be matched across stores.
+Files are made 0600 and folders 0700, whatever the umask.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import re
 import sqlite3
 import tempfile
@@ -45,6 +52,8 @@ class CacheStore(Protocol):
     def get(self, key: str) -> Entry | None: ...
 
     def put(self, key: str, entry: Entry, cutoff: float) -> None: ...
+
+    def salt(self) -> bytes: ...
 
 
 def refuse(message: str) -> FunctAIError:
@@ -80,8 +89,16 @@ def open_cache_store(store: str | os.PathLike[str]) -> CacheStore:
     return FolderCache(store)
 
 
-#: The latest time an entry may say it was kept (the year 5138): later is a damaged entry.
-LATEST = 1e11
+#: Seconds an entry may be stamped ahead of this machine's clock (another machine's, sharing a
+#: store); later is a damaged entry, which would otherwise never expire.
+SKEW = 60.0
+
+#: Bytes of a store's salt.
+SALT_BYTES = 32
+
+#: The meta table (SQLite, PostgreSQL) and file (folder) holding a store's salt.
+META = "functai_cache_meta"
+SALT_FILE = ".salt"
 
 
 def _checked(key: str, entry: object) -> Entry | None:
@@ -89,7 +106,7 @@ def _checked(key: str, entry: object) -> Entry | None:
     if type(entry) is not dict or entry.get("key") != key:
         return None
     at, reply = entry.get("at"), entry.get("reply")
-    if type(at) not in (int, float) or not 0 <= at <= LATEST or type(reply) is not dict:
+    if type(at) not in (int, float) or not 0 <= at <= time.time() + SKEW or type(reply) is not dict:
         return None  # (NaN fails the range too)
     text, finish, usage = reply.get("text"), reply.get("finish_reason"), reply.get("usage")
     if (text is not None and type(text) is not str) or (finish is not None and type(finish) is not str):
@@ -115,6 +132,34 @@ def _dumps(entry: Entry) -> str:
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
 
 
+def _new_salt() -> str:
+    return secrets.token_hex(SALT_BYTES)
+
+
+def _salt_of(text: object, where: str) -> bytes:
+    """A kept salt as bytes; refuses one that is not what this plugin writes (a damaged store)."""
+    if type(text) is not str or len(text) != 2 * SALT_BYTES:
+        raise refuse(f"the cache's salt in {where} is damaged (not {2 * SALT_BYTES} hex digits): remove it, "
+                     "and the cache starts afresh (every entry is a miss)")
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise refuse(f"the cache's salt in {where} is damaged (not hex digits): remove it, and the cache "
+                     "starts afresh (every entry is a miss)") from None
+
+
+def _make_folder(folder: str) -> None:
+    """``folder`` and its parents, each new one 0700 whatever the umask."""
+    if os.path.isdir(folder):
+        return
+    _make_folder(os.path.dirname(folder))
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        return
+    os.chmod(folder, 0o700)
+
+
 class MemoryCache:
     """Entries in a dict of this plugin instance, for this process only; kept as JSON text, like
     every store's, so a hit never shares objects with the reply it was kept from."""
@@ -122,6 +167,10 @@ class MemoryCache:
     def __init__(self) -> None:
         self._entries: dict[str, tuple[float, str]] = {}
         self._lock = threading.Lock()
+        self._salt = secrets.token_bytes(SALT_BYTES)
+
+    def salt(self) -> bytes:
+        return self._salt
 
     def get(self, key: str) -> Entry | None:
         with self._lock:
@@ -132,7 +181,7 @@ class MemoryCache:
         text = _dumps(entry)
         with self._lock:
             there = self._entries.get(key)
-            if there is None or there[0] < cutoff:
+            if there is None or there[0] < cutoff or there[0] > time.time() + SKEW:
                 self._entries[key] = (entry["at"], text)
 
     def __repr__(self) -> str:
@@ -147,6 +196,45 @@ class FolderCache:
         if os.path.exists(self.folder) and not os.path.isdir(self.folder):
             raise refuse(f"cache(store={folder!r}): {self.folder} is a file, not a folder; name a folder "
                          "(or 'sqlite:///file.db' for a SQLite file)")
+        self._salt: bytes | None = None
+
+    def salt(self) -> bytes:
+        """The folder's salt, from its ``.salt`` file: the first process to need one writes it whole."""
+        if self._salt is None:
+            path = os.path.join(self.folder, SALT_FILE)
+            try:
+                with open(path, encoding="ascii", errors="replace") as handle:
+                    text = handle.read()
+            except FileNotFoundError:
+                _make_folder(self.folder)
+                temporary = self._write_temporary(self.folder, _new_salt().encode())
+                try:
+                    os.link(temporary, path)  # fails if another process wrote one first: theirs is kept
+                except FileExistsError:
+                    pass
+                finally:
+                    os.unlink(temporary)
+                with open(path, encoding="ascii", errors="replace") as handle:
+                    text = handle.read()
+            self._salt = _salt_of(text.strip(), path)
+        return self._salt
+
+    @staticmethod
+    def _write_temporary(folder: str, data: bytes) -> str:
+        """A new file (0600) in ``folder`` holding ``data``, durable; its path."""
+        handle, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+        except BaseException:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise
+        return temporary
 
     def _path(self, key: str) -> str:
         return os.path.join(self.folder, key[:2], key + ".json")
@@ -163,13 +251,9 @@ class FolderCache:
         if there is not None and there["at"] >= cutoff:
             return
         folder = os.path.dirname(self._path(key))
-        os.makedirs(folder, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
+        _make_folder(folder)
+        temporary = self._write_temporary(folder, _dumps(entry).encode())
         try:
-            with os.fdopen(handle, "wb") as file:
-                file.write(_dumps(entry).encode())
-                file.flush()
-                os.fsync(file.fileno())
             os.replace(temporary, self._path(key))
         except BaseException:
             try:
@@ -192,6 +276,15 @@ class SQLiteCache:
         if os.path.isdir(self.path):
             raise refuse(f"cache(store=...): {self.path} is a folder, not a SQLite file")
         self._local = threading.local()
+        self._salt: bytes | None = None
+
+    def salt(self) -> bytes:
+        if self._salt is None:
+            conn = self._conn()
+            conn.execute(f"INSERT OR IGNORE INTO {META} (name, value) VALUES ('salt', ?)", (_new_salt(),))
+            row = conn.execute(f"SELECT value FROM {META} WHERE name = 'salt'").fetchone()
+            self._salt = _salt_of(row[0], f"{self.path} (table {META})")
+        return self._salt
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -201,7 +294,11 @@ class SQLiteCache:
         return conn
 
     def _open(self) -> sqlite3.Connection:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        _make_folder(os.path.dirname(self.path))
+        try:  # made 0600 before SQLite makes it (its -wal and -shm files take the file's mode)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        except FileExistsError:
+            pass
         conn = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
         deadline = time.monotonic() + BUSY_SECONDS
         while True:
@@ -211,6 +308,7 @@ class SQLiteCache:
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, at REAL NOT NULL, "
                              "entry TEXT NOT NULL) WITHOUT ROWID")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {META} (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
                 return conn
             except sqlite3.OperationalError as error:
                 if "locked" not in str(error) or time.monotonic() > deadline:
@@ -225,8 +323,8 @@ class SQLiteCache:
     def put(self, key: str, entry: Entry, cutoff: float) -> None:
         self._conn().execute(
             f"INSERT INTO {TABLE} (key, at, entry) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
-            f"at = excluded.at, entry = excluded.entry WHERE {TABLE}.at < ?",
-            (key, entry["at"], _dumps(entry), cutoff))
+            f"at = excluded.at, entry = excluded.entry WHERE {TABLE}.at < ? OR {TABLE}.at > ?",
+            (key, entry["at"], _dumps(entry), cutoff, time.time() + SKEW))
 
     def close(self) -> None:
         """Close this thread's connection (others close with their threads)."""
@@ -252,15 +350,25 @@ class PostgresCache:
         self._url = url
         self._conn: Any = None
         self._lock = threading.Lock()
+        self._salt: bytes | None = None
+
+    def salt(self) -> bytes:
+        if self._salt is None:
+            self._run(f"INSERT INTO {META} (name, value) VALUES ('salt', %s) ON CONFLICT (name) DO NOTHING "
+                      "RETURNING name", (_new_salt(),))
+            row = self._run(f"SELECT value FROM {META} WHERE name = 'salt'", ())
+            self._salt = _salt_of(row[0], f"the PostgreSQL table {META}")
+        return self._salt
 
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
             conn = self._psycopg.connect(self._url, autocommit=True)
-            try:
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, "
-                             "at DOUBLE PRECISION NOT NULL, entry TEXT NOT NULL)")
-            except self._psycopg.errors.UniqueViolation:
-                pass  # another process created it at the same moment
+            for table in (f"{TABLE} (key TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL, entry TEXT NOT NULL)",
+                          f"{META} (name TEXT PRIMARY KEY, value TEXT NOT NULL)"):
+                try:
+                    conn.execute(f"CREATE TABLE IF NOT EXISTS {table}")
+                except self._psycopg.errors.UniqueViolation:
+                    pass  # another process created it at the same moment
             self._conn = conn
         return self._conn
 
@@ -278,8 +386,8 @@ class PostgresCache:
 
     def put(self, key: str, entry: Entry, cutoff: float) -> None:
         self._run(f"INSERT INTO {TABLE} (key, at, entry) VALUES (%s, %s, %s) ON CONFLICT (key) DO UPDATE SET "
-                  f"at = EXCLUDED.at, entry = EXCLUDED.entry WHERE {TABLE}.at < %s RETURNING key",
-                  (key, entry["at"], _dumps(entry), cutoff))
+                  f"at = EXCLUDED.at, entry = EXCLUDED.entry WHERE {TABLE}.at < %s OR {TABLE}.at > %s RETURNING key",
+                  (key, entry["at"], _dumps(entry), cutoff, time.time() + SKEW))
 
     def _drop(self) -> None:
         if self._conn is not None:

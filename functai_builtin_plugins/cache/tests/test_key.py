@@ -1,6 +1,8 @@
-"""The key: every part of a request as sent is in it, and nothing else is.
+"""The key: every part of a request as sent, and who it is sent to, is in it; nothing else is.
 
-10,000 requests, each a base request changed in exactly one part, never hit
+10,000 requests, each a base request changed in exactly one part (of the
+request, or of the endpoint: provider, server, Azure API version, key, a
+header sent), never hit
 the base's entry nor another request's (two requests share a key only when
 their canonical JSON is the same);
 the base request rebuilt from fresh objects, keys in another order, always
@@ -15,7 +17,8 @@ import json
 import random
 
 import pytest
-from functai import Request
+from functai import OpenAIClient, Request
+from functai._models.azure import AzureOpenAIClient
 from functai_cache import KEY_VERSION, canonical, request_key
 from functai_cache.stores import MemoryCache
 
@@ -44,7 +47,11 @@ BASE: dict = {
     "settings": {"temperature": 0.2, "max_tokens": 500, "seed": 7, "stop": ["\n\nEND"]},
     "output_schema": {"type": "object", "properties": {"answer": {"type": "string"}, "urgent": {"type": "boolean"}},
                       "required": ["answer", "urgent"]},
+    "endpoint": {"provider": "azure", "base_url": "https://contoso.openai.azure.com", "api_key": "sk-0123456789abcdef",
+                 "api_version": "2024-10-21", "headers": {"X-Tenant": "tenant-1", "X-Region": "eu"}},
 }
+
+SALT = b"s" * 32
 
 
 def shuffled(value, rng):
@@ -61,6 +68,20 @@ def shuffled(value, rng):
 def build(parts: dict) -> Request:
     return Request(model=parts["model"], messages=parts["messages"], tools=parts["tools"],
                    settings=parts["settings"], output_schema=parts["output_schema"])
+
+
+def endpoint_of(parts: dict):
+    """The endpoint a real client for ``parts["endpoint"]`` reports."""
+    where = dict(parts["endpoint"])
+    options = {"name": where["provider"], "base_url": where["base_url"], "api_key": where["api_key"],
+               "headers": where["headers"]}
+    if where["provider"] == "azure":
+        return AzureOpenAIClient(api_version=where["api_version"], **options).endpoint
+    return OpenAIClient(**options).endpoint
+
+
+def key_of(parts: dict) -> str | None:
+    return request_key(build(parts), endpoint_of(parts), SALT)
 
 
 def other_char(c: str, rng: random.Random) -> str:
@@ -146,12 +167,40 @@ def mutate_section(p, rng):
         system["content"] = INSTRUCTION + "\n\n" + change_text(SECTION, rng)
 
 
+def mutate_endpoint(p, rng):
+    where = p["endpoint"]
+    how = rng.randrange(6)
+    if how == 0:
+        where["provider"] = rng.choice(["openai", "vllm", "ollama"])  # the same address, another provider
+    elif how == 1:
+        where["base_url"] = rng.choice(["https://fabrikam.openai.azure.com", "https://contoso.openai.azure.com/x",
+                                        "http://contoso.openai.azure.com", change_text(where["base_url"], rng)])
+    elif how == 2:
+        where["api_version"] = rng.choice(["2025-01-01-preview", "2024-10-01", change_text(where["api_version"], rng)])
+    elif how == 3:
+        where["api_key"] = change_text(where["api_key"], rng)
+    elif how == 4:
+        name = rng.choice(sorted(where["headers"]))
+        where["headers"][name] = change_text(where["headers"][name], rng)
+    else:
+        name = rng.choice(["X-Tenant", "X-Region", "X-Extra"])
+        if name in where["headers"]:
+            del where["headers"][name]
+        else:
+            where["headers"][name] = "on"
+
+
 MUTATIONS = [mutate_model, mutate_setting, mutate_tool_schema, mutate_message_char, mutate_output_format,
-             mutate_section]
+             mutate_section, mutate_endpoint]
 
 
 def identity(parts: dict) -> str:
-    """Which request ``parts`` is, found without the code under test."""
+    """Which request ``parts`` is, and where it goes, found without the code under test."""
+    parts = copy.deepcopy(parts)
+    where = parts["endpoint"]
+    if where["provider"] != "azure":
+        del where["api_version"]  # only Azure sends one
+    where["base_url"] = where["base_url"].rstrip("/")
     return json.dumps(parts, sort_keys=True)
 
 
@@ -159,7 +208,7 @@ def test_ten_thousand_requests_changed_in_one_part_never_hit_and_unchanged_ones_
     rng = random.Random(22)
     store = MemoryCache()
     base = identity(BASE)
-    base_key = request_key(build(BASE))
+    base_key = key_of(BASE)
     store.put(base_key, {"key": base_key, "at": 1.0, "reply": {"text": base}}, float("-inf"))
     requests_by_key: dict[str, str] = {base_key: base}
     per_mutation = dict.fromkeys((m.__name__ for m in MUTATIONS), 0)
@@ -171,20 +220,19 @@ def test_ten_thousand_requests_changed_in_one_part_never_hit_and_unchanged_ones_
         which = identity(parts)
         assert which != base, f"{mutation.__name__} left the request as it was"
         per_mutation[mutation.__name__] += 1
-        key = request_key(build(parts))
+        key = key_of(parts)
         entry = store.get(key)
         if entry is not None and entry["reply"]["text"] != which:  # an answer kept for another request
             false_hits += 1
         assert requests_by_key.setdefault(key, which) == which  # one key, one request
         store.put(key, {"key": key, "at": 1.0, "reply": {"text": which}}, float("-inf"))
     assert false_hits == 0
-    assert all(count >= 1600 for count in per_mutation.values()), per_mutation
+    assert all(count >= 1400 for count in per_mutation.values()), per_mutation
     assert len(requests_by_key) > 2000  # many distinct requests (the small mutations repeat), each with its own key
 
     hits = 0
     for _ in range(2_000):
-        request = build(shuffled(copy.deepcopy(BASE), rng))
-        entry = store.get(request_key(request))
+        entry = store.get(key_of(shuffled(copy.deepcopy(BASE), rng)))
         hits += entry is not None and entry["reply"]["text"] == base
     assert hits == 2_000
 
@@ -196,8 +244,14 @@ def test_the_key_is_the_canonical_json_of_the_request_as_sent():
     assert "ünïcödé ✓" in text  # text as it is, not \\u-escaped
     assert '"output_schema":{"properties"' in text and '"settings":{"max_tokens":500,"seed":7' in text
     import hashlib
+    import hmac
 
-    assert request_key(request) == hashlib.sha256(f"{KEY_VERSION}\n{text}".encode()).hexdigest()
+    endpoint = endpoint_of(BASE)
+    assert endpoint.url == "https://contoso.openai.azure.com/openai/deployments/%7Bmodel%7D/chat/completions?api-version=2024-10-21"
+    fingerprint = hmac.new(SALT, endpoint._secret, hashlib.sha256).hexdigest()
+    line = json.dumps(["azure", endpoint.url, fingerprint])
+    assert request_key(request, endpoint, SALT) == hashlib.sha256(f"{KEY_VERSION}\n{line}\n{text}".encode()).hexdigest()
+    assert "sk-0123456789abcdef" not in repr(endpoint) and "tenant-1" not in repr(endpoint)
 
 
 def test_a_request_holding_something_that_is_not_json_data_has_no_key():
@@ -232,4 +286,4 @@ def test_the_same_request_has_the_same_key_whichever_writer_wrote_its_json():
     parts["messages"][1]["content"] += " null"
     assert request_key(build(parts)) == request_key(build(shuffled(parts, random.Random(1))))
     assert canonical(build(parts)) == json.dumps(
-        {k: v for k, v in parts.items()}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        {k: v for k, v in parts.items() if k != "endpoint"}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
