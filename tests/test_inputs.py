@@ -159,7 +159,7 @@ def test_the_model_asking_an_ai_function_tool_gets_its_typed_inputs_and_a_clear_
     assert desk("q") == "big"  # the dict became a Box, "red" a Colour
     assert asked == ['box: {"size": 3, "extra": null}\ncolour: "red"']
     told = desk("q")
-    assert told.startswith("The tool failed: measure: input 'box' must be Box")
+    assert told.startswith("The tool was not run: its inputs do not fit (input 'box' must be Box: ")
 
 
 def test_a_conversation_refuses_a_wrong_input_before_writing_a_turn(lm):

@@ -181,8 +181,8 @@ def test_an_ai_function_as_a_tool_builds_its_input_schema_once(monkeypatch):
     from functai._calls import tools as tools_module
 
     built = []
-    real = tools_module.output_schema
-    monkeypatch.setattr(tools_module, "output_schema", lambda tp: built.append(tp) or real(tp))
+    real = tools_module.ToolInputs
+    monkeypatch.setattr(tools_module, "ToolInputs", lambda *args: built.append(args[2]) or real(*args))
 
     @ai
     def lookup(order: str, count: int = 1) -> str:
@@ -195,7 +195,7 @@ def test_an_ai_function_as_a_tool_builds_its_input_schema_once(monkeypatch):
     routed(Clerk=[tool_call("lookup", {"order": "A1"}), "done"] * 3, Lookup=["shipped"] * 3)
     for _ in range(3):  # each call offers the tool and runs one tool call of it
         assert clerk("where is A1?") == "done"
-    assert built == [str, int]  # one schema per input, once
+    assert built == ["lookup"]  # its inputs' schema and readers, built once
     assert tools_module.as_tool(lookup) is tools_module.as_tool(lookup)
 
 
@@ -443,6 +443,8 @@ def test_approval_required_propagates_out_of_the_outermost_call(approval):
         "name": "refund", "input": {"order": "A1", "amount": 5}, "effects": "changes",
         "path": "support/answer/refund", "plugin": "approval", "question": None,
         "digest": digest("refund", {"order": "A1", "amount": 5}, []), "plugins": [],
+        "parameters": {"type": "object", "properties": {"order": {"type": "string"}, "amount": {"type": "number"}},
+                       "required": ["order", "amount"], "additionalProperties": False},
     }
     assert ran == []
     assert info.value.record.path == "support/answer"

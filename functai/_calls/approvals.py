@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any, Mapping, Sequence, TypeGuard
 
-from .._errors import FunctAIError, Waiting
+from .._errors import Waiting
 from .outputs import to_jsonable
 
 #: The reason a refusal gives when the function that was to decide failed (a check that fails refuses).
@@ -107,19 +107,3 @@ def stale_error(path: str, approved: Mapping[str, Any], asked: Mapping[str, Any]
 def _short(value: Any) -> str:
     text = json.dumps(to_jsonable(value), ensure_ascii=False)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def check_edit(inputs: Any, takes: Sequence[str] | None, name: str) -> dict[str, Any]:
-    """An edit made on approving: a dict of inputs the tool takes (``input-invalid`` otherwise)."""
-    if not isinstance(inputs, Mapping) or not inputs or not all(isinstance(k, str) for k in inputs):
-        raise FunctAIError(f"inputs= on approving {name} must be a non-empty dict of the tool's inputs by name",
-                           code="input-invalid")
-    if takes is not None:
-        unknown = sorted(set(inputs) - set(takes))
-        if unknown:
-            raise FunctAIError(
-                f"{name} takes no input {', '.join(map(repr, unknown))}; its inputs are {', '.join(takes) or 'none'}: "
-                "an edit on approving changes this tool's own inputs only",
-                code="input-invalid",
-            )
-    return dict(inputs)

@@ -152,11 +152,11 @@ class Pause(Effect):
 class Ask(Effect):
     """Ask the person at the stream whether a tool call may run: ``(allow, reason, inputs)``, or
     None when nobody answered (then the call goes on as it would without a stream). ``takes``:
-    the tool's input names, which an edit on approving may change."""
+    the tool's inputs (`functai._calls.toolinputs.ToolInputs`), which an edit on approving may change."""
 
     __slots__ = ("approval", "takes")
 
-    def __init__(self, approval: dict[str, Any], takes: list[str]) -> None:
+    def __init__(self, approval: dict[str, Any], takes: Any) -> None:
         self.approval = approval
         self.takes = takes
 

@@ -13,7 +13,8 @@ import contextvars
 from typing import Any, Callable, Mapping
 
 from .._errors import FunctAIError, approval_answered
-from .approvals import check_edit, named_key
+from .approvals import named_key
+from .toolinputs import ToolInputs, check_edit
 from .guards import Guarding, Pending
 from .run import now_text
 from .steps import Ask, Note, Send, Steps, run_awaitable, run_now
@@ -63,7 +64,7 @@ class _Stream:
         self._ctx = contextvars.copy_context()
         self._resume: tuple[bool, Any] = (False, None)
         self._asking: Mapping[str, Any] | None = None
-        self._takes: list[str] = []  # the input names of the tool the stream asks about
+        self._takes: ToolInputs | None = None  # the inputs of the tool the stream asks about
         self._answer: tuple[bool, str | None, Any] | None = None
         self._answered_at: str | None = None
         self._finished = False

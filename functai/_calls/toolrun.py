@@ -59,6 +59,8 @@ class ToolRunner:
         self.settings = MappingProxyType({k: v for k, v in settings.items() if k not in SECRET_SETTINGS})
         self.plan = plan
         self.invocations = 0
+        #: Tool calls whose inputs did not fit, in this call.
+        self.unfit = 0
         by_name = dict(zip(fn.tool_names, fn.tools))
         self.tools = {name: as_tool(by_name[name]) for name in offered}
 
@@ -97,8 +99,18 @@ class ToolRunner:
             entry["error"] = "no such tool"
             entry["output"] = f"There is no tool named {call.name!r}. Tools you can use: {have}."
             return self._done(entry, site, first_change)
+        problems = found.inputs.problems(call.input)
+        if problems:  # the model's own arguments: it is told why, and may ask again (max_tool_retries times)
+            return self._unfit(call.name, entry, site, first_change, problems)
 
         edit = self._recorded_edit(site) if scope is not None and scope.waits else None
+        if edit is not None and found.inputs.problems({**call.input, **edit["inputs"]}):
+            # An edit checked only by the schema its question kept (answered without the function):
+            # its inputs do not fit the tool's types, so it is not run with them, nor at all.
+            entry["error"] = "input-invalid: " + "; ".join(found.inputs.problems({**call.input, **edit["inputs"]}))
+            entry["output"] = ("The tool was not run: the inputs a person gave on approving it do not fit it ("
+                               + entry["error"][len("input-invalid: "):] + ").")
+            return self._done(entry, site, first_change)
         while True:
             if edit is not None:  # a person approved with changed inputs: every handler sees them
                 self.record.changes.append(self._edit_change(edit))
@@ -114,7 +126,7 @@ class ToolRunner:
                 break
             except _Asking as asking:  # a person at the stream may answer: the hook runs again with it
                 del self.record.changes[first_change:]
-                answer = yield Ask(asking.approval, list(found.parameters["properties"]))
+                answer = yield Ask(asking.approval, found.inputs)
                 if answer is None:
                     self.listen = False  # nobody answered: what a call without a stream does
                 else:
@@ -127,6 +139,7 @@ class ToolRunner:
         if stopped is not None:
             entry["output"] = stopped
             return self._done(entry, site, first_change)
+        typed = found.inputs.read(event.input)  # checked: the model's, a person's, each handler's change
         if self.listen:
             yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
 
@@ -137,7 +150,7 @@ class ToolRunner:
         while True:
             attempt += 1
             try:
-                value = yield Invoke(_Keyed(found, key), dict(event.input))
+                value = yield Invoke(_Keyed(found, key), typed)
                 entry.pop("error", None)
                 break
             except Waiting:
@@ -276,7 +289,7 @@ class ToolRunner:
                 ran.append((plugin.name, plugin.version))
             try:
                 result = yield from call_handler_steps(plugin, "tool_call", handler, event)
-                change = folded(plugin, "tool_call", handler, result, event, _apply_inputs)
+                change = folded(plugin, "tool_call", handler, result, event, self._apply_inputs)
             except PluginError as error:
                 if error.code != "plugin-failed":
                     raise
@@ -284,7 +297,7 @@ class ToolRunner:
                 warn("hook failed", plugin=plugin.name, version=plugin.version, hook="tool_call",
                      function=self.fn.name, error=f"{type(cause).__name__}: {cause}")
                 # A check that fails blocks the tool, never lets it run.
-                change = folded(plugin, "tool_call", handler, Change(block=CHECK_FAILED), event, _apply_inputs)
+                change = folded(plugin, "tool_call", handler, Change(block=CHECK_FAILED), event, self._apply_inputs)
             if change is not None:
                 self.record.changes.append(change)
                 block = change["change"].get("block")
@@ -298,6 +311,31 @@ class ToolRunner:
             if not allowed:
                 return _refused(entry, plugin, why)
         return None
+
+    def _apply_inputs(self, plugin: Plugin, change: Change, event: ToolCallEvent) -> None:
+        """A handler's change of the inputs, which must fit the tool as the model's must."""
+        if change.inputs is None:
+            return
+        changed = {**event.input, **change.inputs}
+        problems = self.tools[event.name].inputs.problems(changed)
+        if problems:
+            raise refuse(plugin, "tool_call", "inputs", f"the inputs do not fit the tool {event.name!r}: "
+                         + "; ".join(problems))
+        set_field(event, "input", MappingProxyType(changed))
+
+    def _unfit(self, name: str, entry: dict[str, Any], site: str, first_change: int, problems: list[str]) -> str:
+        """The model's arguments do not fit the tool: it is not run, and the model is told why, to
+        ask again; past ``max_tool_retries`` such calls the call fails ``tool-input-invalid``."""
+        self.unfit += 1
+        why = "; ".join(problems)
+        if self.unfit > self.settings["max_tool_retries"]:
+            raise FunctAIError(
+                f"{self.path}: the model asked for the tool {name!r} with inputs that do not fit it "
+                f"{self.unfit} times ({why}); raise max_tool_retries, or describe the inputs better in the "
+                "tool's docstring and annotations", code="tool-input-invalid")
+        entry["error"] = f"input-invalid: {why}"
+        entry["output"] = f"The tool was not run: its inputs do not fit ({why}). Call it again with inputs that do."
+        return self._done(entry, site, first_change)
 
     def _tool_error_hook(self, found: Any, event: ToolCallEvent, entry: dict[str, Any], error: Exception,
                          attempt: int) -> Steps[Change | None]:
@@ -344,7 +382,9 @@ class ToolRunner:
         asked = digest(event.name, input, plugins)
         base = f"{site}.{plugin}"
         approval = {"key": key_of(base, asked), "name": event.name, "input": input, "effects": event.effects,
-                    "path": event.path, "plugin": plugin, "question": reason, "digest": asked, "plugins": plugins}
+                    "path": event.path, "plugin": plugin, "question": reason, "digest": asked, "plugins": plugins,
+                    # what an edit must fit, for whoever answers without the function (the console)
+                    "parameters": self.tools[event.name].inputs.schema}
         scope = self.scope
         waits = scope is not None and scope.waits
         answers = {**(scope.answers(base) or {}), **self.answers} if waits else self.answers  # type: ignore[union-attr]
@@ -379,11 +419,6 @@ class ToolRunner:
                     set_field(event, "settings", MappingProxyType({**self.settings, "approve": rule}))
                     yield plugin, handler
                 set_field(event, "settings", self.settings)
-
-
-def _apply_inputs(plugin: Plugin, change: Change, event: ToolCallEvent) -> None:
-    if change.inputs is not None:
-        set_field(event, "input", MappingProxyType({**event.input, **change.inputs}))
 
 
 def _apply_output(plugin: Plugin, change: Change, event: ToolResultEvent) -> None:

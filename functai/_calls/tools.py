@@ -11,20 +11,8 @@ from typing import Any, Callable, Mapping, overload
 
 from .._errors import FunctAIError
 from .function import AIFunction, check_effects, signature_of
-from .outputs import output_schema, read_value
+from .toolinputs import ToolInputs
 from .steps import in_thread
-
-def _parameters_schema(signature: inspect.Signature, hints: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON schema of a tool's inputs (checked named by `signature_of`)."""
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for param in signature.parameters.values():
-        tp = hints.get(param.name, str)
-        properties[param.name] = output_schema(tp) or {"type": "string"}
-        if param.default is param.empty:
-            required.append(param.name)
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
 
 #: ``reconcile(key, input)``: what a tool left started by a crash did (its result), or None if nothing.
 Reconcile = Callable[[str, dict[str, Any]], Any]
@@ -43,7 +31,9 @@ class Tool:
         #: Settles a call recorded started with no result, when its turn is resumed (see `tool`).
         self.reconcile = _reconciler(reconcile, effects, self.name)
         self.description: str = (inspect.getdoc(fn) or "").strip()
-        self.parameters = _parameters_schema(*signature_of(fn, f"tool {self.name}"))
+        #: Its inputs: read by their annotations before anything sees them (`ToolInputs`).
+        self.inputs = ToolInputs(*signature_of(fn, f"tool {self.name}"), self.name)
+        self.parameters = self.inputs.schema
         self.is_async = inspect.iscoroutinefunction(fn)
 
     def schema(self) -> dict[str, Any]:
@@ -170,7 +160,8 @@ class ProgramTool:
         self.idempotent = idempotent
         self.name = program.name
         self.description = program.instruction
-        self.parameters = _parameters_schema(program.signature, program._hints)
+        self.inputs = ToolInputs(program.signature, program._hints, self.name)
+        self.parameters = self.inputs.schema
         #: What ``tool(fn, effects=...)`` declared (None: derived).
         self.declared = effects
         self.reconcile: Reconcile | None = None
@@ -192,15 +183,15 @@ class ProgramTool:
         return f"<tool {self.name} (AI function) effects={self.effects}>"
 
     def invoke(self, input: Mapping[str, Any]) -> Any:
-        return self.program(**typed_inputs(self.program, input))
+        return self.program(**input)  # read by its inputs' types already
 
     async def ainvoke(self, input: Mapping[str, Any]) -> Any:
-        return await self.program.acall(**typed_inputs(self.program, input))
+        return await self.program.acall(**input)
 
 
-def tool_inputs(program: "AIFunction", path: str) -> list[str] | None:
-    """The input names of the tool at ``path`` (``support/answer/refund``) below ``program``, or
-    None when the path does not lead to one of its tools (a tool added by a plugin, say)."""
+def tool_inputs(program: "AIFunction", path: str) -> ToolInputs | None:
+    """The inputs of the tool at ``path`` (``support/answer/refund``) below ``program``, or None
+    when the path does not lead to one of its tools (a tool added by a plugin, say)."""
     names = path.split("/")[1:]
     holder: Any = program
     for depth, name in enumerate(names):
@@ -210,25 +201,9 @@ def tool_inputs(program: "AIFunction", path: str) -> list[str] | None:
             return None
         found = as_tool(found)
         if depth == len(names) - 1:
-            return list(found.parameters["properties"])
+            return found.inputs  # type: ignore[no-any-return]
         holder = getattr(found, "program", None)
     return None
-
-
-def typed_inputs(program: "AIFunction", input: Mapping[str, Any]) -> dict[str, Any]:
-    """The model's JSON inputs as the values the annotations name (a dict becomes its dataclass);
-    what does not read is passed as it is, for the input check to name."""
-    hints = program._hints
-    out = {}
-    for name, value in input.items():
-        tp = hints.get(name)
-        if tp is not None and tp is not str:
-            try:
-                value = read_value(value, tp)
-            except (TypeError, ValueError):
-                pass
-        out[name] = value
-    return out
 
 
 class ApprovalError(FunctAIError):

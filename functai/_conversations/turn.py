@@ -7,7 +7,8 @@ import copy
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .._calls.approvals import check_edit, is_extension, named_key
+from .._calls.approvals import is_extension, named_key
+from .._calls.toolinputs import check_edit
 from .._calls.steps import drive
 from .._calls.tools import tool_inputs
 from .._errors import FunctAIError
@@ -101,9 +102,13 @@ class Turn:
             keys = [a["key"] for a in self._data.approvals]
             raise FunctAIError(f"approving with inputs= names one approval of turn {self.id!r}: one of {keys}",
                                code="input-invalid" if key is None else "turn-not-waiting")
-        program = self._chat.program  # opened without it (Conversation.open): the names the question shows
-        takes = list(asked["input"]) if program is None else tool_inputs(program, asked["path"])
-        return check_edit(inputs, takes, asked["name"])
+        program = self._chat.program
+        found = None if program is None else tool_inputs(program, asked["path"])
+        if found is not None:
+            return check_edit(inputs, found, asked["name"])
+        # Opened without its function (Conversation.open): the inputs and their schema the question kept.
+        parameters = asked.get("parameters") or {}
+        return check_edit(inputs, list(parameters.get("properties") or asked["input"]), asked["name"], parameters)
 
     def deny(
         self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None, by: str | None = None

@@ -9,6 +9,6 @@ from __future__ import annotations
 from .jsonable import to_jsonable
 from .kinds import describe
 from .readers import read_output, read_value
-from .schema import output_schema
+from .schema import output_schema, parameters_schema
 
-__all__ = ["describe", "output_schema", "read_output", "read_value", "to_jsonable"]
+__all__ = ["describe", "output_schema", "parameters_schema", "read_output", "read_value", "to_jsonable"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from .kinds import Unsupported, cached, class_info, classify, describe, unwrap_output
 from .readers import top_reader
@@ -17,6 +17,26 @@ def output_schema(tp: Any) -> dict[str, Any] | None:
         return cached(_schemas, tp, _build_schema)  # type: ignore[no-any-return]
     except Unsupported as exc:
         raise TypeError(str(exc)) from None
+
+
+def parameters_schema(params: Sequence[tuple[str, Any, bool]]) -> dict[str, Any]:
+    """The JSON schema of a tool's inputs ``(name, type, required)``, as one object: the classes
+    its inputs share or nest recursively go to its own ``$defs``, where ``#/$defs/...`` points.
+    An input whose type is ``str`` or says nothing (Any) is offered as a string. TypeError for a
+    type that can never be read."""
+    builder = _SchemaBuilder()
+    properties: dict[str, Any] = {}
+    for name, tp, _ in params:
+        try:
+            top_reader(tp)  # validates the whole type
+        except Unsupported as exc:
+            raise TypeError(str(exc)) from None
+        properties[name] = builder.build(tp) or {"type": "string"}
+    schema = {"type": "object", "properties": properties, "required": [name for name, _, needed in params if needed],
+              "additionalProperties": False}
+    if builder.defs:
+        schema["$defs"] = builder.defs
+    return schema
 
 
 def _build_schema(tp: Any) -> dict[str, Any] | None:
