@@ -54,12 +54,20 @@ SHOP = textwrap.dedent('''
 
 
     def settle(key, input):
-        """What the payment with this key did: its ledger row, or None; SHOP_SETTLE=fail raises."""
+        """What the payment with this key did: its ledger row, or None; SHOP_SETTLE=fail raises,
+        SHOP_SETTLE=unshowable answers a value that cannot be written."""
         write("settled", key, functai.tool_key())
         if os.environ.get("SHOP_SETTLE") == "fail":
             raise ConnectionError("the ledger is down")
+        if os.environ.get("SHOP_SETTLE") == "unshowable":
+            return Unshowable()
         found = [payment for k, payment in rows("paid") if k == key]
         return f"paid {found[0]} (settled)" if found else None
+
+
+    class Unshowable:
+        def __repr__(self):
+            raise RuntimeError("no text for this")
 
 
     def act(payment):
@@ -429,6 +437,24 @@ def test_reconcile_that_raises_leaves_the_turn_interrupted_and_a_later_resume_as
     assert [k for k, _ in shop.rows("settled")] == [key, key, key]
     assert len(call_records) == 1 and call_records.last().tool_calls[0]["reconciled"] is True
     assert shop.desk.conversation("c", store=store).turn(turn.id).state == "done"
+
+
+def test_a_reconcile_result_that_cannot_be_shown_is_reconcile_failed_and_the_turn_stays_resumable(shop, store):
+    turn = crashed_turn(shop, store, SHOP_KILL="after-effect")
+    key = f"{turn.id}:1.1"
+    os.environ["SHOP_SETTLE"] = "unshowable"
+    try:
+        with pytest.raises(FunctAIError) as info:
+            turn.resume()
+    finally:
+        del os.environ["SHOP_SETTLE"]
+    assert info.value.code == "reconcile-failed"
+    assert "returned a value that cannot be shown (Unshowable; RuntimeError: no text for this)" in info.value.message
+    forget(store)
+    again = shop.desk.conversation("c", store=store).turn(turn.id)
+    assert again.state == "interrupted" and again.why.startswith(f"reconcile-failed: reconcile of {key} returned")
+    assert again.resume() == "done: paid A (settled) / paid B"
+    assert [k for k, _ in shop.rows("paid")].count(key) == 1
 
 
 def test_an_async_resume_whose_reconcile_raises_leaves_the_turn_interrupted(shop, store):

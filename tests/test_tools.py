@@ -487,3 +487,29 @@ def test_undeclared_effects_count_as_changes(approval):
     with functai.settings(approve=lambda t: questions.append((t.name, t.effects)) or True):
         support("x")
     assert questions == [("send_email", None)]
+
+
+def test_a_tool_result_that_cannot_be_shown_is_said_so_and_the_call_goes_on():
+    class Opaque:
+        def __repr__(self):
+            raise RuntimeError("no text for this")
+
+    ran = []
+
+    @tool(effects="changes")
+    def make() -> object:
+        """Make something."""
+        ran.append(1)
+        return Opaque()
+
+    @ai(tools=[make])
+    def maker(request: str) -> str:
+        """Make it."""
+
+    lm = ScriptedLM([tool_call("make", {}), "Made."])
+    with functai.settings(client=lm):
+        value, record = maker.run("make one")
+    assert value == "Made." and ran == [1]
+    [call] = record.tool_calls
+    assert call["error"] == "result-unshowable: Opaque (RuntimeError: no text for this)"
+    assert call["output"] == "The tool ran, but its result cannot be shown (Opaque has no text form)."

@@ -175,8 +175,14 @@ class ToolRunner:
                     value = change.output
                 break
             entry["attempts"] = attempt + 1
-        text = yield from self._tool_result_hook(call.name, event.input, render_value(value), event.path, invocation,
-                                                 key)
+        try:
+            shown = render_value(value)
+        except FunctAIError:
+            raise  # json-too-deep: the call says so
+        except Exception as error:  # its repr raised: it ran, and the model is told so
+            entry["error"] = f"result-unshowable: {type(value).__name__} ({type(error).__name__}: {error})"
+            shown = f"The tool ran, but its result cannot be shown ({type(value).__name__} has no text form)."
+        text = yield from self._tool_result_hook(call.name, event.input, shown, event.path, invocation, key)
         entry["output"] = text
         if self.listen:
             yield Note("tool_result", name=call.name, output=text, path=event.path)
@@ -205,20 +211,18 @@ class ToolRunner:
         try:
             value = yield Invoke(_Keyed(_Reconciling(reconcile, key), key), input)
         except Exception as error:
-            raise FunctAIError(
-                f"the tool call {path} (key {key!r}) started before the process running its turn stopped, and its "
-                f"reconcile function raised {type(error).__name__}: {error}; nothing is guessed: the turn stays "
-                "interrupted, and resuming it asks reconcile again (once what it reads is back or it is fixed), or "
-                "abandon it after looking the key up where the tool acts",
-                code="reconcile-failed",
-                why=f"reconcile-failed: reconcile of {key} raised {type(error).__name__}: {str(error)[:160]}",
-            ) from error
+            raise _reconcile_failed(path, key, f"raised {type(error).__name__}: {error}") from error
         if value is None:
             return None
+        try:
+            shown = render_value(value)
+        except Exception as error:  # a result that cannot be shown is no answer either
+            raise _reconcile_failed(path, key, f"returned a value that cannot be shown ({type(value).__name__}; "
+                                               f"{type(error).__name__}: {error})") from error
         first_change = self._restore(entry, recorded)
         entry["reconciled"] = True
-        entry["output"] = yield from self._tool_result_hook(name, MappingProxyType(input), render_value(value), path,
-                                                            invocation, key)
+        entry["output"] = yield from self._tool_result_hook(name, MappingProxyType(input), shown, path, invocation,
+                                                            key)
         return self._done(entry, site, first_change)
 
     def _done(self, entry: dict[str, Any], site: str, first_change: int) -> str:
@@ -423,6 +427,18 @@ class ToolRunner:
 
 def _apply_output(plugin: Plugin, change: Change, event: ToolResultEvent) -> None:
     set_field(event, "output", change.output)
+
+
+def _reconcile_failed(path: str, key: str, what: str) -> FunctAIError:
+    """A reconcile that gave no usable answer: nothing is guessed, and the turn stays interrupted."""
+    return FunctAIError(
+        f"the tool call {path} (key {key!r}) started before the process running its turn stopped, and its "
+        f"reconcile function {what}; nothing is guessed: the turn stays interrupted, and resuming it asks "
+        "reconcile again (once what it reads is back or it is fixed), or abandon it after looking the key up "
+        "where the tool acts",
+        code="reconcile-failed",
+        why=f"reconcile-failed: reconcile of {key} {what[:160]}",
+    )
 
 
 def _refused(entry: dict[str, Any], plugin: str, reason: str | None) -> str:
