@@ -240,3 +240,64 @@ def test_nothing_installed(tmp_path, monkeypatch):
     monkeypatch.setattr(installed, "entry_points", lambda group: [])
     status, out, _ = doctor()
     assert status == 0 and out.startswith("no installed plugins (entry-point groups functai, functai.builtins")
+
+
+SPAWNING = {
+    "spawns": '''
+        import os, subprocess, sys
+        import functai
+
+        @functai.hookimpl
+        def tool_call(tool):
+            return None
+
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=True)
+        with open(os.environ["DOCTOR_PIDS"], "a") as file:
+            file.write(f"{child.pid}\\n")
+    ''',
+    "spawns-and-hangs": '''
+        import os, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys, time; "
+                                  "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'], "
+                                  "start_new_session=True); open(os.environ['DOCTOR_PIDS'], 'a').write(f'{g.pid}\\\\n'); "
+                                  "time.sleep(3600)"], start_new_session=True)
+        with open(os.environ["DOCTOR_PIDS"], "a") as file:
+            file.write(f"{child.pid}\\n")
+        time.sleep(3600)
+    ''',
+}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the child is a subreaper on Linux")
+def test_whatever_an_import_starts_in_a_session_of_its_own_is_ended_and_a_finished_import_is_timed(tmp_path,
+                                                                                                   monkeypatch):
+    import time
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    for name, source in SPAWNING.items():
+        _distribution(folder, name, "functai", source, [])
+    monkeypatch.setattr(sys, "path", [str(folder), *sys.path])
+    monkeypatch.setenv("DOCTOR_PIDS", str(tmp_path / "pids"))
+    monkeypatch.delenv("FUNCTAI_DISABLE_PLUGINS", raising=False)
+    started = time.monotonic()
+    status, out, err = doctor("spawns", "--timeout", "4")
+    assert status == 0, out + err
+    assert time.monotonic() - started < 4  # the process it left, holding no pipe of ours, did not hold the check
+    assert rows(out)["spawns"][0] == "ok"
+    status, out, err = doctor("spawns-and-hangs", "--timeout", "2")
+    assert status == 1 and "plugin-timeout: its import did not finish within 2 s" in rows(out)["spawns-and-hangs"][2]
+    pids = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == 3  # the first plugin's child; the second's child and grandchild
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in pids if _alive(pid)] == []

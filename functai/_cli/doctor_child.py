@@ -1,9 +1,12 @@
 """The child process of ``functai plugins doctor``: loads one entry point and says, as one JSON
 object on its standard output, what became of it.
 
-Run by path (``python doctor_child.py SYS_PATH GROUP NAME DISTRIBUTION``), not as a module of
-``functai._cli``, so that what is loaded before the clock starts is what a program has when it
+Run by path (``python doctor_child.py SYS_PATH GROUP NAME DISTRIBUTION TIMEOUT``), not as a module
+of ``functai._cli``, so that what is loaded before the clock starts is what a program has when it
 loads its plugins, ``import functai``: the time measured is the plugin's own import.
+
+It keeps its own time limit, and on Linux it is a subreaper: whatever the import started — in a
+session of its own too — is its descendant to the end, and is killed before it answers.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ if __name__ == "__main__":  # first: the parent's sys.path (the same distributio
 import inspect  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
+import signal  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -140,13 +145,79 @@ def examine(group: str, name: str, distribution: str) -> dict[str, Any]:
     return found
 
 
+#: ``prctl`` option: orphaned descendants are re-parented to this process, not to init.
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children() -> list[int]:
+    """This process's children, from /proc (on Linux: every descendant left, once their parents end)."""
+    me, found = os.getpid(), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    fields = stat.read().rpartition(b")")[2].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me:
+                found.append(int(entry))
+    return found
+
+
+def _end_descendants() -> None:
+    """Kill whatever the import started, until nothing is left (children of the killed come to us)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        alive = _children()
+        if not alive:
+            return
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+        while True:  # reap them, so a dead one is not counted again
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+
+
 def main(argv: list[str]) -> None:
-    result = os.fdopen(os.dup(1), "w")
+    group, name, distribution, timeout = argv
+    result = os.fdopen(os.dup(1), "w")  # not inherited: only this process holds the parent's pipe
     os.dup2(2, 1)  # what the plugin prints goes to stderr, away from the result
-    found = examine(*argv)
-    result.write(json.dumps(found, default=str))
-    result.flush()
-    os._exit(0)  # nothing the plugin left behind (threads, atexit handlers) may change the verdict
+    _become_subreaper()
+    answered = threading.Lock()
+
+    def answer(found: dict[str, Any]) -> None:
+        if not answered.acquire(blocking=False):
+            return  # the other answer came first
+        _end_descendants()
+        result.write(json.dumps(found, default=str))
+        result.flush()
+        os._exit(0)  # nothing the plugin left behind (threads, atexit handlers) may change the verdict
+
+    limit = float(timeout)
+    watchdog = threading.Timer(limit, answer, [{"code": "plugin-timeout", "message": f"its import did not finish "
+                                                f"within {limit:g} s; its process was stopped"}])
+    watchdog.daemon = True
+    watchdog.start()
+    answer(examine(group, name, distribution))
 
 
 if __name__ == "__main__":
