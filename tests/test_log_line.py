@@ -157,7 +157,8 @@ def test_a_nan_in_a_tools_arguments_in_a_real_call_is_logged_as_text(tmp_path):
         assert judge("Ada") == "fine"
     line = strict((tmp_path / "calls.jsonl").read_bytes().splitlines()[1])
     assert line["tool_calls"][0]["input"] == {"x": "NaN", "note": None}
-    assert line["tool_calls"][0]["output"] == "NaN"  # the tool's own float, as the tool's text
+    assert line["tool_calls"][0]["output"].startswith("The tool was not run: its inputs do not fit (input 'x' must "
+                                                     "be float: expected a finite number at x)")
 
 
 def test_a_record_without_non_finite_numbers_warns_nothing(tmp_path):

@@ -58,10 +58,14 @@ class ToolInputs:
                 continue  # a default is the author's choice (``x: int = None`` is common)
             try:
                 reader(value)
+                where = _non_finite(value)
             except Bad as bad:
                 found.append(f"input {name!r} must be {describe(tp)}: {bad.render(name)}")
             except RecursionError:
                 found.append(f"input {name!r} is nested too deeply to read")
+            else:
+                if where is not None:
+                    found.append(f"input {name!r} must be {describe(tp)}: expected a finite number at {name}{where}")
         return found
 
     def read(self, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,6 +81,19 @@ class ToolInputs:
             read = reader(value)
             typed[name] = value if type(read) in (int, float, list) and read == value else read
         return typed
+
+
+def _non_finite(value: Any) -> str | None:
+    """Where ``value`` holds NaN or an infinity (no JSON number, and no amount of anything), or None."""
+    if isinstance(value, float):
+        return "" if value - value != 0 else None
+    items: Any = (value.items() if isinstance(value, Mapping)
+                  else enumerate(value) if isinstance(value, (list, tuple)) else ())
+    for key, item in items:
+        found = _non_finite(item)
+        if found is not None:
+            return (f".{key}" if isinstance(key, str) else f"[{key}]") + found
+    return None
 
 
 def check_edit(inputs: Any, takes: ToolInputs | list[str] | None, name: str,

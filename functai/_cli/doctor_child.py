@@ -158,7 +158,7 @@ def _become_subreaper() -> None:
 
 def _children() -> list[int]:
     """This process's children, from /proc (on Linux: every descendant left, once their parents end)."""
-    me, found = os.getpid(), []
+    me, found = os.getpid(), list[int]()
     try:
         entries = os.listdir("/proc")
     except OSError:

@@ -49,9 +49,11 @@ def sample(schema: dict[str, Any] | bool | None) -> Any:
 
 
 def sample_input(parameters: dict[str, Any] | None) -> dict[str, Any]:
-    """A tool's input: each parameter's value from its own schema (a root, with its own ``$defs``)."""
-    properties = (parameters or {}).get("properties") or {}
-    return {name: sample(schema) for name, schema in properties.items()}
+    """A tool's input: each parameter's value from its schema (whose ``$refs`` point into the
+    parameters' own ``$defs``)."""
+    root = parameters if isinstance(parameters, dict) else {}
+    sampler = _Sampler(root)
+    return {name: sampler.value(schema, 0) for name, schema in (root.get("properties") or {}).items()}
 
 
 class _Sampler:
