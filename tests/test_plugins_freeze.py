@@ -72,7 +72,8 @@ def without_site_packages():
 
 def freeze():
     out = io.StringIO()
-    assert main(["plugins", "freeze"], out, io.StringIO()) == 0
+    err = io.StringIO()
+    assert main(["plugins", "freeze"], out, err) == 0, err.getvalue()
     return out.getvalue().splitlines()
 
 
@@ -119,3 +120,27 @@ def test_install_r_refuses_a_file_that_is_not_there_before_running_pip(tmp_path)
     status = main(["install", "-r", str(tmp_path / "plugins.txt")], out, err)
     assert status == 2
     assert "error [not-found]: no requirements file" in err.getvalue() and "functai plugins freeze" in err.getvalue()
+
+
+@pytest.mark.parametrize("direct", [
+    {"url": "https://example.org/p.whl\n--index-url https://evil.example/simple", "archive_info": {}},
+    {"url": "https://example.org/p.whl%0A--index-url%20https://evil.example/simple", "archive_info": {}},
+    {"url": "file:///srv/p%0A--extra-index-url%20https://evil.example", "dir_info": {"editable": True}},
+    {"url": "--index-url=https://evil.example/simple", "dir_info": {}},
+    {"url": "https://example.org/p.git", "vcs_info": {"vcs": "git", "commit_id": "abc\r\n-i https://evil.example"}},
+    {"url": "https://example.org/p.tar.gz", "archive_info": {"hash": "sha256=ab --index-url https://evil.example"}},
+    {"url": "https://example.org/p.git", "subdirectory": "plugin\n-i https://evil.example",
+     "vcs_info": {"vcs": "git", "commit_id": "0123456789abcdef"}},
+], ids=["newline", "quoted-newline", "editable-quoted-newline", "leading-dash", "vcs-commit", "hash-space",
+        "subdirectory"])
+def test_freeze_refuses_a_recorded_value_that_could_add_a_line_and_writes_nothing(tmp_path, monkeypatch, direct):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    _dist_info(folder, "functai-fine", "1.0.0", ["functai"], None)
+    _dist_info(folder, "functai-crafted", "1.0.0", ["functai"], direct)
+    monkeypatch.setattr(sys, "path", [str(folder), *without_site_packages()])
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["plugins", "freeze"], out, err) == 2
+    assert out.getvalue() == ""  # not a line: not even the fine distribution's
+    assert "error [freeze-unsafe]" in err.getvalue() and "'functai-crafted'" in err.getvalue()
+    assert "\n--index-url" not in err.getvalue() and "\n-i " not in err.getvalue()

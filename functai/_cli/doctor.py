@@ -65,30 +65,49 @@ def plugin_distributions() -> list[Any]:
     return sorted(found.values(), key=lambda dist: str(dist.name).lower())  # pip's order
 
 
+#: What no value written into a requirement line may hold, as it is or once unquoted: a control
+#: character (a newline would start a line of its own, an ``--index-url`` pip obeys).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _safe(value: str, what: str, name: str) -> str:
+    """``value`` when it is one plain field of a line; else ``freeze-unsafe`` (a crafted record)."""
+    spaced = what != "folder" and re.search(r"\s", value)  # a space would end the field on its line
+    for form in (value, unquote(value)):
+        if spaced or _CONTROL.search(form) or form.lstrip().startswith("-"):
+            raise CLIError(f"the {what} recorded for {name!r} ({value[:80]!r}) holds a control character, a space "
+                           "or a leading '-': written into the file it could add a line (an --index-url) that "
+                           "install -r obeys; nothing was written", code="freeze-unsafe",
+                           hint=f"reinstall {name} from a plain source, or check its direct_url.json")
+    return value
+
+
 def requirement(dist: Any) -> list[str]:
     """The lines ``pip freeze`` writes for ``dist``: ``name==version``; ``name @ URL`` for a folder,
     an archive or a VCS checkout it was installed from (its PEP 610 ``direct_url.json``); a comment
-    and ``-e FOLDER`` for an editable install."""
-    name, version = str(dist.name), str(dist.version)
+    and ``-e FOLDER`` for an editable install. A recorded value that could add a line refuses
+    ``freeze-unsafe``."""
+    name = _safe(str(dist.name), "name", str(dist.name))
+    version = _safe(str(dist.version), "version", name)
     direct = _direct_url(dist)
     if direct is None:
         folder = _egg_link_project(dist)
         return _editable(name, version, folder) if folder else [_pinned(name, version)]
-    url = str(direct["url"])
+    url = _safe(str(direct["url"]), "URL", name)
     fragments = []
     if isinstance(direct.get("vcs_info"), dict):
         vcs = direct["vcs_info"]
-        line = f"{name} @ {vcs['vcs']}+{url}@{vcs['commit_id']}"
+        line = f"{name} @ {_safe(str(vcs['vcs']), 'VCS', name)}+{url}@{_safe(str(vcs['commit_id']), 'commit', name)}"
     elif isinstance(direct.get("archive_info"), dict):
         line = f"{name} @ {url}"
         if direct["archive_info"].get("hash"):
-            fragments.append(str(direct["archive_info"]["hash"]))
+            fragments.append(_safe(str(direct["archive_info"]["hash"]), "hash", name))
     else:  # dir_info: a local folder
         if (direct.get("dir_info") or {}).get("editable") and url.startswith("file:"):
-            return _editable(name, version, unquote(urlsplit(url).path))
+            return _editable(name, version, _safe(unquote(urlsplit(url).path), "folder", name))
         line = f"{name} @ {url}"
     if direct.get("subdirectory"):
-        fragments.append(f"subdirectory={direct['subdirectory']}")
+        fragments.append(f"subdirectory={_safe(str(direct['subdirectory']), 'subdirectory', name)}")
     return [line + ("#" + "&".join(fragments) if fragments else "")]
 
 
@@ -132,11 +151,11 @@ def _egg_link_project(dist: Any) -> str | None:
 
 def cmd_freeze(args: argparse.Namespace, out: TextIO) -> int:
     """Requirement lines for the installed plugin distributions, sorted by name."""
+    lines = [line for dist in plugin_distributions() for line in requirement(dist)]  # all, or none when one refuses
     print(f"# functai {__version__} plugin distributions in {sys.prefix} (functai plugins freeze)", file=out)
     print("# restore them with: functai install -r FILE", file=out)
-    for dist in plugin_distributions():
-        for line in requirement(dist):
-            print(line, file=out)
+    for line in lines:
+        print(line, file=out)
     return 0
 
 
