@@ -232,6 +232,7 @@ def test_ask_sends_the_rebuilt_request_and_shows_both_answers(tmp_path):
         "-",
         "-Be formal.",
         "also different: messages",
+        "settings sent: {}",
         "recorded answer: Formally: one half.",
         "new answer:      One half.",
     ]
@@ -280,6 +281,8 @@ def test_a_plugin_that_changed_nothing_and_a_function_that_cannot_be_imported(tm
     status, out, err = run(["replay", "fff", "--log", log])
     assert (status, out) == (2, "")
     assert err.splitlines() == [
+        "functai: importing gone_module (the module call ffffffffffffffff names) for its function tutor; "
+        "--function MODULE:FUNCTION names another",
         "functai: error [not-found]: no module named 'gone_module'",
         "  hint: gone_module:tutor is the call's function: run this where it is importable, or name it with "
         "--function MODULE:FUNCTION"]
@@ -409,3 +412,47 @@ def test_a_turn_whose_inputs_a_turn_start_handler_changed_and_whose_shown_turns_
         same_request(functai.replay(record.id).recorded, sent)
     assert functai.replay(records[-1].id, without=["loud"]).notes == (
         "'loud' changed the turn's inputs; the record keeps them only as changed",)
+
+
+def test_ask_shows_the_settings_it_would_send_and_wants_yes_when_they_are_not_the_functions(tmp_path):
+    from functai._calls.records import append
+
+    lm = ScriptedLM(["One half.", "Again one half."])
+    log = str(tmp_path / "calls")
+    functai.configure(client=lm, log_calls=log)
+    _, record = tutor.run("What is 1/2?")
+    greedy = attrs.evolve(record, id="a" * 16, settings={"n": 64, "max_tokens": 100000})
+    append(log, greedy)
+    status, out, err = run(["replay", "aaaa", "--log", log, "--ask"])
+    assert (status, out) == (2, "")
+    assert err.startswith("functai: error [replay-settings]: the rebuilt request would be sent with the settings "
+                          '{"max_tokens": 100000, "n": 64} (from the record), where ')
+    assert "hint: add --yes to send them as shown" in err
+    assert len(lm.requests) == 1  # nothing was sent
+    status, out, err = run(["replay", "aaaa", "--log", log, "--ask", "--yes"])
+    assert (status, err) == (0, "")
+    assert 'settings sent: {"max_tokens": 100000, "n": 64}' in out.splitlines()
+    assert dict(lm.requests[1].settings) == {"n": 64, "max_tokens": 100000}
+
+
+def test_ask_on_a_call_the_scripted_offline_model_answered_never_sends_its_name_to_a_server(tmp_path, monkeypatch):
+    from loopback import LoopbackServer, Scripted, completion
+
+    lm = ScriptedLM(["One half."])
+    log = str(tmp_path / "calls")
+    functai.configure(client=lm, log_calls=log)
+    _, record = tutor.run("What is 1/2?")
+    assert record.model == "scripted"
+    with LoopbackServer() as server:
+        server.script(Scripted(body=completion("from the server")))
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")
+        functai.configure(client=None, log_calls=log)  # as a new process: no scripted model configured
+        status, out, err = run(["replay", record.id, "--log", log, "--ask"])
+        assert (status, out) == (2, "")
+        assert err.startswith("functai: error [replay-offline-model]: call ")
+        assert "--lm MODEL" in err
+        assert server.requests == []
+        status, out, err = run(["replay", record.id, "--log", log, "--ask", "--lm", "openai/gpt-4.1-mini"])
+        assert status == 0, err
+        assert [r.body["model"] for r in server.requests] == ["gpt-4.1-mini"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any, TextIO
 
 from .._calls.records import read_calls
@@ -26,6 +27,8 @@ def register(commands: Any) -> None:
     replay.add_argument("--lm", metavar="MODEL", help="lay the request out for this model (and ask it, with --ask)")
     replay.add_argument("--ask", action="store_true",
                         help="send the rebuilt request and show the new answer beside the recorded one")
+    replay.add_argument("--yes", action="store_true",
+                        help="with --ask: send settings that differ from the function's own (shown when refused)")
     replay.add_argument("--function", metavar="MODULE:FUNCTION",
                         help="the call's AI function, when the one it records does not import from here "
                              "(a script's: path/to/script.py:NAME)")
@@ -44,6 +47,9 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError(f"call {record.id} was made by a script run as a program, so its function is recorded as "
                        f"{reference}, which this command cannot import", code="script-function",
                        hint=f"name the script: --function path/to/script.py:{record.function}")
+    if not args.function and record.module not in sys.modules:  # said before it runs: an import runs its code
+        print(f"functai: importing {record.module} (the module call {record.id} names) for its function "
+              f"{record.function}; --function MODULE:FUNCTION names another", file=args.err)
     try:
         program = ai_function(reference)
     except CLIError as error:
@@ -53,6 +59,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         raise
     calls = turn_calls(read_calls(folder)) if "shown" in (record.conversation or {}) else None
     try:
+        if args.ask:
+            _check_settings(args, rebuild(record, program, calls, args.without, args.with_, args.lm), program)
         result = rebuild(record, program, calls, args.without, args.with_, args.lm, args.ask)
     except NotReplayable as error:
         raise CLIError(error.message, code=error.code,
@@ -66,3 +74,20 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     else:
         print(result.report(), file=out)
     return 0
+
+
+def _check_settings(args: argparse.Namespace, dry: Any, program: Any) -> None:
+    """Refuse (``replay-settings``) to send settings other than the function's own without ``--yes``:
+    a record may hold any (``n: 64``, ``max_tokens: 100000``), and the request goes out with your key."""
+    from .._evaluation.whatif import own_settings
+
+    sending, own = dict(dry.rebuilt.settings), own_settings(program)
+    if sending != own and not args.yes:
+        raise CLIError(f"the rebuilt request would be sent with the settings {json.dumps(sending, sort_keys=True)} "
+                       f"(from the record), where {record_function(program)} has {json.dumps(own, sort_keys=True)}; "
+                       "nothing was sent", code="replay-settings",
+                       hint="add --yes to send them as shown, or leave out --ask to see the request only")
+
+
+def record_function(program: Any) -> str:
+    return f"{program.module}:{program.name}"

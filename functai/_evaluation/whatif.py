@@ -91,6 +91,8 @@ class Replay:
                 lines.append(f"also different: {', '.join(self.differs[1:])}")
         lines += [f"note: {note}" for note in self.notes]
         if self.answer is not None:
+            if self.answered_by is None:
+                lines.append(f"settings sent: {json.dumps(to_jsonable(dict(self.rebuilt.settings)), sort_keys=True)}")
             recorded = f"error [{record.error.get('code')}]" if record.error else _shown(record.output)
             lines.append(f"recorded answer: {recorded}")
             by = f" (answered by plugin {self.answered_by!r})" if self.answered_by else ""
@@ -163,6 +165,11 @@ def replay(
     return rebuild(record, program, calls, without, with_, lm, ask)
 
 
+def own_settings(fn: AIFunction) -> dict[str, Any]:
+    """The model settings ``fn`` is configured with here (its layers and this process's)."""
+    return dict(resolve(fn.own).model_settings)
+
+
 def rebuild(
     record: CallRecord,
     fn: AIFunction,
@@ -199,6 +206,14 @@ def rebuild(
                                               f"rebuilt: {part}", lineterm=""))
     answer, answered_by, value = rebuilt.answer, rebuilt.answered_by, None
     if ask and answer is None:
+        from ..testing import ScriptedLM
+
+        if rebuilt.request.model == ScriptedLM.name and getattr(rebuilt.client, "name", None) != ScriptedLM.name:
+            raise FunctAIError(
+                f"call {record.id} was answered by functai's scripted offline model ({ScriptedLM.name!r}), a name "
+                "no server knows, so the rebuilt request is not sent: name a model to ask (--lm MODEL, or lm= "
+                "in replay()), or configure the scripted model (client=) to replay it offline",
+                code="replay-offline-model")
         answer = rebuilt.client.complete(rebuilt.request)
     if answer is not None and not ask:
         notes.append(f"plugin {answered_by!r} would answer the rebuilt request instead of the model")
