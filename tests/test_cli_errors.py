@@ -360,3 +360,44 @@ def test_an_empty_call_log_is_not_a_missing_one(world):
         status, out, err = run(["calls", log])
         assert (status, out, err) == (0, f"no calls recorded in {named}\n", "")
     assert sorted(p.name for p in world.iterdir() if p.name.startswith("empty")) == ["empty", "empty.db"]
+
+
+def test_a_turn_answered_elsewhere_is_shown_answered_and_functai_resume_resumes_it(world):
+    store = str(world / "store")
+    view = functai.Conversation.open("c1", store=store)  # as the console answers: by id alone
+    (turn,) = [t for t in view.all_turns() if t.state == "waiting"]
+    turn.approve(by="ana")
+    status, out, err = run(["conversation", store, "c1"])
+    assert status == 0, err
+    assert "answered, to resume: refund" in out and "— approved" in out and "waits for" not in out
+    assert f"1 answered waiting turn: `functai resume {store} c1` resumes it" in out
+    functai.configure(client=ScriptedLM(["Refunded A1."]))
+    status, out, err = run(["resume", store, "c1"])
+    assert (status, err) == (0, ""), err
+    assert out.splitlines() == [f'{turn.id}: resuming (answered: refund {{"order": "A1"}} — approved)',
+                                f"{turn.id}: Refunded A1."]
+    status, _, err = run(["resume", store, "c1"])
+    assert status == 1 and "none waits with its approvals answered" in err
+
+
+def test_approve_prints_who_gave_the_answer_that_holds(world):
+    store = str(world / "store")
+    view = functai.Conversation.open("c1", store=store)
+    (turn,) = [t for t in view.all_turns() if t.state == "waiting"]
+    turn.approve(turn.approvals[0]["key"], inputs={"order": "A2"}, by="ana")
+    functai.configure(client=ScriptedLM(["Refunded A2."]))
+    status, out, err = run(["approve", store, "c1", "--input", "order=A2", "--by", "intern"])  # the same answer
+    assert (status, err) == (0, ""), err
+    assert f'{turn.id}: refund {{"order": "A2"}} — approved (edited by ana)' in out.splitlines()
+    assert "intern" not in out
+
+
+def test_a_contrary_approve_names_the_command_that_goes_on_with_the_answer_that_holds(world):
+    import support_app
+
+    chat = support_app.support.conversation("c1", store=str(world / "store"))
+    (turn,) = [t for t in chat.all_turns() if t.state == "waiting"]
+    turn.deny(reason="no receipt", by="manager")
+    functai.configure(client=ScriptedLM(["Refunded A1."]))
+    status, out, err = run(["approve", str(world / "store"), "c1", "--by", "intern"])
+    assert status == 1 and f"`functai resume {world / 'store'} c1` goes on with the answer that holds" in err

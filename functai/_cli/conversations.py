@@ -40,11 +40,12 @@ def register(commands: Any) -> None:
     approve.set_defaults(run=cmd_approve)
 
     resume = commands.add_parser(
-        "resume", help="resume (or abandon) the turns a dead process left interrupted",
+        "resume", help="resume the turns a dead process left interrupted, and waiting turns already answered",
         description="Resume every interrupted turn of the conversation — tools that started and never recorded "
         "a result are settled by their reconcile, else not run again unless named with --rerun — or abandon "
-        "them with --abandon. Exit status: 0 done, 1 a turn failed, stays interrupted (its reconcile raised) "
-        "or nothing is interrupted, 2 bad input, 3 a turn waits for an approval.",
+        "them with --abandon; and every waiting turn whose approvals were all answered (in the console, by "
+        "Conversation.open(...).turn(ID).approve()). Exit status: 0 done, 1 a turn failed, stays interrupted "
+        "(its reconcile raised) or nothing is interrupted or answered, 2 bad input, 3 a turn waits for an approval.",
     )
     _conversation_arguments(resume, by="who abandons (kept with the record)")
     how = resume.add_mutually_exclusive_group()
@@ -86,11 +87,27 @@ def _describe(turn: Any) -> str:
     elif turn.state == "done":
         what += f"  → {short(turn.outputs.get('output', turn.outputs))}"
     elif turn.state == "waiting":
-        asks = ", ".join(f"{asked(a)} ({a['plugin']})" for a in turn.approvals)
-        what += f"  waits for: {asks}"
+        asks = ", ".join(f"{asked(a)} ({a['plugin']}){_given(turn.answers.get(a['key']))}" for a in turn.approvals)
+        if answered(turn):
+            what += f"  answered, to resume: {asks}"
+        else:
+            what += f"  waits for: {asks}"
     elif turn.error:
         what += f"  ({turn.error.get('code')})"
     return what
+
+
+def answered(turn: Any) -> bool:
+    """Whether every approval a waiting turn asks was answered (it only waits to be resumed)."""
+    return bool(turn.approvals) and all(a["key"] in turn.answers for a in turn.approvals)
+
+
+def _given(answer: Any) -> str:
+    """An answer as `functai conversation` shows it beside its question ("" when none was given)."""
+    if answer is None:
+        return ""
+    allow, reason = (answer["allow"], answer.get("reason")) if isinstance(answer, dict) else answer
+    return " — approved" if allow else f" — denied{f' ({reason})' if reason else ''}"
 
 
 def asked(approval: Any, inputs: Any = None) -> str:
@@ -147,6 +164,10 @@ def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
     if interrupted:
         print(f"{plural(interrupted, 'interrupted turn')}: `functai resume {args.store} {args.id}` resumes "
               f"{'it' if interrupted == 1 else 'them'}, `--abandon` gives up", file=out)
+    ready = sum(1 for turn in found.turns.values() if turn.state == "waiting" and answered(turn))
+    if ready:
+        print(f"{plural(ready, 'answered waiting turn')}: `functai resume {args.store} {args.id}` resumes "
+              f"{'it' if ready == 1 else 'them'}", file=out)
     if found.entries:
         print("entries:", file=out)
         for entry in found.entries:
@@ -215,14 +236,20 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             if error.code != "approval-answered":
                 raise
             print(f"{turn.id}: not answered [approval-answered]", file=out)
-            failures.append((error.message, error.code))
+            failures.append((error.message + f"; `functai resume {args.store} {args.id}` goes on with the answer "
+                             "that holds", error.code))
             continue
-        verdict = f"denied ({args.deny})" if args.deny is not None else "approved"
+        holding = chat.turn(turn.id).waits[-1]["answers"]  # as recorded: the first answer holds, and its author
         for approval in turn.approvals:
             if args.key is None or approval["key"] == args.key:
-                edited = f" (edited by {args.by or 'the approver'})" if inputs else ""
-                granted = f" with {args.extend:g} more" if args.extend is not None and args.deny is None else ""
-                print(f"{turn.id}: {asked(approval, inputs)} — {verdict}{edited}{granted}", file=out)
+                given = holding.get(approval["key"]) or {}
+                by = given.get("by")
+                reason = given.get("reason")
+                verdict = "approved" if given.get("allow") else f"denied ({reason})" if reason else "denied"
+                edited = f" (edited by {by or 'the approver'})" if given.get("inputs") else f" by {by}" if by else ""
+                extend = given.get("extend")
+                granted = f" with {extend:g} more" if extend is not None and given.get("allow") else ""
+                print(f"{turn.id}: {asked(approval, given.get('inputs'))} — {verdict}{edited}{granted}", file=out)
         try:
             answer = turn.resume()
         except Waiting as again:
@@ -230,6 +257,12 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             waits_again = True
             continue
         except FunctAIError as error:
+            if error.code == "resume-settings":  # answered, and left waiting: this process lacks its plugins
+                print(f"{turn.id}: answered, not resumed [{error.code}]: {error.message}; there, "
+                      f"`chat.turn({turn.id!r}).resume()` (or `functai resume {args.store} {args.id}` in a process "
+                      "that configures them) goes on", file=out)
+                waits_again = True
+                continue
             ended = "stays interrupted" if error.code == "reconcile-failed" else "failed"
             print(f"{turn.id}: {ended} [{error.code}]", file=out)
             failures.append((f"turn {turn.id} {ended}: {error.message}", error.code))
@@ -304,9 +337,14 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     store = open_store(args.store)
     held.reap(found, store, args.id)
     interrupted = [turn_id for turn_id in found.order if found.turns[turn_id].state == "interrupted"]
-    if not interrupted:
-        raise CLIError(f"no turn of conversation {args.id!r} is interrupted", code="nothing-interrupted",
-                       status=RUNTIME, hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
+    ready = [turn_id for turn_id in found.order if found.turns[turn_id].state == "waiting"
+             and answered(found.turns[turn_id])]
+    if not interrupted and (not ready or args.abandon is not None):
+        raise CLIError(f"no turn of conversation {args.id!r} is interrupted"
+                       + ("" if args.abandon is not None else ", and none waits with its approvals answered"),
+                       code="nothing-interrupted", status=RUNTIME,
+                       hint=f"`functai conversation {args.store} {args.id}` shows each turn's state; "
+                            f"`functai approve {args.store} {args.id}` answers a waiting one")
     if args.abandon is not None:  # records only: works where the function cannot be imported
         for turn_id in interrupted:
             held.abandon(found, store, args.id, turn_id, reason=args.abandon or None, by=args.by)
@@ -317,9 +355,13 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
                      "or give up on the turns with --abandon")
     waits = False
     unsettled: list[tuple[str, FunctAIError]] = []
-    for turn_id in interrupted:
+    for turn_id in [t for t in found.order if t in interrupted or t in ready]:
         turn = chat.turn(turn_id)
-        print(f"{turn_id}: resuming (interrupted: {turn.why})", file=out)
+        if turn_id in ready:
+            given = ", ".join(asked(a) + _given(turn.answers.get(a["key"])) for a in turn.approvals)
+            print(f"{turn_id}: resuming (answered: {given})", file=out)
+        else:
+            print(f"{turn_id}: resuming (interrupted: {turn.why})", file=out)
         try:
             answer = turn.resume(rerun=args.rerun)
         except Waiting as again:

@@ -281,12 +281,19 @@ def test_the_cli_grants_an_extension_and_resumes(waiting_in_a_folder):
     assert extensions(chat) == [{"tokens": cost}] and spent(chat) == 2 * cost
 
 
-def test_the_cli_refuses_to_resume_where_the_budget_is_not_set(waiting_in_a_folder):
+def test_the_cli_answers_but_does_not_resume_where_the_budget_is_not_set_and_says_what_to_run(waiting_in_a_folder):
     store, chat, cost = waiting_in_a_folder
-    refused = subprocess.run([sys.executable, "-m", "functai", "approve", store, "asked"], env=environment(
-        FUNCTAI_LM="test"), capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 1 and "resume-settings" in refused.stderr
+    turn = chat.turns[-1].id
+    answered = subprocess.run([sys.executable, "-m", "functai", "approve", store, "asked", "--extend", repr(cost)],
+                              env=environment(FUNCTAI_LM="test"), capture_output=True, text=True, timeout=120)
+    assert answered.returncode == 3, answered.stdout + answered.stderr  # it waits, answered: not failed
+    assert f"{turn}: answered, not resumed [resume-settings]: " in answered.stdout
+    assert f"chat.turn({turn!r}).resume()" in answered.stdout and f"functai resume {store} asked" in answered.stdout
     assert spent(chat) == cost  # nothing was sent without the budget
+    assert chat.turn(turn).state == "waiting"
+    resumed = functai_cli("resume", store, "asked", tokens=2.5 * cost)  # where the budget is set
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert chat.turn(turn).state == "done" and extensions(chat) == [{"tokens": cost}]
 
 
 # --- answered by a function ----------------------------------------------------------------------
