@@ -315,3 +315,25 @@ def test_functai_log_calls_is_the_process_layers_default_in_the_library(tmp_path
     capital("Italy")
     assert [r.output for r in functai.read_calls(tmp_path / "env")] == ["Lima"]
     assert [r.output for r in functai.read_calls(tmp_path / "block")] == ["Paris"]
+
+
+def test_cli_show_names_who_edited_what_a_reconcile_settled_and_prints_no_python_dicts(tmp_path, capsys):
+    import attrs
+
+    from functai._calls.records import append
+
+    records = _logged_calls(tmp_path)
+    record = attrs.evolve(
+        records[0], id="b" * 16,
+        conversation={"id": "c", "turn": "t1", "parent": None, "shown": {"last": 2}},
+        changes=[{"plugin": "approval", "version": "0.1.0", "hook": "tool_call", "by": "ana",
+                  "change": {"inputs": {"amount": 60}}}],
+        tool_calls=[{"name": "refund", "id": "call_1", "input": {"amount": 60}, "output": "refunded 60",
+                     "reconciled": True}])
+    append(str(tmp_path), record)
+    assert main(["show", "bbbb", "--log", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "conversation: id c, turn t1, shown {\"last\": 2}" in out
+    assert "{'" not in out  # JSON, never a Python repr
+    assert '    tool_call by ana: {"inputs": {"amount": 60}}' in out.splitlines()
+    assert "    -> refunded 60  (settled by its reconcile after a crash)" in out.splitlines()

@@ -127,7 +127,7 @@ def render(record: CallRecord, out: TextIO) -> None:
     optional = [
         ("usage", ", ".join(f"{k} {v}" for k, v in (record.usage or {}).items())),
         ("settings", ", ".join(f"{k}={_text(v)}" for k, v in (record.settings or {}).items())),
-        ("conversation", ", ".join(f"{k} {v}" for k, v in (record.conversation or {}).items() if v)),
+        ("conversation", ", ".join(f"{k} {_text(v)}" for k, v in (record.conversation or {}).items() if v)),
         ("replayable", "" if record.replayable else "no (a plugin replaced the request)"),
         ("rating", ("good" if record.rating.get("good") else "bad") if record.rating else ""),
     ]
@@ -154,7 +154,8 @@ def render(record: CallRecord, out: TextIO) -> None:
             for change in changes:
                 what = _text(change["change"]) if "change" in change else "(content not kept)"
                 note = f"  ({change['note']})" if "note" in change else ""
-                print(f"    {change['hook']}: {what}{note}", file=out)
+                by = f" by {change['by']}" if change.get("by") else ""  # a person's edit on approving
+                print(f"    {change['hook']}{by}: {what}{note}", file=out)
     if record.tool_calls:
         print("tool calls:", file=out)
         for call in record.tool_calls:
@@ -166,7 +167,8 @@ def render(record: CallRecord, out: TextIO) -> None:
             elif "error" in call:
                 print(f"    failed: {_text(call['error'])}", file=out)
             else:
-                print(f"    -> {_text(call.get('output'))}", file=out)
+                settled = "  (settled by its reconcile after a crash)" if call.get("reconciled") else ""
+                print(f"    -> {_text(call.get('output'))}{settled}", file=out)
     if record.error:
         print(f"error: [{record.error.get('code')}] {_text(record.error.get('message', ''))}", file=out)
     else:
