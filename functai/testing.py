@@ -13,6 +13,7 @@ import time
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 from ._errors import FunctAIError
+from ._models.providers import SCRIPTED_MODEL
 from ._models.request import Reply, Request
 from ._models.samples import sample, sample_input
 
@@ -85,7 +86,7 @@ class ScriptedLM(_OfflineModel):
     answers with ``fn(request)``. ``delay`` simulates a model's latency.
     """
 
-    name = "scripted"
+    name = SCRIPTED_MODEL
 
     def __init__(self, replies: Sequence[Scripted] | None = None, *, reply: Callable[[Request], Scripted] | None = None,
                  delay: float = 0.0, chunk: int = 4) -> None:

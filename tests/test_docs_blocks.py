@@ -24,6 +24,7 @@ import sys
 from typing import NamedTuple
 
 import pytest
+from checkout import shipped_env
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAGES = ["README.md"] + sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
@@ -105,7 +106,7 @@ for page, line, file, code in json.load(sys.stdin):
 def run_page(page: str, folder: pathlib.Path) -> subprocess.CompletedProcess[str]:
     """Run the page's runnable blocks in order, in a new interpreter working in ``folder``."""
     todo = [(b.page, b.line, b.file, b.code) for b in blocks(page) if b.skip_reason is None]
-    env = {name: value for name, value in os.environ.items() if not CLEARED.match(name)}
+    env = shipped_env({name: value for name, value in os.environ.items() if not CLEARED.match(name)})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-c", _RUNNER], input=json.dumps(todo), capture_output=True, text=True, cwd=folder,

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from checkout import shipped_env
 
 import functai
 from functai import Answer, Change, FunctAIError, Plugin, Waiting, ai, read_calls
@@ -300,7 +301,7 @@ def test_the_cli_grants_an_extension_and_shows_the_question(tmp_path):
     chat = asking_app.answer.conversation("c", store=store)
     with pytest.raises(Waiting):
         chat("q")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    env = shipped_env(PYTHONPATH=os.pathsep.join([str(tmp_path), os.getcwd()]))
     run = [sys.executable, "-m", "functai"]
     shown = subprocess.run([*run, "conversation", store, "c"], capture_output=True, text=True, env=env)
     assert shown.returncode == 0, shown.stderr
@@ -308,7 +309,7 @@ def test_the_cli_grants_an_extension_and_shows_the_question(tmp_path):
     done = subprocess.run([*run, "approve", store, "c", "--extend", "3", "--by", "ana", "--function",
                            f"{module}:answer"], capture_output=True, text=True, env=env, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert "approved with 3 more" in done.stdout and "fine" in done.stdout
+    assert "approved by ana with 3 more" in done.stdout and "fine" in done.stdout
     reopened = functai.Conversation.open("c", store=store)
     answered = reopened.turns[-1]
     assert answered.state == "done"

@@ -35,6 +35,7 @@ from .._hooks.order import Plan, arrange
 from .._hooks.plugin import Plugin
 from .._layers import Resolved, current_values, resolve
 from .._models.keys import reveal
+from .._models.providers import SCRIPTED_MODEL
 from .._models.request import Reply, Request
 from .replay import NotReplayable, ReplayedTurn, shown, turn_calls
 
@@ -206,11 +207,9 @@ def rebuild(
                                               f"rebuilt: {part}", lineterm=""))
     answer, answered_by, value = rebuilt.answer, rebuilt.answered_by, None
     if ask and answer is None:
-        from ..testing import ScriptedLM
-
-        if rebuilt.request.model == ScriptedLM.name and getattr(rebuilt.client, "name", None) != ScriptedLM.name:
+        if rebuilt.request.model == SCRIPTED_MODEL and getattr(rebuilt.client, "name", None) != SCRIPTED_MODEL:
             raise FunctAIError(
-                f"call {record.id} was answered by functai's scripted offline model ({ScriptedLM.name!r}), a name "
+                f"call {record.id} was answered by functai's scripted offline model ({SCRIPTED_MODEL!r}), a name "
                 "no server knows, so the rebuilt request is not sent: name a model to ask (--lm MODEL, or lm= "
                 "in replay()), or configure the scripted model (client=) to replay it offline",
                 code="replay-offline-model")

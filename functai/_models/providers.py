@@ -25,6 +25,9 @@ DEFAULT_PROVIDER = "openai"
 #: The model name of functai's offline test model.
 TEST_MODEL = "test"
 
+#: The model name calls answered by `functai.testing.ScriptedLM` record: no provider's, and never sent to one.
+SCRIPTED_MODEL = "scripted"
+
 #: Settings a client is built from; clients are reused while these stay the same.
 CLIENT_SETTINGS = ("base_url", "api_key", "timeout", "connect_timeout", "http_retries", "headers", "api_version")
 

@@ -43,9 +43,12 @@ QUESTION = "Which river runs through Paris, and where does it meet the sea?"
 
 
 def environment(**more: str) -> dict[str, str]:
-    """The environment of another process that imports this module."""
+    """The environment of another process that imports this module (the plugins this checkout ships
+    and no other installed one: tests/checkout.py)."""
+    from checkout import shipped_env
+
     path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return {**os.environ, "PYTHONPATH": path, **more}
+    return shipped_env(PYTHONPATH=path, **more)
 
 
 def spend_all(request: functai.Request, text: str = "ok") -> Reply:

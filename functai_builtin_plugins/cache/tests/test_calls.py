@@ -17,6 +17,8 @@ from functai import Change, FunctAIError, Plugin, Reply, Request, ai, tool
 from functai.testing import ScriptedLM, tool_call
 from functai_cache import __version__, cache
 
+from checkout import shipped_env
+
 pytestmark = pytest.mark.usefixtures("functai_isolated")
 
 PARIS = Reply(text="Paris", finish_reason="stop", usage={"input_tokens": 12, "output_tokens": 1})
@@ -363,7 +365,7 @@ def test_two_processes_share_a_sqlite_cache(tmp_path):
     runs = []
     for name in ("one", "two"):
         done = subprocess.run([sys.executable, "-c", PROCESS, store, name], capture_output=True, text=True,
-                              timeout=120, cwd=tmp_path)
+                              timeout=120, cwd=tmp_path, env=shipped_env())
         assert done.returncode == 0, done.stderr
         runs.append(json.loads(done.stdout))
     one, two = runs
