@@ -8,6 +8,7 @@ Real calls go to real HTTP servers on loopback (tests/loopback.py), one per endp
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -20,7 +21,7 @@ import pytest
 from functai import ai
 from functai_cache import cache, request_key
 from functai_cache.stores import SALT_FILE, FolderCache, SQLiteCache, open_cache_store
-from loopback import LoopbackServer, Scripted, completion
+from loopback import LoopbackServer, Scripted, chunks, completion
 
 pytestmark = pytest.mark.usefixtures("functai_isolated")
 
@@ -34,11 +35,15 @@ def capital(country: str) -> str:
 
 
 @pytest.fixture
-def servers():
+def servers(request):
+    """Two servers, each answering with its own address (streamed for a test whose driver streams)."""
+    streamed = getattr(request.node, "callspec", None) is not None and request.node.callspec.params.get(
+        "driver") == "stream"
     with LoopbackServer() as one, LoopbackServer() as two:
         for server in (one, two):
+            answer = f"answer from {server.url}"
             for _ in range(20):
-                server.script(Scripted(body=completion(f"answer from {server.url}")))
+                server.script(Scripted(events=chunks(answer)) if streamed else Scripted(body=completion(answer)))
         yield one, two
 
 
@@ -52,10 +57,16 @@ def _no_provider_variables(monkeypatch):
 _plugins: dict[str, functai.Plugin] = {}
 
 
-def ask(store: str, **settings) -> str:
+def ask(store: str, driver: str = "sync", **settings) -> str:
     """Ask through the cache of ``store`` (one plugin per store: ``memory:`` is the plugin's own)."""
     plugin = _plugins.get(store) or _plugins.setdefault(store, cache(store))
     with functai.settings(plugins=[plugin], **settings):
+        if driver == "async":
+            return asyncio.run(capital.acall("France"))
+        if driver == "stream":
+            with capital.stream("France") as stream:
+                list(stream)
+            return stream.value
         return capital("France")
 
 
@@ -66,7 +77,8 @@ def _fresh_plugins():
     _plugins.clear()
 
 
-def test_a_reply_from_one_endpoint_or_tenant_is_never_served_for_another(servers, store_name):
+@pytest.mark.parametrize("driver", ["sync", "async", "stream"])
+def test_a_reply_from_one_endpoint_or_tenant_is_never_served_for_another(servers, store_name, driver):
     one, two = servers
     base = {"lm": "openai/gpt-4.1-mini", "base_url": one.url, "api_key": KEY_A, "headers": {"X-Tenant": TENANT_A}}
     others = [
@@ -76,12 +88,12 @@ def test_a_reply_from_one_endpoint_or_tenant_is_never_served_for_another(servers
         {**base, "headers": {"X-Tenant": TENANT_B}},  # another tenant
         {**base, "headers": {}},  # no tenant header
     ]
-    assert ask(store_name, **base) == f"answer from {one.url}"
+    assert ask(store_name, driver, **base) == f"answer from {one.url}"
     asked = len(one.requests) + len(two.requests)
-    assert ask(store_name, **base) == f"answer from {one.url}"  # the same endpoint and tenant: a hit
+    assert ask(store_name, driver, **base) == f"answer from {one.url}"  # the same endpoint and tenant: a hit
     assert len(one.requests) + len(two.requests) == asked
     for other in others:
-        answer = ask(store_name, **other)
+        answer = ask(store_name, driver, **other)
         assert answer == f"answer from {other['base_url']}"
         assert len(one.requests) + len(two.requests) == asked + 1, other  # the model was asked
         asked += 1
