@@ -131,8 +131,10 @@ def test_install_r_refuses_a_file_that_is_not_there_before_running_pip(tmp_path)
     {"url": "https://example.org/p.tar.gz", "archive_info": {"hash": "sha256=ab --index-url https://evil.example"}},
     {"url": "https://example.org/p.git", "subdirectory": "plugin\n-i https://evil.example",
      "vcs_info": {"vcs": "git", "commit_id": "0123456789abcdef"}},
+    {"url": "file:///tmp/x%E2%80%A8--index-url%20https://evil.example/simple", "dir_info": {"editable": True}},
+    {"url": "file:///tmp/x%C2%85--index-url%20https://evil.example/simple", "dir_info": {"editable": True}},
 ], ids=["newline", "quoted-newline", "editable-quoted-newline", "leading-dash", "vcs-commit", "hash-space",
-        "subdirectory"])
+        "subdirectory", "line-separator", "next-line"])
 def test_freeze_refuses_a_recorded_value_that_could_add_a_line_and_writes_nothing(tmp_path, monkeypatch, direct):
     folder = tmp_path / "site"
     folder.mkdir()

@@ -294,3 +294,37 @@ def test_the_cli_refuses_an_edit_naming_the_inputs_type(install, tmp_path, monke
     assert "input-invalid" in done.stderr and "input 'amount' must be float" in done.stderr
     assert chat.head.state == "waiting"
     sys.modules.pop("shopcli", None)
+
+
+@dataclasses.dataclass
+class Chain:
+    next: "Chain | None" = None
+
+
+@tool(effects="changes")
+def store_chain(chain: Chain) -> str:
+    """Store a chain."""
+    return "stored"
+
+
+@ai(tools=[store_chain])
+def chainer(request: str) -> str:
+    """Store the chain."""
+
+
+def test_an_edit_nested_too_deeply_for_the_kept_schema_is_refused_not_a_crash(install, tmp_path):
+    install(functai_approval.plugin)
+    store = str(tmp_path / "s")
+    functai.configure(client=ScriptedLM([tool_call("store_chain", {"chain": {"next": None}}), "Done."]))
+    chat = chainer.conversation("deep", store=store, approve="changes")
+    with pytest.raises(Waiting):
+        chat("store it")
+    [waiting] = [t for t in functai.Conversation.open("deep", store=store).all_turns() if t.state == "waiting"]
+    for depth in (400, 5000):  # deeper than the schema's check can walk; than JSON can be written
+        deep: dict = {"next": None}
+        for _ in range(depth):
+            deep = {"next": deep}
+        with pytest.raises(FunctAIError) as refused:
+            waiting.approve(waiting.approvals[0]["key"], inputs={"chain": deep})
+        assert refused.value.code == "input-invalid", depth
+    assert waiting.state == "waiting"

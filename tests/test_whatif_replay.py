@@ -425,9 +425,9 @@ def test_ask_shows_the_settings_it_would_send_and_wants_yes_when_they_are_not_th
     append(log, greedy)
     status, out, err = run(["replay", "aaaa", "--log", log, "--ask"])
     assert (status, out) == (2, "")
-    assert err.startswith("functai: error [replay-settings]: the rebuilt request would be sent with the settings "
-                          '{"max_tokens": 100000, "n": 64} (from the record), where ')
-    assert "hint: add --yes to send them as shown" in err
+    assert err.startswith("functai: error [replay-settings]: the rebuilt request would be sent to the model "
+                          "'scripted' with the settings "'{"max_tokens": 100000, "n": 64} (from the record), where ')
+    assert "hint: add --yes to send it as shown" in err
     assert len(lm.requests) == 1  # nothing was sent
     status, out, err = run(["replay", "aaaa", "--log", log, "--ask", "--yes"])
     assert (status, err) == (0, "")
@@ -456,3 +456,17 @@ def test_ask_on_a_call_the_scripted_offline_model_answered_never_sends_its_name_
         status, out, err = run(["replay", record.id, "--log", log, "--ask", "--lm", "openai/gpt-4.1-mini"])
         assert status == 0, err
         assert [r.body["model"] for r in server.requests] == ["gpt-4.1-mini"]
+
+
+def test_ask_wants_yes_before_sending_to_another_model_than_the_functions(tmp_path, monkeypatch):
+    from functai._calls.records import append
+
+    lm = ScriptedLM(["One half."])
+    log = str(tmp_path / "calls")
+    functai.configure(client=lm, log_calls=log)
+    _, record = tutor.run("What is 1/2?")
+    append(log, attrs.evolve(record, id="d" * 16, model="openai/o1-pro"))  # a costly model, written in by hand
+    functai.configure(client=None, lm="openai/gpt-4.1-mini", log_calls=log)
+    status, out, err = run(["replay", "dddd", "--log", log, "--ask"])
+    assert (status, out) == (2, "")
+    assert "would be sent to the model 'o1-pro'" in err and "has 'gpt-4.1-mini'" in err

@@ -106,9 +106,9 @@ def check_edit(inputs: Any, takes: ToolInputs | list[str] | None, name: str,
                            code="input-invalid")
     try:
         size = len(json.dumps(to_jsonable(dict(inputs)), ensure_ascii=False))
-    except (TypeError, ValueError, RecursionError):
-        raise FunctAIError(f"inputs= on approving {name} must be JSON data (text, numbers, lists, dicts)",
-                           code="input-invalid") from None
+    except (TypeError, ValueError, RecursionError, FunctAIError):  # not JSON data, or nested too deeply
+        raise FunctAIError(f"inputs= on approving {name} must be JSON data (text, numbers, lists, dicts) nested "
+                           "no deeper than it can be written", code="input-invalid") from None
     if size > MAX_EDIT:
         raise FunctAIError(f"inputs= on approving {name} holds {size:,} characters of JSON; an edit holds at most "
                            f"{MAX_EDIT:,}", code="input-invalid")
@@ -119,8 +119,11 @@ def check_edit(inputs: Any, takes: ToolInputs | list[str] | None, name: str,
         problems = [f"{name} takes no input {', '.join(map(repr, unknown))} (its inputs: {', '.join(takes) or 'none'})"]
         if not unknown:
             properties = (schema or {}).get("properties") or {}
-            problems = [why for why in (schema_problem(properties.get(key, {}), value, schema, key)
-                                        for key, value in inputs.items()) if why]
+            try:
+                problems = [why for why in (schema_problem(properties.get(key, {}), value, schema, key)
+                                            for key, value in inputs.items()) if why]
+            except RecursionError:
+                problems = ["it is nested too deeply to check"]
     else:
         problems = []
     if problems:

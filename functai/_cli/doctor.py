@@ -74,7 +74,8 @@ def _safe(value: str, what: str, name: str) -> str:
     """``value`` when it is one plain field of a line; else ``freeze-unsafe`` (a crafted record)."""
     spaced = what != "folder" and re.search(r"\s", value)  # a space would end the field on its line
     for form in (value, unquote(value)):
-        if spaced or _CONTROL.search(form) or form.lstrip().startswith("-"):
+        lines = ("a" + form + "a").splitlines()  # pip splits a file as str.splitlines does: U+2028 too
+        if spaced or len(lines) != 1 or _CONTROL.search(form) or form.lstrip().startswith("-"):
             raise CLIError(f"the {what} recorded for {name!r} ({value[:80]!r}) holds a control character, a space "
                            "or a leading '-': written into the file it could add a line (an --index-url) that "
                            "install -r obeys; nothing was written", code="freeze-unsafe",
@@ -92,7 +93,7 @@ def requirement(dist: Any) -> list[str]:
     direct = _direct_url(dist)
     if direct is None:
         folder = _egg_link_project(dist)
-        return _editable(name, version, folder) if folder else [_pinned(name, version)]
+        return _editable(name, version, _safe(folder, "folder", name)) if folder else [_pinned(name, version)]
     url = _safe(str(direct["url"]), "URL", name)
     fragments = []
     if isinstance(direct.get("vcs_info"), dict):
@@ -197,6 +198,11 @@ def _run_child(group: str, entry_point: Any, timeout: float) -> dict[str, Any]:
         _stop(process, posix)
         return {"code": "plugin-timeout",
                 "message": f"its import did not finish within {timeout:g} s; its process was stopped"}
+    if posix:  # what it left in its session (the child ended what it could see on Linux; elsewhere this is all)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except OSError:
+            pass
     try:
         return dict(json.loads(said))
     except (ValueError, TypeError):  # nothing (or not what the child writes) on its stdout

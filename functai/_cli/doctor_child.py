@@ -206,7 +206,8 @@ def main(argv: list[str]) -> None:
 
     def answer(found: dict[str, Any]) -> None:
         if not answered.acquire(blocking=False):
-            return  # the other answer came first
+            answered.acquire()  # the other answer came first, and ends the process: wait for it
+            return
         _end_descendants()
         result.write(json.dumps(found, default=str))
         result.flush()

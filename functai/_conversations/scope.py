@@ -33,6 +33,7 @@ class Memory:
 
     def entries(self, plugin: str, kind: str, all_branches: bool = False) -> list[dict[str, Any]]:
         if all_branches:
+            self.chat._read_all()  # a view opened at one branch (``at=``) reads the others too
             return self.chat._history.entries_on(None, plugin, kind)
         if self._branch is None:  # a turn's branch never changes: walked once per turn, not per read
             self._branch = self.chat._history.entry_turns(self.turn_id)

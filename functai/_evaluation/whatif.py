@@ -35,7 +35,7 @@ from .._hooks.order import Plan, arrange
 from .._hooks.plugin import Plugin
 from .._layers import Resolved, current_values, resolve
 from .._models.keys import reveal
-from .._models.providers import SCRIPTED_MODEL
+from .._models.providers import SCRIPTED_MODEL, TEST_MODEL, split
 from .._models.request import Reply, Request
 from .replay import NotReplayable, ReplayedTurn, shown, turn_calls
 
@@ -169,6 +169,15 @@ def replay(
 def own_settings(fn: AIFunction) -> dict[str, Any]:
     """The model settings ``fn`` is configured with here (its layers and this process's)."""
     return dict(resolve(fn.own).model_settings)
+
+
+def own_model(fn: AIFunction) -> str | None:
+    """The model name ``fn`` sends here (``lm``, else ``FUNCTAI_LM``), or None with ``client=`` or none."""
+    values = resolve(fn.own).values
+    lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
+    if not lm:
+        return None
+    return str(lm) if str(lm) == TEST_MODEL else split(str(lm))[1]
 
 
 def rebuild(

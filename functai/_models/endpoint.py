@@ -9,33 +9,52 @@ import hashlib
 import hmac
 from typing import Any, Mapping
 
-import attrs
 
-
-@attrs.frozen
 class Endpoint:
     """``provider``: the provider's name (``"openai"``, ``"azure"``), or for a client given by hand
     its class; ``url``: where requests go (with Azure's API version), None when the client does
-    not say."""
+    not say. Not an attrs class: what stands for the headers is no field, so nothing that writes
+    an object's fields out (``attrs.asdict``, a record) can write it."""
 
-    provider: str
-    url: str | None = None
-    _secret: bytes = attrs.field(default=b"", repr=False, alias="secret")
+    __slots__ = ("_provider", "_url", "__secret")
+
+    def __init__(self, provider: str, url: str | None = None, *, secret: bytes = b"") -> None:
+        self._provider, self._url = provider, url
+        self.__secret = secret
+
+    @property
+    def provider(self) -> str:
+        return self._provider
+
+    @property
+    def url(self) -> str | None:
+        return self._url
 
     def fingerprint(self, salt: bytes) -> str:
         """A keyed one-way hash (HMAC-SHA256 under ``salt``) of the headers sent, the key among them:
         equal for the same key and headers, and not a way back to either."""
-        return hmac.new(salt, self._secret, hashlib.sha256).hexdigest()
+        return hmac.new(salt, self.__secret, hashlib.sha256).hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Endpoint) and (self._provider, self._url, self.__secret) == (
+            other._provider, other._url, other.__secret)
+
+    def __hash__(self) -> int:
+        return hash((self._provider, self._url))
+
+    def __repr__(self) -> str:
+        return f"Endpoint(provider={self._provider!r}, url={self._url!r})"
 
 
 def sent_headers(headers: Mapping[str, str]) -> bytes:
-    """Headers as the bytes an `Endpoint` fingerprints: names lowercased, sorted."""
+    """Headers as the bytes an `Endpoint` fingerprints (hashed first): names lowercased, sorted."""
     lines = sorted(f"{name.lower()}:{value}" for name, value in headers.items())
     return "\n".join(lines).encode()
 
 
 def endpoint_of(client: Any) -> Endpoint:
-    """The client's `Endpoint` when it has one, else one naming its class (a client given by hand)."""
+    """The client's `Endpoint` when it has one, else one naming its class (a client given by hand:
+    give it an ``endpoint`` to tell its servers or tenants apart)."""
     found = getattr(client, "endpoint", None)
     if isinstance(found, Endpoint):
         return found

@@ -381,17 +381,18 @@ def budget(
 
     @plugin.chunk
     def began(event: Any) -> None:
+        if event.part != "text":  # an error's message, reasoning, a refusal: no reply's text began
+            return
         pending = books.pending.get(event.call)
         if pending is not None:
             pending["began"] = True
 
     @plugin.reply
     def count(event: Any) -> None:
-        with books.lock:
-            pending = books.pending.pop(event.call, None)
-            if not kept_in(event):
-                books.reserved.pop(event.call, None)
         if event.recorded or event.answered:  # read back, or answered by a plugin: no model was paid now
+            with books.lock:
+                pending = books.pending.pop(event.call, None)
+                books.reserved.pop(event.call, None)
             if pending is not None and pending["turn"] is not None:
                 event.remember("released", {"reserved": pending["reserved"], "call": event.call,
                                             "outer": pending["outer"]})
@@ -405,11 +406,13 @@ def budget(
             used_in, used_out, cached = estimate(request), _reply_limit(request.settings) or MAX_REPLY, 0
         tokens = float(used_in + used_out)
         dollars = price.dollars(used_in, used_out, cached) if price is not None else 0.0
-        if kept_in(event):
-            remember_spent(event, event.call, pending, tokens, dollars, request.model, not known)
-            return None
-        with books.lock:
-            add_spent(memory_key(event), tokens, dollars)
+        with books.lock:  # the reservation becomes what was spent in one step: a check between sees one or the other
+            pending = books.pending.pop(event.call, None)
+            if not kept_in(event):
+                books.reserved.pop(event.call, None)
+                add_spent(memory_key(event), tokens, dollars)
+                return None
+        remember_spent(event, event.call, pending, tokens, dollars, request.model, not known)
         return None
 
     @plugin.call_end

@@ -10,6 +10,8 @@ import contextvars
 import json
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -161,3 +163,78 @@ def test_four_processes_with_threads_never_pass_a_conversations_budget(tmp_path)
     kept = functai.Conversation.open("race", store).all_entries()
     spent = sum(e["data"]["tokens"] for e in kept if e["plugin"] == "budget" and e["kind"] == "spent")
     assert spent == total  # every process's spend is in the conversation's books, on every branch
+
+
+class Down:
+    """A model whose server is down: every request fails before any reply."""
+
+    name = "scripted"
+
+    def complete(self, request: functai.Request) -> Reply:
+        raise functai.ModelError("the server is down (503)", code="model-unavailable", status=503)
+
+
+def test_requests_that_failed_before_any_reply_are_released_not_charged():
+    guard = budget(tokens=2000, per="process", ask_at=1)
+    for _ in range(6):  # each reserves up to ~350 tokens; charged, six would pass 2,000
+        with functai.settings(client=Down(), plugins=[guard]):
+            with pytest.raises(functai.FunctAIError) as failed:
+                worker(1)
+        assert failed.value.code == "model-unavailable"
+    lm = ScriptedLM(reply=spend_all)
+    with functai.settings(client=lm, plugins=[guard]):
+        assert worker(2) == "ok"  # nothing was spent: the budget is whole
+    assert billed(lm) <= 2000
+
+
+def test_a_reply_counted_on_one_thread_is_never_missed_by_a_check_on_another(monkeypatch):
+    """The reservation becomes the spend in one step: a check between the two sees one or the other."""
+    import functai_budget
+
+    real = functai_budget.find
+
+    def slow_find(table, model):
+        time.sleep(0.05)  # where the reply's count looks its price up: another thread checks meanwhile
+        return real(table, model)
+
+    monkeypatch.setattr(functai_budget, "find", slow_find)
+    lm = ScriptedLM(reply=spend_all)
+    guard = budget(tokens=LIMIT / 3, dollars=100, per="process", ask_at=1, prices={"scripted": (1.0, 1.0)})
+    outcomes: list[str] = []
+
+    def one(n: int) -> None:
+        try:
+            with functai.settings(client=lm, plugins=[guard]):
+                outcomes.append(worker(n))
+        except functai.FunctAIError as error:
+            outcomes.append(error.code)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.01)
+    for thread in threads:
+        thread.join()
+    assert billed(lm) <= LIMIT / 3, outcomes
+    assert "ok" in outcomes and "budget-exceeded" in outcomes
+
+
+def test_a_view_opened_at_one_branch_still_counts_every_branch_of_the_conversation(tmp_path):
+    from budget_program import assistant
+
+    store = "sqlite:///" + str(tmp_path / "conversations.db")
+    lm = ScriptedLM(reply=spend_all)
+    chat = conversation(store, "tree", 1e9, lm)
+    chat(QUESTION)
+    root, one = chat.head.id, billed(lm)
+
+    def view(at: str) -> functai.Conversation:  # a SQL store reads only the branch of `at`
+        return assistant.conversation("tree", store=store, client=ScriptedLM(reply=spend_all), at=at,
+                                      context=functai.last_turns(0),
+                                      plugins=[budget(tokens=3.5 * one, per="conversation", ask_at=1)])
+
+    first = view(root)
+    first(QUESTION)
+    first(QUESTION)  # three turns' cost, on one branch
+    with pytest.raises(functai.Waiting):  # a fourth, on another branch, passes the whole conversation's budget
+        view(root)(QUESTION)

@@ -248,10 +248,20 @@ def test_the_key_is_the_canonical_json_of_the_request_as_sent():
 
     endpoint = endpoint_of(BASE)
     assert endpoint.url == "https://contoso.openai.azure.com/openai/deployments/%7Bmodel%7D/chat/completions?api-version=2024-10-21"
-    fingerprint = hmac.new(SALT, endpoint._secret, hashlib.sha256).hexdigest()
+    fingerprint = endpoint.fingerprint(SALT)
     line = json.dumps(["azure", endpoint.url, fingerprint])
     assert request_key(request, endpoint, SALT) == hashlib.sha256(f"{KEY_VERSION}\n{line}\n{text}".encode()).hexdigest()
     assert "sk-0123456789abcdef" not in repr(endpoint) and "tenant-1" not in repr(endpoint)
+    # the headers' stand-in is no field: nothing that writes an object out can write it
+    from functai._calls.outputs import to_jsonable
+    from functai._models.endpoint import sent_headers
+
+    hashed = hashlib.sha256(sent_headers({"Accept": "application/json", "api-key": "sk-0123456789abcdef",
+                                          "X-Tenant": "tenant-1", "X-Region": "eu"})).digest()
+    assert fingerprint == hmac.new(SALT, hashed, hashlib.sha256).hexdigest()
+    written = json.dumps(to_jsonable(endpoint)) + repr(vars(endpoint) if hasattr(endpoint, "__dict__") else None)
+    assert hashed.hex() not in written and str(hashed) not in written
+    assert endpoint.fingerprint(b"another salt") != fingerprint
 
 
 def test_a_request_holding_something_that_is_not_json_data_has_no_key():
