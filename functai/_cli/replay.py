@@ -77,8 +77,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _check_settings(args: argparse.Namespace, dry: Any, program: Any) -> None:
-    """Refuse (``replay-settings``) to send settings other than the function's own without ``--yes``:
-    a record may hold any (``n: 64``, ``max_tokens: 100000``), and the request goes out with your key."""
+    """Refuse (``replay-settings``) to send settings, or a model, other than the function's own without
+    ``--yes``: a record may hold any (``n: 64``, ``max_tokens: 100000``), and it goes out with your key."""
     from .._evaluation.whatif import own_model, own_settings
 
     sending, own = dict(dry.rebuilt.settings), own_settings(program)
@@ -86,12 +86,8 @@ def _check_settings(args: argparse.Namespace, dry: Any, program: Any) -> None:
     if args.yes or (sending == own and (args.lm or mine is None or model == mine)):
         return
     raise CLIError(f"the rebuilt request would be sent to the model {model!r} with the settings "
-                   f"{json.dumps(sending, sort_keys=True)} (from the record), where {record_function(program)} has "
-                   f"{'' if mine is None else repr(mine) + ' with '}{json.dumps(own, sort_keys=True)}; nothing was "
-                   "sent", code="replay-settings",
+                   f"{json.dumps(sending, sort_keys=True)} (from the record), where {program.module}:{program.name} "
+                   f"has {'' if mine is None else repr(mine) + ' with '}{json.dumps(own, sort_keys=True)}; nothing "
+                   "was sent", code="replay-settings",
                    hint="add --yes to send it as shown (--lm names the model), or leave out --ask to see the "
                         "request only")
-
-
-def record_function(program: Any) -> str:
-    return f"{program.module}:{program.name}"
