@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .function import AIFunction
 
 
-def choose_client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction") -> tuple[Client, str]:
+def choose_client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction[..., Any]") -> tuple[Client, str]:
     """The client and model name a call asks: ``client=`` when set, else the provider ``lm`` names."""
     client = values.get("client")
     if client is not None:
@@ -98,7 +98,7 @@ class Asker:
     """Asks the model for one call's requests; ``client`` and ``model`` are the ones in use
     (a ``model_error`` handler may switch them for the rest of the call)."""
 
-    def __init__(self, fn: "AIFunction", record: CallRecord, path: str, values: Mapping[str, Any], plan: Plan,
+    def __init__(self, fn: "AIFunction[..., Any]", record: CallRecord, path: str, values: Mapping[str, Any], plan: Plan,
                  scope: TurnScope | None, budget: Budget, client: Client, model: str, listen: bool) -> None:
         self.fn = fn
         self.record = record

@@ -12,7 +12,7 @@ import inspect
 import json
 import types
 import typing
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, Generic, ParamSpec, Sequence, TypeVar, overload
 
 from .._layers import SETTING_NAMES, Layer
 from .inputs import input_checker
@@ -22,11 +22,15 @@ from .run import call_steps, run_call
 from .steps import adrive
 
 if TYPE_CHECKING:
+    from .streaming import AStream, Stream
     from .template import Template
 
 #: What a function or a tool may do: declared by ``@ai(effects=...)`` and ``@tool(effects=...)``.
 EFFECTS = ("reads", "changes")
 
+#: The inputs and the output of an AI function: `ai` keeps the decorated function's, so
+#: ``capital("Peru")`` is a ``str`` to a type checker and ``capital(3)`` an error.
+P = ParamSpec("P")
 R = TypeVar("R")
 
 
@@ -62,15 +66,15 @@ def _tool_name(tool: object) -> str:
     return name
 
 
-class AIFunction:
-    """A function answered by a language model. Made by `ai`."""
+class AIFunction(Generic[P, R]):
+    """A function answered by a language model, typed as the function it was made from. Made by `ai`."""
 
     #: The function as a tool of another, with what it was made from (kept by `functai._calls.tools`).
     _as_tool: tuple[tuple[Any, ...], Any]
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[P, R],
         *,
         tools: Sequence[Any] = (),
         layout: Template | None = None,
@@ -195,35 +199,35 @@ class AIFunction:
         blob = json.dumps(parts, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return run_call(self, args, kwargs).value  # not through `run`: one frame less on every call
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return run_call(self, args, kwargs).value  # type: ignore[no-any-return]  # one frame less than `run`
 
-    def run(self, *args: Any, **kwargs: Any) -> Result:
+    def run(self, *args: P.args, **kwargs: P.kwargs) -> Result[R]:
         """The value with the call's record; on failure the raised `FunctAIError` carries it as ``.record``."""
         return run_call(self, args, kwargs)
 
-    async def acall(self, *args: Any, **kwargs: Any) -> Any:
+    async def acall(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """``await fn.acall(...)``: the value, with the event loop free while the model answers."""
-        return (await adrive(call_steps(self, args, kwargs))).value
+        return (await adrive(call_steps(self, args, kwargs))).value  # type: ignore[no-any-return]
 
-    async def arun(self, *args: Any, **kwargs: Any) -> Result:
+    async def arun(self, *args: P.args, **kwargs: P.kwargs) -> Result[R]:
         """``await fn.arun(...)``: ``(value, record)`` like `run`, from async code."""
         return await adrive(call_steps(self, args, kwargs))
 
-    def stream(self, *args: Any, **kwargs: Any) -> Any:
+    def stream(self, *args: P.args, **kwargs: P.kwargs) -> Stream[R]:
         """An iterator of `functai.StreamEvent`: text as it arrives, tool calls and results,
         approvals to answer, and ``"done"``; the stream's ``.value``/``.record`` are set at its end."""
         from .streaming import Stream  # loaded with the first stream, not at import
 
         return Stream(call_steps(self, args, kwargs, listen=True))
 
-    def astream(self, *args: Any, **kwargs: Any) -> Any:
+    def astream(self, *args: P.args, **kwargs: P.kwargs) -> AStream[R]:
         """`stream` as an async iterator (``async for event in fn.astream(...)``)."""
         from .streaming import AStream  # loaded with the first stream, not at import
 
         return AStream(call_steps(self, args, kwargs, listen=True))
 
-    def with_instruction(self, instruction: str) -> "AIFunction":
+    def with_instruction(self, instruction: str) -> "AIFunction[P, R]":
         """The same function — signature, tools, layout, plugins, settings — with
         another instruction (so another ``version``)."""
         if not isinstance(instruction, str) or not instruction.strip():
@@ -274,18 +278,18 @@ class AIFunction:
     def __get__(self, obj: object, objtype: type | None = None) -> Any:
         if obj is None:
             return self
-        return functools.partial(self.__call__, obj)
+        return functools.partial(self.__call__, obj)  # type: ignore[arg-type]  # a method: self comes first
 
 
 @overload
-def ai(fn: Callable[..., R], /) -> AIFunction: ...
+def ai(fn: Callable[P, R], /) -> AIFunction[P, R]: ...
 
 
 @overload
 def ai(
     *, tools: Sequence[Any] = ..., layout: Template | None = ..., effects: str | None = ...,
     plugins: Sequence[Any] | None = ..., **settings: Any
-) -> Callable[[Callable[..., R]], AIFunction]: ...
+) -> Callable[[Callable[P, R]], AIFunction[P, R]]: ...
 
 
 def ai(
@@ -314,7 +318,7 @@ def ai(
             close = difflib.get_close_matches(name, [*SETTING_NAMES, "tools", "layout", "effects"], n=1, cutoff=0.5)
             raise TypeError(f"unknown @ai argument {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
 
-    def decorate(f: Callable[..., Any]) -> AIFunction:
+    def decorate(f: Callable[..., Any]) -> AIFunction[..., Any]:
         if not isinstance(f, types.FunctionType):
             raise TypeError(
                 f"@ai needs a function (a def with a docstring and typed inputs), not {type(f).__name__} {f!r:.60}"

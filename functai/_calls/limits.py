@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._errors import FunctAIError
 
@@ -32,7 +32,7 @@ class Budget:
         #: The outermost call's record id: the calls nested in it share this budget.
         self.call = call
 
-    def spend(self, fn: "AIFunction") -> None:
+    def spend(self, fn: "AIFunction[..., Any]") -> None:
         """Count one model request; refuse ``max-requests`` past the limit."""
         with _spend_lock:
             self.used = used = self.used + 1

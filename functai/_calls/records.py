@@ -13,7 +13,7 @@ import errno
 import json
 import os
 import threading
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Generic, Iterator, NamedTuple, TypeVar
 
 import attrs
 
@@ -92,10 +92,14 @@ class CallRecord:
 _REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
 
 
-class Result(NamedTuple):
+#: A call's value type (``Result[str]`` for a function that returns ``str``).
+V = TypeVar("V")
+
+
+class Result(NamedTuple, Generic[V]):
     """A call's value and its record: ``value, record = fn.run(...)``."""
 
-    value: Any
+    value: V
     record: CallRecord
 
 

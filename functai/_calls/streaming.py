@@ -10,7 +10,7 @@ consumer's code between events.
 from __future__ import annotations
 
 import contextvars
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from .._errors import FunctAIError, approval_answered
 from .approvals import named_key
@@ -53,7 +53,14 @@ class StreamEvent:
 _END = object()  # what reading the reply's chunks gives at their end
 
 
-class _Stream:
+if TYPE_CHECKING:
+    from .records import CallRecord
+
+#: The value a stream ends with: the function's output type.
+V = TypeVar("V")
+
+
+class _Stream(Generic[V]):
     """The stream, sync or async: one loop (`_next`) whose I/O steps (`_call`) are awaited only
     when ``_awaits``; run plainly, it never awaits (see `functai._calls.steps.run_now`)."""
 
@@ -72,9 +79,9 @@ class _Stream:
         self._chunks: Any = None  # the reply being streamed: text deltas, then the reply
         self._guarding: Guarding | None = None  # the guards over the reply being streamed, if the call has any
         self._pull: Any = None  # its ``pull``, made once per reply
-        #: Set when the stream ends with its "done" event.
-        self.value: Any = None
-        self.record: Any = None
+        #: Set when the stream ends with its "done" event (None until then).
+        self.value: V | None = None
+        self.record: CallRecord | None = None
 
     def __del__(self) -> None:
         if not getattr(self, "_finished", True):  # dropped mid-call: end it in its own context
@@ -301,17 +308,17 @@ class _Stream:
                 self._ctx.run(self._steps.close)
 
 
-class Stream(_Stream):
+class Stream(_Stream[V]):
     """``fn.stream(...)``: an iterator of `StreamEvent`; ``.value`` and ``.record`` when it ends.
 
     Use it as ``with fn.stream(...) as stream:``: leaving the block ends the call at once;
     a loop left without it keeps the call (and its turn ``running``) until the stream is collected.
     """
 
-    def __iter__(self) -> "Stream":
+    def __iter__(self) -> "Stream[V]":
         return self
 
-    def __enter__(self) -> "Stream":
+    def __enter__(self) -> "Stream[V]":
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -329,15 +336,15 @@ class Stream(_Stream):
         return event
 
 
-class AStream(_Stream):
+class AStream(_Stream[V]):
     """``fn.astream(...)``: an async iterator of `StreamEvent`; ``.value`` and ``.record`` when it ends."""
 
     _awaits = True
 
-    def __aiter__(self) -> "AStream":
+    def __aiter__(self) -> "AStream[V]":
         return self
 
-    async def __aenter__(self) -> "AStream":
+    async def __aenter__(self) -> "AStream[V]":
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

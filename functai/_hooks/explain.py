@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .._layers import Layer
 
 
-def explain(fn: "AIFunction", conversation: "Layer | None" = None) -> dict[str, Any]:
+def explain(fn: "AIFunction[..., Any]", conversation: "Layer | None" = None) -> dict[str, Any]:
     """``{"function", "layers", "hooks", "dropped", "unmet", "refused"}``: for each hook, the plugins a
     call of ``fn`` here (and in ``conversation``) would run, in order, as ``[{"plugin", "version",
     "layer", "handler", "why"}]``; ``dropped`` says why the layer rules left a plugin out, ``unmet``
