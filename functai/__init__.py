@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"  # before the imports: `hooks.installed` reads it while they run
-
+from ._version import __version__ as __version__
 from ._calls.function import AIFunction, ai
 from ._calls.layout import baked
 from ._calls.records import CallRecord, Result, read_calls

@@ -3,35 +3,19 @@
 group ``functai.builtins``, looked up on first use (another distribution registering it swaps it).
 
 The built-in distributions are not on the package index (anyone could register their names
-there), so an install hint names their folder in this repository (`install_command`).
+there), so an install hint names their folder in this repository
+(`functai._hooks.shipped.install_command`).
 """
 
 from __future__ import annotations
 
-import os
-import shlex
 from typing import Any, Callable
 
 from ._errors import FunctAIError
 from ._hooks import installed
+from ._hooks.shipped import BUILTIN_FOLDERS, install_command
 
 GROUP = "functai.builtins"
-
-#: This repository's distributions, each in ``functai_builtin_plugins/<folder>``: distribution → folder.
-BUILTIN_FOLDERS = {"functai-approval": "approval", "functai-compaction": "compaction",
-                   "functai-delegate": "delegate", "functai-otel": "otel", "functai-cache": "cache",
-                   "functai-fallback": "fallback", "functai-budget": "budget"}
-
-
-def install_command(distribution: str) -> str:
-    """The command that installs one of this repository's distributions: its folder's full path
-    when this functai runs from a checkout, else the path the README writes."""
-    folder = BUILTIN_FOLDERS[distribution]
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    here = os.path.join(top, "functai_builtin_plugins", folder)
-    if os.path.isfile(os.path.join(here, "pyproject.toml")):
-        return f"functai install {shlex.quote(here)}"
-    return f"functai install ./functai_builtin_plugins/{folder} (in a checkout of the functai repository)"
 
 _found: dict[str, Callable[..., Any]] = {}
 

@@ -18,7 +18,8 @@ from ._calls import records
 from ._calls.records import CallRecord, read_calls
 from ._errors import PluginError
 from ._hooks import installed
-from ._hooks.adapt import from_hookimpls, load_plugin, looks_like_path
+from ._hooks.adapt import load_plugin, looks_like_path
+from ._hooks.hookimpls import from_hookimpls
 from ._hooks.installed import GROUP, Installed, InstalledPlugin
 from ._hooks.plugin import Plugin
 from ._models import providers

@@ -13,7 +13,7 @@ import time
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 from ._errors import FunctAIError
-from ._models.providers import SCRIPTED_MODEL
+from ._models.catalog import SCRIPTED_MODEL
 from ._models.request import Reply, Request
 from ._models.samples import sample, sample_input
 

@@ -137,6 +137,8 @@ def test_an_outdated_builtin_distribution_is_not_upgraded_from_the_index() -> No
 
 
 def test_outside_a_checkout_the_hint_says_where_the_folder_is(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    monkeypatch.setattr(builtins, "__file__", str(tmp_path / "site-packages" / "functai" / "builtins.py"))
-    command = builtins.install_command("functai-approval")
+    from functai._hooks import shipped
+
+    monkeypatch.setattr(shipped, "__file__", str(tmp_path / "site-packages" / "functai" / "_hooks" / "shipped.py"))
+    command = shipped.install_command("functai-approval")
     assert command == "functai install ./functai_builtin_plugins/approval (in a checkout of the functai repository)"

@@ -5,8 +5,11 @@ conversations, calls, the settings layers, hooks, models, stores, then the
 core (errors, codec, files, log, appendlog). A module may import its own layer and the
 layers below it; conversations use stores through the `Store` protocol, and
 stores import only the core. Every import counts, at the top of a module or
-inside a function. An import that goes up is allowed only when it is named in
-`EXCEPTIONS` with the reason it is there.
+inside a function, and ``importlib.import_module`` of a literal name. An import
+that goes up is allowed only when it is named in `EXCEPTIONS` with the reason
+it is there. No module imports the package itself (``functai``), and the
+import cycles left are named in `CYCLES`: one may shrink, never grow, and a
+new one fails.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("functai._hooks",),
     ("functai._models",),
     ("functai._stores",),
-    ("functai._errors", "functai._codec", "functai._files", "functai._log", "functai._appendlog"),
+    ("functai._errors", "functai._codec", "functai._files", "functai._log", "functai._appendlog", "functai._version"),
 ]
 
 #: (importing module, imported module) → why this import goes up a layer.
@@ -36,12 +39,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "AIFunction.conversation(...) is the front door to a Conversation of that function",
     ("functai._calls.records", "functai._evaluation.ratings"):
         "a call log read with its ratings joins each record to the ratings made of it",
-    ("functai._calls.run", "functai._builtins"):
-        "a call refused for a missing built-in plugin says which command installs it",
-    ("functai._hooks.installed", "functai"):
-        "the plugin report names functai's own version",
-    ("functai._hooks.installed", "functai._builtins"):
-        "the plugin report names the folders the built-in plugins install from",
     ("functai._hooks.change", "functai._calls.outputs"):
         "a Change's values are made JSON-able by the one to_jsonable outputs use",
     ("functai._hooks.explain", "functai._calls.function"):
@@ -105,13 +102,22 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports(path: Path) -> set[str]:
-    """The functai modules ``path`` imports, anywhere in it (``from x import name`` counts a
-    submodule ``x.name`` when there is one)."""
+def imports(path: Path, source: str | None = None) -> set[str]:
+    """The functai modules ``path`` (or ``source``, as that module) imports, anywhere in it
+    (``from x import name`` counts a submodule ``x.name`` when there is one)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8") if source is None else source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
+                and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            named = node.args[0].value
+            if named.startswith("."):  # import_module(".x", package): relative to this module's package
+                named = f"{package}{named}"
+            if named.split(".")[0] == "functai":
+                found.add(named)
+            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "functai")
         elif isinstance(node, ast.ImportFrom):
@@ -181,3 +187,87 @@ def test_a_module_in_no_layer_is_refused() -> None:
         assert "in no layer" in str(error)
     else:
         raise AssertionError("a module outside every layer was given one")
+
+
+#: The import cycles left (each a set of modules that import each other, functions' imports counted),
+#: being taken apart: a cycle may lose modules, never gain one, and no other may appear.
+CYCLES: list[frozenset[str]] = [
+    frozenset({
+        "functai._appendlog", "functai._calls.logline", "functai._calls.records", "functai._evaluation.ratings",
+        "functai._files", "functai._layers", "functai._models.keys", "functai._stores.calllog",
+        "functai._stores.folder", "functai._stores.postgres", "functai._stores.sql", "functai._stores.sqlite",
+        "functai._stores.urls"}),
+    frozenset({
+        "functai._calls.asking", "functai._calls.function", "functai._calls.guards", "functai._calls.limits",
+        "functai._calls.run", "functai._calls.steps", "functai._calls.streaming", "functai._calls.toolrun",
+        "functai._calls.tools", "functai._conversations.context", "functai._conversations.conversation",
+        "functai._conversations.held", "functai._conversations.scope", "functai._conversations.turn",
+        "functai._hooks.fold", "functai._hooks.hear"}),
+]
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(path): imports(path) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root] & graph.keys())))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target] & graph.keys()))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(frozenset(component))
+    return found
+
+
+def test_no_module_imports_the_package_itself() -> None:
+    reaching = sorted(name for name, targets in import_graph().items() if "functai" in targets and name != "functai")
+    # Programs that use functai as its users do: the demo, and the doctor's child, which times a
+    # plugin's import after `import functai` as a program has it.
+    assert reaching == ["functai._cli.doctor_child", "functai._demo"]
+
+
+def test_no_new_import_cycle_and_none_grows() -> None:
+    found = cycles(import_graph())
+    grown = [sorted(c) for c in found if not any(c <= known for known in CYCLES)]
+    assert not grown, "a new or grown import cycle (break it):\n" + "\n".join(f"  {c}" for c in grown)
+
+
+def test_the_cycle_finder_finds_cycles_inside_one_package_and_through_import_module() -> None:
+    graph = {"functai.a.x": {"functai.a.y"}, "functai.a.y": {"functai.a.x"}, "functai.b": {"functai.c"},
+             "functai.c": set()}
+    assert cycles(graph) == [frozenset({"functai.a.x", "functai.a.y"})]
+    source = "import importlib\nimportlib.import_module('functai._stores.folder')\nimport_module('.run', 'x')\n"
+    assert imports(PACKAGE / "_calls" / "probe.py", source) == {"functai._stores.folder", "functai._calls.run"}

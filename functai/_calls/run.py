@@ -338,7 +338,7 @@ def _reask(reply: str | None, reason: str, fn: "AIFunction") -> list[dict[str, A
 
 
 def _approval_missing(fn: "AIFunction") -> FunctAIError:
-    from .._builtins import install_command
+    from .._hooks.shipped import install_command
 
     return FunctAIError(
         f"approve is set for {fn.name}, but no plugin that serves it (one declaring serves=['approve']) is "

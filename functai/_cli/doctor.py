@@ -15,7 +15,7 @@ import sys
 from typing import Any, TextIO
 from urllib.parse import unquote, urlsplit
 
-from .. import __version__
+from .._version import __version__
 from .._builtins import GROUP as BUILTINS
 from .._hooks import installed
 from .._hooks.installed import GROUP, incompatible

@@ -83,7 +83,7 @@ def cmd_install(args: argparse.Namespace, out: TextIO) -> int:
 def _install_requirements(args: argparse.Namespace, editable: list[str]) -> None:
     """pip install -r, with functai held at the running version: plugins frozen before an upgrade of
     functai must not take it back (pip refuses a set that needs another functai, and changes nothing)."""
-    from .. import __version__
+    from .._version import __version__
 
     requirements = [arg for path in args.requirement for arg in ("--requirement", path)]
     with tempfile.TemporaryDirectory(prefix="functai-install-") as folder:

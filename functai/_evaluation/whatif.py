@@ -35,7 +35,8 @@ from .._hooks.order import Plan, arrange
 from .._hooks.plugin import Plugin
 from .._layers import Resolved, current_values, resolve
 from .._models.keys import reveal
-from .._models.providers import SCRIPTED_MODEL, TEST_MODEL, split
+from .._models.catalog import SCRIPTED_MODEL, TEST_MODEL
+from .._models.providers import split
 from .._models.request import Reply, Request
 from .replay import NotReplayable, ReplayedTurn, shown, turn_calls
 

@@ -10,10 +10,10 @@ import threading
 from types import SimpleNamespace
 from typing import Any, Iterable, Sequence
 
-from .. import __version__
+from .._version import __version__
 from .._errors import PluginError
 from .._log import info, warn
-from .adapt import from_hookimpls
+from .hookimpls import from_hookimpls
 from .plugin import Plugin, check_name
 
 GROUP = "functai"
@@ -197,7 +197,7 @@ def incompatible(dist: Any) -> str | None:
         decided = functai_requirement(text, running)
         if decided is not None and not decided[1]:
             name = getattr(dist, "name", None) or "?"
-            from .._builtins import BUILTIN_FOLDERS, install_command  # not at import: `import functai` stays light
+            from .shipped import BUILTIN_FOLDERS, install_command  # not at import: `import functai` stays light
 
             # This repository's own distributions are not on the package index: never send pip there for one.
             how = install_command(name) if name in BUILTIN_FOLDERS else f"pip install -U {name}"

@@ -29,7 +29,7 @@ from functai._models.answers import Assembler, Reader
 from functai._models.endpoint import Endpoint, sent_headers
 from functai._models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
 from functai._models.loops import LoopClients
-from functai._models.providers import PROVIDERS
+from functai._models.catalog import PROVIDERS
 from functai._models.request import Reply, Request
 from functai._models.wire import FORMATS, build_body, qualifies_strict
 

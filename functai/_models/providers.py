@@ -8,25 +8,18 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 import pluggy
 
 from .._errors import ModelConfigError
+from .catalog import DEFAULT_PROVIDER, PROVIDERS, TEST_MODEL
 from .keys import Key, hide_key, reveal, reveal_headers
 from .request import Client
 
 providerspec = pluggy.HookspecMarker("functai.providers")
 providerimpl = pluggy.HookimplMarker("functai.providers")
-
-DEFAULT_PROVIDER = "openai"
-
-#: The model name of functai's offline test model.
-TEST_MODEL = "test"
-
-#: The model name calls answered by `functai.testing.ScriptedLM` record: no provider's, and never sent to one.
-SCRIPTED_MODEL = "scripted"
 
 #: Settings a client is built from; clients are reused while these stay the same.
 CLIENT_SETTINGS = ("base_url", "api_key", "timeout", "connect_timeout", "http_retries", "headers", "api_version")
@@ -42,25 +35,6 @@ class ProviderSpec:
 
         ``settings`` holds those of `CLIENT_SETTINGS` that are set (``api_key`` as the key itself).
         """
-
-
-class Provider(NamedTuple):
-    """A built-in provider: where its server usually is, and the variables it reads."""
-
-    base_url: str | None
-    base_url_env: str
-    api_key_env: str
-
-
-#: The built-in providers (docs/models.md shows this table).
-PROVIDERS: dict[str, Provider] = {
-    "openai": Provider("https://api.openai.com/v1", "OPENAI_BASE_URL", "OPENAI_API_KEY"),
-    "ollama": Provider("http://localhost:11434/v1", "OLLAMA_BASE_URL", "OLLAMA_API_KEY"),
-    "vllm": Provider("http://localhost:8000/v1", "VLLM_BASE_URL", "VLLM_API_KEY"),
-    "llamacpp": Provider("http://localhost:8080/v1", "LLAMACPP_BASE_URL", "LLAMACPP_API_KEY"),
-    "lmstudio": Provider("http://localhost:1234/v1", "LMSTUDIO_BASE_URL", "LMSTUDIO_API_KEY"),
-    "azure": Provider(None, "AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY"),
-}
 
 
 class _LRU:
