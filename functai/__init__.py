@@ -16,6 +16,7 @@ from ._calls.records import CallRecord, Result, read_calls
 from ._errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError, OutputError, PluginError, Waiting
 from ._hooks.adapt import load_plugin
 from ._hooks.change import Change
+from . import events as events
 from ._hooks.events import Answer
 from ._hooks.plugin import Plugin
 from ._hooks.specs import HOOKS, hookimpl

@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "functai"
 
 #: Layers from the top (0) down; a module's layer is the first prefix of its name found here.
 LAYERS: list[tuple[str, ...]] = [
-    ("functai", "functai.__main__", "functai.cli", "functai._cli", "functai.stores", "functai._demo", "functai.pytest_plugin", "functai.testing",
+    ("functai", "functai.__main__", "functai.cli", "functai.events", "functai._cli", "functai.stores", "functai._demo", "functai.pytest_plugin", "functai.testing",
      "functai._builtins"),
     ("functai._evaluation",),
     ("functai._conversations",),

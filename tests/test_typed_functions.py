@@ -35,9 +35,10 @@ def test_a_wrong_argument_or_a_wrong_use_of_the_value_is_a_mypy_error():
     assert done.returncode == 1
     errors = [line.split(": error: ", 1) for line in done.stdout.splitlines() if ": error: " in line]
     assert [(where.rsplit(":", 1)[-1], why) for where, why in errors] == [
-        ("14", 'Argument 1 to "__call__" of "AIFunction" has incompatible type "int"; expected "str"  [arg-type]'),
-        ("15", 'Unexpected keyword argument "extra" for "__call__" of "AIFunction"  [call-arg]'),
-        ("16", 'Incompatible types in assignment (expression has type "str", variable has type "int")  [assignment]'),
+        ("15", 'Argument 1 to "__call__" of "AIFunction" has incompatible type "int"; expected "str"  [arg-type]'),
+        ("16", 'Unexpected keyword argument "extra" for "__call__" of "AIFunction"  [call-arg]'),
+        ("17", 'Incompatible types in assignment (expression has type "str", variable has type "int")  [assignment]'),
+        ("21", '"RequestEvent" has no attribute "requst"; maybe "request"?  [attr-defined]'),
     ]
 
 
@@ -47,3 +48,45 @@ def test_every_built_in_distribution_ships_py_typed():
         [package] = data["tool"]["setuptools"]["packages"]
         assert (project.parent / package / "py.typed").is_file(), package
         assert data["tool"]["setuptools"]["package-data"][package] == ["py.typed"], package
+
+
+def test_every_events_field_is_typed_and_each_hook_has_its_public_class():
+    import typing
+
+    import functai
+    from functai._hooks.specs import HOOKS
+
+    from functai._hooks import events
+
+    assert sorted(functai.events.BY_HOOK) == sorted(HOOKS)
+    names = {**vars(events), "FunctAIError": functai.FunctAIError,
+             "Endpoint": functai.Endpoint, "Reply": functai.Reply, "Request": functai.Request}
+    for hook, cls in functai.events.BY_HOOK.items():
+        hints = typing.get_type_hints(cls, names)
+        for field in cls._fields:
+            assert field in hints or isinstance(getattr(cls, field, None), property), (hook, field)
+
+
+def test_a_handler_is_given_the_public_event_class_of_its_hook():
+    import functai
+    from functai.testing import ScriptedLM
+
+    seen = []
+    spy = functai.Plugin("spy", request=seen.append, reply=seen.append, before_call=seen.append)
+
+    @functai.ai
+    def echo(text: str) -> str:
+        """Say it back."""
+
+    with functai.settings(client=ScriptedLM(["hi"]), plugins=[spy]):
+        echo("hi")
+    assert [type(event) for event in seen] == [functai.events.BeforeCall, functai.events.Request,
+                                               functai.events.Reply]
+
+
+def test_functai_events_names_each_hooks_class_for_its_hook():
+    import functai
+    from functai._hooks.events import public_name
+
+    for hook, cls in functai.events.BY_HOOK.items():
+        assert getattr(functai.events, public_name(hook)) is cls, hook

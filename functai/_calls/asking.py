@@ -324,7 +324,7 @@ class Asker:
                 record.changes.append(
                     change_record(plugin, "reply", {"reply": reply_data(replaced)}, None, None, change.note))
                 record.finish_reason = replaced.finish_reason
-        return event.reply  # type: ignore[no-any-return]
+        return event.reply
 
     def _kept_in_turn(self, request: Request, reply: Reply, acts: list[dict[str, Any]],
                       entry: dict[str, Any] | None) -> Reply:

@@ -9,6 +9,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypeVar
 
 import attrs
 
+if TYPE_CHECKING:
+    from .._errors import FunctAIError
+    from .._models.endpoint import Endpoint
+    from .._models.request import Reply, Request
+
 R = TypeVar("R")
 
 
@@ -43,11 +48,11 @@ class Event:
     _also: tuple[str, ...] = ()
     _plugin: str | None = None
     _memory: Memory | None = None
+    #: The engine's: the handler's settings block while it runs (see `functai._hooks.fold`).
+    _us: Any
 
-    if TYPE_CHECKING:  # what each class's ``_fields`` names (its __init__ is written below)
+    if TYPE_CHECKING:  # each class annotates what its ``_fields`` names (its __init__ is written below)
         def __init__(self, **fields: Any) -> None: ...
-
-        def __getattr__(self, name: str) -> Any: ...
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -119,12 +124,24 @@ class TurnStartEvent(Event):
     """``turn_start``: a conversation turn is about to be sent."""
 
     _fields = ("inputs", "conversation", "parent", "program")
+    inputs: Mapping[str, Any]
+    #: The conversation's id, and the done turn this one continues (None: the first).
+    conversation: str
+    parent: str | None
+    #: The conversation's AI function.
+    program: Any  # the AI function (a functai.AIFunction; typed loosely: hooks sit below calls)
 
 
 class ContextEvent(Event):
     """``context``: the earlier turns a turn will be shown have been picked."""
 
     _fields = ("turns", "sections", "conversation", "parent", "program")
+    #: The turns picked, oldest first (each with ``id``, ``inputs``, ``outputs``, ``at``).
+    turns: tuple[Any, ...]
+    sections: tuple[str, ...]
+    conversation: str
+    parent: str | None
+    program: Any  # the AI function (a functai.AIFunction; typed loosely: hooks sit below calls)
 
 
 class CallEvent(_Remembers):
@@ -134,6 +151,20 @@ class CallEvent(_Remembers):
         "function", "program", "inputs", "instruction", "sections", "lm", "settings",
         "tools", "all_tools", "path", "conversation", "turn",
     )
+    #: The function's name, and the function.
+    function: str
+    program: Any  # the AI function (a functai.AIFunction; typed loosely: hooks sit below calls)
+    instruction: str
+    sections: tuple[str, ...]
+    #: The model asked (None with ``client=``), the model settings, the tools offered (of ``all_tools``).
+    lm: str | None
+    settings: Mapping[str, Any]
+    tools: tuple[str, ...]
+    all_tools: tuple[str, ...]
+    #: Where the call sits in its call tree (``desk/answer``); its conversation and turn, or None.
+    path: str
+    conversation: str | None
+    turn: str | None
 
     @property
     def inputs(self) -> Mapping[str, Any]:
@@ -162,6 +193,16 @@ class RequestEvent(_Remembers):
     (`functai.Endpoint`: provider, server, a fingerprint of who asks), for a plugin that keeps replies."""
 
     _fields = ("request", "endpoint", "function", "path", "call", "turn", "recorded", "outer_call")
+    request: Request
+    endpoint: Endpoint
+    function: str
+    path: str
+    call: str
+    turn: str | None
+    recorded: bool
+    outer_call: str
+    #: The engine's: this request's place in its turn (a question's key).
+    _ordinal: int
     #: How ``ask`` reaches a person (the engine's): ``ask_person(event, question, extend, decide)``.
     _also = ("ask_person",)
     ask_person: Callable[..., Answer | None] | None
@@ -182,6 +223,13 @@ class ModelErrorEvent(Event):
     """``model_error``: the model client failed for a request."""
 
     _fields = ("request", "error", "attempt", "lm", "function", "path", "call")
+    request: Request
+    error: FunctAIError
+    attempt: int
+    lm: str | None
+    function: str
+    path: str
+    call: str
 
 
 class ChunkEvent(Event):
@@ -189,6 +237,13 @@ class ChunkEvent(Event):
     another whole text the call shows or keeps: "reasoning", "refusal", "error"."""
 
     _fields = ("text", "shown", "final", "part", "function", "path", "call")
+    text: str
+    #: The last piece of the reply, or of the other text (``part``: "text", "reasoning", "refusal", "error").
+    final: bool
+    part: str
+    function: str
+    path: str
+    call: str
 
     @property
     def shown(self) -> str:
@@ -203,12 +258,39 @@ class ReplyEvent(_Remembers):
 
     _fields = ("request", "endpoint", "reply", "seconds", "attempt", "function", "path", "server", "call", "answered",
                "turn", "recorded", "outer_call")
+    request: Request
+    endpoint: Endpoint
+    reply: Reply
+    seconds: float | None
+    attempt: int
+    function: str
+    path: str
+    #: ``(host, port)`` of the server that answered, when known.
+    server: tuple[str, int | None] | None
+    call: str
+    #: The plugin that answered instead of the model, or None.
+    answered: str | None
+    turn: str | None
+    recorded: bool
+    outer_call: str
 
 
 class ToolCallEvent(_Remembers):
     """``tool_call``: the model asked for a tool, which has not run yet."""
 
     _fields = ("name", "input", "effects", "path", "invocation", "id", "function", "settings", "key")
+    name: str
+    input: Mapping[str, Any]
+    effects: str | None
+    path: str
+    invocation: int
+    id: str
+    function: str
+    settings: Mapping[str, Any]
+    #: The tool call's idempotency key (`functai.tool_key`).
+    key: str
+    #: The engine's: the questions handlers asked, put once every handler has run.
+    _questions: list[tuple[str | None, str | None, Any]]
     #: How ``ask`` reaches a person (the engine's): ``ask_person(event, reason, decide)``.
     _also = ("ask_person",)
     ask_person: Callable[..., None] | None
@@ -226,18 +308,46 @@ class ToolErrorEvent(Event):
 
     _fields = ("name", "input", "error", "exception", "effects", "invocation", "attempt", "id", "path", "function",
                "key")
+    name: str
+    input: Mapping[str, Any]
+    #: ``Type: message``, and the exception itself.
+    error: str
+    exception: BaseException
+    effects: str | None
+    invocation: int
+    attempt: int
+    id: str
+    path: str
+    function: str
+    key: str
 
 
 class ToolResultEvent(_Remembers):
     """``tool_result``: a tool ran."""
 
     _fields = ("name", "input", "output", "path", "invocation", "function", "key")
+    name: str
+    input: Mapping[str, Any]
+    #: What the model is shown of the result.
+    output: str
+    path: str
+    invocation: int
+    function: str
+    key: str
 
 
 class CallEndEvent(Event):
     """``call_end``: an AI function call ended, done or failed (hears only)."""
 
     _fields = ("record", "function", "path", "error", "seconds", "usage", "server")
+    record: RecordView
+    function: str
+    path: str
+    #: The error's code, or None when the call was done.
+    error: str | None
+    seconds: float | None
+    usage: Mapping[str, int]
+    server: tuple[str, int | None] | None
 
 
 def frozen(value: Any) -> Any:
@@ -279,6 +389,13 @@ class TurnEndEvent(_Remembers):
     """``turn_end``: a turn ended (done, failed or stopped)."""
 
     _fields = ("turn", "state", "inputs", "outputs", "conversation", "parent")
+    turn: str
+    #: "done", "failed" or "stopped".
+    state: str
+    inputs: Mapping[str, Any]
+    outputs: Mapping[str, Any]
+    conversation: str
+    parent: str | None
     #: Reads the done turns of the branch (the engine's).
     _also = ("branch_turns",)
     branch_turns: Callable[[], list[Any]] | None
@@ -286,3 +403,16 @@ class TurnEndEvent(_Remembers):
     def turns(self) -> list[Any]:
         """Done turns of the branch, this one last when done."""
         return self.branch_turns() if self.branch_turns is not None else []
+
+
+#: Each hook's event class (`functai.events` names each for its hook: ``before_call`` → ``BeforeCall``).
+BY_HOOK: dict[str, type[Event]] = {
+    "turn_start": TurnStartEvent, "context": ContextEvent, "before_call": CallEvent, "request": RequestEvent,
+    "model_error": ModelErrorEvent, "chunk": ChunkEvent, "reply": ReplyEvent, "tool_call": ToolCallEvent,
+    "tool_error": ToolErrorEvent, "tool_result": ToolResultEvent, "call_end": CallEndEvent, "turn_end": TurnEndEvent,
+}
+
+
+def public_name(hook: str) -> str:
+    """The name `functai.events` gives a hook's event: the hook's name in CamelCase."""
+    return "".join(part.title() for part in hook.split("_"))

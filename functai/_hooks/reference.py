@@ -5,8 +5,22 @@ from __future__ import annotations
 
 import inspect
 
-from . import specs
+from . import events, specs
 from .change import HOOK_FIELDS
+
+def _fields(hook: str) -> list[str]:
+    """The event's fields with their annotated types, as the class writes them."""
+    cls = events.BY_HOOK[hook]
+    written: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        written.update(getattr(klass, "__annotations__", {}))
+    shown = []
+    for name in cls._fields:
+        kind = written.get(name)
+        if kind is None:  # a property: its return annotation
+            kind = getattr(cls, name).fget.__annotations__.get("return", "Any")
+        shown.append(f"`{name}: {kind}`")
+    return shown
 
 
 def render() -> str:
@@ -28,7 +42,8 @@ def render() -> str:
         lines.append(f"| `{hook}` | `{hook}{inspect.signature(getattr(specs, hook))}` | {fields} |")
     for hook in specs.HOOKS:
         spec = getattr(specs, hook)
-        lines += ["", f"## `{hook}{inspect.signature(spec)}`", "", inspect.getdoc(spec) or ""]
+        lines += ["", f"## `{hook}{inspect.signature(spec)}`", "", inspect.getdoc(spec) or "", "",
+                  f"Its event is `functai.events.{events.public_name(hook)}`: " + ", ".join(_fields(hook)) + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import assert_type
+from typing import Any, assert_type
 
 from functai_budget import budget
 from functai_cache import cache
@@ -23,6 +23,24 @@ def capital(country: str) -> str:
 def count(words: list[str], exact: bool = False) -> int:
     """Count the words."""
     raise NotImplementedError
+
+
+guard = functai.Plugin("guard", version="1.0.0")
+
+
+@guard.request
+def costly_models_need_a_reason(event: functai.events.Request) -> functai.Change | None:
+    assert_type(event.request.model, str)
+    assert_type(event.endpoint.provider, str)
+    assert_type(event.turn, str | None)
+    return None
+
+
+@guard.tool_call
+def no_refunds_on_fridays(event: functai.events.ToolCall) -> functai.Change | None:
+    assert_type(event.input["amount"], Any)
+    event.ask("a refund", decide=lambda call: call.name == "refund")
+    return None
 
 
 def check() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functai
 from functai import ai
 
 
@@ -14,3 +15,7 @@ def capital(country: str) -> str:
 capital(3)
 capital("Peru", extra=1)
 wrong: int = capital("Peru")
+
+
+def misread(event: functai.events.Request) -> None:
+    print(event.requst)
