@@ -366,14 +366,14 @@ def test_a_retried_tool_runs_again(run, effects, idempotent):
     fetch, runs = _failing(effects, idempotent=idempotent)
     lm = ScriptedLM([tool_call("fetch", {"order": "A1"}), "done"])
 
-    @ai(client=lm, tools=[fetch], plugins=[Plugin("retry", tool_error=lambda f: Change(retry=True))])
+    @ai(client=lm, tools=[fetch], plugins=[Plugin("retry", tool_error=lambda f: Change(retry=0))])
     def support(question: str) -> str:
         """Answer the customer."""
 
     value, record, _ = run(support, "q")
     assert runs == ["A1", "A1"] and lm.requests[1].messages[-1]["content"] == "order A1: ok"
     assert record.tool_calls[0]["attempts"] == 2 and "error" not in record.tool_calls[0]
-    assert record.changes[0]["change"] == {"retry": True, "error": "ConnectionError"}
+    assert record.changes[0]["change"] == {"retry": 0, "error": "ConnectionError"}
 
 
 @pytest.mark.parametrize("effects", ["changes", None])
@@ -381,7 +381,7 @@ def test_a_retried_tool_that_changes_things_refuses(run, effects):
     fetch, runs = _failing(effects)
 
     @ai(client=ScriptedLM([tool_call("fetch", {"order": "A1"}), "done"]), tools=[fetch],
-        plugins=[Plugin("retry", tool_error=lambda f: Change(retry=True))])
+        plugins=[Plugin("retry", tool_error=lambda f: Change(retry=0))])
     def support(question: str) -> str:
         """Answer the customer."""
 
@@ -395,13 +395,13 @@ def test_max_tool_retries_bounds_the_retries(run):
     fetch, runs = _failing("reads", fails=10)
 
     @ai(client=ScriptedLM([tool_call("fetch", {"order": "A1"}), "gave up"]), tools=[fetch], max_tool_retries=1,
-        plugins=[Plugin("retry", tool_error=lambda f: Change(retry=True))])
+        plugins=[Plugin("retry", tool_error=lambda f: Change(retry=0))])
     def support(question: str) -> str:
         """Answer the customer."""
 
     value, record, _ = run(support, "q")
     assert value == "gave up" and runs == ["A1", "A1"]
-    assert [c["change"] for c in record.changes] == [{"retry": True, "error": "ConnectionError"}]
+    assert [c["change"] for c in record.changes] == [{"retry": 0, "error": "ConnectionError"}]
     assert record.tool_calls[0]["error"].startswith("ConnectionError")
 
 
@@ -527,3 +527,45 @@ def test_a_resumed_turn_records_a_plugins_answer_as_the_plugins(install, tmp_pat
     assert record["usage"] == {}  # the plugin's answer was never paid for, first run or resumed
     assert [(c["plugin"], c["hook"], c.get("note")) for c in record["changes"]] == [
         ("rescue", "model_error", "answered while the model was down")]
+
+
+
+def test_a_tool_retry_is_seconds_as_a_model_retry_is_and_true_still_works_with_a_warning(run):
+    import time as clock
+    import warnings as warned
+
+    calls = []
+
+    @tool(effects="reads")
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        calls.append(clock.monotonic())
+        if len(calls) < 3:
+            raise ConnectionError("reset")
+        return "page"
+
+    lm = ScriptedLM(reply=lambda r: "got it" if r.messages[-1]["role"] == "tool" else tool_call("fetch", {"url": "x"}))
+    waits = Plugin("waits", tool_error=lambda f: Change(retry=0.05))
+
+    @ai(client=lm, tools=[fetch], plugins=[waits])
+    def reader(question: str) -> str:
+        """Read it."""
+
+    value, record, _ = run(reader, "read")
+    assert value == "got it" and len(calls) == 3
+    assert calls[1] - calls[0] >= 0.05 and calls[2] - calls[1] >= 0.05  # waited before each run again
+    assert [c["change"] for c in record.changes] == [{"retry": 0.05, "error": "ConnectionError"}] * 2
+
+    calls.clear()
+    old = Plugin("old", tool_error=lambda f: Change(retry=True))
+
+    @ai(client=lm, tools=[fetch], plugins=[old])
+    def reader_old(question: str) -> str:
+        """Read it."""
+
+    with warned.catch_warnings(record=True) as caught:
+        warned.simplefilter("always")
+        value, record, _ = run(reader_old, "read")
+    assert value == "got it" and len(calls) == 3
+    said = [str(w.message) for w in caught if w.category is DeprecationWarning]
+    assert said and "Change(retry=True) in tool_error is Change(retry=0) now" in said[0]

@@ -272,7 +272,7 @@ def test_a_retry_after_tool_error_keeps_the_key():
         return "paid"
 
     plugin, seen = spy()
-    retry = Plugin("retry", tool_error=lambda failure: Change(retry=True))
+    retry = Plugin("retry", tool_error=lambda failure: Change(retry=0))
 
     @ai(client=ScriptedLM([tool_call("pay", {"payment": "A"}), "done"]), tools=[pay], plugins=[plugin, retry])
     def desk(request: str) -> str:

@@ -8,6 +8,7 @@ changes things twice (a started one is settled by its ``reconcile``, or left unk
 
 from __future__ import annotations
 
+import warnings
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
@@ -26,7 +27,7 @@ from .layout import render_value
 from .outputs import to_jsonable
 from .records import CallRecord
 from .scope import TurnScope
-from .steps import Ask, Invoke, Note, Steps, in_thread, run_awaitable
+from .steps import Ask, Invoke, Note, Pause, Steps, in_thread, run_awaitable
 from .toolkey import call_key, running
 
 from .tools import ApprovalError, ProgramTool, Reconcile, as_tool
@@ -170,10 +171,12 @@ class ToolRunner:
             if not self.plan.handlers["tool_error"]:
                 break
             change = yield from self._tool_error_hook(found, event, entry, failure, attempt)
-            if change is None or not change.retry:
+            if change is None or change.retry is None or change.retry is False:
                 if change is not None:
                     value = change.output
                 break
+            if change.retry is not True and change.retry > 0:
+                yield Pause(float(change.retry))
             entry["attempts"] = attempt + 1
         try:
             shown = render_value(value)
@@ -353,8 +356,10 @@ class ToolRunner:
             return None
         plugin, handler, change = acted
         if change.retry is not None:
-            if change.retry is not True:
-                raise refuse(plugin, "tool_error", "retry", f"a tool is retried with retry=True, not {change.retry!r}")
+            if change.retry is True:
+                warnings.warn(f"plugin {plugin.name!r}: Change(retry=True) in tool_error is Change(retry=0) now (retry "
+                              "is the seconds to wait before running it again, as in model_error); True still runs it "
+                              "again at once", DeprecationWarning, stacklevel=2)
             if found.effects != "reads" and not found.idempotent:
                 raise refuse(
                     plugin, "tool_error", "retry",

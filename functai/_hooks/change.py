@@ -103,7 +103,7 @@ def _retry(value: Any) -> Any:
         return None
     if value is not True:
         if value.__class__ not in (int, float) or not 0 <= value <= MAX_RETRY_WAIT:
-            raise _refuse("retry", f"must be True (run the tool again) or seconds to wait, a number from 0 to "
+            raise _refuse("retry", f"must be the seconds to wait before trying again, a number from 0 (at once) to "
                                    f"{MAX_RETRY_WAIT}, not {value!r}")
     return value
 

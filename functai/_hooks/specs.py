@@ -207,9 +207,11 @@ def tool_error(failure):  # type: ignore[no-untyped-def]
     ``key`` (the same for every attempt).
 
     Change: ``output`` (the text the model is shown instead of the default
-    error text) or ``retry=True`` (run the tool again with the same input: a
-    tool that does not only read must be ``@tool(idempotent=True)``; at most
-    ``max_tool_retries`` times per tool call).
+    error text) or ``retry=seconds`` (wait that long, 0 for not at all, and run
+    the tool again with the same input, as ``model_error``'s ``retry`` asks
+    the model again: a tool that does not only read must be
+    ``@tool(idempotent=True)``; at most ``max_tool_retries`` times per tool
+    call). ``retry=True`` is the old spelling of ``retry=0`` (it warns).
     """
 
 
