@@ -124,7 +124,7 @@ class Asker:
         record = self.record
         attempt = 0
         acts: list[dict[str, Any]] = []  # the model_error changes made for this request
-        scope: Any = self.scope
+        scope = self.scope
         guards = self.guards
         while True:
             sent, reply, answered, entry = request, None, None, None
@@ -140,7 +140,7 @@ class Asker:
                 record.attempts += 1
                 started = time.perf_counter()
                 if acts and self.scope is not None:
-                    self.scope.acts = {"acts": acts}  # type: ignore[attr-defined]  # kept with the reply
+                    self.scope.acts = {"acts": acts}  # kept with the reply
                 try:
                     if self.guards is None:
                         reply = yield Send(self.client, sent, self.scope)
@@ -165,7 +165,7 @@ class Asker:
                     reply, answered, entry = change.reply, plugin.name, record.changes[-1]
                 else:
                     seconds = round(time.perf_counter() - started, 6)
-                    replayed = getattr(self.scope, "replayed", None)
+                    replayed = self.scope.replayed if self.scope is not None else None
                     if replayed is not None:  # a resumed turn: what plugins did for this reply, recorded again
                         reply, answered = self._replayed(replayed, request, reply)
                     if answered is None:
@@ -213,10 +213,10 @@ class Asker:
         A handler that raises a `FunctAIError` of its own (a budget's ``budget-exceeded``) refuses
         the call before anything is sent; the refusal is recorded as the plugin's."""
         record = self.record
-        scope: Any = self.scope
+        scope = self.scope
         event = RequestEvent(request=request, endpoint=endpoint_of(self.client), function=self.fn.name,
                              path=self.path, call=record.id,
-                             turn=getattr(scope, "turn", None), recorded=recorded,
+                             turn=None if scope is None else scope.turn, recorded=recorded,
                              outer_call=self.budget.call or record.id, ask_person=self._ask)
         if scope is not None:
             set_field(event, "_memory", scope.memory)
@@ -259,7 +259,7 @@ class Asker:
         extend = _amount(extend, "ask(extend=...)")
         asked = {"kind": "request", "question": question, "extend": extend, "plugin": plugin, "path": self.path,
                  "function": self.fn.name}
-        scope: Any = self.scope
+        scope = self.scope
         # The question's place: a resumed turn asks it again under the same key (a decide function too).
         key = f"request.{event._ordinal}.{plugin}" if scope is not None and scope.waits else None
         if decide is not None:
@@ -270,7 +270,7 @@ class Asker:
                      error=f"{type(error).__name__}: {error}")
                 return Answer(False, reason=CHECK_FAILED, key=key)
             return attrs.evolve(_answer_of(given, extend, plugin), key=key)
-        if key is None:
+        if key is None or scope is None:  # a plain call: nobody can be asked
             return None
         found = (scope.answers(key) or {}).get(key)
         if found is not None:
@@ -301,12 +301,12 @@ class Asker:
                     recorded: bool) -> Steps[Reply]:
         """Run ``reply``: each handler hears the reply as the ones before it left it, and may replace it."""
         record = self.record
-        scope: Any = self.scope
+        scope = self.scope
         event = ReplyEvent(request=request, endpoint=endpoint_of(self.client), reply=reply, seconds=seconds,
                            attempt=record.attempts + self.answered,
                            function=self.fn.name, path=self.path, server=None if answered else server_of(self.client),
-                           call=record.id, answered=answered, turn=getattr(scope, "turn", None), recorded=recorded,
-                           outer_call=self.budget.call or record.id)
+                           call=record.id, answered=answered, turn=None if scope is None else scope.turn,
+                           recorded=recorded, outer_call=self.budget.call or record.id)
         if scope is not None:
             set_field(event, "_memory", scope.memory)
         heard = self.heard
@@ -331,11 +331,10 @@ class Asker:
         """In a turn, an answered request is kept as its reply, in order with the model's: a resumed
         turn reads the replies it recorded by their place, whoever answered — and records again who
         did, if no plugin answers this time."""
-        scope: Any = self.scope
-        replay = getattr(scope, "replay", None)
-        if replay is None:
+        scope = self.scope
+        if scope is None or not scope.records:
             return reply
-        recorded: Reply | None = replay(request)
+        recorded = scope.replay(request)
         if recorded is not None:
             scope.replayed = None  # the plugin answered again and recorded itself
             return recorded

@@ -24,6 +24,7 @@ from .._hooks.order import Handler
 from .._hooks.plugin import Plugin
 from .._models.request import Reply
 from .._models.thinking import split_reasoning
+from .scope import TurnScope
 from .steps import Await, Send, Steps, in_thread
 
 #: The code of a call whose reply a ``chunk`` handler stopped.
@@ -83,7 +84,7 @@ class Guards:
         scope, self.unkept = self.unkept, None
         if scope is not None:
             if self.made:  # a resumed turn reads this reply instead of asking: it records them again
-                acts = getattr(scope, "acts", None) or {}
+                acts = scope.acts or {}
                 scope.acts = {**acts, "acts": [*acts.get("acts", ()), *self.made]}
             scope.keep(reply)
         return reply
@@ -116,13 +117,13 @@ class GuardedSend(Send):
 
     __slots__ = ("guards",)
 
-    def __init__(self, client: Any, request: Any, scope: Any, guards: Guards) -> None:
+    def __init__(self, client: Any, request: Any, scope: TurnScope | None, guards: Guards) -> None:
         super().__init__(client, request, scope)
         self.guards = guards
 
     def run(self) -> Any:
         scope = self.scope
-        if scope is None or getattr(scope, "replay", None) is None:
+        if scope is None or not scope.records:
             return super().run()
         reply = scope.replay(self.request)
         if reply is None:
@@ -132,7 +133,7 @@ class GuardedSend(Send):
 
     async def arun(self) -> Any:
         scope = self.scope
-        if scope is None or getattr(scope, "replay", None) is None:
+        if scope is None or not scope.records:
             return await super().arun()
         reply = scope.replay(self.request)
         if reply is None:

@@ -254,20 +254,20 @@ def before_call_event(
 def _join_turn(scope: TurnScope, record: records.CallRecord) -> Any:
     """Make `record` the turn's own call record; the layer block the calls inside the turn see."""
     # One record per turn, however often it waits: a resumed turn keeps its id and start.
-    record.id = getattr(scope, "call_id", None) or record.id
-    if getattr(scope, "call_started", None):
-        record.started = scope.call_started  # type: ignore[assignment]
+    record.id = scope.call_id or record.id
+    if scope.call_started:
+        record.started = scope.call_started
     else:
-        scope.call_started = record.started  # type: ignore[attr-defined]
+        scope.call_started = record.started
     if scope.conversation is not None:
         record.conversation = {"id": scope.conversation, "turn": scope.turn, "parent": scope.parent,
                                "store": scope.store}
-        shown = getattr(scope, "shown", None)
+        shown = scope.shown
         if shown is not None:  # small ({"last": n}): each shown turn's own call record holds its content
             record.conversation["shown"] = dict(shown) if isinstance(shown, dict) else list(shown)
-            if scope.without:  # type: ignore[attr-defined]
-                record.conversation["without"] = dict(scope.without)  # type: ignore[attr-defined]
-        if getattr(scope, "waited", None):
+            if scope.without:
+                record.conversation["without"] = dict(scope.without)
+        if scope.waited:
             record.conversation["waited"] = list(scope.waited)
     record.changes.extend(scope.changes)  # type: ignore[arg-type]  # the scope's entries are plain dicts
     record.sections = list(scope.sections)

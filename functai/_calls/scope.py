@@ -39,6 +39,18 @@ class TurnScope(Protocol):
     waited: Sequence[Mapping[str, Any]]
     #: Tools a resume runs again when they started with no recorded result (``resume(rerun=...)``).
     rerun: Sequence[str]
+    #: Whether the turn keeps each reply to read back when it is resumed (a conversation's turn);
+    #: a turn that records nothing (a replayed one) answers every request through `complete`.
+    records: bool
+    #: What the turn was shown, as its call record keeps it (``{"last": n}`` or turn ids), and the
+    #: messages left out of shown turns; None and empty where it keeps none.
+    shown: Mapping[str, Any] | Sequence[str] | None
+    without: Mapping[str, Any]
+    #: What the plugins did for the next reply kept (`keep`), and as recorded with the reply `replay` read.
+    acts: dict[str, Any] | None
+    replayed: dict[str, Any] | None
+    #: Approve rules the turn started with that this process's rule does not cover: checked too.
+    also_approve: Sequence[Any]
 
     def begin_call(self) -> int:
         """The ordinal of a call inside the turn (1, 2, …; stable when resumed)."""
@@ -49,6 +61,15 @@ class TurnScope(Protocol):
 
     def complete(self, client: Client, request: Request) -> Reply:
         """Answer from a recorded reply when there is one, else ask and record."""
+
+    def replay(self, request: Request) -> Reply | None:
+        """The reply recorded for the next request, or None (ask the model, then `keep` its reply)."""
+
+    def keep(self, reply: Reply) -> None:
+        """Record a new reply, so a resumed turn never pays for it twice."""
+
+    def skip_past(self, recorded: Mapping[str, Any]) -> None:
+        """A finished tool reused on resume: the calls and requests made inside it keep their places."""
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
         """The recorded run of the tool call at ``site``, if it ran (or started) before."""

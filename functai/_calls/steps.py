@@ -10,9 +10,12 @@ records, changes and replay cannot differ by driver.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Coroutine, Generator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generator, TypeVar
 
 from . import limits
+
+if TYPE_CHECKING:
+    from .scope import TurnScope
 
 T = TypeVar("T")
 
@@ -37,7 +40,7 @@ class Send(Effect):
 
     __slots__ = ("client", "request", "scope")
 
-    def __init__(self, client: Any, request: Any, scope: Any) -> None:
+    def __init__(self, client: Any, request: Any, scope: TurnScope | None) -> None:
         self.client = client
         self.request = request
         self.scope = scope
@@ -49,17 +52,18 @@ class Send(Effect):
 
     async def arun(self) -> Any:
         scope = self.scope
-        if scope is not None and getattr(scope, "replay", None) is None:  # only the plain path: keep the loop free
+        if scope is not None and not scope.records:  # only the plain path: keep the loop free
             return await in_thread(scope.complete, self.client, self.request)
         reply = scope.replay(self.request) if scope is not None else None
         if reply is None:
             method = getattr(self.client, "acomplete", None)
             if method is not None:
-                reply = await method(self.request)
+                asked = await method(self.request)
             else:  # a client without it: complete, in a worker thread
-                reply = await in_thread(self.client.complete, self.request)
+                asked = await in_thread(self.client.complete, self.request)
             if scope is not None:
-                scope.keep(reply)
+                scope.keep(asked)
+            return asked
         return reply
 
 

@@ -189,7 +189,7 @@ class _Stream(Generic[V]):
         guards = getattr(effect, "guards", None)  # a `GuardedSend`: the call has stream guards
         try:
             scope = effect.scope
-            if scope is not None and getattr(scope, "replay", None) is None:  # a scope without the streaming seam
+            if scope is not None and not scope.records:  # a turn that records nothing: asked as it is
                 reply = await self._perform(effect)
             else:
                 reply = scope.replay(effect.request) if scope is not None else None

@@ -238,9 +238,8 @@ class ToolRunner:
         """A tool call that ran (or started) before this turn was resumed: never run it twice."""
         if recorded.get("state") == "done":
             self._restore(entry, recorded)
-            skip_past = getattr(self.scope, "skip_past", None)
-            if skip_past is not None:
-                skip_past(recorded)
+            if self.scope is not None:
+                self.scope.skip_past(recorded)
             return entry["output"]
         first_change = self._restore(entry, recorded)
         entry["error"] = "interrupted"
@@ -420,7 +419,7 @@ class ToolRunner:
     def _tool_call_handlers(self, event: ToolCallEvent) -> Any:
         """The ``tool_call`` handlers in order; in a resumed turn the approval plugin runs again
         for each rule the turn started with, so the tool runs only if every rule allows it."""
-        also = getattr(self.scope, "also_approve", ()) if self.scope is not None else ()
+        also = self.scope.also_approve if self.scope is not None else ()
         for plugin, handler in self.plan.handlers["tool_call"]:
             yield plugin, handler
             if plugin is self.plan.approval:

@@ -78,6 +78,7 @@ class TurnScope:
         self.parent = data.parent
         self.store = store_reference(chat.store)
         self.waits = True
+        self.records = True
         self.claimed = False
         self.changes = list(data.changes)
         self.sections = list(data.sections)

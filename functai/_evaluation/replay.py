@@ -34,6 +34,13 @@ class ReplayedTurn:
     store = None
     waits = False  # an approval with nobody to decide refuses, as in a plain call
     memory = None
+    records = False  # every request is asked (`complete`): nothing is kept to read back
+    shown = None
+    without: Mapping[str, Any] = {}
+    acts = replayed = None
+    call_id = call_started = None
+    waited: Sequence[Mapping[str, Any]] = ()
+    also_approve: Sequence[Any] = ()
 
     def __init__(self, program: Any, history: Sequence[Mapping[str, Any]], sections: Sequence[str],
                  conversation: str | None = None, turn: str | None = None) -> None:
@@ -60,7 +67,7 @@ class ReplayedTurn:
     def _nothing(self, *args: Any) -> None:
         """Nothing was recorded before, and nothing is now."""
 
-    recorded_tool = tool_started = tool_suspended = tool_done = answers = refusal = _nothing
+    recorded_tool = tool_started = tool_suspended = tool_done = answers = refusal = replay = keep = skip_past = _nothing
 
 
 def turn_calls(records: Iterable[CallRecord]) -> dict[tuple[str, str], CallRecord]:
