@@ -73,85 +73,30 @@ def call_steps(
 ) -> Steps[records.Result]:
     """The whole call as steps. ``listen``: a stream consumer hears tool events and may answer approvals.
 
-    One generator: each level of ``yield from`` would cost every plain call."""
-    inputs = fn.bind(args, kwargs)
-    scope = current_turn.get()
-    own_turn = scope is not None and not scope.claimed and fn is scope.program
-    if own_turn:
-        # The turn's own call: the conversation's settings beat the function's own.
-        scope.claimed = True  # type: ignore[union-attr]
-        resolved = resolve(fn.own, scope.layer)  # type: ignore[union-attr]
-    else:
-        resolved = resolve(fn.own)
+    Its parts are plain functions, called once each; only what a plugin adds (``before_call``
+    handlers, acting hooks, tools) runs as nested steps: a level of ``yield from`` would cost
+    every plain call."""
+    inputs, scope, own_turn, resolved, frame, record = _begin(fn, args, kwargs)
     values = resolved.values
-    if values["check_inputs"]:
-        fn.check_inputs(inputs)  # before anything is recorded or sent
-    if values.get("log_calls"):  # once per folder: one that cannot be written refuses before paying
-        check_log_calls(values["log_calls"])
-    frame = current.get()
-    path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
-    record = records.CallRecord(
-        id=os.urandom(8).hex(), function=fn.name, module=fn.module, version=fn.version, inputs=inputs,
-        started=now_text(), parent=frame.record.id if frame is not None else None, path=path,
-    )
-    ordinal = 0
-    block = None
-    turn: TurnScope | None = None  # the turn, when this is a turn's own call
-    if scope is not None:
-        ordinal = scope.begin_call()
-        if own_turn:
-            turn = scope
-            block = _join_turn(scope, record)
-        elif scope.conversation is not None:
-            record.conversation = {"id": scope.conversation, "turn": scope.turn}  # a call inside a turn
+    ordinal, turn, block = _join(scope, own_turn, record)
     started = time.perf_counter()
-    if frame is None:
-        depth, budget = 1, limits.Budget(values["max_requests"], fn.name, record.id)
-    else:
-        depth, budget = frame.depth + 1, frame.budget
-    logged = True
-    client = None
-    token = current.set(Frame(record, path, depth, budget))
-    closing = False
+    depth, budget = (1, limits.Budget(values["max_requests"], fn.name, record.id)) if frame is None else (
+        frame.depth + 1, frame.budget)
+    logged, closing, client = True, False, None
+    token = current.set(Frame(record, record.path, depth, budget))
     try:
-        if frame is None and limits.running:
-            placeless = limits.placeless(path)
-            if placeless is not None:
-                raise placeless
-        if depth > values["max_depth"]:
-            raise FunctAIError(
-                f"{path} is {depth} AI function calls deep, past max_depth={values['max_depth']}; raise max_depth, "
-                "or check why the calls keep nesting (an AI function that calls itself as a tool?)",
-                code="max-depth",
-            )
-        if resolved.plan.approval is None and values.get("approve") is not None:
-            raise _approval_missing(fn)
+        _check_limits(fn, frame, record.path, depth, resolved)
         lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
         instruction, tools, settings_view = fn.instruction, fn.tool_names, resolved.settings_view
         sections: tuple[str, ...] = tuple(turn.sections) if turn is not None else ()
-        handlers = resolved.plan.handlers["before_call"]
-        if handlers:
-            event = before_call_event(fn, inputs, instruction, sections, lm, settings_view, tools, path, scope)
-            changes = record.changes
-            made = len(changes)
-            named = scope is not None  # outside a conversation no handler can read its plugin's name on the event
-            paused = fold_part("before_call", iter(handlers), event, changes, apply_before_call, named)
-            if paused is not None:
-                yield from resume("before_call", paused, event, changes, apply_before_call, named)
-            if len(changes) != made:  # every change applied is recorded: none recorded, nothing changed
-                data = event.__dict__
-                lm, instruction, sections = data["lm"], data["instruction"], data["sections"]
-                tools, settings_view = data["tools"], data["settings"]
+        if resolved.plan.handlers["before_call"]:
+            lm, instruction, sections, tools, settings_view = yield from _before_call(
+                fn, inputs, resolved, record, scope, lm, instruction, sections, tools, settings_view)
         client, model, messages, model_settings = prepared(
             fn, inputs, resolved, record, turn, lm, instruction, sections, settings_view)
         runner: ToolRunner | None = None
         schemas = fn.tool_schemas(tools)
-        retries = values["retries"]
-        max_steps = values["max_steps"]
-        acting = resolved.plan.handlers
-        asker = None
-        if acting["request"] or acting["model_error"] or acting["reply"] or acting["chunk"]:
-            asker = Asker(fn, record, path, values, resolved.plan, scope, budget, client, model, listen)
+        asker = _asker(fn, record, resolved, scope, budget, client, model, listen)
         reasks = steps = 0
         while True:
             request = Request(model=model, messages=messages, tools=schemas, settings=model_settings,
@@ -170,53 +115,23 @@ def call_steps(
                 raise problem
             if reply.tool_calls:
                 steps += 1
-                if steps > max_steps:
-                    raise FunctAIError(
-                        f"{fn.name} asked for tools more than max_steps={max_steps} times; raise max_steps or "
-                        "check why the model keeps asking",
-                        code="max-steps",
-                    )
+                if steps > values["max_steps"]:
+                    raise _too_many_steps(fn, values["max_steps"])
                 if runner is None:
-                    from .toolrun import ToolRunner  # loaded with the first call that has tools
-
-                    runner = ToolRunner(fn, tools, record, path, values, resolved.plan, scope, ordinal, listen)
+                    runner = _tool_runner(fn, tools, record, resolved, scope, ordinal, listen)
                 messages = frozen_messages(messages) + (yield from runner.run(reply))  # what was sent stays frozen
                 if steps == 1:
                     model_settings = _tool_choice_released(model_settings, record)
                 continue
-            text = reply.text if reply.text is not None else ""
-            try:
-                value = read_output(text, fn.output_type)
+            value, again = _read_value(fn, reply.text, reasks, values["retries"])
+            if again is None:
                 break
-            except OutputError as error:
-                if reasks >= retries:
-                    raise OutputError(
-                        f"{fn.name}: the model's reply could not be read as {describe(fn.output_type)} "
-                        f"after {reasks + 1} attempts: {error.message}",
-                        reply=text,
-                    ) from None
-                reasks += 1
-                messages = frozen_messages(messages) + _reask(reply.text, error.message, fn)
-
-        record.output = value
-        if turn is not None and record.conversation is not None and not isinstance(value, _PLAIN) \
-                and isinstance(to_jsonable(value), dict):
-            record.conversation["fields"] = True  # the turn's outputs are the record's fields (replay.py)
+            reasks += 1
+            messages = frozen_messages(messages) + again
+        _keep_output(record, turn, value)
         return records.Result(value, record)
-    except FunctAIError as error:
-        if error.record is None:
-            error.record = record
-        if scope is not None and scope.waits and (isinstance(error, Waiting) or error.code == "reconcile-failed"):
-            logged = False  # the turn waits or stays interrupted: its call's record is written when it ends
-        else:
-            record.error = {"code": error.code, "message": error.message}
-        raise
-    except Exception as error:
-        record.error = {"code": "exception", "message": f"{type(error).__name__}: {error}"}
-        raise
-    except BaseException as error:  # KeyboardInterrupt, cancellation: passes through, but is no success
-        record.error = {"code": "interrupted", "message": type(error).__name__}
-        closing = isinstance(error, GeneratorExit)
+    except BaseException as error:
+        logged, closing = _failed(record, scope, error)
         raise
     finally:
         current.reset(token)
@@ -224,19 +139,163 @@ def call_steps(
             pop_block(block)
         record.seconds = round(time.perf_counter() - started, 6)
         if logged:
-            values = resolved.values
-            if not values["log_content"]:
-                records.without_content(record)
-            if resolved.plan.handlers["call_end"]:
-                rest = _call_end(record, resolved, client)
-                if rest is not None:  # an async def handler to await
-                    if closing:  # a stream dropped mid-call: its generator may not yield any more
-                        drive(rest)
-                    else:
-                        yield from rest
-            folder = values.get("log_calls")
+            rest = _ended(record, resolved, client)
+            if rest is not None:  # an async def call_end handler to await
+                if closing:  # a stream dropped mid-call: its generator may not yield any more
+                    drive(rest)
+                else:
+                    yield from rest
+            folder = resolved.values.get("log_calls")
             if folder:
                 records.append(folder, record)
+
+
+def _begin(fn: "AIFunction", args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
+        dict[str, Any], TurnScope | None, bool, Resolved, Frame | None, records.CallRecord]:
+    """Bind and check the inputs, find the turn the call runs in and the settings it runs with, and
+    open its record: ``(inputs, scope, own_turn, resolved, frame, record)``."""
+    inputs = fn.bind(args, kwargs)
+    scope = current_turn.get()
+    own_turn = scope is not None and not scope.claimed and fn is scope.program
+    if own_turn:  # the turn's own call: the conversation's settings beat the function's own
+        scope.claimed = True  # type: ignore[union-attr]
+        resolved = resolve(fn.own, scope.layer)  # type: ignore[union-attr]
+    else:
+        resolved = resolve(fn.own)
+    values = resolved.values
+    if values["check_inputs"]:
+        fn.check_inputs(inputs)  # before anything is recorded or sent
+    if values.get("log_calls"):  # once per folder: one that cannot be written refuses before paying
+        check_log_calls(values["log_calls"])
+    frame = current.get()
+    path = f"{frame.path}/{fn.name}" if frame is not None else fn.name
+    record = records.CallRecord(
+        id=os.urandom(8).hex(), function=fn.name, module=fn.module, version=fn.version, inputs=inputs,
+        started=now_text(), parent=frame.record.id if frame is not None else None, path=path,
+    )
+    return inputs, scope, own_turn, resolved, frame, record
+
+
+def _join(scope: TurnScope | None, own_turn: bool, record: records.CallRecord) -> tuple[
+        int, TurnScope | None, Any]:
+    """The call's place in its turn: ``(ordinal, turn, block)`` — the turn when this is its own call,
+    and the settings block its calls see."""
+    if scope is None:
+        return 0, None, None
+    ordinal = scope.begin_call()
+    if own_turn:
+        return ordinal, scope, _join_turn(scope, record)
+    if scope.conversation is not None:
+        record.conversation = {"id": scope.conversation, "turn": scope.turn}  # a call inside a turn
+    return ordinal, None, None
+
+
+def _check_limits(fn: "AIFunction", frame: Frame | None, path: str, depth: int, resolved: Resolved) -> None:
+    """Refuse, before anything is sent, a call functai cannot count, one nested too deep, or one whose
+    approve setting no plugin serves."""
+    values = resolved.values
+    if frame is None and limits.running:
+        placeless = limits.placeless(path)
+        if placeless is not None:
+            raise placeless
+    if depth > values["max_depth"]:
+        raise FunctAIError(
+            f"{path} is {depth} AI function calls deep, past max_depth={values['max_depth']}; raise max_depth, "
+            "or check why the calls keep nesting (an AI function that calls itself as a tool?)",
+            code="max-depth",
+        )
+    if resolved.plan.approval is None and values.get("approve") is not None:
+        raise _approval_missing(fn)
+
+
+def _before_call(fn: "AIFunction", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord,
+                 scope: TurnScope | None, lm: str | None, instruction: str, sections: tuple[str, ...],
+                 tools: tuple[str, ...], settings_view: Any) -> Steps[tuple[Any, ...]]:
+    """Fold ``before_call``: ``(lm, instruction, sections, tools, settings)`` as the handlers left them."""
+    event = before_call_event(fn, inputs, instruction, sections, lm, settings_view, tools, record.path, scope)
+    changes = record.changes
+    made = len(changes)
+    named = scope is not None  # outside a conversation no handler can read its plugin's name on the event
+    handlers = resolved.plan.handlers["before_call"]
+    paused = fold_part("before_call", iter(handlers), event, changes, apply_before_call, named)
+    if paused is not None:
+        yield from resume("before_call", paused, event, changes, apply_before_call, named)
+    if len(changes) == made:  # every change applied is recorded: none recorded, nothing changed
+        return lm, instruction, sections, tools, settings_view
+    data = event.__dict__
+    return data["lm"], data["instruction"], data["sections"], data["tools"], data["settings"]
+
+
+def _asker(fn: "AIFunction", record: records.CallRecord, resolved: Resolved, scope: TurnScope | None,
+           budget: limits.Budget, client: Client, model: str, listen: bool) -> Asker | None:
+    """What asks the model when a plugin acts on its requests or replies; None: the call sends them itself."""
+    acting = resolved.plan.handlers
+    if acting["request"] or acting["model_error"] or acting["reply"] or acting["chunk"]:
+        return Asker(fn, record, record.path, resolved.values, resolved.plan, scope, budget, client, model, listen)
+    return None
+
+
+def _too_many_steps(fn: "AIFunction", max_steps: int) -> FunctAIError:
+    return FunctAIError(f"{fn.name} asked for tools more than max_steps={max_steps} times; raise max_steps or "
+                        "check why the model keeps asking", code="max-steps")
+
+
+def _tool_runner(fn: "AIFunction", tools: tuple[str, ...], record: records.CallRecord, resolved: Resolved,
+                 scope: TurnScope | None, ordinal: int, listen: bool) -> ToolRunner:
+    """The runner of the call's tool calls, made at its first."""
+    from .toolrun import ToolRunner  # loaded with the first call that has tools
+
+    return ToolRunner(fn, tools, record, record.path, resolved.values, resolved.plan, scope, ordinal, listen)
+
+
+def _read_value(fn: "AIFunction", text: str | None, reasks: int,
+                retries: int) -> tuple[Any, list[dict[str, Any]] | None]:
+    """The reply read as the function's output: ``(value, None)``, or ``(None, messages)`` that ask
+    again; past ``retries`` re-asks, ``output-invalid``."""
+    try:
+        return read_output(text if text is not None else "", fn.output_type), None
+    except OutputError as error:
+        if reasks >= retries:
+            raise OutputError(
+                f"{fn.name}: the model's reply could not be read as {describe(fn.output_type)} "
+                f"after {reasks + 1} attempts: {error.message}",
+                reply=text if text is not None else "",
+            ) from None
+        return None, _reask(text, error.message, fn)
+
+
+def _keep_output(record: records.CallRecord, turn: TurnScope | None, value: Any) -> None:
+    record.output = value
+    if turn is not None and record.conversation is not None and not isinstance(value, _PLAIN) \
+            and isinstance(to_jsonable(value), dict):
+        record.conversation["fields"] = True  # the turn's outputs are the record's fields (replay.py)
+
+
+def _failed(record: records.CallRecord, scope: TurnScope | None, error: BaseException) -> tuple[bool, bool]:
+    """Record why the call ended without a value: ``(logged, closing)`` — whether its record is written
+    now (not while its turn waits or stays interrupted), and whether a dropped stream is closing it."""
+    if isinstance(error, FunctAIError):
+        if error.record is None:
+            error.record = record
+        if scope is not None and scope.waits and (isinstance(error, Waiting) or error.code == "reconcile-failed"):
+            return False, False  # the turn waits or stays interrupted: its call's record is written when it ends
+        record.error = {"code": error.code, "message": error.message}
+    elif isinstance(error, Exception):
+        record.error = {"code": "exception", "message": f"{type(error).__name__}: {error}"}
+    else:  # KeyboardInterrupt, cancellation: passes through, but is no success
+        record.error = {"code": "interrupted", "message": type(error).__name__}
+        return True, isinstance(error, GeneratorExit)
+    return True, False
+
+
+def _ended(record: records.CallRecord, resolved: Resolved, client: Client | None) -> Steps[None] | None:
+    """The record as it is written (without content where the settings say so), heard by ``call_end``;
+    the steps left when a handler is ``async def``."""
+    if not resolved.values["log_content"]:
+        records.without_content(record)
+    if resolved.plan.handlers["call_end"]:
+        return _call_end(record, resolved, client)
+    return None
 
 
 def before_call_event(

@@ -103,15 +103,45 @@ class ToolRunner:
         problems = found.inputs.problems(call.input)
         if problems:  # the model's own arguments: it is told why, and may ask again (max_tool_retries times)
             return self._unfit(call.name, entry, site, first_change, problems)
-
         edit = self._recorded_edit(site) if scope is not None and scope.waits else None
         if edit is not None and found.inputs.problems({**call.input, **edit["inputs"]}):
-            # An edit checked only by the schema its question kept (answered without the function):
-            # its inputs do not fit the tool's types, so it is not run with them, nor at all.
-            entry["error"] = "input-invalid: " + "; ".join(found.inputs.problems({**call.input, **edit["inputs"]}))
-            entry["output"] = ("The tool was not run: the inputs a person gave on approving it do not fit it ("
-                               + entry["error"][len("input-invalid: "):] + ").")
+            return self._unfit_edit(found, call, edit, entry, site, first_change)
+        event, stopped = yield from self._handled(call, found, entry, site, key, invocation, edit, first_change)
+        if stopped is None and scope is not None:
+            refused = scope.refusal(site)
+            if refused is not None:  # a person said no before this process resumed the turn
+                stopped = _refused(entry, *refused)
+        entry["input"] = dict(event.input)
+        if stopped is not None:
+            entry["output"] = stopped
             return self._done(entry, site, first_change)
+        typed = found.inputs.read(event.input)  # checked: the model's, a person's, each handler's change
+        if self.listen:
+            yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
+        if scope is not None and found.effects != "reads":
+            scope.tool_started(site, entry, self.record.changes[first_change:])
+        value = yield from self._invoked(found, event, entry, site, key, typed)
+        text = yield from self._tool_result_hook(call.name, event.input, _shown(value, entry), event.path,
+                                                 invocation, key)
+        entry["output"] = text
+        if self.listen:
+            yield Note("tool_result", name=call.name, output=text, path=event.path)
+        return self._done(entry, site, first_change)
+
+    def _unfit_edit(self, found: Any, call: ToolCall, edit: dict[str, Any], entry: dict[str, Any], site: str,
+                    first_change: int) -> str:
+        """An edit checked only by the schema its question kept (answered without the function) whose
+        inputs the tool's types refuse: the tool is not run with them, nor at all."""
+        why = "; ".join(found.inputs.problems({**call.input, **edit["inputs"]}))
+        entry["error"] = f"input-invalid: {why}"
+        entry["output"] = f"The tool was not run: the inputs a person gave on approving it do not fit it ({why})."
+        return self._done(entry, site, first_change)
+
+    def _handled(self, call: ToolCall, found: Any, entry: dict[str, Any], site: str, key: str, invocation: int,
+                 edit: dict[str, Any] | None, first_change: int) -> Steps[tuple[ToolCallEvent, str | None]]:
+        """Fold ``tool_call`` (again with a person's answer at the stream): the event as the handlers
+        left it, and the text the model is shown if the tool may not run."""
+        scope = self.scope
         while True:
             if edit is not None:  # a person approved with changed inputs: every handler sees them
                 self.record.changes.append(self._edit_change(edit))
@@ -124,7 +154,7 @@ class ToolRunner:
                 set_field(event, "_memory", scope.memory)
             try:
                 stopped = yield from self._tool_call_hook(event, entry, site)
-                break
+                return event, stopped
             except _Asking as asking:  # a person at the stream may answer: the hook runs again with it
                 del self.record.changes[first_change:]
                 answer = yield Ask(asking.approval, found.inputs)
@@ -132,20 +162,12 @@ class ToolRunner:
                     self.listen = False  # nobody answered: what a call without a stream does
                 else:
                     edit = self._answered_at_stream(asking.approval, edit, *answer)
-        if stopped is None and scope is not None:
-            refused = scope.refusal(site)
-            if refused is not None:  # a person said no before this process resumed the turn
-                stopped = _refused(entry, *refused)
-        entry["input"] = dict(event.input)
-        if stopped is not None:
-            entry["output"] = stopped
-            return self._done(entry, site, first_change)
-        typed = found.inputs.read(event.input)  # checked: the model's, a person's, each handler's change
-        if self.listen:
-            yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
 
-        if scope is not None and found.effects != "reads":
-            scope.tool_started(site, entry, self.record.changes[first_change:])
+    def _invoked(self, found: Any, event: ToolCallEvent, entry: dict[str, Any], site: str, key: str,
+                 typed: dict[str, Any]) -> Steps[Any]:
+        """Run the tool (again, while a ``tool_error`` handler asks and may): its result, or the text
+        the model is shown of its failure."""
+        scope = self.scope
         attempt = 0
         failure: Exception
         while True:
@@ -153,7 +175,7 @@ class ToolRunner:
             try:
                 value = yield Invoke(_Keyed(found, key), typed)
                 entry.pop("error", None)
-                break
+                return value
             except Waiting:
                 if scope is not None:  # a call inside the tool waits: on resume the tool runs again
                     scope.tool_suspended(site, entry)
@@ -169,27 +191,13 @@ class ToolRunner:
                 entry["error"] = f"{type(error).__name__}: {error}"
                 value, failure = f"The tool failed: {type(error).__name__}: {error}", error
             if not self.plan.handlers["tool_error"]:
-                break
+                return value
             change = yield from self._tool_error_hook(found, event, entry, failure, attempt)
             if change is None or change.retry is None or change.retry is False:
-                if change is not None:
-                    value = change.output
-                break
+                return change.output if change is not None else value
             if change.retry is not True and change.retry > 0:
                 yield Pause(float(change.retry))
             entry["attempts"] = attempt + 1
-        try:
-            shown = render_value(value)
-        except FunctAIError:
-            raise  # json-too-deep: the call says so
-        except Exception as error:  # its repr raised: it ran, and the model is told so
-            entry["error"] = f"result-unshowable: {type(value).__name__} ({type(error).__name__}: {error})"
-            shown = f"The tool ran, but its result cannot be shown ({type(value).__name__} has no text form)."
-        text = yield from self._tool_result_hook(call.name, event.input, shown, event.path, invocation, key)
-        entry["output"] = text
-        if self.listen:
-            yield Note("tool_result", name=call.name, output=text, path=event.path)
-        return self._done(entry, site, first_change)
 
     def _tool_result_hook(self, name: str, input: Mapping[str, Any], text: str, path: str, invocation: int,
                           key: str) -> Steps[str]:
@@ -524,3 +532,15 @@ def _put_question(event: ToolCallEvent, reason: str | None, decide: Any) -> None
     questions = event._questions
     if not any(q[0] == question[0] and q[2] is decide for q in questions):
         questions.append(question)
+
+
+def _shown(value: Any, entry: dict[str, Any]) -> str:
+    """A tool's result as the model reads it; one that cannot be written (its repr raises) is said so
+    (it ran), and recorded ``result-unshowable``. Too deep for JSON is the call's ``json-too-deep``."""
+    try:
+        return render_value(value)
+    except FunctAIError:
+        raise
+    except Exception as error:
+        entry["error"] = f"result-unshowable: {type(value).__name__} ({type(error).__name__}: {error})"
+        return f"The tool ran, but its result cannot be shown ({type(value).__name__} has no text form)."
