@@ -1,8 +1,8 @@
 """functai: typed Python functions answered by a language model, shaped by plugins.
 
-The public API is what this module exports, and `functai.testing`, `functai.stores` (for store
-authors), `functai.cli` (the command) and `functai.pytest_plugin` (the fixtures). Every module
-whose name starts with ``_`` is internal.
+The public API is what this module exports, and `functai.events` (each hook's typed event),
+`functai.testing`, `functai.stores` (for store authors), `functai.cli` (the command) and
+`functai.pytest_plugin` (the fixtures). Every module whose name starts with ``_`` is internal.
 """
 
 from __future__ import annotations

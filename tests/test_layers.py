@@ -200,6 +200,7 @@ CYCLES: list[frozenset[str]] = [
     frozenset({
         "functai._calls.asking", "functai._calls.function", "functai._calls.guards", "functai._calls.limits",
         "functai._calls.run", "functai._calls.steps", "functai._calls.streaming", "functai._calls.toolrun",
+        "functai._calls.toolasks",  # split out of toolrun: the same code, in a file of its own
         "functai._calls.tools", "functai._conversations.context", "functai._conversations.conversation",
         "functai._conversations.held", "functai._conversations.scope", "functai._conversations.turn",
         "functai._hooks.fold", "functai._hooks.hear"}),
