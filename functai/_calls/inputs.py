@@ -198,7 +198,7 @@ def unshowable(value: Any, seen: set[int] | None = None) -> tuple[str, type] | N
             return None
         except (TypeError, ValueError):
             pass
-        if kind.__repr__ is object.__repr__ or re.search(_ADDRESS, repr(value)):
+        if kind.__repr__ is object.__repr__ or re.search(_ADDRESS, repr(value)):  # type: ignore[comparison-overlap]  # mypy binds it
             return "", kind
         return None
     for step, element in parts:

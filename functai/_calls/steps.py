@@ -197,7 +197,7 @@ async def _drive(steps: Steps[T], awaits: bool) -> T:
             else:
                 effect = steps.send(result)
     except StopIteration as done:
-        return done.value
+        return done.value  # type: ignore[no-any-return]  # a generator's return value, typed by Steps[T]
 
 
 def run_now(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -175,7 +175,7 @@ class _Stream(Generic[V]):
         """The event an effect is for the consumer (a note, a question), or None to perform it."""
         kind = type(effect)
         if kind is StreamEvent:
-            return effect
+            return effect  # type: ignore[no-any-return]
         if kind is Note:
             self._resume = (False, None)
             return StreamEvent(effect.kind, **effect.fields)
@@ -267,7 +267,7 @@ class _Stream(Generic[V]):
     async def _guarded(self, guarding: Guarding, piece: str | None, final: bool) -> str:
         """What the guards release of ``piece`` (None: the reply ended), awaiting ``async def`` handlers."""
         out = self._ctx.run(guarding.end) if piece is None else self._ctx.run(guarding.feed, piece, final)
-        return out if out.__class__ is str else await self._resumed(guarding, out)  # type: ignore[return-value]
+        return out if out.__class__ is str else await self._resumed(guarding, out)
 
     async def _resumed(self, guarding: Guarding, out: Any) -> str:
         """Await each pending handler (plainly in a sync stream) and run the ones after it."""
@@ -378,7 +378,7 @@ async def _guarded_anext(chunks: Any, guarding: Guarding) -> Any:
     out = guarding.feed(item)
     while out.__class__ is Pending:
         try:
-            result = await out.awaitable  # type: ignore[union-attr]
+            result = await out.awaitable
         except Exception as error:
             raise guarding.failed(error) from error
         out = guarding.resumed(result)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from .._errors import FunctAIError, Waiting
 from .._hooks.change import Change
@@ -44,7 +44,7 @@ INTERRUPTED = "The tool was started but its result is unknown; it may or may not
 class ToolRunner(Asking):
     """Runs the tool calls of one AI function call."""
 
-    def __init__(self, fn: "AIFunction", offered: Sequence[str], record: CallRecord, path: str,
+    def __init__(self, fn: "AIFunction[..., Any]", offered: Sequence[str], record: CallRecord, path: str,
                  settings: Mapping[str, Any], plan: Plan, scope: TurnScope | None, ordinal: int, listen: bool) -> None:
         self.fn = fn
         self.listen = listen
@@ -209,7 +209,7 @@ class ToolRunner(Asking):
             set_field(result, "_memory", self.scope.memory)
         paused = fold_part("tool_result", iter(handlers), result, self.record.changes, _apply_output, True)
         yield from resume("tool_result", paused, result, self.record.changes, _apply_output, True)
-        return result.output  # type: ignore[no-any-return]
+        return result.output
 
     def _reconcile(self, reconcile: Reconcile, name: str, entry: dict[str, Any], site: str,
                    recorded: Mapping[str, Any], key: str, invocation: int) -> Steps[str | None]:
@@ -238,7 +238,7 @@ class ToolRunner(Asking):
         """Keep a finished tool call in the turn, so that a resumed turn never runs it twice."""
         if self.scope is not None:
             self.scope.tool_done(site, entry, self.record.changes[first_change:])
-        return entry["output"]
+        return cast(str, entry["output"])
 
     def _reuse(self, entry: dict[str, Any], site: str, recorded: Mapping[str, Any]) -> str:
         """A tool call that ran (or started) before this turn was resumed: never run it twice."""
@@ -246,7 +246,7 @@ class ToolRunner(Asking):
             self._restore(entry, recorded)
             if self.scope is not None:
                 self.scope.skip_past(recorded)
-            return entry["output"]
+            return cast(str, entry["output"])
         first_change = self._restore(entry, recorded)
         entry["error"] = "interrupted"
         entry["output"] = INTERRUPTED

@@ -59,7 +59,7 @@ class Tool:
 
 
 @overload
-def tool(fn: AIFunction, /, *, effects: str | None = None, idempotent: bool = False,  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
+def tool(fn: AIFunction[..., Any], /, *, effects: str | None = None, idempotent: bool = False,  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
          reconcile: None = None) -> ProgramTool: ...
 @overload
 def tool(fn: Callable[..., Any], /, *, effects: str | None = None, idempotent: bool = False,
@@ -123,17 +123,17 @@ def as_tool(item: Any) -> Any:
     raise TypeError(f"{item!r} is not a tool: use @functai.tool or an AI function")
 
 
-def _program_tool(program: "AIFunction") -> "ProgramTool":
+def _program_tool(program: "AIFunction[..., Any]") -> "ProgramTool":
     """The AI function as a tool, made once (not its input schema on every call that offers it),
     and again when what it was made from is replaced."""
     made_from = (program.fn, program.signature, program._hints, program.name, program.instruction, program.version)
     kept = program.__dict__.get("_as_tool")
     if kept is None or any(a is not b for a, b in zip(kept[0], made_from)):
         kept = program._as_tool = (made_from, ProgramTool(program))
-    return kept[1]  # type: ignore[no-any-return]
+    return kept[1]
 
 
-def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> str:
+def derived_effects(program: "AIFunction[..., Any]", visiting: set[int] | None = None) -> str:
     """An AI function's effects as a tool: declared, else "reads" unless one of its
     own tools changes things or declares nothing (a function with no tools reads)."""
     declared = program.declared_effects
@@ -155,7 +155,8 @@ def derived_effects(program: "AIFunction", visiting: set[int] | None = None) -> 
 class ProgramTool:
     """An AI function used as a tool of another (``tools=[fn]`` or ``tool(fn, effects=...)``)."""
 
-    def __init__(self, program: "AIFunction", *, effects: str | None = None, idempotent: bool = False) -> None:
+    def __init__(self, program: "AIFunction[..., Any]", *, effects: str | None = None,
+                 idempotent: bool = False) -> None:
         self.program = program
         self.idempotent = idempotent
         self.name = program.name
@@ -189,7 +190,7 @@ class ProgramTool:
         return await self.program.acall(**input)
 
 
-def tool_inputs(program: "AIFunction", path: str) -> ToolInputs | None:
+def tool_inputs(program: "AIFunction[..., Any]", path: str) -> ToolInputs | None:
     """The inputs of the tool at ``path`` (``support/answer/refund``) below ``program``, or None
     when the path does not lead to one of its tools (a tool added by a plugin, say)."""
     names = path.split("/")[1:]

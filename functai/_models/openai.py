@@ -205,11 +205,11 @@ class OpenAIClient:
 
     def complete(self, request: Request) -> Reply:
         """Send `request`, retrying transient failures, and read the reply."""
-        return self._drive(self._exchange(request, False))
+        return self._drive(self._exchange(request, False))  # type: ignore[no-any-return]
 
     async def acomplete(self, request: Request) -> Reply:
         """`complete` over the event loop's pooled `httpx.AsyncClient`."""
-        return await self._adrive(self._exchange(request, False))
+        return await self._adrive(self._exchange(request, False))  # type: ignore[no-any-return]
 
     def stream(self, request: Request) -> Iterator[Any]:
         """Each text delta as it arrives (``str``), then the whole `Reply`."""
@@ -333,7 +333,7 @@ class OpenAIClient:
                 continue
             status = response.status_code
             if response.is_success:
-                return response
+                return response  # type: ignore[no-any-return]
             if status in RETRY_STATUSES or status >= 500:
                 last = response
                 continue
@@ -365,7 +365,7 @@ class OpenAIClient:
             hinted = _retry_after(failure.headers)
             if hinted is not None:
                 return hinted
-        step = min(MAX_BACKOFF, self.backoff * (2**retry))
+        step: float = min(MAX_BACKOFF, self.backoff * (2**retry))
         return step * (0.5 + 0.5 * self._random.random())
 
     def _hint(self, status: int) -> str:

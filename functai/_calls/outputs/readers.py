@@ -20,7 +20,8 @@ class Bad(Exception):
     """A reply value that does not fit. ``shape`` marks "wrong JSON kind right here", which a
     Union uses to tell members that never applied from those whose failure is worth reporting."""
 
-    def __init__(self, head: str, tail: str = "", *, shape: bool = False, subs: tuple = ()) -> None:
+    def __init__(self, head: str, tail: str = "", *, shape: bool = False,
+                 subs: tuple[tuple[Any, "Bad"], ...] = ()) -> None:
         super().__init__(head)
         self.head = head
         self.tail = tail
@@ -263,7 +264,7 @@ def _class_reader(tp: Any) -> Reader:
     order = [f.name for f in info.fields]
     what = f"an object ({title})"
 
-    def structure_error(value: dict) -> Bad:
+    def structure_error(value: dict[str, Any]) -> Bad:
         missing = [name for name in order if name in required and name not in value]
         extra = [key for key in value if key not in known]
         parts, tail = [], ""
