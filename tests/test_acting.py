@@ -569,3 +569,39 @@ def test_a_tool_retry_is_seconds_as_a_model_retry_is_and_true_still_works_with_a
     assert value == "got it" and len(calls) == 3
     said = [str(w.message) for w in caught if w.category is DeprecationWarning]
     assert said and "Change(retry=True) in tool_error is Change(retry=0) now" in said[0]
+
+
+def test_the_old_retry_spelling_is_shown_where_it_is_written_without_any_warning_filter(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "old_plugin.py"
+    script.write_text(textwrap.dedent("""
+        from functai import Change, Plugin, ai, tool
+        from functai.testing import ScriptedLM, tool_call
+
+        runs = []
+
+        @tool(effects="reads")
+        def fetch(url: str) -> str:
+            \"\"\"Fetch.\"\"\"
+            runs.append(1)
+            if len(runs) == 1:
+                raise ConnectionError("reset")
+            return "page"
+
+        old = Plugin("old", tool_error=lambda f: Change(retry=True))
+
+        @ai(client=ScriptedLM([tool_call("fetch", {"url": "x"}), "done"]), tools=[fetch], plugins=[old])
+        def reader(q: str) -> str:
+            \"\"\"Read.\"\"\"
+
+        print(reader("q"), len(runs))
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in __import__("os").environ.items() if k != "PYTHONWARNINGS"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "done 2"
+    assert f"{script}:15: DeprecationWarning: plugin 'old': Change(retry=True) in tool_error is Change(retry=0)" \
+        in done.stderr

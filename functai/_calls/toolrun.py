@@ -299,9 +299,9 @@ class ToolRunner(Asking):
         plugin, handler, change = acted
         if change.retry is not None:
             if change.retry is True:
-                warnings.warn(f"plugin {plugin.name!r}: Change(retry=True) in tool_error is Change(retry=0) now (retry "
-                              "is the seconds to wait before running it again, as in model_error); True still runs it "
-                              "again at once", DeprecationWarning, stacklevel=2)
+                _deprecated(handler, f"plugin {plugin.name!r}: Change(retry=True) in tool_error is Change(retry=0) now "
+                                     "(retry is the seconds to wait before running it again, as in model_error); True "
+                                     "still runs it again at once")
             if found.effects != "reads" and not found.idempotent:
                 raise refuse(
                     plugin, "tool_error", "retry",
@@ -387,6 +387,19 @@ class _Reconciling:
         if value is not None and hasattr(value, "__await__"):
             value = await value
         return value
+
+
+def _deprecated(handler: Any, message: str) -> None:
+    """A `DeprecationWarning` attributed to the handler that wrote the old spelling (where Python's
+    filters look: shown for a handler in ``__main__`` and under test runners, as for any deprecation)."""
+    code = getattr(handler, "__code__", None)
+    where = getattr(handler, "__globals__", None)
+    if code is None or where is None:
+        warnings.warn(message, DeprecationWarning, stacklevel=3)
+        return
+    warnings.warn_explicit(message, DeprecationWarning, code.co_filename, code.co_firstlineno,
+                           module=where.get("__name__", "?"), registry=where.setdefault("__warningregistry__", {}),
+                           module_globals=where)
 
 
 def _shown(value: Any, entry: dict[str, Any]) -> str:
