@@ -367,8 +367,8 @@ class PostgresCache:
                           f"{META} (name TEXT PRIMARY KEY, value TEXT NOT NULL)"):
                 try:
                     conn.execute(f"CREATE TABLE IF NOT EXISTS {table}")
-                except self._psycopg.errors.UniqueViolation:
-                    pass  # another process created it at the same moment
+                except (self._psycopg.errors.UniqueViolation, self._psycopg.errors.DuplicateObject):
+                    pass  # another process created it at the same moment (its row type, or its catalog row)
             self._conn = conn
         return self._conn
 
