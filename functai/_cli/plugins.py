@@ -7,7 +7,7 @@ import json
 import os
 import warnings
 from collections import Counter
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from .._hooks import installed
 from .._hooks.specs import HOOKS
@@ -68,7 +68,7 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
         print(f"installed plugins (entry-point group {GROUP!r}):", file=out)
         rows = [["NAME", "VERSION", "DISTRIBUTION", "API", "HOOKS", "STATE"]]
         for plugin in plugins:
-            hooks = ",".join(plugin["hooks"]) or "-"  # type: ignore[arg-type]
+            hooks = ",".join(plugin["hooks"]) or "-"
             rows.append([str(plugin["name"]), str(plugin["version"] or "-"), str(plugin["distribution"] or "-"),
                          "-" if plugin["api"] is None else str(plugin["api"]), hooks, _state(plugin)])
         table(rows, out)
@@ -134,10 +134,11 @@ def cmd_explain(args: argparse.Namespace, out: TextIO) -> int:
             note = f"  ({row['note']})" if "note" in row else ""
             print(f"  {number}. {row['plugin']} {row['version']} [{row['layer']}] {row['handler']}{note}", file=out)
             print(f"     why: {row['why']}", file=out)
-    for title, rows, say in (
+    sayings: tuple[tuple[str, Any, Callable[[Any], str]], ...] = (
         ("dropped", data["dropped"], lambda r: f"{r['plugin']} {r['version']} [{r['layer']}]: {r['reason']}"),
         ("unmet", data["unmet"], lambda r: f"{r['plugin']} {r['constraint']}: {r['why']}"),
-    ):
+    )
+    for title, rows, say in sayings:
         print(f"{title}:" if rows else f"{title}: none", file=out)
         for row in rows:
             print(f"  {say(row)}", file=out)

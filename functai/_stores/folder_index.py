@@ -194,7 +194,7 @@ def _parse_sound(data: bytes, end: int, index: Index, parsed: list[Any], rows: b
             pass
     if records is None:
         try:
-            records = codec.loads_lines(view)  # type: ignore[arg-type]
+            records = codec.loads_lines(view)
         except ValueError:
             return False
         if not all(map(dict.__instancecheck__, records)):

@@ -128,7 +128,7 @@ class PostgresStore(SQLStore):
             pass
 
     @property
-    def errors(self) -> Any:  # type: ignore[override]
+    def errors(self) -> Any:
         return _psycopg().Error
 
     def _error(self, doing: str, error: Any, conn: Any) -> FunctAIError:

@@ -102,7 +102,7 @@ def from_lines(lines: Sequence[str | bytes]) -> list[dict[str, Any]]:
             pass
         else:
             if len(records) == len(lines):
-                return records  # type: ignore[no-any-return]
+                return records
     return [from_line(line) for line in lines]
 
 

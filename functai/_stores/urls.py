@@ -134,7 +134,7 @@ def open_url(url: str) -> "Store":
     """The store ``url`` names; one object per URL in a process, so connections and caches are shared."""
     store = _stores.get(url)
     if store is not None:
-        return store  # type: ignore[no-any-return]
+        return store  # type: ignore[no-any-return]  # what the cache holds, kept as opened
     scheme = scheme_of(url)
     if scheme is None:
         return open_folder(url)
@@ -154,7 +154,7 @@ def open_url(url: str) -> "Store":
             _stores[key] = store
         if scheme != "sqlite" or not _relative_sqlite(url):
             _stores[url] = store  # the same text names the same store wherever the process is
-    return store  # type: ignore[no-any-return]
+    return store
 
 
 def _key(url: str, scheme: str | None) -> object:
