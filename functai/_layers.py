@@ -2,7 +2,7 @@
 the function's own (``@ai(**s)``), a conversation's.
 
 For ordinary settings the closest layer that sets a value wins; each layer's ``plugins``
-list is a plugin layer of its own (``spec/plugins.md`` §4). Every value is checked when
+list is a plugin layer of its own (docs/plugins.md, *Where plugins go: layers*). Every value is checked when
 it is set, so a mistake shows where it was made.
 """
 

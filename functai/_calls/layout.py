@@ -3,7 +3,7 @@
 By default the instruction (plus sections) is the system message and the inputs
 the user message; a `Template` writes them by hand; a baked student
 (``lm=baked("model")``) reads only its inputs message. A layout that would drop
-the instruction refuses a call whose instruction a plugin changed (``spec/plugins.md`` §9).
+the instruction refuses a call whose instruction a plugin changed (docs/plugins.md, *Layouts*).
 """
 
 from __future__ import annotations

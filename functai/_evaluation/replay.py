@@ -1,4 +1,4 @@
-"""Asking a rated call again exactly as it was shown (``spec/plugins.md`` §8).
+"""Asking a rated call again exactly as it was shown (docs/evaluating.md, *Exactly what is asked again*).
 
 A call is rebuilt from its record: its inputs, the earlier turns it was shown
 and its context ``sections``. No recorded change comes back, so the evaluating

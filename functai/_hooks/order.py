@@ -1,4 +1,4 @@
-"""The per-call order of plugins (``spec/plugins.md`` §4), and why each plugin is where it is.
+"""The per-call order of plugins (docs/plugins.md, *Declared order*), and why each plugin is where it is.
 
 Layers run innermost first and a plugin runs once, in its outermost layer. Within a layer,
 plugins run in the order the layer lists them, moved only as their ``before=`` / ``after=``
