@@ -439,15 +439,14 @@ def test_reconcile_that_raises_leaves_the_turn_interrupted_and_a_later_resume_as
     assert shop.desk.conversation("c", store=store).turn(turn.id).state == "done"
 
 
-def test_a_reconcile_result_that_cannot_be_shown_is_reconcile_failed_and_the_turn_stays_resumable(shop, store):
+def test_a_reconcile_result_that_cannot_be_shown_is_reconcile_failed_and_the_turn_stays_resumable(shop, store,
+                                                                                                   monkeypatch):
     turn = crashed_turn(shop, store, SHOP_KILL="after-effect")
     key = f"{turn.id}:1.1"
-    os.environ["SHOP_SETTLE"] = "unshowable"
-    try:
-        with pytest.raises(FunctAIError) as info:
-            turn.resume()
-    finally:
-        del os.environ["SHOP_SETTLE"]
+    monkeypatch.setenv("SHOP_SETTLE", "unshowable")
+    with pytest.raises(FunctAIError) as info:
+        turn.resume()
+    monkeypatch.delenv("SHOP_SETTLE")
     assert info.value.code == "reconcile-failed"
     assert "returned a value that cannot be shown (Unshowable; RuntimeError: no text for this)" in info.value.message
     forget(store)

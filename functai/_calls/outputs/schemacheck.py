@@ -10,9 +10,10 @@ the input again when the turn resumes.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Mapping
+
+from .readers import _show
 
 #: JSON types by name, and what a Python value must be to be one (a bool is no number).
 _TYPES = {
@@ -31,14 +32,6 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b or (
         isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool)
         and not isinstance(b, bool) and a == b)
-
-
-def _show(value: Any) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def schema_problem(schema: Any, value: Any, root: Mapping[str, Any] | None = None, where: str = "") -> str | None:

@@ -148,6 +148,14 @@ def _salt_of(text: object, where: str) -> bytes:
                      "starts afresh (every entry is a miss)") from None
 
 
+def _discard(path: str) -> None:
+    """Remove a temporary file a write left behind (gone already is fine)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _make_folder(folder: str) -> None:
     """``folder`` and its parents, each new one 0700 whatever the umask."""
     if os.path.isdir(folder):
@@ -229,10 +237,7 @@ class FolderCache:
                 file.flush()
                 os.fsync(file.fileno())
         except BaseException:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+            _discard(temporary)
             raise
         return temporary
 
@@ -256,10 +261,7 @@ class FolderCache:
         try:
             os.replace(temporary, self._path(key))
         except BaseException:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+            _discard(temporary)
             raise
 
     def __repr__(self) -> str:
