@@ -328,3 +328,33 @@ def test_an_edit_nested_too_deeply_for_the_kept_schema_is_refused_not_a_crash(in
             waiting.approve(waiting.approvals[0]["key"], inputs={"chain": deep})
         assert refused.value.code == "input-invalid", depth
     assert waiting.state == "waiting"
+
+
+@tool(effects="changes")
+def send_parcel(parcel: Parcel) -> str:
+    """Send a parcel."""
+    RAN.append(parcel)
+    return "sent"
+
+
+@ai(tools=[send_parcel])
+def post_office(request: str) -> str:
+    """Post it."""
+
+
+def test_an_edit_the_kept_schema_lets_through_but_the_types_refuse_runs_nothing_and_the_model_is_told(
+        install, tmp_path):
+    install(functai_approval.plugin)
+    store = str(tmp_path / "s")
+    good = {"to": {"street": "1 Main St", "city": "Lyon"}, "grams": 300}
+    lm = ScriptedLM([tool_call("send_parcel", {"parcel": good}), "Understood."])
+    chat = post_office.conversation("edit", store=store, approve="changes", client=lm)
+    with pytest.raises(Waiting):
+        chat("send it")
+    [waiting] = [t for t in functai.Conversation.open("edit", store=store).all_turns() if t.state == "waiting"]
+    waiting.approve(waiting.approvals[0]["key"], inputs={"parcel": {**good, "grams": -5}})  # the schema has no bound
+    assert chat.turn(waiting.id).resume() == "Understood."
+    assert RAN == []
+    told = [m["content"] for m in lm.requests[1].messages if m["role"] == "tool"][0]
+    assert told.startswith("The tool was not run: the inputs a person gave on approving it do not fit it (input "
+                           "'parcel' must be Parcel")

@@ -39,10 +39,6 @@ class ToolInputs:
         self.schema = parameters_schema([(param.name, hints.get(param.name, str), param.default is param.empty)
                                          for param in signature.parameters.values()])
 
-    @property
-    def names(self) -> list[str]:
-        return list(self.inputs)
-
     def problems(self, given: Mapping[str, Any], *, partial: bool = False) -> list[str]:
         """Why ``given`` does not fit, one reason per input (``partial``: only the inputs given,
         as an edit changes some)."""

@@ -102,8 +102,9 @@ class ToolRunner(Asking):
         if problems:  # the model's own arguments: it is told why, and may ask again (max_tool_retries times)
             return self._unfit(call.name, entry, site, first_change, problems)
         edit = self._recorded_edit(site) if scope is not None and scope.waits else None
-        if edit is not None and found.inputs.problems({**call.input, **edit["inputs"]}):
-            return self._unfit_edit(found, call, edit, entry, site, first_change)
+        unfit = found.inputs.problems({**call.input, **edit["inputs"]}) if edit is not None else None
+        if unfit:
+            return self._unfit_edit(unfit, entry, site, first_change)
         event, stopped = yield from self._handled(call, found, entry, site, key, invocation, edit, first_change)
         if stopped is None and scope is not None:
             refused = scope.refusal(site)
@@ -126,11 +127,10 @@ class ToolRunner(Asking):
             yield Note("tool_result", name=call.name, output=text, path=event.path)
         return self._done(entry, site, first_change)
 
-    def _unfit_edit(self, found: Any, call: ToolCall, edit: dict[str, Any], entry: dict[str, Any], site: str,
-                    first_change: int) -> str:
+    def _unfit_edit(self, problems: list[str], entry: dict[str, Any], site: str, first_change: int) -> str:
         """An edit checked only by the schema its question kept (answered without the function) whose
         inputs the tool's types refuse: the tool is not run with them, nor at all."""
-        why = "; ".join(found.inputs.problems({**call.input, **edit["inputs"]}))
+        why = "; ".join(problems)
         entry["error"] = f"input-invalid: {why}"
         entry["output"] = f"The tool was not run: the inputs a person gave on approving it do not fit it ({why})."
         return self._done(entry, site, first_change)
