@@ -41,6 +41,11 @@ def delete_note(topic: str) -> str:
 house_style = Plugin("house-style", version="1.0.0", description="The program's own voice.")
 
 
+def no_deletes(tool: Any) -> None:
+    if tool.name == "delete_note":
+        raise FunctAIError("deleting notes is not allowed here", code="no-deletes")
+
+
 @house_style.before_call
 def one_sentence(call: Any) -> Change:
     return Change(sections=["Answer in one sentence."])
@@ -109,8 +114,7 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
         settings = {"client": ScriptedLM(reply=_offline_reply)}
 
     audit = Plugin("audit", version="0.2.0", before_call=lambda call: Change(settings={"temperature": 0}))
-    guard = Plugin("no-deletes", tool_call=lambda t: (
-        Change(block="deleting notes is not allowed here") if t.name == "delete_note" else None))
+    guard = Plugin("no-deletes", tool_call=no_deletes)
     functai.configure(plugins=[audit, guard], log_calls=calls, **settings)  # the process layer
     careful = Plugin("careful", before_call=lambda call: Change(sections=["Avoid jargon."]))
 

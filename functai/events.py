@@ -13,7 +13,7 @@ setting a field.
 
 from __future__ import annotations
 
-from ._hooks.events import BY_HOOK, Answer, RecordView
+from ._hooks.events import BY_HOOK, Answer, Decide, Question, RecordView
 from ._hooks.events import CallEndEvent as CallEnd
 from ._hooks.events import CallEvent as BeforeCall
 from ._hooks.events import ChunkEvent as Chunk
@@ -28,5 +28,5 @@ from ._hooks.events import ToolResultEvent as ToolResult
 from ._hooks.events import TurnEndEvent as TurnEnd
 from ._hooks.events import TurnStartEvent as TurnStart
 
-__all__ = ["Answer", "BY_HOOK", "BeforeCall", "CallEnd", "Chunk", "Context", "Event", "ModelError", "RecordView",
-           "Reply", "Request", "ToolCall", "ToolError", "ToolResult", "TurnEnd", "TurnStart"]
+__all__ = ["Answer", "BY_HOOK", "BeforeCall", "CallEnd", "Chunk", "Context", "Decide", "Event", "ModelError",
+           "Question", "RecordView", "Reply", "Request", "ToolCall", "ToolError", "ToolResult", "TurnEnd", "TurnStart"]

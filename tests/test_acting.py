@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import attrs
 import pytest
 
 import functai
@@ -40,13 +41,17 @@ def lookup(order: str) -> str:
     return f"order {order}: shipped"
 
 
+def _refuse(tool):
+    raise functai.FunctAIError("no", code="no-tools")
+
+
 def _answers(text="Lima", *, note=None, name="canned", version="2.0.0"):
     plugin = Plugin(name, version=version)
 
     @plugin.request
     def answer(event):
         reply = Reply(text=text, finish_reason="stop", usage={"input_tokens": 7, "output_tokens": 1})
-        return Change(reply=reply, note=note) if note else reply
+        return attrs.evolve(reply, note=note) if note else reply
 
     return plugin
 
@@ -163,8 +168,8 @@ def test_a_replaced_reply_is_read_and_recorded(run):
     @redact.reply
     def mask(event):
         if "4111" in (event.reply.text or ""):
-            return Change(reply=Reply(text=event.reply.text.replace("4111", "****"), finish_reason="stop"),
-                          note="masked a card number")
+            return Reply(text=event.reply.text.replace("4111", "****"), finish_reason="stop",
+                         note="masked a card number")
 
     lm = ScriptedLM([Reply(text="card 4111", finish_reason="stop", usage={"output_tokens": 2})])
 
@@ -301,7 +306,7 @@ def test_a_retry_waits_and_asks_again(run):
 
 def test_a_model_error_may_be_answered(run):
     @ai(client=_models(), lm="a",
-        plugins=[Plugin("sorry", model_error=lambda f: Change(reply=Reply(text="later", finish_reason="stop")))])
+        plugins=[Plugin("sorry", model_error=lambda f: Reply(text="later", finish_reason="stop"))])
     def echo(text: str) -> str:
         """Echo."""
 
@@ -410,7 +415,7 @@ def test_tool_error_does_not_fire_for_a_blocked_tool(run):
     fired = []
 
     @ai(client=ScriptedLM([tool_call("fetch", {"order": "A1"}), "ok"]), tools=[fetch],
-        plugins=[Plugin("guard", tool_call=lambda t: Change(block="no")), Plugin("e", tool_error=fired.append)])
+        plugins=[Plugin("guard", tool_call=_refuse), Plugin("e", tool_error=fired.append)])
     def support(question: str) -> str:
         """Answer the customer."""
 
@@ -516,9 +521,9 @@ def test_a_resumed_turn_records_a_plugins_answer_as_the_plugins(install, tmp_pat
             return "Refunded."
         raise ModelError("down", code="model-http", status=503)
 
-    answer = Plugin("rescue", model_error=lambda f: Change(
-        reply=Reply(tool_calls=tool_call("refund", {"order": "A1"}).tool_calls, finish_reason="tool_calls",
-                    usage={"output_tokens": 999}), note="answered while the model was down"))
+    answer = Plugin("rescue", model_error=lambda f: Reply(
+        tool_calls=tool_call("refund", {"order": "A1"}).tool_calls, finish_reason="tool_calls",
+        usage={"output_tokens": 999}, note="answered while the model was down"))
     functai.configure(log_calls=str(tmp_path))
     turn, ran = _refund_turn(install, reply, [answer])
     turn.approve()

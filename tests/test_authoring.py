@@ -31,7 +31,9 @@ def test_on_without_a_handler_is_a_decorator():
 
     @guard.on("tool_call")
     def no_deletes(tool):
-        return Change(block="no deleting") if tool.name == "delete_file" else None
+        if tool.name == "delete_file":
+            raise functai.FunctAIError("no deleting", code="no-deletes")
+        return None
 
     assert no_deletes.__name__ == "no_deletes"  # the decorator returns the function itself
     assert guard.handlers("tool_call") == (no_deletes,)

@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 import functai
-from functai import Change, Plugin
+from functai import Plugin
 from functai._cli import main
 from functai._hooks import installed
 
@@ -35,7 +35,9 @@ guard_module = types.ModuleType("functai_guard")
 
 @functai.hookimpl
 def tool_call(tool):
-    return Change(block="no") if tool.name == "delete_file" else None
+    if tool.name == "delete_file":
+        raise functai.FunctAIError("no", code="no-deletes")
+    return None
 
 
 @functai.hookimpl

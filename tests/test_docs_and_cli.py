@@ -109,7 +109,11 @@ def test_cli_show_prints_a_readable_view_of_everything_that_shaped_the_call(tmp_
         """Forget a word."""
         return "forgotten"
 
-    guard = Plugin("guard", version="1.2.0", tool_call=lambda t: Change(block="not here") if t.name == "forget" else None)
+    def not_here(tool):
+        if tool.name == "forget":
+            raise functai.FunctAIError("not here", code="not-here")
+
+    guard = Plugin("guard", version="1.2.0", tool_call=not_here)
     modes = Plugin("modes", version="0.3.0", before_call=lambda c: Change(sections=["Answer in one word."]))
     functai.configure(
         client=ScriptedLM([tool_call("look_up", {"word": "Lima"}), tool_call("forget", {"word": "Lima"}), "Lima"]),

@@ -130,15 +130,15 @@ def test_a_leading_think_block_is_reasoning_and_guarded(driver, tmp_path):
 
 
 def _canned(event):
-    return Change(reply=Reply(text=f"canned {CANARY}", finish_reason="stop"))
+    return Reply(text=f"canned {CANARY}", finish_reason="stop")
 
 
 def _rescue(event):
-    return Change(reply=Reply(text=f"fallback {CANARY}", finish_reason="stop"))
+    return Reply(text=f"fallback {CANARY}", finish_reason="stop")
 
 
 def _replace(event):
-    return Change(reply=Reply(text=f"replaced {CANARY}", finish_reason="stop"))
+    return Reply(text=f"replaced {CANARY}", finish_reason="stop")
 
 
 @pytest.mark.parametrize("driver", DRIVERS)

@@ -21,10 +21,11 @@ def test_the_spec_example_repr():
     def careful(call):
         return Change(sections=["Answer carefully. Cite the file you read."])
 
-    guard = Plugin(
-        "no-deletes",
-        tool_call=lambda t: Change(block="deleting files is not allowed here") if t.name == "delete_file" else None,
-    )
+    def no_deletes(tool):
+        if tool.name == "delete_file":
+            raise functai.FunctAIError("deleting files is not allowed here", code="no-deletes")
+
+    guard = Plugin("no-deletes", tool_call=no_deletes)
     assert repr((modes, guard)) == '(Plugin("modes", 1.0.0: before_call), Plugin("no-deletes", 0.0.0: tool_call))'
 
 

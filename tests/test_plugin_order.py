@@ -106,7 +106,7 @@ def test_the_plugin_that_serves_approve_is_found_by_its_declaration_not_its_name
 
     def ask(tool):
         asked.append(tool.name)
-        tool.ask(decide=lambda t: True)
+        tool.ask(decide=lambda question: True)
 
     mine = Plugin("house-approval", last=True, serves=["approve"], tool_call=ask)
     impostor = Plugin("approval", tool_call=lambda tool: None)  # named approval, serves nothing

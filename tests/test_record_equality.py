@@ -27,6 +27,9 @@ def change_lists(value, found):
     return found
 
 
+# The scenario was written before a refusal was raised: its Change(block=...) is the old spelling,
+# and the records it makes must read as they did.
+@pytest.mark.filterwarnings("ignore:plugin 'p9' in tool_call:DeprecationWarning")
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_records_of_ten_plugins_over_every_hook_read_as_before(tmp_path, mode):
     golden = json.loads(GOLDEN.read_text(encoding="utf-8"))

@@ -63,7 +63,7 @@ def test_a_decide_function_answers_at_once(given, expected):
     questions: list = []
 
     def decide(question):
-        questions.append(dict(question))
+        questions.append(question)
         return given
 
     if expected.reason == "a check failed":
@@ -72,8 +72,9 @@ def test_a_decide_function_answers_at_once(given, expected):
     else:
         _fn([_asker(seen, decide=decide)], ["fine"])("q")
     assert seen[-1] == expected
-    assert questions[0]["question"] == "allow 5 more?" and questions[0]["extend"] == 5.0
-    assert questions[0]["plugin"] == "asker" and questions[0]["kind"] == "request"
+    assert isinstance(questions[0], functai.events.Question)
+    assert questions[0].text == "allow 5 more?" and questions[0].extend == 5.0 and questions[0].plugin == "asker"
+    assert isinstance(questions[0].about, functai.events.Request) and questions[0].about.function == "answer"
 
 
 def test_a_decide_function_that_raises_refuses():

@@ -14,7 +14,7 @@ import attrs
 import pytest
 
 import functai
-from functai import Change, Plugin, PluginError, Reply, ai, tool
+from functai import Change, FunctAIError, Plugin, PluginError, Reply, ai, tool
 from functai.testing import ScriptedLM, tool_call
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -219,7 +219,7 @@ def _stopper():
     @guard.chunk
     def stop_passwords(chunk):
         if "password" in chunk.text:
-            return Change(stop="a password was about to be shown", note="password")
+            raise FunctAIError("a password was about to be shown", code="password-shown")
         return None if chunk.final else Change(hold=True)
 
     return guard
@@ -247,12 +247,13 @@ def test_stop_fails_the_stream_as_a_refusal_and_is_recorded(mode):
     error = raised.value
     assert error.code == "plugin-refused" and error.plugin == "no-passwords" and error.hook == "chunk"
     assert error.details["reason"] == "a password was about to be shown"
+    assert error.details["refused"] == "password-shown"
     assert "password" not in "".join(shown) and "".join(shown) == text[:len("".join(shown))]
     record = error.record
     assert record.error["code"] == "plugin-refused" and record.output is None
     assert record.changes == [{"plugin": "no-passwords", "version": "2.0.0", "hook": "chunk",
-                               "change": {"stop": "a password was about to be shown", "at": len("".join(shown))},
-                               "note": "password"}]
+                               "change": {"stop": "a password was about to be shown", "at": len("".join(shown)),
+                                          "code": "password-shown"}}]
     assert fallback_asked == []  # a guard's stop is no model failure: no other model is asked
 
 
@@ -261,7 +262,8 @@ def test_stop_in_a_call_not_streamed():
     with pytest.raises(PluginError) as raised:
         fn("p")
     assert raised.value.code == "plugin-refused"
-    assert raised.value.record.changes[0]["change"] == {"stop": "a password was about to be shown", "at": 0}
+    assert raised.value.record.changes[0]["change"] == {"stop": "a password was about to be shown", "at": 0,
+                                                          "code": "password-shown"}
 
 
 def test_stop_closes_the_models_stream():

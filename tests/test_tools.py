@@ -260,7 +260,11 @@ def test_the_event_of_a_tool_call():
 def test_a_block_by_the_second_of_three_ends_the_hook():
     log = []
     one = Plugin("one", tool_call=lambda t: log.append("one"))
-    two = Plugin("two", tool_call=lambda t: log.append("two") or Change(block="refunds are paused"))
+    def paused(tool):
+        log.append("two")
+        raise functai.FunctAIError("refunds are paused", code="refunds-paused")
+
+    two = Plugin("two", tool_call=paused)
     two.on("tool_call", lambda t: log.append("two-again"))
     three = Plugin("three", tool_call=lambda t: log.append("three"))
     lm = routed(Answer=[tool_call("refund", {"order": "A1", "amount": 5}), "ok"])
@@ -271,7 +275,7 @@ def test_a_block_by_the_second_of_three_ends_the_hook():
     assert tool_messages(lm.requests[1])[0]["content"] == "This call was blocked (two): refunds are paused"
     assert record.tool_calls[0]["blocked"] == "two"
     assert record.changes[-1] == {"plugin": "two", "version": "0.0.0", "hook": "tool_call",
-                                  "change": {"block": "refunds are paused"}}
+                                  "change": {"block": "refunds are paused", "code": "refunds-paused"}}
 
 
 def test_a_raising_tool_call_handler_blocks_the_tool_and_warns():
@@ -452,7 +456,7 @@ def test_approval_required_propagates_out_of_the_outermost_call(approval):
 
 def test_any_tool_call_handler_may_ask_with_decide():
     def careful(t):
-        t.ask("big refund", decide=lambda ev: ev.input["amount"] < 100 or "too big")
+        t.ask("big refund", decide=lambda q: q.about.input["amount"] < 100 or "too big")
         return None
 
     lm = routed(Answer=[tool_calls([("refund", {"order": "A", "amount": 5}), ("refund", {"order": "B", "amount": 500})]),

@@ -14,6 +14,8 @@ import json
 from typing import Any, Mapping, Sequence, TypeGuard
 
 from .._errors import Waiting
+from .._hooks.events import Answer, Decide, Question
+from .._log import warn
 from .outputs import to_jsonable
 
 #: The reason a refusal gives when the function that was to decide failed (a check that fails refuses).
@@ -107,3 +109,25 @@ def stale_error(path: str, approved: Mapping[str, Any], asked: Mapping[str, Any]
 def _short(value: Any) -> str:
     text = json.dumps(to_jsonable(value), ensure_ascii=False)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def decided(decide: Decide, question: Question, function: str) -> Answer:
+    """What ``decide`` answers to a question (`Decide`); one that fails refuses, never lets the
+    request be sent or the tool run."""
+    try:
+        given = decide(question)
+    except Exception as error:
+        warn("decide function failed", plugin=question.plugin, function=function,
+             error=f"{type(error).__name__}: {error}")
+        return Answer(False, reason=CHECK_FAILED)
+    offer, plugin = question.extend, question.plugin
+    if given is True:
+        return Answer(True, offer)
+    if is_extension(given):
+        return Answer(True, given)
+    if given is None or given is False:
+        return Answer(False)
+    if isinstance(given, str) and given:
+        return Answer(False, reason=given)
+    warn("decide function returned no answer", plugin=plugin, returned=repr(given)[:80])
+    return Answer(False, reason=CHECK_FAILED)

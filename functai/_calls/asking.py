@@ -10,24 +10,22 @@ sends directly): the hooks cost it nothing.
 from __future__ import annotations
 
 import time
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
 
 from .._errors import FunctAIError, ModelConfigError, PluginError, Waiting
 from .._hooks.change import MAX_NOTE, Change, reply_data
-from .._hooks.events import Answer, ModelErrorEvent, ReplyEvent, RequestEvent, set_field
+from .._hooks.events import Answer, ModelErrorEvent, Question, ReplyEvent, RequestEvent, set_field
 from .._hooks.fold import call_handler_steps, check_change, first_act, record as change_record, refuse
 from .._hooks.hear import note_heard
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
-from .._log import warn
 from .._models import providers
 from .._models.endpoint import endpoint_of
 from .._models.providers import server_of
 from .._models.request import Client, Reply, Request
-from .approvals import CHECK_FAILED, is_extension
+from .approvals import decided, is_extension
 from .guards import STOPPED, GuardedSend, Guards
 from .limits import Budget
 from .records import CallRecord
@@ -64,21 +62,6 @@ def _amount(value: Any, where: str) -> float | None:
     if not is_extension(value):
         raise TypeError(f"{where}: an extension is a number from 0 up (or None), not {value!r}")
     return value
-
-
-def _answer_of(given: Any, offer: float | None, plugin: str | None) -> Answer:
-    """What a ``decide`` function returned, as an answer: True allows with the offer, a number
-    allows with that much, False/None refuse, a string refuses with that reason."""
-    if given is True:
-        return Answer(True, offer)
-    if is_extension(given):
-        return Answer(True, given)
-    if given is None or given is False:
-        return Answer(False)
-    if isinstance(given, str) and given:
-        return Answer(False, reason=given)
-    warn("decide function returned no answer", plugin=plugin, returned=repr(given)[:80])
-    return Answer(False, reason=CHECK_FAILED)
 
 
 def add_usage(record: CallRecord, reply: Reply) -> None:
@@ -238,7 +221,7 @@ class Asker:
                 record.changes.append(change_record(plugin, "request", {"request": "replaced"}, handler, event))
                 record.replayable = False
                 continue
-            change = check_change(plugin, "request", result)
+            change = check_change(plugin, "request", result, handler)
             if change is None:
                 continue
             if change.settings is not None and change.reply is None:  # a setting, like before_call's: still replayable
@@ -263,13 +246,7 @@ class Asker:
         # The question's place: a resumed turn asks it again under the same key (a decide function too).
         key = f"request.{event._ordinal}.{plugin}" if scope is not None and scope.waits else None
         if decide is not None:
-            try:
-                given = decide(MappingProxyType(dict(asked)))
-            except Exception as error:  # a check that fails refuses, never lets the request through
-                warn("decide function failed", plugin=plugin, function=self.fn.name,
-                     error=f"{type(error).__name__}: {error}")
-                return Answer(False, reason=CHECK_FAILED, key=key)
-            return attrs.evolve(_answer_of(given, extend, plugin), key=key)
+            return attrs.evolve(decided(decide, Question(question, extend, plugin, event), self.fn.name), key=key)
         if key is None or scope is None:  # a plain call: nobody can be asked
             return None
         found = (scope.answers(key) or {}).get(key)
@@ -315,7 +292,7 @@ class Asker:
             result = yield from call_handler_steps(plugin, "reply", handler, event)
             if heard is not None:
                 note_heard(heard, "reply", plugin, started)
-            change = check_change(plugin, "reply", result)
+            change = check_change(plugin, "reply", result, handler)
             if change is not None and change.reply is not None and change.reply != event.reply:
                 replaced = change.reply
                 if self.guards is not None:  # a plugin's words are shown and kept as the model's are: guarded

@@ -19,7 +19,7 @@ import attrs
 from .._errors import FunctAIError, PluginError
 from .._hooks.change import Change
 from .._hooks.events import ChunkEvent
-from .._hooks.fold import check_change, handler_error, record, refuse
+from .._hooks.fold import check_change, handler_error, record, refusal, refuse
 from .._hooks.order import Handler
 from .._hooks.plugin import Plugin
 from .._models.request import Reply
@@ -195,7 +195,7 @@ class Guarding:
             try:
                 result = handler(event)
             except Exception as error:
-                raise handler_error(plugin, "chunk", error) from error
+                raise self._failed(plugin, handler, error) from error
             if result is not None:
                 if result.__class__ is Change and plugin.chunk_window and result.__dict__ == _HOLD:
                     if plugin.chunk_window > window:
@@ -237,7 +237,25 @@ class Guarding:
 
     def failed(self, error: Exception) -> Exception:
         """What to raise when the awaited handler raised."""
-        return handler_error(self.handlers[self.at][0], "chunk", error)
+        return self._failed(*self.handlers[self.at], error)
+
+    def _failed(self, plugin: Plugin, handler: Callable[[Any], Any], error: Exception) -> Exception:
+        """A handler's refusal (a `FunctAIError` it raised) stops the reply; anything else is its error."""
+        refused = refusal(error)
+        if refused is None:
+            return handler_error(plugin, "chunk", error)
+        return self._stop(plugin, handler, refused.message, None, refused.code)
+
+    def _stop(self, plugin: Plugin, handler: Callable[[Any], Any], reason: str, note: str | None,
+              code: str | None) -> PluginError:
+        """Record that the handler stopped the reply here; the error the call fails with."""
+        data: dict[str, Any] = {"stop": reason, "at": self.shown}
+        if code is not None:
+            data["code"] = code
+        if self.part != "text":
+            data["part"] = self.part
+        self.guards.changes.append(record(plugin, "chunk", data, handler, self.event, note))
+        return stopped(plugin, reason, self.shown, code)
 
     def reply(self, reply: Reply) -> Reply:
         """``reply`` with its text as shown; `Guards.whole` will not guard that text again. A leading
@@ -259,7 +277,7 @@ class Guarding:
                 try:
                     result = handler(event)
                 except Exception as error:
-                    raise handler_error(plugin, "chunk", error) from error
+                    raise self._failed(plugin, handler, error) from error
             if result is not None:
                 if result.__class__ is not Change and hasattr(result, "__await__"):
                     self.at = index
@@ -270,15 +288,11 @@ class Guarding:
         return self._release()
 
     def _apply(self, plugin: Plugin, handler: Callable[[Any], Any], result: Any) -> None:
-        change = check_change(plugin, "chunk", result)
+        change = check_change(plugin, "chunk", result, handler)
         if change is None:
             return
         if change.stop is not None:
-            data = {"stop": change.stop, "at": self.shown}
-            if self.part != "text":
-                data["part"] = self.part
-            self.guards.changes.append(record(plugin, "chunk", data, handler, self.event, change.note))
-            raise stopped(plugin, change.stop, self.shown)
+            raise self._stop(plugin, handler, change.stop, change.note, None)
         if change.text is not None:
             self._redact(plugin, handler, change)
         if change.hold:
@@ -334,8 +348,9 @@ class Guarding:
         return released
 
 
-def stopped(plugin: Plugin, reason: str, shown: int) -> PluginError:
-    """The error of a call whose reply a ``chunk`` handler stopped: a refusal, with the reason."""
+def stopped(plugin: Plugin, reason: str, shown: int, code: str | None = None) -> PluginError:
+    """The error of a call whose reply a ``chunk`` handler stopped: a refusal, with the reason (and
+    the code of the error the handler raised, ``details["refused"]``)."""
     error = PluginError(
         f"plugin {plugin.name!r} {plugin.version} stopped the reply in chunk: {reason}. The {shown} characters "
         "shown before stay shown; the rest was not, and the call failed as a refusal (asking again the same way "
@@ -343,4 +358,6 @@ def stopped(plugin: Plugin, reason: str, shown: int) -> PluginError:
         code=STOPPED, plugin=plugin.name, hook="chunk",
     )
     error.details["reason"] = reason
+    if code is not None:
+        error.details["refused"] = code
     return error

@@ -9,14 +9,14 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .._errors import FunctAIError, PluginError, Waiting
+from .._errors import FunctAIError, Waiting
 from .._hooks.change import Change
-from .._hooks.events import ToolCallEvent, set_field
-from .._hooks.fold import call_handler_steps, folded
+from .._hooks.events import Question, ToolCallEvent, set_field
+from .._hooks.fold import call_handler_steps, folded, record, refusal
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
 from .._log import warn
-from .approvals import CHECK_FAILED, digest, edited_digest, key_of, settle, stale_error
+from .approvals import CHECK_FAILED, decided, digest, edited_digest, key_of, settle, stale_error
 from .outputs import to_jsonable
 from .records import CallRecord
 from .scope import TurnScope
@@ -84,14 +84,19 @@ class Asking:
             try:
                 result = yield from call_handler_steps(plugin, "tool_call", handler, event)
                 change = folded(plugin, "tool_call", handler, result, event, self._apply_inputs)
-            except PluginError as error:
-                if error.code != "plugin-failed":
+            except FunctAIError as error:
+                refused = refusal(error)
+                if refused is not None:
+                    change = record(plugin, "tool_call", {"block": refused.message, "code": refused.code}, handler,
+                                    event)
+                elif error.code == "plugin-failed":
+                    cause = error.__cause__ or error
+                    warn("hook failed", plugin=plugin.name, version=plugin.version, hook="tool_call",
+                         function=self.fn.name, error=f"{type(cause).__name__}: {cause}")
+                    # A check that fails blocks the tool, never lets it run.
+                    change = record(plugin, "tool_call", {"block": CHECK_FAILED}, handler, event)
+                else:
                     raise
-                cause = error.__cause__ or error
-                warn("hook failed", plugin=plugin.name, version=plugin.version, hook="tool_call",
-                     function=self.fn.name, error=f"{type(cause).__name__}: {cause}")
-                # A check that fails blocks the tool, never lets it run.
-                change = folded(plugin, "tool_call", handler, Change(block=CHECK_FAILED), event, self._apply_inputs)
             if change is not None:
                 self.record.changes.append(change)
                 block = change["change"].get("block")
@@ -112,13 +117,8 @@ class Asking:
         given to this very call (its digest), a person at the stream, a turn that waits; in a plain
         call nobody can be asked. ``(allowed, reason)``."""
         if decide is not None:
-            try:
-                answer = decide(event)
-            except Exception as error:  # a check that fails refuses, never lets the tool run
-                warn("approve function failed", plugin=plugin, function=self.fn.name,
-                     error=f"{type(error).__name__}: {error}")
-                return False, CHECK_FAILED
-            return answer is True, answer if isinstance(answer, str) and answer else None
+            answer = decided(decide, Question(reason, None, plugin, event), self.fn.name)
+            return answer.allow, answer.reason
         input = to_jsonable(dict(event.input))
         asked = digest(event.name, input, plugins)
         base = f"{site}.{plugin}"

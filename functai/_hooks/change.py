@@ -245,19 +245,34 @@ del _field
 Change.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None) for f in attrs.fields(Change)])
 
-#: The Change fields each hook takes besides ``note`` (``request`` also takes a Request, and
-#: ``request`` and ``reply`` a bare Reply; ``call_end`` and ``turn_end`` only hear).
+#: The Change fields each hook takes besides ``note`` (``request`` also takes a Request; ``request``,
+#: ``model_error`` and ``reply`` a Reply, their answer; ``call_end`` and ``turn_end`` only hear).
 HOOK_FIELDS: dict[str, frozenset[str]] = {
     "turn_start": frozenset({"inputs"}),
     "context": frozenset({"keep", "without", "sections"}),
     "before_call": frozenset({"instruction", "sections", "lm", "settings", "tools"}),
-    "request": frozenset({"reply", "settings", "decision"}),
-    "model_error": frozenset({"lm", "retry", "reply"}),
-    "chunk": frozenset({"hold", "text", "stop"}),
-    "reply": frozenset({"reply"}),
-    "tool_call": frozenset({"inputs", "block"}),
+    "request": frozenset({"settings", "decision"}),
+    "model_error": frozenset({"lm", "retry"}),
+    "chunk": frozenset({"hold", "text"}),
+    "reply": frozenset(),
+    "tool_call": frozenset({"inputs"}),
     "tool_error": frozenset({"output", "retry"}),
     "tool_result": frozenset({"output"}),
     "call_end": frozenset(),
     "turn_end": frozenset(),
+}
+
+#: Hooks whose handler answers by returning a `functai.Reply` (``request`` and ``model_error``
+#: answer instead of the model, ``reply`` replaces the reply).
+ANSWERING = frozenset({"request", "model_error", "reply"})
+
+#: The old spellings still taken, with a `DeprecationWarning`: each field, the hooks that take it,
+#: and the form that replaces it.
+OLD_FIELDS: dict[str, tuple[frozenset[str], str]] = {
+    "reply": (frozenset({"request", "model_error", "reply"}),
+              "return the functai.Reply itself instead of Change(reply=...)"),
+    "block": (frozenset({"tool_call"}),
+              "raise functai.FunctAIError(reason, code=...) instead of returning Change(block=reason)"),
+    "stop": (frozenset({"chunk"}),
+             "raise functai.FunctAIError(reason, code=...) instead of returning Change(stop=reason)"),
 }

@@ -4,6 +4,7 @@ call only by returning a Change, and every change is recorded.
 
 from __future__ import annotations
 
+import warnings
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypeVar
 
@@ -185,6 +186,44 @@ class Answer:
     key: str | None = None
 
 
+@attrs.frozen
+class Question:
+    """What ``ask`` puts to a person or to its ``decide`` function, the same for a request and a tool
+    call: the ``text`` a person reads (a tool call's may be None), the ``extend`` offered with it,
+    the ``plugin`` that asked, and ``about``, the event it is about (a `functai.events.Request` as
+    it will be sent, a `functai.events.ToolCall` as it will run)."""
+
+    text: str | None
+    extend: float | None
+    plugin: str | None
+    about: Event
+
+    #: The keys a ``decide`` function read a request's question by, when it was given a mapping.
+    _OLD_KEYS = ("kind", "question", "extend", "plugin", "path", "function")
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._OLD_KEYS:
+            raise KeyError(key)
+        warnings.warn(f"question[{key!r}] is deprecated: a decide function gets a functai.events.Question; read "
+                      f"its attributes (text, extend, plugin, about)", DeprecationWarning, stacklevel=2)
+        kind = "request" if isinstance(self.about, RequestEvent) else "tool"
+        return {"kind": kind, "question": self.text, "extend": self.extend, "plugin": self.plugin,
+                "path": self.about.path, "function": self.about.function}[key]  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> Any:
+        about = self.about if name[:1] != "_" and name != "about" else None
+        if about is None or not hasattr(about, name):
+            raise AttributeError(f"'Question' object has no attribute {name!r}")
+        warnings.warn(f"question.{name} is deprecated: a decide function gets a functai.events.Question, not the "
+                      f"event; read question.about.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(about, name)
+
+
+#: What a ``decide`` function is: given the question, it answers True (allow, with the offer), a
+#: number (allow, with that much), False or None (refuse), or a string (refuse, with that reason).
+Decide = Callable[[Question], Any]
+
+
 class RequestEvent(_Remembers):
     """``request``: a request is about to be sent to the model client. ``recorded``: a resumed turn
     reads this request's reply from its record (nothing is paid for it now); ``turn``: the
@@ -207,13 +246,11 @@ class RequestEvent(_Remembers):
     _also = ("ask_person",)
     ask_person: Callable[..., Answer | None] | None
 
-    def ask(self, question: str, *, extend: float | None = None,
-            decide: Callable[[Mapping[str, Any]], Any] | None = None) -> Answer | None:
+    def ask(self, question: str, *, extend: float | None = None, decide: Decide | None = None) -> Answer | None:
         """Ask a person (or ``decide``) before this request is sent, offering ``extend`` more of what the
         plugin guards. In a conversation turn with no answer yet the turn **waits** (`functai.Waiting`);
-        a resumed turn gets the answer given. ``decide(question)`` answers at once: True (allow,
-        with the offer), a number (allow, with that extension), False/None or a reason (refuse).
-        None when nobody can be asked (a plain call, no ``decide``)."""
+        a resumed turn gets the answer given. ``decide`` (see `Decide`) answers at once. None when
+        nobody can be asked (a plain call, no ``decide``)."""
         if self.ask_person is None:
             raise RuntimeError("nobody can be asked about this request")
         return self.ask_person(self, question, extend, decide)
@@ -295,12 +332,18 @@ class ToolCallEvent(_Remembers):
     _also = ("ask_person",)
     ask_person: Callable[..., None] | None
 
-    def ask(self, reason: str | None = None, *, decide: Callable[["ToolCallEvent"], Any] | None = None) -> None:
-        """Ask a person (or ``decide``) whether this tool call may run. The question is put once every
-        handler has run, about the call as it will run; a refusal stops the tool."""
+    def ask(self, question: str | None = None, *, decide: Decide | None = None, **old: Any) -> None:
+        """Ask a person (or ``decide``, see `Decide`) whether this tool call may run. The question is put
+        once every handler has run, about the call as it will run; a refusal stops the tool."""
+        if old:
+            if set(old) != {"reason"} or question is not None:
+                raise TypeError(f"ask() got an unexpected keyword argument {next(iter(old))!r}")
+            warnings.warn("tool.ask(reason=...) is deprecated: the question is ask's first argument, "
+                          "tool.ask(question)", DeprecationWarning, stacklevel=2)
+            question = old["reason"]
         if self.ask_person is None:
             raise RuntimeError("nobody can be asked about this tool call")
-        self.ask_person(self, reason, decide)
+        self.ask_person(self, question, decide)
 
 
 class ToolErrorEvent(Event):

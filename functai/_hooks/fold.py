@@ -8,19 +8,17 @@ Each applied change is appended to the call's ``changes`` once, as
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Iterator, Sequence, Tuple
 
 from .._calls.steps import Await, Steps, drive
-from .._errors import FunctAIError, PluginError
+from .._errors import FunctAIError, PluginError, Waiting
 from .._models.request import Reply
-from .change import HOOK_FIELDS, Change
+from .change import ANSWERING, HOOK_FIELDS, OLD_FIELDS, Change
 from .events import Event
 from .order import Handler
 from .plugin import Plugin
 from .timing import Timed
-
-#: Hooks whose handler may return a bare `functai.Reply` (``request`` answers, ``reply`` replaces).
-ANSWERING = frozenset({"request", "reply"})
 
 #: Checks and applies one change to the event; raises `refuse(...)` when it does not fit.
 Apply = Callable[[Plugin, Change, Any], None]
@@ -103,13 +101,32 @@ def record(
     return entry
 
 
-def check_change(plugin: Plugin, hook: str, result: object) -> Change | None:
-    """The handler's result as a Change that sets something, or None."""
+def deprecated(handler: Any, message: str) -> None:
+    """A `DeprecationWarning` attributed to the handler that wrote the old spelling (where Python's
+    filters look: shown for a handler in ``__main__`` and under test runners, as for any deprecation)."""
+    code = getattr(handler, "__code__", None)
+    where = getattr(handler, "__globals__", None)
+    if code is None or where is None:
+        warnings.warn(message, DeprecationWarning, stacklevel=3)
+        return
+    warnings.warn_explicit(message, DeprecationWarning, code.co_filename, code.co_firstlineno,
+                           module=where.get("__name__", "?"), registry=where.setdefault("__warningregistry__", {}),
+                           module_globals=where)
+
+
+def check_change(plugin: Plugin, hook: str, result: object, handler: Any = None) -> Change | None:
+    """The handler's result as a Change that sets something, or None. An answer (a `functai.Reply`)
+    is carried on as ``Change(reply=...)``, the engine's form of it."""
     if result is None:
         return None
     if not isinstance(result, Change):
         if isinstance(result, Reply) and hook in ANSWERING:
-            return Change(reply=result)
+            if result.note is None:
+                return Change(reply=result)
+            try:
+                return Change(reply=result, note=result.note)
+            except PluginError as error:
+                raise refuse(plugin, hook, "note", f"the Reply's {error.message.split(': ', 1)[-1]}") from None
         also = " (or a functai.Reply)" if hook in ANSWERING else ""
         raise refuse(plugin, hook, None,
                      f"a handler must return functai.Change{also} or None, not {type(result).__name__}")
@@ -119,9 +136,25 @@ def check_change(plugin: Plugin, hook: str, result: object) -> Change | None:
     allowed = HOOK_FIELDS[hook]
     for field in fields:
         if field not in allowed:
-            takes = ", ".join(sorted(allowed)) or "no fields (it only hears)"
-            raise refuse(plugin, hook, field, f"{hook} does not take {field!r}; it takes {takes}")
+            hooks, instead = OLD_FIELDS.get(field, ((), ""))
+            if hook in hooks:
+                deprecated(handler, f"plugin {plugin.name!r} in {hook}: {instead} (the old form is deprecated)")
+                continue
+            takes = ", ".join(sorted(allowed)) or "no fields"
+            also = "; it answers with a functai.Reply" if hook in ANSWERING else ""
+            raise refuse(plugin, hook, field, f"{hook} does not take {field!r}; it takes {takes}{also}")
     return result
+
+
+_NOT_REFUSALS = ("plugin-change", "plugin-failed")
+
+
+def refusal(error: Exception) -> FunctAIError | None:
+    """A handler's refusal: the `FunctAIError` it raised itself, or None for anything else (a bad
+    Change made inside it, a failure, a turn that waits pass on as they are)."""
+    if not isinstance(error, FunctAIError) or isinstance(error, Waiting) or error.code in _NOT_REFUSALS:
+        return None
+    return error
 
 
 def first_act(hook: str, handlers: Sequence[Handler], event: Event) -> Steps[tuple[Plugin, Any, Change] | None]:
@@ -129,7 +162,7 @@ def first_act(hook: str, handlers: Sequence[Handler], event: Event) -> Steps[tup
     plugin, handler and change, which sets one thing; None when none acts."""
     for plugin, handler in handlers:
         result = yield from call_handler_steps(plugin, hook, handler, event)
-        change = check_change(plugin, hook, result)
+        change = check_change(plugin, hook, result, handler)
         if change is None:
             continue
         acts = change.fields_set()
@@ -144,7 +177,7 @@ def folded(
     plugin: Plugin, hook: str, handler: Any, result: object, event: Event, apply: Apply
 ) -> dict[str, Any] | None:
     """Check and apply one handler's result: its entry in ``changes``, or None when it changes nothing."""
-    change = check_change(plugin, hook, result)
+    change = check_change(plugin, hook, result, handler)
     if change is None:
         return None
     apply(plugin, change, event)

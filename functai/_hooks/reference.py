@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 
 from . import events, specs
-from .change import HOOK_FIELDS
+from .change import ANSWERING, HOOK_FIELDS
 
 def _fields(hook: str) -> list[str]:
     """The event's fields with their annotated types, as the class writes them."""
@@ -36,7 +36,9 @@ def render() -> str:
     for hook in specs.HOOKS:
         fields = ", ".join(f"`{f}`" for f in sorted(HOOK_FIELDS[hook]))
         if hook == "request":
-            fields = "returns a replacement `Request`, a `Reply`, or a Change: " + fields
+            fields = "returns a replacement `Request`, a `Reply` (its answer), or a Change: " + fields
+        elif hook in ANSWERING:
+            fields = "returns a `Reply` (its answer)" + (", or a Change: " + fields if fields else "")
         elif not fields:
             fields = "nothing (hears only)"
         lines.append(f"| `{hook}` | `{hook}{inspect.signature(getattr(specs, hook))}` | {fields} |")

@@ -108,9 +108,9 @@ def request(request):  # type: ignore[no-untyped-def]
 
     Return a replacement `functai.Request`, which marks the call's record
     ``replayable: false``; or answer instead of the model with a
-    `functai.Reply` (or ``Change(reply=..., note=...)``): the client is not
-    called, the reply is read as the model's, and the first handler that
-    answers ends the hook; or ``Change(settings=..., decision=..., note=...)``:
+    `functai.Reply` (its ``note`` says why): the client is not called, the
+    reply is read as the model's, and the first handler that answers ends the
+    hook; or ``Change(settings=..., decision=..., note=...)``:
     model settings for this request, and what a policy decided, recorded.
     A `functai.FunctAIError` the handler raises refuses the call before
     anything is sent, with its code, recorded as ``{"refused": code}``.
@@ -128,8 +128,9 @@ def model_error(failure):  # type: ignore[no-untyped-def]
     request), ``lm`` (the model asked), ``function``, ``path``, ``call``.
 
     Change: ``lm`` (ask this model instead, for this request and the rest of
-    the call), ``retry`` (seconds to wait, 0–300, before asking again) or
-    ``reply`` (answer instead); the first handler that sets one ends the hook.
+    the call) or ``retry`` (seconds to wait, 0–300, before asking again); or
+    return a `functai.Reply` to answer instead. The first handler that acts
+    ends the hook.
     No change: the error stands. Every new attempt counts against
     ``max_requests``.
     """
@@ -151,10 +152,11 @@ def chunk(chunk):  # type: ignore[no-untyped-def]
 
     Change: ``hold=True`` (keep the text back for now; at most the plugin's
     ``chunk_window`` characters, the oldest shown first), ``text`` (show this
-    instead of what is held: a redaction, recorded with its offsets), ``stop``
-    (end the reply as a refusal, ``plugin-refused``, with this reason; the
-    first stop ends the hook). Each handler sees the text as the ones before
-    it left it; the reply's recorded text is the text shown.
+    instead of what is held: a redaction, recorded with its offsets). A
+    `functai.FunctAIError` the handler raises ends the reply as a refusal
+    (``plugin-refused``, its message the reason; the first ends the hook).
+    Each handler sees the text as the ones before it left it; the reply's
+    recorded text is the text shown.
     """
 
 
@@ -174,10 +176,10 @@ def reply(reply):  # type: ignore[no-untyped-def]
     back from a resumed turn's record, paid for when first asked), ``outer_call``;
     ``remember``/``entries`` in a turn.
 
-    Hears, or replaces: a handler may return a `functai.Reply` (or
-    ``Change(reply=..., note=...)``), which later handlers see and the call
-    reads instead. A raising handler stops the call: a redaction that failed
-    must not let the reply through.
+    Hears, or replaces: a handler may return a `functai.Reply` (its ``note``
+    says why), which later handlers see and the call reads instead. A raising
+    handler stops the call: a redaction that failed must not let the reply
+    through.
     """
 
 
@@ -190,10 +192,12 @@ def tool_call(tool):  # type: ignore[no-untyped-def]
     ``invocation`` (1, 2, … within the asking call), ``id`` (the model's
     tool-call id), ``function``, ``settings``, ``key`` (the tool call's
     idempotency key, as `functai.tool_key` gives it inside the tool); method
-    ``ask(reason=None, *, decide=None)`` asks a person.
+    ``ask(question=None, *, decide=None)`` asks a person, once every handler
+    has run.
 
-    Change: ``inputs`` (merged into the tool's input), ``block`` (the tool may
-    not run, and why; the first block ends the hook).
+    Change: ``inputs`` (merged into the tool's input). A `functai.FunctAIError`
+    the handler raises refuses the tool: it does not run, the model is told
+    why, and the first refusal ends the hook.
     """
 
 
@@ -211,7 +215,7 @@ def tool_error(failure):  # type: ignore[no-untyped-def]
     the tool again with the same input, as ``model_error``'s ``retry`` asks
     the model again: a tool that does not only read must be
     ``@tool(idempotent=True)``; at most ``max_tool_retries`` times per tool
-    call). ``retry=True`` is the old spelling of ``retry=0`` (it warns).
+    call).
     """
 
 

@@ -102,6 +102,8 @@ class Reply:
     id: str | None = attrs.field(default=None, eq=False)
     #: The model that answered, as the server names it (it may differ from the one asked).
     model: str | None = attrs.field(default=None, eq=False)
+    #: A plugin's answer: where it came from (at most 200 characters), kept beside it in the record.
+    note: str | None = attrs.field(default=None, eq=False)
 
 
 @runtime_checkable

@@ -37,9 +37,8 @@ def before_call(call: Any) -> functai.Change | None:
 
 
 @functai.hookimpl
-def tool_call(tool: Any) -> functai.Change | None:
-    """Block the tools this host never lets a model run."""
+def tool_call(tool: Any) -> None:
+    """Refuse the tools this host never lets a model run."""
     reason = BLOCKED_TOOLS.get(tool.name)
-    if reason is None:
-        return None
-    return functai.Change(block=reason)
+    if reason is not None:
+        raise functai.FunctAIError(reason, code="tool-not-allowed")

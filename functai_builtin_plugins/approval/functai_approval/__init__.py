@@ -51,7 +51,7 @@ def ask_when_the_rule_says(tool: Any) -> None:
     if not selects(rule, tool):
         return None
     if callable(rule):
-        tool.ask(decide=rule)
+        tool.ask(decide=lambda question: rule(question.about))  # the approve function is given the tool call
     else:
         tool.ask()
     return None

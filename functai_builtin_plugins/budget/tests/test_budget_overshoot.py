@@ -97,10 +97,10 @@ def random_decide(rng: random.Random, books: Books):
         books.answered["function"] += 1
         choice = rng.random()
         if choice < 0.3:
-            books.grant(question["extend"])
+            books.grant(question.extend)
             return True
         if choice < 0.6:
-            amount = question["extend"] * rng.choice([0.01, 0.2, 1.5])
+            amount = question.extend * rng.choice([0.01, 0.2, 1.5])
             books.grant(amount)
             return amount
         return rng.choice([False, "no more"])

@@ -30,7 +30,7 @@ from budget_program import (
 from functai_budget import budget, estimate
 
 import functai
-from functai import Change, Plugin, Reply, ai
+from functai import Plugin, Reply, ai
 from functai.testing import ScriptedLM
 
 pytestmark = pytest.mark.usefixtures("functai_isolated")  # functai's pytest plugin
@@ -370,8 +370,7 @@ def test_a_request_another_plugin_answers_is_not_counted(answering_first):
 
     @canned.request
     def answer(event):
-        return Change(reply=Reply(text="from the cache", finish_reason="stop",
-                                  usage={"input_tokens": 500, "output_tokens": 500}))
+        return Reply(text="from the cache", finish_reason="stop", usage={"input_tokens": 500, "output_tokens": 500})
 
     lm = ScriptedLM(reply=spend_all)
     guard = budget(tokens=1500, per="conversation", ask_at=1)

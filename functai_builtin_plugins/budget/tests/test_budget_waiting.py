@@ -304,8 +304,8 @@ def fails(question):
 
 @pytest.mark.parametrize("answer, extended, sent, warns", [
     (lambda question: True, [0.5], True, False),                      # the offer: the budget again
-    (lambda question: question["extend"] * 4, [2.0], True, False),   # a number: that much
-    (lambda question: question["extend"] / 10, [0.05], False, False),  # that much, still too little
+    (lambda question: question.extend * 4, [2.0], True, False),   # a number: that much
+    (lambda question: question.extend / 10, [0.05], False, False),  # that much, still too little
     (lambda question: False, [], False, False),
     (lambda question: "not this month", [], False, False),
     (lambda question: ["yes"], [], False, True),                      # not an answer: refuses
@@ -316,7 +316,7 @@ def test_a_function_answers_instead_of_a_person(answer, extended, sent, warns, r
     asked = []
 
     def decide(question):
-        asked.append(dict(question))
+        asked.append(question)
         return answer(question)
 
     lm = ScriptedLM(reply=spend_all)
@@ -332,8 +332,8 @@ def test_a_function_answers_instead_of_a_person(answer, extended, sent, warns, r
     assert len(lm.requests) == int(sent)
     assert extensions(chat) == [{"tokens": pytest.approx(share * cost)} for share in extended]
     [question] = asked
-    assert question["kind"] == "request" and question["extend"] == 0.5 * cost
-    assert question["question"].startswith(f"this conversation has used 0 tokens of {tokens(0.5 * cost)}")
+    assert isinstance(question.about, functai.events.Request) and question.extend == 0.5 * cost
+    assert question.text.startswith(f"this conversation has used 0 tokens of {tokens(0.5 * cost)}")
     warned = [str(w.message) for w in recwarn if issubclass(w.category, RuntimeWarning)]
     assert any("decide function" in text for text in warned) == warns
 

@@ -15,7 +15,7 @@ import time
 import warnings
 from typing import Any
 
-from functai import Change, FunctAIError, Plugin, Reply
+from functai import FunctAIError, Plugin, Reply
 
 from .key import KEY_VERSION, canonical, request_key
 from .stores import CacheStore, Entry, MemoryCache, open_cache_store
@@ -42,8 +42,8 @@ def entry_of(reply: Reply, call: str | None, at: float) -> Entry:
     }
 
 
-def answer_of(entry: Entry) -> Change:
-    """The change that answers with a kept reply, its note naming the call that paid for it."""
+def answer_of(entry: Entry) -> Reply:
+    """The kept reply, as an answer whose note names the call that paid for it."""
     data = entry["reply"]
     calls = data.get("tool_calls") or ()
     if calls:
@@ -52,10 +52,9 @@ def answer_of(entry: Entry) -> Change:
         tool_calls = tuple(ToolCall(id=c["id"], name=c["name"], input=c["input"]) for c in calls)
     else:
         tool_calls = ()
-    reply = Reply(text=data.get("text"), tool_calls=tool_calls, finish_reason=data.get("finish_reason"),
-                  usage=data.get("usage") or {})
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry["at"]))
-    return Change(reply=reply, note=f"cached reply of call {entry.get('call')} ({when})"[:200])
+    return Reply(text=data.get("text"), tool_calls=tool_calls, finish_reason=data.get("finish_reason"),
+                 usage=data.get("usage") or {}, note=f"cached reply of call {entry.get('call')} ({when})"[:200])
 
 
 def _checked_ttl(ttl: object) -> float | None:
@@ -81,9 +80,9 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
     # last: its request handler sees the request as every other plugin left it, as it will be sent
     plugin = Plugin(name, version=__version__, last=True,
                     description=f"cache({shown!r}{'' if seconds is None else f', ttl={ttl}'})")
-    # In memory, a text answer is built once and handed out again: a Change and its Reply are
-    # read-only. (One with tool calls is built afresh each time: a tool may change its input.)
-    built: dict[str, tuple[float, Change]] | None = {} if isinstance(where, MemoryCache) else None
+    # In memory, a text answer is built once and handed out again: a Reply is read-only.
+    # (One with tool calls is built afresh each time: a tool may change its input.)
+    built: dict[str, tuple[float, Reply]] | None = {} if isinstance(where, MemoryCache) else None
 
     def failed(doing: str, error: Exception) -> None:
         warnings.warn(f"functai: plugin {name!r}: {doing} the cache {where!r} failed "
@@ -99,7 +98,7 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
         return request_key(event.request, event.endpoint, salt)
 
     @plugin.request
-    def answer_from_cache(event: Any) -> Change | None:
+    def answer_from_cache(event: Any) -> Reply | None:
         key = key_of(event, "reading")
         if key is None:
             return None

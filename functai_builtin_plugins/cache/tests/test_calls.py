@@ -160,7 +160,7 @@ def test_a_reply_another_plugin_answered_is_not_kept_and_a_hit_is_not_kept_again
 
     @canned.request
     def answer(event):
-        return Change(reply=Reply(text="Canned", finish_reason="stop"), note="canned")
+        return Reply(text="Canned", finish_reason="stop", note="canned")
 
     lm = ScriptedLM([PARIS])
     the_cache = cache()

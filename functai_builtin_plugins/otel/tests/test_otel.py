@@ -147,7 +147,11 @@ def test_a_failed_call_has_error_status_and_a_failed_tool_is_marked(spans):
 
 def test_changes_are_span_events_and_content_only_when_the_record_keeps_it(spans):
     brief = Plugin("brief", version="2.1.0", before_call=lambda call: Change(sections=["SECRET SECTION"]))
-    no_refunds = Plugin("no-refunds", tool_call=lambda t: Change(block="NOT TODAY") if t.name == "refund" else None)
+    def not_today(tool):
+        if tool.name == "refund":
+            raise functai.FunctAIError("NOT TODAY", code="no-refunds")
+
+    no_refunds = Plugin("no-refunds", tool_call=not_today)
     functai.configure(client=ScriptedLM([tool_call("refund", {"order": "SECRET-ORDER"}), "SECRET ANSWER"]),
                       plugins=[brief, no_refunds, spans.otel])
     support("SECRET QUESTION")

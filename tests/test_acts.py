@@ -1,0 +1,269 @@
+"""One form per act, the same on every hook and every driver: answer with a Reply, refuse by
+raising a FunctAIError, ask with one ``decide`` rule; each older spelling still works and warns,
+naming the new form."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import re
+import warnings
+
+import functai_approval
+import pytest
+
+import functai
+from functai import Change, FunctAIError, Plugin, PluginError, Reply, ai, tool
+from functai._hooks.change import HOOK_FIELDS, OLD_FIELDS
+from functai.testing import ScriptedLM, tool_call
+
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.fixture(params=["sync", "async", "stream"])
+def run(request):
+    """``run(fn, *args)`` → (value, record): the call made by one driver."""
+
+    def call(fn, *args):
+        if request.param == "sync":
+            return fn.run(*args)
+        if request.param == "async":
+            return asyncio.run(fn.arun(*args))
+        with fn.stream(*args) as stream:
+            for _ in stream:
+                pass
+        return stream.value, stream.record
+
+    return call
+
+
+@tool(effects="changes")
+def refund(order: str) -> str:
+    """Refund an order."""
+    refunded.append(order)
+    return f"refunded {order}"
+
+
+refunded: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    refunded.clear()
+
+
+def _fn(lm, plugins, **settings):
+    @ai(client=lm, plugins=plugins, tools=[refund], **settings)
+    def support(question: str) -> str:
+        """Answer the customer."""
+        raise NotImplementedError
+
+    return support
+
+
+def _deprecations(caught):
+    return [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+
+
+# --- answer: a Reply, from request, model_error and reply ------------------------------------------
+
+def test_a_reply_answers_from_each_answering_hook_with_its_note(run):
+    def canned(event):
+        return Reply(text="from the rules", finish_reason="stop", note="rule 7")
+
+    def down(request):
+        raise functai.ModelError("the server is down", code="model-unavailable")
+
+    cases = {
+        "request": (ScriptedLM(["from the model"]), "from the rules"),
+        "model_error": (ScriptedLM(reply=down), "from the rules"),
+        "reply": (ScriptedLM(["from the model"]), "from the rules"),
+    }
+    for hook, (lm, expected) in cases.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value, record = run(_fn(lm, [Plugin("rules", **{hook: canned})]), "q")
+        assert value == expected, hook
+        [entry] = [c for c in record.changes if c["plugin"] == "rules"]
+        assert entry["hook"] == hook and entry["note"] == "rule 7", entry
+        assert _deprecations(caught) == [], hook
+
+
+def test_the_old_answer_form_still_answers_and_warns_naming_the_new_one():
+    def old(event):
+        return Change(reply=Reply(text="old", finish_reason="stop"), note="old form")
+
+    for hook in ("request", "reply"):
+        with pytest.warns(DeprecationWarning, match="return the functai.Reply itself") as caught:
+            value, record = _fn(ScriptedLM(["model"]), [Plugin("old", **{hook: old})]).run("q")
+        assert value == "old" and record.changes[-1]["note"] == "old form"
+        assert caught[0].filename == __file__  # attributed to the handler that wrote it
+
+
+def test_a_reply_note_that_is_too_long_is_refused_naming_the_note():
+    long = Plugin("long", request=lambda event: Reply(text="x", finish_reason="stop", note="n" * 201))
+    with pytest.raises(PluginError) as info:
+        _fn(ScriptedLM(["model"]), [long])("q")
+    assert (info.value.code, info.value.field, info.value.hook) == ("plugin-change", "note", "request")
+    assert "at most 200 characters" in info.value.message
+
+
+# --- refuse: raise a FunctAIError ------------------------------------------------------------------
+
+def _no_refunds(event):
+    if event.name == "refund":
+        raise FunctAIError("refunds are paused", code="refunds-paused")
+
+
+def test_a_tool_call_refusal_keeps_the_tool_from_running_and_tells_the_model(run):
+    lm = ScriptedLM([tool_call("refund", {"order": "A1"}), "sorry"])
+    value, record = run(_fn(lm, [Plugin("guard", tool_call=_no_refunds)]), "q")
+    assert value == "sorry" and refunded == []
+    shown = [m["content"] for m in lm.requests[1].messages if m["role"] == "tool"]
+    assert shown == ["This call was blocked (guard): refunds are paused"]
+    [entry] = [c for c in record.changes if c["plugin"] == "guard"]
+    assert entry["change"] == {"block": "refunds are paused", "code": "refunds-paused"}
+    assert record.tool_calls[0]["blocked"] == "guard"
+
+
+def test_the_old_block_still_blocks_and_warns():
+    def old(event):
+        return Change(block="no")
+
+    lm = ScriptedLM([tool_call("refund", {"order": "A1"}), "sorry"])
+    with pytest.warns(DeprecationWarning, match=re.escape("raise functai.FunctAIError(reason, code=...)")):
+        value, record = _fn(lm, [Plugin("old", tool_call=old)]).run("q")
+    assert refunded == [] and record.tool_calls[0]["block_reason"] == "no"
+
+
+def test_a_tool_call_handler_that_fails_still_blocks_as_a_failed_check():
+    def broken(event):
+        raise RuntimeError("the rules service is down")
+
+    lm = ScriptedLM([tool_call("refund", {"order": "A1"}), "sorry"])
+    with pytest.warns(RuntimeWarning, match="hook failed"):
+        _fn(lm, [Plugin("broken", tool_call=broken)]).run("q")
+    assert refunded == []
+
+
+def test_a_chunk_refusal_stops_the_reply_on_every_driver(run):
+    def no_secrets(chunk):
+        if "secret" in chunk.text:
+            raise FunctAIError("a secret was about to be shown", code="secret")
+
+    fn = _fn(ScriptedLM(["the secret is 42"], chunk=100), [Plugin("guard", chunk=no_secrets)])
+    with pytest.raises(PluginError) as info:
+        run(fn, "q")
+    error = info.value
+    assert (error.code, error.plugin, error.hook) == ("plugin-refused", "guard", "chunk")
+    assert error.details == {"reason": "a secret was about to be shown", "refused": "secret"}
+    assert error.record.changes[-1]["change"]["code"] == "secret"
+
+
+def test_the_old_stop_still_stops_and_warns():
+    fn = _fn(ScriptedLM(["the secret is 42"]), [Plugin("old", chunk=lambda chunk: Change(stop="no"))])
+    with pytest.warns(DeprecationWarning, match="Change\\(stop=reason\\)"), pytest.raises(PluginError) as info:
+        fn("q")
+    assert info.value.code == "plugin-refused" and "refused" not in info.value.details
+
+
+def test_a_refusal_elsewhere_ends_the_call_with_its_own_error(run):
+    def closed(call):
+        raise FunctAIError("the shop is closed", code="shop-closed")
+
+    lm = ScriptedLM(["never"])
+    with pytest.raises(FunctAIError) as info:
+        run(_fn(lm, [Plugin("hours", before_call=closed)]), "q")
+    assert info.value.code == "shop-closed" and lm.requests == []
+
+
+def test_no_act_is_a_change_field_as_well():
+    for field, (hooks, _) in OLD_FIELDS.items():
+        assert all(field not in HOOK_FIELDS[hook] for hook in hooks), field
+    with pytest.raises(PluginError) as info:
+        _fn(ScriptedLM(["x"]), [Plugin("bad", before_call=lambda call: Change(stop="no"))])("q")
+    assert info.value.field == "stop"
+
+
+# --- ask: one decide rule for requests and tool calls ----------------------------------------------
+
+ANSWERS = [(True, True), (2.5, True), (False, False), (None, False), ("not today", False)]
+
+
+@pytest.mark.parametrize("given, allowed", ANSWERS)
+def test_one_decide_rule_for_a_tool_call(given, allowed):
+    seen = []
+
+    def decide(question):
+        seen.append(question)
+        return given
+
+    asker = Plugin("asker", tool_call=lambda event: event.ask("may it run?", decide=decide))
+    _fn(ScriptedLM([tool_call("refund", {"order": "A1"}), "done"]), [asker]).run("q")
+    assert (refunded == ["A1"]) is allowed
+    [question] = seen
+    assert isinstance(question, functai.events.Question) and isinstance(question.about, functai.events.ToolCall)
+    assert (question.text, question.plugin, question.about.name) == ("may it run?", "asker", "refund")
+
+
+@pytest.mark.parametrize("given, allowed", ANSWERS)
+def test_one_decide_rule_for_a_request(given, allowed):
+    seen = []
+
+    def decide(question):
+        seen.append(question)
+        return given
+
+    def asker(event):
+        answer = event.ask("allow 5 more?", extend=5, decide=decide)
+        if not answer.allow:
+            raise FunctAIError("not allowed", code="not-allowed")
+
+    lm = ScriptedLM(["fine"])
+    if allowed:
+        _fn(lm, [Plugin("asker", request=asker)]).run("q")
+    else:
+        with pytest.raises(FunctAIError, match="not allowed"):
+            _fn(lm, [Plugin("asker", request=asker)]).run("q")
+    assert len(lm.requests) == int(allowed)
+    [question] = seen
+    assert isinstance(question.about, functai.events.Request) and (question.text, question.extend) == ("allow 5 more?", 5)
+
+
+def test_old_decide_functions_still_read_what_they_read_and_warn():
+    tool_asked = Plugin("t", tool_call=lambda event: event.ask(decide=lambda q: q.input["order"] == "A1"))
+    with pytest.warns(DeprecationWarning, match="question.about.input"):
+        _fn(ScriptedLM([tool_call("refund", {"order": "A1"}), "done"]), [tool_asked]).run("q")
+    assert refunded == ["A1"]
+
+    def request_asked(event):
+        event.ask("more?", extend=3, decide=lambda q: q["extend"] == 3 and q["kind"] == "request")
+
+    with pytest.warns(DeprecationWarning, match="read its attributes"):
+        _fn(ScriptedLM(["fine"]), [Plugin("r", request=request_asked)]).run("q")
+
+    with pytest.warns(DeprecationWarning, match=re.escape("tool.ask(question)")):
+        reason = Plugin("why", tool_call=lambda event: event.ask(reason="why?", decide=lambda q: q.text == "why?"))
+        _fn(ScriptedLM([tool_call("refund", {"order": "B2"}), "done"]), [reason]).run("q")
+    assert refunded == ["A1", "B2"]
+
+
+def test_the_approve_setting_is_still_given_the_tool_call():
+    seen = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _fn(ScriptedLM([tool_call("refund", {"order": "A1"}), "done"]), [functai_approval.plugin],
+            approve=lambda tool: seen.append(tool.name) or True).run("q")
+    assert seen == ["refund"] and refunded == ["A1"] and _deprecations(caught) == []
+
+
+# --- the page that lists it all ----------------------------------------------------------------------
+
+def test_the_whole_model_is_at_most_twenty_concepts():
+    page = (DOCS / "plugins.md").read_text()
+    section = page.split("## The whole model", 1)[1].split("\n## ", 1)[0]
+    numbered = [int(n) for n in re.findall(r"^(\d+)\. ", section, re.M)]
+    numbered += [int(n) for n in re.findall(r"^\| (\d+) \|", section, re.M)]
+    assert numbered == list(range(1, len(numbered) + 1)) and len(numbered) <= 20, numbered
+    for old in ("Change(reply=...)", "Change(block=...)", "Change(stop=...)", "Change(retry=True)"):
+        assert old in section  # each old spelling is named, with the form that replaced it
