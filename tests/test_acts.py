@@ -267,3 +267,18 @@ def test_the_whole_model_is_at_most_twenty_concepts():
     assert numbered == list(range(1, len(numbered) + 1)) and len(numbered) <= 20, numbered
     for old in ("Change(reply=...)", "Change(block=...)", "Change(stop=...)", "Change(retry=True)"):
         assert old in section  # each old spelling is named, with the form that replaced it
+
+
+def test_one_answer_path_at_a_stream_for_tool_calls_and_requests_alike():
+    asker = Plugin("asker", tool_call=lambda event: event.ask("may it run?"))
+    fn = _fn(ScriptedLM([tool_call("refund", {"order": "A1"}), "done"]), [asker])
+    asked = []
+    with fn.stream("q") as stream:
+        for event in stream:
+            if event.kind == "waiting":
+                asked += event.approvals
+                with pytest.raises(FunctAIError, match="waits for a tool call") as info:
+                    stream.approve(extend=3)  # an extension answers a request's question, not a tool call's
+                assert info.value.code == "input-invalid"
+                stream.approve()
+    assert refunded == ["A1"] and [a["question"] for a in asked] == ["may it run?"]

@@ -366,3 +366,53 @@ def test_in_a_turn_a_decide_functions_answer_carries_the_questions_key_and_event
     chat("q")
     assert seen[-1] == Answer(True, 3, None, None, "request.1.asker")
     assert outer == [(chat.head.call, chat.head.call)]  # the turn's own call is the outermost
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("answer, expected", [
+    (lambda stream: stream.approve(), Answer(True, 5.0, key="request.1.asker")),
+    (lambda stream: stream.approve(extend=7), Answer(True, 7, key="request.1.asker")),
+    (lambda stream: stream.deny(reason="too much"), Answer(False, reason="too much", key="request.1.asker")),
+    (lambda stream: None, None),  # nobody answered: as in a plain call
+], ids=["the-offer", "more", "denied", "unanswered"])
+def test_the_person_at_a_plain_stream_answers_a_request_question(mode, answer, expected):
+    seen: list = []
+    fn = _fn([_asker(seen)], ["fine"])
+    waiting = []
+
+    def hear(stream, event):
+        if event.kind == "waiting":
+            waiting.append(event.approvals)
+            answer(stream)
+
+    if mode == "sync":
+        with fn.stream("q") as stream:
+            for event in stream:
+                hear(stream, event)
+    else:
+        async def consume():
+            async with fn.astream("q") as stream:
+                async for event in stream:
+                    hear(stream, event)
+            return stream
+
+        stream = asyncio.run(consume())
+    [[question]] = waiting
+    assert (question["kind"], question["question"], question["extend"]) == ("request", "allow 5 more?", 5.0)
+    assert seen[-1] == expected and stream.value == "fine"
+    [decided] = [c for c in stream.record.changes if c["plugin"] == "asker"]  # the hook ran again: recorded once
+    assert decided["change"] == {"decision": "asked"}
+
+
+def test_a_request_question_at_a_stream_takes_no_inputs_and_a_tool_call_no_extension():
+    fn = _fn([_asker([])], ["fine"])
+    with fn.stream("q") as stream:
+        for event in stream:
+            if event.kind == "waiting":
+                with pytest.raises(FunctAIError, match="extend= instead") as info:
+                    stream.approve(inputs={"x": 1})
+                assert info.value.code == "input-invalid"
+                with pytest.raises(FunctAIError, match="a number from 0 up"):
+                    stream.approve(extend=-1)
+                stream.approve(extend=2)
+    assert stream.value == "fine"

@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any, Mapping, Sequence, TypeGuard
 
-from .._errors import Waiting
+from .._errors import FunctAIError, Waiting
 from .._hooks.events import Answer, Decide, Question
 from .._log import warn
 from .outputs import to_jsonable
@@ -109,6 +109,17 @@ def stale_error(path: str, approved: Mapping[str, Any], asked: Mapping[str, Any]
 def _short(value: Any) -> str:
     text = json.dumps(to_jsonable(value), ensure_ascii=False)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+class AskedAtStream(FunctAIError):
+    """Raised through a hook's handlers when the person at a stream can be asked: the driver asks
+    (`functai._calls.steps.Ask`) and the hook runs again with the answer."""
+
+    code = "approval-asked"
+
+    def __init__(self, approval: dict[str, Any]) -> None:
+        super().__init__("a person at the stream is asked")
+        self.approval = approval
 
 
 def decided(decide: Decide, question: Question, function: str) -> Answer:

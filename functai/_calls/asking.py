@@ -25,12 +25,12 @@ from .._models import providers
 from .._models.endpoint import endpoint_of
 from .._models.providers import server_of
 from .._models.request import Client, Reply, Request
-from .approvals import decided, is_extension
+from .approvals import AskedAtStream, decided, is_extension
 from .guards import STOPPED, GuardedSend, Guards
 from .limits import Budget
 from .records import CallRecord
 from .scope import TurnScope
-from .steps import Note, Pause, Send, Steps
+from .steps import Ask, Note, Pause, Send, Steps
 
 if TYPE_CHECKING:
     from .function import AIFunction
@@ -101,6 +101,8 @@ class Asker:
         self.heard = record.heard if values.get("record_timing") else None
         #: Requests a plugin answered instead of the model (a reply's ``attempt`` counts them too).
         self.answered = 0
+        #: Answers the person at the stream gave to request questions, by key; None: nobody answers.
+        self.at_stream: dict[str, Answer] | None = {} if listen else None
 
     def ask(self, request: Request) -> Steps[Reply]:
         """The reply to ``request``: the model's, or a plugin's; replaced by ``reply`` handlers."""
@@ -113,7 +115,7 @@ class Asker:
             sent, reply, answered, entry = request, None, None, None
             ordinal, recorded = scope.next_request() if scope is not None else (0, False)
             if self.on_request:
-                sent, reply, answered = yield from self.request_hook(request, ordinal, recorded)
+                sent, reply, answered = yield from self._asked_at_stream(request, ordinal, recorded)
                 if answered is not None:
                     entry = record.changes[-1]
             seconds = 0.0
@@ -190,6 +192,26 @@ class Asker:
         self.record.attempts -= 1  # read from the record, and no model had been asked for it
         return reply, answered["plugin"]
 
+    def _asked_at_stream(self, request: Request, ordinal: int,
+                         recorded: bool) -> Steps[tuple[Request, Reply | None, str | None]]:
+        """`request_hook`; when a handler asks the person at the stream, the driver asks, and the hook
+        runs again with the answer (nobody answered: ``ask`` returns None, as in a plain call)."""
+        first = len(self.record.changes)
+        while True:
+            try:
+                return (yield from self.request_hook(request, ordinal, recorded))
+            except AskedAtStream as asking:
+                del self.record.changes[first:]
+                question = asking.approval
+                given = yield Ask(question, None)
+                if given is None or self.at_stream is None:
+                    self.at_stream = None
+                    continue
+                allow, reason, extend = given
+                self.at_stream[question["key"]] = Answer(
+                    allow, (question["extend"] if extend is None else extend) if allow else None, reason, None,
+                    question["key"])
+
     def request_hook(self, request: Request, ordinal: int = 0,
                      recorded: bool = False) -> Steps[tuple[Request, Reply | None, str | None]]:
         """Fold ``request``: the request as handlers left it, and a reply when one answered it.
@@ -208,7 +230,7 @@ class Asker:
             try:
                 result = yield from call_handler_steps(plugin, "request", handler, event)
             except FunctAIError as error:
-                if not isinstance(error, (Waiting, PluginError)):
+                if not isinstance(error, (Waiting, PluginError, AskedAtStream)):
                     record.changes.append(change_record(plugin, "request", {"refused": error.code}, None, None,
                                                         _short(error.message)))
                 raise
@@ -247,8 +269,14 @@ class Asker:
         key = f"request.{event._ordinal}.{plugin}" if scope is not None and scope.waits else None
         if decide is not None:
             return attrs.evolve(decided(decide, Question(question, extend, plugin, event), self.fn.name), key=key)
-        if key is None or scope is None:  # a plain call: nobody can be asked
-            return None
+        if key is None or scope is None:
+            if self.at_stream is None:  # a plain call: nobody can be asked
+                return None
+            key = f"request.{self.record.attempts + self.answered + 1}.{plugin}"
+            answer = self.at_stream.get(key)
+            if answer is None:
+                raise AskedAtStream({"key": key, **asked})
+            return answer
         found = (scope.answers(key) or {}).get(key)
         if found is not None:
             allow = found["allow"]

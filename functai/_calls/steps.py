@@ -154,9 +154,11 @@ class Pause(Effect):
 
 
 class Ask(Effect):
-    """Ask the person at the stream whether a tool call may run: ``(allow, reason, inputs)``, or
-    None when nobody answered (then the call goes on as it would without a stream). ``takes``:
-    the tool's inputs (`functai._calls.toolinputs.ToolInputs`), which an edit on approving may change."""
+    """Ask the person at the stream whether a tool call may run, or a question a plugin asked before a
+    request: ``(allow, reason, given)`` — ``given`` the edited inputs of a tool call, the extension
+    granted for a request — or None when nobody answered (then the call goes on as it would without a
+    stream). ``takes``: the tool's inputs (`functai._calls.toolinputs.ToolInputs`), which an edit on
+    approving may change; None for a request's question."""
 
     __slots__ = ("approval", "takes")
 

@@ -13,7 +13,7 @@ import contextvars
 from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from .._errors import FunctAIError, approval_answered
-from .approvals import named_key
+from .approvals import is_extension, named_key
 from .toolinputs import ToolInputs, check_edit
 from .guards import Guarding, Pending
 from .run import now_text
@@ -92,13 +92,27 @@ class _Stream(Generic[V]):
                 pass
 
     def approve(self, approval: Mapping[str, Any] | str | None = None, *,
-                inputs: Mapping[str, Any] | None = None) -> None:
-        """Allow the tool call the last ``"waiting"`` event is about (before asking for the next event);
-        with ``inputs``, allow it with these inputs changed (the handlers and the rule see the edit)."""
+                inputs: Mapping[str, Any] | None = None, extend: float | None = None) -> None:
+        """Allow what the last ``"waiting"`` event asks about (before asking for the next event): a tool
+        call — with ``inputs``, with these inputs changed (the handlers and the rule see the edit) — or
+        a question a plugin asked before a request — with ``extend``, that much more than it offered."""
+        asking = self._asking or {}
+        if asking.get("kind") == "request":
+            if inputs is not None:
+                raise FunctAIError("approving with inputs= edits a tool call; the stream waits for a question "
+                                   "asked before a request: answer it with extend= instead", code="input-invalid")
+            if extend is not None and not is_extension(extend):
+                raise FunctAIError(f"approve(extend=...) is a number from 0 up, not {extend!r}", code="input-invalid")
+            self._give(approval, (True, None, extend))
+            return
+        if extend is not None:
+            raise FunctAIError("approve(extend=...) answers a question a plugin asked before a request (a "
+                               "budget's); the stream waits for a tool call", code="input-invalid")
         self._give(approval, (True, None, inputs))
 
     def deny(self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None) -> None:
-        """Refuse the tool call the last ``"waiting"`` event is about; the model is shown ``reason``."""
+        """Refuse what the last ``"waiting"`` event asks about: a tool call (the model is shown
+        ``reason``), or a question asked before a request (the plugin is given ``reason``)."""
         self._give(approval, (False, reason, None))
 
     def _give(self, approval: Mapping[str, Any] | str | None, answer: tuple[bool, str | None, Any]) -> None:
@@ -110,7 +124,8 @@ class _Stream(Generic[V]):
             key = named_key(approval)
             if key != asking["key"]:
                 raise FunctAIError(f"the stream waits for {asking['key']!r}, not {key!r}", code="turn-not-waiting")
-        if answer[2] is not None:  # refused here, the stream still waiting: an edit names the tool's own inputs
+        # an edit names the tool's own inputs: refused here, the stream still waiting
+        if answer[2] is not None and asking.get("kind") != "request":
             answer = (True, None, check_edit(answer[2], self._takes, asking["name"]))
         given = self._answer
         if given is not None and given[0] != answer[0]:

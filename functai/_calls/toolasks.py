@@ -16,7 +16,7 @@ from .._hooks.fold import call_handler_steps, folded, record, refusal
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
 from .._log import warn
-from .approvals import CHECK_FAILED, decided, digest, edited_digest, key_of, settle, stale_error
+from .approvals import CHECK_FAILED, AskedAtStream, decided, digest, edited_digest, key_of, settle, stale_error
 from .outputs import to_jsonable
 from .records import CallRecord
 from .scope import TurnScope
@@ -133,7 +133,7 @@ class Asking:
         if answered is not None:
             return answered["allow"], answered.get("reason")
         if self.listen:
-            raise _Asking(approval)
+            raise AskedAtStream(approval)
         if waits:
             if stale is not None and stale.get("approval"):
                 approved = stale["approval"]
@@ -160,16 +160,6 @@ class Asking:
                     set_field(event, "settings", MappingProxyType({**self.settings, "approve": rule}))
                     yield plugin, handler
                 set_field(event, "settings", self.settings)
-
-
-class _Asking(FunctAIError):
-    """Raised through the ``tool_call`` handlers when a person at a stream can be asked."""
-
-    code = "approval-asked"
-
-    def __init__(self, approval: dict[str, Any]) -> None:
-        super().__init__("a person at the stream is asked")
-        self.approval = approval
 
 
 def _put_question(event: ToolCallEvent, reason: str | None, decide: Any) -> None:

@@ -8,24 +8,24 @@ changes things twice (a started one is settled by its ``reconcile``, or left unk
 
 from __future__ import annotations
 
-import warnings
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence, cast
 
 from .._errors import FunctAIError, Waiting
 from .._hooks.change import Change
 from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, set_field
-from .._hooks.fold import first_act, fold_part, record as record_change, refuse, resume
+from .._hooks.fold import deprecated, first_act, fold_part, record as record_change, refuse, resume
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
 from .._models.request import Reply
 from .._models.toolcall import ToolCall
+from .approvals import AskedAtStream
 from .function import AIFunction
 from .layout import render_value
 from .records import CallRecord
 from .scope import TurnScope
 from .steps import Ask, Invoke, Note, Pause, Steps, in_thread, run_awaitable
-from .toolasks import Asking, _Asking, _put_question, _refused
+from .toolasks import Asking, _put_question, _refused
 from .toolkey import call_key, running
 
 from .tools import ProgramTool, Reconcile, as_tool
@@ -153,7 +153,7 @@ class ToolRunner(Asking):
             try:
                 stopped = yield from self._tool_call_hook(event, entry, site)
                 return event, stopped
-            except _Asking as asking:  # a person at the stream may answer: the hook runs again with it
+            except AskedAtStream as asking:  # a person at the stream may answer: the hook runs again with it
                 del self.record.changes[first_change:]
                 answer = yield Ask(asking.approval, found.inputs)
                 if answer is None:
@@ -299,7 +299,7 @@ class ToolRunner(Asking):
         plugin, handler, change = acted
         if change.retry is not None:
             if change.retry is True:
-                _deprecated(handler, f"plugin {plugin.name!r}: Change(retry=True) in tool_error is Change(retry=0) now "
+                deprecated(handler, f"plugin {plugin.name!r}: Change(retry=True) in tool_error is Change(retry=0) now "
                                      "(retry is the seconds to wait before running it again, as in model_error); True "
                                      "still runs it again at once")
             if found.effects != "reads" and not found.idempotent:
@@ -387,19 +387,6 @@ class _Reconciling:
         if value is not None and hasattr(value, "__await__"):
             value = await value
         return value
-
-
-def _deprecated(handler: Any, message: str) -> None:
-    """A `DeprecationWarning` attributed to the handler that wrote the old spelling (where Python's
-    filters look: shown for a handler in ``__main__`` and under test runners, as for any deprecation)."""
-    code = getattr(handler, "__code__", None)
-    where = getattr(handler, "__globals__", None)
-    if code is None or where is None:
-        warnings.warn(message, DeprecationWarning, stacklevel=3)
-        return
-    warnings.warn_explicit(message, DeprecationWarning, code.co_filename, code.co_firstlineno,
-                           module=where.get("__name__", "?"), registry=where.setdefault("__warningregistry__", {}),
-                           module_globals=where)
 
 
 def _shown(value: Any, entry: dict[str, Any]) -> str:
