@@ -12,9 +12,14 @@ import os
 import sys
 from typing import Any, TextIO
 
-import functai
-
-from . import Change, FunctAIError, Plugin, ai, tool
+from ._builtins import compaction, delegate
+from ._calls.function import ai
+from ._calls.records import read_calls
+from ._calls.tools import tool
+from ._errors import FunctAIError
+from ._hooks.change import Change
+from ._hooks.plugin import Plugin
+from ._layers import configure, settings as in_settings
 from ._cli import main as cli
 from ._cli.common import location, table
 from ._models.request import Request
@@ -115,11 +120,11 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
 
     audit = Plugin("audit", version="0.2.0", before_call=lambda call: Change(settings={"temperature": 0}))
     guard = Plugin("no-deletes", tool_call=no_deletes)
-    functai.configure(plugins=[audit, guard], log_calls=calls, **settings)  # the process layer
+    configure(plugins=[audit, guard], log_calls=calls, **settings)  # the process layer
     careful = Plugin("careful", before_call=lambda call: Change(sections=["Avoid jargon."]))
 
     print("\n1. An AI function with plugins in three layers", file=out)
-    with functai.settings(plugins=[careful]):  # a block layer
+    with in_settings(plugins=[careful]):  # a block layer
         answer, record = explain.run("plugins in functai")
     print(f"   explain('plugins in functai') -> {answer!r}", file=out)
     print(f"   rate_clarity(...) -> {rate_clarity(answer)!r}", file=out)
@@ -131,8 +136,8 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
 
     print("\n2. A conversation with a guarded tool, a delegate and compaction", file=out)
     try:
-        extras = [functai.compaction(keep=2, every=2)]
-        researcher = functai.delegate(research, description="Look things up in the course notes.")
+        extras = [compaction(keep=2, every=2)]
+        researcher = delegate(research, description="Look things up in the course notes.")
     except FunctAIError as error:
         print(f"   (skipped: {error.message})", file=out)
         _next_steps(out, folder, calls, record.id, None, None)
@@ -173,7 +178,7 @@ def _fresh_id(store: str) -> str:
 def _turn_record(calls: str, conversation: str) -> Any:
     """The newest call record of a turn's own call in ``conversation``."""
     found = None
-    for record in functai.read_calls(calls):
+    for record in read_calls(calls):
         if record.conversation and record.conversation.get("id") == conversation and "parent" in record.conversation:
             found = record
     return found
