@@ -11,6 +11,7 @@ import functai
 from functai import ai, _codec as codec
 from functai._calls import records
 from functai.testing import ScriptedLM
+import attrs
 import msgspec
 parser = argparse.ArgumentParser()
 parser.add_argument("--before", required=True, help="a checkout whose functai/_calls/records.py is the old call log")
@@ -35,14 +36,15 @@ new_log = records._by_folder[os.path.join(tmp, "new")]
 old.append(os.path.join(tmp, "old"), rec)
 old_log = next(iter(old._logs.values()))
 fd = os.open(os.path.join(tmp, "bare"), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-from functai._calls import logline
-struct = logline._Line(*(data.get(name, msgspec.UNSET) for name in logline._Line.__struct_fields__))
+names = [field.name for field in attrs.fields(records.CallRecord)]
+struct = msgspec.defstruct("_Line", names)(*(data.get(name, msgspec.UNSET) for name in names))
+encode = records._line_encoder()
 struct_line = raw(struct)
-assert struct_line == logline.encode(rec) == line[:-1]
+assert struct_line == encode(rec) == line[:-1]
 
 
 def nan_check(out: bytes) -> bool:
-    """What logline.encode adds to the encoding when a record's data fields are not plainly finite."""
+    """What the line encoder adds to the encoding when a record's data fields are not plainly finite."""
     r = rec
     return out.count(b"null") != (r.parent is None) + (r.output is None) + (r.error is None) \
         + (r.instruction is None) + (r.model is None) + (r.finish_reason is None) + (r.reasoning is None) \
@@ -55,7 +57,7 @@ cases = {
     "old: json encode + str.encode": lambda: (enc_old.encode(data) + "\n").encode(),
     "codec.dumps of to_dict's dict (with the NaN check)": lambda: codec.dumps(data, non_finite="text"),
     "msgspec encode of the dict alone": lambda: raw(data),
-    "new: logline.encode (record → line, the NaN check included)": lambda: logline.encode(rec),
+    "new: the line encoder (record → line, the NaN check included)": lambda: encode(rec),
     "msgspec encode of logline's Struct alone": lambda: raw(struct),
     "counting nulls against Nones (the NaN check of a record with tool calls, changes …)": lambda: nan_check(struct_line),
     "old: _Log.append (flock, fstat, write, unlock)": lambda: old_log.append(line),

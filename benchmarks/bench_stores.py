@@ -16,7 +16,7 @@ import functai
 from functai import ai
 from functai._stores import FolderStore, MemoryStore, open_store
 from functai._layers import reset
-from functai._stores.urls import forget
+from functai._stores.opening import forget
 from functai.testing import ScriptedLM
 
 

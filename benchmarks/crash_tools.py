@@ -276,7 +276,7 @@ def rounds(store: str, label: str, point: str, kills: int, rng: random.Random, p
 
 def final_states(store: str, prefix: str, count: int) -> Counter[str]:
     """Every round's turn state, read again at the end (after the last fork)."""
-    from functai._stores.urls import forget
+    from functai._stores.opening import forget
 
     functai.configure(client=model())
     states: Counter[str] = Counter()

@@ -11,7 +11,6 @@ import errno
 import os
 
 from ._errors import FunctAIError
-from ._models.keys import SecretURL
 
 #: What each ``errno`` means for someone who has to fix it.
 _WHY = {
@@ -132,30 +131,3 @@ def read_only(path: str) -> bool:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except (OSError, AttributeError):
         return False
-
-
-#: Call log locations already found writable in this process (each is checked once).
-_checked_logs: set[object] = set()  # a URL with a password: by its handle
-
-
-def check_log_calls(value: object) -> None:
-    """Refuse a ``log_calls`` folder or URL that cannot be written, before a model is paid for (once per place)."""
-    if type(value) is str and value in _checked_logs:  # every logged call after the first: nothing to do
-        return
-    if isinstance(value, SecretURL):  # a URL with a password (FUNCTAI_LOG_CALLS, or configure's handle)
-        path: str | SecretURL = value
-    elif value and isinstance(value, (str, os.PathLike)) and isinstance(os.fspath(value), str):
-        path = check_folder_name(os.fspath(value))
-    else:
-        return
-    if path in _checked_logs:
-        return
-    if isinstance(path, SecretURL) or ":" in path or path.endswith((".db", ".sqlite", ".sqlite3")):
-        from ._stores.calllog import check_log_url, is_log_url  # not at import: `import functai` stays light
-
-        if is_log_url(path):  # a database: its URL and, for SQLite, its file's folder
-            check_log_url(path)
-            _checked_logs.add(path)
-            return
-    check_folder(str(path), "call log", file="calls.jsonl")  # (a SecretURL is always a URL)
-    _checked_logs.add(path)

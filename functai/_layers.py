@@ -14,14 +14,14 @@ from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from ._files import check_log_calls
+from ._files import check_folder, check_folder_name
 from ._hooks.adapt import as_plugins
 from ._hooks.installed import installed
 from ._hooks.order import Plan, cached_plan
 from ._hooks.plugin import Plugin
 from ._hooks.timing import timed
 from ._log import warn
-from ._models.keys import hide_headers, hide_key, hide_url, refuse_url_credentials
+from ._models.keys import SecretURL, hide_headers, hide_key, hide_url, refuse_url_credentials
 from ._models.request import MODEL_SETTING_CHECKS, MODEL_SETTINGS, whole
 
 
@@ -43,6 +43,33 @@ def _flag(name: str, value: Any) -> None:
 def _client(name: str, value: Any) -> None:
     if not callable(getattr(value, "complete", None)):
         raise TypeError(f"client must have a complete(request) method (a model client), not {type(value).__name__}")
+
+
+#: Call log locations already found writable in this process (each is checked once).
+_checked_logs: set[object] = set()  # a URL with a password: by its handle
+
+
+def check_log_calls(value: object) -> None:
+    """Refuse a ``log_calls`` folder or URL that cannot be written, before a model is paid for (once per place)."""
+    if type(value) is str and value in _checked_logs:  # every logged call after the first: nothing to do
+        return
+    if isinstance(value, SecretURL):  # a URL with a password (FUNCTAI_LOG_CALLS, or configure's handle)
+        path: str | SecretURL = value
+    elif value and isinstance(value, (str, os.PathLike)) and isinstance(os.fspath(value), str):
+        path = check_folder_name(os.fspath(value))
+    else:
+        return
+    if path in _checked_logs:
+        return
+    if isinstance(path, SecretURL) or ":" in path or path.endswith((".db", ".sqlite", ".sqlite3")):
+        from ._stores.calllog import check_log_url, is_log_url  # not at import: `import functai` opens no store
+
+        if is_log_url(path):  # a database: its URL and, for SQLite, its file's folder
+            check_log_url(path)
+            _checked_logs.add(path)
+            return
+    check_folder(str(path), "call log", file="calls.jsonl")  # (a SecretURL is always a URL)
+    _checked_logs.add(path)
 
 
 def _log_calls(name: str, value: Any) -> None:

@@ -35,7 +35,7 @@ def postgres_url(postgres_server):
             warnings.warn(why, pytest.PytestWarning)
         _unavailable.append(why)
         pytest.skip(why)
-    from functai._stores.urls import forget
+    from functai._stores.opening import forget
 
     url = postgres_server.new_url()
     yield url
@@ -74,7 +74,7 @@ def durable_store(request, tmp_path):
     url = store_url(request.param, tmp_path, request)
     yield url
     if request.param == "sqlite":
-        from functai._stores.urls import forget
+        from functai._stores.opening import forget
 
         forget(url)
 
@@ -94,6 +94,6 @@ def durable_log(request, tmp_path):
     url = "sqlite:///" + str(tmp_path / "calls.db") if request.param == "sqlite" else request.getfixturevalue(
         "postgres_url")
     yield url
-    from functai._stores.urls import forget
+    from functai._stores.opening import forget
 
     forget(url)

@@ -287,7 +287,7 @@ def _end_the_log_connection(url: str) -> None:
     """End the server session the call log's store holds, as a server restart or an admin would."""
     from store_fixtures import raw_sql
 
-    from functai._stores.urls import open_url
+    from functai._stores.opening import open_url
 
     pid = open_url(url)._conn.info.backend_pid
     run = raw_sql(url)

@@ -246,7 +246,7 @@ def _with_password(url: str) -> str:
 
 
 def test_a_postgresql_password_is_in_no_frame_of_a_failing_call(answers_400: None, postgres_url: str) -> None:
-    from functai._stores.urls import forget
+    from functai._stores.opening import forget
 
     url = _with_password(postgres_url)
     functai.configure(log_calls=url)

@@ -33,7 +33,7 @@ def crash_tools(install):
 def crash_store(request, tmp_path):
     url = store_url(request.param, tmp_path, request)
     yield request.param, url
-    from functai._stores.urls import forget
+    from functai._stores.opening import forget
 
     forget(url)
 

@@ -21,7 +21,8 @@ from functai._stores.opening import store_reference
 from functai._evaluation.ratings import read_ratings
 from functai._stores.postgres import PostgresStore
 from functai._stores.sqlite import SQLiteStore
-from functai._stores.urls import SCHEMA_VERSION, forget, redact, scheme_of
+from functai._stores.opening import forget
+from functai._stores.urls import SCHEMA_VERSION, redact, scheme_of
 from functai.testing import ScriptedLM
 from store_fixtures import raw_sql
 

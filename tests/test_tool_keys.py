@@ -16,7 +16,7 @@ import pytest
 import functai
 from functai import Change, FunctAIError, Plugin, Waiting, ai, tool
 from functai._conversations.scope import TurnScope
-from functai._stores.urls import forget
+from functai._stores.opening import forget
 from functai.testing import ScriptedLM, tool_call, tool_calls
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the crashes are forked processes")

@@ -243,7 +243,7 @@ def _sqlite_with_a_turn(where):
     functai.configure(client=ScriptedLM(reply=lambda r: "ok"), log_calls=url)
     echo.conversation("c", store=url)("hi")
     functai.configure(log_calls=None)
-    from functai._stores.urls import forget
+    from functai._stores.opening import forget
 
     forget(url)  # as a new process would find it: no connection open, no -wal file left
     return url
@@ -269,7 +269,7 @@ def test_a_sqlite_store_on_a_read_only_disk_reads_and_refuses_writes(tmp_path):
         _unwritable(info, where)
         assert "read-only" in info.value.message
     finally:
-        from functai._stores.urls import forget
+        from functai._stores.opening import forget
 
         forget("sqlite:///" + str(where / "s.db"))
         subprocess.run(["umount", "-l", str(where)], check=False)
@@ -305,7 +305,7 @@ def test_a_full_disk_under_a_sqlite_store_is_store_unwritable(tmp_path):
         os.remove(where / "filler")  # space again: it goes on
         assert store.count("c") == before and store.append("c", [{"n": 1}], expect=before) == before + 1
     finally:
-        from functai._stores.urls import forget
+        from functai._stores.opening import forget
 
         for name in ("s.db", "new.db"):
             forget("sqlite:///" + str(where / name))
@@ -357,7 +357,7 @@ def test_a_sqlite_store_another_user_may_only_read(readable_by_others):
 def test_a_reader_that_may_not_write_sees_what_the_owner_writes_later(readable_by_others):
     """A store read immutable (no -shm can be made) is not read from a kept connection once its owner wrote."""
     from functai._stores import open_store
-    from functai._stores.urls import forget
+    from functai._stores.opening import forget
 
     url, env = readable_by_others
     code = (
@@ -385,7 +385,7 @@ def test_a_reader_that_may_not_write_sees_what_the_owner_writes_later(readable_b
 
 def test_a_read_only_postgresql_session_reads_and_refuses_writes(postgres_url):
     from functai._stores import open_store
-    from functai._stores.urls import forget
+    from functai._stores.opening import forget
 
     functai.configure(client=ScriptedLM(reply=lambda r: "ok"), log_calls=postgres_url)
     echo.conversation("c", store=postgres_url)("hi")

@@ -18,7 +18,7 @@ from functai._calls.records import read_calls
 from functai._cli import main
 from functai._evaluation.replay import NotReplayable
 from functai._evaluation.whatif import request_json
-from functai._stores.urls import forget
+from functai._stores.opening import forget
 from functai.testing import ScriptedLM, tool_call
 
 

@@ -33,10 +33,10 @@ from .scope import TurnScope
 from .steps import Ask, Note, Pause, Send, Steps
 
 if TYPE_CHECKING:
-    from .function import AIFunction
+    from .program import Program
 
 
-def choose_client(values: Mapping[str, Any], lm: str | None, fn: "AIFunction[..., Any]") -> tuple[Client, str]:
+def choose_client(values: Mapping[str, Any], lm: str | None, fn: "Program") -> tuple[Client, str]:
     """The client and model name a call asks: ``client=`` when set, else the provider ``lm`` names."""
     client = values.get("client")
     if client is not None:
@@ -81,7 +81,7 @@ class Asker:
     """Asks the model for one call's requests; ``client`` and ``model`` are the ones in use
     (a ``model_error`` handler may switch them for the rest of the call)."""
 
-    def __init__(self, fn: "AIFunction[..., Any]", record: CallRecord, path: str, values: Mapping[str, Any], plan: Plan,
+    def __init__(self, fn: "Program", record: CallRecord, path: str, values: Mapping[str, Any], plan: Plan,
                  scope: TurnScope | None, budget: Budget, client: Client, model: str, listen: bool) -> None:
         self.fn = fn
         self.record = record

@@ -1,7 +1,8 @@
 """`@ai`: a typed Python function whose body is a language-model call.
 
 The docstring is the instruction; the signature gives the named, typed inputs
-and the typed output. The call itself is `functai._calls.run`.
+and the typed output. The call itself is `functai._calls.run`, which reads the function
+as a `functai._calls.program.Program`.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import hashlib
 import inspect
 import json
 import types
-import typing
 from typing import TYPE_CHECKING, Any, Callable, Generic, ParamSpec, Sequence, TypeVar, overload
 
 from .._layers import SETTING_NAMES, Layer
 from .inputs import input_checker
 from .outputs import output_schema, to_jsonable
+from .program import Program, check_effects, signature_of
 from .records import Result
 from .run import call_steps, run_call
 from .steps import adrive
@@ -24,9 +25,6 @@ from .steps import adrive
 if TYPE_CHECKING:
     from .streaming import AStream, Stream
     from .template import Template
-
-#: What a function or a tool may do: declared by ``@ai(effects=...)`` and ``@tool(effects=...)``.
-EFFECTS = ("reads", "changes")
 
 #: The inputs and the output of an AI function: `ai` keeps the decorated function's, so
 #: ``capital("Peru")`` is a ``str`` to a type checker and ``capital(3)`` an error.
@@ -41,24 +39,6 @@ def _stable(value: Any) -> Any:
     return data
 
 
-def check_effects(effects: str | None) -> None:
-    if effects is not None and effects not in EFFECTS:
-        raise ValueError(f"effects must be 'reads' or 'changes' (or left out), not {effects!r}")
-
-
-def signature_of(fn: Callable[..., Any], what: str) -> tuple[inspect.Signature, dict[str, Any]]:
-    """The signature and resolved annotations of a function whose inputs must be named (``what`` in errors)."""
-    signature = inspect.signature(fn)
-    for param in signature.parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            raise TypeError(f"{what}: inputs must be named; {param} is not supported")
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception as error:
-        raise TypeError(f"{what}: cannot resolve its annotations: {error}") from error
-    return signature, hints
-
-
 def _tool_name(tool: object) -> str:
     name = getattr(tool, "name", None) or getattr(tool, "__name__", None)
     if not isinstance(name, str):
@@ -66,11 +46,8 @@ def _tool_name(tool: object) -> str:
     return name
 
 
-class AIFunction(Generic[P, R]):
+class AIFunction(Program, Generic[P, R]):
     """A function answered by a language model, typed as the function it was made from. Made by `ai`."""
-
-    #: The function as a tool of another, with what it was made from (kept by `functai._calls.tools`).
-    _as_tool: tuple[tuple[Any, ...], Any]
 
     def __init__(
         self,

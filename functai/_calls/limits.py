@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import threading
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._errors import FunctAIError
 
 if TYPE_CHECKING:
-    from .function import AIFunction
+    from .program import Program
 
 
 class Budget:
@@ -32,7 +32,7 @@ class Budget:
         #: The outermost call's record id: the calls nested in it share this budget.
         self.call = call
 
-    def spend(self, fn: "AIFunction[..., Any]") -> None:
+    def spend(self, fn: Program) -> None:
         """Count one model request; refuse ``max-requests`` past the limit."""
         with _spend_lock:
             self.used = used = self.used + 1

@@ -18,13 +18,9 @@ from typing import Any, Generic, Iterator, NamedTuple, TypeVar
 import attrs
 
 from .._files import unwritable
-from .._log import warn
+from .._logfiles import LOG_FILE, RATINGS_FILE, report_skipped
 from .._models.keys import SecretURL
 from .outputs import to_jsonable
-
-LOG_FILE = "calls.jsonl"
-#: Beside it in a call log folder: the ratings made of its calls (`functai._evaluation.ratings`).
-RATINGS_FILE = "ratings.jsonl"
 
 
 @attrs.define(eq=False)
@@ -89,7 +85,38 @@ class CallRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+#: The fields every call record has.
 _REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
+
+#: What each field of a logged call record must be (None is fine where the field may be absent).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str,), "function": (str,), "version": (str,), "inputs": (dict,), "started": (str,),
+    "parent": (str, type(None)), "path": (str,), "module": (str,), "error": (dict, type(None)),
+    "instruction": (str, dict, type(None)), "model": (str, type(None)), "settings": (dict,), "usage": (dict,),
+    "seconds": (int, float, type(None)), "tool_calls": (list,), "conversation": (dict, type(None)),
+    "changes": (list,), "sections": (list,), "replayable": (bool,), "attempts": (int,),
+}
+
+
+def record_problem(data: dict[str, Any]) -> str | None:
+    """Why a call log line is not a call record, or None."""
+    missing = sorted(_REQUIRED - data.keys())
+    if missing:
+        return f"not a call record: it has no {', '.join(map(repr, missing))}"
+    for name, types in _FIELD_TYPES.items():
+        if name in data and not isinstance(data[name], types):
+            return f"{name!r} is a JSON {type(data[name]).__name__}, which a call record never holds there"
+    for name in ("tool_calls", "changes"):
+        if name in data and not all(isinstance(item, dict) for item in data[name]):
+            return f"{name!r} holds something other than objects"
+    return None
+
+
+def is_rating(data: dict[str, Any]) -> bool:
+    """Whether a decoded line is a rating: a call id, ``good`` true or false, and who rated (or null)."""
+    call, by = data.get("call"), data.get("by")
+    return isinstance(call, str) and call != "" and isinstance(data.get("good"), bool) and (
+        by is None or isinstance(by, str))
 
 
 #: A call's value type (``Result[str]`` for a function that returns ``str``).
@@ -171,15 +198,15 @@ def _forget_logs() -> None:
 os.register_at_fork(after_in_child=_forget_logs)
 
 
-_encode_line: Any = None  # functai._calls.logline.encode, imported with the first record logged (it imports msgspec)
+_encode_line: Any = None  # functai._calls.logline's encoder, made with the first record logged (it imports msgspec)
 
 
 def _line_encoder() -> Any:
     global _encode_line
-    from .logline import encode
+    from .logline import line_encoder
 
-    _encode_line = encode
-    return encode
+    _encode_line = line_encoder([field.name for field in attrs.fields(CallRecord)])
+    return _encode_line
 
 
 def append(folder: str | os.PathLike[str] | SecretURL, record: CallRecord) -> None:
@@ -256,13 +283,48 @@ def read_calls(
     if not rated:
         yield from records
         return
-    from .._evaluation.ratings import read_ratings
-
     ratings = read_ratings(folder)
     for record in records:
         if record.id in ratings:
             record.rating = attrs.asdict(ratings[record.id][-1])
             yield record
+
+
+@attrs.frozen
+class Rating:
+    """One person's verdict on one call (`functai.rate`), kept beside the call log."""
+
+    call: str
+    good: bool
+    correction: Any = None
+    by: str | None = None
+    at: str = ""
+
+
+def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
+    """Each call's ratings, one per person (the latest wins), oldest first."""
+    from .._stores import calllog
+
+    latest: dict[tuple[str, str | None], Rating] = {}
+    lines: Iterator[tuple[int, dict[str, Any]]]
+    if calllog.is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
+        path = calllog.place(os.fspath(folder), "ratings")
+        lines = calllog.numbered_rows(os.fspath(folder), "ratings")
+    else:
+        path = os.path.join(os.fspath(folder), RATINGS_FILE)
+        lines = numbered_lines(path)
+    for number, data in lines:
+        if not is_rating(data):
+            report_skipped(path, number, "not a rating (it needs a call id, good true or false, and by)", None)
+            continue
+        rating = Rating(call=data["call"], good=data["good"], correction=data.get("correction"), by=data.get("by"),
+                        at=str(data.get("at", "")))
+        latest.pop((rating.call, rating.by), None)  # the latest by each person wins, in its own place
+        latest[(rating.call, rating.by)] = rating
+    by_call: dict[str, list[Rating]] = {}
+    for rating in latest.values():
+        by_call.setdefault(rating.call, []).append(rating)
+    return by_call
 
 
 def _read_log(folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[CallRecord]:
@@ -275,57 +337,11 @@ def _read_log(folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | N
         path = os.path.join(os.fspath(folder), LOG_FILE)
         lines = numbered_lines(path, skipped)
     for number, data in lines:
-        why = _record_problem(data)
+        why = record_problem(data)
         if why is None:
             yield CallRecord.from_dict(data)
         else:
             report_skipped(path, number, why, skipped)
-
-
-#: What each field of a logged call record must be (None is fine where the field may be absent).
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "id": (str,), "function": (str,), "version": (str,), "inputs": (dict,), "started": (str,),
-    "parent": (str, type(None)), "path": (str,), "module": (str,), "error": (dict, type(None)),
-    "instruction": (str, dict, type(None)), "model": (str, type(None)), "settings": (dict,), "usage": (dict,),
-    "seconds": (int, float, type(None)), "tool_calls": (list,), "conversation": (dict, type(None)),
-    "changes": (list,), "sections": (list,), "replayable": (bool,), "attempts": (int,),
-}
-
-
-def _record_problem(data: dict[str, Any]) -> str | None:
-    """Why a call log line is not a call record, or None."""
-    missing = sorted(_REQUIRED - data.keys())
-    if missing:
-        return f"not a call record: it has no {', '.join(map(repr, missing))}"
-    for name, types in _FIELD_TYPES.items():
-        if name in data and not isinstance(data[name], types):
-            return f"{name!r} is a JSON {type(data[name]).__name__}, which a call record never holds there"
-    for name in ("tool_calls", "changes"):
-        if name in data and not all(isinstance(item, dict) for item in data[name]):
-            return f"{name!r} holds something other than objects"
-    return None
-
-
-def is_log_line(data: Any) -> bool:
-    """Whether a decoded line is one a call log folder holds: a call record, or a rating of one."""
-    if not isinstance(data, dict):
-        return False
-    return is_rating(data) or _record_problem(data) is None
-
-
-def is_rating(data: dict[str, Any]) -> bool:
-    """Whether a decoded line is a rating: a call id, ``good`` true or false, and who rated (or null)."""
-    call, by = data.get("call"), data.get("by")
-    return isinstance(call, str) and call != "" and isinstance(data.get("good"), bool) and (
-        by is None or isinstance(by, str))
-
-
-def report_skipped(path: str, number: int, reason: str, skipped: list[tuple[str, str]] | None) -> None:
-    """Add a skipped line to ``skipped``, or warn about it when no list is given."""
-    if skipped is not None:
-        skipped.append((f"{path}:{number}", reason))
-    else:
-        warn("log line skipped", at=f"{path}:{number}", reason=reason)
 
 
 def read_lines(path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:

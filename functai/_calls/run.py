@@ -13,7 +13,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._errors import FunctAIError, OutputError, Waiting
-from .._files import check_log_calls
 from .._hooks.change import Change
 from .._hooks.events import CallEndEvent, CallEvent, RecordView, set_field
 from .._hooks.fold import fold_part, refuse, resume
@@ -21,7 +20,7 @@ from .._hooks.hear import hear_now
 from .._hooks.plugin import Plugin
 from .._models.providers import server_of
 from .._models.request import Client, Request, frozen_messages, non_answer
-from .._layers import Resolved, pop_block, push_block, resolve
+from .._layers import Resolved, check_log_calls, pop_block, push_block, resolve
 from . import layout as layouts
 from .asking import Asker, add_reasoning, add_usage, choose_client
 from . import limits
@@ -34,7 +33,7 @@ from .steps import Send, Steps, drive
 _PLAIN = (str, int, float, bool, list, tuple, dict, type(None))
 
 if TYPE_CHECKING:
-    from .function import AIFunction
+    from .program import Program
     from .toolrun import ToolRunner
 
 
@@ -63,13 +62,13 @@ def now_text() -> str:
     return f"{_second[1]}.{int((now - whole) * 1000):03d}+00:00"
 
 
-def run_call(fn: "AIFunction[..., Any]", args: tuple[Any, ...], kwargs: dict[str, Any]) -> records.Result[Any]:
+def run_call(fn: "Program", args: tuple[Any, ...], kwargs: dict[str, Any]) -> records.Result[Any]:
     """A plain call: the pipeline run by the sync driver."""
     return drive(call_steps(fn, args, kwargs))
 
 
 def call_steps(
-    fn: "AIFunction[..., Any]", args: tuple[Any, ...], kwargs: dict[str, Any], listen: bool = False
+    fn: "Program", args: tuple[Any, ...], kwargs: dict[str, Any], listen: bool = False
 ) -> Steps[records.Result[Any]]:
     """The whole call as steps. ``listen``: a stream consumer hears tool events and may answer approvals.
 
@@ -150,7 +149,7 @@ def call_steps(
                 records.append(folder, record)
 
 
-def _begin(fn: "AIFunction[..., Any]", args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
+def _begin(fn: "Program", args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
         dict[str, Any], TurnScope | None, bool, Resolved, Frame | None, records.CallRecord]:
     """Bind and check the inputs, find the turn the call runs in and the settings it runs with, and
     open its record: ``(inputs, scope, own_turn, resolved, frame, record)``."""
@@ -190,7 +189,7 @@ def _join(scope: TurnScope | None, own_turn: bool, record: records.CallRecord) -
     return ordinal, None, None
 
 
-def _check_limits(fn: "AIFunction[..., Any]", frame: Frame | None, path: str, depth: int, resolved: Resolved) -> None:
+def _check_limits(fn: "Program", frame: Frame | None, path: str, depth: int, resolved: Resolved) -> None:
     """Refuse, before anything is sent, a call functai cannot count, one nested too deep, or one whose
     approve setting no plugin serves."""
     values = resolved.values
@@ -208,7 +207,7 @@ def _check_limits(fn: "AIFunction[..., Any]", frame: Frame | None, path: str, de
         raise _approval_missing(fn)
 
 
-def _before_call(fn: "AIFunction[..., Any]", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord,
+def _before_call(fn: "Program", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord,
                  scope: TurnScope | None, lm: str | None, instruction: str, sections: tuple[str, ...],
                  tools: tuple[str, ...], settings_view: Any) -> Steps[tuple[Any, ...]]:
     """Fold ``before_call``: ``(lm, instruction, sections, tools, settings)`` as the handlers left them."""
@@ -226,7 +225,7 @@ def _before_call(fn: "AIFunction[..., Any]", inputs: dict[str, Any], resolved: R
     return data["lm"], data["instruction"], data["sections"], data["tools"], data["settings"]
 
 
-def _asker(fn: "AIFunction[..., Any]", record: records.CallRecord, resolved: Resolved, scope: TurnScope | None,
+def _asker(fn: "Program", record: records.CallRecord, resolved: Resolved, scope: TurnScope | None,
            budget: limits.Budget, client: Client, model: str, listen: bool) -> Asker | None:
     """What asks the model when a plugin acts on its requests or replies; None: the call sends them itself."""
     acting = resolved.plan.handlers
@@ -235,12 +234,12 @@ def _asker(fn: "AIFunction[..., Any]", record: records.CallRecord, resolved: Res
     return None
 
 
-def _too_many_steps(fn: "AIFunction[..., Any]", max_steps: int) -> FunctAIError:
+def _too_many_steps(fn: "Program", max_steps: int) -> FunctAIError:
     return FunctAIError(f"{fn.name} asked for tools more than max_steps={max_steps} times; raise max_steps or "
                         "check why the model keeps asking", code="max-steps")
 
 
-def _tool_runner(fn: "AIFunction[..., Any]", tools: tuple[str, ...], record: records.CallRecord, resolved: Resolved,
+def _tool_runner(fn: "Program", tools: tuple[str, ...], record: records.CallRecord, resolved: Resolved,
                  scope: TurnScope | None, ordinal: int, listen: bool) -> ToolRunner:
     """The runner of the call's tool calls, made at its first."""
     from .toolrun import ToolRunner  # loaded with the first call that has tools
@@ -248,7 +247,7 @@ def _tool_runner(fn: "AIFunction[..., Any]", tools: tuple[str, ...], record: rec
     return ToolRunner(fn, tools, record, record.path, resolved.values, resolved.plan, scope, ordinal, listen)
 
 
-def _read_value(fn: "AIFunction[..., Any]", text: str | None, reasks: int,
+def _read_value(fn: "Program", text: str | None, reasks: int,
                 retries: int) -> tuple[Any, list[dict[str, Any]] | None]:
     """The reply read as the function's output: ``(value, None)``, or ``(None, messages)`` that ask
     again; past ``retries`` re-asks, ``output-invalid``."""
@@ -299,7 +298,7 @@ def _ended(record: records.CallRecord, resolved: Resolved, client: Client | None
 
 
 def before_call_event(
-    fn: "AIFunction[..., Any]", inputs: dict[str, Any], instruction: str, sections: tuple[str, ...], lm: str | None,
+    fn: "Program", inputs: dict[str, Any], instruction: str, sections: tuple[str, ...], lm: str | None,
     settings: Any, tools: tuple[str, ...], path: str, scope: TurnScope | None,
 ) -> CallEvent:
     """The ``before_call`` event of a call (a what-if replay builds its own with this too)."""
@@ -390,13 +389,13 @@ def _tool_choice_released(model_settings: dict[str, Any], record: records.CallRe
     return {**model_settings, "tool_choice": "auto"}
 
 
-def _reask(reply: str | None, reason: str, fn: "AIFunction[..., Any]") -> list[dict[str, Any]]:
+def _reask(reply: str | None, reason: str, fn: "Program") -> list[dict[str, Any]]:
     want = "only the JSON value" if fn.output_schema is not None else "the answer"
     again = f"Your reply could not be read as {describe(fn.output_type)}: {reason}. Reply again with {want}."
     return [{"role": "assistant", "content": reply or ""}, {"role": "user", "content": again}]
 
 
-def _approval_missing(fn: "AIFunction[..., Any]") -> FunctAIError:
+def _approval_missing(fn: "Program") -> FunctAIError:
     from .._hooks.shipped import install_command
 
     return FunctAIError(
@@ -408,7 +407,7 @@ def _approval_missing(fn: "AIFunction[..., Any]") -> FunctAIError:
 
 
 def prepared(
-    fn: "AIFunction[..., Any]", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord,
+    fn: "Program", inputs: dict[str, Any], resolved: Resolved, record: records.CallRecord,
     turn: TurnScope | None, lm: str | None, instruction: str, sections: tuple[str, ...], settings_view: Any,
 ) -> tuple[Client, str, Any, dict[str, Any]]:
     """The client, model, first messages and model settings, noted in `record` (refusing a layout

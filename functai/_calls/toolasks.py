@@ -24,13 +24,13 @@ from .steps import Steps
 from .tools import ApprovalError
 
 if TYPE_CHECKING:
-    from .function import AIFunction
+    from .program import Program
 
 
 class Asking:
     """The questions part of `ToolRunner` (which sets these attributes)."""
 
-    fn: AIFunction[..., Any]
+    fn: Program
     record: CallRecord
     path: str
     scope: TurnScope | None

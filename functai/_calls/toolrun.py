@@ -20,7 +20,7 @@ from .._hooks.plugin import Plugin
 from .._models.request import Reply
 from .._models.toolcall import ToolCall
 from .approvals import AskedAtStream
-from .function import AIFunction
+from .program import Program
 from .layout import render_value
 from .records import CallRecord
 from .scope import TurnScope
@@ -44,7 +44,7 @@ INTERRUPTED = "The tool was started but its result is unknown; it may or may not
 class ToolRunner(Asking):
     """Runs the tool calls of one AI function call."""
 
-    def __init__(self, fn: "AIFunction[..., Any]", offered: Sequence[str], record: CallRecord, path: str,
+    def __init__(self, fn: "Program", offered: Sequence[str], record: CallRecord, path: str,
                  settings: Mapping[str, Any], plan: Plan, scope: TurnScope | None, ordinal: int, listen: bool) -> None:
         self.fn = fn
         self.listen = listen

@@ -1,6 +1,7 @@
 """Tools: ``@tool`` makes a typed Python function a tool; an AI function can be one too.
 
-Running the tools a model asks for is `functai._calls.toolrun`.
+Running the tools a model asks for is `functai._calls.toolrun`. An AI function is known here as
+a `functai._calls.program.Program`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import inspect
 from typing import Any, Callable, Mapping, overload
 
 from .._errors import FunctAIError
-from .function import AIFunction, check_effects, signature_of
+from .program import Program, check_effects, signature_of
 from .toolinputs import ToolInputs
 from .steps import in_thread
 
@@ -59,7 +60,7 @@ class Tool:
 
 
 @overload
-def tool(fn: AIFunction[..., Any], /, *, effects: str | None = None, idempotent: bool = False,  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
+def tool(fn: Program, /, *, effects: str | None = None, idempotent: bool = False,  # type: ignore[overload-overlap]  # an AIFunction is callable too: it matches here first
          reconcile: None = None) -> ProgramTool: ...
 @overload
 def tool(fn: Callable[..., Any], /, *, effects: str | None = None, idempotent: bool = False,
@@ -86,7 +87,7 @@ def tool(fn: Callable[..., Any] | None = None, /, *, effects: str | None = None,
     _flag(idempotent)
     if fn is None:
         return lambda f: tool(f, effects=effects, idempotent=idempotent, reconcile=reconcile)
-    if isinstance(fn, AIFunction):
+    if isinstance(fn, Program):
         if reconcile is not None:
             raise TypeError(
                 f"tool({fn.name}, reconcile=...): an AI function used as a tool takes no reconcile; its own "
@@ -118,12 +119,12 @@ def as_tool(item: Any) -> Any:
     """A tool for the runner: a `Tool`, or an AI function used as one."""
     if isinstance(item, (Tool, ProgramTool)):
         return item
-    if isinstance(item, AIFunction):
+    if isinstance(item, Program):
         return _program_tool(item)
     raise TypeError(f"{item!r} is not a tool: use @functai.tool or an AI function")
 
 
-def _program_tool(program: "AIFunction[..., Any]") -> "ProgramTool":
+def _program_tool(program: Program) -> "ProgramTool":
     """The AI function as a tool, made once (not its input schema on every call that offers it),
     and again when what it was made from is replaced."""
     made_from = (program.fn, program.signature, program._hints, program.name, program.instruction, program.version)
@@ -133,7 +134,7 @@ def _program_tool(program: "AIFunction[..., Any]") -> "ProgramTool":
     return kept[1]
 
 
-def derived_effects(program: "AIFunction[..., Any]", visiting: set[int] | None = None) -> str:
+def derived_effects(program: Program, visiting: set[int] | None = None) -> str:
     """An AI function's effects as a tool: declared, else "reads" unless one of its
     own tools changes things or declares nothing (a function with no tools reads)."""
     declared = program.declared_effects
@@ -146,7 +147,7 @@ def derived_effects(program: "AIFunction[..., Any]", visiting: set[int] | None =
     for item in program.tools:
         if isinstance(item, ProgramTool) and item.declared is None:
             item = item.program
-        effects = derived_effects(item, visiting) if isinstance(item, AIFunction) else getattr(item, "effects", None)
+        effects = derived_effects(item, visiting) if isinstance(item, Program) else getattr(item, "effects", None)
         if effects != "reads":
             return "changes"
     return "reads"
@@ -155,7 +156,7 @@ def derived_effects(program: "AIFunction[..., Any]", visiting: set[int] | None =
 class ProgramTool:
     """An AI function used as a tool of another (``tools=[fn]`` or ``tool(fn, effects=...)``)."""
 
-    def __init__(self, program: "AIFunction[..., Any]", *, effects: str | None = None,
+    def __init__(self, program: Program, *, effects: str | None = None,
                  idempotent: bool = False) -> None:
         self.program = program
         self.idempotent = idempotent
@@ -190,13 +191,13 @@ class ProgramTool:
         return await self.program.acall(**input)
 
 
-def tool_inputs(program: "AIFunction[..., Any]", path: str) -> ToolInputs | None:
+def tool_inputs(program: Program, path: str) -> ToolInputs | None:
     """The inputs of the tool at ``path`` (``support/answer/refund``) below ``program``, or None
     when the path does not lead to one of its tools (a tool added by a plugin, say)."""
     names = path.split("/")[1:]
     holder: Any = program
     for depth, name in enumerate(names):
-        tools = dict(zip(holder.tool_names, holder.tools)) if isinstance(holder, AIFunction) else {}
+        tools = dict(zip(holder.tool_names, holder.tools)) if isinstance(holder, Program) else {}
         found = tools.get(name)
         if found is None:
             return None

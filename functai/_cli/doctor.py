@@ -19,7 +19,7 @@ from .._version import __version__
 from .._builtins import GROUP as BUILTINS
 from .._hooks import installed
 from .._hooks.installed import GROUP, incompatible
-from .._stores.urls import GROUP as STORES
+from .._stores.opening import GROUP as STORES
 from .common import CLIError, number, plural, short, table
 
 #: The entry-point groups a plugin distribution registers in, and what doctor calls each kind.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from .._calls.outputs import to_jsonable
 from .._hooks.change import Change
@@ -15,11 +15,8 @@ from .._hooks.plugin import Plugin
 from .._layers import resolve
 from . import held
 from .history import FORMAT, TurnData
-from .scope import Memory
+from .scope import Chat, Memory
 from .._stores.protocol import Store
-
-if TYPE_CHECKING:
-    from .conversation import Conversation
 
 __all__ = ["ShownTurn", "context_hooks", "outputs_of", "prepare", "record_place"]
 
@@ -56,7 +53,7 @@ def outputs_of(value: Any) -> dict[str, Any]:
 
 
 def prepare(
-    view: "Conversation", inputs: dict[str, Any], parent: str | None, turn_id: str
+    view: Chat, inputs: dict[str, Any], parent: str | None, turn_id: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run turn_start and context; the turn's record, and its inputs as Python values."""
     plan = resolve(view.program.own, view.layer).plan
@@ -103,7 +100,7 @@ def prepare(
 
 
 def context_hooks(
-    view: "Conversation", handlers: Sequence[Any], picked: list[str], parent: str | None, changes: list[dict[str, Any]],
+    view: Chat, handlers: Sequence[Any], picked: list[str], parent: str | None, changes: list[dict[str, Any]],
 ) -> tuple[list[str], dict[str, list[str]], list[str]]:
     history = view._history
     branch: list[str] = []  # the whole branch, walked only if a handler names turns outside the window

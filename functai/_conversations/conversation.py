@@ -4,7 +4,8 @@
 turns (``chat(...)``) and continues its own branch. A turn whose tool call
 needs a person's answer **waits**: it is saved, the caller gets
 `functai.Waiting`, and any process that opens the conversation can answer
-and resume it; replies and tool results already recorded are reused.
+and resume it; replies and tool results already recorded are reused. A `Turn` is one
+turn as a view hands it out, read through the view it came from.
 """
 
 from __future__ import annotations
@@ -12,32 +13,31 @@ from __future__ import annotations
 import copy
 import os
 import threading
-import time
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from .._calls.approvals import is_extension, named_key
 from .._calls.outputs import to_jsonable
-from .._calls.run import call_steps, now_text
+from .._calls.run import now_text
 from .._calls.scope import current_turn as current_scope
 from .._calls.steps import Steps, adrive, drive
-from .._errors import FunctAIError, Waiting
-from .._hooks.events import TurnEndEvent, set_field
-from .._hooks.hear import hear
-from .._layers import Layer, pop_block, push_block, resolve
+from .._calls.toolinputs import check_edit
+from .._calls.tools import tool_inputs
+from .._errors import FunctAIError
+from .._layers import Layer, resolve
 from .._log import warn
 from . import context as shown_context
-from . import held, leases
+from . import held
 from .context import ShownTurn, outputs_of, record_place
-from .history import DONE, FAILED, FORMAT, HELD, STOPPED, WAITING, History, TurnData
+from .history import DONE, FORMAT, HELD, WAITING, History, TurnData
 from .rules import all_turns, last_turns
-from .scope import Memory, TurnScope, current_turn, waits_of
-from .._stores.memory import MemoryStore
-from .._stores.opening import open_store, store_reference
-from .._stores.protocol import Store, StoreConflict, check_conversation_id
-from .turn import Turn
+from .running import Running
+from .scope import TurnScope, waits_of
+from .._stores.opening import open_store
+from .._stores.protocol import Store, check_conversation_id
 
 if TYPE_CHECKING:
-    from .._calls.function import AIFunction
+    from .._calls.program import Program
 
 __all__ = [
     "Conversation", "ShownTurn", "Turn", "all_turns", "current_turn", "last_turns",
@@ -49,12 +49,12 @@ def _new_id() -> str:
     return os.urandom(6).hex()
 
 
-class Conversation:
+class Conversation(Running):
     """A view of one conversation: sends turns and continues its branch."""
 
     def __init__(
         self,
-        program: "AIFunction | None",
+        program: "Program | None",
         id: str,
         *,
         store: None | str | os.PathLike[str] | Store = None,
@@ -65,7 +65,7 @@ class Conversation:
     ) -> None:
         """``at``: a view continuing exactly from that done turn, as `continue_from` makes."""
         #: None only in a view made by `open`: what needs the function asks `_program` first.
-        self.program: "AIFunction" = program  # type: ignore[assignment]
+        self.program: "Program" = program  # type: ignore[assignment]
         self.id = check_conversation_id(id)
         self.store: Store = open_store(store)
         if context is not None and not isinstance(context, all_turns):
@@ -117,7 +117,7 @@ class Conversation:
         self._refresh()
         return [dict(entry) for entry in self._history.entries]
 
-    def _program(self, doing: str) -> "AIFunction":
+    def _program(self, doing: str) -> "Program":
         if self.program is None:
             raise FunctAIError(
                 f"conversation {self.id!r} was opened without its function (Conversation.open), which cannot "
@@ -304,33 +304,6 @@ class Conversation:
         self._forked = True
         return (yield from self._run(self._history.turns[turn_id], live_inputs, claim, listen=listen))
 
-    def _claim(self, turn_id: str, what: str, records: Callable[[int], tuple[list[dict[str, Any]], Any]]) -> Any:
-        """Append the records that claim ``turn_id`` for this process, a compare-and-set decided
-        again (``records(count)``) after each conflict; the claim, and what ``records`` gave beside."""
-        lease = leases.new_lease()
-        # Held before the record exists, so no reader here takes it for dead; a memory store dies
-        # with this process, so its leases need no renewing.
-        leases.hold(lease["claim"], None if isinstance(self.store, MemoryStore) else self.store, self.id, turn_id)
-        try:
-            for _ in held.attempts(what, self.id):
-                self._refresh()
-                held.reap(self._history, self.store, self.id)
-                expect = self._history.count  # before deciding: a record another thread adds meanwhile conflicts
-                written, extra = records(expect)
-                lease["t"] = round(time.time(), 3)  # the hooks may have taken a while: the lease starts now
-                written[-1].update(lease)
-                try:
-                    self.store.append(self.id, written, expect=expect)
-                except StoreConflict:
-                    continue
-                break
-            leases.claimed(lease["claim"], lease["t"])  # renewals only after the claiming record
-            self._refresh()
-        except BaseException:
-            leases.release(lease["claim"])
-            raise
-        return lease["claim"], extra
-
     def _parent(self) -> str | None:
         """The turn a new turn continues: this view's newest done turn (following the branch forward)."""
         history = self._history
@@ -340,106 +313,6 @@ class Conversation:
         if self._follow:
             tip = history.newest_below(tip)
         return tip
-
-    def _run(self, data: TurnData, inputs: Mapping[str, Any] | None, claim: str,
-             also_approve: tuple[Any, ...] = (), rerun: tuple[str, ...] = (), listen: bool = False) -> Steps[Any]:
-        """Run a turn's call (a resumed one with its recorded inputs); ``claim`` is released once
-        the turn waits or ends."""
-        scope = TurnScope(self, data, also_approve, rerun)
-        token = current_scope.set(scope)  # turn_end runs inside the turn too: its calls are the turn's
-        try:
-            try:
-                result = yield from call_steps(self.program, (), dict(inputs if inputs is not None else data.inputs),
-                                               listen)
-                value = result.value
-            except Waiting as waiting:
-                self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, **self._ran_with(),
-                              "started": scope.call_started, "at": now_text()}, sync=True)
-                waiting.turn = self._turn(data.id)
-                raise
-            except FunctAIError as error:
-                if error.code == "reconcile-failed":  # nothing is guessed and nothing ends: resume asks again
-                    self._append({"kind": "interrupt", "turn": data.id, "claim": claim,
-                                  "why": error.details.get("why") or f"{error.code}: {error.message[:200]}",
-                                  "at": now_text()}, sync=True)
-                else:
-                    self._end(data, FAILED, {}, error)
-                raise
-            except Exception as error:
-                self._end(data, FAILED, {}, error)
-                raise
-            except BaseException as error:
-                self._end(data, STOPPED, {}, error)
-                raise
-            self._end(data, DONE, outputs_of(value), None)
-            return result
-        finally:
-            current_scope.reset(token)
-            leases.release(claim)
-
-    def _end(self, data: TurnData, state: str, outputs: dict[str, Any], error: BaseException | None) -> None:
-        """Run turn_end (it only hears), then record the end, fsync'ed before it is reported."""
-        plan = resolve(self.program.own, self.layer).plan
-        handlers = plan.handlers["turn_end"]
-        if handlers:
-            history = self._history
-
-            def branch_turns() -> list[Turn]:
-                done = history.done_ancestors(data.parent)
-                if state == DONE:
-                    done.append(data.id)
-                return [self._turn(t) for t in done]
-
-            event = TurnEndEvent(turn=data.id, state=state, inputs=MappingProxyType(data.inputs),
-                                 outputs=MappingProxyType(outputs), conversation=self.id, parent=data.parent,
-                                 branch_turns=branch_turns)
-            set_field(event, "_memory", Memory(self, data.id))
-            block = push_block(self.layer)  # what turn_end handlers call runs with the conversation's settings
-            try:  # turn_end hears: a failure is reported, the turn stays as it is
-                hear("turn_end", handlers, event, conversation=self.id, turn=data.id)
-            finally:
-                pop_block(block)
-        record: dict[str, Any] = {"kind": "end", "turn": data.id, "state": state, "outputs": outputs, "at": now_text()}
-        if isinstance(error, GeneratorExit):  # steps end so only when a stream is closed (or collected) early
-            record["error"] = {"code": "stream-closed", "message": "the stream was closed before the turn ended"}
-        elif error is not None:
-            record["error"] = {"code": getattr(error, "code", type(error).__name__), "message": str(error)}
-        self._append(record, sync=True)
-
-    def _ran_with(self) -> dict[str, Any]:
-        """The approve rule and plugins a turn of this view runs with (kept when it starts and waits)."""
-        resolved = resolve(self.program.own, self.layer)
-        return {
-            "approve": held.describe_rule(resolved.values.get("approve")),
-            "plugins": [plugin.name for plugin in resolved.plan.plugins],
-        }
-
-    def _abandon(self, turn_id: str, reason: str | None, by: str | None) -> None:
-        with self._lock:
-            held.abandon(self._history, self.store, self.id, turn_id, reason=reason, by=by)
-        if self.program is None:  # no settings, so no call log to write the abandoned call to
-            return
-        resolved = resolve(self.program.own, self.layer)
-        folder = resolved.values.get("log_calls")
-        data = self._history.turns[turn_id]
-        if not folder or data.call is None:
-            return
-        from .._calls import records
-
-        program = self.program
-        record = records.CallRecord(
-            id=data.call, function=program.name, module=program.module, version=program.version,
-            inputs=dict(data.inputs), path=program.name,
-            started=next((w["started"] for w in data.waits if w.get("started")), None) or data.at or now_text(),
-            error={"code": "turn-abandoned",
-                   "message": f"turn {turn_id!r} was abandoned" + (f": {reason}" if reason else "")},
-            conversation={"id": self.id, "turn": turn_id, "parent": data.parent, "store": store_reference(self.store),
-                          "waited": waits_of(self._history, data)},
-            changes=list(data.changes), sections=list(data.sections),
-        )
-        if not resolved.values["log_content"]:
-            records.without_content(record)
-        records.append(folder, record)
 
     def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Steps[Any]:
         self._program("resume a turn")
@@ -467,3 +340,140 @@ class Conversation:
     def __repr__(self) -> str:
         name = self.function if self.program is None else self.program.name
         return f"<conversation {self.id!r} of {name}, head={self._tip!r}>"
+
+
+class Turn:
+    """One turn of a conversation: a call of its function."""
+
+    def __init__(self, chat: "Conversation", data: TurnData) -> None:
+        self._chat = chat
+        self._data = data
+
+    id = property(lambda self: self._data.id)
+    parent = property(lambda self: self._data.parent)
+    state = property(lambda self: self._data.state,
+                     doc="done, failed, stopped, waiting, running, interrupted or abandoned")
+    why = property(lambda self: self._data.why,
+                   doc="why an interrupted turn was interrupted (its owner was gone, or a reconcile raised)")
+    call = property(lambda self: self._data.call, doc="the id of the turn's call record")
+    inputs = property(lambda self: MappingProxyType(self._data.inputs))
+    outputs = property(lambda self: MappingProxyType(self._data.outputs))
+    approvals = property(lambda self: list(self._data.approvals), doc="what a waiting turn waits for")
+    at = property(lambda self: self._data.at, doc="when the turn started (ISO 8601)")
+    shown = property(lambda self: copy.deepcopy(self._data.shown),
+                     doc='what the turn was shown, as recorded: {"last": n}, with "drop": [ids], or [ids]')
+
+    @property
+    def waits(self) -> list[dict[str, Any]]:
+        """Each time the turn waited: ``{"approvals", "at", "answers"}``, the answers that held by key
+        with ``allow``, ``reason``, ``by`` and ``at`` (what its call record keeps as ``waited``)."""
+        return waits_of(self._chat._history, self._data)
+
+    @property
+    def answers(self) -> dict[str, dict[str, Any]]:
+        """The answers given to this turn's approvals, by key: ``{"allow": bool, "reason": str | None}``,
+        and ``"extend"`` where an approval granted an extension (a budget's question)."""
+        details = self._chat._history.answered.get(self.id, {})
+        found: dict[str, dict[str, Any]] = {}
+        for key, (allow, reason) in self._data.answers.items():
+            found[key] = {"allow": allow, "reason": reason}
+            if details.get(key, {}).get("extend") is not None:
+                found[key]["extend"] = details[key]["extend"]
+        return found
+
+    def approve(self, approval: Mapping[str, Any] | str | None = None, *, inputs: Mapping[str, Any] | None = None,
+                by: str | None = None, extend: float | None = None) -> "Turn":
+        """Allow a waiting approval (all of them when none is named); the first recorded answer
+        holds, so approving one already denied raises ``approval-answered``.
+
+        ``inputs`` approves the named approval with these inputs changed: on resume every
+        ``tool_call`` handler and the approve rule see the edited call, which may then need
+        another answer (``by`` is kept as who made the edit). ``extend`` grants this much more
+        to a question a plugin asked before a request (a budget's), instead of what it offered."""
+        if inputs is not None:
+            inputs = self._edit(approval, inputs)
+        if extend is not None:
+            self._check_extend(approval, extend)
+        held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=True, reason=None,
+                    by=by, inputs=inputs, extend=extend)
+        return self
+
+    def _check_extend(self, approval: Mapping[str, Any] | str | None, extend: Any) -> None:
+        """``extend`` is a number from 0 up, for questions that offer an extension (``input-invalid``)."""
+        if not is_extension(extend):
+            raise FunctAIError(f"approve(extend=...) is a number from 0 up, not {extend!r}", code="input-invalid")
+        key = named_key(approval)
+        named = [a for a in self._data.approvals if key is None or a["key"] == key]
+        if not any(a.get("kind") == "request" for a in named):
+            raise FunctAIError(
+                f"approve(extend=...) answers a question a plugin asked before a request (a budget's); turn "
+                f"{self.id!r} waits for no such question{'' if key is None else ' at ' + repr(key)}",
+                code="input-invalid")
+
+    def _edit(self, approval: Mapping[str, Any] | str | None, inputs: Any) -> dict[str, Any]:
+        """An edit on approving, checked against the tool it changes (``input-invalid``)."""
+        key = named_key(approval)
+        asked = next((a for a in self._data.approvals if a["key"] == key), None)
+        if asked is not None and asked.get("kind") == "request":
+            raise FunctAIError(f"approving with inputs= edits a tool call; {key!r} is a question asked before a "
+                               "request (a budget's): answer it with extend= instead", code="input-invalid")
+        if asked is None:
+            keys = [a["key"] for a in self._data.approvals]
+            raise FunctAIError(f"approving with inputs= names one approval of turn {self.id!r}: one of {keys}",
+                               code="input-invalid" if key is None else "turn-not-waiting")
+        program = self._chat.program
+        found = None if program is None else tool_inputs(program, asked["path"])
+        if found is not None:
+            return check_edit(inputs, found, asked["name"])
+        # Opened without its function (Conversation.open): the inputs and their schema the question kept.
+        parameters = asked.get("parameters") or {}
+        return check_edit(inputs, list(parameters.get("properties") or asked["input"]), asked["name"], parameters)
+
+    def deny(
+        self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None, by: str | None = None
+    ) -> "Turn":
+        """Refuse a waiting approval (all of them when none is named); ``approval-answered``
+        (naming who answered first) when it was already answered the other way."""
+        held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=False,
+                    reason=reason, by=by)
+        return self
+
+    def resume(self, *, rerun: Sequence[str] | None = None) -> Any:
+        """Go on with a waiting turn whose approvals are answered, or an interrupted one;
+        returns the answer. A tool that started and never recorded a result is settled by
+        its ``reconcile``, when it has one; else it is not run again (the model is told so)
+        unless its name is in ``rerun``."""
+        return drive(self._chat._resume(self.id, held.check_rerun(rerun))).value
+
+    async def aresume(self, *, rerun: Sequence[str] | None = None) -> Any:
+        """`resume` from async code."""
+        return (await self._chat._alocked(self._chat._resume(self.id, held.check_rerun(rerun)))).value
+
+    def abandon(self, *, reason: str | None = None, by: str | None = None) -> "Turn":
+        """Give up on a waiting or interrupted turn: it ends ``abandoned`` and frees the branch
+        (its call record, with the log set, is written now with error ``turn-abandoned``)."""
+        self._chat._abandon(self.id, reason, by)
+        return self
+
+    @property
+    def conversation(self) -> "Conversation":
+        """The view this turn was read through (its store, entries, branches)."""
+        return self._chat
+
+    def __repr__(self) -> str:
+        return f"Turn({self.id!r}, {self.state}, parent={self.parent!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Turn) and other.id == self.id and other._chat.id == self._chat.id
+
+    def __hash__(self) -> int:
+        return hash((self._chat.id, self.id))
+
+
+def current_turn() -> Turn | None:
+    """The conversation turn running now (in this thread or task), or None: for a tool that
+    needs its conversation (``current_turn().conversation.entries(...)``)."""
+    scope = current_scope.get()
+    if not isinstance(scope, TurnScope) or not isinstance(scope.chat, Conversation):
+        return None
+    return scope.chat._turn(scope.turn)

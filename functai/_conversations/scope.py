@@ -1,12 +1,12 @@
 """A running turn as the calls inside it see it (`functai._calls.scope`): a resumed
-turn reuses the replies and tool runs it recorded, so it pays for nothing twice."""
+turn reuses the replies and tool runs it recorded, so it pays for nothing twice. Both it
+and the turn's memory read their conversation as a `Chat`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
 from .._calls.outputs import to_jsonable
-from .._calls.scope import current_turn as current_scope
 from .._models.request import Client, Reply, Request
 from .._models.toolcall import ToolCall
 from . import held
@@ -15,18 +15,44 @@ from .._stores.protocol import StoreConflict
 from .._stores.opening import store_reference
 
 if TYPE_CHECKING:
-    from .conversation import Conversation
-    from .turn import Turn
+    from .._calls.program import Program
+    from .._layers import Layer
+    from .._stores.protocol import Store
 
-__all__ = ["Memory", "TurnScope", "current_turn", "waits_of"]
+__all__ = ["Chat", "Memory", "TurnScope", "waits_of"]
 
 R = TypeVar("R")
+
+
+class Chat(Protocol):
+    """What a running turn, its memory and what a new turn is shown (`context`) use of their
+    conversation: `functai._conversations.conversation.Conversation` is the one kind. Declared
+    here, so neither this module nor `context` imports the view that runs them."""
+
+    id: str
+    program: Program
+    layer: Layer
+    store: Store
+    context: Any
+    _history: History
+
+    def remember(self, plugin: str, kind: str, data: Any, turn: str | None = None) -> None: ...
+
+    def _read_all(self) -> None: ...
+
+    def _refresh(self, branch: str | None = None) -> None: ...
+
+    def _append(self, record: dict[str, Any], *, sync: bool = False, refresh: bool = True) -> None: ...
+
+    def _append_entries(self, plugin: str, kept: list[tuple[str, Any]], turn: str, expect: int) -> None: ...
+
+    def _ran_with(self) -> dict[str, Any]: ...
 
 
 class Memory:
     """Entries for the events of one turn (kept at that turn, read on its branch)."""
 
-    def __init__(self, chat: "Conversation", turn_id: str | None) -> None:
+    def __init__(self, chat: Chat, turn_id: str | None) -> None:
         self.chat = chat
         self.turn_id = turn_id
         self._branch: frozenset[str] | None = None
@@ -68,7 +94,7 @@ class Memory:
 class TurnScope:
     """A running turn, as the calls inside it see it (see `functai._calls.scope`)."""
 
-    def __init__(self, chat: "Conversation", data: TurnData, also_approve: tuple[Any, ...] = (),
+    def __init__(self, chat: Chat, data: TurnData, also_approve: tuple[Any, ...] = (),
                  rerun: tuple[str, ...] = ()) -> None:
         self.chat = chat
         self.program = chat.program
@@ -213,12 +239,3 @@ def waits_of(history: History, data: TurnData) -> list[dict[str, Any]]:
     return [{"approvals": w["approvals"], "at": w["at"],
              "answers": {a["key"]: answered[a["key"]] for a in w["approvals"] if a["key"] in answered}}
             for w in data.waits]
-
-
-def current_turn() -> Turn | None:
-    """The conversation turn running now (in this thread or task), or None: for a tool that
-    needs its conversation (``current_turn().conversation.entries(...)``)."""
-    scope = current_scope.get()
-    if not isinstance(scope, TurnScope):
-        return None
-    return scope.chat._turn(scope.turn)

@@ -1,5 +1,8 @@
 """Ratings: a person's verdict on a call, kept beside the call log (``ratings.jsonl``, or the
-``functai_ratings`` table of a SQL call log). The latest rating by the same person wins."""
+``functai_ratings`` table of a SQL call log). The latest rating by the same person wins.
+
+Reading them (`Rating`, `read_ratings`) is `functai._calls.records`'s, where ``read_calls(rated=True)``
+joins each record to its ratings; rating a call is here."""
 
 from __future__ import annotations
 
@@ -10,25 +13,16 @@ from typing import Any
 import attrs
 
 from .._calls.outputs import to_jsonable
-from .._calls.records import (LOG_FILE, RATINGS_FILE, CallRecord, append_line, is_rating, numbered_lines, read_calls,
-                             report_skipped)
+from .._calls.records import CallRecord, Rating, append_line, read_calls, read_ratings
 from .._errors import FunctAIError
 from .._layers import current_values
+from .._logfiles import LOG_FILE, RATINGS_FILE
 from .._models.keys import reveal
 from .._stores import calllog
 from .._stores.calllog import is_log_url
 from .._stores.urls import redact
 
-
-@attrs.frozen
-class Rating:
-    """One person's verdict on one call."""
-
-    call: str
-    good: bool
-    correction: Any = None
-    by: str | None = None
-    at: str = ""
+__all__ = ["Rating", "log_folder", "rate", "read_ratings"]
 
 
 def log_folder(log: str | os.PathLike[str] | None) -> str:
@@ -59,26 +53,3 @@ def rate(record_or_id: CallRecord | str, good: bool = True, correction: Any = No
     else:
         append_line(os.path.join(folder, RATINGS_FILE), attrs.asdict(rating))
     return rating
-
-
-def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
-    """Each call's ratings, one per person (the latest wins), oldest first."""
-    latest: dict[tuple[str, str | None], Rating] = {}
-    if is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
-        path = calllog.place(os.fspath(folder), "ratings")
-        lines: Any = calllog.numbered_rows(os.fspath(folder), "ratings")
-    else:
-        path = os.path.join(os.fspath(folder), RATINGS_FILE)
-        lines = numbered_lines(path)
-    for number, data in lines:
-        if not is_rating(data):
-            report_skipped(path, number, "not a rating (it needs a call id, good true or false, and by)", None)
-            continue
-        rating = Rating(call=data["call"], good=data["good"], correction=data.get("correction"), by=data.get("by"),
-                        at=str(data.get("at", "")))
-        latest.pop((rating.call, rating.by), None)  # the latest by each person wins, in its own place
-        latest[(rating.call, rating.by)] = rating
-    by_call: dict[str, list[Rating]] = {}
-    for rating in latest.values():
-        by_call.setdefault(rating.call, []).append(rating)
-    return by_call

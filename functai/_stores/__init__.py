@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from .folder import FolderStore
 from .memory import MemoryStore
-from .opening import open_store
+from .opening import open_store, open_url
 from .protocol import Store, StoreConflict
-from .urls import SCHEMA_VERSION, is_url, open_url, redact
+from .urls import SCHEMA_VERSION, is_url, redact
 
 __all__ = ["SCHEMA_VERSION", "FolderStore", "MemoryStore", "Store", "StoreConflict", "is_url", "open_store", "open_url",
            "redact"]

@@ -1,5 +1,5 @@
 """A call log kept by URL: the JSON lines a folder keeps in ``calls.jsonl`` and ``ratings.jsonl``
-(`functai._calls.records`), as rows of ``functai_calls`` and ``functai_ratings`` in a SQL store."""
+(`functai._calls.records`, `functai._logfiles`), as rows of ``functai_calls`` and ``functai_ratings`` in a SQL store."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from .. import _codec as codec
-from .._calls.records import report_skipped
 from .._errors import FunctAIError
 from .._files import check_folder
 from .._log import warn
+from .._logfiles import report_skipped
 from .._models.keys import SecretURL, reveal
+from .opening import open_url
 from .protocol import not_an_object, to_line
-from .urls import is_url, open_url, redact, scheme_of, sqlite_path
+from .urls import is_url, redact, scheme_of, sqlite_path
 
 
 class LogStore(Protocol):

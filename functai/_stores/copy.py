@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._calls.records import LOG_FILE, RATINGS_FILE, append_line, read_lines
+from .._calls.records import append_line, read_lines
 from .._errors import FunctAIError
+from .._logfiles import LOG_FILE, RATINGS_FILE
 from . import calllog
 from .calllog import is_log_url, log_store
 from .opening import open_store

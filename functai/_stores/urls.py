@@ -1,35 +1,22 @@
-"""Which store a URL names: built-in schemes first, then the ``functai.stores`` entry points.
+"""URLs as text: the scheme that says which store one names, a SQLite file's path, and a URL
+taken apart or shown without its password. Nothing here opens a store (`functai._stores.opening`
+does), so the stores themselves, the call log and the secrets may all use it.
 
 A URL is ``scheme://…``, ``memory:``, a built-in ``scheme:`` without ``//``, or a
 path ending ``.db``, ``.sqlite`` or ``.sqlite3``; anything else is a folder path.
-A distribution adds a scheme with an entry point named after it, read only when
-a URL's scheme is not built in::
-
-    [project.entry-points."functai.stores"]
-    redis = "functai_store_redis:open_store"   # called with the whole URL, returns a Store
 """
 
 from __future__ import annotations
 
 import os
 import re
-import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Protocol
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from .._errors import FunctAIError
-from .._hooks.installed import entry_points
-from . import memory
-from .folder import open_folder
-from .protocol import Store
-
-if TYPE_CHECKING:
-    from .._models.keys import SecretURL
 
 #: The schema version SQL stores write; a store written by a newer version is refused.
 SCHEMA_VERSION = 2
-
-GROUP = "functai.stores"
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -38,9 +25,12 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
 #: The schemes functai knows itself: ``name:`` is one of these stores with or without ``//``.
 BUILTIN = frozenset({"sqlite", "postgresql", "postgres", "memory"})
 
-_lock = threading.Lock()
-#: The stores opened: by `_key`, and by the text that named them (not a relative SQLite path's).
-_stores: dict[object, Any] = {}
+
+class Hidden(Protocol):
+    """A URL kept behind a handle (`functai._models.keys.SecretURL`), which shows itself without its password."""
+
+    @property
+    def shown(self) -> str: ...
 
 
 def scheme_of(text: str) -> str | None:
@@ -79,7 +69,7 @@ def host_port(parts: SplitResult) -> str:
     return host + (f":{parts.port}" if parts.port is not None else "")
 
 
-def redact(url: "str | SecretURL") -> str:
+def redact(url: "str | Hidden") -> str:
     """The URL without its password, as records and messages may show it."""
     if not isinstance(url, str):
         return url.shown  # a SecretURL: shown without its password already
@@ -90,92 +80,6 @@ def redact(url: "str | SecretURL") -> str:
         return url
     return urlunsplit((parts.scheme, f"{parts.username or ''}@{host_port(parts)}", parts.path, parts.query,
                        parts.fragment))
-
-
-def _builtin(scheme: str) -> Callable[[str], Any] | None:
-    """The factory of a built-in scheme, imported on first use (a driver is paid for by its users)."""
-    if scheme == "sqlite":
-        from .sqlite import open_sqlite
-
-        return open_sqlite
-    if scheme in ("postgresql", "postgres"):
-        from .postgres import open_postgres
-
-        return open_postgres
-    return None
-
-
-def _installed(scheme: str) -> Callable[[str], Any]:
-    found = [ep for ep in entry_points(GROUP) if ep.name.lower() == scheme]
-    if not found:
-        known = sorted({"sqlite", "postgresql", "memory"} | {ep.name for ep in entry_points(GROUP)})
-        raise FunctAIError(
-            f"no store is installed for URL scheme {scheme!r}: use a folder path or one of "
-            f"{', '.join(s + ':' for s in known)} (a distribution adds a scheme with an entry point "
-            f"in the {GROUP!r} group)",
-            code="store-url",
-        )
-    if len(found) > 1:
-        owners = ", ".join(sorted(str(getattr(getattr(ep, "dist", None), "name", ep.value)) for ep in found))
-        raise FunctAIError(f"several distributions provide the store scheme {scheme!r} ({owners}); uninstall all "
-                           "but one", code="store-url")
-    try:
-        factory = found[0].load()
-    except Exception as error:
-        raise FunctAIError(f"the store for scheme {scheme!r} ({found[0].value}) failed to load: "
-                           f"{type(error).__name__}: {error}", code="store-url") from error
-    if not callable(factory):
-        raise FunctAIError(f"the {GROUP!r} entry point {scheme!r} ({found[0].value}) is not callable",
-                           code="store-url")
-    return factory  # type: ignore[no-any-return]
-
-
-def open_url(url: str) -> "Store":
-    """The store ``url`` names; one object per URL in a process, so connections and caches are shared."""
-    store = _stores.get(url)
-    if store is not None:
-        return store  # type: ignore[no-any-return]  # what the cache holds, kept as opened
-    scheme = scheme_of(url)
-    if scheme is None:
-        return open_folder(url)
-    if scheme == "memory":
-        if url.rstrip("/").lower() != "memory:":
-            raise FunctAIError(f"{url!r}: the memory store takes no path; write 'memory:'", code="store-url")
-        return memory.shared
-    key = _key(url, scheme)
-    factory = _builtin(scheme) or _installed(scheme)
-    with _lock:
-        store = _stores.get(key)
-        if store is None:
-            store = factory(url)
-            if not isinstance(store, Store):
-                raise FunctAIError(f"the store for scheme {scheme!r} returned {type(store).__name__}, which is "
-                                   "not a Store (read/count/append/sync/conversations)", code="store-url")
-            _stores[key] = store
-        if scheme != "sqlite" or not _relative_sqlite(url):
-            _stores[url] = store  # the same text names the same store wherever the process is
-    return store
-
-
-def _key(url: str, scheme: str | None) -> object:
-    """What tells stores apart: the URL, or a SQLite file's absolute path."""
-    return ("sqlite", sqlite_path(url)) if scheme == "sqlite" else url
-
-
-def _relative_sqlite(url: str) -> bool:
-    path = url[len("sqlite:///"):] if url.lower().startswith("sqlite:") else url
-    return not os.path.isabs(path)
-
-
-def forget(url: str) -> None:
-    """Drop the cached store for ``url`` and close its connection (tests, tools that copy)."""
-    with _lock:
-        store = _stores.pop(_key(url, scheme_of(url)), None)
-        for text in [text for text, found in _stores.items() if found is store]:
-            del _stores[text]
-    close = getattr(store, "close", None)
-    if close is not None:
-        close()
 
 
 def sqlite_path(url: str) -> str:
