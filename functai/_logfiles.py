@@ -1,16 +1,60 @@
-"""A call log's files in a folder (``calls.jsonl`` and ``ratings.jsonl``), and how a line that is
-not a record is reported. The records themselves are `functai._calls.records`; this is what the
-stores need of them too (a folder store shared with a call log leaves its files out; a call log
-kept by URL reports its rows as a folder's lines), so it is part of the core."""
+"""What a call log holds, in a folder (``calls.jsonl`` and ``ratings.jsonl``) or a SQL store's
+tables: the files' names, what makes a line a call record or a rating, and how a line that is
+neither is reported. The records themselves are `functai._calls.records`; this is what the stores
+need of them too, below the calls (a folder store shared with a call log leaves its files out; a
+call log kept by URL reports its rows as a folder's lines), so it is part of the core."""
 
 from __future__ import annotations
 
+from typing import Any
 
 from ._log import warn
 
 LOG_FILE = "calls.jsonl"
 #: Beside it in a call log folder: the ratings made of its calls (`functai._evaluation.ratings`).
 RATINGS_FILE = "ratings.jsonl"
+
+#: The fields every call record has: the log's format, which `functai._calls.records.CallRecord`
+#: writes (its fields without a default; a test checks it writes them).
+REQUIRED = frozenset({"id", "function", "version", "inputs", "started"})
+
+#: What each field of a logged call record must be (None is fine where the field may be absent).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str,), "function": (str,), "version": (str,), "inputs": (dict,), "started": (str,),
+    "parent": (str, type(None)), "path": (str,), "module": (str,), "error": (dict, type(None)),
+    "instruction": (str, dict, type(None)), "model": (str, type(None)), "settings": (dict,), "usage": (dict,),
+    "seconds": (int, float, type(None)), "tool_calls": (list,), "conversation": (dict, type(None)),
+    "changes": (list,), "sections": (list,), "replayable": (bool,), "attempts": (int,),
+}
+
+
+def record_problem(data: dict[str, Any]) -> str | None:
+    """Why a call log line is not a call record, or None."""
+    missing = sorted(REQUIRED - data.keys())
+    if missing:
+        return f"not a call record: it has no {', '.join(map(repr, missing))}"
+    for name, types in _FIELD_TYPES.items():
+        if name in data and not isinstance(data[name], types):
+            return f"{name!r} is a JSON {type(data[name]).__name__}, which a call record never holds there"
+    for name in ("tool_calls", "changes"):
+        if name in data and not all(isinstance(item, dict) for item in data[name]):
+            return f"{name!r} holds something other than objects"
+    return None
+
+
+def is_log_line(data: Any) -> bool:
+    """Whether a decoded line is one a call log folder holds: a call record, or a rating of one."""
+    if not isinstance(data, dict):
+        return False
+    return is_rating(data) or record_problem(data) is None
+
+
+def is_rating(data: dict[str, Any]) -> bool:
+    """Whether a decoded line is a rating: a call id, ``good`` true or false, and who rated (or null)."""
+    call, by = data.get("call"), data.get("by")
+    return isinstance(call, str) and call != "" and isinstance(data.get("good"), bool) and (
+        by is None or isinstance(by, str))
+
 
 def report_skipped(path: str, number: int, reason: str, skipped: list[tuple[str, str]] | None) -> None:
     """Add a skipped line to ``skipped``, or warn about it when no list is given."""

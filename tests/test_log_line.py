@@ -169,3 +169,13 @@ def test_a_record_without_non_finite_numbers_warns_nothing(tmp_path):
             records.append(folder, record(**shape))
             records.append(folder, record(**shape))
     assert len((tmp_path / "calls.jsonl").read_bytes().splitlines()) == 2 * len(SHAPES)
+
+
+def test_a_call_record_writes_every_field_the_log_format_requires():
+    """The call log's format (`functai._logfiles`, which the stores read below the records) names
+    the fields a record line must have; `CallRecord` is what writes them."""
+    import attrs
+
+    from functai import _logfiles as logfiles
+
+    assert logfiles.REQUIRED == {f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING}

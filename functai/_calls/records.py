@@ -18,7 +18,7 @@ from typing import Any, Generic, Iterator, NamedTuple, TypeVar
 import attrs
 
 from .._files import unwritable
-from .._logfiles import LOG_FILE, RATINGS_FILE, report_skipped
+from .._logfiles import LOG_FILE, RATINGS_FILE, is_rating, record_problem, report_skipped
 from .._models.keys import SecretURL
 from .outputs import to_jsonable
 
@@ -83,40 +83,6 @@ class CallRecord:
         """Rebuild a record; keys this version does not know are skipped."""
         known = {f.name for f in attrs.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-#: The fields every call record has.
-_REQUIRED = frozenset(f.name for f in attrs.fields(CallRecord) if f.default is attrs.NOTHING)
-
-#: What each field of a logged call record must be (None is fine where the field may be absent).
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "id": (str,), "function": (str,), "version": (str,), "inputs": (dict,), "started": (str,),
-    "parent": (str, type(None)), "path": (str,), "module": (str,), "error": (dict, type(None)),
-    "instruction": (str, dict, type(None)), "model": (str, type(None)), "settings": (dict,), "usage": (dict,),
-    "seconds": (int, float, type(None)), "tool_calls": (list,), "conversation": (dict, type(None)),
-    "changes": (list,), "sections": (list,), "replayable": (bool,), "attempts": (int,),
-}
-
-
-def record_problem(data: dict[str, Any]) -> str | None:
-    """Why a call log line is not a call record, or None."""
-    missing = sorted(_REQUIRED - data.keys())
-    if missing:
-        return f"not a call record: it has no {', '.join(map(repr, missing))}"
-    for name, types in _FIELD_TYPES.items():
-        if name in data and not isinstance(data[name], types):
-            return f"{name!r} is a JSON {type(data[name]).__name__}, which a call record never holds there"
-    for name in ("tool_calls", "changes"):
-        if name in data and not all(isinstance(item, dict) for item in data[name]):
-            return f"{name!r} holds something other than objects"
-    return None
-
-
-def is_rating(data: dict[str, Any]) -> bool:
-    """Whether a decoded line is a rating: a call id, ``good`` true or false, and who rated (or null)."""
-    call, by = data.get("call"), data.get("by")
-    return isinstance(call, str) and call != "" and isinstance(data.get("good"), bool) and (
-        by is None or isinstance(by, str))
 
 
 #: A call's value type (``Result[str]`` for a function that returns ``str``).

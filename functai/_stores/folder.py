@@ -20,7 +20,7 @@ from typing import Any, Callable
 from .._errors import FunctAIError
 from .._files import check_folder_name, cut, fsync_file, make_folder, unwritable, write_all
 from .._log import warn
-from .._logfiles import LOG_FILE, RATINGS_FILE
+from .._logfiles import LOG_FILE, RATINGS_FILE, is_log_line
 from .folder_index import TORN_END, Index, parse_lines, why_not_json
 from .protocol import (
     CONVERSATION_ID,
@@ -266,16 +266,15 @@ class FolderStore:
         return sorted(i for i in ids if CONVERSATION_ID.fullmatch(i))
 
     def _call_log(self, name: str) -> bool:
-        """Whether file ``name`` is a call log's ``calls.jsonl`` or ``ratings.jsonl`` kept in this folder
-        too: JSON lines that are not a conversation's (whose first line says it is one)."""
+        """Whether file ``name`` is a call log's ``calls.jsonl`` or ``ratings.jsonl`` kept in this folder too."""
         if name not in (LOG_FILE, RATINGS_FILE):
             return False
         try:
             with open(self.folder / name, "rb") as file:
-                first = from_line(file.readline(1 << 24))  # bounded: a call record is never that long
+                first = file.readline(1 << 24)  # bounded: a call record is never that long
+            return is_log_line(from_line(first))
         except (OSError, ValueError):  # unreadable, or not JSON: not the call log's
             return False
-        return isinstance(first, dict) and first.get("kind") != "conversation"
 
     def __repr__(self) -> str:
         return f"FolderStore({str(self.folder)!r})"
