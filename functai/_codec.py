@@ -76,7 +76,7 @@ def loads(data: bytes | bytearray | str) -> Any:
         return json.loads(data)
 
 
-def loads_lines(data: bytes | str) -> list[Any]:
+def loads_lines(data: bytes | memoryview | str) -> list[Any]:
     """Every line of a JSON-lines buffer, decoded at once; ``ValueError`` when any line is not JSON."""
     if _decode_lines is None:
         encoder()

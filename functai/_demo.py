@@ -59,16 +59,19 @@ def one_sentence(call: Any) -> Change:
 @ai(plugins=[house_style])
 def explain(topic: str) -> str:
     """Explain the topic to a curious newcomer."""
+    raise NotImplementedError
 
 
 @ai
 def rate_clarity(text: str) -> int:
     """Rate how clear the text is, from 1 (muddled) to 5 (crystal clear)."""
+    raise NotImplementedError
 
 
 @ai
 def research(query: str) -> str:
     """Look the query up in the course notes and report what they say."""
+    raise NotImplementedError
 
 
 def _offline_reply(request: Request) -> Any:
@@ -148,6 +151,7 @@ def main(out: TextIO = sys.stdout, folder: str = "functai-demo") -> int:
     @ai(tools=[read_note, delete_note, researcher])
     def tutor(question: str) -> str:
         """Tutor the student, building on what was said before."""
+        raise NotImplementedError
 
     conversation = _fresh_id(store)
     chat = tutor.conversation(conversation, store=store, plugins=extras)

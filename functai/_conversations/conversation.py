@@ -476,4 +476,4 @@ def current_turn() -> Turn | None:
     scope = current_scope.get()
     if not isinstance(scope, TurnScope) or not isinstance(scope.chat, Conversation):
         return None
-    return scope.chat._turn(scope.turn)
+    return scope.chat._turn(scope.data.id)

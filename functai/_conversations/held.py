@@ -13,7 +13,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from .._calls.approvals import edited_digest, named_key
 from .._calls.outputs import to_jsonable
-from .._calls.run import now_text
+from .._calls.run import now_text as now_text  # also read as held.now_text (context.py; tests patch it)
 from .._errors import FunctAIError, approval_answered
 from . import leases, rows
 from .history import ABANDONED, FORMAT, HELD, INTERRUPTED, LATE_ANSWER, WAITING, History, TurnData

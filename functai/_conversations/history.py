@@ -20,19 +20,19 @@ from . import rows
 from .checks import END_STATES, QUICK, problem
 
 from .turndata import (  # noqa: F401  (the names the fold's users import from here)
-    ABANDONED,
-    DONE,
-    FAILED,
-    FORMAT,
-    HELD,
-    INTERRUPTED,
-    LATE_ANSWER,
-    NOTHING,
-    RUNNING,
-    STOPPED,
-    WAITING,
-    TurnData,
-    lease_of,
+    ABANDONED as ABANDONED,
+    DONE as DONE,
+    FAILED as FAILED,
+    FORMAT as FORMAT,
+    HELD as HELD,
+    INTERRUPTED as INTERRUPTED,
+    LATE_ANSWER as LATE_ANSWER,
+    NOTHING as NOTHING,
+    RUNNING as RUNNING,
+    STOPPED as STOPPED,
+    WAITING as WAITING,
+    TurnData as TurnData,
+    lease_of as lease_of,
 )
 
 #: Turns that ended without an answer: never parents, so their entries belong to their parent's branches.

@@ -58,11 +58,11 @@ def _load() -> Callable[[Any], list[Any]]:
     for kind, names in _KINDS.items():
         fields = [(name, msgspec.Raw, _UNSET) if name in _RAW else (name, Any, None) for name in names]
         ROWS[kind] = msgspec.defstruct(f"{kind.title()}Row", fields, bases=(base,), tag=kind, gc=False)
-    _decode_lines = msgspec.json.Decoder(Union[tuple(ROWS.values())]).decode_lines  # type: ignore[misc]
+    _decode_lines = msgspec.json.Decoder(Union[tuple(ROWS.values())]).decode_lines
     return _decode_lines
 
 
-def decode_lines(data: bytes | str) -> list[Any]:
+def decode_lines(data: bytes | memoryview | str) -> list[Any]:
     """Every line of a JSON-lines buffer as a row; ``ValueError`` when any is not an object of a known kind."""
     return (_decode_lines or _load())(data)
 

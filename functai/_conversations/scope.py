@@ -99,19 +99,20 @@ class TurnScope:
         self.chat = chat
         self.program = chat.program
         self.layer = chat.layer
-        self.conversation = chat.id
-        self.turn = data.id
+        self.conversation: str | None = chat.id
+        self.turn: str | None = data.id
         self.parent = data.parent
         self.store = store_reference(chat.store)
         self.waits = True
         self.records = True
         self.claimed = False
-        self.changes = list(data.changes)
-        self.sections = list(data.sections)
-        self.history = chat._history.shown_messages(data)
+        self.changes: Sequence[Mapping[str, Any]] = list(data.changes)
+        self.sections: Sequence[str] = list(data.sections)
+        self.history: Sequence[Mapping[str, Any]] = chat._history.shown_messages(data)
         #: What the turn's own call record keeps of it (as the turn record has it), so replay needs only the log.
-        self.shown = dict(data.shown) if isinstance(data.shown, dict) else list(data.shown)
-        self.without = dict(data.without)
+        self.shown: Mapping[str, Any] | Sequence[str] | None = (
+            dict(data.shown) if isinstance(data.shown, dict) else list(data.shown))
+        self.without: Mapping[str, Any] = dict(data.without)
         self.memory = Memory(chat, data.id)
         self.data = data
         self.calls = 0
@@ -121,13 +122,13 @@ class TurnScope:
         #: The same, as recorded with the reply `replay` returned last (a resumed turn records them again).
         self.replayed: dict[str, Any] | None = None
         #: Approve rules the turn started with that this process's rule does not cover: checked too.
-        self.also_approve = also_approve
-        self.rerun = rerun
+        self.also_approve: Sequence[Any] = also_approve
+        self.rerun: Sequence[str] = rerun
         #: The turn's one call record: its id, when it first started, and what it waited for.
         self.call_id = data.call
         self.call_started = next((w["started"] for w in data.waits if w.get("started")), None) or (
             data.at if data.resumes else None)
-        self.waited = waits_of(chat._history, data)
+        self.waited: Sequence[Mapping[str, Any]] = waits_of(chat._history, data)
 
     def begin_call(self) -> int:
         self.calls += 1
@@ -215,7 +216,7 @@ class TurnScope:
         answers = self.data.answers
         if not answers:
             return found
-        details = self.chat._history.answered.get(self.turn, {})
+        details = self.chat._history.answered.get(self.data.id, {})
         asked = {a["key"]: a for wait in self.data.waits for a in wait["approvals"]}
         for key, (allow, reason) in answers.items():
             if key == prefix or key.startswith(prefix + "."):

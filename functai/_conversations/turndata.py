@@ -144,7 +144,7 @@ class TurnData:
 
             replies = self._replies = tuple(
                 reply if type(reply) is dict else codec.loads(bytes(reply)) for reply in replies)
-        return replies  # type: ignore[return-value]
+        return replies
 
     @replies.setter
     def replies(self, value: Sequence[dict[str, Any]]) -> None:

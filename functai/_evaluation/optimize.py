@@ -24,7 +24,7 @@ class Candidate:
 class Optimization:
     """The best function found, and how every instruction scored."""
 
-    best: AIFunction
+    best: AIFunction[..., Any]
     baseline: Candidate
     candidates: list[Candidate]
 
@@ -33,7 +33,7 @@ class Optimization:
         return [(c.instruction, c.score) for c in (self.baseline, *self.candidates)]
 
 
-def _teacher(lm: str | None) -> AIFunction:
+def _teacher(lm: str | None) -> AIFunction[..., Any]:
     def propose_instructions(instruction: str, results: list[dict[str, Any]], count: int) -> list[str]:
         """Propose improved instructions for a program that a language model follows.
 
@@ -43,19 +43,21 @@ def _teacher(lm: str | None) -> AIFunction:
         would make the failing examples pass without breaking the passing
         ones. Keep what works; be specific about what went wrong.
         """
+        raise NotImplementedError
 
     return (ai(lm=lm) if lm else ai())(propose_instructions)
 
 
-def optimize(fn: AIFunction, rows: Iterable[Any] | None = None, *, teacher_lm: str | None = None, candidates: int = 3,
-             metric: Metric | None = None, workers: int | None = None, log: str | os.PathLike[str] | None = None,
+def optimize(fn: AIFunction[..., Any], rows: Iterable[Any] | None = None, *, teacher_lm: str | None = None,
+             candidates: int = 3, metric: Metric | None = None, workers: int | None = None,
+             log: str | os.PathLike[str] | None = None,
              progress: bool | None = None, progress_to: TextIO | None = None) -> Optimization:
     """The best instruction found as a new AI function (``fn`` itself when none beats it), and every score."""
     if not isinstance(fn, AIFunction):
         raise TypeError(f"optimize() takes an AI function, not {fn!r}")
     todo, _ = rows_for(fn, rows, log)
 
-    def measure(variant: AIFunction, instruction: str) -> Candidate:
+    def measure(variant: AIFunction[..., Any], instruction: str) -> Candidate:
         result = evaluate(variant, todo, metric, workers=workers, progress=progress, progress_to=progress_to)
         return Candidate(instruction, result.score, result)
 

@@ -30,7 +30,8 @@ def log_folder(log: str | os.PathLike[str] | None) -> str:
     if not folder:
         raise FunctAIError("ratings are kept beside the call log, and no call log is configured: "
                            "set functai.configure(log_calls='calls/') or pass log=...", code="no-call-log")
-    return os.fspath(reveal(folder))  # a log_calls URL with a password is kept behind a handle
+    revealed: str | os.PathLike[str] = reveal(folder)  # a log_calls URL with a password is kept behind a handle
+    return os.fspath(revealed)
 
 
 def rate(record_or_id: CallRecord | str, good: bool = True, correction: Any = None, by: str | None = None, *,

@@ -30,15 +30,17 @@ class ReplayedTurn:
     layer = EMPTY
     conversation = None
     turn = None
-    parent = None
-    store = None
+    parent: str | None = None
+    store: str | None = None
     waits = False  # an approval with nobody to decide refuses, as in a plain call
     memory = None
     records = False  # every request is asked (`complete`): nothing is kept to read back
-    shown = None
+    shown: Mapping[str, Any] | Sequence[str] | None = None
     without: Mapping[str, Any] = {}
-    acts = replayed = None
-    call_id = call_started = None
+    acts: dict[str, Any] | None = None
+    replayed: dict[str, Any] | None = None
+    call_id: str | None = None
+    call_started: str | None = None
     waited: Sequence[Mapping[str, Any]] = ()
     also_approve: Sequence[Any] = ()
 
@@ -47,12 +49,12 @@ class ReplayedTurn:
         if conversation is not None:  # a what-if replay's before_call event names the turn it rebuilds
             self.conversation, self.turn = conversation, turn
         self.program = program
-        self.history = list(history)
-        self.sections = list(sections)
-        self.changes: list[dict[str, Any]] = []  # recorded changes never come back
+        self.history: Sequence[Mapping[str, Any]] = list(history)
+        self.sections: Sequence[str] = list(sections)
+        self.changes: Sequence[Mapping[str, Any]] = []  # recorded changes never come back
         self.claimed = False
         self.calls = 0
-        self.rerun: tuple[str, ...] = ()
+        self.rerun: Sequence[str] = ()
 
     def begin_call(self) -> int:
         self.calls += 1
@@ -122,7 +124,7 @@ def _from_log(record: CallRecord, calls: Mapping[tuple[str, str], CallRecord]) -
         if _without_content(item) or (isinstance(item.output, dict) and set(item.output) == {"chars"}):
             raise NotReplayable(f"call {record.id}: the turn {turn_id} it was shown was logged without content "
                                 "(log_content=False)")
-        history.turns[turn_id] = _LoggedTurn(item)  # type: ignore[arg-type, assignment]
+        history.turns[turn_id] = _LoggedTurn(item)  # type: ignore[assignment]
     return [dict(m) for m in history.messages(ids, conversation.get("without") or {})]
 
 

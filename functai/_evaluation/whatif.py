@@ -135,7 +135,7 @@ def replay(
     lm: str | None = None,
     ask: bool = False,
     *,
-    fn: AIFunction | None = None,
+    fn: AIFunction[..., Any] | None = None,
     log: str | os.PathLike[str] | None = None,
 ) -> Replay:
     """Rebuild ``record``'s first request with the changes of the plugins named in ``without`` left
@@ -167,12 +167,12 @@ def replay(
     return rebuild(record, program, calls, without, with_, lm, ask)
 
 
-def own_settings(fn: AIFunction) -> dict[str, Any]:
+def own_settings(fn: AIFunction[..., Any]) -> dict[str, Any]:
     """The model settings ``fn`` is configured with here (its layers and this process's)."""
     return dict(resolve(fn.own).model_settings)
 
 
-def own_model(fn: AIFunction) -> str | None:
+def own_model(fn: AIFunction[..., Any]) -> str | None:
     """The model name ``fn`` sends here (``lm``, else ``FUNCTAI_LM``), or None with ``client=`` or none."""
     values = resolve(fn.own).values
     lm = values.get("lm") or (None if "client" in values else os.environ.get("FUNCTAI_LM") or None)
@@ -183,7 +183,7 @@ def own_model(fn: AIFunction) -> str | None:
 
 def rebuild(
     record: CallRecord,
-    fn: AIFunction,
+    fn: AIFunction[..., Any],
     calls: Mapping[tuple[str, str], CallRecord] | None,
     without: Iterable[str] = (),
     with_: Iterable[Any] = (),
@@ -240,8 +240,9 @@ def rebuild(
 class _Built:
     """One rebuild of a record's first request, step by step as the pipeline builds it."""
 
-    def __init__(self, record: CallRecord, fn: AIFunction, resolved: Resolved, history: Sequence[Mapping[str, Any]],
-                 sections: Sequence[str], notes: list[str], out: set[str] | frozenset[str] = frozenset(),
+    def __init__(self, record: CallRecord, fn: AIFunction[..., Any], resolved: Resolved,
+                 history: Sequence[Mapping[str, Any]], sections: Sequence[str], notes: list[str],
+                 out: set[str] | frozenset[str] = frozenset(),
                  plugins: Sequence[Plugin] = (), lm: str | None = None) -> None:
         self.left_out = [c for c in record.changes if c.get("plugin") in out and _shapes_request(c)]
         conversation = record.conversation or {}
@@ -292,7 +293,7 @@ class _Built:
         return found
 
 
-def _reapply(record: CallRecord, fn: AIFunction, entry: Mapping[str, Any], event: Any) -> None:
+def _reapply(record: CallRecord, fn: AIFunction[..., Any], entry: Mapping[str, Any], event: Any) -> None:
     """Apply a recorded before_call change to the event, as the pipeline applied it."""
     try:
         plugin = Plugin(entry["plugin"], version=entry.get("version") or "0.0.0")
@@ -343,7 +344,7 @@ def _check_replayable(record: CallRecord) -> None:
                             "not keep the request it made, so it cannot be rebuilt (replayable: false)")
 
 
-def function_of(record: CallRecord) -> AIFunction:
+def function_of(record: CallRecord) -> AIFunction[..., Any]:
     """The AI function ``record`` names (``module:function``), imported from here."""
     reference = f"{record.module}:{record.function}"
     fix = "pass fn=<the AI function>"
@@ -378,7 +379,7 @@ def _plugins(given: list[Any], resolved: Resolved) -> tuple[Plugin, ...]:
     return tuple(p.plugin for p in arrange([("with_", as_plugins(named, "replay(with_=...)"))]).placed)
 
 
-def _notes(record: CallRecord, fn: AIFunction, out: set[str], without: Iterable[str]) -> list[str]:
+def _notes(record: CallRecord, fn: AIFunction[..., Any], out: set[str], without: Iterable[str]) -> list[str]:
     notes = []
     if fn.version != record.version:
         notes.append(f"{fn.name} changed since the call (version {record.version}, now {fn.version}): its "

@@ -18,7 +18,7 @@ import httpx
 __all__ = ["LeanTransport", "lean_transport"]
 
 #: httpcore's errors, most specific first, with httpx's of the same name.
-_ERRORS = tuple(
+_ERRORS: tuple[tuple[type[Exception], type[Exception]], ...] = tuple(
     (getattr(httpcore, name), getattr(httpx, name))
     for name in ("ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException",
                  "ConnectError", "ReadError", "WriteError", "NetworkError", "ProxyError", "UnsupportedProtocol",
@@ -65,7 +65,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             method=request.method,
             url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
             headers=request.headers.raw,
-            content=request.stream,  # type: ignore[arg-type]
+            content=request.stream,
             extensions=request.extensions,
         )
         try:

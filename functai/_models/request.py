@@ -52,7 +52,7 @@ def _view(value: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _dict(value: Mapping[str, Any]) -> dict[str, Any]:
-    return value if type(value) is dict else dict(value)  # type: ignore[return-value]
+    return value if type(value) is dict else dict(value)
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})

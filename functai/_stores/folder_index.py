@@ -8,7 +8,7 @@ import json
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, cast
 
 from .. import _codec as codec
 from .protocol import not_an_object
@@ -54,7 +54,7 @@ class _Lines:
         part = self._parts[at]
         if type(part) is tuple:
             data, end = part
-            part = self._parts[at] = data[:end].split(b"\n")
+            part = self._parts[at] = cast("list[str | bytes]", data[:end].split(b"\n"))
         return part  # type: ignore[return-value]
 
     def line(self, index: int) -> str | bytes:
@@ -137,7 +137,8 @@ class Index:
 _BOM = "\ufeff"
 
 
-_scan = json.JSONDecoder().scan_once
+#: ``scan_once``, which JSONDecoder sets on each instance (typeshed does not declare it).
+_scan: Callable[[str, int], tuple[Any, int]] = vars(json.JSONDecoder())["scan_once"]
 
 
 def parse_lines(data: bytes, end: int, index: Index, parsed: list[Any], rows: bool = False) -> list[tuple[int, str]]:
