@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import os
 import pathlib
-import tomllib
+import sys
 from typing import Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, before it joined the standard library
+    import tomli as tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

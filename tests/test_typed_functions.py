@@ -8,7 +8,11 @@ import os
 import pathlib
 import subprocess
 import sys
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, before it joined the standard library
+    import tomli as tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TYPING = ROOT / "tests" / "data" / "typing"

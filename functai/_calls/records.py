@@ -13,7 +13,7 @@ import errno
 import json
 import os
 import threading
-from typing import Any, Generic, Iterator, NamedTuple, TypeVar
+from typing import Any, Iterator, Tuple, TypeVar
 
 import attrs
 
@@ -89,11 +89,25 @@ class CallRecord:
 V = TypeVar("V")
 
 
-class Result(NamedTuple, Generic[V]):
-    """A call's value and its record: ``value, record = fn.run(...)``."""
+class Result(Tuple[V, CallRecord]):
+    """A call's value and its record: ``value, record = fn.run(...)``. (A generic NamedTuple would
+    say the same, from Python 3.11 on.)"""
 
-    value: V
-    record: CallRecord
+    __slots__ = ()
+
+    def __new__(cls, value: V, record: CallRecord) -> Result[V]:
+        return tuple.__new__(cls, (value, record))
+
+    @property
+    def value(self) -> V:
+        return self[0]
+
+    @property
+    def record(self) -> CallRecord:
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"Result(value={self[0]!r}, record={self[1]!r})"
 
 
 def size(value: Any) -> int:

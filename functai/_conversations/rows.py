@@ -36,13 +36,16 @@ _KINDS: dict[str, tuple[str, ...]] = {
 _RAW = frozenset({"ran_with", "reply", "changes", "without", "sections"})
 _UNSET: Any = None
 
-_STRING = rb'"(?:[^"\\]++|\\.)*+"'
-_SCALAR = rb'(?:-?[0-9][0-9.eE+-]*+|null|true|false|"[^"\\]*+")'
-_FLAT = rb'\{(?:"[^"\\]*+":' + _SCALAR + rb'(?:,"[^"\\]*+":' + _SCALAR + rb')*+)?\}'
+# Each written so that no part can match a text in two ways (a string unrolled: runs of plain
+# characters, then an escape and a run), so a text that almost matches fails at once, as Python
+# 3.10's regular expressions have no possessive quantifiers to say so.
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_SCALAR = rb'(?:-?[0-9][0-9.eE+-]*|null|true|false|"[^"\\]*")'
+_FLAT = rb'\{(?:"[^"\\]*":' + _SCALAR + rb'(?:,"[^"\\]*":' + _SCALAR + rb')*)?\}'
 #: A plain final answer as this version writes it (text, no tool calls, a flat usage, a finish
 #: reason): in JSON the row decode already checked, a match means the reply is sound.
 PLAIN_REPLY = re.compile(rb'\{"text":(?:' + _STRING + rb'|null),"tool_calls":\[\],"usage":' + _FLAT
-                          + rb',"finish_reason":(?:"[^"\\]*+"|null)\}')
+                          + rb',"finish_reason":(?:"[^"\\]*"|null)\}')
 
 
 def _load() -> Callable[[Any], list[Any]]:

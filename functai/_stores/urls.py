@@ -56,6 +56,11 @@ def split_url(url: str) -> SplitResult | None:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018  (raises on a port that is not a number)
+        host = parts.hostname
+        if host and "[" in parts.netloc and not host.startswith("v"):
+            import ipaddress  # a bracketed host is an IPv6 address: checked as urlsplit does from Python 3.11 on
+
+            ipaddress.IPv6Address(host)
     except ValueError:
         return None
     return parts

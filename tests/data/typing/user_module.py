@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, assert_type
+from typing import Any
+
+from typing_extensions import assert_type  # typing.assert_type from Python 3.11 on
 
 from functai_budget import budget
 from functai_cache import cache
