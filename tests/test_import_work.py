@@ -84,12 +84,11 @@ def test_the_lazy_names_resolve_to_the_same_objects():
     import functai._calls.tools
     import functai._models.request
     import functai._models.toolcall
-    from functai._models.request import ToolCall as FromRequest
 
     assert functai.compaction is functai._builtins.compaction
     assert functai.delegate is functai._builtins.delegate
-    assert functai.Template is functai._calls.layout.Template is functai._calls.template.Template
-    assert functai.ToolCall is FromRequest is functai._models.toolcall.ToolCall
+    assert functai.Template is functai._calls.template.Template
+    assert functai.ToolCall is functai._models.toolcall.ToolCall
     assert functai.tool is functai._calls.tools.tool and functai.Tool is functai._calls.tools.Tool
     assert functai.ApprovalError is functai._calls.tools.ApprovalError
     with pytest.raises(AttributeError):

@@ -12,7 +12,8 @@ from loopback import LoopbackServer, Scripted, completion, error_body, refused_u
 import functai
 from functai._errors import FunctAIError, ModelError
 from functai._models.openai import OpenAIClient
-from functai._models.request import Reply, Request, ToolCall
+from functai._models.request import Reply, Request
+from functai._models.toolcall import ToolCall
 
 KEY = "sk-test-SECRET-0123456789"
 

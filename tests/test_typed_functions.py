@@ -90,7 +90,5 @@ def test_a_handler_is_given_the_public_event_class_of_its_hook():
 
 def test_functai_events_names_each_hooks_class_for_its_hook():
     import functai
-    from functai._hooks.events import public_name
-
     for hook, cls in functai.events.BY_HOOK.items():
-        assert getattr(functai.events, public_name(hook)) is cls, hook
+        assert getattr(functai.events, "".join(part.title() for part in hook.split("_"))) is cls, hook

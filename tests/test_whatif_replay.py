@@ -17,7 +17,7 @@ from functai import Change, FunctAIError, Plugin, ai, tool
 from functai._calls.records import read_calls
 from functai._cli import main
 from functai._evaluation.replay import NotReplayable
-from functai._evaluation.whatif import request_json
+from functai._evaluation.whatif import request_data
 from functai._stores.opening import forget
 from functai.testing import ScriptedLM, tool_call
 
@@ -53,6 +53,11 @@ def ask_helper(text: str) -> str:
 @ai(tools=[ask_helper])
 def coach(question: str) -> str:
     """Coach the student."""
+
+
+def request_json(request):
+    """A request as canonical JSON: two requests are the same when this is."""
+    return json.dumps(request_data(request), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def run(argv):

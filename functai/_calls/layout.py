@@ -89,12 +89,3 @@ def messages(
     out.append({"role": "user", "content": layout.user.format_map(slots)})
     return out
 
-
-def __getattr__(name: str) -> Any:
-    """``Template`` lives in `functai._calls.template`, loaded when first used."""
-    if name == "Template":
-        from .template import Template
-
-        globals()["Template"] = Template
-        return Template
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

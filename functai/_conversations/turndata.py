@@ -146,10 +146,6 @@ class TurnData:
                 reply if type(reply) is dict else codec.loads(bytes(reply)) for reply in replies)
         return replies
 
-    @replies.setter
-    def replies(self, value: Sequence[dict[str, Any]]) -> None:
-        self._replies = tuple(value)
-
 
 def lease_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
     if "owner" not in record:

@@ -123,11 +123,6 @@ def request_data(request: Request) -> dict[str, Any]:
             "settings": to_jsonable(request.settings), "output_schema": to_jsonable(request.output_schema)}
 
 
-def request_json(request: Request) -> str:
-    """A request as canonical JSON (keys sorted, no spaces): two requests are the same when this is."""
-    return json.dumps(request_data(request), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
 def replay(
     record: CallRecord | str,
     without: Iterable[str] = (),

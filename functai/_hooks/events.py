@@ -454,8 +454,3 @@ BY_HOOK: dict[str, type[Event]] = {
     "model_error": ModelErrorEvent, "chunk": ChunkEvent, "reply": ReplyEvent, "tool_call": ToolCallEvent,
     "tool_error": ToolErrorEvent, "tool_result": ToolResultEvent, "call_end": CallEndEvent, "turn_end": TurnEndEvent,
 }
-
-
-def public_name(hook: str) -> str:
-    """The name `functai.events` gives a hook's event: the hook's name in CamelCase."""
-    return "".join(part.title() for part in hook.split("_"))

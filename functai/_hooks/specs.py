@@ -1,7 +1,7 @@
 """The hook table, declared with pluggy: one function per hook, in the order they fire.
 
 The single source of hook and argument names; `docs/hooks.md` is generated
-from these docstrings (``python -m functai._hooks.reference``).
+from these docstrings (``python docs/hook_reference.py``).
 """
 
 from __future__ import annotations
@@ -264,8 +264,3 @@ def turn_end(turn):  # type: ignore[no-untyped-def]
 HOOKS: tuple[str, ...] = tuple(
     name for name, value in list(globals().items()) if callable(value) and hasattr(value, "functai_spec")
 )
-
-#: The one argument each hook's handler is given, by hook.
-ARGUMENT: dict[str, str] = {
-    name: globals()[name].__code__.co_varnames[0] for name in HOOKS
-}

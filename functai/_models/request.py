@@ -209,12 +209,3 @@ MODEL_SETTING_CHECKS: dict[str, Callable[[str, Any], None]] = {
 
 MODEL_SETTINGS: frozenset[str] = frozenset(MODEL_SETTING_CHECKS)
 
-
-def __getattr__(name: str) -> Any:
-    """``ToolCall`` lives in `functai._models.toolcall`, built when a reply first asks for a tool."""
-    if name == "ToolCall":
-        from .toolcall import ToolCall
-
-        globals()["ToolCall"] = ToolCall
-        return ToolCall
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,12 +1,17 @@
-"""Render the hook reference from the hookspecs: ``python -m functai._hooks.reference > docs/hooks.md``
+"""Render the hook reference from the hookspecs: ``python docs/hook_reference.py > docs/hooks.md``
 (a test checks the file matches)."""
 
 from __future__ import annotations
 
 import inspect
 
-from . import events, specs
-from .change import ANSWERING, HOOK_FIELDS
+from functai._hooks import events, specs
+from functai._hooks.change import ANSWERING, HOOK_FIELDS
+
+
+def public_name(hook: str) -> str:
+    """The name `functai.events` gives a hook's event: the hook's name in CamelCase."""
+    return "".join(part.title() for part in hook.split("_"))
 
 def _fields(hook: str) -> list[str]:
     """The event's fields with their annotated types, as the class writes them."""
@@ -28,7 +33,7 @@ def render() -> str:
         "# Hook reference",
         "",
         "Generated from `functai/_hooks/specs.py` (the pluggy hookspecs) by",
-        "`python -m functai._hooks.reference`; do not edit by hand.",
+        "`python docs/hook_reference.py`; do not edit by hand.",
         "",
         "| hook | handler signature | a Change may set |",
         "|---|---|---|",
@@ -45,7 +50,7 @@ def render() -> str:
     for hook in specs.HOOKS:
         spec = getattr(specs, hook)
         lines += ["", f"## `{hook}{inspect.signature(spec)}`", "", inspect.getdoc(spec) or "", "",
-                  f"Its event is `functai.events.{events.public_name(hook)}`: " + ", ".join(_fields(hook)) + "."]
+                  f"Its event is `functai.events.{public_name(hook)}`: " + ", ".join(_fields(hook)) + "."]
     return "\n".join(lines) + "\n"
 
 
