@@ -10,7 +10,7 @@ import pytest
 import functai
 from functai import Change, Plugin, PluginError, ai
 from functai._hooks import installed as installed_module
-from functai._hooks.adapt import from_hookimpls
+from functai._hooks.hookimpls import from_hookimpls
 from functai._hooks.installed import FAILED, Installed, InstalledPlugin
 from functai.testing import ScriptedLM, tool_call
 

@@ -131,7 +131,7 @@ FIRST_CALL = textwrap.dedent('''
         print(error.code)
     from functai._hooks.installed import installed
     print(sorted(item.name + ":" + item.state for item in installed().found if item.name.startswith("needs")))
-    from functai._hooks.adapt import from_hookimpls
+    from functai._hooks.hookimpls import from_hookimpls
     print(from_hookimpls(rules_module).version)
     print([m for m in ("packaging", "importlib_metadata", "structlog") if m in sys.modules])
 ''')

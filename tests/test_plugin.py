@@ -10,7 +10,8 @@ import pytest
 
 import functai
 from functai import Change, Plugin, PluginError
-from functai._hooks.adapt import as_plugins, from_hookimpls
+from functai._hooks.adapt import as_plugins
+from functai._hooks.hookimpls import from_hookimpls
 from functai._hooks.specs import HOOKS
 
 

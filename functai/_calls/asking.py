@@ -22,7 +22,6 @@ from .._hooks.hear import note_heard
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
 from .._models import providers
-from .._models.endpoint import endpoint_of
 from .._models.providers import server_of
 from .._models.request import Client, Reply, Request
 from .approvals import AskedAtStream, decided, is_extension
@@ -219,6 +218,8 @@ class Asker:
         the call before anything is sent; the refusal is recorded as the plugin's."""
         record = self.record
         scope = self.scope
+        from .._models.endpoint import endpoint_of  # with hmac: only a call with request or reply handlers needs it
+
         event = RequestEvent(request=request, endpoint=endpoint_of(self.client), function=self.fn.name,
                              path=self.path, call=record.id,
                              turn=None if scope is None else scope.turn, recorded=recorded,
@@ -307,6 +308,8 @@ class Asker:
         """Run ``reply``: each handler hears the reply as the ones before it left it, and may replace it."""
         record = self.record
         scope = self.scope
+        from .._models.endpoint import endpoint_of
+
         event = ReplyEvent(request=request, endpoint=endpoint_of(self.client), reply=reply, seconds=seconds,
                            attempt=record.attempts + self.answered,
                            function=self.fn.name, path=self.path, server=None if answered else server_of(self.client),

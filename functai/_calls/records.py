@@ -263,29 +263,19 @@ def read_calls(
     if not rated:
         yield from records
         return
-    ratings = read_ratings(folder)
+    ratings = latest_ratings(folder)
     for record in records:
         if record.id in ratings:
-            record.rating = attrs.asdict(ratings[record.id][-1])
+            record.rating = ratings[record.id][-1]
             yield record
 
 
-@attrs.frozen
-class Rating:
-    """One person's verdict on one call (`functai.rate`), kept beside the call log."""
-
-    call: str
-    good: bool
-    correction: Any = None
-    by: str | None = None
-    at: str = ""
-
-
-def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
-    """Each call's ratings, one per person (the latest wins), oldest first."""
+def latest_ratings(folder: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each call's ratings as data (``call``, ``good``, ``correction``, ``by``, ``at``), one per
+    person (the latest wins), oldest first: what `functai._evaluation.ratings.read_ratings` reads."""
     from .._stores import calllog
 
-    latest: dict[tuple[str, str | None], Rating] = {}
+    latest: dict[tuple[str, str | None], dict[str, Any]] = {}
     lines: Iterator[tuple[int, dict[str, Any]]]
     if calllog.is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
         path = calllog.place(os.fspath(folder), "ratings")
@@ -297,13 +287,13 @@ def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
         if not is_rating(data):
             report_skipped(path, number, "not a rating (it needs a call id, good true or false, and by)", None)
             continue
-        rating = Rating(call=data["call"], good=data["good"], correction=data.get("correction"), by=data.get("by"),
-                        at=str(data.get("at", "")))
-        latest.pop((rating.call, rating.by), None)  # the latest by each person wins, in its own place
-        latest[(rating.call, rating.by)] = rating
-    by_call: dict[str, list[Rating]] = {}
+        rating = {"call": data["call"], "good": data["good"], "correction": data.get("correction"),
+                  "by": data.get("by"), "at": str(data.get("at", ""))}
+        latest.pop((rating["call"], rating["by"]), None)  # the latest by each person wins, in its own place
+        latest[(rating["call"], rating["by"])] = rating
+    by_call: dict[str, list[dict[str, Any]]] = {}
     for rating in latest.values():
-        by_call.setdefault(rating.call, []).append(rating)
+        by_call.setdefault(rating["call"], []).append(rating)
     return by_call
 
 

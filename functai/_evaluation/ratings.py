@@ -1,8 +1,8 @@
 """Ratings: a person's verdict on a call, kept beside the call log (``ratings.jsonl``, or the
 ``functai_ratings`` table of a SQL call log). The latest rating by the same person wins.
 
-Reading them (`Rating`, `read_ratings`) is `functai._calls.records`'s, where ``read_calls(rated=True)``
-joins each record to its ratings; rating a call is here."""
+Their lines are read by `functai._calls.records.latest_ratings`, where ``read_calls(rated=True)``
+joins each record to its ratings; `Rating`, reading them as such and rating a call are here."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from .._calls.outputs import to_jsonable
-from .._calls.records import CallRecord, Rating, append_line, read_calls, read_ratings
+from .._calls.records import CallRecord, append_line, latest_ratings, read_calls
 from .._errors import FunctAIError
 from .._layers import current_values
 from .._logfiles import LOG_FILE, RATINGS_FILE
@@ -23,6 +23,22 @@ from .._stores.calllog import is_log_url
 from .._stores.urls import redact
 
 __all__ = ["Rating", "log_folder", "rate", "read_ratings"]
+
+
+@attrs.frozen
+class Rating:
+    """One person's verdict on one call (`functai.rate`), kept beside the call log."""
+
+    call: str
+    good: bool
+    correction: Any = None
+    by: str | None = None
+    at: str = ""
+
+
+def read_ratings(folder: str | os.PathLike[str]) -> dict[str, list[Rating]]:
+    """Each call's ratings, one per person (the latest wins), oldest first."""
+    return {call: [Rating(**rating) for rating in ratings] for call, ratings in latest_ratings(folder).items()}
 
 
 def log_folder(log: str | os.PathLike[str] | None) -> str:

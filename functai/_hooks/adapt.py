@@ -8,7 +8,6 @@ import os
 import sys
 
 from .._errors import PluginError
-from .hookimpls import from_hookimpls
 from .plugin import Plugin
 
 _files: dict[str, tuple[int, int, Plugin]] = {}
@@ -54,6 +53,8 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
             f"plugin file {full} defines no `plugin`; add `plugin = Plugin(...)` (or a module/object with hookimpls)",
             code="plugin-load",
         )
+    from .hookimpls import from_hookimpls  # only a pluggy-style module needs it
+
     try:
         plugin = found if isinstance(found, Plugin) else from_hookimpls(found)
     except TypeError as error:
@@ -87,6 +88,8 @@ def as_plugins(value: object, where: str) -> tuple[Plugin, ...]:
         elif item is None or isinstance(item, (int, float, bool, dict, list, tuple, set)):
             raise TypeError(f"plugins ({where}): {item!r} is not a plugin, a module with hookimpls, or a path")
         else:
+            from .hookimpls import from_hookimpls
+
             plugin = from_hookimpls(item)
         seen = by_name.get(plugin.name)
         if seen is plugin:

@@ -186,17 +186,20 @@ class Answer:
     key: str | None = None
 
 
-@attrs.frozen
 class Question:
     """What ``ask`` puts to a person or to its ``decide`` function, the same for a request and a tool
     call: the ``text`` a person reads (a tool call's may be None), the ``extend`` offered with it,
     the ``plugin`` that asked, and ``about``, the event it is about (a `functai.events.Request` as
-    it will be sent, a `functai.events.ToolCall` as it will run)."""
+    it will be sent, a `functai.events.ToolCall` as it will run). A plain class: made at import,
+    an attrs class would cost every program most of a millisecond."""
 
-    text: str | None
-    extend: float | None
-    plugin: str | None
-    about: Event
+    __slots__ = ("text", "extend", "plugin", "about")
+
+    def __init__(self, text: str | None, extend: float | None, plugin: str | None, about: Event) -> None:
+        self.text, self.extend, self.plugin, self.about = text, extend, plugin, about
+
+    def __repr__(self) -> str:
+        return f"Question(text={self.text!r}, extend={self.extend!r}, plugin={self.plugin!r})"
 
     #: The keys a ``decide`` function read a request's question by, when it was given a mapping.
     _OLD_KEYS = ("kind", "question", "extend", "plugin", "path", "function")

@@ -13,7 +13,6 @@ from typing import Any, Iterable, Sequence
 from .._version import __version__
 from .._errors import PluginError
 from .._log import info, warn
-from .hookimpls import from_hookimpls
 from .plugin import Plugin, check_name
 
 GROUP = "functai"
@@ -78,6 +77,8 @@ class InstalledPlugin:
                     plugin = _with_version(plugin, self.dist_version)
             else:
                 declared = getattr(found, "plugin_version", None) or getattr(found, "__version__", None)
+                from .hookimpls import from_hookimpls  # only a pluggy-style module needs it
+
                 plugin = from_hookimpls(found, name=self.name, version=str(declared or self.dist_version or "0.0.0"))
         except KeyboardInterrupt:
             raise
