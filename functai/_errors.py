@@ -9,6 +9,13 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 
+#: Codes that end the outermost call wherever they are raised, never shown to the model as a failed
+#: tool nor taken for a handler's refusal: nobody could be asked, the calls ran away, or a nested
+#: call could not be counted.
+RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests", "thread-context",
+                    "reconcile-failed", "budget-exceeded", "budget-price-unknown"})
+
+
 class FunctAIError(Exception):
     """Base of every functai error; ``code`` names what went wrong."""
 

@@ -282,3 +282,15 @@ def test_one_answer_path_at_a_stream_for_tool_calls_and_requests_alike():
                 assert info.value.code == "input-invalid"
                 stream.approve()
     assert refunded == ["A1"] and [a["question"] for a in asked] == ["may it run?"]
+
+
+def test_a_code_that_ends_the_outermost_call_is_no_refusal():
+    """A budget passed inside a guard (its own nested call, say) ends the call, as it would anywhere:
+    it is not taken for the guard refusing the tool."""
+    def counts(event):
+        raise FunctAIError("the budget is spent", code="budget-exceeded")
+
+    lm = ScriptedLM([tool_call("refund", {"order": "A1"}), "sorry"])
+    with pytest.raises(FunctAIError) as info:
+        _fn(lm, [Plugin("guard", tool_call=counts)]).run("q")
+    assert info.value.code == "budget-exceeded" and refunded == [] and len(lm.requests) == 1

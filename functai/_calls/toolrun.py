@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence, cast
 
-from .._errors import FunctAIError, Waiting
+from .._errors import RISING, FunctAIError, Waiting
 from .._hooks.change import Change
 from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, set_field
 from .._hooks.fold import deprecated, first_act, fold_part, record as record_change, refuse, resume
@@ -33,10 +33,6 @@ from .tools import ProgramTool, Reconcile, as_tool
 #: Settings never shown to plugins in tool events.
 SECRET_SETTINGS = frozenset({"api_key", "client", "headers"})
 
-#: Codes that end the outermost call instead of being shown to the model as a failed tool:
-#: nobody could be asked, the calls ran away, or a nested call could not be counted.
-RISING = frozenset({"approval-required", "max-steps", "max-depth", "max-requests", "thread-context",
-                    "reconcile-failed", "budget-exceeded", "budget-price-unknown"})
 
 INTERRUPTED = "The tool was started but its result is unknown; it may or may not have taken effect."
 

@@ -12,7 +12,7 @@ import warnings
 from typing import Any, Callable, Iterator, Sequence, Tuple
 
 from .._calls.steps import Await, Steps, drive
-from .._errors import FunctAIError, PluginError, Waiting
+from .._errors import RISING, FunctAIError, PluginError, Waiting
 from .._models.request import Reply
 from .change import ANSWERING, HOOK_FIELDS, OLD_FIELDS, Change
 from .events import Event
@@ -146,15 +146,18 @@ def check_change(plugin: Plugin, hook: str, result: object, handler: Any = None)
     return result
 
 
-_NOT_REFUSALS = ("plugin-change", "plugin-failed")
+#: What a handler's error is besides a refusal: its own change or failure, or a code that rises.
+_NOT_REFUSALS = frozenset({"plugin-change", "plugin-failed"}) | RISING
 
 
 def refusal(error: Exception) -> FunctAIError | None:
     """A handler's refusal: the `FunctAIError` it raised itself, or None for anything else (a bad
-    Change made inside it, a failure, a turn that waits pass on as they are)."""
+    Change made inside it, a failure, a turn that waits, a code that ends the outermost call pass
+    on as they are)."""
     if not isinstance(error, FunctAIError) or isinstance(error, Waiting) or error.code in _NOT_REFUSALS:
         return None
     return error
+
 
 
 def first_act(hook: str, handlers: Sequence[Handler], event: Event) -> Steps[tuple[Plugin, Any, Change] | None]:
