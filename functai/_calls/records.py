@@ -273,16 +273,8 @@ def read_calls(
 def latest_ratings(folder: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
     """Each call's ratings as data (``call``, ``good``, ``correction``, ``by``, ``at``), one per
     person (the latest wins), oldest first: what `functai._evaluation.ratings.read_ratings` reads."""
-    from .._stores import calllog
-
     latest: dict[tuple[str, str | None], dict[str, Any]] = {}
-    lines: Iterator[tuple[int, dict[str, Any]]]
-    if calllog.is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
-        path = calllog.place(os.fspath(folder), "ratings")
-        lines = calllog.numbered_rows(os.fspath(folder), "ratings")
-    else:
-        path = os.path.join(os.fspath(folder), RATINGS_FILE)
-        lines = numbered_lines(path)
+    path, lines = _log_lines(folder, "ratings")
     for number, data in lines:
         if not is_rating(data):
             report_skipped(path, number, "not a rating (it needs a call id, good true or false, and by)", None)
@@ -297,15 +289,20 @@ def latest_ratings(folder: str | os.PathLike[str]) -> dict[str, list[dict[str, A
     return by_call
 
 
-def _read_log(folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[CallRecord]:
+def _log_lines(folder: str | os.PathLike[str], table: str, skipped: list[tuple[str, str]] | None = None,
+               ) -> tuple[str, Iterator[tuple[int, dict[str, Any]]]]:
+    """Where a call log's ``calls`` or ``ratings`` are (as messages name it) and their numbered lines:
+    a SQLite or PostgreSQL log's rows, or a folder's file."""
     from .._stores import calllog
 
-    if calllog.is_log_url(folder):  # a SQLite or PostgreSQL call log: rows instead of lines
-        path = calllog.place(os.fspath(folder), "calls")
-        lines: Iterator[tuple[int, dict[str, Any]]] = calllog.numbered_rows(os.fspath(folder), "calls", skipped)
-    else:
-        path = os.path.join(os.fspath(folder), LOG_FILE)
-        lines = numbered_lines(path, skipped)
+    if calllog.is_log_url(folder):
+        return calllog.place(os.fspath(folder), table), calllog.numbered_rows(os.fspath(folder), table, skipped)
+    path = os.path.join(os.fspath(folder), LOG_FILE if table == "calls" else RATINGS_FILE)
+    return path, numbered_lines(path, skipped)
+
+
+def _read_log(folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[CallRecord]:
+    path, lines = _log_lines(folder, "calls", skipped)
     for number, data in lines:
         why = record_problem(data)
         if why is None:
