@@ -190,14 +190,20 @@ def test_no_act_is_a_change_field_as_well():
 ANSWERS = [(True, True), (2.5, True), (False, False), (None, False), ("not today", False)]
 
 
-@pytest.mark.parametrize("given, allowed", ANSWERS)
-def test_one_decide_rule_for_a_tool_call(given, allowed):
+def _recording(given):
+    """A decide function that answers ``given``, and the questions it was given."""
     seen = []
 
     def decide(question):
         seen.append(question)
         return given
 
+    return decide, seen
+
+
+@pytest.mark.parametrize("given, allowed", ANSWERS)
+def test_one_decide_rule_for_a_tool_call(given, allowed):
+    decide, seen = _recording(given)
     asker = Plugin("asker", tool_call=lambda event: event.ask("may it run?", decide=decide))
     _fn(ScriptedLM([tool_call("refund", {"order": "A1"}), "done"]), [asker]).run("q")
     assert (refunded == ["A1"]) is allowed
@@ -208,12 +214,7 @@ def test_one_decide_rule_for_a_tool_call(given, allowed):
 
 @pytest.mark.parametrize("given, allowed", ANSWERS)
 def test_one_decide_rule_for_a_request(given, allowed):
-    seen = []
-
-    def decide(question):
-        seen.append(question)
-        return given
-
+    decide, seen = _recording(given)
     def asker(event):
         answer = event.ask("allow 5 more?", extend=5, decide=decide)
         if not answer.allow:
