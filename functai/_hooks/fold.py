@@ -126,7 +126,8 @@ def check_change(plugin: Plugin, hook: str, result: object, handler: Any = None)
             try:
                 return Change(reply=result, note=result.note)
             except PluginError as error:
-                raise refuse(plugin, hook, "note", f"the Reply's {error.message.split(': ', 1)[-1]}") from None
+                said = error.message.replace("Change(note=...)", "Reply(note=...)")  # what the handler wrote
+                raise refuse(plugin, hook, "note", said) from None
         also = " (or a functai.Reply)" if hook in ANSWERING else ""
         raise refuse(plugin, hook, None,
                      f"a handler must return functai.Change{also} or None, not {type(result).__name__}")
