@@ -111,6 +111,12 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def check_extension(value: Any) -> None:
+    """What a person grants with ``approve(extend=...)``, at a turn or a stream: a number from 0 up."""
+    if not is_extension(value):
+        raise FunctAIError(f"approve(extend=...) is a number from 0 up, not {value!r}", code="input-invalid")
+
+
 class AskedAtStream(FunctAIError):
     """Raised through a hook's handlers when the person at a stream can be asked: the driver asks
     (`functai._calls.steps.Ask`) and the hook runs again with the answer."""

@@ -13,7 +13,7 @@ import contextvars
 from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from .._errors import FunctAIError, approval_answered
-from .approvals import is_extension, named_key
+from .approvals import check_extension, named_key
 from .toolinputs import ToolInputs, check_edit
 from .guards import Guarding, Pending
 from .run import now_text
@@ -101,8 +101,8 @@ class _Stream(Generic[V]):
             if inputs is not None:
                 raise FunctAIError("approving with inputs= edits a tool call; the stream waits for a question "
                                    "asked before a request: answer it with extend= instead", code="input-invalid")
-            if extend is not None and not is_extension(extend):
-                raise FunctAIError(f"approve(extend=...) is a number from 0 up, not {extend!r}", code="input-invalid")
+            if extend is not None:
+                check_extension(extend)
             self._give(approval, (True, None, extend))
             return
         if extend is not None:

@@ -16,7 +16,7 @@ import threading
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .._calls.approvals import is_extension, named_key
+from .._calls.approvals import check_extension, named_key
 from .._calls.outputs import to_jsonable
 from .._calls.run import now_text
 from .._calls.scope import current_turn as current_scope
@@ -400,8 +400,7 @@ class Turn:
 
     def _check_extend(self, approval: Mapping[str, Any] | str | None, extend: Any) -> None:
         """``extend`` is a number from 0 up, for questions that offer an extension (``input-invalid``)."""
-        if not is_extension(extend):
-            raise FunctAIError(f"approve(extend=...) is a number from 0 up, not {extend!r}", code="input-invalid")
+        check_extension(extend)
         key = named_key(approval)
         named = [a for a in self._data.approvals if key is None or a["key"] == key]
         if not any(a.get("kind") == "request" for a in named):
