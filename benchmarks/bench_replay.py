@@ -24,7 +24,8 @@ from typing import Callable
 
 import functai
 from functai import Change, Plugin, ai
-from functai._calls.records import close_log, read_calls
+from functai._calls.reading import read_calls
+from functai._calls.records import close_log
 from functai._cli import main
 from functai.testing import ScriptedLM
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from ._version import __version__ as __version__
 from ._calls.function import AIFunction, ai
 from ._calls.layout import baked
-from ._calls.records import CallRecord, Result, read_calls
+from ._calls.reading import read_calls
+from ._calls.records import CallRecord, Result
 from ._errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError, OutputError, PluginError, Waiting
 from ._hooks.adapt import load_plugin
 from ._hooks.change import Change

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from ._builtins import compaction, delegate
 from ._calls.function import ai
-from ._calls.records import read_calls
+from ._calls.reading import read_calls
 from ._calls.tools import tool
 from ._errors import FunctAIError
 from ._hooks.change import Change

@@ -6,13 +6,18 @@ call log kept by URL reports its rows as a folder's lines), so it is part of the
 
 from __future__ import annotations
 
-from typing import Any
+import errno
+import os
+from typing import Any, Iterator
 
+from ._files import unwritable
 from ._log import warn
 
 LOG_FILE = "calls.jsonl"
 #: Beside it in a call log folder: the ratings made of its calls (`functai._evaluation.ratings`).
 RATINGS_FILE = "ratings.jsonl"
+#: Beside them: the index of both (`functai._stores.logindex`), made again from them whenever it is missing or stale.
+INDEX_FILE = "calls.index.sqlite"
 
 #: The fields every call record has: the log's format, which `functai._calls.records.CallRecord`
 #: writes (its fields without a default; a test checks it writes them).
@@ -56,9 +61,83 @@ def is_rating(data: dict[str, Any]) -> bool:
         by is None or isinstance(by, str))
 
 
+def parse_line(raw: bytes) -> tuple[dict[str, Any], str] | tuple[None, str]:
+    """A whole line's object and ``""``, or None and why the line is not one."""
+    from . import _codec as codec  # here, not at import: a plain call reads no JSON lines
+
+    try:
+        data = codec.loads(raw)  # bytes: a UTF-8 byte-order mark is read, not refused
+    except ValueError:
+        return None, _not_json(raw)
+    if isinstance(data, dict):
+        return data, ""
+    return None, f"a JSON {type(data).__name__}, not an object"
+
+
+def _not_json(raw: bytes) -> str:
+    if raw.rstrip(b"\n").endswith(b"\x00"):
+        return "a write cut short (a crash while writing); the next writer ended it"
+    if not raw.strip():
+        return "an empty line"
+    if _caught_line(raw):
+        return "a write cut short (a crash while writing), with the next line caught on it; that line was written again"
+    return "not JSON"
+
+
+def _caught_line(raw: bytes) -> bool:
+    """Whether a damaged line is a torn piece with a whole object line after it (see `functai._appendlog`).
+
+    ``{"`` never occurs inside a JSON string, and a nested object follows ``:``, ``,`` or ``[``:
+    an object start after anything else is where a new line began."""
+    from . import _codec as codec
+
+    start = 0
+    for _ in range(3):
+        start = raw.find(b'{"', start + 1)
+        if start < 0:
+            return False
+        if raw[start - 1] not in b":,[ ":
+            try:
+                return isinstance(codec.loads(raw[start:]), dict)
+            except ValueError:
+                pass
+    return False
+
+
 def report_skipped(path: str, number: int, reason: str, skipped: list[tuple[str, str]] | None) -> None:
     """Add a skipped line to ``skipped``, or warn about it when no list is given."""
     if skipped is not None:
         skipped.append((f"{path}:{number}", reason))
     else:
         warn("log line skipped", at=f"{path}:{number}", reason=reason)
+
+
+def read_lines(path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file; other lines are skipped and reported (see `read_calls`)."""
+    for _, data in numbered_lines(path, skipped):
+        yield data
+
+
+def numbered_lines(
+    path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each JSON object line of a JSON-lines file; other complete
+    lines are reported as skipped, a last line without its newline (being written) is left alone."""
+    where = os.fspath(path)
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        if error.errno == errno.ENOTDIR:  # a file where the log folder should be
+            raise unwritable(path, error, "call log" if os.path.basename(where) == LOG_FILE else "log file") from None
+        raise
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.endswith(b"\n"):
+                break
+            data, why = parse_line(raw)
+            if data is not None:
+                yield number, data
+            else:
+                report_skipped(where, number, why, skipped)

@@ -15,7 +15,8 @@ import pytest
 
 from . import _layers as layers
 from ._calls import records
-from ._calls.records import CallRecord, read_calls
+from ._calls.reading import read_calls
+from ._calls.records import CallRecord
 from ._errors import PluginError
 from ._hooks import installed
 from ._hooks.adapt import load_plugin, looks_like_path

@@ -19,7 +19,8 @@ import pytest
 import functai
 from functai import ai
 from functai._appendlog import LineFile, file_system, lock_free
-from functai._calls import records
+from functai import _logfiles
+from functai._calls import reading, records
 from functai._stores import FolderStore
 from functai.testing import ScriptedLM
 
@@ -153,7 +154,7 @@ def test_a_torn_tail_left_before_the_file_was_opened_does_not_swallow_the_next_l
     records.append_line(path, {"n": 1})
     records.append_line(path, {"n": 2})
     skipped: list = []
-    assert list(records.read_lines(path, skipped)) == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert list(_logfiles.read_lines(path, skipped)) == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert skipped == [(f"{path}:2", CAUGHT)]
 
 
@@ -165,7 +166,7 @@ def test_a_tail_torn_by_another_process_after_ours_is_not_glued_to_our_next_line
     records.append_line(path, {"n": 1})
     records.append_line(path, {"n": 2})
     skipped: list = []
-    assert list(records.read_lines(path, skipped)) == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert list(_logfiles.read_lines(path, skipped)) == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert skipped == [(f"{path}:2", CAUGHT)]  # the torn piece, with the first copy it caught
 
 
@@ -214,7 +215,7 @@ def test_a_short_write_split_by_another_writer_is_written_again_whole(tmp_path, 
     os.close(other)
     records.append_line(path, {"n": 2})
     skipped: list = []
-    got = list(records.read_lines(path, skipped))
+    got = list(_logfiles.read_lines(path, skipped))
     assert [line.get("n") for line in got] == [0, 1, 2] and got[1]["pad"] == "x" * 300
     assert len(skipped) == 2  # our first third with the other line it caught, and our stranded rest
 

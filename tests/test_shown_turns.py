@@ -10,7 +10,7 @@ import pytest
 
 import functai
 from functai import Change, Plugin, PluginError, Waiting, ai, tool
-from functai._calls.records import read_calls
+from functai._calls.reading import read_calls
 from functai._stores import FolderStore
 from functai._evaluation.replay import NotReplayable, shown
 from functai.testing import ScriptedLM, tool_call

@@ -197,7 +197,7 @@ def test_sqlite_commits_with_synchronous_full_only_when_asked(tmp_path):
     assert store._connection().execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
     store.append("c", [{"n": 5}], sync=True)
     seen.clear()
-    store.log_lines("calls", [("id1", '{"id": "id1"}')])  # the call log's single insert commits by itself
+    store.log_lines("calls", [("id1", '{"id": "id1"}', *[None] * 7)])  # the call log's single insert commits by itself
     assert seen.index("PRAGMA synchronous = NORMAL") < next(i for i, s in enumerate(seen) if s.startswith("INSERT"))
     store.append("c", [{"n": 6}], sync=True)
     store.close()  # a new connection starts at NORMAL, and the store knows it

@@ -21,7 +21,8 @@ import pytest
 
 import functai
 from functai import FunctAIError, ai
-from functai._calls import records
+from functai import _logfiles
+from functai._calls import reading, records
 from functai._stores import FolderStore
 from functai._evaluation import rate
 from functai.testing import ScriptedLM
@@ -139,7 +140,7 @@ def test_a_full_disk_loses_no_record_and_leaves_no_stray_bytes(small_disk):
     log = disk / "calls"
     functai.configure(client=ScriptedLM(reply=lambda r: "ok " + "y" * 2000), log_calls=str(log))
     echo("first")
-    rate(next(records.read_calls(log)).id, good=True, log=str(log))
+    rate(next(reading.read_calls(log)).id, good=True, log=str(log))
     store = FolderStore(disk / "store")
     store.append("c", [{"n": 0}])
     sizes = {p: p.stat().st_size for p in (log / "calls.jsonl", log / "ratings.jsonl", store.path_for("c"))}
@@ -150,7 +151,7 @@ def test_a_full_disk_loses_no_record_and_leaves_no_stray_bytes(small_disk):
     _unwritable(info, log / "calls.jsonl")
     assert "disk is full" in str(info.value)
     with pytest.raises(FunctAIError) as info:
-        rate(next(records.read_calls(log)).id, good=False, correction="c" * 8000, log=str(log))
+        rate(next(reading.read_calls(log)).id, good=False, correction="c" * 8000, log=str(log))
     _unwritable(info, log / "ratings.jsonl")
     with pytest.raises(FunctAIError) as info:
         store.append("c", [{"n": 1, "pad": "p" * 8000}])
@@ -159,7 +160,7 @@ def test_a_full_disk_loses_no_record_and_leaves_no_stray_bytes(small_disk):
 
     os.remove(disk / "filler")  # space again: everything goes on as before
     echo("third")
-    assert [r.inputs["text"] for r in records.read_calls(log)] == ["first", "third"]
+    assert [r.inputs["text"] for r in reading.read_calls(log)] == ["first", "third"]
     assert store.append("c", [{"n": 1}], expect=1) == 2
 
 
@@ -174,7 +175,7 @@ def test_a_short_write_to_the_call_log_is_finished(tmp_path, monkeypatch):
     records.append_line(path, {"a": "x" * 300})
     records.append_line(path, {"b": 2})
     monkeypatch.undo()
-    assert list(records.read_lines(path)) == [{"a": "x" * 300}, {"b": 2}]
+    assert list(_logfiles.read_lines(path)) == [{"a": "x" * 300}, {"b": 2}]
 
 
 def test_a_write_that_fails_halfway_is_cut_back(tmp_path, monkeypatch):
@@ -197,7 +198,7 @@ def test_a_write_that_fails_halfway_is_cut_back(tmp_path, monkeypatch):
     _unwritable(info, path)
     assert path.read_bytes() == before
     records.append_line(path, {"third": 3})
-    assert list(records.read_lines(path)) == [{"first": 1}, {"third": 3}]
+    assert list(_logfiles.read_lines(path)) == [{"first": 1}, {"third": 3}]
 
 
 @pytest.mark.skipif(not hasattr(os, "setuid") or os.geteuid() != 0, reason="needs root to become another user")
@@ -259,7 +260,7 @@ def test_a_sqlite_store_on_a_read_only_disk_reads_and_refuses_writes(tmp_path):
         functai.configure(client=lm)
         chat = echo.conversation("c", store=url)  # reading a read-only store works
         assert [(t.state, t.outputs) for t in chat.turns] == [("done", {"output": "ok"})]
-        assert [r.inputs["text"] for r in records.read_calls(url)] == ["hi"]
+        assert [r.inputs["text"] for r in reading.read_calls(url)] == ["hi"]
         with pytest.raises(FunctAIError) as info:
             chat("again")
         _unwritable(info, where / "s.db")
@@ -393,7 +394,7 @@ def test_a_read_only_postgresql_session_reads_and_refuses_writes(postgres_url):
     read_only = postgres_url + "%20-cdefault_transaction_read_only%3Don"
     try:
         store = open_store(read_only)
-        assert store.count("c") == 4 and [r.inputs["text"] for r in records.read_calls(read_only)] == ["hi"]
+        assert store.count("c") == 4 and [r.inputs["text"] for r in reading.read_calls(read_only)] == ["hi"]
         for write in (lambda: store.append("c", [{"n": 1}]), lambda: store.log_lines("calls", [("x", "{}")])):
             with pytest.raises(FunctAIError) as info:
                 write()

@@ -14,7 +14,7 @@ import pytest
 
 import functai
 from functai import Change, FunctAIError, Plugin, ai, tool
-from functai._calls.records import read_calls
+from functai._calls.reading import read_calls
 from functai._cli import main
 from functai._evaluation.replay import NotReplayable
 from functai._evaluation.whatif import request_data

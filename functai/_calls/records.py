@@ -13,12 +13,12 @@ import errno
 import json
 import os
 import threading
-from typing import Any, Iterator, Tuple, TypeVar
+from typing import Any, Tuple, TypeVar
 
 import attrs
 
 from .._files import unwritable
-from .._logfiles import LOG_FILE, RATINGS_FILE, is_rating, record_problem, report_skipped
+from .._logfiles import LOG_FILE
 from .._models.keys import SecretURL
 from .outputs import to_jsonable
 
@@ -244,135 +244,3 @@ def close_log(folder: str | os.PathLike[str]) -> None:
         _by_folder.clear()
     if log is not None:
         log.close()
-
-
-def read_calls(
-    folder: str | os.PathLike[str], *, rated: bool = False, function: Any = None,
-    skipped: list[tuple[str, str]] | None = None,
-) -> Iterator[CallRecord]:
-    """Yield the records of the call log in ``folder`` (or at a store URL), oldest first.
-
-    ``rated=True``: only rated calls, each with its latest ``rating``; ``function`` (an AI
-    function, or ``"module:name"``): every version of that function's calls. A line that
-    cannot be used is added to ``skipped`` as ``("<file>:<line>", reason)``, else warned about.
-    """
-    records = _read_log(folder, skipped)
-    if function is not None:
-        module, _, name = (function if isinstance(function, str) else f"{function.module}:{function.name}").rpartition(":")
-        records = (r for r in records if r.function == name and (not module or r.module == module))
-    if not rated:
-        yield from records
-        return
-    ratings = latest_ratings(folder)
-    for record in records:
-        if record.id in ratings:
-            record.rating = ratings[record.id][-1]
-            yield record
-
-
-def latest_ratings(folder: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
-    """Each call's ratings as data (``call``, ``good``, ``correction``, ``by``, ``at``), one per
-    person (the latest wins), oldest first: what `functai._evaluation.ratings.read_ratings` reads."""
-    latest: dict[tuple[str, str | None], dict[str, Any]] = {}
-    path, lines = _log_lines(folder, "ratings")
-    for number, data in lines:
-        if not is_rating(data):
-            report_skipped(path, number, "not a rating (it needs a call id, good true or false, and by)", None)
-            continue
-        rating = {"call": data["call"], "good": data["good"], "correction": data.get("correction"),
-                  "by": data.get("by"), "at": str(data.get("at", ""))}
-        latest.pop((rating["call"], rating["by"]), None)  # the latest by each person wins, in its own place
-        latest[(rating["call"], rating["by"])] = rating
-    by_call: dict[str, list[dict[str, Any]]] = {}
-    for rating in latest.values():
-        by_call.setdefault(rating["call"], []).append(rating)
-    return by_call
-
-
-def _log_lines(folder: str | os.PathLike[str], table: str, skipped: list[tuple[str, str]] | None = None,
-               ) -> tuple[str, Iterator[tuple[int, dict[str, Any]]]]:
-    """Where a call log's ``calls`` or ``ratings`` are (as messages name it) and their numbered lines:
-    a SQLite or PostgreSQL log's rows, or a folder's file."""
-    from .._stores import calllog
-
-    if calllog.is_log_url(folder):
-        return calllog.place(os.fspath(folder), table), calllog.numbered_rows(os.fspath(folder), table, skipped)
-    path = os.path.join(os.fspath(folder), LOG_FILE if table == "calls" else RATINGS_FILE)
-    return path, numbered_lines(path, skipped)
-
-
-def _read_log(folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[CallRecord]:
-    path, lines = _log_lines(folder, "calls", skipped)
-    for number, data in lines:
-        why = record_problem(data)
-        if why is None:
-            yield CallRecord.from_dict(data)
-        else:
-            report_skipped(path, number, why, skipped)
-
-
-def read_lines(path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file; other lines are skipped and reported (see `read_calls`)."""
-    for _, data in numbered_lines(path, skipped):
-        yield data
-
-
-def numbered_lines(
-    path: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each JSON object line of a JSON-lines file; other complete
-    lines are reported as skipped, a last line without its newline (being written) is left alone."""
-    where = os.fspath(path)
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        return
-    except OSError as error:
-        if error.errno == errno.ENOTDIR:  # a file where the log folder should be
-            raise unwritable(path, error, _what(where)) from None
-        raise
-    from .. import _codec as codec
-
-    with handle:
-        for number, raw in enumerate(handle, 1):
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                data = codec.loads(raw)  # bytes: a UTF-8 byte-order mark is read, not refused
-            except ValueError:
-                report_skipped(where, number, _not_json(raw), skipped)
-                continue
-            if isinstance(data, dict):
-                yield number, data
-            else:
-                report_skipped(where, number, f"a JSON {type(data).__name__}, not an object", skipped)
-
-
-def _not_json(raw: bytes) -> str:
-    if raw.rstrip(b"\n").endswith(b"\x00"):
-        return "a write cut short (a crash while writing); the next writer ended it"
-    if not raw.strip():
-        return "an empty line"
-    if _caught_line(raw):
-        return "a write cut short (a crash while writing), with the next line caught on it; that line was written again"
-    return "not JSON"
-
-
-def _caught_line(raw: bytes) -> bool:
-    """Whether a damaged line is a torn piece with a whole object line after it (see `functai._appendlog`).
-
-    ``{"`` never occurs inside a JSON string, and a nested object follows ``:``, ``,`` or ``[``:
-    an object start after anything else is where a new line began."""
-    from .. import _codec as codec
-
-    start = 0
-    for _ in range(3):
-        start = raw.find(b'{"', start + 1)
-        if start < 0:
-            return False
-        if raw[start - 1] not in b":,[ ":
-            try:
-                return isinstance(codec.loads(raw[start:]), dict)
-            except ValueError:
-                pass
-    return False

@@ -6,7 +6,9 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from .._calls.records import CallRecord, not_kept, read_calls
+from .._calls.reading import find_calls, read_calls
+from .._calls.records import CallRecord, not_kept
+from .._stores.callquery import CallQuery
 from .common import LOG_HELP, CLIError, location, log_folder, plural, positive, table
 from .stores import cmd_calls_copy
 
@@ -35,14 +37,14 @@ def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
                        hint="functai calls [FOLDER], or functai calls copy SRC DST")
     folder = log_folder(args.folder)
     skipped: list[tuple[str, str]] = []
-    records = list(read_calls(folder, skipped=skipped))
+    records = list(read_calls(folder, newest=args.limit, skipped=skipped))  # newest first
     for where, reason in skipped:  # said once each, rather than as Python warnings
         print(f"functai: skipped {where}: {reason}", file=args.err)
     if not records:
         print(f"no calls recorded in {location(folder)}", file=out)
         return 0
     rows = [["STARTED", "ID", "FUNCTION", "MODEL", "SECONDS", "STATUS", "CHANGES", "TOOLS"]]
-    for record in records[-args.limit :]:
+    for record in reversed(records):
         rows.append([
             record.started, record.id, record.path or record.function, record.model or "-",
             f"{record.seconds:.3f}" if record.seconds is not None else "-",
@@ -59,13 +61,15 @@ def find(folder: str, prefix: str) -> CallRecord:
         raise CLIError("the call id is empty", code="call-id",
                        hint=f"give a call id, or enough of its start to be unique: `functai calls {location(folder)}` "
                             "lists the recent ones")
-    found = {r.id: r for r in read_calls(folder) if r.id.startswith(prefix)}
+    found = (find_calls(folder, CallQuery(id=prefix, newest=1))  # a whole id, even where it starts a longer one
+             or find_calls(folder, CallQuery(id=prefix, prefix=True, newest=2)))  # a second one: not unique
     if not found:
         raise CLIError(f"no call with id {prefix!r} in {location(folder)}", code="not-found",
                        hint=f"`functai calls {location(folder)}` lists the recent ones")
     if len(found) > 1:
-        raise CLIError(f"{prefix!r} matches {len(found)} calls", code="ambiguous-id", hint="give more of the id")
-    return next(iter(found.values()))
+        raise CLIError(f"{prefix!r} matches more than one call ({found[0].id}, {found[1].id}, ...)",
+                       code="ambiguous-id", hint="give more of the id")
+    return found[0]
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:

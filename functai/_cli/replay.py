@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .._calls.records import read_calls
+from .._calls.reading import read_calls
 from .._errors import PluginError
 from .calls import find
 from .common import LOG_HELP, CLIError, ai_function, log_folder

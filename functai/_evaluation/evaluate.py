@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 import attrs
 
 from .._calls.outputs import to_jsonable
-from .._calls.records import CallRecord, read_calls
+from .._calls.reading import read_calls
+from .._calls.records import CallRecord
 from .._calls.scope import current_turn
 from .._errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError
 from .._layers import current_values

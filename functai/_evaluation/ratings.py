@@ -1,7 +1,7 @@
 """Ratings: a person's verdict on a call, kept beside the call log (``ratings.jsonl``, or the
 ``functai_ratings`` table of a SQL call log). The latest rating by the same person wins.
 
-Their lines are read by `functai._calls.records.latest_ratings`, where ``read_calls(rated=True)``
+Their lines are read by `functai._calls.reading.latest_ratings`, where ``read_calls(rated=True)``
 joins each record to its ratings; `Rating`, reading them as such and rating a call are here."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 import attrs
 
 from .._calls.outputs import to_jsonable
-from .._calls.records import CallRecord, append_line, latest_ratings, read_calls
+from .._calls.reading import latest_ratings, read_calls
+from .._calls.records import CallRecord, append_line
 from .._errors import FunctAIError
 from .._layers import current_values
 from .._logfiles import LOG_FILE, RATINGS_FILE
@@ -59,7 +60,7 @@ def rate(record_or_id: CallRecord | str, good: bool = True, correction: Any = No
     if not isinstance(call_id, str) or not call_id:
         raise TypeError(f"rate() takes a call record or a call id, not {record_or_id!r}")
     folder = log_folder(log)
-    if not any(record.id == call_id for record in read_calls(folder)):
+    if not any(read_calls(folder, id=call_id)):
         where = redact(folder) if is_log_url(folder) else os.path.join(folder, LOG_FILE)
         raise FunctAIError(f"no call {call_id!r} in the call log {where}; rate a logged call "
                            "(log_calls must be set when it runs)", code="unknown-call")

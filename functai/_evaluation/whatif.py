@@ -24,7 +24,8 @@ from .._calls.asking import Asker
 from .._calls.function import AIFunction
 from .._calls.limits import Budget
 from .._calls.outputs import describe, read_output, to_jsonable
-from .._calls.records import CallRecord, read_calls
+from .._calls.reading import read_calls
+from .._calls.records import CallRecord
 from .._calls.run import apply_before_call, prepared, before_call_event
 from .._calls.steps import drive
 from .._errors import FunctAIError, OutputError, PluginError

@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from .. import _codec as codec
 from .._errors import FunctAIError
 from .._files import check_folder
 from .._log import warn
-from .._logfiles import report_skipped
+from .._logfiles import record_problem, report_skipped
 from .._models.keys import SecretURL, reveal
+from .callquery import CallQuery, columns
 from .opening import open_url
 from .protocol import not_an_object, to_line
 from .urls import is_url, redact, scheme_of, sqlite_path
@@ -21,9 +22,13 @@ from .urls import is_url, redact, scheme_of, sqlite_path
 class LogStore(Protocol):
     """What a store needs to also keep a call log (SQLiteStore and PostgresStore have it)."""
 
-    def log_lines(self, table: str, items: Iterable[tuple[str, str]]) -> None: ...
+    def log_lines(self, table: str, items: Sequence[tuple[Any, ...]]) -> None: ...
 
     def read_log(self, table: str) -> Iterator[str]: ...
+
+    def find_calls(self, query: CallQuery) -> list[tuple[int, str]] | None: ...
+
+    def find_ratings(self, ids: Sequence[str]) -> list[tuple[int, str]]: ...
 
 
 def is_log_url(where: str | os.PathLike[str] | SecretURL) -> bool:
@@ -53,9 +58,13 @@ def check_log_url(url: str | SecretURL) -> None:
 
 
 def append(url: str | SecretURL, table: str, records: list[dict[str, Any]]) -> None:
-    """Append call records (``calls``, keyed by id) or ratings (``ratings``, by call), in one transaction."""
-    key = "id" if table == "calls" else "call"
-    log_store(url).log_lines(table, [(str(data.get(key, "")), to_line(data)) for data in records])
+    """Append call records (``calls``, keyed by id and found by their `columns`) or ratings
+    (``ratings``, by call), in one transaction."""
+    if table == "calls":
+        rows = [(str(data.get("id", "")), to_line(data), *columns(data)) for data in records]
+    else:
+        rows = [(str(data.get("call", "")), to_line(data)) for data in records]
+    log_store(url).log_lines(table, rows)
 
 
 def append_call(url: str | SecretURL, data: dict[str, Any]) -> None:
@@ -83,12 +92,40 @@ def numbered_rows(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(row number, object)`` for each row of ``calls`` or ``ratings``; other rows are reported as skipped."""
     for number, line in enumerate(log_store(url).read_log(table), 1):
-        try:
-            data = codec.loads(line)
-        except ValueError:
-            report_skipped(place(url, table), number, "not JSON", skipped)
-            continue
-        if isinstance(data, dict):
-            yield number, data
+        data, why = _decoded(line)
+        if why:
+            report_skipped(place(url, table), number, why, skipped)
         else:
-            report_skipped(place(url, table), number, not_an_object(data), skipped)
+            yield number, data
+
+
+def find_calls(url: str, query: CallQuery, skipped: list[tuple[str, str]] | None = None,
+               ) -> list[dict[str, Any]] | None:
+    """The records ``query`` picks, by the table's index (None: a log from before it, to read whole)."""
+    rows = log_store(url).find_calls(query)
+    if rows is None:
+        return None
+    found = []
+    for seq, line in rows:
+        data, why = _decoded(line)
+        why = why or record_problem(data) or ("" if query.matches(data) else "not the call its row's columns say")
+        if why:
+            report_skipped(place(url, "calls"), seq, why, skipped)
+        else:
+            found.append(data)
+    return found
+
+
+def find_ratings(url: str, ids: list[str]) -> list[dict[str, Any]]:
+    """The ratings of the calls ``ids`` as data, in the order they were written."""
+    decoded = (_decoded(line) for _, line in log_store(url).find_ratings(ids))
+    return [data for data, why in decoded if not why]
+
+
+def _decoded(line: str) -> tuple[dict[str, Any], str]:
+    """A row's object and ``""``, or ``{}`` and why the row is not one."""
+    try:
+        data = codec.loads(line)
+    except ValueError:
+        return {}, "not JSON"
+    return (data, "") if isinstance(data, dict) else ({}, not_an_object(data))

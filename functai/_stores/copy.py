@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._calls.records import append_line, read_lines
+from .._logfiles import read_lines
+from .._calls.records import append_line
 from .._errors import FunctAIError
 from .._logfiles import LOG_FILE, RATINGS_FILE
 from . import calllog

@@ -18,6 +18,7 @@ from typing import Any
 from .._errors import FunctAIError
 from .._models.keys import hide_url, reveal
 from . import schema
+from .callquery import COLUMNS, INDEXES
 from .protocol import StoreConflict, check_conversation_id
 from .sql import READ_VERSION, SQLStore, prepare
 from .urls import redact, split_url
@@ -31,9 +32,15 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS functai_records (conversation text NOT NULL, position bigint NOT NULL, "
     "data text NOT NULL, kind text, turn text, parent text, PRIMARY KEY (conversation, position))",
     schema.INDEX,
-    "CREATE TABLE IF NOT EXISTS functai_calls (seq bigserial PRIMARY KEY, id text NOT NULL, line text NOT NULL)",
+    # COLLATE "C": ids and times compare byte by byte, as in SQLite (a page's order, an id's prefix)
+    'CREATE TABLE IF NOT EXISTS functai_calls (seq bigserial PRIMARY KEY, id text COLLATE "C" NOT NULL, '
+    "line text NOT NULL, " + ", ".join(f'{name} text COLLATE "C"' for name in COLUMNS) + ")",
     "CREATE TABLE IF NOT EXISTS functai_ratings (seq bigserial PRIMARY KEY, call text NOT NULL, line text NOT NULL)",
+    *INDEXES,
 )
+#: What brings a schema-2 call log up to schema 3.
+ADD_CALL_COLUMNS = ('ALTER TABLE functai_calls ALTER COLUMN id TYPE text COLLATE "C"',
+                    *(f'ALTER TABLE functai_calls ADD COLUMN {name} text COLLATE "C"' for name in COLUMNS))
 
 
 def _psycopg() -> Any:
@@ -112,7 +119,7 @@ class PostgresStore(SQLStore):
     def _prepare(self, conn: Any) -> None:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            prepare(conn, SCHEMA, "%s")
+            prepare(conn, SCHEMA, "%s", ADD_CALL_COLUMNS)
 
     def _failed(self, error: BaseException, write: bool) -> FunctAIError:
         return FunctAIError(f"PostgreSQL store {self.url}: could not prepare its tables: {_first_line(error)}",

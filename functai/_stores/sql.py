@@ -14,7 +14,9 @@ from contextlib import AbstractContextManager, closing
 from typing import Any, Callable
 
 from .._errors import FunctAIError
+from .._logfiles import record_problem
 from . import schema
+from .callquery import COLUMNS, INDEXES, CallQuery, columns
 from .protocol import StoreConflict, check_conversation_id, check_start, forkable, to_line
 from .urls import SCHEMA_VERSION
 
@@ -194,9 +196,10 @@ class SQLStore:
 
     # -- the call log (see functai._stores.calllog) -----------------------------------------
 
-    def log_lines(self, table: str, items: Sequence[tuple[str, str]]) -> None:
-        """Append (key, JSON line) pairs to ``calls`` or ``ratings``, in one transaction."""
-        insert = self._sql(f"INSERT INTO functai_{table} ({LOG_KEYS[table]}, line) VALUES (?, ?)")
+    def log_lines(self, table: str, items: Sequence[tuple[Any, ...]]) -> None:
+        """Append rows to ``calls`` (id, line, then its `COLUMNS`) or ``ratings`` (call, line), in one transaction."""
+        names = LOG_COLUMNS[table]
+        insert = self._sql(f"INSERT INTO functai_{table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})")
 
         def work(conn: Any) -> None:
             if len(items) == 1:  # its own transaction: one round trip per logged call
@@ -210,10 +213,30 @@ class SQLStore:
 
     def read_log(self, table: str) -> Iterator[str]:
         """The JSON lines of ``calls`` or ``ratings``, oldest first."""
-        LOG_KEYS[table]  # noqa: B018  (a table of the call log, or KeyError: never other SQL)
+        LOG_COLUMNS[table]  # noqa: B018  (a table of the call log, or KeyError: never other SQL)
         rows = self._run("read", lambda conn: conn.execute(f"SELECT line FROM functai_{table} ORDER BY seq").fetchall(),
                          [])
         return (line for (line,) in rows)
+
+    def find_calls(self, query: CallQuery) -> list[tuple[int, str]] | None:
+        """``(seq, line)`` of the calls ``query`` picks, from the indexed columns; None when the
+        tables predate them (then the log is read whole; its next write adds them)."""
+        text, params = query.sql("seq, line", self.marker)
+
+        def work(conn: Any) -> Any:
+            if self._tables != SCHEMA_VERSION:
+                return None
+            return [(seq, line) for seq, line, _ in conn.execute(text, params).fetchall()]
+
+        return self._run("read", work, [])  # type: ignore[no-any-return]
+
+    def find_ratings(self, ids: Sequence[str]) -> list[tuple[int, str]]:
+        """``(seq, line)`` of the ratings of the calls ``ids``, in the order they were written."""
+        if not ids:
+            return []
+        marks = ", ".join([self.marker] * len(ids))
+        return self._run("read", lambda conn: conn.execute(  # type: ignore[no-any-return]
+            f"SELECT seq, line FROM functai_ratings WHERE call IN ({marks}) ORDER BY seq", list(ids)).fetchall(), [])
 
     def where(self, conversation: str, index: int) -> str:
         """Where record ``index`` is, as damage is reported."""
@@ -227,8 +250,8 @@ class SQLStore:
                 conn.close()
 
 
-def prepare(conn: Any, tables: tuple[str, ...], marker: str) -> None:
-    """Create the tables, or bring schema 1 up to date, inside the caller's transaction.
+def prepare(conn: Any, tables: tuple[str, ...], marker: str, add_call_columns: tuple[str, ...]) -> None:
+    """Create the tables, or bring an older schema up to date, inside the caller's transaction.
 
     The version is read again under the caller's lock: another process may have done it meanwhile.
     """
@@ -238,14 +261,30 @@ def prepare(conn: Any, tables: tuple[str, ...], marker: str) -> None:
         for statement in tables:
             conn.execute(statement)
         conn.execute(f"INSERT INTO functai_meta VALUES ('schema', {marker})", (str(SCHEMA_VERSION),))
-    elif version_of(row[0]) == 1:
+        return
+    found = version_of(row[0])
+    if found == 1:
         for statement in schema.ADD_COLUMNS:
             conn.execute(statement)
         rows = conn.execute("SELECT conversation, position, data FROM functai_records").fetchall()
         update = "UPDATE functai_records SET kind = ?, turn = ?, parent = ? WHERE conversation = ? AND position = ?"
         execute_many(conn, update.replace("?", marker), schema.backfill(rows))
         conn.execute(schema.INDEX)
-        conn.execute(f"UPDATE functai_meta SET value = {marker} WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+    if found <= 2:  # schema 3: the call log's columns, filled from its lines, and their indexes
+        for statement in add_call_columns:
+            conn.execute(statement)
+        rows = conn.execute("SELECT seq, line FROM functai_calls").fetchall()
+        update = f"UPDATE functai_calls SET {', '.join(f'{name} = ?' for name in COLUMNS)} WHERE seq = ?"
+        execute_many(conn, update.replace("?", marker), [(*log_columns(line), seq) for seq, line in rows])
+        for statement in INDEXES:
+            conn.execute(statement)
+    conn.execute(f"UPDATE functai_meta SET value = {marker} WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+
+
+def log_columns(line: str) -> tuple[str | None, ...]:
+    """The indexed columns of a logged call's line (none for a line that is not a record)."""
+    record = schema.record_of(line)
+    return columns(record) if record_problem(record) is None else (None,) * len(COLUMNS)
 
 
 def execute_many(conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> None:
@@ -267,5 +306,5 @@ def version_of(value: object) -> int:
 #: Connections inherited through fork (see `SQLStore._reset_locks`).
 _orphans: list[Any] = []
 
-#: The call log's tables, and the key column of each.
-LOG_KEYS = {"calls": "id", "ratings": "call"}
+#: The columns of the call log's tables that an append fills.
+LOG_COLUMNS = {"calls": ("id", "line", *COLUMNS), "ratings": ("call", "line")}

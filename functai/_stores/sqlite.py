@@ -19,6 +19,7 @@ from urllib.parse import quote
 from .._errors import FunctAIError
 from .._files import fsync_file, make_folder, read_only, unwritable
 from . import schema
+from .callquery import COLUMNS, INDEXES
 from .protocol import check_conversation_id
 from .sql import READ_VERSION, SQLStore, prepare
 from .urls import sqlite_path
@@ -33,10 +34,13 @@ SCHEMA = (
     "data TEXT NOT NULL, kind TEXT, turn TEXT, parent TEXT, PRIMARY KEY (conversation, position)) WITHOUT ROWID",
     schema.INDEX,
     "CREATE TABLE IF NOT EXISTS functai_calls (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, "
-    "line TEXT NOT NULL)",
+    "line TEXT NOT NULL, " + ", ".join(f"{name} TEXT" for name in COLUMNS) + ")",
     "CREATE TABLE IF NOT EXISTS functai_ratings (seq INTEGER PRIMARY KEY AUTOINCREMENT, call TEXT NOT NULL, "
     "line TEXT NOT NULL)",
+    *INDEXES,
 )
+#: What brings a schema-2 call log up to schema 3.
+ADD_CALL_COLUMNS = tuple(f"ALTER TABLE functai_calls ADD COLUMN {name} TEXT" for name in COLUMNS)
 
 
 #: SQLite's result codes (the low byte) that mean the database cannot be written: READONLY, FULL, PERM.
@@ -154,7 +158,7 @@ class SQLiteStore(SQLStore):
         if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
             raise FunctAIError(f"SQLite store {self.path}: WAL mode could not be set", code="store-io")
         with self._transaction(conn):  # the write lock: one process prepares, the others wait
-            prepare(conn, SCHEMA, "?")
+            prepare(conn, SCHEMA, "?", ADD_CALL_COLUMNS)
 
     def _failed(self, error: BaseException, write: bool) -> FunctAIError:
         return self._error("create its tables" if write else "open", error)

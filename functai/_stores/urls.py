@@ -16,7 +16,7 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 from .._errors import FunctAIError
 
 #: The schema version SQL stores write; a store written by a newer version is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 

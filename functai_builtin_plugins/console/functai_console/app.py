@@ -75,16 +75,17 @@ def make_app(console: Console, token: str, hosts: Iterable[str] | None = None) -
     def calls(request: Request) -> Response:
         if not console.log:
             return show(request, "Calls", "<p>No call log: start the console with <code>--log CALLS</code>.</p>")
-        filters = {k: v for k, v in request.query_params.items() if k in ("function", "error", "plugin", "date") and v}
-        return show(request, "Calls", calls_page.table(console.calls(), filters))
+        params = dict(request.query_params)
+        found, more = console.calls(calls_page.read_filters(params), before=params.get("before") or None,
+                                    page=calls_page.PAGE)
+        return show(request, "Calls", calls_page.table(found, params, more))
 
     def one_call(request: Request) -> Response:
         call_id = request.path_params["call"]
-        records = console.calls()
-        found = next((r for r in records if r.id == call_id), None)
+        found = console.call(call_id)
         if found is None:
             return show(request, "No such call", f"<p>The call log has no call {e(call_id)}.</p>", status=404)
-        return show(request, f"Call {found.function}", calls_page.call(found, records, csrf))
+        return show(request, f"Call {found.function}", calls_page.call(found, list(console.nested(call_id)), csrf))
 
     def rate(request: Request) -> Response:
         call_id = request.path_params["call"]

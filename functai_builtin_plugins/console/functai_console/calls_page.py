@@ -3,31 +3,27 @@
 from __future__ import annotations
 
 from typing import Any, Mapping
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from .html import data, e, hidden, rows, short
-from .state import walk
 
 HEAD = ["started", "function", "model", "seconds", "tokens", "error", "rating", "call"]
 
-#: How many rows the table shows (newest first); the filters narrow what they are taken from.
-LIMIT = 500
+#: How many rows a page of the table shows (newest first); the filters narrow what they are taken from.
+PAGE = 100
+
+#: The table's filters (query parameters) as `functai.read_calls` takes them: a function
+#: (``name`` or ``module:name``), an error code (``any``: every failed call), a plugin that changed
+#: the call, the day it started (``YYYY-MM-DD``).
+FILTERS = {"function": "function", "error": "error", "plugin": "plugin", "date": "day"}
 
 
-def matches(record: Any, filters: Mapping[str, str]) -> bool:
-    """Whether a record passes the table's filters: function, error code (``any``: every failed
-    call), a plugin that changed it, the day it started (``YYYY-MM-DD``)."""
-    function, error = filters.get("function"), filters.get("error")
-    plugin, date = filters.get("plugin"), filters.get("date")
-    if function and function not in (record.function, f"{record.module}:{record.function}"):
-        return False
-    if error:
-        code = (record.error or {}).get("code")
-        if (error == "any" and code is None) or (error != "any" and code != error):
-            return False
-    if plugin and not any(change.get("plugin") == plugin for change in record.changes):
-        return False
-    return not date or str(record.started).startswith(date)
+def read_filters(params: Mapping[str, str]) -> dict[str, Any]:
+    """``read_calls`` keywords from the page's query parameters (empty ones left out)."""
+    found: dict[str, Any] = {FILTERS[k]: v for k, v in params.items() if k in FILTERS and v}
+    if found.get("error") == "any":
+        found["error"] = True
+    return found
 
 
 def tokens(record: Any) -> str:
@@ -45,39 +41,40 @@ def rating(record: Any) -> str:
     return f'<span class="{"good" if good else "bad"}">{"good" if good else "bad"}</span>'
 
 
-def table(records: list[Any], filters: Mapping[str, str]) -> str:
-    """The filter form and the table of the newest matching calls."""
-    functions = sorted({r.function for r in records})
-    codes = sorted({str(r.error["code"]) for r in records if r.error and r.error.get("code")})
-    plugins = sorted({str(c["plugin"]) for r in records for c in r.changes if c.get("plugin")})
-    found = [r for r in records if matches(r, filters)]
+def table(records: list[Any], params: Mapping[str, str], more: bool) -> str:
+    """The filter form, a page of the newest matching calls, and the link to the next page."""
     body = [[
         e(r.started), e(r.function), e(r.model or "-"),
         e(f"{r.seconds:.3f}" if r.seconds is not None else "-"), e(tokens(r)),
         f'<span class="bad">{e(r.error.get("code"))}</span>' if r.error else "-", rating(r),
         f'<a href="/calls/{quote(r.id)}">{e(r.id)}</a>' + (' <span class="muted">nested</span>' if r.parent else ""),
-    ] for r in found[:LIMIT]]
-    more = f"<p class='muted'>showing the newest {LIMIT} of {len(found)}</p>" if len(found) > LIMIT else ""
-    return (_filters(filters, functions, codes, plugins) + f"<p>{len(found)} of {len(records)} calls</p>"
-            + rows(HEAD, body, attrs='id="calls"') + more)
+    ] for r in records]
+    kept = {k: v for k, v in params.items() if k in FILTERS and v}
+    older = ""
+    if more:
+        older = f'<p><a rel="next" href="/calls?{urlencode({**kept, "before": records[-1].id})}">older calls</a></p>'
+    newest = ' · <a href="/calls?' + urlencode(kept) + '">newest</a>' if params.get("before") else ""
+    shown = f"<p>{len(records)} calls{' (newest first)' if records else ''}{newest}</p>"
+    return _filters(kept, records) + shown + rows(HEAD, body, attrs='id="calls"') + older
 
 
-def _select(name: str, values: list[str], chosen: str | None, every: str) -> str:
-    options = [f'<option value="">{e(every)}</option>'] + [
-        f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(v)}</option>' for v in values]
-    return f'<label>{e(name)} <select name="{e(name)}">{"".join(options)}</select></label>'
-
-
-def _filters(filters: Mapping[str, str], functions: list[str], codes: list[str], plugins: list[str]) -> str:
-    error = _select("error", ["any", *codes], filters.get("error"), "all calls")
-    return ('<form class="filters" method="get" action="/calls">'
-            + _select("function", functions, filters.get("function"), "every function") + error
-            + _select("plugin", plugins, filters.get("plugin"), "any plugin")
-            + f'<label>date <input type="date" name="date" value="{e(filters.get("date") or "")}"></label>'
+def _filters(params: Mapping[str, str], records: list[Any]) -> str:
+    """Text boxes, each suggesting the values on this page (the log's own values are not all read)."""
+    seen = {
+        "function": sorted({r.function for r in records}),
+        "error": ["any", *sorted({str(r.error.get("code")) for r in records if r.error and r.error.get("code")})],
+        "plugin": sorted({str(c["plugin"]) for r in records for c in r.changes if c.get("plugin")}),
+    }
+    boxes = "".join(
+        f'<label>{name} <input type="text" name="{name}" list="{name}-seen" value="{e(params.get(name) or "")}">'
+        f'<datalist id="{name}-seen">{"".join(f"<option value={chr(34)}{e(v)}{chr(34)}>" for v in values)}'
+        "</datalist></label>" for name, values in seen.items())
+    return ('<form class="filters" method="get" action="/calls">' + boxes
+            + f'<label>date <input type="date" name="date" value="{e(params.get("date") or "")}"></label>'
             + '<button>Filter</button> <a href="/calls">clear</a></form>')
 
 
-def call(record: Any, records: list[Any], csrf: str) -> str:
+def call(record: Any, nested: list[tuple[int, Any]], csrf: str) -> str:
     """One call: what was asked, what shaped it (changes by plugin and hook), tools and their
     approvals, what came back, nested calls, and the rating form."""
     facts = [("function", f"{record.module}:{record.function}" if record.module else record.function),
@@ -110,7 +107,6 @@ def call(record: Any, records: list[Any], csrf: str) -> str:
         parts.append("<h2>Handler times</h2>" + rows(["plugin", "hook", "µs"], [
             [e(c.get("plugin")), e(c.get("hook")), e(c.get("µs"))]
             for c in sorted(timed, key=lambda c: -float(c.get("µs") or 0))]))
-    nested = list(walk(records, record.id))
     if nested:
         parts.append("<h2>Nested calls</h2><div class='tree'>" + "".join(
             f'<div style="margin-left:{22 * (depth - 1)}px">└ <a href="/calls/{quote(r.id)}">{e(r.function)}</a> '

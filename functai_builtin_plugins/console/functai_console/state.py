@@ -107,16 +107,33 @@ class Console:
 
     # -- the call log --------------------------------------------------------------------------
 
-    def calls(self) -> list[Any]:
-        """Every call record, newest first, each with its latest rating (or None)."""
+    def calls(self, filters: dict[str, Any], *, before: str | None = None, page: int = 100) -> tuple[list[Any], bool]:
+        """A page of call records, newest first, that pass ``filters`` (`functai.read_calls`'s), each
+        with its latest rating, and whether older ones follow; read through the log's index, so a page
+        costs the same however long the log."""
         if not self.log:
-            return []
-        ratings = {record.id: record.rating for record in functai.read_calls(self.log, rated=True, skipped=[])}
-        records = list(functai.read_calls(self.log, skipped=[]))
-        for record in records:
-            record.rating = ratings.get(record.id)
-        records.reverse()
-        return records
+            return [], False
+        found = list(functai.read_calls(self.log, newest=page + 1, before=before, skipped=[], **filters))
+        return found[:page], len(found) > page
+
+    def call(self, call: str) -> Any:
+        """One call record by id, with its latest rating, or None."""
+        if not self.log:
+            return None
+        return next(iter(functai.read_calls(self.log, id=call, skipped=[])), None)
+
+    def nested(self, call: str) -> Iterator[tuple[int, Any]]:
+        """The calls made inside ``call`` (depth, record), depth first, in the order they started:
+        one indexed read per call in the tree."""
+        stack = [(1, record) for record in self._inside(call)]
+        while stack:
+            depth, record = stack.pop()
+            yield depth, record
+            stack += [(depth + 1, child) for child in self._inside(record.id)]
+
+    def _inside(self, call: str) -> list[Any]:
+        inside = functai.read_calls(self.log or "", parent=call, skipped=[])
+        return sorted(inside, key=lambda r: r.started, reverse=True)
 
     def rate(self, call: str, *, good: bool, correction: str | None, by: str | None) -> None:
         functai.rate(call, good=good, correction=correction, by=by, log=self.log)
@@ -144,16 +161,3 @@ def waited(at: str | None, now: datetime | None = None) -> str:
         if seconds >= size:
             return f"{int(seconds // size)} {unit}"
     return f"{int(seconds)} s"
-
-
-def walk(records: list[Any], root: str) -> Iterator[tuple[int, Any]]:
-    """The calls nested below ``root`` (depth, record), depth first, in the order they started."""
-    below: dict[str | None, list[Any]] = {}
-    for record in records:
-        below.setdefault(record.parent, []).append(record)
-    stack = [(1, child) for child in sorted(below.get(root, []), key=lambda r: r.started, reverse=True)]
-    while stack:
-        depth, record = stack.pop()
-        yield depth, record
-        stack += [(depth + 1, child) for child in sorted(below.get(record.id, []), key=lambda r: r.started,
-                                                         reverse=True)]

@@ -24,7 +24,8 @@ def build(store: str, log: str) -> dict:
 
     functai.configure(client=ScriptedLM([
         tool_call("order_status", {"order": "B2"}), "B2 is in the warehouse.", "B2 leaves the warehouse today."]))
-    made["nested"] = shop.support.run("Where is B2?")[1].id
+    made["nested"] = (nested := shop.support.run("Where is B2?")[1]).id
+    made["day"] = nested.started[:10]
 
     functai.configure(client=ScriptedLM([functai.ModelError("the model refused", code="model-refused")]))
     try:
