@@ -52,6 +52,8 @@ class History:
         self.entries: list[dict[str, Any]] = []
         #: The same entries by (plugin, kind): a plugin reading its own at every request never scans the rest.
         self._entries_of: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+        #: The newest entry by (plugin, kind, turn).
+        self._latest_at: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
         #: Ids of the turns in state running, for finding those whose owner is gone.
         self.running: set[str] = set()
         #: The answers' details by turn and key: ``{"allow", "reason", "by", "at"}``.
@@ -173,6 +175,7 @@ class History:
                      "data": record.get("data"), "at": record.get("at")}
             self.entries.append(entry)
             self._entries_of.setdefault((entry["plugin"], entry["kind"]), []).append(entry)
+            self._latest_at[(entry["plugin"], entry["kind"], entry["turn"])] = entry
             return None
         if kind == "turn":
             return self._add_turn(record["turn"], record.get("parent"), record)
@@ -323,6 +326,42 @@ class History:
             for e in self._entries_of.get((plugin, kind), ())
             if on is None or e["turn"] is None or e["turn"] in on
         ]
+
+    def latest_on(self, tip: str | None, plugin: str, kind: str, where: str = "branch") -> dict[str, Any] | None:
+        """The newest of ``entries_on(entry_turns(tip), plugin, kind)``, or None; ``where="all"``: of
+        every turn's, ``"turn"``: of those kept at ``tip``. Looked for from the newest back, each turn
+        placed by walking up from ``tip`` only as far as that turn, so a plugin reading its latest
+        entry at every request pays for what came after it, not for the conversation's length."""
+        if where == "turn":
+            found = self._latest_at.get((plugin, kind, tip))
+            return None if found is None else {"turn": found["turn"], "data": found["data"], "at": found["at"]}
+        for entry in reversed(self._entries_of.get((plugin, kind), ())):
+            if where == "all" or self._on_branch(entry["turn"], tip):
+                return {"turn": entry["turn"], "data": entry["data"], "at": entry["at"]}
+        return None
+
+    def _on_branch(self, turn_id: str | None, tip: str | None) -> bool:
+        """Whether an entry kept at ``turn_id`` is on the branch ending at ``tip`` (see `entry_turns`)."""
+        turn = self.turns.get(turn_id) if turn_id is not None else None
+        if turn is None:
+            return turn_id is None
+        if self._above(turn, tip):
+            return True
+        if turn.state not in _DEAD_ENDS:
+            return False
+        return turn.parent is None or self._above(self.turns[turn.parent], tip)
+
+    def _above(self, turn: TurnData, tip: str | None) -> bool:
+        """Whether ``turn`` is ``tip`` or one of its ancestors (a parent is always older than its child)."""
+        walk = tip
+        while walk is not None:
+            if walk == turn.id:
+                return True
+            found = self.turns.get(walk)
+            if found is None or found.order <= turn.order:
+                return False
+            walk = found.parent
+        return False
 
     def encode_shown(self, parent: str | None, ids: Sequence[str]) -> dict[str, Any] | list[str]:
         """The small record of ``ids`` (done turns of the branch at ``parent``, oldest first)."""

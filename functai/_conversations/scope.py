@@ -65,6 +65,13 @@ class Memory:
             self._branch = self.chat._history.entry_turns(self.turn_id)
         return self.chat._history.entries_on(self._branch, plugin, kind)
 
+    def latest(self, plugin: str, kind: str, all_branches: bool = False, this_turn: bool = False,
+               ) -> dict[str, Any] | None:
+        if all_branches:
+            self.chat._read_all()
+        where = "all" if all_branches else "turn" if this_turn else "branch"
+        return self.chat._history.latest_on(self.turn_id, plugin, kind, where)
+
     def remember(self, plugin: str, kind: str, data: Any) -> None:
         if self.turn_id is None:
             raise ValueError("remember() needs a turn")

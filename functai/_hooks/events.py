@@ -23,6 +23,9 @@ class Memory(Protocol):
 
     def entries(self, plugin: str, kind: str, all_branches: bool = False) -> list[dict[str, Any]]: ...
 
+    def latest(self, plugin: str, kind: str, all_branches: bool = False, this_turn: bool = False,
+               ) -> dict[str, Any] | None: ...
+
     def remember(self, plugin: str, kind: str, data: Any) -> None: ...
 
     def atomically(self, plugin: str, decide: Callable[[], R], kept: list[tuple[str, Any]]) -> R: ...
@@ -85,6 +88,14 @@ class Event:
         if self._memory is None or self._plugin is None:
             return []
         return self._memory.entries(self._plugin, kind, all_branches)
+
+    def latest(self, kind: str, *, all_branches: bool = False, this_turn: bool = False) -> dict[str, Any] | None:
+        """The newest of `entries` (``kind``, ``all_branches`` as there; ``this_turn``: of those kept
+        at this turn), or None. It costs what was kept after it, not what the whole conversation
+        holds: a plugin that keeps running totals in its entries reads them in one step."""
+        if self._memory is None or self._plugin is None:
+            return None
+        return self._memory.latest(self._plugin, kind, all_branches, this_turn)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)

@@ -36,6 +36,8 @@ __version__ = "0.1.0"
 __all__ = ["DATED", "MAX_REPLY", "MIN_REPLY", "PRICES", "Price", "budget", "estimate"]
 
 SCOPES = ("call", "turn", "branch", "conversation", "process")
+#: The kinds of entry a budget keeps in a conversation; each carries the running ``books`` it leaves.
+KINDS = ("reserved", "spent", "released", "extended", "declined")
 _WHOSE = {"call": "this call", "turn": "this turn", "branch": "this branch", "conversation": "this conversation",
           "process": "this process"}
 
@@ -183,30 +185,78 @@ def budget(
         """This budget's entries of ``kind``: on every branch per conversation, else on this branch."""
         return [e for e in event.entries(kind, all_branches=per == "conversation") if mine(event, e)]
 
+    def scope(event: Any) -> str:
+        """Whose books an entry's running totals are: the conversation's, the branch's, a turn's or a call's."""
+        return per if per in ("conversation", "branch") else event.turn if per == "turn" else event.outer_call
+
+    def books_of(event: Any) -> dict[str, Any]:
+        """The running books the conversation keeps for this budget: those of its newest entry (every
+        entry carries them), found with one lookup per kind however long the conversation is."""
+        newest: dict[str, Any] | None = None
+        at, unkept = "", ""
+        for kind in KINDS:
+            entry = event.latest(kind, all_branches=per == "conversation", this_turn=per in ("turn", "call"))
+            if entry is None:
+                continue
+            ledger = entry["data"].get("books")
+            if ledger is None:  # kept by a version without running books
+                unkept = max(unkept, str(entry["at"]))
+            elif newest is None or ledger["n"] > newest["n"]:
+                newest, at = ledger, str(entry["at"])
+        if unkept > at:  # entries newer than any running books: counted one by one, once
+            return summed(event)
+        if newest is None or newest["scope"] != scope(event):
+            return {"n": 0, "scope": scope(event), "spent": [0.0, 0.0], "flight": {}, "extended": {}, "declined": []}
+        return newest
+
+    def summed(event: Any) -> dict[str, Any]:
+        """The books added up from every entry, as a version without running books kept them."""
+        settled = {e["data"]["reserved"] for e in entries(event, "released")}
+        spent = [0.0, 0.0]
+        for entry in entries(event, "spent"):
+            spent[0] += entry["data"]["tokens"]
+            spent[1] += entry["data"]["dollars"]
+            settled.add(entry["data"].get("reserved"))
+        flight = {e["data"]["id"]: [e["data"]["tokens"], e["data"]["dollars"]] for e in entries(event, "reserved")
+                  if e["data"]["id"] not in settled}  # in flight, in this process or another
+        extended: dict[str, float] = {}
+        for entry in entries(event, "extended"):
+            for unit, amount in entry["data"]["extend"].items():
+                extended[unit] = extended.get(unit, 0.0) + amount
+        return {"n": 0, "scope": scope(event), "spent": spent, "flight": flight, "extended": extended,
+                "declined": [entry["data"]["limits"] for entry in entries(event, "declined")]}
+
+    def advance(event: Any, kind: str, data: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> None:
+        """Keep an entry carrying the books as it leaves them (inside `atomically`: nothing is kept between
+        reading the books and writing the next)."""
+        was = books_of(event)
+        ledger = {**was, "n": was["n"] + 1, "scope": scope(event), "spent": list(was["spent"]),
+                  "flight": dict(was["flight"]), "extended": dict(was["extended"]), "declined": list(was["declined"])}
+        change(ledger)
+        event.remember(kind, {**data, "books": ledger})
+
+    def write(event: Any, kind: str, data: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> None:
+        """`advance` as one step against every other writer of the conversation."""
+        event.atomically(lambda: advance(event, kind, data, change))
+
     def read(event: Any) -> tuple[dict[str, float], dict[str, float], list[dict[str, float]]]:
         """What was spent (a request in flight at its most), the extensions granted, and the limits at
         which more was declined."""
-        spent = {"tokens": 0.0, "dollars": 0.0}
         extended = {unit: 0.0 for unit in limits}
         if kept_in(event):
-            settled = {e["data"]["reserved"] for e in entries(event, "released")}
-            for entry in entries(event, "spent"):
-                spent["tokens"] += entry["data"]["tokens"]
-                spent["dollars"] += entry["data"]["dollars"]
-                settled.add(entry["data"].get("reserved"))
-            for entry in entries(event, "reserved"):  # in flight, in this process or another
-                if entry["data"]["id"] not in settled:
-                    spent["tokens"] += entry["data"]["tokens"]
-                    spent["dollars"] += entry["data"]["dollars"]
-            for entry in entries(event, "extended"):
-                for unit, amount in entry["data"]["extend"].items():
-                    extended[unit] = extended.get(unit, 0.0) + amount
-            return spent, extended, [entry["data"]["limits"] for entry in entries(event, "declined")]
+            ledger = books_of(event)
+            spent = {"tokens": ledger["spent"][0], "dollars": ledger["spent"][1]}
+            for tokens, dollars in ledger["flight"].values():
+                spent["tokens"] += tokens
+                spent["dollars"] += dollars
+            for unit, amount in ledger["extended"].items():
+                extended[unit] = extended.get(unit, 0.0) + amount
+            return spent, extended, list(ledger["declined"])
         key = memory_key(event)
         tokens, dollars = books.spent.get(key, (0.0, 0.0))
         spent = {"tokens": tokens, "dollars": dollars}
-        for books_of, t, d in books.reserved.values():  # requests in flight, counted at their most
-            if books_of == key:
+        for owner, t, d in books.reserved.values():  # requests in flight, counted at their most
+            if owner == key:
                 spent["tokens"] += t
                 spent["dollars"] += d
         for unit, amount in books.extended.get(key, {}).items():
@@ -220,7 +270,15 @@ def budget(
             if key is not None and any(e["turn"] == event.turn and e["data"].get("key") == key
                                        for e in event.entries(kind)):
                 return
-            event.remember(kind, {**data, "call": event.call, "outer": event.outer_call, "key": key})
+
+            def change(ledger: dict[str, Any]) -> None:
+                if kind == "extended":
+                    for unit, amount in data["extend"].items():
+                        ledger["extended"][unit] = ledger["extended"].get(unit, 0.0) + amount
+                else:
+                    ledger["declined"].append(data["limits"])
+
+            write(event, kind, {**data, "call": event.call, "outer": event.outer_call, "key": key}, change)
             return
         with books.lock:  # threads read and extend the same books
             if key is not None:
@@ -245,9 +303,14 @@ def budget(
                        model: str, estimated: bool) -> None:
         """Count spend as an entry of the conversation, at the event's turn; it settles the request's
         reservation (``pending``)."""
-        event.remember("spent", {"call": call, "outer": pending["outer"] if pending else event.outer_call,
-                                 "tokens": tokens, "dollars": dollars, "model": model, "estimated": estimated,
-                                 "reserved": pending["reserved"] if pending else None})
+        def change(ledger: dict[str, Any]) -> None:
+            if pending:
+                ledger["flight"].pop(pending["reserved"], None)
+            ledger["spent"] = [ledger["spent"][0] + tokens, ledger["spent"][1] + dollars]
+
+        write(event, "spent", {"call": call, "outer": pending["outer"] if pending else event.outer_call,
+                               "tokens": tokens, "dollars": dollars, "model": model, "estimated": estimated,
+                               "reserved": pending["reserved"] if pending else None}, change)
 
     def unspent(event: Any, pending: Mapping[str, Any]) -> None:
         """A checked request that reached no model, or stopped before its reply began: nothing to pay,
@@ -256,8 +319,11 @@ def budget(
             remember_spent(event, pending["call"], pending, pending["tokens"], pending["dollars"], pending["model"],
                            True)
         else:
-            event.remember("released", {"reserved": pending["reserved"], "call": pending["call"],
-                                        "outer": pending["outer"]})
+            release(event, pending)
+
+    def release(event: Any, pending: Mapping[str, Any]) -> None:
+        write(event, "released", {"reserved": pending["reserved"], "call": pending["call"], "outer": pending["outer"]},
+              lambda ledger: ledger["flight"].pop(pending["reserved"], None))
 
     def most(price: Price | None, prompt: int, reply: int) -> dict[str, float]:
         return {"tokens": float(prompt + reply),
@@ -369,9 +435,10 @@ def budget(
         pending = {"turn": event.turn if kept_in(event) else None, "call": event.call, "outer": event.outer_call,
                    "tokens": cost["tokens"], "dollars": cost["dollars"], "model": event.request.model,
                    "began": False, "reserved": os.urandom(8).hex()}
-        if kept_in(event):
-            event.remember("reserved", {"id": pending["reserved"], "call": event.call, "outer": event.outer_call,
-                                        "tokens": cost["tokens"], "dollars": cost["dollars"]})
+        if kept_in(event):  # inside `atomically` with the check
+            advance(event, "reserved", {"id": pending["reserved"], "call": event.call, "outer": event.outer_call,
+                                        "tokens": cost["tokens"], "dollars": cost["dollars"]},
+                    lambda ledger: ledger["flight"].__setitem__(pending["reserved"], [cost["tokens"], cost["dollars"]]))
         else:
             books.reserved[event.call] = (memory_key(event), cost["tokens"], cost["dollars"])
         note = "; ".join(f"{_show(u, spent[u])} + at most {_show(u, cost[u])} of {_show(u, limit[u])}" for u in limits)
@@ -394,8 +461,7 @@ def budget(
                 pending = books.pending.pop(event.call, None)
                 books.reserved.pop(event.call, None)
             if pending is not None and pending["turn"] is not None:
-                event.remember("released", {"reserved": pending["reserved"], "call": event.call,
-                                            "outer": pending["outer"]})
+                release(event, pending)
             return None
         request, usage = event.request, event.reply.usage
         price = find(priced, request.model) if "dollars" in limits else None

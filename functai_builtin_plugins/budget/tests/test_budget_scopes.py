@@ -97,12 +97,41 @@ def test_per_conversation_spend_is_kept_as_the_conversations_entries():
     [reserved] = chat.entries("budget", "reserved")  # the most the request could cost, before it was sent
     [entry] = chat.entries("budget", "spent")  # what it cost: the reservation is settled
     assert entry["turn"] == reserved["turn"] == chat.head.id
+    books = entry["data"].pop("books")
     assert entry["data"] == {"call": chat.head.call, "outer": chat.head.call, "tokens": cost, "dollars": 0.0,
                              "model": "scripted", "estimated": False, "reserved": reserved["data"]["id"]}
+    # each entry carries the running books it leaves: a check reads the newest, not every entry
+    assert reserved["data"]["books"]["flight"] == {reserved["data"]["id"]: [reserved["data"]["tokens"], 0.0]}
+    assert books == {"n": 2, "scope": "conversation", "spent": [cost, 0.0], "flight": {}, "extended": {},
+                     "declined": []}
     assert reserved["data"]["tokens"] >= cost and reserved["data"]["call"] == chat.head.call
     with pytest.raises(functai.Waiting):
         chat(QUESTION)  # 2 turns' cost is past ASK_AT of 2.5
     assert lm.requests[1:] == []
+
+
+@pytest.mark.parametrize("per", ["conversation", "branch"])
+def test_spend_kept_before_running_books_is_counted_once_and_carried_on(per):
+    cost = turn_cost()
+    store = functai.MemoryStore()
+    lm = ScriptedLM(reply=spend_all)
+    chat = assistant.conversation("old", store=store, client=lm, context=functai.last_turns(0))
+    chat(QUESTION)
+    # what a version that kept no running books wrote for that turn
+    chat.remember("budget", "reserved", {"id": "r1", "call": chat.head.call, "outer": chat.head.call,
+                                         "tokens": 2 * cost, "dollars": 0.0}, turn=chat.head)
+    chat.remember("budget", "spent", {"call": chat.head.call, "outer": chat.head.call, "tokens": cost,
+                                      "dollars": 0.0, "model": "scripted", "estimated": False, "reserved": "r1"},
+                  turn=chat.head)
+    again = assistant.conversation("old", store=store, client=lm, context=functai.last_turns(0),
+                                   plugins=[budget(tokens=2.5 * cost, per=per)])
+    assert again(QUESTION) == "ok"  # the old turn's spend and this one's: 2 of 2.5
+    [*_, newest] = again.entries("budget", "spent")
+    assert newest["data"]["books"]["spent"] == [2 * cost, 0.0]  # the old entries summed once, then carried
+    assert newest["data"]["books"]["flight"] == {}  # the old reservation was settled by its spend
+    with pytest.raises(functai.Waiting):
+        again(QUESTION)  # a third would pass ask_at of 2.5 turns
+    assert len(lm.requests) == 2
 
 
 def test_a_second_process_sees_the_spend_and_asks(store):

@@ -53,8 +53,8 @@ def compaction(
     def fold_old_turns(turn: Any) -> None:
         if turn.state != "done":
             return
-        summaries = turn.entries("summary")
-        latest = summaries[-1]["data"] if summaries else None
+        newest = turn.latest("summary")
+        latest = newest["data"] if newest else None
         done = turn.turns()
         ids = [t.id for t in done]
         start = ids.index(latest["through"]) + 1 if latest and latest["through"] in ids else 0
@@ -83,10 +83,10 @@ def compaction(
 
     @plugin.context
     def show_the_summary(context: Any) -> Change | None:
-        summaries = context.entries("summary")
-        if not summaries:
+        newest = context.latest("summary")
+        if newest is None:
             return None
-        latest = summaries[-1]["data"]
+        latest = newest["data"]
         ids = [t.id for t in context.turns]
         after = ids[ids.index(latest["through"]) + 1 :] if latest["through"] in ids else ids
         section = f"Earlier in this conversation ({latest['turns']} turns, summarized):\n{latest['text']}"
