@@ -412,3 +412,25 @@ def test_threads_reading_turns_an_open_left_to_fill_in_read_the_same(tmp_path, m
     expected = [(t, dict(full.turns[t].inputs), full.turns[t].at, full.turns[t].call, full.turns[t].claim,
                  dict(full.turns[t].ran_with)) for t in full.order]
     assert seen == [expected] * 8
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_sqlite_store_opens_the_same_both_ways(varied, monkeypatch, tmp_path, damaged) -> None:
+    """The SQL stores read rows too, in one query decoded once; a row that is not JSON is damage either way."""
+    import sqlite3
+
+    from functai._stores import open_store
+
+    url = "sqlite:///" + str(tmp_path / "v.db")
+    store = open_store(url)
+    store.append("v", FolderStore(varied).read("v"))
+    if damaged:
+        db = sqlite3.connect(tmp_path / "v.db")
+        db.execute("UPDATE functai_records SET data = 'not json {' WHERE conversation = 'v' AND position = 3")
+        db.commit()
+    items, _ = store.read_rows("v")
+    assert (type(items[0]) is rows.ROWS["conversation"]) != damaged  # damaged: each row read as `read` reads it
+    fast, fast_warned = _fast(store, "v")
+    full, full_warned = _full(store, "v", monkeypatch)
+    assert _state(fast) == _state(full) and fast_warned == full_warned
+    assert [reason for _, reason in fast.damage] == (["not JSON"] if damaged else [])
