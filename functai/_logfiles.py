@@ -54,6 +54,10 @@ def is_log_line(data: Any) -> bool:
     return is_rating(data) or record_problem(data) is None
 
 
+#: Why a line of ``ratings.jsonl`` that is an object is not used.
+NOT_A_RATING = "not a rating (it needs a call id, good true or false, and by)"
+
+
 def is_rating(data: dict[str, Any]) -> bool:
     """Whether a decoded line is a rating: a call id, ``good`` true or false, and who rated (or null)."""
     call, by = data.get("call"), data.get("by")

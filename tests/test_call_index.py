@@ -287,13 +287,20 @@ def test_a_folder_that_cannot_be_written_is_indexed_in_memory(big_log, tmp_path)
     if done.returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        shutil.copy(big_log / "calls.jsonl", where / "calls.jsonl")
+        ids(big_log, newest=1)  # the index made, then one line edited: the copy's index is stale
+        shutil.copy(big_log / "calls.index.sqlite", where / "calls.index.sqlite")
+        lines = (big_log / "calls.jsonl").read_bytes().splitlines(keepends=True)
+        edited = json.loads(lines[2])
+        lines[2] = lines[2].replace(edited["id"].encode(), edited["id"][::-1].encode())
+        (where / "calls.jsonl").write_bytes(b"".join(lines))
         shutil.copy(big_log / "ratings.jsonl", where / "ratings.jsonl")
         subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
-        assert ids(where, newest=4) == ids(big_log, newest=4)
+        every = list(functai.read_calls(where))
+        assert ids(where, newest=100) == reference(every, newest=100)
+        assert ids(where, id=edited["id"][::-1]) == [edited["id"][::-1]] and ids(where, id=edited["id"]) == []
         assert [r.rating for r in functai.read_calls(where, rated=True, newest=5)] == \
             [r.rating for r in functai.read_calls(big_log, rated=True, newest=5)]
-        assert sorted(os.listdir(where)) == ["calls.jsonl", "ratings.jsonl"]
+        assert sorted(os.listdir(where)) == ["calls.index.sqlite", "calls.jsonl", "ratings.jsonl"]
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
 

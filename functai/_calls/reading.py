@@ -11,20 +11,23 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable
-from typing import Any, Iterator
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterator
 
 from .._errors import FunctAIError
 from .._files import unwritable
-from .._logfiles import LOG_FILE, RATINGS_FILE, is_rating, numbered_lines, record_problem, report_skipped
+from .._logfiles import (
+    LOG_FILE,
+    NOT_A_RATING,
+    RATINGS_FILE,
+    is_rating,
+    numbered_lines,
+    record_problem,
+    report_skipped,
+)
 from .records import CallRecord
 
 if TYPE_CHECKING:
     from .._stores.callquery import CallQuery
-
-NOT_A_RATING = "not a rating (it needs a call id, good true or false, and by)"
-
 
 def read_calls(
     folder: str | os.PathLike[str], *, rated: bool = False, function: Any = None, model: str | None = None,
@@ -61,6 +64,7 @@ def _query(rated: bool, function: Any, model: Any, error: Any, parent: Any, id: 
            newest: Any, before: Any) -> CallQuery:
     """The filters as a `CallQuery`, each checked: a wrong one is named, never read as no filter."""
     from .._stores.callquery import CallQuery  # here: a plain import of functai opens no store
+
     module = None
     if function is not None:
         text = function if isinstance(function, str) else f"{function.module}:{function.name}"
@@ -116,9 +120,8 @@ def _find(folder: str | os.PathLike[str], query: CallQuery, skipped: list[tuple[
             raise unwritable(os.path.join(where, LOG_FILE), error, "call log")
         index = logindex.log_index(where)
         found, damaged = index.calls(query)
-        for at, why in damaged:
-            path, _, number = at.rpartition(":")
-            report_skipped(path, int(number), why, skipped)
+        for path, number, why in damaged:
+            report_skipped(path, number, why, skipped)
         lines = index.ratings(data["id"] for data in found)
     ratings = _latest((data for data in lines if is_rating(data)))
     records = []

@@ -244,3 +244,6 @@ def close_log(folder: str | os.PathLike[str]) -> None:
         _by_folder.clear()
     if log is not None:
         log.close()
+    from .._stores.logindex import close_index
+
+    close_index(os.path.abspath(os.fspath(folder)))

@@ -20,7 +20,7 @@ from typing import Any, Callable, TypeVar
 
 from .._errors import FunctAIError
 
-from .._logfiles import INDEX_FILE, LOG_FILE, RATINGS_FILE, is_rating, parse_line, record_problem
+from .._logfiles import INDEX_FILE, LOG_FILE, NOT_A_RATING, RATINGS_FILE, is_rating, parse_line, record_problem
 from .callquery import COLUMNS, INDEXES, CallQuery, columns
 
 #: Changed when what the index keeps changes: an index of another version is made again.
@@ -65,11 +65,11 @@ class LogIndex:
 
     # -- answering ---------------------------------------------------------------------------
 
-    def calls(self, query: CallQuery) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-        """The records ``query`` asks for, and the log's skipped lines (``"file:line"``, why)."""
+    def calls(self, query: CallQuery) -> tuple[list[dict[str, Any]], list[tuple[str, int, str]]]:
+        """The records ``query`` asks for, and the log's skipped lines (file, line number, why)."""
         text, params = query.sql("seq, length", "?")
 
-        def work(conn: sqlite3.Connection) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+        def work(conn: sqlite3.Connection) -> tuple[list[dict[str, Any]], list[tuple[str, int, str]]]:
             found = self._records(LOG_FILE, conn.execute(text, params).fetchall(), query)
             return found, self._skipped(conn, LOG_FILE)
 
@@ -100,7 +100,10 @@ class LogIndex:
                         self._catch_up(conn, name)
                     return work(conn)
                 except Stale:
-                    self._forget(conn)
+                    try:
+                        self._forget(conn)
+                    except sqlite3.DatabaseError:
+                        self._conn, self._stuck = self._memory(), True
                 except sqlite3.DatabaseError:
                     self._conn, self._stuck = self._memory(), True
         raise FunctAIError(f"the call log in {self.folder} kept changing while it was read; try again",
@@ -124,9 +127,9 @@ class LogIndex:
             raise Stale(name) from None
         return found
 
-    def _skipped(self, conn: sqlite3.Connection, name: str) -> list[tuple[str, str]]:
+    def _skipped(self, conn: sqlite3.Connection, name: str) -> list[tuple[str, int, str]]:
         where = os.path.join(self.folder, name)
-        return [(f"{where}:{line}", reason) for line, reason in
+        return [(where, line, reason) for line, reason in
                 conn.execute("SELECT line, reason FROM skipped WHERE name = ? ORDER BY line", (name,))]
 
     # -- keeping it up to date -----------------------------------------------------------------
@@ -259,7 +262,7 @@ def _index(conn: sqlite3.Connection, name: str, handle: Any, start: int, lines: 
                 if is_rating(data):
                     ratings.append((position, length, data["call"]))
                 else:
-                    why = "not a rating (it needs a call id, good true or false, and by)"
+                    why = NOT_A_RATING
             if why:
                 skipped.append((name, lines, why))
             position += length
@@ -338,3 +341,11 @@ def log_index(folder: str) -> LogIndex:
         if found is None:
             found = _indexes[folder] = LogIndex(folder)
         return found
+
+
+def close_index(folder: str) -> None:
+    """Close the index kept for ``folder`` (a test's folder: one per test would pile up)."""
+    with _indexes_lock:
+        found = _indexes.pop(folder, None)
+    if found is not None and found._conn is not None and found._pid == os.getpid():
+        found._conn.close()

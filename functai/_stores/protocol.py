@@ -109,16 +109,25 @@ def from_lines(lines: Sequence[str | bytes]) -> list[dict[str, Any]]:
 def rows_of(lines: Sequence[str | bytes]) -> list[Any]:
     """Lines known to be one JSON object each, as rows for an open (or dicts, which the fold takes too)."""
     if len(lines) > 1:
-        from .._conversations import rows  # the fold's row decoder: see tests/test_layers.py
-
         try:
-            found = rows.decode_lines((b"\n" if type(lines[0]) is bytes else "\n").join(lines))  # type: ignore[arg-type]
-        except (TypeError, ValueError):  # text and bytes mixed, a kind rows do not know: as dicts
-            pass
-        else:
-            if len(found) == len(lines):
-                return found
+            found = rows_in((b"\n" if type(lines[0]) is bytes else "\n").join(lines), len(lines))  # type: ignore[arg-type]
+        except TypeError:  # text and bytes mixed
+            found = None
+        if found is not None:
+            return found
     return from_lines(lines)
+
+
+def rows_in(text: str | bytes, count: int) -> list[Any] | None:
+    """``count`` lines joined by newlines, as rows; None when they are not all rows (a kind rows do
+    not know, a line that is not JSON): then each is read as a record."""
+    from .._conversations import rows  # the fold's row decoder: see tests/test_layers.py
+
+    try:
+        found = rows.decode_lines(text)
+    except ValueError:
+        return None
+    return found if len(found) == count else None
 
 
 def check_start(start: int) -> None:

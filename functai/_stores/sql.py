@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from operator import itemgetter
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, closing
 from typing import Any, Callable
@@ -17,7 +18,7 @@ from .._errors import FunctAIError
 from .._logfiles import record_problem
 from . import schema
 from .callquery import COLUMNS, INDEXES, CallQuery, columns
-from .protocol import StoreConflict, check_conversation_id, check_start, forkable, rows_of, to_line
+from .protocol import StoreConflict, check_conversation_id, check_start, forkable, rows_in, to_line
 from .urls import SCHEMA_VERSION
 
 META = "CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -160,13 +161,11 @@ class SQLStore:
         whole record at a position of that list."""
         check_conversation_id(conversation)
         check_start(start)
-        lines = [data for (data,) in self._run(
-            "read", lambda conn: conn.execute(self._sql(READ), (conversation, start)).fetchall(), [])]
-        try:
-            found = rows_of(lines)
-        except ValueError:  # a row that is not JSON: each read as `read` does, so it is reported as damage
-            found = [schema.record_of(line) for line in lines]
-        return found, lambda position: schema.record_of(lines[position])
+        rows = self._run("read", lambda conn: conn.execute(self._sql(READ), (conversation, start)).fetchall(), [])
+        found = rows_in("\n".join(map(itemgetter(0), rows)), len(rows)) if rows else []
+        if found is None:  # a row rows do not read (not JSON, say): each read as `read` reads it
+            found = [schema.record_of(data) for (data,) in rows]
+        return found, lambda position: schema.record_of(rows[position][0])
 
     def count(self, conversation: str) -> int:
         check_conversation_id(conversation)
