@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import hmac
 import os
 import statistics
 import sys
@@ -30,6 +32,8 @@ from functai.testing import ScriptedLM, tool_call
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKEN = "bench-console-token-0123456789"
+#: The console's session cookie for TOKEN (`functai_console.security`: derived from it, never the token).
+SESSION = hmac.new(TOKEN.encode(), b"functai-console-session", hashlib.sha256).hexdigest()
 
 
 @tool(effects="changes")
@@ -76,9 +80,10 @@ def client(url: str) -> Any:
 
 async def _request(app: Any, path: str) -> tuple[int, str]:
     """One GET straight into the ASGI app, as a server hands it over (no network, no HTTP parsing)."""
+    target, _, query = path.partition("?")
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
-             "headers": [(b"host", b"127.0.0.1"), (b"cookie", f"functai_console={TOKEN}".encode())],
+             "path": target, "raw_path": target.encode(), "root_path": "", "query_string": query.encode(),
+             "headers": [(b"host", b"127.0.0.1"), (b"cookie", f"functai_console_80={SESSION}".encode())],
              "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
     sent: list[dict[str, Any]] = []
 
