@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import logging
+import re
 import threading
 import time
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence, Union
@@ -172,4 +175,43 @@ def _called_this_turn(messages: Sequence[Mapping[str, Any]]) -> set[str]:
     return called
 
 
-__all__ = ["ScriptedLM", "TestModel", "tool_call", "tool_calls"]
+class LogEvents(list):  # type: ignore[type-arg]
+    """functai's log events caught by `log_events`: ``(event, fields)`` pairs, in order."""
+
+    @property
+    def messages(self) -> list[str]:
+        """Each event as one line: ``functai: event: key=value ...``."""
+        return [f"functai: {event}: " + " ".join(f"{k}={v}" for k, v in fields.items()) for event, fields in self]
+
+    def named(self, pattern: str) -> list[str]:
+        """The events whose line (see `messages`) matches ``pattern`` (`re.search`), as
+        ``pytest.warns(match=...)`` matches a warning's message."""
+        return [message for message in self.messages if re.search(pattern, message)]
+
+
+@contextlib.contextmanager
+def log_events(level: int = logging.INFO) -> Iterator[LogEvents]:
+    """Catch the events functai logs inside the block through the standard library's ``functai``
+    logger, whatever else the application's logging does: a test asks what was skipped, retried
+    or survived. (An application that configured structlog gets them there instead.)"""
+    caught = LogEvents()
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            event = getattr(record, "functai_event", None)
+            if event is not None:
+                caught.append((event, dict(getattr(record, "functai_fields", {}))))
+
+    handler = Catch(level)
+    logger = logging.getLogger("functai")
+    before = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(min(level, before) if before else level)
+    try:
+        yield caught
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
+
+
+__all__ = ["LogEvents", "ScriptedLM", "TestModel", "log_events", "tool_call", "tool_calls"]

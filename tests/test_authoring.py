@@ -12,7 +12,7 @@ from functai import Change, Plugin, PluginError, ai
 from functai._hooks import installed as installed_module
 from functai._hooks.hookimpls import from_hookimpls
 from functai._hooks.installed import FAILED, Installed, InstalledPlugin
-from functai.testing import ScriptedLM, tool_call
+from functai.testing import ScriptedLM, log_events, tool_call
 
 
 @functai.tool(effects="changes")
@@ -179,8 +179,7 @@ def _load(requires, target=None):
     target = target or Plugin("old", before_call=lambda call: Change(sections=["old"]))
     entry_point = _EntryPoint("old", _Dist(requires), target)
     item = InstalledPlugin(entry_point)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with log_events() as caught:
         item.load()
     return item, entry_point, caught
 
@@ -190,7 +189,7 @@ def test_an_installed_plugin_whose_functai_range_excludes_this_one_fails_closed(
     assert item.state == FAILED and item.code == "plugin-incompatible" and not entry_point.loaded
     assert "supports functai<10,>=9" in item.reason
     assert f"functai {functai.__version__}" in item.reason and "functai-old 3.0.0" in item.reason
-    assert any("plugin incompatible" in str(w.message) for w in caught)
+    assert caught.named("plugin incompatible")
     installed_module.use(Installed([item]))
     functai.configure(client=ScriptedLM(["ok"]))
     with pytest.raises(PluginError) as info:

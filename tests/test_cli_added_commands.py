@@ -67,9 +67,7 @@ def group(monkeypatch):
 
 def run(argv):
     out, err = io.StringIO(), io.StringIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        status = main(argv, out, err)
+    status = main(argv, out, err)
     return status, out.getvalue(), err.getvalue()
 
 

@@ -9,7 +9,7 @@ from functai_compaction import compaction
 import functai
 from functai import Change, FunctAIError, Plugin, ai
 from functai._stores import open_store
-from functai.testing import ScriptedLM
+from functai.testing import ScriptedLM, log_events
 
 
 def tutor_v1():
@@ -94,8 +94,9 @@ def test_a_rated_turn_is_asked_again_from_the_call_log_alone_and_left_out_only_w
              if (json.loads(line).get("conversation") or {}).get("turn") != first_turn]
     calls.write_text("\n".join(lines) + "\n")
     with functai.settings(client=ScriptedLM(reply=lambda r: "A9!")):
-        with pytest.warns(RuntimeWarning, match="left out"):
+        with log_events() as logged:
             result = functai.evaluate(tutor, log=log, workers=1)
+        assert logged.named("left out")
     assert [call for call, _ in result.skipped] == [second.id]
     assert "no longer in the conversation" in result.skipped[0][1]
     assert [(r.record, r.expected, r.passed) for r in result.rows] == [(plain.id, "A9!", 1.0)]
@@ -149,8 +150,9 @@ def test_without_content_a_turn_shown_nothing_is_still_refused(tmp_path):
         chat("Q2")
     second = list(functai.read_calls(log))[-1]
     functai.rate(second, good=True, log=log)
-    with pytest.warns(RuntimeWarning, match="left out"):
+    with log_events() as logged:
         result = functai.evaluate(tutor_v1(), log=log, workers=1, rows=None)
+    assert logged.named("left out")
     assert result.rows == [] and "without content" in result.skipped[0][1]
 
 
@@ -371,9 +373,9 @@ def test_a_torn_last_line_never_swallows_the_next_rating(tmp_path):
     with open(tmp_path / "ratings.jsonl", "a") as handle:
         handle.write('{"call": "torn", "go')  # a crash mid-write
     functai.rate(two, good=False, log=log)
-    with pytest.warns(RuntimeWarning) as caught:
+    with log_events() as caught:
         assert set(functai._evaluation.read_ratings(log)) == {one.id, two.id}
-    assert [str(w.message) for w in caught] == [
+    assert caught.messages == [
         f"functai: log line skipped: at={tmp_path / 'ratings.jsonl'}:2 reason=a write cut short "
         "(a crash while writing), with the next line caught on it; that line was written again"
     ]  # no lock (functai._appendlog): the next line, landed on the torn piece, was written again after it

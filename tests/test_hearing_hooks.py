@@ -7,7 +7,7 @@ import pytest
 
 import functai
 from functai import Change, Plugin, PluginError, Reply, ai, tool
-from functai.testing import ScriptedLM, tool_call
+from functai.testing import ScriptedLM, log_events, tool_call
 
 
 @tool(effects="reads")
@@ -126,12 +126,11 @@ def test_a_raising_call_end_handler_is_reported_and_changes_nothing():
 
     lm = ScriptedLM([tool_call("lookup", {"order": "A1"}), "It shipped."])
     functai.configure(client=lm, plugins=[Plugin("broken", call_end=broken)])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with log_events() as caught:
         value, record = support.run("where?")
     assert value == "It shipped."
     assert record.error is None and record.changes == [] and "heard" not in record.to_dict()
-    messages = [str(w.message) for w in caught]
+    messages = caught.messages
     assert sum("plugin=broken" in m and "hook=call_end" in m and "ear broke" in m for m in messages) == 1
 
 

@@ -19,7 +19,7 @@ from functai._cli import main as cli
 from functai._conversations import leases
 from functai._stores import MemoryStore
 from functai._conversations.history import History
-from functai.testing import ScriptedLM, tool_call
+from functai.testing import ScriptedLM, log_events, tool_call
 
 APP = textwrap.dedent('''
     import json, os, signal, sys, time
@@ -362,8 +362,9 @@ def test_a_store_this_process_cannot_write_still_opens(app):
     source = store_with_running_turn({"pid": 4242, "host": "elsewhere", "boot": "b"}, time.time() - 600)
     store = ReadOnly()
     MemoryStore.append(store, "x", source.read("x"))
-    with pytest.warns(RuntimeWarning, match="could not mark interrupted turns"):
+    with log_events() as logged:
         view = app.support.conversation("x", store=store)
+    assert logged.named("could not mark interrupted turns")
     assert view.turn("t1").state == "running"
 
 

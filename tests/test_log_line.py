@@ -19,7 +19,7 @@ import functai
 from functai import Change, Plugin, ai, _codec as codec, tool
 from functai._calls import records
 from functai._calls.records import CallRecord
-from functai.testing import ScriptedLM, tool_call
+from functai.testing import ScriptedLM, log_events, tool_call
 
 NAN, INF = float("nan"), float("inf")
 
@@ -127,13 +127,14 @@ HIDDEN = {
 
 
 @pytest.mark.parametrize("place", HIDDEN)
-def test_a_non_finite_number_anywhere_in_a_record_is_logged_as_text_with_a_warning(place, tmp_path):
+def test_a_non_finite_number_anywhere_in_a_record_is_logged_as_text_and_said(place, tmp_path):
     fields, where, keys, text = HIDDEN[place]
     folder = str(tmp_path)
     records.append(folder, record(output="warm"))  # the log open: the path every later call takes
-    with pytest.warns(RuntimeWarning, match=r"non-finite number was written as text: where=(.*, )?"
-                      + where.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
+    with log_events() as logged:
         records.append(folder, record(**fields))
+    assert logged.named(r"non-finite number was written as text: where=(.*, )?"
+                        + where.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]"))
     line = strict((tmp_path / "calls.jsonl").read_bytes().splitlines()[1])
     for key in keys:
         line = line[key]
@@ -153,8 +154,9 @@ def test_a_nan_in_a_tools_arguments_in_a_real_call_is_logged_as_text(tmp_path):
     functai.configure(client=ScriptedLM(["warm", tool_call("scale", {"x": NAN, "note": None}), "fine"]),
                       log_calls=str(tmp_path))
     judge("warm-up")  # the log open: the path every later call takes
-    with pytest.warns(RuntimeWarning, match=r"where=tool_calls\[0\]\.input\.x"):
+    with log_events() as logged:
         assert judge("Ada") == "fine"
+    assert logged.named(r"where=tool_calls\[0\]\.input\.x")
     line = strict((tmp_path / "calls.jsonl").read_bytes().splitlines()[1])
     assert line["tool_calls"][0]["input"] == {"x": "NaN", "note": None}
     assert line["tool_calls"][0]["output"].startswith("The tool was not run: its inputs do not fit (input 'x' must "

@@ -13,7 +13,7 @@ import pytest
 import functai
 from functai import Plugin, ai
 from functai._hooks import installed
-from functai.testing import ScriptedLM
+from functai.testing import ScriptedLM, log_events
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -170,8 +170,9 @@ def test_installed_plugins_adapts_modules_names_them_and_loads_entry_points(inst
     assert [(i.name, i.version, i.distribution) for i in found.found] == [("house", "3.0.0", "functai-house")]
     value, record = answer.run("q")
     assert record.changes[0]["version"] == "3.0.0"
-    with pytest.warns(RuntimeWarning, match="failed to load"):
+    with log_events() as logged:
         installed_plugins("house", "broken")
+    assert logged.named("failed to load")
     with pytest.raises(functai.PluginError) as caught:
         answer("q")
     assert caught.value.code == "plugin-load" and "functai-broken" in str(caught.value)

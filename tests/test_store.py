@@ -23,6 +23,7 @@ from functai._stores import (
     open_store,
 )
 from functai._errors import FunctAIError
+from functai.testing import log_events
 from store_fixtures import store_url
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,19 +187,19 @@ def test_torn_last_line_is_ignored_and_terminated(tmp_path):
     assert path.read_bytes() == before
 
     torn = f"at={path}:3 reason=a write cut short (a crash while writing); the next writer ended it"
-    with pytest.warns(RuntimeWarning) as caught:  # said by the writer that ends it
+    with log_events() as caught:  # said by the writer that ends it
         assert store.append("c", [{"n": 2}], expect=2) == 3
-    assert [str(w.message) for w in caught] == [f"functai: conversation line skipped: {torn}"]
+    assert caught.messages == [f"functai: conversation line skipped: {torn}"]
     data = path.read_bytes()
     assert data.startswith(before)  # nothing rewritten
     assert data[len(before) :] == b'\x00\n{"n":2}\n'  # the torn line ended, then the record
     assert store.read("c") == [{"n": 0}, {"n": 1}, {"n": 2}]  # the writer has said it already
     assert store.count("c") == 3
     for s in (fresh, FolderStore(tmp_path)):
-        with pytest.warns(RuntimeWarning) as caught:  # and so does each reader that had not seen it
+        with log_events() as caught:  # and so does each reader that had not seen it
             assert s.read("c") == [{"n": 0}, {"n": 1}, {"n": 2}]
             assert s.count("c") == 3
-        assert [str(w.message) for w in caught] == [f"functai: conversation line skipped: {torn}"]
+        assert caught.messages == [f"functai: conversation line skipped: {torn}"]
     assert store.append("c", [{"n": 3}]) == 4
     assert path.read_bytes().endswith(b'{"n":2}\n{"n":3}\n')
 
@@ -210,13 +211,13 @@ def test_torn_line_missing_only_its_newline_never_counts(tmp_path):
         f.write(b'{"n":"lost"}')  # complete JSON, but the newline never made it
     assert store.count("c") == 1
     torn = f"at={store.path_for('c')}:2 reason=a write cut short (a crash while writing); the next writer ended it"
-    with pytest.warns(RuntimeWarning) as caught:  # said by the writer that ends it
+    with log_events() as caught:  # said by the writer that ends it
         assert store.append("c", [{"n": 1}], expect=1) == 2
-    assert [str(w.message) for w in caught] == [f"functai: conversation line skipped: {torn}"]
+    assert caught.messages == [f"functai: conversation line skipped: {torn}"]
     assert store.read("c") == [{"n": 0}, {"n": 1}]
-    with pytest.warns(RuntimeWarning) as caught:  # and by a new reader
+    with log_events() as caught:  # and by a new reader
         assert FolderStore(tmp_path).read("c") == [{"n": 0}, {"n": 1}]
-    assert [str(w.message) for w in caught] == [f"functai: conversation line skipped: {torn}"]
+    assert caught.messages == [f"functai: conversation line skipped: {torn}"]
 
 
 def test_lines_that_are_not_objects_are_skipped(tmp_path):
@@ -229,14 +230,14 @@ def test_lines_that_are_not_objects_are_skipped(tmp_path):
         "JSON null, not an object", "an empty line", "not JSON", "not UTF-8 text",
     ]
     said = [f"at={store.path_for('c')}:{n} reason={reason}" for n, reason in enumerate(reasons, start=2)]
-    with pytest.warns(RuntimeWarning, match="conversation line skipped") as caught:
+    with log_events() as caught:
         assert store.read("c") == [{"n": 0}, {"n": 1}]
-    assert [str(w.message).split("skipped: ")[1] for w in caught] == said
+    assert [m.split("skipped: ")[1] for m in caught.messages] == said
     assert store.count("c") == 2
     assert store.append("c", [{"n": 2}], expect=2) == 3
-    with pytest.warns(RuntimeWarning, match="conversation line skipped") as caught:  # said again by a new reader
+    with log_events() as caught:  # said again by a new reader
         assert [r["n"] for r in FolderStore(tmp_path).read("c")] == [0, 1, 2]
-    assert [str(w.message).split("skipped: ")[1] for w in caught] == said
+    assert [m.split("skipped: ")[1] for m in caught.messages] == said
 
 
 def test_index_sees_other_writers_and_replaced_or_shrunk_files(tmp_path):

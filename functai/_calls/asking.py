@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import attrs
 
 from .._errors import FunctAIError, ModelConfigError, PluginError, Waiting
+from .._log import info
 from .._hooks.change import MAX_NOTE, Change, reply_data
 from .._hooks.events import Answer, ModelErrorEvent, Question, ReplyEvent, RequestEvent, set_field
 from .._hooks.fold import call_handler_steps, check_change, first_act, record as change_record, refuse
@@ -142,9 +143,14 @@ class Asker:
                     if change.reply is None:
                         acts.append(record.changes[-1])
                         if change.lm is not None:
+                            info("model switched", plugin=plugin.name, call=record.id, error=error.code,
+                                 to=change.lm, note=change.note or "")
                             request = self._switch(change.lm, request)
-                        elif change.retry:
-                            yield Pause(float(change.retry))
+                        else:
+                            info("model request retried", plugin=plugin.name, call=record.id, error=error.code,
+                                 after=f"{float(change.retry or 0):.2f}s", note=change.note or "")
+                            if change.retry:
+                                yield Pause(float(change.retry))
                         continue
                     reply, answered, entry = change.reply, plugin.name, record.changes[-1]
                 else:

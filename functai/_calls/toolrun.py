@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Sequence, cast
 
 from .._errors import RISING, FunctAIError, Waiting
+from .._log import info
 from .._hooks.change import Change
 from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, set_field
 from .._hooks.fold import deprecated, first_act, fold_part, record as record_change, refuse, resume
@@ -189,8 +190,11 @@ class ToolRunner(Asking):
             change = yield from self._tool_error_hook(found, event, entry, failure, attempt)
             if change is None or change.retry is None or change.retry is False:
                 return change.output if change is not None else value
-            if change.retry is not True and change.retry > 0:
-                yield Pause(float(change.retry))
+            seconds = 0.0 if change.retry is True else float(change.retry)
+            info("tool retried", tool=event.name, call=self.record.id, attempt=attempt + 1,
+                 after=f"{seconds:.2f}s", reason=value.removeprefix("The tool failed: "), note=change.note or "")
+            if seconds > 0:
+                yield Pause(seconds)
             entry["attempts"] = attempt + 1
 
     def _tool_result_hook(self, name: str, input: Mapping[str, Any], text: str, path: str, invocation: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import logging
 import os
 import sys
 import traceback
@@ -12,6 +13,7 @@ import warnings
 from typing import Any, NoReturn, Sequence, TextIO
 
 from .._errors import FunctAIError
+from .._log import logger
 from . import added
 from .common import INPUT, RUNTIME, CLIError
 
@@ -65,9 +67,25 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         """A warning as one ``functai: warning: …`` line, without source line or path."""
         print(f"functai: warning: {str(message).removeprefix('functai: ')}", file=err)
 
-    with warnings.catch_warnings():
-        warnings.showwarning = show
-        return _run(argv, out, err, debug)
+    lines = _Lines(err)  # the command line is an application: it shows functai's log events
+    logger().addHandler(lines)
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = show
+            return _run(argv, out, err, debug)
+    finally:
+        logger().removeHandler(lines)
+
+
+class _Lines(logging.Handler):
+    """functai's log events of ``WARNING`` and above as ``functai: warning: …`` lines on ``err``."""
+
+    def __init__(self, err: TextIO) -> None:
+        super().__init__(logging.WARNING)
+        self.err = err
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"functai: warning: {record.getMessage()}", file=self.err)
 
 
 def _run(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .._log import quiet
 from .._errors import FunctAIError, Waiting
 from .._stores.opening import open_store
 from .common import RUNTIME, CLIError, ai_function, history, plural, require_model, short, store_folder
@@ -153,8 +153,7 @@ def skipped_lines(store: str, conversation: str, found: "History") -> list[tuple
 
 
 def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
-    with warnings.catch_warnings():  # what is skipped is listed below, not warned about
-        warnings.simplefilter("ignore", RuntimeWarning)
+    with quiet():  # what is skipped is listed below, not logged
         found = history(args.store, args.id)
         skipped = skipped_lines(args.store, args.id, found)
     header = found.header or {}

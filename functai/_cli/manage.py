@@ -53,8 +53,7 @@ def _pip(arguments: list[str], what: str) -> None:
 
 
 def _table(out: TextIO) -> None:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore::RuntimeWarning"}
-    done = subprocess.run([sys.executable, "-m", "functai", "plugins"], capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, "-m", "functai", "plugins"], capture_output=True, text=True)
     out.write(done.stdout)
     if done.returncode != 0:
         raise CLIError("`functai plugins` failed after pip finished: " + (done.stderr.strip() or "no message"),

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import warnings
 from collections import Counter
 from typing import Any, Callable, TextIO
 
+from .._log import quiet
 from .._hooks import installed
 from .._hooks.specs import HOOKS
 from .._hooks.installed import FAILED, GROUP, Installed
@@ -49,8 +49,7 @@ def cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
     """Installed plugins with their state; exits 0 even when one failed (it is a diagnostic)."""
     from .._builtins import GROUP as BUILTINS
 
-    with warnings.catch_warnings():  # a fresh discovery; the listing says what failed, so no warning
-        warnings.simplefilter("ignore", RuntimeWarning)
+    with quiet():  # a fresh discovery; the listing says what failed, so no event
         found = Installed.discover()
     plugins = [{**item.as_dict(), "distribution_version": item.dist_version} for item in found.found]
     factories = builtins(BUILTINS)

@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator, Callable, Generator, Iterator, Mapping
 import httpx
 
 from functai._errors import ModelError
+from functai._log import info
 from functai._models.answers import Assembler, Reader
 from functai._models.endpoint import Endpoint, sent_headers
 from functai._models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
@@ -320,7 +321,12 @@ class OpenAIClient:
         last: httpx.Response | httpx.TransportError | None = None  # the last failure
         for attempt in range(attempts):
             if attempt:
-                yield ("sleep", self._delay(attempt - 1, last))
+                delay = self._delay(attempt - 1, last)
+                why = (f"HTTP {last.status_code}" if isinstance(last, httpx.Response)
+                       else self._reader.scrub(f"{type(last).__name__}: {last}"))
+                info("model request retried", server=self._reader.where, attempt=attempt + 1, of=attempts,
+                     after=f"{delay:.2f}s", reason=why)
+                yield ("sleep", delay)
             try:
                 response = yield ("post", url, body, stream)
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # retrying will not mend a bad URL

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import time
-import warnings
+import logging
 from typing import Any
 
 from functai import FunctAIError, Plugin, Reply
@@ -21,6 +21,9 @@ from .key import KEY_VERSION, canonical, request_key
 from .stores import CacheStore, Entry, MemoryCache, open_cache_store
 
 __version__ = "0.1.0"
+#: Where this plugin says what it survived: under functai's logger, silent until the application
+#: configures logging.
+log = logging.getLogger("functai.cache")
 
 __all__ = ["KEY_VERSION", "cache", "canonical", "request_key"]
 
@@ -85,9 +88,8 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
     built: dict[str, tuple[float, Reply]] | None = {} if isinstance(where, MemoryCache) else None
 
     def failed(doing: str, error: Exception) -> None:
-        warnings.warn(f"functai: plugin {name!r}: {doing} the cache {where!r} failed "
-                      f"({type(error).__name__}: {error}); the call goes on without it",
-                      RuntimeWarning, stacklevel=3)
+        log.warning("plugin %r: %s the cache %r failed (%s: %s); the call goes on without it",
+                    name, doing, where, type(error).__name__, error)
 
     def key_of(event: Any, doing: str) -> str | None:
         try:

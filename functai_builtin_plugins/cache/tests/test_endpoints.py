@@ -141,7 +141,7 @@ def test_the_fingerprint_is_salted_per_store_and_the_salt_is_kept(servers, tmp_p
     assert open_cache_store(db).salt() == open_cache_store(db).salt()
 
 
-def test_a_damaged_salt_is_a_warning_and_a_miss_never_a_wrong_hit(servers, tmp_path):
+def test_a_damaged_salt_is_logged_and_a_miss_never_a_wrong_hit(servers, tmp_path, caplog):
     one, _ = servers
     store = str(tmp_path / "cache")
     settings = {"lm": "openai/m", "base_url": one.url, "api_key": KEY_A}
@@ -149,11 +149,10 @@ def test_a_damaged_salt_is_a_warning_and_a_miss_never_a_wrong_hit(servers, tmp_p
     with open(os.path.join(store, SALT_FILE), "w") as handle:
         handle.write("not a salt")
     _plugins.clear()  # as another process, which reads the salt afresh
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with caplog.at_level("WARNING", logger="functai.cache"):
         assert ask(store, **settings) == f"answer from {one.url}"
     assert len(one.requests) == 2
-    assert any("salt" in str(w.message) and "damaged" in str(w.message) for w in caught)
+    assert "salt" in caplog.text and "damaged" in caplog.text
 
 
 def _modes(folder: str) -> dict[str, int]:

@@ -7,13 +7,16 @@ keeps only the turns after it.
 
 from __future__ import annotations
 
-import warnings
+import logging
 from typing import Any, Callable, Mapping, Sequence
 
 import functai
 from functai import Change, Plugin
 
 __version__ = "0.1.0"
+#: Where this plugin says what it survived: under functai's logger, silent until the application
+#: configures logging.
+log = logging.getLogger("functai.compaction")
 
 #: ``summarize(earlier_summary_text, rows) -> text``
 Summarizer = Callable[[str, Sequence[Mapping[str, Any]]], str]
@@ -67,16 +70,11 @@ def compaction(
         try:
             text = summarizer(earlier, rows)
         except Exception as error:
-            warnings.warn(
-                f"functai: plugin {name!r}: the summarizer failed ({type(error).__name__}: {error}); "
-                "the turns stay unsummarized",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            log.warning("plugin %r: the summarizer failed (%s: %s); the turns stay unsummarized",
+                        name, type(error).__name__, error)
             return
         if not isinstance(text, str) or not text.strip():
-            warnings.warn(f"functai: plugin {name!r}: the summarizer returned blank text; nothing was folded",
-                          RuntimeWarning, stacklevel=2)
+            log.warning("plugin %r: the summarizer returned blank text; nothing was folded", name)
             return
         turns_so_far = (latest["turns"] if latest else 0) + len(folded)
         turn.remember("summary", {"through": folded[-1].id, "text": text.strip(), "turns": turns_so_far})

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
-import warnings
+import logging
 from contextvars import ContextVar
 from typing import Any, Mapping
 
@@ -43,6 +43,9 @@ from .names import (
 )
 
 __version__ = "0.1.0"
+#: Where this plugin says what it survived: under functai's logger, silent until the application
+#: configures logging.
+log = logging.getLogger("functai.otel")
 
 __all__ = ["otel", "plugin", "__version__"]
 
@@ -150,8 +153,8 @@ class _Tracing:
         try:
             tracer = provider.get_tracer("functai_otel", __version__)
         except Exception as error:  # tracing must never stop a call: report it, and sit calls out
-            warnings.warn(f"functai: plugin={self._name} cannot trace: the tracer provider failed: "
-                          f"{type(error).__name__}: {error}", RuntimeWarning, stacklevel=3)
+            log.warning("plugin=%s cannot trace: the tracer provider failed: %s: %s", self._name,
+                        type(error).__name__, error)
             return None
         return None if isinstance(tracer, trace.NoOpTracer) else tracer  # the SDK switched off gives a no-op one
 
@@ -348,8 +351,7 @@ class _Tracing:
             span.end(end_time=now)
 
     def _failed(self, hook: str, error: Exception) -> None:
-        warnings.warn(f"functai: hook failed: plugin={self._name} hook={hook} error={type(error).__name__}: {error}",
-                      RuntimeWarning, stacklevel=3)
+        log.warning("hook failed: plugin=%s hook=%s error=%s: %s", self._name, hook, type(error).__name__, error)
 
 
 def _tool_outcome(span: Any, entry: Mapping[str, Any] | None, content: bool) -> None:
