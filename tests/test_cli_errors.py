@@ -401,3 +401,14 @@ def test_a_contrary_approve_names_the_command_that_goes_on_with_the_answer_that_
     functai.configure(client=ScriptedLM(["Refunded A1."]))
     status, out, err = run(["approve", str(world / "store"), "c1", "--by", "intern"])
     assert status == 1 and f"`functai resume {world / 'store'} c1` goes on with the answer that holds" in err
+
+
+def test_version_and_each_subcommands_own_help(capsys):
+    import functai
+
+    assert run(["--version"])[0] == 0
+    assert capsys.readouterr().out == f"functai {functai.__version__}\n"
+    status, out, _ = run(["calls", "copy", "--help"])
+    assert status == 0 and out.startswith("usage: functai calls copy [-h] SRC DST")
+    status, out, _ = run(["calls", "--help"])
+    assert status == 0 and out.startswith("usage: functai calls [-h] [--limit LIMIT] [folder]")

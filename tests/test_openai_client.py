@@ -542,3 +542,17 @@ def test_a_stream_event_whose_data_spans_several_lines_is_read_whole(server: Loo
     with make(server) as client:
         pieces = list(client.stream(ask()))
     assert pieces[:-1] == ["Hel", "lo"] and pieces[-1].text == "Hello" and pieces[-1].finish_reason == "stop"
+
+
+def test_requests_name_functai_as_their_user_agent_unless_yours_does(server: LoopbackServer) -> None:
+    server.default = Scripted(body=completion("ok"))
+    with make(server) as client:
+        client.complete(ask())
+    assert server.requests[-1].headers["user-agent"] == f"functai/{functai.__version__}"
+    with make(server, headers={"user-agent": "my-app/2"}) as client:
+        client.complete(ask())
+        mine = client.endpoint
+    assert server.requests[-1].headers["user-agent"] == "my-app/2"
+    with make(server) as plain, make(server, headers={"User-Agent": f"functai/{functai.__version__}"}) as named:
+        assert plain.endpoint != mine and plain.endpoint == make(server).endpoint  # ours is not who asks
+        assert named.endpoint != plain.endpoint  # one you set is, as every header you set is

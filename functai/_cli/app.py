@@ -14,6 +14,7 @@ from typing import Any, NoReturn, Sequence, TextIO
 
 from .._errors import FunctAIError
 from .._log import logger
+from .._version import __version__
 from . import added
 from .common import INPUT, RUNTIME, CLIError
 
@@ -37,6 +38,7 @@ def parser() -> argparse.ArgumentParser:
     top = Parser(prog="functai", description="Typed functions answered by a language model.")
     top.add_argument("--debug", action="store_true",
                      help="show the traceback of a failure (accepted anywhere on the line)")
+    top.add_argument("--version", action="version", version=f"functai {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.{name}").register(commands)

@@ -14,11 +14,13 @@ from .stores import cmd_calls_copy
 
 
 def register(commands: Any) -> None:
-    calls = commands.add_parser("calls", help="recent call records, one line each")
+    # its own -h: `functai calls copy --help` shows the copy's help, not this one's
+    calls = commands.add_parser("calls", help="recent call records, one line each", add_help=False)
+    calls.add_argument("-h", "--help", action="store_true", help="show this help message and exit")
     calls.add_argument("folder", nargs="?", help=LOG_HELP + "; `functai calls copy SRC DST` copies a call log")
     calls.add_argument("more", nargs="*", help=argparse.SUPPRESS)  # SRC DST of `calls copy`
     calls.add_argument("--limit", type=positive, default=20, help="how many of the newest calls (default 20)")
-    calls.set_defaults(run=cmd_calls)
+    calls.set_defaults(run=cmd_calls, parser=calls)
 
     show = commands.add_parser("show", help="one call record, readable (or --json)")
     show.add_argument("id", help="the call id (a unique prefix is enough)")
@@ -30,6 +32,9 @@ def register(commands: Any) -> None:
 
 
 def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
+    if args.help:
+        (COPY if args.folder == "copy" else args.parser).print_help(out)
+        return 0
     if args.folder == "copy":
         return cmd_calls_copy(args.more, out)
     if args.more:
@@ -53,6 +58,13 @@ def cmd_calls(args: argparse.Namespace, out: TextIO) -> int:
         ])
     table(rows, out)
     return 0
+
+
+COPY = argparse.ArgumentParser(
+    prog="functai calls copy", description="Copy a call log's records and ratings into another call log: a "
+    "folder, a sqlite:/// or a postgresql:// URL (what the target holds already is kept).")
+COPY.add_argument("source", metavar="SRC", help="the call log to copy from")
+COPY.add_argument("target", metavar="DST", help="the call log to copy into (made when missing)")
 
 
 def find(folder: str, prefix: str) -> CallRecord:

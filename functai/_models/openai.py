@@ -26,6 +26,7 @@ import httpx
 
 from functai._errors import ModelError
 from functai._log import info
+from functai._version import __version__
 from functai._models.answers import Assembler, Reader
 from functai._models.endpoint import Endpoint, sent_headers
 from functai._models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
@@ -120,6 +121,8 @@ class OpenAIClient:
                 sent[header] = os.environ[variable]
         sent.update(reveal_headers(headers or {}))  # yours win
         self._asker = hashlib.sha256(sent_headers(sent)).digest()  # who asks, one way: for `endpoint`
+        if not any(header.lower() == "user-agent" for header in sent):  # yours wins; ours is not part of who
+            sent = {"User-Agent": f"functai/{__version__}", **sent}  # asks, so an upgrade keeps the cache's keys
         self._headers = hide_headers(sent)  # the key's and the secret-named ones behind handles
         secrets = [value for header, value in sent.items() if is_secret_header(header)]
         self._reader = Reader(f"{name} at {self.base_url}", [key, *secrets] if key else secrets)
