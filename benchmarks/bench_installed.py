@@ -9,7 +9,7 @@ fresh processes, times ``import functai``, the first call (which scans the
 
 ``--root`` installs functai from another checkout; ``--before`` adds a second
 pair of venvs from an older checkout (a before/after pair on one machine).
-``--requires`` makes each plugin declare ``Requires-Dist: functai>=0.1``, as
+``--requires`` makes each plugin declare ``Requires-Dist: functai>=2,<3``, as
 a published plugin does (discovery then checks the range). Rounds are
 interleaved across all venvs; import and first call are reported as process
 CPU time next to wall time (wall time doubles on a loaded machine, CPU time
@@ -77,7 +77,7 @@ def make_venv(where: pathlib.Path, plugins: int, root: pathlib.Path = ROOT, requ
             [project]
             name = "functai-bench-{i}"
             version = "1.0.0"
-            {'dependencies = ["functai>=0.1"]' if requires else ''}
+            {'dependencies = ["functai>=2,<3"]' if requires else ''}
 
             [tool.setuptools]
             py-modules = ["functai_bench_{i}"]
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--root", type=pathlib.Path, default=ROOT, help="the functai checkout to install")
     parser.add_argument("--before", type=pathlib.Path, help="an older checkout, measured alongside")
-    parser.add_argument("--requires", action="store_true", help="plugins declare Requires-Dist: functai>=0.1")
+    parser.add_argument("--requires", action="store_true", help="plugins declare Requires-Dist: functai>=2,<3")
     args = parser.parse_args(argv)
     roots = {"after": args.root, **({"before": args.before} if args.before else {})}
     with tempfile.TemporaryDirectory() as work:
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs[key].append(json.loads(subprocess.run(
                     [str(python), "-c", PROBE], capture_output=True, text=True, check=True, cwd=work).stdout))
     print(f"median of {args.runs} interleaved fresh processes per venv"
-          f"{' (plugins declare functai>=0.1)' if args.requires else ''}:")
+          f"{' (plugins declare functai>=2,<3)' if args.requires else ''}:")
     print("| functai | installed plugin distributions | import functai, CPU | wall "
           "| first call (discovers), CPU | wall | later calls |")
     print("|---|---|---|---|---|---|---|")

@@ -1,3 +1,3 @@
 """functai's version, in a module of its own: what reads it never imports the package."""
 
-__version__ = "0.1.0"
+__version__ = "2.0.0"

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.venv  # slow: `python -m pytest -m "not venv"` leaves t
 
 HOOKS = '''
 import functai
+from functai import __version__ as functai_version
 
 @functai.hookimpl
 def before_call(call):
@@ -164,9 +165,9 @@ def test_install_r_never_replaces_functai_itself(venv, tmp_path):
         functai-frz-old==1.2.3
     """))
     version = [str(venv), "-c", "import importlib.metadata as m; print(m.version('functai'))"]
-    assert subprocess.run(version, capture_output=True, text=True, check=True).stdout.strip() == "0.1.0"
+    assert subprocess.run(version, capture_output=True, text=True, check=True).stdout.strip() == functai_version
 
     done = functai(venv, "install", "-r", str(saved), PIP_FIND_LINKS=str(links))
     assert done.returncode == 1 and "functai: error [pip-failed]" in done.stderr
-    assert subprocess.run(version, capture_output=True, text=True, check=True).stdout.strip() == "0.1.0"
+    assert subprocess.run(version, capture_output=True, text=True, check=True).stdout.strip() == functai_version
     assert "frz-old" not in functai(venv, "plugins").stdout
