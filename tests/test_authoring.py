@@ -201,7 +201,7 @@ def test_an_installed_plugin_whose_functai_range_excludes_this_one_fails_closed(
 
 
 @pytest.mark.parametrize("requires", [
-    ["functai>=0.1"], ["functai>=0.1,<0.2"], ["functai"], ["attrs>=1"], None,
+    ["functai>=0.1"], ["functai>=2,<3"], ["functai"], ["attrs>=1"], None,
     ["functai>=99; extra == 'never'"], ["functai>=99; python_version < '3'"],
 ])
 def test_a_range_that_includes_this_functai_or_does_not_apply_loads(requires):

@@ -48,7 +48,7 @@ def venv(tmp_path_factory, source_copy):
     path = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     python = path / "bin" / "python"
-    subprocess.run([*pip(python, "install"), "setuptools>=64", "wheel"], check=True)
+    subprocess.run([*pip(python, "install"), "setuptools>=77", "wheel"], check=True)  # SPDX license expressions
     builtins = [str(source_copy / "functai_builtin_plugins" / name) for name in BUILTINS]
     subprocess.run([*pip(python, "install"), str(source_copy), *builtins], check=True)
     return python

@@ -16,12 +16,13 @@ import pytest
 
 from test_installed_venv import package, pip
 
+from functai import __version__ as functai_version
+
 pytestmark = pytest.mark.venv  # slow: `python -m pytest -m "not venv"` leaves these out
 
 
 HOOKS = '''
 import functai
-from functai import __version__ as functai_version
 
 @functai.hookimpl
 def before_call(call):
