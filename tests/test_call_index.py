@@ -402,3 +402,14 @@ def test_functai_calls_shows_the_newest_and_show_finds_a_call_by_its_start(big_l
         functai.rate(record, good=True, by="cy")
     status, out, _ = run(["show", record.id, "--log", str(big_log)])
     assert "rating:" in out and "good" in out
+
+
+def test_a_call_is_found_by_the_start_of_its_id_in_every_log(log):
+    from functai._calls.reading import find_calls
+    from functai._stores.callquery import CallQuery
+
+    every = write_log(log)
+    target = every[4]
+    found = find_calls(log, CallQuery(id=target.id[:10], prefix=True, newest=2))
+    assert [r.id for r in found] == [r.id for r in every if r.id.startswith(target.id[:10])][:2]
+    assert find_calls(log, CallQuery(id=target.id[:10] + "\U0010ffff", prefix=True, newest=2)) == []
