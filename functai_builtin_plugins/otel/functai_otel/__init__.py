@@ -37,7 +37,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .names import (
-    CALL_ID, CALL_PATH, CONVERSATION, ERROR_TYPE, FINISH_REASONS, FUNCTION, MODEL, OPERATION, OUTPUT_TYPE,
+    AGENT_NAME, CALL_ID, CALL_PATH, CONVERSATION, ERROR_TYPE, FINISH_REASONS, FUNCTION, MODEL, OPERATION, OUTPUT_TYPE,
     PROVIDER, RESPONSE_ID, RESPONSE_MODEL, SERVER_ADDRESS, SERVER_PORT, TOOL_CALL_ID, TOOL_NAME, TOOL_TYPE, USAGE,
     provider_name, setting_attributes,
 )
@@ -59,7 +59,7 @@ class _Call:
     """A call span this plugin started and has not ended yet: the top of a stack of open spans."""
 
     __slots__ = ("path", "span", "token", "below", "prefix", "model", "provider", "settings", "json", "replies",
-                 "last", "tools")
+                 "last", "tools", "conversation")
 
     def __init__(self, call: Any, span: Any, token: object, below: Any, models: tuple[str, str | None, str | None]
                  ) -> None:
@@ -73,6 +73,8 @@ class _Call:
         #: For a request that fails: the model settings and whether a JSON value was asked for.
         self.settings = call.settings
         self.json = call.program.output_schema is not None
+        #: The conversation the call is a turn of, or None: its chat spans say so too.
+        self.conversation = call.conversation
         #: Model replies heard, and when the latest step of the call ended (a failed request starts there).
         self.replies = 0
         self.last = _time_ns()
@@ -185,7 +187,9 @@ class _Tracing:
     def before_call(self, call: Any) -> None:
         try:
             models = _models.get(call.lm) or _model_of(call.lm)
-            attributes: dict[str, Any] = {FUNCTION: call.function, CALL_PATH: call.path}
+            # an AI function is an agent in the GenAI conventions: an instruction, maybe tools, its own model calls
+            attributes: dict[str, Any] = {OPERATION: "invoke_agent", AGENT_NAME: call.function,
+                                          FUNCTION: call.function, CALL_PATH: call.path}
             if models[1]:
                 attributes[MODEL] = models[1]
             if models[2]:
@@ -235,6 +239,8 @@ class _Tracing:
         attributes: dict[str, Any] = {OPERATION: "chat", OUTPUT_TYPE: "json" if json_output else "text"}
         if call is not None:
             attributes[CALL_PATH] = call.path
+            if call.conversation is not None:
+                attributes[CONVERSATION] = call.conversation
             if call.provider:
                 attributes[PROVIDER] = call.provider
             if model and call.prefix and model.startswith(call.prefix):

@@ -125,6 +125,20 @@ def test_model_request_spans_follow_the_genai_conventions(spans):
     assert first.kind.name == "CLIENT"
 
 
+def test_a_call_is_an_agent_span_and_a_turns_spans_name_its_conversation(spans):
+    functai.configure(client=ScriptedLM(["short", "shorter"]))
+    summarize("x")
+    call = spans.one("functai.call summarize")
+    assert call.attributes["gen_ai.operation.name"] == "invoke_agent"  # not taken for a model call
+    assert call.attributes["gen_ai.agent.name"] == "summarize"
+    chat = summarize.conversation("c-42", store=functai.MemoryStore())
+    chat("y")
+    turn = [s for s in spans.named("functai.call summarize") if s.attributes.get("gen_ai.conversation.id")]
+    [model_call] = [s for s in spans.all() if s.name.startswith("chat") and s.parent.span_id == turn[0].context.span_id]
+    assert turn[0].attributes["gen_ai.conversation.id"] == "c-42"
+    assert model_call.attributes["gen_ai.conversation.id"] == "c-42"
+
+
 def test_a_failed_call_has_error_status_and_a_failed_tool_is_marked(spans):
     @ai
     def count(text: str) -> int:
