@@ -25,21 +25,21 @@ never read, so no API key can reach a span.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
-import logging
 from contextvars import ContextVar
 from typing import Any, Mapping
 
 import functai
 from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .names import (
-    AGENT_NAME, CALL_ID, CALL_PATH, CONVERSATION, ERROR_TYPE, FINISH_REASONS, FUNCTION, MODEL, OPERATION, OUTPUT_TYPE,
-    PROVIDER, RESPONSE_ID, RESPONSE_MODEL, SERVER_ADDRESS, SERVER_PORT, TOOL_CALL_ID, TOOL_NAME, TOOL_TYPE, USAGE,
-    provider_name, setting_attributes,
+    AGENT_NAME, CALL_ID, CALL_PATH, CONVERSATION, ERROR_TYPE, FINISH_REASONS, FUNCTION, METRIC_ATTRIBUTES, MODEL,
+    OPERATION, OUTPUT_TYPE, PROVIDER, RESPONSE_ID, RESPONSE_MODEL, SERVER_ADDRESS, SERVER_PORT, TOOL_CALL_ID,
+    TOOL_NAME, TOOL_TYPE, USAGE, provider_name, setting_attributes,
 )
 
 __version__ = "0.1.0"
@@ -122,9 +122,12 @@ _GLOBAL = "_TRACER_PROVIDER" if hasattr(trace, "_TRACER_PROVIDER") else ""
 class _Tracing:
     """The handlers of one ``otel`` plugin, and the spans it has open in this context."""
 
-    def __init__(self, name: str, tracer_provider: Any = None) -> None:
+    def __init__(self, name: str, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         self._name = name
         self._given = tracer_provider
+        self._meter_provider = meter_provider
+        #: The GenAI client metrics (token usage, operation duration): made with the first reply.
+        self._metrics: tuple[Any, Any] | None = None
         self._seen: Any = _UNSEEN
         self._tracer: Any = None
         self._open: ContextVar[Any] = ContextVar(f"functai_otel_{id(self)}", default=None)
@@ -229,9 +232,29 @@ class _Tracing:
         model = attributes.get(MODEL)
         self._tracer.start_span(f"chat {model}" if model else "chat", kind=_CLIENT, attributes=attributes,
                                 start_time=now - int(event.seconds * 1e9)).end(end_time=now)
+        if not event.answered:  # a model was asked: what it took, and cost
+            self._measure(attributes, event.seconds, answer.usage)
         if call is not None:
             call.replies += 1
             call.last = now
+
+    def _measure(self, span: Mapping[str, Any], seconds: float | None, usage: Mapping[str, Any]) -> None:
+        """``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` for one model request."""
+        if self._metrics is None:
+            meter = (self._meter_provider or metrics.get_meter_provider()).get_meter("functai_otel", __version__)
+            self._metrics = (
+                meter.create_histogram("gen_ai.client.operation.duration", unit="s",
+                                       description="GenAI operation duration"),
+                meter.create_histogram("gen_ai.client.token.usage", unit="{token}",
+                                       description="Number of input and output tokens used"),
+            )
+        duration, tokens = self._metrics
+        attributes = {key: span[key] for key in METRIC_ATTRIBUTES if key in span}
+        if seconds is not None:
+            duration.record(seconds, attributes)
+        for kind, key in (("input", "input_tokens"), ("output", "output_tokens")):
+            if isinstance(usage.get(key), int):
+                tokens.record(usage[key], {**attributes, "gen_ai.token.type": kind})
 
     def _chat_attributes(self, call: _Call | None, model: str | None, settings: Mapping[str, Any], json_output: bool,
                          server: tuple[str, int | None] | None) -> dict[str, Any]:
@@ -383,13 +406,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def otel(tracer_provider: Any = None, *, name: str = "otel") -> functai.Plugin:
-    """An ``otel`` plugin: spans from ``tracer_provider``, or from the global one when None.
+def otel(tracer_provider: Any = None, *, meter_provider: Any = None, name: str = "otel") -> functai.Plugin:
+    """An ``otel`` plugin: spans from ``tracer_provider``, or from the global one when None; while
+    it traces, the GenAI client metrics from ``meter_provider`` (or the global one).
 
     The installed plugin is ``otel()``; give your own (``plugins=[otel(provider)]``)
     to send one program's spans to a provider of its own.
     """
-    tracing = _Tracing(name, tracer_provider)
+    tracing = _Tracing(name, tracer_provider, meter_provider)
     return functai.Plugin(
         name,
         version=__version__,

@@ -44,6 +44,10 @@ SETTINGS = {
 }
 
 #: Token counts (`functai.Reply.usage` names) → their ``gen_ai.usage.*`` attribute.
+#: What a ``chat`` span says that its metrics say too (the conventions' metric attributes).
+METRIC_ATTRIBUTES = ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.response.model",
+                     "server.address", "server.port")
+
 USAGE = {
     "input_tokens": "gen_ai.usage.input_tokens",
     "output_tokens": "gen_ai.usage.output_tokens",

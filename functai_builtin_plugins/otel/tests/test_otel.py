@@ -294,3 +294,26 @@ def test_a_request_a_plugin_answered_has_a_chat_span_that_names_it(spans):
     assert summarize("a long text") == "short" and lm.requests == []
     chat = spans.one("chat scripted")
     assert chat.attributes["functai.answered_by"] == "canned"
+
+
+def test_each_model_request_records_the_genai_client_metrics(functai_isolated):
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    functai.configure(client=script(), lm="openai/gpt-test",
+                      plugins=[otel(provider, meter_provider=MeterProvider(metric_readers=[reader]))])
+    support("where is A1?")  # three model requests: a tool call, the nested summary, the answer
+    found = {metric.name: metric for resource in reader.get_metrics_data().resource_metrics
+             for scope in resource.scope_metrics for metric in scope.metrics}
+    [duration] = found["gen_ai.client.operation.duration"].data.data_points
+    assert duration.count == 3 and duration.attributes["gen_ai.operation.name"] == "chat"
+    assert duration.attributes["gen_ai.request.model"] == "gpt-test"
+    assert found["gen_ai.client.operation.duration"].unit == "s"
+    points = found["gen_ai.client.token.usage"].data.data_points
+    tokens = {point.attributes["gen_ai.token.type"]: point for point in points}
+    assert (tokens["input"].count, tokens["input"].sum) == (3, 30 + 5 + 50)
+    assert (tokens["output"].count, tokens["output"].sum) == (3, 8 + 1 + 4)
+    assert tokens["output"].attributes["gen_ai.provider.name"] == "openai"
