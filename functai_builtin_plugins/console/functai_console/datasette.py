@@ -8,10 +8,10 @@ writes ``metadata.json`` beside the file, with facets for function, model and er
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sqlite3
-import sys
 from typing import Any
 
 #: Each view column and the JSON path of the call log line it reads.
@@ -89,8 +89,17 @@ def prepare(path: str) -> str:
     return target
 
 
+def main(argv: list[str] | None = None) -> None:
+    """``python -m functai_console.datasette PATH.db`` (``--help`` says what it does)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m functai_console.datasette",
+        description="Make a SQLite call log readable in datasette: add the views calls and ratings (no row is "
+                    "changed) and write metadata.json beside the file.")
+    parser.add_argument("path", metavar="PATH.db", help="the SQLite file log_calls writes (sqlite:///PATH.db)")
+    path = parser.parse_args(argv).path
+    written = prepare(path)
+    print(f"views calls and ratings added; wrote {written}\nnow: datasette {path} -m {written}")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m functai_console.datasette PATH.db")
-    written = prepare(sys.argv[1])
-    print(f"views calls and ratings added; wrote {written}\nnow: datasette {sys.argv[1]} -m {written}")
+    main()

@@ -52,3 +52,14 @@ def test_prepare_refuses_a_file_without_a_call_log(tmp_path):
     sqlite3.connect(path).close()
     with pytest.raises(SystemExit, match="no functai call log"):
         prepare(str(path))
+
+
+def test_the_helper_says_what_it_does_and_refuses_a_wrong_command_line(capsys):
+    from functai_console.datasette import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0 and "readable in datasette" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        main([])
+    assert done.value.code == 2 and "PATH.db" in capsys.readouterr().err
