@@ -412,3 +412,14 @@ def test_version_and_each_subcommands_own_help(capsys):
     assert status == 0 and out.startswith("usage: functai calls copy [-h] SRC DST")
     status, out, _ = run(["calls", "--help"])
     assert status == 0 and out.startswith("usage: functai calls [-h] [--limit LIMIT] [folder]")
+
+
+def test_every_subcommand_has_its_own_help(capsys):
+    from functai._cli.app import parser
+
+    commands = next(action for action in parser()._actions if action.dest == "command").choices
+    assert len(commands) > 10
+    for name in commands:
+        status, out, _ = run([name, "--help"])
+        printed = out + capsys.readouterr().out  # argparse prints to sys.stdout, `calls` to the stream given
+        assert status == 0 and printed.startswith(f"usage: functai {name}"), name
