@@ -413,3 +413,42 @@ def test_a_call_is_found_by_the_start_of_its_id_in_every_log(log):
     found = find_calls(log, CallQuery(id=target.id[:10], prefix=True, newest=2))
     assert [r.id for r in found] == [r.id for r in every if r.id.startswith(target.id[:10])][:2]
     assert find_calls(log, CallQuery(id=target.id[:10] + "\U0010ffff", prefix=True, newest=2)) == []
+
+
+def test_a_postgresql_log_of_store_schema_2_is_read_then_migrated_by_its_first_write(postgres_url, monkeypatch):
+    """16777cc's tables (schema 2), holding the calls 16777cc wrote, in a PostgreSQL schema."""
+    import psycopg
+
+    from functai._stores.opening import forget
+
+    old = sqlite3.connect(DATA / "calllog_16777cc.db")
+    calls = old.execute("SELECT id, line FROM functai_calls ORDER BY seq").fetchall()
+    ratings = old.execute("SELECT call, line FROM functai_ratings ORDER BY seq").fetchall()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        for statement in (
+            "CREATE TABLE functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "INSERT INTO functai_meta VALUES ('schema', '2')",
+            "CREATE TABLE functai_records (conversation text NOT NULL, position bigint NOT NULL, data text NOT NULL, "
+            "kind text, turn text, parent text, PRIMARY KEY (conversation, position))",
+            "CREATE INDEX functai_records_turn ON functai_records (conversation, turn)",
+            "CREATE TABLE functai_calls (seq bigserial PRIMARY KEY, id text NOT NULL, line text NOT NULL)",
+            "CREATE TABLE functai_ratings (seq bigserial PRIMARY KEY, call text NOT NULL, line text NOT NULL)",
+        ):
+            conn.execute(statement)
+        with conn.cursor() as cursor:
+            cursor.executemany("INSERT INTO functai_calls (id, line) VALUES (%s, %s)", calls)
+            cursor.executemany("INSERT INTO functai_ratings (call, line) VALUES (%s, %s)", ratings)
+    forget(postgres_url)
+    before = [r.to_dict() for r in functai.read_calls(postgres_url)]
+    assert len(before) == 23 and sum(1 for r in before if r.get("rating")) == 2
+    check_every_filter(postgres_url)  # read whole, by the same query, and nothing written
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT value FROM functai_meta").fetchone() == ("2",)
+    with functai.settings(client=ScriptedLM(reply=reply), log_calls=postgres_url):
+        inner("written by today's functai")  # the first write brings the schema forward, and fills it
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT value FROM functai_meta").fetchone() == ("3",)
+        assert conn.execute("SELECT COUNT(*) FROM functai_calls WHERE started IS NULL").fetchone() == (0,)
+    before.append(next(functai.read_calls(postgres_url, newest=1)).to_dict())
+    assert [r.to_dict() for r in functai.read_calls(postgres_url)] == before
+    check_every_filter(postgres_url)
