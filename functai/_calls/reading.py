@@ -29,6 +29,7 @@ from .records import CallRecord
 if TYPE_CHECKING:
     from .._stores.callquery import CallQuery
 
+
 def read_calls(
     folder: str | os.PathLike[str], *, rated: bool = False, function: Any = None, model: str | None = None,
     error: str | bool | None = None, parent: str | None = None, id: str | None = None, plugin: str | None = None,
@@ -49,15 +50,9 @@ def read_calls(
     A line that cannot be used is added to ``skipped`` as ``("<file>:<line>", reason)``, else warned about.
     """
     query = _query(rated, function, model, error, parent, id, plugin, day, newest, before)  # checked now, not later
-    if query.everything or query.only_rated:
-        return _read_all(folder, query, skipped)
-    return iter(_find(folder, query, skipped))
-
-
-def find_calls(folder: str | os.PathLike[str], query: CallQuery,
-               skipped: list[tuple[str, str]] | None = None) -> list[CallRecord]:
-    """What ``query`` picks, through the log's index (a call id's start, as ``functai show`` takes)."""
-    return _find(folder, query, skipped)
+    if query.whole_log:
+        return _read_all(folder, query.rated, skipped)
+    return iter(find_calls(folder, query, skipped))
 
 
 def _query(rated: bool, function: Any, model: Any, error: Any, parent: Any, id: Any, plugin: Any, day: Any,
@@ -83,7 +78,7 @@ def _query(rated: bool, function: Any, model: Any, error: Any, parent: Any, id: 
                      plugin=plugin, day=day, rated=bool(rated), newest=newest, before=before)
 
 
-def _read_all(folder: str | os.PathLike[str], query: CallQuery,
+def _read_all(folder: str | os.PathLike[str], rated: bool,
               skipped: list[tuple[str, str]] | None) -> Iterator[CallRecord]:
     """Every record, streamed in the order written (``rated``: only those with a rating)."""
     ratings = latest_ratings(folder, skipped)
@@ -97,12 +92,15 @@ def _read_all(folder: str | os.PathLike[str], query: CallQuery,
         mine = ratings.get(record.id)
         if mine:
             record.rating = mine[-1]
-        elif query.rated:
+        elif rated:
             continue
         yield record
 
 
-def _find(folder: str | os.PathLike[str], query: CallQuery, skipped: list[tuple[str, str]] | None) -> list[CallRecord]:
+def find_calls(folder: str | os.PathLike[str], query: CallQuery,
+               skipped: list[tuple[str, str]] | None = None) -> list[CallRecord]:
+    """What ``query`` picks, through the log's index (`read_calls`'s filters; ``functai show`` asks
+    for the start of a call id)."""
     from .._stores import calllog, logindex
 
     if calllog.is_log_url(folder):
@@ -110,8 +108,9 @@ def _find(folder: str | os.PathLike[str], query: CallQuery, skipped: list[tuple[
         found = calllog.find_calls(url, query, skipped)
         if found is None:  # a SQL log from before the index: read whole (its next write adds the index)
             calls = [(n, data) for n, data in calllog.numbered_rows(url, "calls", skipped) if not record_problem(data)]
-            rated = [(n, data) for n, data in calllog.numbered_rows(url, "ratings") if is_rating(data)]
-            found = logindex.answer(query, calls, rated if query.rated else [])
+            rated: Iterable[tuple[int, dict[str, Any]]] = (  # read only when they filter
+                calllog.numbered_rows(url, "ratings") if query.rated else ())
+            found = logindex.answer(query, calls, [(n, data) for n, data in rated if is_rating(data)])
         lines = calllog.find_ratings(url, [data["id"] for data in found])
     else:
         where = os.path.abspath(os.fspath(folder))

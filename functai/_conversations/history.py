@@ -321,11 +321,8 @@ class History:
     def entries_on(self, on: frozenset[str] | None, plugin: str, kind: str) -> list[dict[str, Any]]:
         """A plugin's entries of ``kind`` kept at the turns ``on`` (`entry_turns`; None: every turn) or
         at none, oldest first."""
-        return [
-            {"turn": e["turn"], "data": e["data"], "at": e["at"]}
-            for e in self._entries_of.get((plugin, kind), ())
-            if on is None or e["turn"] is None or e["turn"] in on
-        ]
+        return [_shown(e) for e in self._entries_of.get((plugin, kind), ())
+                if on is None or e["turn"] is None or e["turn"] in on]
 
     def latest_on(self, tip: str | None, plugin: str, kind: str, where: str = "branch") -> dict[str, Any] | None:
         """The newest of ``entries_on(entry_turns(tip), plugin, kind)``, or None; ``where="all"``: of
@@ -334,10 +331,10 @@ class History:
         entry at every request pays for what came after it, not for the conversation's length."""
         if where == "turn":
             found = self._latest_at.get((plugin, kind, tip))
-            return None if found is None else {"turn": found["turn"], "data": found["data"], "at": found["at"]}
+            return None if found is None else _shown(found)
         for entry in reversed(self._entries_of.get((plugin, kind), ())):
             if where == "all" or self._on_branch(entry["turn"], tip):
-                return {"turn": entry["turn"], "data": entry["data"], "at": entry["at"]}
+                return _shown(entry)
         return None
 
     def _on_branch(self, turn_id: str | None, tip: str | None) -> bool:
@@ -464,3 +461,8 @@ def _render(inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> list[dict[
         value = outputs["output"] if set(outputs) == {"output"} else outputs
         messages.append({"role": "assistant", "content": layout.render_value(value)})
     return messages
+
+
+def _shown(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry as a plugin reads it (`entries_on`, `latest_on`): a copy, without its plugin and kind."""
+    return {"turn": entry["turn"], "data": entry["data"], "at": entry["at"]}

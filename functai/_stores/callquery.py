@@ -72,14 +72,10 @@ class CallQuery:
     before: str | None = None
 
     @property
-    def only_rated(self) -> bool:
-        """Whether every rated call is wanted, in the log's order (a whole read, keeping the rated)."""
-        return self == _ONLY_RATED
-
-    @property
-    def everything(self) -> bool:
-        """Whether every call is wanted, in the log's order: a read of the whole log, no index needed."""
-        return self == _EVERYTHING
+    def whole_log(self) -> bool:
+        """Whether every call is wanted (or every rated one), in the log's order: a read of the whole
+        log, no index needed."""
+        return self in _WHOLE_LOG
 
     def sql(self, payload: str, marker: str) -> tuple[str, list[Any]]:
         """The query over ``functai_calls`` selecting ``payload`` (and ``id``), with its parameters."""
@@ -138,5 +134,4 @@ class CallQuery:
             return False
         return self.day is None or (found["started"] or "").startswith(self.day)
 
-_EVERYTHING = CallQuery()
-_ONLY_RATED = CallQuery(rated=True)
+_WHOLE_LOG = (CallQuery(), CallQuery(rated=True))

@@ -19,9 +19,9 @@ from collections.abc import Iterable
 from typing import Any, Callable, TypeVar
 
 from .._errors import FunctAIError
-
 from .._logfiles import INDEX_FILE, LOG_FILE, NOT_A_RATING, RATINGS_FILE, is_rating, parse_line, record_problem
 from .callquery import COLUMNS, INDEXES, CallQuery, columns
+from .sqlite import Transaction
 
 #: Changed when what the index keeps changes: an index of another version is made again.
 VERSION = 1
@@ -162,17 +162,13 @@ class LogIndex:
     def _forget(self, conn: sqlite3.Connection) -> None:
         """Drop what the index holds: the next read indexes the files from their start."""
         with _write(conn):
-            for statement in ("DELETE FROM files", "DELETE FROM functai_calls", "DELETE FROM functai_ratings",
-                              "DELETE FROM skipped"):
-                conn.execute(statement)
+            for name in _TABLES:
+                _clear(conn, name)
 
     def _catch_up(self, conn: sqlite3.Connection, name: str) -> None:
-        path = os.path.join(self.folder, name)
         try:
-            handle = open(path, "rb")
-        except FileNotFoundError:
-            handle = None
-        if handle is None:
+            handle = open(os.path.join(self.folder, name), "rb")
+        except FileNotFoundError:  # gone: so is what the index held of it
             if conn.execute("SELECT 1 FROM files WHERE name = ?", (name,)).fetchone():
                 with _write(conn):
                     _clear(conn, name)
@@ -316,18 +312,9 @@ def _remove(path: str) -> None:
             pass
 
 
-class _write:
+def _write(conn: sqlite3.Connection) -> Transaction:
     """A write transaction, taken at once (``BEGIN IMMEDIATE``): one process indexes at a time."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
-        if self.conn.in_transaction:
-            self.conn.execute("COMMIT" if kind is None else "ROLLBACK")
+    return Transaction(conn, "BEGIN IMMEDIATE")
 
 
 _indexes: dict[str, LogIndex] = {}

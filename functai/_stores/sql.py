@@ -150,18 +150,19 @@ class SQLStore:
 
     # -- the Store protocol --------------------------------------------------------
 
-    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+    def _data(self, conversation: str, start: int) -> list[tuple[str]]:
+        """The JSON of each record from ``start``, in order (one query)."""
         check_conversation_id(conversation)
         check_start(start)
-        rows = self._run("read", lambda conn: conn.execute(self._sql(READ), (conversation, start)).fetchall(), [])
-        return [schema.record_of(data) for (data,) in rows]
+        return self._run("read", lambda conn: conn.execute(self._sql(READ), (conversation, start)).fetchall(), [])  # type: ignore[no-any-return]
+
+    def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
+        return [schema.record_of(data) for (data,) in self._data(conversation, start)]
 
     def read_rows(self, conversation: str, start: int = 0) -> tuple[list[Any], Callable[[int], dict[str, Any]]]:
-        """As `read`, decoded in one go only as far as an open needs (`protocol.rows_of`); and the
+        """As `read`, decoded in one go only as far as an open needs (`protocol.rows_in`); and the
         whole record at a position of that list."""
-        check_conversation_id(conversation)
-        check_start(start)
-        rows = self._run("read", lambda conn: conn.execute(self._sql(READ), (conversation, start)).fetchall(), [])
+        rows = self._data(conversation, start)
         found = rows_in("\n".join(map(itemgetter(0), rows)), len(rows)) if rows else []
         if found is None:  # a row rows do not read (not JSON, say): each read as `read` reads it
             found = [schema.record_of(data) for (data,) in rows]

@@ -186,10 +186,10 @@ class SQLiteStore(SQLStore):
         """``BEGIN IMMEDIATE`` takes the write lock at once: the count an append reads is still
         the count when it writes."""
         self._commit_level(conn, sync)
-        return _Transaction(conn, "BEGIN IMMEDIATE")
+        return Transaction(conn, "BEGIN IMMEDIATE")
 
     def _snapshot(self, conn: sqlite3.Connection) -> Any:
-        return _Transaction(conn, "BEGIN")
+        return Transaction(conn, "BEGIN")
 
     def sync(self, conversation: str) -> None:
         """fsync the write-ahead log: every commit so far is then on disk."""
@@ -201,9 +201,10 @@ class SQLiteStore(SQLStore):
         return f"SQLiteStore({self.path!r})"
 
 
-class _Transaction:
+class Transaction:
     """``begin`` … ``COMMIT`` on ``conn``, rolled back on any error (a class rather than a generator:
-    every append runs through it)."""
+    every append runs through it). The folder call log's index (`functai._stores.logindex`) writes
+    through it too."""
 
     __slots__ = ("conn", "begin")
 

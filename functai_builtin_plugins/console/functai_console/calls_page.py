@@ -67,11 +67,14 @@ def _filters(params: Mapping[str, str], records: list[Any]) -> str:
     }
     boxes = "".join(
         f'<label>{name} <input type="text" name="{name}" list="{name}-seen" value="{e(params.get(name) or "")}">'
-        f'<datalist id="{name}-seen">{"".join(f"<option value={chr(34)}{e(v)}{chr(34)}>" for v in values)}'
-        "</datalist></label>" for name, values in seen.items())
+        f'<datalist id="{name}-seen">{_options(values)}</datalist></label>' for name, values in seen.items())
     return ('<form class="filters" method="get" action="/calls">' + boxes
             + f'<label>date <input type="date" name="date" value="{e(params.get("date") or "")}"></label>'
             + '<button>Filter</button> <a href="/calls">clear</a></form>')
+
+
+def _options(values: list[str]) -> str:
+    return "".join(f'<option value="{e(value)}">' for value in values)
 
 
 def call(record: Any, nested: list[tuple[int, Any]], csrf: str) -> str:
