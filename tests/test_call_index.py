@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tmpfs import fill, tmpfs
 
 import functai
 from functai import ai
@@ -281,12 +282,7 @@ def test_damaged_lines_are_reported_on_every_read_and_skipped(big_log):
 
 
 def test_a_folder_that_cannot_be_written_is_indexed_in_memory(big_log, tmp_path):
-    where = tmp_path / "ro"
-    where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with tmpfs(tmp_path / "ro", "size=4m") as where:
         ids(big_log, newest=1)  # the index made, then one line edited: the copy's index is stale
         shutil.copy(big_log / "calls.index.sqlite", where / "calls.index.sqlite")
         lines = (big_log / "calls.jsonl").read_bytes().splitlines(keepends=True)
@@ -301,34 +297,18 @@ def test_a_folder_that_cannot_be_written_is_indexed_in_memory(big_log, tmp_path)
         assert [r.rating for r in functai.read_calls(where, rated=True, newest=5)] == \
             [r.rating for r in functai.read_calls(big_log, rated=True, newest=5)]
         assert sorted(os.listdir(where)) == ["calls.index.sqlite", "calls.jsonl", "ratings.jsonl"]
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def test_a_full_disk_while_indexing_answers_from_memory_and_loses_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(logindex, "SMALL", 0)
-    where = tmp_path / "disk"
-    where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(where)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here")
-    try:
+    with tmpfs(tmp_path / "disk", "size=96k") as where:
         write_log(str(where))
         logindex._indexes.clear()
         os.remove(where / "calls.index.sqlite")
         every = (where / "calls.jsonl").read_bytes()
-        filler = os.open(where / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-        try:  # the disk full to the last byte
-            while True:
-                os.write(filler, b"x" * 512)
-        except OSError:
-            pass
-        finally:
-            os.close(filler)
+        fill(where)  # the disk full to the last byte
         assert len(ids(where, newest=100)) == 21
         assert (where / "calls.jsonl").read_bytes() == every
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 INDEXER = """

@@ -15,6 +15,7 @@ import textwrap
 import time
 
 import pytest
+from tmpfs import tmpfs
 
 import functai
 from functai import ai
@@ -185,16 +186,9 @@ def test_a_line_file_opened_locked_keeps_the_old_protocol(tmp_path):
 
 
 def test_file_system_names_a_tmpfs_mount(tmp_path):
-    where = tmp_path / "mnt"
-    where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'not root'})")
-    try:
+    with tmpfs(tmp_path / "mnt") as where:
         (where / "sub").mkdir()
         assert file_system(str(where / "sub")) == "tmpfs" and lock_free(str(where / "sub"))
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def test_a_short_write_split_by_another_writer_is_written_again_whole(tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from tmpfs import fill, tmpfs
 
 import functai
 from functai import FunctAIError, ai
@@ -33,40 +34,17 @@ def echo(text: str) -> str:
     """Echo the text."""
 
 
-def _mount(where, *options: str):
-    where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(("size=64k", *options)), "tmpfs", str(where)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip() or 'not root'})")
-
-
 @pytest.fixture
 def small_disk(tmp_path):
     """A 64 KiB file system, filled to the brim after ``fill()``."""
-    where = tmp_path / "disk"
-    _mount(where)
-
-    def fill() -> None:
-        fd = os.open(where / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            while True:
-                os.write(fd, b"x" * 512)
-        except OSError as error:
-            assert error.errno == errno.ENOSPC
-        finally:
-            os.close(fd)
-
-    yield where, fill
-    subprocess.run(["umount", "-l", str(where)], check=False)
+    with tmpfs(tmp_path / "disk") as where:
+        yield where, lambda: fill(where)
 
 
 @pytest.fixture
 def read_only(tmp_path):
-    where = tmp_path / "ro"
-    _mount(where, "ro")
-    yield where
-    subprocess.run(["umount", "-l", str(where)], check=False)
+    with tmpfs(tmp_path / "ro", "ro") as where:
+        yield where
 
 
 def _unwritable(info, path) -> None:
@@ -251,8 +229,11 @@ def _sqlite_with_a_turn(where):
 
 
 def test_a_sqlite_store_on_a_read_only_disk_reads_and_refuses_writes(tmp_path):
-    where = tmp_path / "ro"
-    _mount(where, "size=4m")
+    with tmpfs(tmp_path / "ro", "size=4m") as where:
+        _read_only_sqlite(where)
+
+
+def _read_only_sqlite(where):
     try:
         url = _sqlite_with_a_turn(where)
         subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
@@ -273,26 +254,21 @@ def test_a_sqlite_store_on_a_read_only_disk_reads_and_refuses_writes(tmp_path):
         from functai._stores.opening import forget
 
         forget("sqlite:///" + str(where / "s.db"))
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def test_a_full_disk_under_a_sqlite_store_is_store_unwritable(tmp_path):
-    where = tmp_path / "disk"
-    _mount(where, "size=1m")
+    with tmpfs(tmp_path / "disk", "size=1m") as where:
+        _full_sqlite(where)
+
+
+def _full_sqlite(where):
     try:
         url = _sqlite_with_a_turn(where)
         from functai._stores import open_store
 
         store = open_store(url)
         before = store.count("c")
-        fd = os.open(where / "filler", os.O_WRONLY | os.O_CREAT, 0o600)  # the disk, filled to the brim
-        try:
-            while True:
-                os.write(fd, b"x" * 512)
-        except OSError as error:
-            assert error.errno == errno.ENOSPC
-        finally:
-            os.close(fd)
+        fill(where)  # the disk, filled to the brim
         with pytest.raises(FunctAIError) as info:
             store.append("c", [{"pad": "p" * 200_000}])
         _unwritable(info, where / "s.db")
@@ -310,7 +286,6 @@ def test_a_full_disk_under_a_sqlite_store_is_store_unwritable(tmp_path):
 
         for name in ("s.db", "new.db"):
             forget("sqlite:///" + str(where / name))
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def json_line(text: str) -> str:
