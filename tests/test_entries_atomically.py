@@ -98,3 +98,31 @@ def test_outside_a_conversation_decide_just_runs():
     with functai.settings(client=ScriptedLM(reply=lambda r: "x"), plugins=[plugin]):
         book("someone")
     assert ran == ["decided"]
+
+
+@pytest.mark.parametrize("outcome", ["raises", "keeps nothing"])
+def test_a_decision_made_on_records_another_writer_has_passed_is_made_again(outcome, tmp_path):
+    """``decide`` first runs on what this view has read. When it keeps nothing (so no
+    compare-and-set checks it) or raises, it stands only if nothing new was written meanwhile."""
+    store = str(tmp_path / "store")
+    plugin = functai.Plugin("gate")
+    seen: list[int] = []
+    decided: list[int] = []
+
+    @plugin.request
+    def wait_for_the_gate(event):
+        def decide():
+            if not seen:  # another process opens the gate just as this one decides
+                functai.Conversation.open("gate", store).remember("gate", "opened", True)
+            opened = event.entries("opened", all_branches=True)
+            seen.append(len(opened))
+            if not opened and outcome == "raises":
+                raise functai.FunctAIError("the gate is shut", code="gate-shut")
+            return len(opened)
+
+        decided.append(event.atomically(decide))
+
+    chat = book.conversation("gate", store=store, client=ScriptedLM(reply=lambda r: "through"), plugins=[plugin])
+    assert chat("someone") == "through"
+    assert seen == [0, 1]  # decided on the records it had, then again on the new one
+    assert decided == [1]

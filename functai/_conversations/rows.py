@@ -74,9 +74,21 @@ def row_reader(store: Any) -> Callable[[str, int], tuple[list[Any], Callable[[in
     """The store's ``read_rows`` when it reads what its ``read`` does (a subclass or wrapper
     overriding only ``read`` is read by ``read``)."""
     own = getattr(store, "__dict__", None) or {}
+    reads_rows: bool | None
+    if "read" in own or "read_rows" in own:
+        reads_rows = "read_rows" in own and "read" in own
+    else:
+        kind = type(store)
+        reads_rows = _CLASS_READS_ROWS.get(kind)
+        if reads_rows is None:
+            found = _owner(kind, "read_rows")
+            reads_rows = _CLASS_READS_ROWS[kind] = found is not None and found is _owner(kind, "read")
+    return store.read_rows if reads_rows else None
 
-    def owner(name: str) -> Any:
-        return store if name in own else next((c for c in type(store).__mro__ if name in c.__dict__), None)
 
-    found = owner("read_rows")
-    return store.read_rows if found is not None and found is owner("read") else None
+#: Per store class, whether it reads rows by the class that gives its ``read`` (`row_reader`; asked at every refresh).
+_CLASS_READS_ROWS: dict[type, bool] = {}
+
+
+def _owner(kind: type, name: str) -> type | None:
+    return next((c for c in kind.__mro__ if name in c.__dict__), None)

@@ -78,24 +78,37 @@ class Memory:
         self.chat.remember(plugin, kind, data, self.turn_id)
 
     def atomically(self, plugin: str, decide: Callable[[], R], kept: list[tuple[str, Any]]) -> R:
-        """``decide`` on the store's newest records; what it kept appended only if no record came
-        after them (a compare-and-set), else decided again."""
+        """``decide`` on the records this view has read; what it kept appended only if no record
+        came after them (a compare-and-set), else decided again on what is there now. A decision
+        that keeps nothing, or raises, stands once the view is known to have read everything."""
         if self.turn_id is None:
             raise ValueError("remember() needs a turn")
         chat = self.chat
         for _ in held.attempts("keep a plugin's entries", chat.id):
-            chat._refresh()
             expect = chat._history.count
             kept.clear()
-            result = decide()
+            try:
+                result = decide()
+            except Exception:
+                if self._behind(expect):
+                    continue
+                raise
             if not kept:
+                if self._behind(expect):
+                    continue
                 return result
             try:
                 chat._append_entries(plugin, kept, self.turn_id, expect)
             except StoreConflict:
+                chat._refresh()
                 continue
             return result
         raise AssertionError("unreachable: attempts() raises when they run out")
+
+    def _behind(self, count: int) -> bool:
+        """Whether the store holds records this view had not read when it held ``count`` (read now)."""
+        self.chat._refresh()
+        return self.chat._history.count != count
 
 
 class TurnScope:

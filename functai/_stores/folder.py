@@ -45,6 +45,7 @@ class FolderStore:
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(os.fspath(folder))
+        self._paths: dict[str, str] = {}  # each conversation's file, checked and joined once
         self._indexes: dict[str, Index] = {}
         self._locks: dict[str, threading.Lock] = {}
         forkable.add(self)
@@ -60,7 +61,13 @@ class FolderStore:
 
     def path_for(self, conversation: str) -> Path:
         """The file that holds ``conversation``: ``<folder>/<id>.jsonl``."""
-        return self.folder / (check_conversation_id(conversation) + SUFFIX)
+        return Path(self._path(conversation))
+
+    def _path(self, conversation: str) -> str:
+        path = self._paths.get(conversation)
+        if path is None:
+            path = self._paths[conversation] = os.path.join(self.folder, check_conversation_id(conversation) + SUFFIX)
+        return path
 
     # -- the index ---------------------------------------------------------
 
@@ -84,12 +91,12 @@ class FolderStore:
             index.offset += end + 1
             index.skipped.extend(skipped)
             for number, reason in skipped:
-                warn("conversation line skipped", at=f"{self.path_for(conversation)}:{number}", reason=reason)
+                warn("conversation line skipped", at=f"{self._path(conversation)}:{number}", reason=reason)
         return index
 
     def _read_index(self, conversation: str, rows: bool = True) -> Index | None:
         """The up-to-date index, or None when the conversation has no file."""
-        path = self.path_for(conversation)
+        path = self._path(conversation)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -150,14 +157,14 @@ class FolderStore:
 
     def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None,
                sync: bool = False) -> int:
-        path = self.path_for(conversation)
+        path = self._path(conversation)
         lines = [to_line(record) for record in records]  # a bad record appends nothing
         try:
             return self._append(conversation, path, lines, expect, sync)
         except OSError as error:  # a full disk, a read-only folder, a file where the folder should be
             raise unwritable(path, error, "conversation store") from None
 
-    def _append(self, conversation: str, path: Path, lines: list[str], expect: int | None, sync: bool) -> int:
+    def _append(self, conversation: str, path: str, lines: list[str], expect: int | None, sync: bool) -> int:
         with self._lock(conversation):
             if not lines:  # nothing to write: check, but create no file
                 index = self._read_index(conversation)
@@ -167,10 +174,8 @@ class FolderStore:
                 if sync and index is not None:
                     self.sync(conversation)
                 return current
-            if expect is not None and expect != 0 and not os.path.exists(path):
-                raise StoreConflict(count=0, conversation=conversation)  # and create no file
             for _ in range(100):
-                fd, created = self._open_for_append(path)
+                fd, created = self._open_for_append(path, conversation, create=not expect)
                 try:
                     if created:
                         os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
@@ -184,7 +189,7 @@ class FolderStore:
             raise FunctAIError(f"could not append to {path}: it keeps being replaced", code="store-io")
 
     def _append_locked(
-        self, conversation: str, fd: int, path: Path, lines: list[str], expect: int | None, sync: bool
+        self, conversation: str, fd: int, path: str, lines: list[str], expect: int | None, sync: bool
     ) -> int | None:
         """Append under LOCK_EX; None when ``fd`` is no longer the file at ``path`` (retry)."""
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -223,13 +228,16 @@ class FolderStore:
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def _open_for_append(self, path: Path) -> tuple[int, bool]:
-        """An fd on the conversation file, creating it (and the folder); True if created here."""
+    def _open_for_append(self, path: str, conversation: str, create: bool) -> tuple[int, bool]:
+        """An fd on the conversation file, creating it (and the folder) if ``create``, else
+        `StoreConflict` when it is missing; True if created here."""
         flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
         for _ in range(100):  # another process may create or remove the file between two of these
             try:
                 return os.open(path, flags), False
             except FileNotFoundError:
+                if not create:  # records are expected there: none are, and no file is made
+                    raise StoreConflict(count=0, conversation=conversation) from None
                 make_folder(self.folder)
             try:
                 return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
