@@ -414,6 +414,38 @@ def test_threads_reading_turns_an_open_left_to_fill_in_read_the_same(tmp_path, m
     assert seen == [expected] * 8
 
 
+@pytest.mark.parametrize("how", ["in order", "joined out of order", "a record on two lines"])
+def test_a_sqlite_open_reads_the_records_as_one_text_and_checks_it(varied, tmp_path, how) -> None:
+    """An open fetches the records joined into one text with the positions as they were joined;
+    a join out of order, or a record whose JSON spans lines, is read again a row at a time."""
+    import sqlite3
+
+    from functai._stores import sql
+    from functai._stores.sqlite import SQLiteStore
+
+    class Reversed(SQLiteStore):
+        read_joined = sql.READ_JOINED.replace("ORDER BY position", "ORDER BY position DESC")
+
+    store = (Reversed if how == "joined out of order" else SQLiteStore)(tmp_path / "v.db")
+    expected = FolderStore(varied).read("v")
+    store.append("v", expected)
+    if how == "a record on two lines":
+        db = sqlite3.connect(tmp_path / "v.db")
+        db.execute("UPDATE functai_records SET data = ? WHERE conversation = 'v' AND position = 3",
+                   (json.dumps(expected[3], indent=1),))
+        db.commit()
+        db.close()
+    read_one_at_a_time = []
+    data = store._data
+    store._data = lambda *args: read_one_at_a_time.append(args) or data(*args)  # type: ignore[method-assign]
+    items, whole = store.read_rows("v")
+    assert [whole(position) for position in range(len(items))] == expected
+    assert store.read_rows("v", 2)[1](0) == expected[2]
+    assert store.read_rows("v", len(expected))[0] == []
+    # out of order: the read is made again; on two lines: the whole records are fetched a row each
+    assert bool(read_one_at_a_time) == (how != "in order")
+
+
 @pytest.mark.parametrize("damaged", [False, True])
 def test_a_sqlite_store_opens_the_same_both_ways(varied, monkeypatch, tmp_path, damaged) -> None:
     """The SQL stores read rows too, in one query decoded once; a row that is not JSON is damage either way."""

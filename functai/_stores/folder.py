@@ -30,6 +30,7 @@ from .protocol import (
     forkable,
     from_line,
     from_lines,
+    no_record,
     rows_of,
     to_line,
 )
@@ -143,7 +144,7 @@ class FolderStore:
         with self._lock(conversation):
             index = self._read_index(conversation)
             if index is None:
-                return [], _nothing
+                return [], no_record
             lines, first, fresh = index.lines, index.fresh_from, index.fresh
             index.fresh = []
             if not index.fresh_rows or start < first or len(fresh) != len(lines) - first:
@@ -286,10 +287,6 @@ class FolderStore:
 
     def __repr__(self) -> str:
         return f"FolderStore({str(self.folder)!r})"
-
-
-def _nothing(position: int) -> dict[str, Any]:
-    raise IndexError(position)
 
 
 _folder_stores: dict[str, FolderStore] = {}

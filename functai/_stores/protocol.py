@@ -106,6 +106,11 @@ def from_lines(lines: Sequence[str | bytes]) -> list[dict[str, Any]]:
     return [from_line(line) for line in lines]
 
 
+def no_record(position: int) -> dict[str, Any]:
+    """The whole-record reader of a `read_rows` that read nothing."""
+    raise IndexError(position)
+
+
 def rows_of(lines: Sequence[str | bytes]) -> list[Any]:
     """Lines known to be one JSON object each, as rows for an open (or dicts, which the fold takes too)."""
     if len(lines) > 1:

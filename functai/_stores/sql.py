@@ -18,7 +18,7 @@ from .._errors import FunctAIError
 from .._logfiles import record_problem
 from . import schema
 from .callquery import COLUMNS, INDEXES, CallQuery, columns
-from .protocol import StoreConflict, check_conversation_id, check_start, forkable, rows_in, to_line
+from .protocol import StoreConflict, check_conversation_id, check_start, forkable, no_record, rows_in, to_line
 from .urls import SCHEMA_VERSION
 
 META = "CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -26,6 +26,11 @@ READ_VERSION = "SELECT value FROM functai_meta WHERE key = 'schema'"
 COUNT = "SELECT MAX(position) FROM functai_records WHERE conversation = ?"
 INSERT = "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) VALUES (?, ?, ?, ?, ?, ?)"
 READ = "SELECT data FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position"
+#: `READ` as one text (what an open decodes in one go): fetching one value instead of a row per
+#: record halves a long conversation's read. SQLite before 3.44 promises no order inside an
+#: aggregate, so the positions come along, joined in the same pass, and are checked.
+READ_JOINED = ("SELECT group_concat(data, char(10)), count(*), group_concat(position) FROM (SELECT data, position "
+               "FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position)")
 
 
 class SQLStore:
@@ -39,6 +44,8 @@ class SQLStore:
     errors: Any = ()
     #: How `schema.branch_sql` names the parameters of a branch read in this driver.
     branch_names: dict[str, str] = {}
+    #: The driver's `READ_JOINED`: (text, count, positions as joined, or None where the order is promised).
+    read_joined = READ_JOINED
 
     def _start(self) -> None:
         self._count_sql, self._insert_sql = self._sql(COUNT), self._sql(INSERT)
@@ -162,7 +169,29 @@ class SQLStore:
     def read_rows(self, conversation: str, start: int = 0) -> tuple[list[Any], Callable[[int], dict[str, Any]]]:
         """As `read`, decoded in one go only as far as an open needs (`protocol.rows_in`); and the
         whole record at a position of that list."""
-        rows = self._data(conversation, start)
+        check_conversation_id(conversation)
+        check_start(start)
+        joined = self._run("read", lambda conn: conn.execute(self._sql(self.read_joined), (conversation, start))
+                           .fetchone(), None)
+        if joined is None or not joined[1]:
+            return [], no_record
+        text, count, positions = joined
+        if positions is None or positions == ",".join(map(str, range(start, start + count))):
+            found = rows_in(text, count)
+            if found is not None:
+                lines: list[str] = []
+                one_per_line = text.count("\n") == count - 1  # else a record's JSON spans lines (written by hand)
+
+                def whole(position: int) -> dict[str, Any]:
+                    if position == 0 and one_per_line and not lines:  # the header, which every open reads
+                        return schema.record_of(text[: text.find("\n")] if count > 1 else text)
+                    if not lines:
+                        lines.extend(text.split("\n") if one_per_line else
+                                     [data for (data,) in self._data(conversation, start)])
+                    return schema.record_of(lines[position])
+
+                return found, whole
+        rows = self._data(conversation, start)  # out of order, or a record rows do not read: one row each
         found = rows_in("\n".join(map(itemgetter(0), rows)), len(rows)) if rows else []
         if found is None:  # a row rows do not read (not JSON, say): each read as `read` reads it
             found = [schema.record_of(data) for (data,) in rows]
