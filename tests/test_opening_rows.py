@@ -424,7 +424,9 @@ def test_a_sqlite_open_reads_the_records_as_one_text_and_checks_it(varied, tmp_p
     from functai._stores.sqlite import SQLiteStore
 
     class Reversed(SQLiteStore):
-        read_joined = sql.READ_JOINED.replace("ORDER BY position", "ORDER BY position DESC")
+        read_joined = sql.READ_JOINED.replace("FROM functai_records WHERE conversation = ? AND position >= ?",
+                                              "FROM (SELECT data, position FROM functai_records WHERE conversation = ? "
+                                              "AND position >= ? ORDER BY position DESC)")
 
     store = (Reversed if how == "joined out of order" else SQLiteStore)(tmp_path / "v.db")
     expected = FolderStore(varied).read("v")

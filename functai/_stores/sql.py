@@ -27,10 +27,10 @@ COUNT = "SELECT MAX(position) FROM functai_records WHERE conversation = ?"
 INSERT = "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) VALUES (?, ?, ?, ?, ?, ?)"
 READ = "SELECT data FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position"
 #: `READ` as one text (what an open decodes in one go): fetching one value instead of a row per
-#: record halves a long conversation's read. SQLite before 3.44 promises no order inside an
-#: aggregate, so the positions come along, joined in the same pass, and are checked.
-READ_JOINED = ("SELECT group_concat(data, char(10)), count(*), group_concat(position) FROM (SELECT data, position "
-               "FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position)")
+#: record halves a long conversation's read. SQLite promises no order inside an aggregate (before
+#: 3.44 none can be asked for), so the positions come along, joined in the same pass, and are checked.
+READ_JOINED = ("SELECT group_concat(data, char(10)), count(*), group_concat(position) FROM functai_records "
+               "WHERE conversation = ? AND position >= ?")
 
 
 class SQLStore:
