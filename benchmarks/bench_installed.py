@@ -5,7 +5,11 @@ distributions (each a module with one ``before_call`` hookimpl) — then, in
 fresh processes, times ``import functai``, the first call (which scans the
 ``functai`` entry points and imports the plugins) and the median later call.
 
-    python benchmarks/bench_installed.py [--runs 7] [--root CHECKOUT] [--before CHECKOUT] [--requires]
+    python benchmarks/bench_installed.py [--runs 7] [--plugins 20] [--root CHECKOUT] [--before CHECKOUT] [--requires]
+    python benchmarks/bench_installed.py --scan [--plugins 50]
+
+``--scan`` times only the discovery's read of the ``functai`` entry points in a fresh process:
+``importlib.metadata.entry_points(group="functai")`` next to functai's own reader.
 
 ``--root`` installs functai from another checkout; ``--before`` adds a second
 pair of venvs from an older checkout (a before/after pair on one machine).
@@ -55,6 +59,35 @@ PROBE = textwrap.dedent('''
 ''')
 
 
+SCAN = textwrap.dedent('''
+    import json, sys, time
+    import functai  # as at a first call: functai is imported, and has scanned nothing
+    t0, c0 = time.perf_counter(), time.process_time()
+    if sys.argv[1] == "importlib.metadata":
+        import importlib.metadata
+        found = sorted(importlib.metadata.entry_points(group="functai"), key=lambda ep: ep.name)
+    else:
+        from functai._hooks.entrypoints import entry_points
+        found = entry_points("functai")
+    print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0, "found": len(found)}))
+''')
+
+
+def scan(python: pathlib.Path, runs: int, plugins: int, work: str) -> None:
+    """Median wall and CPU time of each reader's scan, in interleaved fresh processes."""
+    got: dict[str, list[dict]] = {"importlib.metadata": [], "functai's reader": []}
+    for _ in range(runs):
+        for reader, samples in got.items():
+            samples.append(json.loads(subprocess.run([str(python), "-c", SCAN, reader], capture_output=True,
+                                                     text=True, check=True, cwd=work).stdout))
+    print(f"reading the functai entry points with {plugins} plugin distributions installed, median of {runs} "
+          "interleaved fresh processes:")
+    for reader, samples in got.items():
+        assert all(s["found"] == plugins for s in samples)
+        print(f"  {reader}: {statistics.median(s['cpu'] for s in samples) * 1e3:.1f} ms CPU, "
+              f"{statistics.median(s['wall'] for s in samples) * 1e3:.1f} ms wall")
+
+
 def make_venv(where: pathlib.Path, plugins: int, root: pathlib.Path = ROOT, requires: bool = False) -> pathlib.Path:
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     python = where / "bin" / "python"
@@ -97,11 +130,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=pathlib.Path, default=ROOT, help="the functai checkout to install")
     parser.add_argument("--before", type=pathlib.Path, help="an older checkout, measured alongside")
     parser.add_argument("--requires", action="store_true", help="plugins declare Requires-Dist: functai>=2,<3")
+    parser.add_argument("--plugins", type=int, default=20, help="plugin distributions in the venv that has them")
+    parser.add_argument("--scan", action="store_true", help="time only the entry-point read, both ways")
     args = parser.parse_args(argv)
+    if args.scan:
+        with tempfile.TemporaryDirectory() as work:
+            scan(make_venv(pathlib.Path(work) / "scan", args.plugins, args.root, args.requires), args.runs,
+                 args.plugins, work)
+        return 0
     roots = {"after": args.root, **({"before": args.before} if args.before else {})}
     with tempfile.TemporaryDirectory() as work:
         venvs = {(label, plugins): make_venv(pathlib.Path(work) / f"{label}{plugins}", plugins, root, args.requires)
-                 for label, root in roots.items() for plugins in (0, 20)}
+                 for label, root in roots.items() for plugins in (0, args.plugins)}
         runs: dict[tuple[str, int], list[dict]] = {key: [] for key in venvs}
         for _ in range(args.runs):  # interleaved rounds
             for key, python in venvs.items():
