@@ -56,6 +56,9 @@ class Scripted:
     event_delay: float = 0.0
     #: Break the connection after this many events (no [DONE], no final chunk).
     cut_after: int | None = None
+    #: A stream's bytes exactly as given, each piece its own HTTP chunk (no ``data:`` or [DONE] added):
+    #: for framing the SSE standard allows but ``events`` never writes.
+    raw_events: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -240,7 +243,7 @@ class LoopbackServer:
             except OSError:
                 pass
             return
-        if answer.events is not None:
+        if answer.events is not None or answer.raw_events is not None:
             self._send_events(handler, answer)
             return
         if isinstance(answer.body, bytes):
@@ -265,7 +268,11 @@ class LoopbackServer:
 
     def _send_events(self, handler: BaseHTTPRequestHandler, answer: Scripted) -> None:
         """An event stream over chunked transfer encoding, flushed event by event."""
-        events = [e if isinstance(e, str) else json.dumps(e) for e in answer.events or ()]
+        if answer.raw_events is not None:
+            pieces = answer.raw_events
+        else:
+            events = [e if isinstance(e, str) else json.dumps(e) for e in answer.events or ()]
+            pieces = [f"data: {data}\n\n" for data in [*events, "[DONE]"]]
         try:
             handler.send_response(answer.status)
             handler.send_header("Content-Type", "text/event-stream")
@@ -273,7 +280,7 @@ class LoopbackServer:
             for name, value in answer.headers.items():
                 handler.send_header(name, value)
             handler.end_headers()
-            for n, data in enumerate([*events, "[DONE]"]):
+            for n, piece in enumerate(pieces):
                 if answer.cut_after is not None and n >= answer.cut_after:
                     handler.wfile.flush()
                     handler.close_connection = True
@@ -281,8 +288,8 @@ class LoopbackServer:
                     return
                 if n and answer.event_delay:
                     self._closing.wait(answer.event_delay)
-                piece = f"data: {data}\n\n".encode()
-                handler.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                data = piece.encode()
+                handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 handler.wfile.flush()
             handler.wfile.write(b"0\r\n\r\n")
         except OSError:

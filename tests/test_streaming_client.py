@@ -122,3 +122,36 @@ def test_an_async_stream_dropped_mid_way_is_model_unreachable(server):
     with pytest.raises(FunctAIError) as caught:
         asyncio.run(main())
     assert caught.value.code == "model-unreachable"
+
+
+#: A stream framed every way the SSE standard allows: a byte-order mark, comments, ``retry``,
+#: ``event`` and ``id`` fields, one event's data over two ``data:`` lines (joined by a newline),
+#: a line cut across network chunks, ``data:`` without its space, CRLF and CR line ends, and a
+#: last event the stream's end closes with no blank line.
+FRAMED = [
+    '\ufeffdata: {"id": "chatcmpl-framed", "model": "loopback",\n',
+    'data: "choices": [{"index": 0, "delta": {"content": "Hel',
+    'lo"}, "finish_reason": null}]}\n\n',
+    ": a comment, then a reconnection time\nretry: 3000\n\n",
+    'event: message\nid: 2\n: keep-alive\r\n',
+    'data:{"choices": [{"index": 0, "delta": {"content": " there"}, "finish_reason": "stop"}]}\r\n\r\n',
+    'data: {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}}\r\r',
+    "data: [DONE]",
+]
+
+
+@pytest.mark.parametrize("way", ["sync", "async"])
+def test_a_stream_is_read_by_the_sse_standard_however_it_is_framed(server, way):
+    server.script(Scripted(raw_events=FRAMED))
+    made = client(server)
+    if way == "sync":
+        items = list(made.stream(request()))
+    else:
+        async def read():
+            return [item async for item in made.astream(request())]
+
+        items = asyncio.run(read())
+    assert items[:-1] == ["Hello", " there"]
+    reply = items[-1]
+    assert reply.text == "Hello there" and reply.finish_reason == "stop"
+    assert reply.usage == {"input_tokens": 4, "output_tokens": 2}

@@ -223,10 +223,14 @@ class Assembler:
         #: The response's ``id`` and ``model``, as the chunks give them.
         self.response: dict[str, str] = {}
         self._data: list[str] = []  # the ``data:`` lines of the event being read
+        self._started = False  # whether the stream's first line was read (a byte-order mark may lead it)
 
     def line(self, line: str) -> str | None:
         """Read one line of the event stream; the text delta of the event a blank line ends, if any.
         An event's data may span several ``data:`` lines, joined by newlines (the SSE standard)."""
+        if not self._started:
+            self._started = True
+            line = line.removeprefix("\ufeff")
         if line:
             if line.startswith("data:"):
                 value = line[5:]
