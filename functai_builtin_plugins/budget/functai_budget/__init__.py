@@ -137,8 +137,9 @@ def budget(
     within ``tokens`` and ``dollars``; asks for more at ``ask_at`` of it; refuses ``budget-exceeded``
     past it.
 
-    ``prices``: model name → (input, output[, cached]) dollars per million tokens, over the
-    shipped table (`PRICES`, dated `DATED`). ``decide(question)`` answers instead of a person:
+    ``prices``: model name → (input, output[, cached]) dollars per million tokens, over what
+    genai-prices knows (where installed) and the shipped table (`PRICES`, dated `DATED`); see
+    `functai_budget.prices`. ``decide(question)`` answers instead of a person:
     True (grant the offer), a number (grant that much), False/None or a reason (refuse).
     """
     limits = {unit: amount for unit, amount in (("tokens", _check_amount("tokens", tokens)),

@@ -1,10 +1,13 @@
-"""What common models cost, per million tokens, as their providers published it on `DATED`.
+"""What models cost, in dollars per million tokens.
 
-Prices change: pass ``prices=`` to `functai_budget.budget` to correct one or add a model.
-A model is found by its name without the provider, and without a date or ``latest`` after it
-(``openai:gpt-4o-mini`` and ``gpt-4o-mini-2024-07-18`` are ``gpt-4o-mini``). Only a date: a
-longer name is another model (``o3-pro`` costs ten times what ``o3`` does). A model not found has
-no price, and is never counted as free.
+A model's price is looked for in three places, in order: the ``prices=`` given to
+`functai_budget.budget`; genai-prices (``pip install genai-prices``), where installed, which
+knows thousands of models and prices tiers by the prompt's size; and the table below, as the
+providers published it on `DATED`. In ``prices=`` and the table a model is found by its name
+without the provider, and without a date or ``latest`` after it (``openai:gpt-4o-mini`` and
+``gpt-4o-mini-2024-07-18`` are ``gpt-4o-mini``). Only a date: a longer name is another model
+(``o3-pro`` costs ten times what ``o3`` does). A model none of them knows has no price, and is
+never counted as free.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import re
 from typing import Any, Mapping
 
 __all__ = ["DATED", "PRICES", "Price", "find", "table"]
+
+#: A prompt larger than any provider's tier threshold: per-million prices read at it are the highest tier's.
+_PAST_EVERY_TIER = 10**8
 
 #: The day the prices below were read from the providers' price pages.
 DATED = "2025-08-15"
@@ -97,22 +103,28 @@ def _price(model: str, value: Any) -> Price:
 
 
 def table(prices: Mapping[str, Any] | None) -> dict[str, Price]:
-    """The shipped table with ``prices`` over it (model name → Price, (input, output[, cached]) or a dict)."""
-    merged = dict(PRICES)
+    """``prices`` checked (model name → Price, (input, output[, cached]) or a dict): what `find` looks in first."""
     if prices is None:
-        return merged
+        return {}
     if not isinstance(prices, Mapping):
         raise TypeError(f"budget(prices=...) is a dict of model name to price, not {type(prices).__name__}")
+    checked = {}
     for model, value in prices.items():
         if not isinstance(model, str) or not model.strip():
             raise TypeError(f"budget(prices=...): a model name is a non-empty string, not {model!r}")
-        merged[model] = _price(model, value)
-    return merged
+        checked[model] = _price(model, value)
+    return checked
 
 
 def find(prices: Mapping[str, Price], model: str) -> Price | None:
-    """``model``'s price: its own name first, then the name in ``prices`` it is a version of (after
-    dropping its provider: the name alone, or with a date after it); None when no name fits."""
+    """``model``'s price: in ``prices`` (`table`), else as genai-prices knows it where installed, else
+    in the shipped `PRICES`; None when none knows it."""
+    return _match(prices, model) or _known_to_genai_prices(model) or _match(PRICES, model)
+
+
+def _match(prices: Mapping[str, Price], model: str) -> Price | None:
+    """``model``'s price in ``prices``: its own name first, then the name it is a version of (after
+    dropping its provider: the name alone, or with a date after it)."""
     bare = _PROVIDER.sub("", model)
     found = prices.get(model, prices.get(bare))
     if found is not None:
@@ -121,3 +133,49 @@ def find(prices: Mapping[str, Price], model: str) -> Price | None:
         if bare.startswith(name) and _VERSION.fullmatch(bare, len(name)):
             return prices[name]
     return None
+
+
+class ComputedPrice(Price):
+    """A model's price as genai-prices computes it: `dollars` by the tier a prompt's size falls in;
+    ``input``, ``output`` and ``cached`` per million tokens at the highest tier, so that what is
+    planned with them errs high."""
+
+    __slots__ = ("source", "_usage")
+
+    def __init__(self, source: Any, usage: Any) -> None:
+        self.source, self._usage = source, usage
+        top = _PAST_EVERY_TIER
+        at_top = self.dollars(top, 0)
+        super().__init__(at_top * 1e6 / top, self.dollars(top, 10**6) - at_top, self.dollars(top, 0, top) * 1e6 / top)
+
+    def dollars(self, input_tokens: float, output_tokens: float, cached_tokens: float = 0) -> float:
+        usage = self._usage(input_tokens=int(input_tokens), output_tokens=int(output_tokens),
+                            cache_read_tokens=int(min(cached_tokens, input_tokens)))
+        return float(self.source.calc_price(usage)["total_price"])
+
+
+#: What genai-prices said of each model asked about (None: it does not know it, or is not installed).
+_GENAI_PRICES: dict[str, Price | None] = {}
+
+
+def _known_to_genai_prices(model: str) -> Price | None:
+    if model in _GENAI_PRICES:
+        return _GENAI_PRICES[model]
+    found = None
+    try:
+        import genai_prices
+    except ImportError:
+        pass
+    else:
+        bare = _PROVIDER.sub("", model)
+        provider = model[: len(model) - len(bare) - 1] or None  # ``openai:gpt-4o``: the provider it names
+        for provider_id in dict.fromkeys([provider, None]):
+            try:
+                calculation = genai_prices.calc_price(genai_prices.Usage(input_tokens=0), bare,
+                                                      provider_id=provider_id)
+            except LookupError:  # no such model (or provider) in its data
+                continue
+            found = ComputedPrice(calculation.model_price, genai_prices.Usage)
+            break
+    _GENAI_PRICES[model] = found
+    return found

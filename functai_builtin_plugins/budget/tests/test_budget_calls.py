@@ -221,6 +221,7 @@ def test_a_price_given_counts_the_model_in_dollars(tmp_path):
     assert spent["data"]["dollars"] == pytest.approx((10_000 * 2.0 + 1_000 * 8.0) / 1e6)
 
 
+@pytest.mark.usefixtures("without_genai_prices")  # the shipped table's rules
 def test_a_dated_model_name_with_a_provider_has_its_models_price():
     lm = ScriptedLM(reply=lambda request: Reply(text="ok", finish_reason="stop",
                                                 usage={"input_tokens": 1_000_000, "output_tokens": 100_000,
@@ -246,6 +247,7 @@ def priced_model(model: str) -> tuple[ScriptedLM, functai.AIFunction]:
 
 @pytest.mark.parametrize("model", ["openai:gpt-4o-mini-2024-07-18", "gpt-4.1-2025-04-14",
                                    "anthropic/claude-sonnet-4-20250514", "claude-3-5-haiku-latest"])
+@pytest.mark.usefixtures("without_genai_prices")
 def test_a_dated_version_of_a_model_has_its_models_price(model):
     lm, answer = priced_model(model)
     assert answer(QUESTION) == "ok"
@@ -253,6 +255,7 @@ def test_a_dated_version_of_a_model_has_its_models_price(model):
 
 
 @pytest.mark.parametrize("model", ["o3-pro", "openai:gpt-5-pro", "gpt-4o-realtime-preview", "o4-mini-deep-research"])
+@pytest.mark.usefixtures("without_genai_prices")
 def test_another_model_whose_name_starts_with_a_priced_ones_has_no_price(model):
     """o3-pro costs ten times what o3 does: counted at o3's price, a budget would let ten times through."""
     lm, answer = priced_model(model)
