@@ -320,7 +320,8 @@ class Asker:
                            attempt=record.attempts + self.answered,
                            function=self.fn.name, path=self.path, server=None if answered else server_of(self.client),
                            call=record.id, answered=answered, turn=None if scope is None else scope.turn,
-                           recorded=recorded, outer_call=self.budget.call or record.id)
+                           recorded=recorded, outer_call=self.budget.call or record.id,
+                           log_content=self.values["log_content"] is not False)
         if scope is not None:
             set_field(event, "_memory", scope.memory)
         heard = self.heard

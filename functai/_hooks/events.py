@@ -308,7 +308,7 @@ class ReplyEvent(_Remembers):
     (`functai.Endpoint`)."""
 
     _fields = ("request", "endpoint", "reply", "seconds", "attempt", "function", "path", "server", "call", "answered",
-               "turn", "recorded", "outer_call")
+               "turn", "recorded", "outer_call", "log_content")
     request: Request
     endpoint: Endpoint
     reply: Reply
@@ -324,6 +324,9 @@ class ReplyEvent(_Remembers):
     turn: str | None
     recorded: bool
     outer_call: str
+    #: Whether the call's record keeps content (the ``log_content`` setting): a plugin that sends
+    #: what was said elsewhere (a tracer) keeps it back when False.
+    log_content: bool
 
 
 class ToolCallEvent(_Remembers):

@@ -173,7 +173,9 @@ def reply(reply):  # type: ignore[no-untyped-def]
     (``(host, port)`` of the client's ``base_url``, or None for a client
     without one), ``call``, ``answered`` (the plugin that answered the
     request instead of the model, or None), ``turn``, ``recorded`` (read
-    back from a resumed turn's record, paid for when first asked), ``outer_call``;
+    back from a resumed turn's record, paid for when first asked), ``outer_call``,
+    ``log_content`` (whether the call's record keeps content: a handler that
+    sends what was said elsewhere keeps it back when False);
     ``remember``/``entries`` in a turn.
 
     Hears, or replaces: a handler may return a `functai.Reply` (its ``note``

@@ -16,10 +16,11 @@ after a provider is set.
 - ``execute_tool <name>``: one child span per tool the model asked for,
   with ``gen_ai.tool.name``; AI functions the tool calls are its children.
 
-Content — inputs, outputs, instructions, what a change said — is never put
-on a span except the change itself, and only while the call's record keeps
-content (``log_content``, on by default). Settings other than the model's are
-never read, so no API key can reach a span.
+Content — inputs, outputs, instructions, what a change said — is put on a
+span only while the call's record keeps content (``log_content``, on by
+default): the change itself, always; prompts and replies on ``chat`` spans
+only when asked for (`functai_otel.content`). Settings other than the
+model's are never read, so no API key can reach a span.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from .content import asked_by_environment, content_attributes
 from .names import (
     AGENT_NAME, CALL_ID, CALL_PATH, CONVERSATION, ERROR_TYPE, FINISH_REASONS, FUNCTION, METRIC_ATTRIBUTES, MODEL,
     OPERATION, OUTPUT_TYPE, PROVIDER, RESPONSE_ID, RESPONSE_MODEL, SERVER_ADDRESS, SERVER_PORT, TOOL_CALL_ID,
@@ -61,7 +63,7 @@ class _Call:
     __slots__ = ("path", "span", "token", "below", "prefix", "model", "provider", "settings", "json", "replies",
                  "last", "tools", "conversation")
 
-    def __init__(self, call: Any, span: Any, token: object, below: Any, models: tuple[str, str | None, str | None]
+    def __init__(self, call: Any, span: Any, token: Any, below: Any, models: tuple[str, str | None, str | None]
                  ) -> None:
         self.path = call.path
         self.span = span
@@ -87,7 +89,7 @@ class _Tool:
 
     __slots__ = ("path", "invocation", "call_path", "span", "token", "below", "id", "end", "content")
 
-    def __init__(self, tool: Any, span: Any, token: object, below: Any) -> None:
+    def __init__(self, tool: Any, span: Any, token: Any, below: Any) -> None:
         self.path = tool.path
         self.invocation = tool.invocation
         self.call_path = tool.path.rpartition("/")[0]
@@ -122,9 +124,13 @@ _GLOBAL = "_TRACER_PROVIDER" if hasattr(trace, "_TRACER_PROVIDER") else ""
 class _Tracing:
     """The handlers of one ``otel`` plugin, and the spans it has open in this context."""
 
-    def __init__(self, name: str, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    def __init__(self, name: str, tracer_provider: Any = None, meter_provider: Any = None,
+                 capture_content: bool | None = None) -> None:
         self._name = name
         self._given = tracer_provider
+        #: Whether prompts and replies go on ``chat`` spans (None: as the environment says, read with each provider).
+        self._capture_given = capture_content
+        self._capture = bool(capture_content)
         self._meter_provider = meter_provider
         #: The GenAI client metrics (token usage, operation duration): made with the first reply.
         self._metrics: tuple[Any, Any] | None = None
@@ -146,6 +152,7 @@ class _Tracing:
         if provider is self._seen:
             return self._tracer is not None
         self._tracer = tracer = self._tracer_of(provider)
+        self._capture = asked_by_environment() if self._capture_given is None else self._capture_given
         self._seen = provider  # after the tracer: a thread that sees this provider sees its tracer
         return tracer is not None
 
@@ -229,6 +236,8 @@ class _Tracing:
             attributes[RESPONSE_MODEL] = answer.model
         if answer.tool_calls:
             attributes["functai.tool_calls"] = len(answer.tool_calls)
+        if self._capture and event.log_content:
+            attributes.update(content_attributes(request.messages, answer))
         model = attributes.get(MODEL)
         self._tracer.start_span(f"chat {model}" if model else "chat", kind=_CLIENT, attributes=attributes,
                                 start_time=now - int(event.seconds * 1e9)).end(end_time=now)
@@ -406,14 +415,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def otel(tracer_provider: Any = None, *, meter_provider: Any = None, name: str = "otel") -> functai.Plugin:
+def otel(tracer_provider: Any = None, *, meter_provider: Any = None, capture_content: bool | None = None,
+         name: str = "otel") -> functai.Plugin:
     """An ``otel`` plugin: spans from ``tracer_provider``, or from the global one when None; while
-    it traces, the GenAI client metrics from ``meter_provider`` (or the global one).
+    it traces, the GenAI client metrics from ``meter_provider`` (or the global one). With
+    ``capture_content`` (None: as ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says),
+    each ``chat`` span holds its prompt and reply, where the call's record keeps content.
 
     The installed plugin is ``otel()``; give your own (``plugins=[otel(provider)]``)
     to send one program's spans to a provider of its own.
     """
-    tracing = _Tracing(name, tracer_provider, meter_provider)
+    tracing = _Tracing(name, tracer_provider, meter_provider, capture_content)
     return functai.Plugin(
         name,
         version=__version__,

@@ -317,3 +317,51 @@ def test_each_model_request_records_the_genai_client_metrics(functai_isolated):
     assert (tokens["input"].count, tokens["input"].sum) == (3, 30 + 5 + 50)
     assert (tokens["output"].count, tokens["output"].sum) == (3, 8 + 1 + 4)
     assert tokens["output"].attributes["gen_ai.provider.name"] == "openai"
+
+
+def chat_content(span):
+    """A chat span's captured prompt and reply, decoded (None where it holds none)."""
+    return {name: json.loads(span.attributes[name]) if name in span.attributes else None
+            for name in ("gen_ai.system_instructions", "gen_ai.input.messages", "gen_ai.output.messages")}
+
+
+@pytest.mark.parametrize("asked_by", ["argument", "environment"])
+def test_prompts_and_replies_are_on_chat_spans_when_asked_for(functai_isolated, monkeypatch, asked_by):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    if asked_by == "environment":
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    plugin = otel(provider, capture_content=True) if asked_by == "argument" else otel(provider)
+    functai.configure(client=script(), plugins=[plugin])
+    support("where is A1?")
+    chats = sorted((s for s in exporter.get_finished_spans() if s.name.startswith("chat")), key=lambda s: s.start_time)
+    first, last = chat_content(chats[0]), chat_content(chats[-1])
+    assert "Answer the customer." in first["gen_ai.system_instructions"][0]["content"]
+    [asked] = first["gen_ai.input.messages"]
+    assert asked["role"] == "user" and "where is A1?" in asked["parts"][0]["content"]
+    [answer] = first["gen_ai.output.messages"]
+    assert answer["finish_reason"] == "tool_calls"
+    assert [(p["type"], p["name"], p["arguments"]) for p in answer["parts"]] == [
+        ("tool_call", "lookup", {"order": "A1"}), ("tool_call", "summarize", {"text": "long text"})]
+    roles = [m["role"] for m in last["gen_ai.input.messages"]]
+    assert roles == ["user", "assistant", "tool", "tool"]
+    results = [m["parts"][0] for m in last["gen_ai.input.messages"] if m["role"] == "tool"]
+    assert results[0]["type"] == "tool_call_response" and "shipped" in results[0]["response"]
+    assert last["gen_ai.output.messages"][0]["parts"] == [{"type": "text", "content": "It shipped."}]
+
+
+def test_prompts_and_replies_stay_off_spans_unless_asked_and_while_the_record_keeps_no_content(
+        functai_isolated, monkeypatch):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    functai.configure(client=script(), plugins=[otel(provider)])
+    support("where is A1?")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    functai.configure(client=script(), plugins=[otel(provider, capture_content=True)], log_content=False)
+    support("where is A1?")
+    chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert len(chats) == 6
+    assert all(value is None for span in chats for value in chat_content(span).values())
+    assert "where is A1?" not in "".join(s.to_json() for s in exporter.get_finished_spans())

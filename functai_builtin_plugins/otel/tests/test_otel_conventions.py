@@ -41,6 +41,8 @@ def spans(functai_isolated):
     functai.configure(plugins=[otel(provider)], api_key="sk-loopback-KEY-0123456789")
 
     class Spans:
+        tracer_provider = provider
+
         def all(self):
             return list(exporter.get_finished_spans())
 
@@ -194,6 +196,7 @@ def test_json_output_and_tool_type(spans):
 
 def test_every_attribute_name_is_one_of_the_conventions(spans, server):
     """What the scenarios above set, and every name the plugin's table holds."""
+    functai.configure(plugins=[otel(spans.tracer_provider, capture_content=True)])  # prompts and replies too
     server.script(Scripted(body=completion(None, tool_calls=[wire_tool_call("c1", "lookup", {"order": "A1"})],
                                            finish_reason="tool_calls", usage={"prompt_tokens": 1})),
                   Scripted(status=400, body=error_body("no")))
