@@ -60,7 +60,7 @@ class Server:
         try:
             import psycopg  # noqa: F401
         except ImportError as error:
-            raise Unavailable(f'psycopg is not installed (pip install -e ".[dev]"): {error}') from error
+            raise Unavailable(f'psycopg is not installed (pip install --group dev): {error}') from error
         bin_dir = _binaries()
         self.base = tempfile.mkdtemp(prefix="functai-pg-")
         if os.geteuid() == 0:  # PostgreSQL will not run as root

@@ -72,7 +72,7 @@ def test_the_checker_catches_what_it_is_for() -> None:
     assert unpublished_in("install it: pip install functai-approval (or another)") != []
     assert unpublished_in('needs psycopg: pip install "functai[postgres]"') != []
     assert unpublished_in("functai install -U functai_otel") != []
-    assert unpublished_in("functai install ./functai_builtin_plugins/otel; pip install -e '.[dev]'") == []
+    assert unpublished_in("functai install ./functai_builtin_plugins/otel; pip install --group dev -e .") == []
     assert unpublished_in('pip install "psycopg[binary]>=3.1" my-compaction') == []
 
 
