@@ -38,10 +38,10 @@ def content_attributes(messages: Sequence[Mapping[str, Any]], reply: Any) -> dic
                                                     "response": message.get("content")}]})
         else:
             parts = _parts(message.get("content"))
-            for call in message.get("tool_calls") or ():
+            for call in message.get("tool_calls") or ():  # functai's {id, name, input}, or the wire's function form
                 function = call.get("function") or {}
-                parts.append({"type": "tool_call", "id": call.get("id"), "name": function.get("name"),
-                              "arguments": _arguments(function.get("arguments"))})
+                parts.append({"type": "tool_call", "id": call.get("id"), "name": call.get("name", function.get("name")),
+                              "arguments": call["input"] if "input" in call else _arguments(function.get("arguments"))})
             said.append({"role": role, "parts": parts})
     answer = _parts(reply.text)
     answer += [{"type": "tool_call", "id": call.id, "name": call.name, "arguments": dict(call.input)}

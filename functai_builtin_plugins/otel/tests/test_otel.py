@@ -346,6 +346,9 @@ def test_prompts_and_replies_are_on_chat_spans_when_asked_for(functai_isolated, 
         ("tool_call", "lookup", {"order": "A1"}), ("tool_call", "summarize", {"text": "long text"})]
     roles = [m["role"] for m in last["gen_ai.input.messages"]]
     assert roles == ["user", "assistant", "tool", "tool"]
+    assert last["gen_ai.input.messages"][1]["parts"] == [
+        {"type": "tool_call", "id": part["id"], "name": part["name"], "arguments": part["arguments"]}
+        for part in answer["parts"]]  # the tool calls asked for, as the next request repeats them
     results = [m["parts"][0] for m in last["gen_ai.input.messages"] if m["role"] == "tool"]
     assert results[0]["type"] == "tool_call_response" and "shipped" in results[0]["response"]
     assert last["gen_ai.output.messages"][0]["parts"] == [{"type": "text", "content": "It shipped."}]
