@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from functai._models.openai import OpenAIClient
-from functai._models.pool import LeanTransport, lean_transport
+from functai._models.pool import LeanPool, LeanTransport, lean_transport
 from functai._models.request import Request
 from loopback import completion, refused_url
 
@@ -230,7 +230,7 @@ def test_a_waiter_cancelled_as_a_place_frees_is_cancelled_and_keeps_no_place():
     (no request goes out), and the place goes on to the next one."""
 
     async def main() -> None:
-        pool = LeanTransport(httpx.Limits(max_connections=1))
+        pool = LeanPool(httpx.Limits(max_connections=1))
         await pool._take_place(None)  # the one place, held
         waiter = asyncio.ensure_future(pool._take_place(60.0))
         await asyncio.sleep(0)  # it waits

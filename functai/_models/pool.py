@@ -15,24 +15,7 @@ from typing import Any, AsyncIterator
 import httpcore
 import httpx
 
-__all__ = ["LeanTransport", "lean_transport"]
-
-#: httpcore's errors, most specific first, with httpx's of the same name.
-_ERRORS: tuple[tuple[type[Exception], type[Exception]], ...] = tuple(
-    (getattr(httpcore, name), getattr(httpx, name))
-    for name in ("ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException",
-                 "ConnectError", "ReadError", "WriteError", "NetworkError", "ProxyError", "UnsupportedProtocol",
-                 "LocalProtocolError", "RemoteProtocolError", "ProtocolError")
-)
-
-
-def _mapped(error: Exception) -> Exception:
-    for theirs, ours in _ERRORS:
-        if isinstance(error, theirs):
-            mapped = ours(str(error))
-            mapped.__cause__ = error
-            return mapped
-    return error
+__all__ = ["LeanPool", "LeanTransport", "lean_transport"]
 
 
 def lean_transport() -> httpx.AsyncBaseTransport | None:
@@ -43,7 +26,19 @@ def lean_transport() -> httpx.AsyncBaseTransport | None:
     return LeanTransport()
 
 
-class LeanTransport(httpx.AsyncBaseTransport):
+class LeanTransport(httpx.AsyncHTTPTransport):
+    """httpx's async transport over a `LeanPool`: httpx turns its requests into httpcore's and back
+    and says httpcore's errors as its own, as over its own pool; and whatever instruments httpx's
+    transport class (OpenTelemetry's httpx instrumentation: an HTTP span, ``traceparent``)
+    instruments this one too."""
+
+    def __init__(self, limits: httpx.Limits | None = None) -> None:
+        # Not AsyncHTTPTransport.__init__, which would make httpcore's pool and an SSL context: the
+        # pool it sends through is this one (its ``_pool``, which httpx 0.x sends every request to).
+        self._pool = LeanPool(limits)  # type: ignore[assignment]
+
+
+class LeanPool:
     """Places for requests in a semaphore (each waiting request costs the same however many
     there are), idle connections on a stack. One model client sends to one origin, so
     connections are not kept by origin: one that cannot serve a request is closed."""
@@ -59,21 +54,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        core = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        try:
-            return await self._send(core)
-        except Exception as error:
-            raise _mapped(error) from None
-
-    async def _send(self, request: httpcore.Request) -> httpx.Response:
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
         await self._take_place((request.extensions.get("timeout") or {}).get("pool"))
         connection = None
         try:
@@ -87,8 +68,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
         except BaseException:
             await self._release(connection)
             raise
-        return httpx.Response(status_code=response.status, headers=response.headers,
-                              stream=_Body(response.stream, self, connection), extensions=response.extensions)
+        return httpcore.Response(status=response.status, headers=response.headers,
+                                 content=_Body(response.stream, self, connection), extensions=response.extensions)
 
     async def _take_place(self, timeout: float | None) -> None:
         if not self._places.locked():
@@ -137,6 +118,12 @@ class LeanTransport(httpx.AsyncBaseTransport):
             self._ssl = httpx.create_ssl_context()
         return self._ssl
 
+    async def __aenter__(self) -> LeanPool:  # as httpcore's pool: httpx's transport enters and leaves it
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def aclose(self) -> None:
         self._closed = True  # connections still answering are closed when given back
         idle, self._idle = self._idle, []
@@ -150,12 +137,12 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise failure
 
 
-class _Body(httpx.AsyncByteStream):
-    """A response body that says httpcore's errors as httpx's and gives its connection back when closed."""
+class _Body:
+    """A response body that gives its connection back to the pool when closed."""
 
     __slots__ = ("_stream", "_pool", "_connection")
 
-    def __init__(self, stream: Any, pool: LeanTransport, connection: httpcore.AsyncHTTPConnection) -> None:
+    def __init__(self, stream: Any, pool: LeanPool, connection: httpcore.AsyncHTTPConnection) -> None:
         self._stream = stream
         self._pool = pool
         self._connection: httpcore.AsyncHTTPConnection | None = connection
@@ -164,10 +151,8 @@ class _Body(httpx.AsyncByteStream):
         try:
             async for part in self._stream:
                 yield part
-        except BaseException as error:
+        except BaseException:
             await self.aclose()
-            if isinstance(error, Exception):
-                raise _mapped(error) from None
             raise
 
     async def aclose(self) -> None:
