@@ -13,6 +13,8 @@ after a provider is set.
 - ``chat <model>``: one child span per model request (every attempt and
   tool step, and a request that failed), with the request's model, settings
   and server, and the response's id, model, finish reason and token counts.
+  It is the current span while the request is sent, so an instrumented HTTP
+  client's span (and its ``traceparent``) is its child.
 - ``execute_tool <name>``: one child span per tool the model asked for,
   with ``gen_ai.tool.name``; AI functions the tool calls are its children.
 
@@ -31,6 +33,7 @@ import os
 import time
 from contextvars import ContextVar
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 import functai
 from opentelemetry import context as otel_context
@@ -60,8 +63,8 @@ _UNSEEN = object()
 class _Call:
     """A call span this plugin started and has not ended yet: the top of a stack of open spans."""
 
-    __slots__ = ("path", "span", "token", "below", "prefix", "model", "provider", "settings", "json", "replies",
-                 "last", "tools", "conversation")
+    __slots__ = ("path", "span", "token", "below", "prefix", "model", "provider", "tools", "conversation", "chat",
+                 "requests")
 
     def __init__(self, call: Any, span: Any, token: Any, below: Any, models: tuple[str, str | None, str | None]
                  ) -> None:
@@ -72,14 +75,13 @@ class _Call:
         #: What the model name sent starts with when the call names its provider ("openai/"),
         #: the model, the provider's name in the conventions (`_model_of`).
         self.prefix, self.model, self.provider = models
-        #: For a request that fails: the model settings and whether a JSON value was asked for.
-        self.settings = call.settings
-        self.json = call.program.output_schema is not None
         #: The conversation the call is a turn of, or None: its chat spans say so too.
         self.conversation = call.conversation
-        #: Model replies heard, and when the latest step of the call ended (a failed request starts there).
-        self.replies = 0
-        self.last = _time_ns()
+        #: The chat span of the request being sent, its context token and the attributes it started
+        #: with (None between requests).
+        self.chat: tuple[Any, Any, dict[str, Any]] | None = None
+        #: Requests this plugin saw start: a failed one's ``functai.attempt``.
+        self.requests = 0
         #: The call's tool spans, ended with what its record says about each once it ends.
         self.tools: list[_Tool] = []
 
@@ -188,7 +190,6 @@ class _Tracing:
         below = tool.below
         if below.__class__ is _Call:
             below.tools.append(tool)
-            below.last = tool.end
         else:  # no call span to wait for: end it now
             tool.span.end(end_time=tool.end)
 
@@ -213,15 +214,60 @@ class _Tracing:
         except Exception as error:  # in a changing hook a raise would stop the call: report, go on
             self._failed("before_call", error)
 
-    def reply(self, event: Any) -> None:
+    def _call_of(self, path: str) -> _Call | None:
         call = self._open.get()
-        if call.__class__ is not _Call or call.path != event.path:
-            call = self._settle(event.path)
+        return call if call.__class__ is _Call and call.path == path else self._settle(path)
+
+    def request(self, event: Any) -> None:
+        """Start the request's chat span, current while it is sent."""
+        try:
+            call = self._call_of(event.path)
+            if call is None:
+                return
+            if call.chat is not None:  # the request before it failed, and another plugin retried it
+                self._end_chat(call, "_OTHER", _time_ns())
+            request = event.request
+            attributes = self._chat_attributes(call, request.model, request.settings, request.output_schema is not None)
+            call.requests += 1
+            attributes["functai.attempt"] = call.requests
+            _server_attributes(attributes, _server_of(event.endpoint.url))
+            model = attributes.get(MODEL)
+            span = self._tracer.start_span(f"chat {model}" if model else "chat", kind=_CLIENT, attributes=attributes)
+            call.chat = (span, otel_context.attach(trace.set_span_in_context(span)), attributes)
+        except Exception as error:
+            self._failed("request", error)
+
+    def model_error(self, event: Any) -> None:
+        call = self._call_of(event.path)
+        if call is not None and call.chat is not None:
+            self._end_chat(call, event.error.code, _time_ns())
+
+    def _end_chat(self, call: _Call, error: str, now: int) -> None:
+        """End the chat span of a request that got no reply, as failed with ``error``."""
+        span, token, _ = call.chat  # type: ignore[misc]
+        call.chat = None
+        otel_context.detach(token)
+        span.set_attribute(ERROR_TYPE, error)
+        span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=now)
+
+    def reply(self, event: Any) -> None:
+        call = self._call_of(event.path)
         now = _time_ns()
         request, answer = event.request, event.reply
-        attributes = self._chat_attributes(call, request.model, request.settings, request.output_schema is not None,
-                                           event.server)
-        attributes["functai.attempt"] = event.attempt
+        opened = call.chat if call is not None else None
+        if opened is not None:  # started when the request was sent: what the reply adds
+            span, token, started = opened
+            call.chat = None  # type: ignore[union-attr]
+            otel_context.detach(token)
+            attributes: dict[str, Any] = {}
+        else:  # its request was answered before this plugin heard it: the span covers the client's time
+            started = self._chat_attributes(call, request.model, request.settings, request.output_schema is not None)
+            attributes = started
+        if event.server is not None and event.server[0] != started.get(SERVER_ADDRESS):
+            _server_attributes(attributes, event.server)
+        if event.attempt != started.get("functai.attempt"):
+            attributes["functai.attempt"] = event.attempt
         if event.answered:  # a plugin answered instead of the model: the span says which
             attributes["functai.answered_by"] = event.answered
         if answer.finish_reason:
@@ -238,14 +284,15 @@ class _Tracing:
             attributes["functai.tool_calls"] = len(answer.tool_calls)
         if self._capture and event.log_content:
             attributes.update(content_attributes(request.messages, answer))
-        model = attributes.get(MODEL)
-        self._tracer.start_span(f"chat {model}" if model else "chat", kind=_CLIENT, attributes=attributes,
-                                start_time=now - int(event.seconds * 1e9)).end(end_time=now)
+        if opened is not None:
+            span.set_attributes(attributes)
+        else:
+            model = attributes.get(MODEL)
+            span = self._tracer.start_span(f"chat {model}" if model else "chat", kind=_CLIENT, attributes=attributes,
+                                           start_time=now - int((event.seconds or 0) * 1e9))
+        span.end(end_time=now)
         if not event.answered:  # a model was asked: what it took, and cost
-            self._measure(attributes, event.seconds, answer.usage)
-        if call is not None:
-            call.replies += 1
-            call.last = now
+            self._measure({**started, **attributes}, event.seconds, answer.usage)
 
     def _measure(self, span: Mapping[str, Any], seconds: float | None, usage: Mapping[str, Any]) -> None:
         """``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` for one model request."""
@@ -265,8 +312,8 @@ class _Tracing:
             if isinstance(usage.get(key), int):
                 tokens.record(usage[key], {**attributes, "gen_ai.token.type": kind})
 
-    def _chat_attributes(self, call: _Call | None, model: str | None, settings: Mapping[str, Any], json_output: bool,
-                         server: tuple[str, int | None] | None) -> dict[str, Any]:
+    def _chat_attributes(self, call: _Call | None, model: str | None, settings: Mapping[str, Any],
+                         json_output: bool) -> dict[str, Any]:
         """What a ``chat`` span says of its request."""
         attributes: dict[str, Any] = {OPERATION: "chat", OUTPUT_TYPE: "json" if json_output else "text"}
         if call is not None:
@@ -281,10 +328,6 @@ class _Tracing:
             attributes[MODEL] = model
         if settings:
             setting_attributes(attributes, settings)
-        if server is not None:
-            attributes[SERVER_ADDRESS] = server[0]
-            if server[1] is not None:
-                attributes[SERVER_PORT] = server[1]
         return attributes
 
     def tool_call(self, tool: Any) -> None:
@@ -323,6 +366,8 @@ class _Tracing:
                                            start_time=now - int((event.seconds or 0) * 1e9))
             tools: list[_Tool] = []
         else:
+            if call.chat is not None:  # its last request got no reply (first: contexts are left in order)
+                self._end_chat(call, event.error or "exception", now)
             self._open.set(call.below)
             otel_context.detach(call.token)
             span, tools = call.span, call.tools
@@ -337,8 +382,6 @@ class _Tracing:
             if name is not None:
                 attributes[name] = count
         span.set_attributes(attributes)
-        if call is not None and call.replies < attempts:  # the last request failed: no reply was heard
-            self._failed_request(span, call, model, attempts, event.error or "exception", event.server, now)
         changes = record.changes
         if changes:
             for item in changes:
@@ -353,17 +396,6 @@ class _Tracing:
         if event.error is not None:
             span.set_attribute(ERROR_TYPE, event.error)
             span.set_status(Status(StatusCode.ERROR, event.error))
-        span.end(end_time=now)
-
-    def _failed_request(self, parent: Any, call: _Call, model: str | None, attempt: int, error: str,
-                        server: tuple[str, int | None] | None, now: int) -> None:
-        """The span of a model request that failed (no reply): from the call's last step to its end."""
-        attributes = self._chat_attributes(call, model, call.settings, call.json, server)
-        attributes["functai.attempt"] = attempt
-        attributes[ERROR_TYPE] = error
-        span = self._tracer.start_span(f"chat {model}" if model else "chat", context=trace.set_span_in_context(parent),
-                                       kind=_CLIENT, attributes=attributes, start_time=call.last)
-        span.set_status(Status(StatusCode.ERROR, error))
         span.end(end_time=now)
 
     def _end_tools(self, parent: Any, tools: list[_Tool], recorded: Any, now: int) -> None:
@@ -390,6 +422,28 @@ class _Tracing:
 
     def _failed(self, hook: str, error: Exception) -> None:
         log.warning("hook failed: plugin=%s hook=%s error=%s: %s", self._name, hook, type(error).__name__, error)
+
+
+#: The port a URL without one is sent to.
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def _server_of(url: str | None) -> tuple[str, int | None] | None:
+    """``(host, port)`` of where a request goes (never its user or password), or None."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        return (parts.hostname, parts.port or _DEFAULT_PORTS.get(parts.scheme)) if parts.hostname else None
+    except ValueError:  # a port that is not a number
+        return None
+
+
+def _server_attributes(attributes: dict[str, Any], server: tuple[str, int | None] | None) -> None:
+    if server is not None:
+        attributes[SERVER_ADDRESS] = server[0]
+        if server[1] is not None:
+            attributes[SERVER_PORT] = server[1]
 
 
 def _tool_outcome(span: Any, entry: Mapping[str, Any] | None, content: bool) -> None:
@@ -432,6 +486,8 @@ def otel(tracer_provider: Any = None, *, meter_provider: Any = None, capture_con
         description="OpenTelemetry spans for calls, model requests and tools (GenAI semantic conventions)",
         active=tracing.listening,
         before_call=tracing.before_call,
+        request=tracing.request,
+        model_error=tracing.model_error,
         reply=tracing.reply,
         tool_call=tracing.tool_call,
         tool_result=tracing.tool_result,

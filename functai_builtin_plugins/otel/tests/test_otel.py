@@ -211,7 +211,8 @@ def test_the_installed_plugin_uses_the_global_provider_and_has_its_hooks():
     import functai_otel
 
     assert functai_otel.plugin.name == "otel" and functai_otel.plugin.version == functai_otel.__version__
-    assert functai_otel.plugin.hooks == ("before_call", "reply", "tool_call", "tool_result", "call_end")
+    assert functai_otel.plugin.hooks == ("before_call", "request", "model_error", "reply", "tool_call", "tool_result",
+                                         "call_end")
 
 
 LATE_PROVIDER = '''

@@ -229,3 +229,31 @@ def test_every_attribute_name_is_one_of_the_conventions(spans, server):
             assert value in {member.value for member in enumerations[key]}, (key, value)
     assert ("gen_ai.tool.type", "function") in values  # the conventions' word for a function tool
     assert functai_otel.names.provider_name("azure") == gen_ai_attributes.GenAiProviderNameValues.AZURE_AI_OPENAI.value
+
+
+@pytest.mark.parametrize("way", ["sync", "async"])
+def test_an_instrumented_http_clients_span_is_the_chat_spans_child_and_sends_its_traceparent(spans, server, way):
+    """With OpenTelemetry's httpx instrumentation on, each HTTP request of a model request is a child
+    of its chat span, and the server is sent a ``traceparent`` naming that HTTP span — on the sync
+    client (httpx's own pool) and the async one (functai's lean pool) alike."""
+    import asyncio
+
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    busy = Scripted(status=500, body=error_body("try again", "server_error"))
+    server.script(busy, Scripted(body=completion("Lima")))
+    functai.configure(lm="openai/gpt-x", base_url=server.url, http_retries=1)
+    instrumentor = HTTPXClientInstrumentor()
+    instrumentor.instrument(tracer_provider=spans.tracer_provider)
+    try:
+        assert (capital("Peru") if way == "sync" else asyncio.run(capital.acall("Peru"))) == "Lima"
+    finally:
+        instrumentor.uninstrument()
+    chat = spans.one("chat")
+    http = [s for s in spans.all() if s.kind.name == "CLIENT" and s is not chat]
+    assert len(http) == 2  # the client's own retry: two HTTP requests, one model request
+    assert all(parent_of(s) == chat.context.span_id for s in http)
+    sent = [request.headers["traceparent"].split("-")[1:3] for request in server.requests]  # trace id, parent id
+    assert sent == [[f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}"]
+                    for s in sorted(http, key=lambda s: s.start_time)]
+    assert chat.start_time <= min(s.start_time for s in http) and max(s.end_time for s in http) <= chat.end_time
