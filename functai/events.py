@@ -25,8 +25,11 @@ from ._hooks.events import RequestEvent as Request
 from ._hooks.events import ToolCallEvent as ToolCall
 from ._hooks.events import ToolErrorEvent as ToolError
 from ._hooks.events import ToolResultEvent as ToolResult
+from ._hooks.events import TurnAnswerEvent as TurnAnswer
 from ._hooks.events import TurnEndEvent as TurnEnd
 from ._hooks.events import TurnStartEvent as TurnStart
+from ._hooks.events import TurnWaitEvent as TurnWait
 
 __all__ = ["Answer", "BY_HOOK", "BeforeCall", "CallEnd", "Chunk", "Context", "Decide", "Event", "ModelError",
-           "Question", "RecordView", "Reply", "Request", "ToolCall", "ToolError", "ToolResult", "TurnEnd", "TurnStart"]
+           "Question", "RecordView", "Reply", "Request", "ToolCall", "ToolError", "ToolResult", "TurnAnswer", "TurnEnd",
+           "TurnStart", "TurnWait"]

@@ -202,4 +202,5 @@ def test_hookimpl_modules_can_hear(tmp_path):
 
 def test_the_hook_table_has_the_hearing_hooks_in_firing_order():
     assert functai.HOOKS == ("turn_start", "context", "before_call", "request", "model_error", "chunk", "reply",
-                             "tool_call", "tool_error", "tool_result", "call_end", "turn_end")
+                             "tool_call", "tool_error", "tool_result", "call_end", "turn_end", "turn_wait",
+                             "turn_answer")

@@ -108,7 +108,7 @@ def test_hooks_come_from_the_pluggy_hookspecs():
     from functai._hooks import specs
 
     assert HOOKS == ("turn_start", "context", "before_call", "request", "model_error", "chunk", "reply", "tool_call",
-                     "tool_error", "tool_result", "call_end", "turn_end")
+                     "tool_error", "tool_result", "call_end", "turn_end", "turn_wait", "turn_answer")
     for hook in HOOKS:
         assert getattr(specs, hook).__doc__.strip()
 

@@ -24,7 +24,9 @@ from .._calls.steps import Steps, adrive, drive
 from .._calls.toolinputs import check_edit
 from .._calls.tools import tool_inputs
 from .._errors import FunctAIError
-from .._layers import Layer, resolve
+from .._hooks.events import TurnAnswerEvent
+from .._hooks.hear import hear
+from .._layers import EMPTY, Layer, resolve
 from .._log import warn
 from . import context as shown_context
 from . import held
@@ -394,9 +396,19 @@ class Turn:
             inputs = self._edit(approval, inputs)
         if extend is not None:
             self._check_extend(approval, extend)
-        held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=True, reason=None,
-                    by=by, inputs=inputs, extend=extend)
+        keys = held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=True,
+                           reason=None, by=by, inputs=inputs, extend=extend)
+        self._answered(keys, True, by, None)
         return self
+
+    def _answered(self, keys: list[str], allow: bool, by: str | None, reason: str | None) -> None:
+        """``turn_answer`` for the answers just recorded, heard by the plugins this view runs with."""
+        chat = self._chat
+        handlers = resolve(EMPTY if chat.program is None else chat.program.own, chat.layer).plan.handlers["turn_answer"]
+        if keys and handlers:
+            event = TurnAnswerEvent(conversation=chat.id, turn=self.id, keys=tuple(keys), allow=allow, by=by,
+                                    reason=reason, pid=os.getpid())
+            hear("turn_answer", handlers, event, conversation=chat.id, turn=self.id)
 
     def _check_extend(self, approval: Mapping[str, Any] | str | None, extend: Any) -> None:
         """``extend`` is a number from 0 up, for questions that offer an extension (``input-invalid``)."""
@@ -433,8 +445,9 @@ class Turn:
     ) -> "Turn":
         """Refuse a waiting approval (all of them when none is named); ``approval-answered``
         (naming who answered first) when it was already answered the other way."""
-        held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=False,
-                    reason=reason, by=by)
+        keys = held.answer(self._chat._history, self._chat.store, self._chat.id, self.id, approval, allow=False,
+                           reason=reason, by=by)
+        self._answered(keys, False, by, reason)
         return self
 
     def resume(self, *, rerun: Sequence[str] | None = None) -> Any:

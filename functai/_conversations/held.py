@@ -116,8 +116,9 @@ def abandon(history: History, store: Store, conversation: str, turn_id: str, *,
 
 def answer(history: History, store: Store, conversation: str, turn_id: str,
            approval: Mapping[str, Any] | str | None, *, allow: bool, reason: str | None, by: str | None,
-           inputs: Mapping[str, Any] | None = None, extend: float | None = None) -> None:
-    """Record a person's answer to a waiting turn's approvals (all of them, or the one named).
+           inputs: Mapping[str, Any] | None = None, extend: float | None = None) -> list[str]:
+    """Record a person's answer to a waiting turn's approvals (all of them, or the one named);
+    the keys answered now (none when each was already answered this way).
 
     Each answer keeps the digest of what it approves (with ``inputs``, an edit, the edited call's);
     an approval of a question a ``request`` handler asked keeps the extension it grants (``extend``,
@@ -162,7 +163,7 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
                 record["extend"] = grants[key]
             records.append(record)
         if not records:
-            return  # every one already answered this way: the first answers hold as they are
+            return []  # every one already answered this way: the first answers hold as they are
         try:
             store.append(conversation, records, expect=count, sync=True)
         except StoreConflict:
@@ -177,6 +178,7 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
             after=" (it is kept in the store as a late answer); to change the outcome, abandon the turn and "
                   "send a new one",
         )
+    return [record["key"] for record in records]
 
 
 def _grant(question: Mapping[str, Any], extend: float | None) -> float | None:

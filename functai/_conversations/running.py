@@ -14,7 +14,7 @@ from .._calls.run import call_steps, now_text
 from .._calls.scope import current_turn as current_scope
 from .._calls.steps import Steps
 from .._errors import FunctAIError, Waiting
-from .._hooks.events import TurnEndEvent, set_field
+from .._hooks.events import TurnEndEvent, TurnWaitEvent, set_field
 from .._hooks.hear import hear
 from .._layers import Layer, pop_block, push_block, resolve
 from .._stores.memory import MemoryStore
@@ -86,6 +86,10 @@ class Running:
                 self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, **self._ran_with(),
                               "started": scope.call_started, "at": now_text()}, sync=True)
                 waiting.turn = self._turn(data.id)
+                questions = tuple(MappingProxyType(dict(asked)) for asked in waiting.approvals)
+                self._hear("turn_wait", data, lambda: TurnWaitEvent(
+                    conversation=self.id, turn=data.id, parent=data.parent, inputs=MappingProxyType(data.inputs),
+                    questions=questions))
                 raise
             except FunctAIError as error:
                 if error.code == "reconcile-failed":  # nothing is guessed and nothing ends: resume asks again
@@ -109,32 +113,37 @@ class Running:
 
     def _end(self, data: TurnData, state: str, outputs: dict[str, Any], error: BaseException | None) -> None:
         """Run turn_end (it only hears), then record the end, fsync'ed before it is reported."""
-        plan = resolve(self.program.own, self.layer).plan
-        handlers = plan.handlers["turn_end"]
-        if handlers:
-            history = self._history
+        history = self._history
 
-            def branch_turns() -> list[Any]:
-                done = history.done_ancestors(data.parent)
-                if state == DONE:
-                    done.append(data.id)
-                return [self._turn(t) for t in done]
+        def branch_turns() -> list[Any]:
+            done = history.done_ancestors(data.parent)
+            if state == DONE:
+                done.append(data.id)
+            return [self._turn(t) for t in done]
 
-            event = TurnEndEvent(turn=data.id, state=state, inputs=MappingProxyType(data.inputs),
-                                 outputs=MappingProxyType(outputs), conversation=self.id, parent=data.parent,
-                                 branch_turns=branch_turns)
-            set_field(event, "_memory", Memory(cast(Chat, self), data.id))
-            block = push_block(self.layer)  # what turn_end handlers call runs with the conversation's settings
-            try:  # turn_end hears: a failure is reported, the turn stays as it is
-                hear("turn_end", handlers, event, conversation=self.id, turn=data.id)
-            finally:
-                pop_block(block)
+        self._hear("turn_end", data, lambda: TurnEndEvent(
+            turn=data.id, state=state, inputs=MappingProxyType(data.inputs), outputs=MappingProxyType(outputs),
+            conversation=self.id, parent=data.parent, branch_turns=branch_turns))
         record: dict[str, Any] = {"kind": "end", "turn": data.id, "state": state, "outputs": outputs, "at": now_text()}
         if isinstance(error, GeneratorExit):  # steps end so only when a stream is closed (or collected) early
             record["error"] = {"code": "stream-closed", "message": "the stream was closed before the turn ended"}
         elif error is not None:
             record["error"] = {"code": getattr(error, "code", type(error).__name__), "message": str(error)}
         self._append(record, sync=True)
+
+    def _hear(self, hook: str, data: TurnData, event: Callable[[], Any]) -> None:
+        """Run a turn's hearing hook, its event made only when a handler listens; what the handlers
+        call runs with the conversation's settings, and can keep entries at the turn."""
+        handlers = resolve(self.program.own, self.layer).plan.handlers[hook]
+        if not handlers:
+            return
+        made = event()
+        set_field(made, "_memory", Memory(cast(Chat, self), data.id))
+        block = push_block(self.layer)
+        try:  # it hears: a failure is reported, the turn stays as it is
+            hear(hook, handlers, made, conversation=self.id, turn=data.id)
+        finally:
+            pop_block(block)
 
     def _ran_with(self) -> dict[str, Any]:
         """The approve rule and plugins a turn of this view runs with (kept when it starts and waits)."""

@@ -246,7 +246,7 @@ Change.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None) for f in attrs.fields(Change)])
 
 #: The Change fields each hook takes besides ``note`` (``request`` also takes a Request; ``request``,
-#: ``model_error`` and ``reply`` a Reply, their answer; ``call_end`` and ``turn_end`` only hear).
+#: ``model_error`` and ``reply`` a Reply, their answer; ``call_end`` and the ``turn_*`` hooks after it only hear).
 HOOK_FIELDS: dict[str, frozenset[str]] = {
     "turn_start": frozenset({"inputs"}),
     "context": frozenset({"keep", "without", "sections"}),
@@ -260,6 +260,8 @@ HOOK_FIELDS: dict[str, frozenset[str]] = {
     "tool_result": frozenset({"output"}),
     "call_end": frozenset(),
     "turn_end": frozenset(),
+    "turn_wait": frozenset(),
+    "turn_answer": frozenset(),
 }
 
 #: Hooks whose handler answers by returning a `functai.Reply` (``request`` and ``model_error``

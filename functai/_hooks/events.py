@@ -465,9 +465,37 @@ class TurnEndEvent(_Remembers):
         return self.branch_turns() if self.branch_turns is not None else []
 
 
+class TurnWaitEvent(Event):
+    """``turn_wait``: a turn started waiting for a person."""
+
+    _fields = ("conversation", "turn", "parent", "inputs", "questions")
+    conversation: str
+    turn: str
+    parent: str | None
+    inputs: Mapping[str, Any]
+    #: What the turn waits for, each as its wait record keeps it (``key``, ``kind``, what is asked).
+    questions: tuple[Mapping[str, Any], ...]
+
+
+class TurnAnswerEvent(Event):
+    """``turn_answer``: an answer to a waiting turn was recorded, in this process."""
+
+    _fields = ("conversation", "turn", "keys", "allow", "by", "reason", "pid")
+    conversation: str
+    turn: str
+    #: The questions answered (their keys).
+    keys: tuple[str, ...]
+    allow: bool
+    by: str | None
+    reason: str | None
+    #: The process that recorded the answer.
+    pid: int
+
+
 #: Each hook's event class (`functai.events` names each for its hook: ``before_call`` → ``BeforeCall``).
 BY_HOOK: dict[str, type[Event]] = {
     "turn_start": TurnStartEvent, "context": ContextEvent, "before_call": CallEvent, "request": RequestEvent,
     "model_error": ModelErrorEvent, "chunk": ChunkEvent, "reply": ReplyEvent, "tool_call": ToolCallEvent,
     "tool_error": ToolErrorEvent, "tool_result": ToolResultEvent, "call_end": CallEndEvent, "turn_end": TurnEndEvent,
+    "turn_wait": TurnWaitEvent, "turn_answer": TurnAnswerEvent,
 }

@@ -262,6 +262,37 @@ def turn_end(turn):  # type: ignore[no-untyped-def]
     """
 
 
+@hookspec
+def turn_wait(wait):  # type: ignore[no-untyped-def]
+    """A turn started waiting for a person, its questions recorded: it holds its
+    branch, and no process runs it, until they are answered and it is resumed
+    (or it is abandoned).
+
+    Event: ``conversation``, ``turn`` (id), ``parent``, ``inputs``,
+    ``questions`` (what the turn waits for, each as its wait record keeps it:
+    ``key``, ``kind``, and the tool call or the question asked).
+
+    Hears only: a raising handler is reported and changes nothing. Something
+    that runs turns on workers learns here that this one holds none.
+    """
+
+
+@hookspec
+def turn_answer(answer):  # type: ignore[no-untyped-def]
+    """An answer to a waiting turn was recorded: from code (``turn.approve()``,
+    ``turn.deny()``), ``functai approve`` / ``deny`` or the console — heard in
+    the process that recorded it, by the plugins that process runs.
+
+    Event: ``conversation``, ``turn`` (id), ``keys`` (the questions answered),
+    ``allow``, ``by`` (who, as given), ``reason`` (given with a refusal),
+    ``pid`` (the recording process).
+
+    Hears only: a raising handler is reported, and the answer stays recorded.
+    Something that runs turns on workers wakes the waiting turn here,
+    whichever process answered.
+    """
+
+
 #: Hook names in the order they are declared above (the hook-table order).
 HOOKS: tuple[str, ...] = tuple(
     name for name, value in list(globals().items()) if callable(value) and hasattr(value, "functai_spec")

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from .order import Plan
 
 #: Hooks whose handlers are timed by the code that runs them, not wrapped.
-HEARING = frozenset({"reply", "call_end", "turn_end"})
+HEARING = frozenset({"reply", "call_end", "turn_end", "turn_wait", "turn_answer"})
 
 
 class Timed:

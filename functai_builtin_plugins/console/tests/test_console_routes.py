@@ -279,3 +279,18 @@ def test_a_budgets_question_is_answered_with_the_extension_a_person_writes(tmp_p
     assert [e["data"]["extend"] for e in chat.entries("budget", "extended")] == [{"tokens": 500.0}]
     tree = browser.get("/conversations/ticket-2").text
     assert "this conversation has used 1,000 tokens" in tree and "approved by ana" in tree
+
+
+def test_an_answer_given_in_the_console_is_heard_by_the_installed_plugins(tmp_path, installed_plugins):
+    """``turn_answer`` runs in the console's process, by the plugins installed there: something that
+    runs turns on workers is woken whichever process answered."""
+    import functai_approval
+
+    heard = []
+    ears = functai.Plugin("ears", turn_answer=lambda event: heard.append((event.turn, event.allow, event.by)))
+    installed_plugins(functai_approval.plugin, ears)
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, _ = waiting_turn(store, log)
+    post(client(store, log), "/inbox/answer", conversation="ticket-1", turn=turn.id, key=turn.approvals[0]["key"],
+         by="ana", action="approve")
+    assert heard == [(turn.id, True, "ana")]
