@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from types import MappingProxyType
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .._calls.outputs import to_jsonable
 from .._hooks.change import Change
@@ -50,6 +50,19 @@ def outputs_of(value: Any) -> dict[str, Any]:
     if isinstance(data, dict) and not isinstance(value, dict):
         return data
     return {"output": data}
+
+
+def value_of(outputs: Mapping[str, Any], tp: Any) -> Any:
+    """A done turn's answer from its recorded outputs (`outputs_of`'s reverse), as a value of ``tp``:
+    ``{"output": value}``, or a record's fields (a record with one field named ``output`` too)."""
+    from .._calls.outputs.readers import read_value
+
+    if set(outputs) == {"output"}:
+        try:
+            return read_value(outputs["output"], tp)
+        except ValueError:
+            pass
+    return read_value(dict(outputs), tp)
 
 
 def prepare(

@@ -33,7 +33,7 @@ from . import held
 from .context import ShownTurn, outputs_of, record_place
 from .history import DONE, FORMAT, HELD, WAITING, History, TurnData
 from .rules import all_turns, last_turns
-from .running import Running
+from .running import Made, Running
 from .scope import TurnScope, waits_of
 from .._stores.opening import open_store
 from .._stores.protocol import Store, check_conversation_id
@@ -49,6 +49,12 @@ __all__ = [
 
 def _new_id() -> str:
     return os.urandom(6).hex()
+
+
+def _checked_key(key: Any) -> str | None:
+    if key is not None and (not isinstance(key, str) or not key or len(key) > 200):
+        raise TypeError(f"a turn's key is a non-empty string of at most 200 characters (or None), not {key!r}")
+    return key
 
 
 class Conversation(Running):
@@ -242,15 +248,35 @@ class Conversation(Running):
                 "version": self.program.version, "at": now_text()}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Send one turn; returns its answer. Threads sharing a view run its turns one at a time."""
+        """Send one turn; returns its answer. Threads sharing a view run its turns one at a time.
+        ``key=`` (unless the function has an input of that name: then `send`) makes a turn once:
+        sent again under the key, by any process, the turn already made answers (see `send`)."""
+        key = self._key(kwargs)
         inputs = self._inputs(args, kwargs)
         with self._lock:
-            return drive(self._send(inputs)).value
+            return drive(self._send(inputs, key=key)).value
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
         """Send one turn from async code; tasks sharing a view run its turns one at a time."""
+        key = self._key(kwargs)
         inputs = self._inputs(args, kwargs)
-        return (await self._alocked(self._send(inputs))).value
+        return (await self._alocked(self._send(inputs, key=key))).value
+
+    def send(self, inputs: Mapping[str, Any], *, key: str | None = None) -> Any:
+        """Send one turn with ``inputs`` by name; returns its answer. With ``key``, a turn is made
+        once under it: sent again (a retried step of a workflow engine, another process), the
+        turn already made answers — done, its answer; waiting, `functai.Waiting` again (once
+        answered, or interrupted, it is resumed); running, ``conversation-busy``; failed, stopped
+        or abandoned, its error."""
+        checked = self._inputs((), dict(inputs))
+        with self._lock:
+            return drive(self._send(checked, key=_checked_key(key))).value
+
+    def _key(self, kwargs: dict[str, Any]) -> str | None:
+        """The turn's key among a call's keyword arguments, unless the function has an input named so."""
+        if "key" not in kwargs or "key" in self._program("send a turn").input_names:
+            return None
+        return _checked_key(kwargs.pop("key"))
 
     def stream(self, *args: Any, **kwargs: Any) -> Any:
         """Send one turn as a stream of `functai.StreamEvent`; a turn left waiting raises
@@ -288,20 +314,29 @@ class Conversation(Running):
             self._async_busy = False
             self._lock.release()
 
-    def _send(self, inputs: dict[str, Any], listen: bool = False) -> Steps[Any]:
+    def _send(self, inputs: dict[str, Any], listen: bool = False, key: str | None = None) -> Steps[Any]:
         turn_id = _new_id()
+        if key is not None:
+            self._read_all()  # a key is the conversation's, whichever branch its turn is on
 
         def records(expect: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             history = self._history
+            if key is not None and key in history.keyed:  # decided on the newest records: a compare-and-set
+                raise Made(history.keyed[key])
             newest = history.newest_below(self._tip, done=False) if self._follow else self._tip
             if newest is not None and history.turns[newest].state in HELD:
                 raise FunctAIError(held.held_message(self.id, history.turns[newest]), code="conversation-busy")
             record, live_inputs = shown_context.prepare(self, inputs, self._parent(), turn_id)
             if not self._follow and not self._forked:
                 record["fork"] = True
+            if key is not None:
+                record["key"] = key
             return ([record] if expect else [self._header(), record]), live_inputs
 
-        claim, live_inputs = self._claim(turn_id, "send a turn", records)
+        try:
+            claim, live_inputs = self._claim(turn_id, "send a turn", records)
+        except Made as made:
+            return (yield from self._made(made.turn_id, str(key)))
         self._tip = turn_id
         self._forked = True
         return (yield from self._run(self._history.turns[turn_id], live_inputs, claim, listen=listen))

@@ -56,6 +56,8 @@ class History:
         self._latest_at: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
         #: Ids of the turns in state running, for finding those whose owner is gone.
         self.running: set[str] = set()
+        #: The turn made under each key a turn was sent with (``chat(..., key=...)``).
+        self.keyed: dict[str, str] = {}
         #: The answers' details by turn and key: ``{"allow", "reason", "by", "at"}``.
         self.answered: dict[str, dict[str, dict[str, Any]]] = {}
         #: Records that could not be used as written: ``(index, reason)``, index as the store counts.
@@ -255,6 +257,9 @@ class History:
         self.turns[turn_id] = turn
         self.order.append(turn_id)
         self.running.add(turn_id)
+        key = record.get("key") if type(record) is dict else record.key
+        if type(key) is str:
+            self.keyed.setdefault(key, turn_id)  # the first turn made under a key is the one
         return note
 
     def _state(self, turn: TurnData, state: str) -> None:

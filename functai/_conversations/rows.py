@@ -27,7 +27,7 @@ EMPTY_DICT: Any = None
 #: A turn's lease is not in its row: the fold reads it whole for a turn still running.
 _KINDS: dict[str, tuple[str, ...]] = {
     "turn": ("turn", "parent", "inputs", "shown", "context", "changes", "without", "sections", "at", "call",
-             "claim", "fork", "ran_with"),
+             "claim", "fork", "ran_with", "key"),
     "reply": ("turn", "reply"),
     "end": ("turn", "state", "outputs", "error"),
     **{kind: () for kind in ("conversation", "entry", "tool", "wait", "answer", "late_answer", "resume", "lease",

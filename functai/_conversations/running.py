@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, cast
 
 from .._calls.run import call_steps, now_text
 from .._calls.scope import current_turn as current_scope
@@ -21,12 +21,26 @@ from .._stores.memory import MemoryStore
 from .._stores.opening import store_reference
 from .._stores.protocol import Store, StoreConflict
 from . import held, leases
-from .context import outputs_of
-from .history import DONE, FAILED, STOPPED, History, TurnData
+from .context import outputs_of, value_of
+from .history import DONE, FAILED, INTERRUPTED, RUNNING, STOPPED, WAITING, History, TurnData
 from .scope import Chat, Memory, TurnScope, waits_of
 
 if TYPE_CHECKING:
     from .._calls.program import Program
+
+
+class Made(Exception):
+    """A turn is already made under the key a new one was sent with (raised before anything is written)."""
+
+    def __init__(self, turn_id: str) -> None:
+        super().__init__(turn_id)
+        self.turn_id = turn_id
+
+
+class Answer(NamedTuple):
+    """What a turn already made under a key answers (no call is made, so there is no new record)."""
+
+    value: Any
 
 
 class Running:
@@ -43,6 +57,7 @@ class Running:
         def _refresh(self, branch: str | None = None) -> None: ...
         def _turn(self, turn_id: str) -> Any: ...
         def _append(self, record: dict[str, Any], *, sync: bool = False, refresh: bool = True) -> None: ...
+        def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Steps[Any]: ...
 
     def _claim(self, turn_id: str, what: str, records: Callable[[int], tuple[list[dict[str, Any]], Any]]) -> Any:
         """Append the records that claim ``turn_id`` for this process, a compare-and-set decided
@@ -130,6 +145,27 @@ class Running:
         elif error is not None:
             record["error"] = {"code": getattr(error, "code", type(error).__name__), "message": str(error)}
         self._append(record, sync=True)
+
+    def _made(self, turn_id: str, key: str) -> Steps[Any]:
+        """What sending again under ``key`` gives, from the turn made under it: done, its answer;
+        waiting, `Waiting` again (once answered, or interrupted, the turn is resumed); running,
+        ``conversation-busy``; failed, stopped or abandoned, its error."""
+        data = self._history.turns[turn_id]
+        made = f"turn {turn_id!r} of conversation {self.id!r}, made under the key {key!r},"
+        if data.state == DONE:
+            return Answer(value_of(data.outputs, self.program.output_type))
+        answered = all(asked["key"] in data.answers for asked in data.approvals)
+        if data.state == WAITING and not answered:
+            raise Waiting(f"{made} waits for a person's answer", approvals=list(data.approvals),
+                          turn=self._turn(turn_id))
+        if data.state in (WAITING, INTERRUPTED):  # answered, or its owner gone: it goes on here
+            return (yield from self._resume(turn_id))
+        if data.state == RUNNING:
+            raise FunctAIError(f"{made} is running in another process or thread; wait for it to end",
+                               code="conversation-busy")
+        error = data.error or {}
+        raise FunctAIError(f"{made} ended {data.state}: {error.get('message') or 'no reason was recorded'}",
+                           code=error.get("code") or f"turn-{data.state}")
 
     def _hear(self, hook: str, data: TurnData, event: Callable[[], Any]) -> None:
         """Run a turn's hearing hook, its event made only when a handler listens; what the handlers
