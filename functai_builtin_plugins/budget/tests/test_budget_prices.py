@@ -3,16 +3,21 @@ the dev extra installs it), then the shipped table; a model none knows is still 
 
 from __future__ import annotations
 
+import sys
 from decimal import Decimal
 
-import genai_prices
 import pytest
-from budget_program import QUESTION, assistant, spend_all
-from functai_budget import budget, prices
 
-import functai
-from functai import Reply, ai
-from functai.testing import ScriptedLM
+if sys.version_info < (3, 11):
+    pytest.skip("genai-prices needs Python 3.11 or later", allow_module_level=True)
+
+import genai_prices  # noqa: E402
+from budget_program import QUESTION, assistant, spend_all  # noqa: E402
+from functai_budget import budget, prices  # noqa: E402
+
+import functai  # noqa: E402
+from functai import Reply, ai  # noqa: E402
+from functai.testing import ScriptedLM  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("functai_isolated")
 
