@@ -25,6 +25,8 @@ RUNTIME, INPUT = 1, 2
 
 DEFAULT_LOG = "calls"
 LOG_HELP = f"the call log: a folder or a store URL (default: $FUNCTAI_LOG_CALLS or {DEFAULT_LOG})"
+RUNNER_HELP = ("where it runs: a runner a distribution adds to the entry-point group functai.runners "
+               "(default: process, in this process)")
 
 
 class CLIError(Exception):

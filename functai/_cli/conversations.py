@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .._log import quiet
 from .._errors import FunctAIError, Waiting
+from .._runners import find_runner
 from .._stores.opening import open_store
-from .common import RUNTIME, CLIError, ai_function, history, plural, require_model, short, store_folder
+from .common import RUNNER_HELP, RUNTIME, CLIError, ai_function, history, plural, require_model, short, store_folder
 
 if TYPE_CHECKING:
     from .._conversations.history import History
@@ -54,6 +55,7 @@ def register(commands: Any) -> None:
     how.add_argument("--rerun", metavar="TOOL", action="append", default=[],
                      help="run this tool again: one that started without a recorded result, when it has no reconcile "
                           "or its reconcile says it had no effect (repeatable)")
+    resume.add_argument("--runner", metavar="NAME", help=RUNNER_HELP)
     resume.set_defaults(run=cmd_resume)
 
 
@@ -350,6 +352,7 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
             print(f"{turn_id}: abandoned", file=out)
         return 0
     _check_rerun(found, interrupted, args.rerun)
+    runner = find_runner(args.runner)
     chat = open_chat(args, found, "resume in the program (chat.turn(TURN_ID).resume()), "
                      "or give up on the turns with --abandon")
     waits = False
@@ -362,7 +365,7 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
         else:
             print(f"{turn_id}: resuming (interrupted: {turn.why})", file=out)
         try:
-            answer = turn.resume(rerun=args.rerun)
+            answer = runner.resume(chat, turn_id, rerun=args.rerun)
         except Waiting as again:
             print(f"{turn_id}: waits for {', '.join(asked(a) for a in again.approvals)}; "
                   f"`functai approve {args.store} {args.id}` answers", file=out)

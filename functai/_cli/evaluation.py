@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
+import os
+import sys
 from typing import Any, TextIO
 
 from .._calls.outputs import describe, read_output
@@ -12,7 +15,20 @@ from .._calls.records import CallRecord, not_kept
 from .._errors import OutputError
 from .._stores.protocol import json_kind
 from .calls import find
-from .common import LOG_HELP, RUNTIME, CLIError, ai_function, log_folder, number, plural, positive, require_model, short
+from .._runners import find_runner
+from .common import (
+    LOG_HELP,
+    RUNNER_HELP,
+    RUNTIME,
+    CLIError,
+    ai_function,
+    log_folder,
+    number,
+    plural,
+    positive,
+    require_model,
+    short,
+)
 
 
 def register(commands: Any) -> None:
@@ -32,7 +48,16 @@ def register(commands: Any) -> None:
     evaluate.add_argument("--workers", type=positive, default=None, help="rows asked at once (default 4)")
     evaluate.add_argument("--min-score", type=number(float, 0, 1), default=None, metavar="SCORE",
                           help="exit 1 when the score is below SCORE (0 to 1); without it a low score exits 0")
+    evaluate.add_argument("--runner", metavar="NAME", help=RUNNER_HELP)
     evaluate.set_defaults(run=cmd_evaluate)
+
+    worker = commands.add_parser("worker", help="serve as a worker of a runner: run the turns and rows it is given",
+                                 description="Import the modules that define the AI functions, then serve as a "
+                                 "worker of the runner until it stops. The default runner has no workers.")
+    worker.add_argument("--runner", metavar="NAME", required=True, help=RUNNER_HELP)
+    worker.add_argument("--import", dest="imports", metavar="MODULE", action="append", default=[],
+                        help="a module to import first, where the functions it runs are defined (repeatable)")
+    worker.set_defaults(run=cmd_worker)
 
 
 def cmd_rate(args: argparse.Namespace, out: TextIO) -> int:
@@ -82,12 +107,10 @@ def _correction(record: CallRecord, text: str) -> Any:
 
 
 def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
-    from .._evaluation import evaluate
-
     program = ai_function(args.function)
     folder = log_folder(args.log)
     require_model(program)  # a score of rows that all failed no-model would say nothing true
-    result = evaluate(program, log=folder, workers=args.workers, progress_to=args.err)
+    result = find_runner(args.runner).evaluate(program, log=folder, workers=args.workers, progress_to=args.err)
     print(result.table(), file=out)
     failed = result.model_failures
     if failed:  # an outage scored as 0 would pass for a bad function in CI
@@ -101,3 +124,16 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError(f"the score {result.score:.3f} is below --min-score {args.min_score:g}", code="min-score",
                        status=RUNTIME)
     return 0
+
+
+def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
+    runner = find_runner(args.runner)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in args.imports:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            raise CLIError(f"no module named {module!r} to import: {error}", code="not-found",
+                           hint="run it where the module imports (its folder, or with it installed)") from error
+    return runner.worker(tuple(args.imports))
