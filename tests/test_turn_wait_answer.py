@@ -63,7 +63,7 @@ def test_a_turn_that_starts_waiting_is_heard_once_with_its_questions(install, wa
                 pass
     [(kind, event)] = heard
     turn = waiting.value.turn
-    assert kind == "wait" and (event.conversation, event.turn, event.parent) == ("w", turn.id, None)
+    assert kind == "wait" and (event.conversation, event.turn, event.key, event.parent) == ("w", turn.id, None, None)
     assert dict(event.inputs) == {"request": "refund A1"}
     assert [(q["key"], q["name"], dict(q["input"])) for q in event.questions] == [
         (turn.approvals[0]["key"], "refund", {"order": "A1"})]
@@ -83,8 +83,9 @@ def test_answers_are_heard_where_they_are_recorded_and_only_when_recorded(instal
     first.value.turn.approve(by="ana")
     first.value.turn.approve(by="ana")  # the same answer again: nothing new is recorded, nothing heard
     [(_, answer)] = [(k, e) for k, e in heard if k == "answer"]
-    assert (answer.conversation, answer.turn, answer.keys, answer.allow, answer.by, answer.reason, answer.pid) == (
-        "a", first.value.turn.id, (first.value.turn.approvals[0]["key"],), True, "ana", None, os.getpid())
+    assert (answer.conversation, answer.turn, answer.key, answer.keys, answer.allow, answer.by, answer.reason,
+            answer.pid) == ("a", first.value.turn.id, None, (first.value.turn.approvals[0]["key"],), True, "ana", None,
+                            os.getpid())
     with pytest.raises(functai.FunctAIError) as contrary:
         first.value.turn.deny(reason="changed my mind")  # kept as a late answer: the first one holds
     assert contrary.value.code == "approval-answered"
@@ -131,3 +132,16 @@ def test_a_failing_turn_answer_handler_is_reported_and_the_answer_stays(install,
         waiting.value.turn.approve()
     assert "the wake-up call failed" in caplog.text and "turn_answer" in caplog.text
     assert waiting.value.turn.resume() == "Refunded."
+
+
+def test_a_turn_sent_with_a_key_is_heard_with_it(install):
+    """An engine that sent the turn finds its own work again by the key (a workflow's id, say)."""
+    install(functai_approval.plugin)
+    plugin, heard = ears()
+    chat = desk.conversation("k", store=functai.MemoryStore(), client=refunding(), approve="changes", plugins=[plugin])
+    with pytest.raises(functai.Waiting) as waiting:
+        chat.send({"request": "refund A1"}, key="workflow-7")
+    assert waiting.value.turn.key == "workflow-7"
+    waiting.value.turn.approve(by="ops")
+    assert [(kind, event.key) for kind, event in heard] == [("wait", "workflow-7"), ("answer", "workflow-7")]
+    assert functai.Conversation.open("k", chat.store).turn(waiting.value.turn.id).key == "workflow-7"

@@ -393,6 +393,7 @@ class Turn:
     why = property(lambda self: self._data.why,
                    doc="why an interrupted turn was interrupted (its owner was gone, or a reconcile raised)")
     call = property(lambda self: self._data.call, doc="the id of the turn's call record")
+    key = property(lambda self: self._data.key, doc="the key it was sent with (``send(..., key=...)``), or None")
     inputs = property(lambda self: MappingProxyType(self._data.inputs))
     outputs = property(lambda self: MappingProxyType(self._data.outputs))
     approvals = property(lambda self: list(self._data.approvals), doc="what a waiting turn waits for")
@@ -441,8 +442,8 @@ class Turn:
         chat = self._chat
         handlers = resolve(EMPTY if chat.program is None else chat.program.own, chat.layer).plan.handlers["turn_answer"]
         if keys and handlers:
-            event = TurnAnswerEvent(conversation=chat.id, turn=self.id, keys=tuple(keys), allow=allow, by=by,
-                                    reason=reason, pid=os.getpid())
+            event = TurnAnswerEvent(conversation=chat.id, turn=self.id, key=self.key, keys=tuple(keys), allow=allow,
+                                    by=by, reason=reason, pid=os.getpid())
             hear("turn_answer", handlers, event, conversation=chat.id, turn=self.id)
 
     def _check_extend(self, approval: Mapping[str, Any] | str | None, extend: Any) -> None:

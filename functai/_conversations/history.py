@@ -259,6 +259,7 @@ class History:
         self.running.add(turn_id)
         key = record.get("key") if type(record) is dict else record.key
         if type(key) is str:
+            turn.key = key
             self.keyed.setdefault(key, turn_id)  # the first turn made under a key is the one
         return note
 

@@ -103,8 +103,8 @@ class Running:
                 waiting.turn = self._turn(data.id)
                 questions = tuple(MappingProxyType(dict(asked)) for asked in waiting.approvals)
                 self._hear("turn_wait", data, lambda: TurnWaitEvent(
-                    conversation=self.id, turn=data.id, parent=data.parent, inputs=MappingProxyType(data.inputs),
-                    questions=questions))
+                    conversation=self.id, turn=data.id, key=data.key, parent=data.parent,
+                    inputs=MappingProxyType(data.inputs), questions=questions))
                 raise
             except FunctAIError as error:
                 if error.code == "reconcile-failed":  # nothing is guessed and nothing ends: resume asks again

@@ -66,6 +66,8 @@ class TurnData:
     waits: Sequence[dict[str, Any]] = ()
     #: The recorded parent when its record is missing (damaged): the turn then starts a branch.
     lost_parent: str | None = None
+    #: The key it was sent with (``chat.send(..., key=...)``): it is the turn made under that key.
+    key: str | None = None
 
     def __init__(self, turn_id: str, parent: str | None, order: int, record: Any, base: int = 0,
                  forked: bool = False) -> None:
@@ -100,7 +102,7 @@ class TurnData:
     FIELDS = (
         "id", "parent", "inputs", "outputs", "state", "order", "changes", "context", "shown", "without",
         "sections", "approvals", "answers", "replies", "tools", "error", "at", "resumes", "fork", "waited_with",
-        "claim", "lease", "why", "call", "ran_with", "waits", "base", "lost_parent", "messages", "forked",
+        "claim", "lease", "why", "call", "ran_with", "waits", "base", "lost_parent", "messages", "forked", "key",
     )
 
     def _read(self) -> None:

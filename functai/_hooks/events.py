@@ -468,9 +468,11 @@ class TurnEndEvent(_Remembers):
 class TurnWaitEvent(Event):
     """``turn_wait``: a turn started waiting for a person."""
 
-    _fields = ("conversation", "turn", "parent", "inputs", "questions")
+    _fields = ("conversation", "turn", "key", "parent", "inputs", "questions")
     conversation: str
     turn: str
+    #: The key the turn was sent with, or None.
+    key: str | None
     parent: str | None
     inputs: Mapping[str, Any]
     #: What the turn waits for, each as its wait record keeps it (``key``, ``kind``, what is asked).
@@ -480,9 +482,11 @@ class TurnWaitEvent(Event):
 class TurnAnswerEvent(Event):
     """``turn_answer``: an answer to a waiting turn was recorded, in this process."""
 
-    _fields = ("conversation", "turn", "keys", "allow", "by", "reason", "pid")
+    _fields = ("conversation", "turn", "key", "keys", "allow", "by", "reason", "pid")
     conversation: str
     turn: str
+    #: The key the turn was sent with, or None.
+    key: str | None
     #: The questions answered (their keys).
     keys: tuple[str, ...]
     allow: bool

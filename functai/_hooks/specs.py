@@ -268,9 +268,10 @@ def turn_wait(wait):  # type: ignore[no-untyped-def]
     branch, and no process runs it, until they are answered and it is resumed
     (or it is abandoned).
 
-    Event: ``conversation``, ``turn`` (id), ``parent``, ``inputs``,
-    ``questions`` (what the turn waits for, each as its wait record keeps it:
-    ``key``, ``kind``, and the tool call or the question asked).
+    Event: ``conversation``, ``turn`` (id), ``key`` (the key the turn was sent
+    with, or None), ``parent``, ``inputs``, ``questions`` (what the turn waits
+    for, each as its wait record keeps it: ``key``, ``kind``, and the tool
+    call or the question asked).
 
     Hears only: a raising handler is reported and changes nothing. Something
     that runs turns on workers learns here that this one holds none.
@@ -283,7 +284,8 @@ def turn_answer(answer):  # type: ignore[no-untyped-def]
     ``turn.deny()``), ``functai approve`` / ``deny`` or the console — heard in
     the process that recorded it, by the plugins that process runs.
 
-    Event: ``conversation``, ``turn`` (id), ``keys`` (the questions answered),
+    Event: ``conversation``, ``turn`` (id), ``key`` (the key the turn was sent
+    with, or None), ``keys`` (the questions answered),
     ``allow``, ``by`` (who, as given), ``reason`` (given with a refusal),
     ``pid`` (the recording process).
 
