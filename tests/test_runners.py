@@ -116,6 +116,9 @@ def test_evaluate_goes_through_the_runner_named(noting, tmp_path, monkeypatch):
 
 def test_a_worker_imports_its_modules_then_serves_its_runner(noting, tmp_path):
     (tmp_path / "worker_app.py").write_text("IMPORTED = True\n")
+    (tmp_path / "broken_app.py").write_text("import a_dependency_not_installed\n")
+    status, _, err = run("worker", "--runner", "noting", "--import", "broken_app")
+    assert status == 1 and "[import-failed]" in err and "a_dependency_not_installed" in err
     status, _, err = run("worker", "--runner", "noting", "--import", "worker_app")
     assert status == 0, err
     assert noting.asked == [("worker", ("worker_app",))] and sys.modules["worker_app"].IMPORTED
@@ -129,4 +132,4 @@ def test_the_default_runner_has_no_workers_and_an_unknown_or_broken_runner_is_na
     status, _, err = run("worker", "--runner", "broken")
     assert status == 1 and "[runner-load]" in err and "no engine here" in err
     status, _, err = run("worker", "--runner", "noting", "--import", "no_such_module_here")
-    assert status == 2 and "no_such_module_here" in err and noting.asked == []
+    assert status == 2 and "[not-found]" in err and "no_such_module_here" in err and noting.asked == []

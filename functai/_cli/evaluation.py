@@ -17,6 +17,7 @@ from .._stores.protocol import json_kind
 from .calls import find
 from .._runners import find_runner
 from .common import (
+    INPUT,
     LOG_HELP,
     RUNNER_HELP,
     RUNTIME,
@@ -133,7 +134,9 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     for module in args.imports:
         try:
             importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            raise CLIError(f"no module named {module!r} to import: {error}", code="not-found",
+        except ImportError as error:  # the module itself missing (exit 2), or something it imports (exit 1)
+            missing = isinstance(error, ModuleNotFoundError) and error.name == module
+            raise CLIError(f"--import {module}: {error}", code="not-found" if missing else "import-failed",
+                           status=INPUT if missing else RUNTIME,
                            hint="run it where the module imports (its folder, or with it installed)") from error
     return runner.worker(tuple(args.imports))
