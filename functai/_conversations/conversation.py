@@ -114,9 +114,12 @@ class Conversation(Running):
 
     @property
     def function(self) -> str | None:
-        """The conversation's function as its first record names it (``module:qualname``)."""
+        """The conversation's function as its first record names it (``module:qualname``); for a
+        conversation with no turn yet, the function this view would record."""
         if self._history.header is None:  # the first record never changes: read the store only until it is there
             self._refresh()
+        if self._history.header is None and self.program is not None:
+            return f"{self.program.module}:{self.program.fn.__qualname__}"
         return (self._history.header or {}).get("function")
 
     def all_entries(self) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ import shlex
 #: This repository's distributions, each in ``functai_builtin_plugins/<folder>``: distribution → folder.
 BUILTIN_FOLDERS = {"functai-approval": "approval", "functai-compaction": "compaction",
                    "functai-delegate": "delegate", "functai-otel": "otel", "functai-cache": "cache",
-                   "functai-fallback": "fallback", "functai-budget": "budget"}
+                   "functai-fallback": "fallback", "functai-budget": "budget", "functai-dbos": "dbos"}
 
 
 def install_command(distribution: str) -> str:
