@@ -26,7 +26,7 @@ def _shipped() -> str:
     return ",".join(names)
 
 
-#: The installed plugins this checkout ships (``approval,otel``), as ``FUNCTAI_LOAD_PLUGINS`` names them.
+#: The installed plugins this checkout ships (``approval,dbos,otel``), as ``FUNCTAI_LOAD_PLUGINS`` names them.
 SHIPPED_PLUGINS = _shipped()
 
 

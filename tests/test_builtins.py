@@ -33,9 +33,9 @@ def private_uses(path):
     return found
 
 
-def test_there_are_eight_builtin_distributions():
-    assert {p.parts[-3] for p in SOURCES} == {"approval", "budget", "cache", "compaction", "console", "delegate",
-                                              "fallback", "otel"}
+def test_the_builtin_distributions_are_these_nine():
+    assert {p.parts[-3] for p in SOURCES} == {"approval", "budget", "cache", "compaction", "console", "dbos",
+                                              "delegate", "fallback", "otel"}
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -31,4 +31,4 @@ def test_a_plugin_installed_beside_the_checkouts_is_not_loaded_by_the_tests_proc
     found = json.loads(done.stdout)
     assert found["extra"] == "blocked"  # installed, and not loaded
     assert {name for name, state in found.items() if state == "loaded"} == set(SHIPPED_PLUGINS.split(","))
-    assert SHIPPED_PLUGINS.split(",") == ["approval", "otel"]
+    assert SHIPPED_PLUGINS.split(",") == ["approval", "dbos", "otel"]

@@ -16,21 +16,20 @@ Workers: ``FUNCTAI_DBOS_URL=... functai worker --runner dbos --import app``.
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 from typing import Any, Mapping, Sequence, TextIO
 
 import functai
-from dbos import DBOS, DBOSClient, SetWorkflowID
 
 __version__ = "0.1.0"
 __all__ = ["ENV", "Handle", "Runner", "launch", "plugin", "send"]
 
+# dbos is imported with the first launch, send or wake-up, not with this package: the installed
+# plugin is loaded at every program's first call, which should not pay for DBOS's import.
+
 #: Where the system database is named for a worker and for a process that answers a turn.
 ENV = "FUNCTAI_DBOS_URL"
-QUEUE = "functai.turns"
-TOPIC = "functai.answered"
 
 #: The system database this process launched DBOS with (None: not launched here).
 _launched: list[str] = []
@@ -51,6 +50,10 @@ def launch(url: str | None = None, *, name: str = "functai") -> None:
     if _launched:
         return
     url = _url(url)
+    from dbos import DBOS
+
+    from .workflow import QUEUE  # its workflow, registered before DBOS recovers this executor's
+
     DBOS(config={"name": name, "system_database_url": url})
     DBOS.launch()
     DBOS.register_queue(QUEUE, polling_interval_sec=0.2)
@@ -77,6 +80,8 @@ class Handle:
             return "done" if self._workflow.get_result()["state"] == "done" else "failed"
         if status in ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
             return "failed"
+        from dbos import DBOS
+
         return "waiting" if DBOS.get_event(self.id, "state", timeout_seconds=0) == "waiting" else "running"
 
     def result(self, timeout: float | None = None) -> Any:
@@ -109,6 +114,10 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
     turn waits for a person before it is abandoned (``turn-answer-late``)."""
     if not _launched:
         raise functai.FunctAIError("launch DBOS first: functai_dbos.launch(url)", code="dbos-not-launched")
+    from dbos import DBOS, SetWorkflowID
+
+    from .workflow import QUEUE, turn
+
     store = getattr(chat.store, "url", None) or str(getattr(chat.store, "folder", "") or "")
     function, queue = chat.function, DBOS.retrieve_queue(QUEUE)
     if not store or function is None:
@@ -116,57 +125,8 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
                                    "folder or a database URL, not this process's memory", code="dbos-store")
     assert queue is not None  # registered by `launch`
     with SetWorkflowID(key):
-        workflow = queue.enqueue(_turn, function, chat.id, store, dict(inputs), answer_within)
+        workflow = queue.enqueue(turn, function, chat.id, store, dict(inputs), answer_within)
     return Handle(workflow)
-
-
-@DBOS.step()
-def _attempt(function: str, conversation: str, store: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Send the turn under the workflow's id (a step run again gets the turn already made)."""
-    module, _, name = function.partition(":")
-    fn = importlib.import_module(module)
-    for part in name.split("."):
-        fn = getattr(fn, part)
-    chat = fn.conversation(conversation, store=store)
-    try:
-        value = chat.send(inputs, key=DBOS.workflow_id)
-    except functai.Waiting as waiting:
-        return {"state": "waiting", "turn": waiting.turn.id}
-    except functai.FunctAIError as error:
-        return {"state": "failed", "code": error.code, "message": error.message}
-    return {"state": "done", "value": _data(value)}
-
-
-@DBOS.step()
-def _abandon(conversation: str, store: str, turn: str, seconds: float) -> dict[str, Any]:
-    functai.Conversation.open(conversation, store).turn(turn).abandon(
-        reason=f"no answer within {seconds:g} s", by="functai-dbos")
-    return {"state": "abandoned", "code": "turn-answer-late",
-            "message": f"turn {turn!r} was abandoned: no answer within {seconds:g} s"}
-
-
-@DBOS.workflow(name="functai.turn")
-def _turn(function: str, conversation: str, store: str, inputs: dict[str, Any],
-          answer_within: float | None) -> dict[str, Any]:
-    while True:
-        outcome = _attempt(function, conversation, store, inputs)
-        if outcome["state"] != "waiting":
-            return outcome
-        DBOS.set_event("state", "waiting")
-        woken = DBOS.recv(TOPIC, timeout_seconds=answer_within or 365 * 24 * 3600)
-        if woken is None and answer_within is not None:
-            return _abandon(conversation, store, outcome["turn"], answer_within)
-        DBOS.set_event("state", "running")
-
-
-def _data(value: Any) -> Any:
-    """A turn's answer as JSON data (what a workflow's result holds)."""
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else value
 
 
 def _wake(event: Any) -> None:
@@ -176,6 +136,10 @@ def _wake(event: Any) -> None:
     url = _launched[0] if _launched else os.environ.get(ENV)
     if not url:
         return  # no system database named here: not a turn this process can know to be a workflow's
+    from dbos import DBOSClient
+
+    from .workflow import TOPIC
+
     client = DBOSClient(system_database_url=url)
     try:
         try:
