@@ -138,15 +138,13 @@ def _wake(event: Any) -> None:
         return  # no system database named here: not a turn this process can know to be a workflow's
     from dbos import DBOSClient
 
-    from .workflow import TOPIC
+    from .workflow import TOPIC, WORKFLOW
 
     client = DBOSClient(system_database_url=url)
     try:
-        try:
-            client.retrieve_workflow(event.key)
-        except Exception:  # no workflow has this id: a key given by hand, not through functai_dbos.send
-            return
-        client.send(event.key, {"turn": event.turn, "keys": list(event.keys)}, topic=TOPIC)
+        ours = client.list_workflows(workflow_ids=[event.key], name=WORKFLOW, load_input=False, load_output=False)
+        if ours:  # else a key given by hand, not through functai_dbos.send
+            client.send(event.key, {"turn": event.turn, "keys": list(event.keys)}, topic=TOPIC)
     finally:
         client.destroy()
 

@@ -9,8 +9,11 @@ import functai
 from dbos import DBOS
 
 QUEUE = "functai.turns"
+WORKFLOW = "functai.turn"
 #: The topic an answered turn's workflow is woken on.
 TOPIC = "functai.answered"
+#: The longest a workflow sleeps between looks at a turn another process runs (functai approve, say).
+BUSY_SLEEP = 5.0
 
 
 @DBOS.step()
@@ -26,6 +29,8 @@ def _attempt(function: str, conversation: str, store: str, inputs: dict[str, Any
     except functai.Waiting as waiting:
         return {"state": "waiting", "turn": waiting.turn.id}
     except functai.FunctAIError as error:
+        if error.code == "conversation-busy":  # the turn (or one before it on the branch) runs elsewhere
+            return {"state": "busy"}
         return {"state": "failed", "code": error.code, "message": error.message}
     return {"state": "done", "value": _data(value)}
 
@@ -38,11 +43,16 @@ def _abandon(conversation: str, store: str, turn: str, seconds: float) -> dict[s
             "message": f"turn {turn!r} was abandoned: no answer within {seconds:g} s"}
 
 
-@DBOS.workflow(name="functai.turn")
+@DBOS.workflow(name=WORKFLOW)
 def turn(function: str, conversation: str, store: str, inputs: dict[str, Any],
-          answer_within: float | None) -> dict[str, Any]:
+         answer_within: float | None) -> dict[str, Any]:
+    pause = 0.2
     while True:
         outcome = _attempt(function, conversation, store, inputs)
+        if outcome["state"] == "busy":  # another process goes on with it (resumed where it was answered): look again
+            DBOS.sleep(pause)
+            pause = min(pause * 2, BUSY_SLEEP)
+            continue
         if outcome["state"] != "waiting":
             return outcome
         DBOS.set_event("state", "waiting")

@@ -104,3 +104,22 @@ def test_send_needs_dbos_launched_and_a_store_a_worker_can_open(tmp_path):
     with pytest.raises(functai.FunctAIError) as first:
         functai_dbos.send(chat, {"request": "hi"}, key="k")
     assert first.value.code == "dbos-not-launched"
+
+
+def test_a_turn_answered_and_resumed_elsewhere_at_once_ends_the_workflow_with_its_answer(launched, tmp_path):
+    """``functai approve`` records the answer (which wakes the workflow) and resumes the turn itself:
+    whichever claims the turn first runs it, and the workflow ends with the answer either way."""
+    functai.configure(client=refunding(), approve="changes")
+    store = str(tmp_path / "store")
+    handle = functai_dbos.send(dbos_app.desk.conversation("d6", store=store), {"request": "refund A1"}, key="t-6")
+    deadline = time.monotonic() + 60
+    while handle.state() != "waiting":
+        assert time.monotonic() < deadline, handle.state()
+        time.sleep(0.1)
+    here = dbos_app.desk.conversation("d6", store=store)
+    here.head.approve(by="ops")
+    try:
+        assert here.head.resume() == "Refunded."
+    except functai.FunctAIError as busy:  # the woken workflow claimed it first
+        assert busy.code in ("conversation-busy", "turn-not-waiting")
+    assert handle.result(timeout=60) == "Refunded."
