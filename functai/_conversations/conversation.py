@@ -442,9 +442,11 @@ class Turn:
 
     def _answered(self, keys: list[str], allow: bool, by: str | None, reason: str | None) -> None:
         """``turn_answer`` for the answers just recorded, heard by the plugins this view runs with."""
+        if not keys:
+            return
         chat = self._chat
         handlers = resolve(EMPTY if chat.program is None else chat.program.own, chat.layer).plan.handlers["turn_answer"]
-        if keys and handlers:
+        if handlers:
             event = TurnAnswerEvent(conversation=chat.id, turn=self.id, key=self.key, keys=tuple(keys), allow=allow,
                                     by=by, reason=reason, pid=os.getpid())
             hear("turn_answer", handlers, event, conversation=chat.id, turn=self.id)

@@ -31,6 +31,14 @@ def launched(tmp_path, installed_plugins):
     functai_dbos._launched.clear()
 
 
+def until_waiting(handle: functai_dbos.Handle) -> None:
+    """Wait (at most a minute) until the handle's turn waits for a person, its workflow asleep."""
+    deadline = time.monotonic() + 60
+    while handle.state() != "waiting":
+        assert time.monotonic() < deadline, handle.state()
+        time.sleep(0.1)
+
+
 def refunding() -> ScriptedLM:
     return ScriptedLM([tool_call("refund", {"order": "A1"}), "Refunded."])
 
@@ -54,10 +62,7 @@ def test_a_waiting_turn_holds_no_worker_and_an_answer_here_wakes_it(launched, tm
     functai.configure(client=refunding(), approve="changes")
     store = str(tmp_path / "store")
     handle = functai_dbos.send(dbos_app.desk.conversation("d2", store=store), {"request": "refund A1"}, key="t-2")
-    deadline = time.monotonic() + 60
-    while handle.state() != "waiting":
-        assert time.monotonic() < deadline, handle.state()
-        time.sleep(0.1)
+    until_waiting(handle)
     turn = functai.Conversation.open("d2", store).head
     assert turn.state == "waiting" and turn.key == "t-2"
     turn.approve(by="ops")  # the installed dbos plugin hears turn_answer and wakes the workflow
@@ -76,10 +81,7 @@ def test_an_answer_from_another_process_wakes_the_workflow(launched, tmp_path):
     functai.configure(client=refunding(), approve="changes")
     store = str(tmp_path / "store")
     handle = functai_dbos.send(dbos_app.desk.conversation("d3", store=store), {"request": "refund A1"}, key="t-3")
-    deadline = time.monotonic() + 60
-    while handle.state() != "waiting":
-        assert time.monotonic() < deadline, handle.state()
-        time.sleep(0.1)
+    until_waiting(handle)
     here = os.path.dirname(os.path.abspath(__file__))
     env = {**os.environ, functai_dbos.ENV: launched,
            "PYTHONPATH": os.pathsep.join([os.path.dirname(here), here, *sys.path])}
@@ -112,10 +114,7 @@ def test_a_turn_answered_and_resumed_elsewhere_at_once_ends_the_workflow_with_it
     functai.configure(client=refunding(), approve="changes")
     store = str(tmp_path / "store")
     handle = functai_dbos.send(dbos_app.desk.conversation("d6", store=store), {"request": "refund A1"}, key="t-6")
-    deadline = time.monotonic() + 60
-    while handle.state() != "waiting":
-        assert time.monotonic() < deadline, handle.state()
-        time.sleep(0.1)
+    until_waiting(handle)
     here = dbos_app.desk.conversation("d6", store=store)
     here.head.approve(by="ops")
     try:

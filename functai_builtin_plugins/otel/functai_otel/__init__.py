@@ -355,9 +355,7 @@ class _Tracing:
             self._failed("tool_result", error)
 
     def call_end(self, event: Any) -> None:
-        call = self._open.get()
-        if call.__class__ is not _Call or call.path != event.path:
-            call = self._settle(event.path)
+        call = self._call_of(event.path)
         record = event.record
         now = _time_ns()
         if call is None:  # the call ended before this plugin's before_call ran
