@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Mapping, Sequence, TextIO
 
 import functai
@@ -86,25 +87,18 @@ class Handle:
 
     def result(self, timeout: float | None = None) -> Any:
         """The turn's answer (as JSON data), once it is done; its error when it failed or was abandoned."""
-        outcome = self._workflow.get_result() if timeout is None else _wait(self, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.01  # looks at the workflow's status, more and more seldom up to twice a second
+        while self._workflow.get_status().status in ("ENQUEUED", "PENDING", "DELAYED"):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise functai.FunctAIError(f"turn {self.id!r} did not end within {timeout} s (it goes on)",
+                                           code="dbos-timeout")
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.5)
+        outcome = self._workflow.get_result()
         if outcome["state"] != "done":
             raise functai.FunctAIError(outcome["message"], code=outcome["code"])
         return outcome["value"]
-
-
-def _wait(handle: Handle, timeout: float) -> Any:
-    done = threading.Event()
-    box: list[Any] = []
-
-    def get() -> None:
-        box.append(handle._workflow.get_result())
-        done.set()
-
-    threading.Thread(target=get, daemon=True).start()
-    if not done.wait(timeout):
-        raise functai.FunctAIError(f"turn {handle.id!r} did not end within {timeout} s (it goes on)",
-                                   code="dbos-timeout")
-    return box[0]
 
 
 def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
