@@ -68,7 +68,7 @@ def find_runner(name: str | None) -> Runner:
                            f"to the entry-point group {GROUP!r}: pip install it)", code="runner-unknown")
     try:
         made = named[0].load()
-        runner = made if hasattr(made, "resume") else made()
+        runner = made() if isinstance(made, type) else made  # a class, or a runner object
     except Exception as error:
         raise FunctAIError(f"runner {name!r} ({named[0].value}) failed to load: {type(error).__name__}: {error}",
                            code="runner-load") from error

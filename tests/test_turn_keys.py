@@ -117,6 +117,32 @@ def test_a_waiting_turn_waits_again_and_once_answered_goes_on(install):
     assert chat.send({"request": "refund A1"}, key="t1") == "Refunded." and len(lm.requests) == 2
 
 
+def test_an_answered_turn_another_view_resumes_first_gives_its_answer_when_sent_again(install, tmp_path, monkeypatch):
+    """Between reading the answered turn and claiming it, another process resumes it to its end:
+    the send looks again and gives the turn's answer, neither refused nor sent twice."""
+    from functai._conversations import leases
+
+    install(functai_approval.plugin)
+    store = str(tmp_path / "store")
+    lm = ScriptedLM([tool_call("refund", {"order": "A1"}), "Refunded."])
+    chat = desk.conversation("w", store=store, client=lm, approve="changes")
+    with pytest.raises(functai.Waiting) as waiting:
+        chat.send({"request": "refund A1"}, key="t1")
+    waiting.value.turn.approve()
+    other = desk.conversation("w", store=store, client=lm, approve="changes")
+    hold, claims = leases.hold, []
+
+    def first_the_other(*args):
+        claims.append(args)
+        if len(claims) == 2:  # the send's claim found the key; before its resume claims the turn, the other does
+            assert other.head.resume() == "Refunded."
+        hold(*args)
+
+    monkeypatch.setattr(leases, "hold", first_the_other)
+    assert chat.send({"request": "refund A1"}, key="t1") == "Refunded." and len(claims) == 3
+    assert len(lm.requests) == 2 and [t.state for t in chat.all_turns()] == ["done"]
+
+
 def test_threads_sending_one_key_at_once_make_one_turn(tmp_path):
     lm = ScriptedLM(reply=lambda request: '{"approved": true, "reason": "ok"}', delay=0.2)
     store = str(tmp_path / "store")

@@ -159,7 +159,12 @@ class Running:
             raise Waiting(f"{made} waits for a person's answer", approvals=list(data.approvals),
                           turn=self._turn(turn_id))
         if data.state in (WAITING, INTERRUPTED):  # answered, or its owner gone: it goes on here
-            return (yield from self._resume(turn_id))
+            try:
+                return (yield from self._resume(turn_id))
+            except FunctAIError as refused:  # another process took it on first: what it is now
+                if refused.code != "turn-not-waiting" or self._history.turns[turn_id].state in (WAITING, INTERRUPTED):
+                    raise
+                return (yield from self._made(turn_id, key))
         if data.state == RUNNING:
             raise FunctAIError(f"{made} is running in another process or thread; wait for it to end",
                                code="conversation-busy")

@@ -16,7 +16,9 @@ Workers: ``FUNCTAI_DBOS_URL=... functai worker --runner dbos --import app``.
 
 from __future__ import annotations
 
+import contextvars
 import os
+import socket
 import threading
 import time
 from typing import Any, Mapping, Sequence, TextIO
@@ -24,7 +26,7 @@ from typing import Any, Mapping, Sequence, TextIO
 import functai
 
 __version__ = "0.1.0"
-__all__ = ["ENV", "Handle", "Runner", "launch", "plugin", "send"]
+__all__ = ["ENV", "LEASE", "VERSION", "Handle", "Runner", "launch", "plugin", "send", "stop"]
 
 # dbos is imported with the first launch, send or wake-up, not with this package: the installed
 # plugin is loaded at every program's first call, which should not pay for DBOS's import.
@@ -32,8 +34,15 @@ __all__ = ["ENV", "Handle", "Runner", "launch", "plugin", "send"]
 #: Where the system database is named for a worker and for a process that answers a turn.
 ENV = "FUNCTAI_DBOS_URL"
 
-#: The system database this process launched DBOS with (None: not launched here).
+#: Seconds a worker's lease lasts without a renewal (each worker renews it every sixth of that).
+LEASE = 60.0
+#: The application version DBOS runs the turns' workflow under: that of functai-dbos's workflow, not
+#: of the program, so a turn left waiting goes on with a worker of the program's next version.
+VERSION = f"functai-dbos-{__version__}"
+
+#: The system database this process launched DBOS with, and this worker's lease (empty: not launched).
 _launched: list[str] = []
+_lease: list[Any] = []
 
 
 def _url(url: str | None) -> str:
@@ -45,27 +54,52 @@ def _url(url: str | None) -> str:
     return found
 
 
-def launch(url: str | None = None, *, name: str = "functai") -> None:
+def launch(url: str | None = None, *, name: str = "functai", executor: str | None = None,
+           lease: float | None = None) -> None:
     """Start DBOS in this process over the system database ``url`` (else ``$FUNCTAI_DBOS_URL``):
-    this process runs turns from the queue, and recovers those it was running when it stopped."""
+    this process runs turns from the queue, recovers those it was running under the same
+    ``executor`` id, and moves those of workers whose lease lapsed.
+
+    ``executor``: this worker's id (else ``$DBOS__VMID``, else one of its own): give a worker that
+    restarts the id it had to take its turns back at once. ``lease``: seconds a dead worker's turns
+    wait before a live worker moves them (else ``$FUNCTAI_DBOS_LEASE``, else 60)."""
     if _launched:
         return
     url = _url(url)
     from dbos import DBOS
 
-    from .workflow import QUEUE  # its workflow, registered before DBOS recovers this executor's
+    from .workers import Leases
+    from .workflow import BASE, QUEUE  # its workflow, registered before DBOS recovers this executor's
 
-    DBOS(config={"name": name, "system_database_url": url})
+    executor = executor or os.environ.get("DBOS__VMID") or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+    seconds = lease if lease is not None else float(os.environ.get("FUNCTAI_DBOS_LEASE") or LEASE)
+    BASE[:] = [contextvars.copy_context()]
+    DBOS(config={"name": name, "system_database_url": url, "executor_id": executor,
+                 "application_version": VERSION})
     DBOS.launch()
     DBOS.register_queue(QUEUE, polling_interval_sec=0.2)
+    held = Leases(url, executor, seconds)  # after launch: DBOS has made the system database
+    held.start()
     _launched.append(url)
+    _lease.append(held)
+
+
+def stop() -> None:
+    """Stop DBOS in this process and give up its worker lease (a live worker moves its waiting turns)."""
+    from dbos import DBOS
+
+    for held in _lease:
+        held.stop()
+    DBOS.destroy(destroy_registry=False)
+    _lease.clear()
+    _launched.clear()
 
 
 class Handle:
     """A turn sent through DBOS: ``state()`` and ``result(timeout)``."""
 
-    def __init__(self, workflow: Any) -> None:
-        self._workflow = workflow
+    def __init__(self, workflow: Any, events: Any) -> None:
+        self._workflow, self._events = workflow, events  # DBOS, or the client it was sent through
 
     @property
     def id(self) -> str:
@@ -81,9 +115,7 @@ class Handle:
             return "done" if self._workflow.get_result()["state"] == "done" else "failed"
         if status in ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
             return "failed"
-        from dbos import DBOS
-
-        return "waiting" if DBOS.get_event(self.id, "state", timeout_seconds=0) == "waiting" else "running"
+        return "waiting" if self._events.get_event(self.id, "state", timeout_seconds=0) == "waiting" else "running"
 
     def result(self, timeout: float | None = None) -> Any:
         """The turn's answer (as JSON data), once it is done; its error when it failed or was abandoned."""
@@ -105,22 +137,52 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
          answer_within: float | None = None) -> Handle:
     """Put a turn of ``chat`` on the queue, made once under ``key`` (its workflow's id: sending the
     same key again gives the same turn); any worker runs it. ``answer_within``: seconds a waiting
-    turn waits for a person before it is abandoned (``turn-answer-late``)."""
+    turn waits for a person before it is abandoned (``turn-answer-late``).
+
+    In a process that did not `launch` DBOS (a web server that only hands turns out), the turn is
+    put on the queue of ``$FUNCTAI_DBOS_URL`` through a DBOS client."""
+    store = getattr(chat.store, "url", None) or str(getattr(chat.store, "folder", "") or "")
+    function = chat.function
+    if not store or function is None:
+        raise functai.FunctAIError("a turn run by a worker needs its function and a store the worker can open: a "
+                                   "folder or a database URL, not this process's memory", code="dbos-store")
+    args = (function, chat.id, store, dict(inputs), answer_within)
     if not _launched:
-        raise functai.FunctAIError("launch DBOS first: functai_dbos.launch(url)", code="dbos-not-launched")
+        if not os.environ.get(ENV):
+            raise functai.FunctAIError(f"launch DBOS first (functai_dbos.launch(url)), or name the workers' system "
+                                       f"database in {ENV} to hand the turn to them", code="dbos-not-launched")
+        from .workflow import QUEUE, WORKFLOW
+
+        import sqlalchemy
+
+        client = _client(os.environ[ENV])
+        options = {"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": key, "app_version": VERSION}
+        try:
+            return Handle(client.enqueue(options, *args), client)
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError) as error:  # no tables yet
+            raise functai.FunctAIError(f"the system database in {ENV} has no DBOS tables: start a worker on it "
+                                       f"first (functai worker --runner dbos); {type(error.orig).__name__}",
+                                       code="dbos-not-set-up") from None
     from dbos import DBOS, SetWorkflowID
 
     from .workflow import QUEUE, turn
 
-    store = getattr(chat.store, "url", None) or str(getattr(chat.store, "folder", "") or "")
-    function, queue = chat.function, DBOS.retrieve_queue(QUEUE)
-    if not store or function is None:
-        raise functai.FunctAIError("a turn run by a worker needs its function and a store the worker can open: a "
-                                   "folder or a database URL, not this process's memory", code="dbos-store")
+    queue = DBOS.retrieve_queue(QUEUE)
     assert queue is not None  # registered by `launch`
     with SetWorkflowID(key):
-        workflow = queue.enqueue(turn, function, chat.id, store, dict(inputs), answer_within)
-    return Handle(workflow)
+        return Handle(queue.enqueue(turn, *args), DBOS)
+
+
+#: DBOS clients of this process, by system database (a client keeps a connection pool).
+_clients: dict[str, Any] = {}
+
+
+def _client(url: str) -> Any:
+    if url not in _clients:
+        from dbos import DBOSClient
+
+        _clients[url] = DBOSClient(system_database_url=url)
+    return _clients[url]
 
 
 def _wake(event: Any) -> None:
@@ -130,17 +192,12 @@ def _wake(event: Any) -> None:
     url = _launched[0] if _launched else os.environ.get(ENV)
     if not url:
         return  # no system database named here: not a turn this process can know to be a workflow's
-    from dbos import DBOSClient
-
     from .workflow import TOPIC, WORKFLOW
 
-    client = DBOSClient(system_database_url=url)
-    try:
-        ours = client.list_workflows(workflow_ids=[event.key], name=WORKFLOW, load_input=False, load_output=False)
-        if ours:  # else a key given by hand, not through functai_dbos.send
-            client.send(event.key, {"turn": event.turn, "keys": list(event.keys)}, topic=TOPIC)
-    finally:
-        client.destroy()
+    client = _client(url)
+    ours = client.list_workflows(workflow_ids=[event.key], name=WORKFLOW, load_input=False, load_output=False)
+    if ours:  # else a key given by hand, not through functai_dbos.send
+        client.send(event.key, {"turn": event.turn, "keys": list(event.keys)}, topic=TOPIC)
 
 
 #: The installed plugin (entry point ``dbos`` in the group ``functai``): wakes a waiting turn's workflow.

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 import importlib
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import functai
 from dbos import DBOS
@@ -14,18 +15,33 @@ WORKFLOW = "functai.turn"
 TOPIC = "functai.answered"
 #: The longest a workflow sleeps between looks at a turn another process runs (functai approve, say).
 BUSY_SLEEP = 5.0
+#: The context `functai_dbos.launch` was called in (at start-up, on the main thread). DBOS runs
+#: workflows on threads of its own, which carry no functai context: each turn runs in a copy of
+#: this one, so it is an outermost call of its own, not taken for one a running tool started
+#: (which functai refuses with ``thread-context``).
+BASE: list[contextvars.Context] = []
+
+T = TypeVar("T")
+
+
+def _outermost(fn: Callable[..., T], *args: Any) -> T:
+    return (BASE[0].copy() if BASE else contextvars.copy_context()).run(fn, *args)
 
 
 @DBOS.step()
 def _attempt(function: str, conversation: str, store: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """Send the turn under the workflow's id (a step run again gets the turn already made)."""
+    return _outermost(_send, function, conversation, store, inputs, DBOS.workflow_id)
+
+
+def _send(function: str, conversation: str, store: str, inputs: dict[str, Any], key: str) -> dict[str, Any]:
     module, _, name = function.partition(":")
     fn = importlib.import_module(module)
     for part in name.split("."):
         fn = getattr(fn, part)
     chat = fn.conversation(conversation, store=store)
     try:
-        value = chat.send(inputs, key=DBOS.workflow_id)
+        value = chat.send(inputs, key=key)
     except functai.Waiting as waiting:
         return {"state": "waiting", "turn": waiting.turn.id}
     except functai.FunctAIError as error:
@@ -37,10 +53,22 @@ def _attempt(function: str, conversation: str, store: str, inputs: dict[str, Any
 
 @DBOS.step()
 def _abandon(conversation: str, store: str, turn: str, seconds: float) -> dict[str, Any]:
-    functai.Conversation.open(conversation, store).turn(turn).abandon(
-        reason=f"no answer within {seconds:g} s", by="functai-dbos")
+    """Abandon the turn no one answered in time, unless it went on meanwhile (then look again)."""
+    return _outermost(_give_up, conversation, store, turn, seconds)
+
+
+def _give_up(conversation: str, store: str, turn_id: str, seconds: float) -> dict[str, Any]:
+    turn = functai.Conversation.open(conversation, store).turn(turn_id)
+    if turn.state in ("waiting", "interrupted"):
+        try:
+            turn.abandon(reason=f"no answer within {seconds:g} s", by="functai-dbos")
+        except functai.FunctAIError as error:  # answered and taken on first
+            if error.code != "turn-not-waiting":
+                raise
+    elif turn.state != "abandoned":  # the step runs again after a crash, or an answer came at the last moment
+        return {"state": "went on"}
     return {"state": "abandoned", "code": "turn-answer-late",
-            "message": f"turn {turn!r} was abandoned: no answer within {seconds:g} s"}
+            "message": f"turn {turn_id!r} was abandoned: no answer within {seconds:g} s"}
 
 
 @DBOS.workflow(name=WORKFLOW)
@@ -58,7 +86,9 @@ def turn(function: str, conversation: str, store: str, inputs: dict[str, Any],
         DBOS.set_event("state", "waiting")
         woken = DBOS.recv(TOPIC, timeout_seconds=answer_within or 365 * 24 * 3600)
         if woken is None and answer_within is not None:
-            return _abandon(conversation, store, outcome["turn"], answer_within)
+            given_up = _abandon(conversation, store, outcome["turn"], answer_within)
+            if given_up["state"] == "abandoned":
+                return given_up
         DBOS.set_event("state", "running")
 
 

@@ -27,8 +27,7 @@ def launched(tmp_path, installed_plugins):
     url = "sqlite:///" + str(tmp_path / "dbos.db")
     functai_dbos.launch(url)
     yield url
-    DBOS.destroy(destroy_registry=False)
-    functai_dbos._launched.clear()
+    functai_dbos.stop()
 
 
 def until_waiting(handle: functai_dbos.Handle) -> None:
