@@ -26,7 +26,9 @@ class Runner(Protocol):
     """What ``--runner NAME`` uses."""
 
     def evaluate(self, program: Any, *, log: str, workers: int | None, progress_to: TextIO | None) -> Evaluation:
-        """The function (an AI function) asked again on the log's rated calls, and the score."""
+        """The function (an AI function) asked again on the log's rated calls, and the score. A runner
+        that queues rows also takes ``rate=(N, seconds)``: at most N rows asked in that time
+        (``--rate``); `functai.evaluation` has what it needs to list, ask and score the rows."""
 
     def resume(self, chat: Any, turn_id: str, *, rerun: Sequence[str]) -> Any:
         """A turn that was interrupted, or waited and is answered, going on: its answer, or `functai.Waiting`."""
@@ -38,7 +40,12 @@ class Runner(Protocol):
 class InProcess:
     """Today's way: an evaluation on this machine's threads, a turn resumed in this process."""
 
-    def evaluate(self, program: Any, *, log: str, workers: int | None, progress_to: TextIO | None) -> Evaluation:
+    def evaluate(self, program: Any, *, log: str, workers: int | None, progress_to: TextIO | None,
+                 rate: tuple[int, float] | None = None) -> Evaluation:
+        if rate is not None:
+            raise FunctAIError(f"the {IN_PROCESS!r} runner asks rows on this machine's threads, as many at once as "
+                               "--workers says; --rate needs a runner that queues rows (--runner NAME)",
+                               code="runner-unsupported")
         from ._evaluation import evaluate
 
         return evaluate(program, log=log, workers=workers, progress_to=progress_to)
@@ -68,7 +75,7 @@ def find_runner(name: str | None) -> Runner:
                            f"to the entry-point group {GROUP!r}: pip install it)", code="runner-unknown")
     try:
         made = named[0].load()
-        runner = made() if isinstance(made, type) else made  # a class, or a runner object
+        runner = made if hasattr(made, "resume") and not isinstance(made, type) else made()  # else a class or factory
     except Exception as error:
         raise FunctAIError(f"runner {name!r} ({named[0].value}) failed to load: {type(error).__name__}: {error}",
                            code="runner-load") from error

@@ -41,6 +41,9 @@ RUNNER = textwrap.dedent('''
     def make():
         return Noting()
 
+    class Classy(Noting):
+        """A runner class as the entry point: made with no arguments."""
+
     class Broken:
         def __init__(self):
             raise RuntimeError("no engine here")
@@ -55,7 +58,7 @@ def noting(tmp_path, monkeypatch):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: noting-runner\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[functai.runners]\nnoting = noting_runner:make\n"
-                                           "broken = noting_runner:Broken\n")
+                                           "broken = noting_runner:Broken\nclassy = noting_runner:Classy\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("noting_runner", None)
     import noting_runner
@@ -112,6 +115,10 @@ def test_evaluate_goes_through_the_runner_named(noting, tmp_path, monkeypatch):
     status, out, err = run("evaluate", "graded:capital", "--log", log, "--workers", "2", "--runner", "noting")
     assert status == 0, err
     assert noting.asked == [("evaluate", "capital", 2)] and "1.000" in out
+    status, _, err = run("evaluate", "graded:capital", "--log", log, "--rate", "10/min")  # in this process: no queue
+    assert status == 2 and "[runner-unsupported]" in err and "--rate" in err
+    status, _, err = run("evaluate", "graded:capital", "--log", log, "--rate", "ten/min", "--runner", "noting")
+    assert status == 2 and "not a rate" in err
 
 
 def test_a_worker_imports_its_modules_then_serves_its_runner(noting, tmp_path):
@@ -122,6 +129,8 @@ def test_a_worker_imports_its_modules_then_serves_its_runner(noting, tmp_path):
     status, _, err = run("worker", "--runner", "noting", "--import", "worker_app")
     assert status == 0, err
     assert noting.asked == [("worker", ("worker_app",))] and sys.modules["worker_app"].IMPORTED
+    status, _, err = run("worker", "--runner", "classy", "--import", "worker_app")
+    assert status == 0 and noting.asked[-1] == ("worker", ("worker_app",)), err
 
 
 def test_the_default_runner_has_no_workers_and_an_unknown_or_broken_runner_is_named(noting):

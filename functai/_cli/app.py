@@ -24,7 +24,7 @@ COMMANDS: tuple[str, ...] = ("demo", "calls", "conversations", "plugins", "manag
 #: Library error codes that mean the command line named something wrong (exit 2, not 1).
 INPUT_CODES: frozenset[str] = frozenset({"conversation-id", "unknown-call", "no-call-log", "input-invalid",
                                          "store-version", "store-url", "store-copy", "replay-offline-model",
-                                         "runner-unknown", "runner-no-workers"})
+                                         "runner-unknown", "runner-no-workers", "runner-unsupported"})
 
 
 class Parser(argparse.ArgumentParser):

@@ -50,6 +50,8 @@ def register(commands: Any) -> None:
     evaluate.add_argument("--min-score", type=number(float, 0, 1), default=None, metavar="SCORE",
                           help="exit 1 when the score is below SCORE (0 to 1); without it a low score exits 0")
     evaluate.add_argument("--runner", metavar="NAME", help=RUNNER_HELP)
+    evaluate.add_argument("--rate", type=_rate, metavar="N/s|N/min|N/h",
+                          help="ask at most N rows per second, minute or hour (with a runner that queues rows)")
     evaluate.set_defaults(run=cmd_evaluate)
 
     worker = commands.add_parser("worker", help="serve as a worker of a runner: run the turns and rows it is given",
@@ -107,11 +109,24 @@ def _correction(record: CallRecord, text: str) -> Any:
     return value
 
 
+_PERIODS = {"s": 1.0, "min": 60.0, "h": 3600.0}
+
+
+def _rate(text: str) -> tuple[int, float]:
+    """``N/min`` (or ``/s``, ``/h``) as (N, seconds)."""
+    count, _, per = text.partition("/")
+    if not count.strip().isdigit() or int(count) < 1 or per.strip() not in _PERIODS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate: give N/s, N/min or N/h with N a positive integer")
+    return int(count), _PERIODS[per.strip()]
+
+
 def cmd_evaluate(args: argparse.Namespace, out: TextIO) -> int:
     program = ai_function(args.function)
     folder = log_folder(args.log)
     require_model(program)  # a score of rows that all failed no-model would say nothing true
-    result = find_runner(args.runner).evaluate(program, log=folder, workers=args.workers, progress_to=args.err)
+    limits = {"rate": args.rate} if args.rate else {}  # a runner that queues no rows takes no rate
+    result = find_runner(args.runner).evaluate(program, log=folder, workers=args.workers, progress_to=args.err,
+                                               **limits)
     print(result.table(), file=out)
     failed = result.model_failures
     if failed:  # an outage scored as 0 would pass for a bad function in CI

@@ -73,6 +73,13 @@ class Evaluation:
     #: Rated calls left out because they could not be asked again as they were: (call id, why).
     skipped: list[tuple[str, str]] = attrs.field(factory=list)
 
+    @classmethod
+    def of(cls, rows: list[RowResult], skipped: list[tuple[str, str]]) -> "Evaluation":
+        """The evaluation of these results: their mean and its interval."""
+        values = [r.passed for r in rows]
+        return cls(score=sum(values) / len(values) if values else 0.0, interval=interval(values), rows=rows,
+                   skipped=skipped)
+
     @property
     def model_failures(self) -> list[RowResult]:
         """The rows that failed because the model could not be used."""
@@ -165,7 +172,8 @@ def interval(values: Sequence[float]) -> tuple[float, float]:
     return (mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n))
 
 
-def _ask(fn: Any, row: Row, metric: Metric | None) -> RowResult:
+def ask(fn: Any, row: Row, metric: Metric | None = None) -> RowResult:
+    """Ask ``fn`` one row, as it was shown for a rated call; its result (a failure is a result too)."""
     scope = ReplayedTurn(fn, row.history, row.sections)
     token = current_turn.set(scope)
     try:
@@ -231,7 +239,7 @@ def evaluate(fn: Any, rows: Iterable[Any] | None = None, metric: Metric | None =
 
     def one(row: Row) -> RowResult:
         try:
-            return _ask(fn, row, metric)
+            return ask(fn, row, metric)
         finally:
             step()
 
@@ -241,6 +249,4 @@ def evaluate(fn: Any, rows: Iterable[Any] | None = None, metric: Metric | None =
         with ThreadPoolExecutor(max_workers=count) as pool:
             futures = [pool.submit(contextvars.copy_context().run, one, row) for row in todo]
             results = [future.result() for future in futures]
-    values = [r.passed for r in results]
-    score = sum(values) / len(values) if values else 0.0
-    return Evaluation(score=score, interval=interval(values), rows=results, skipped=skipped)
+    return Evaluation.of(results, skipped)

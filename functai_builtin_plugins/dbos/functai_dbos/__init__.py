@@ -208,9 +208,14 @@ plugin = functai.Plugin("dbos", version=__version__, description="wakes the DBOS
 class Runner:
     """The runner ``dbos`` (``--runner dbos``): ``functai worker`` serves the queue."""
 
-    def evaluate(self, program: Any, *, log: str, workers: int | None, progress_to: TextIO | None) -> Any:
-        raise functai.FunctAIError("the dbos runner does not evaluate yet; run functai evaluate without --runner",
-                                   code="runner-unsupported")
+    def evaluate(self, program: Any, *, log: str, workers: int | None, progress_to: TextIO | None,
+                 rate: tuple[int, float] | None = None) -> Any:
+        """Each row a workflow on a queue of this evaluation's own — at most ``workers`` rows asked
+        at once over every worker, and ``rate`` (N, seconds) — run by the workers; a row whose
+        worker died is asked again by another, a row asked is never asked again."""
+        from .rows import evaluate
+
+        return evaluate(program, log=log, workers=workers, rate=rate, progress_to=progress_to)
 
     def resume(self, chat: Any, turn_id: str, *, rerun: Sequence[str]) -> Any:
         return chat.turn(turn_id).resume(rerun=rerun)

@@ -6,11 +6,15 @@ import contextvars
 import importlib
 from typing import Any, Callable, TypeVar
 
+import attrs
 import functai
+import functai.evaluation
 from dbos import DBOS
 
 QUEUE = "functai.turns"
 WORKFLOW = "functai.turn"
+#: An evaluation's row, asked on a queue of the evaluation's own (``functai.rows.<id>``).
+ROW = "functai.row"
 #: The topic an answered turn's workflow is woken on.
 TOPIC = "functai.answered"
 #: The longest a workflow sleeps between looks at a turn another process runs (functai approve, say).
@@ -34,12 +38,17 @@ def _attempt(function: str, conversation: str, store: str, inputs: dict[str, Any
     return _outermost(_send, function, conversation, store, inputs, DBOS.workflow_id)
 
 
-def _send(function: str, conversation: str, store: str, inputs: dict[str, Any], key: str) -> dict[str, Any]:
+def program(function: str) -> Any:
+    """The AI function ``module:qualname`` names, imported here."""
     module, _, name = function.partition(":")
-    fn = importlib.import_module(module)
+    fn: Any = importlib.import_module(module)
     for part in name.split("."):
         fn = getattr(fn, part)
-    chat = fn.conversation(conversation, store=store)
+    return fn
+
+
+def _send(function: str, conversation: str, store: str, inputs: dict[str, Any], key: str) -> dict[str, Any]:
+    chat = program(function).conversation(conversation, store=store)
     try:
         value = chat.send(inputs, key=key)
     except functai.Waiting as waiting:
@@ -90,6 +99,18 @@ def turn(function: str, conversation: str, store: str, inputs: dict[str, Any],
             if given_up["state"] == "abandoned":
                 return given_up
         DBOS.set_event("state", "running")
+
+
+@DBOS.step()
+def _ask(function: str, row: dict[str, Any]) -> dict[str, Any]:
+    """Ask the row (a step run again, after its worker died, asks it again)."""
+    asked = _outermost(functai.evaluation.ask, program(function), functai.evaluation.Row(**row))
+    return {**attrs.asdict(asked, recurse=False), "got": _data(asked.got)}
+
+
+@DBOS.workflow(name=ROW)
+def row(function: str, row: dict[str, Any]) -> dict[str, Any]:
+    return _ask(function, row)
 
 
 def _data(value: Any) -> Any:

@@ -1,0 +1,133 @@
+"""``functai evaluate --runner dbos``: rows spread over worker processes through a DBOS queue of
+the evaluation's own, with its concurrency and rate; a killed worker's rows in flight are asked
+again by the others, rows already asked never."""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import eval_app
+import functai_dbos
+import pytest
+from functai_dbos.workers import TABLE, engine
+from sqlalchemy import text
+
+import functai
+from functai._cli import main
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def rated_log(folder: pathlib.Path, count: int) -> str:
+    """A call log of ``count`` calls of eval_app.capital, each rated: good, but every tenth corrected
+    to an answer the function does not give."""
+    log = str(folder)
+    functai.configure(client=eval_app.model(), log_calls=log)
+    for n in range(count):
+        eval_app.capital(f"country-{n}")
+    for n, record in enumerate(functai.read_calls(log)):
+        if n % 10 == 9:
+            functai.rate(record.id, good=False, correction="not that city", log=log)
+        else:
+            functai.rate(record.id, good=True, log=log)
+    functai.configure(log_calls=None)
+    return log
+
+
+def workers(url: str, tmp_path: pathlib.Path, count: int) -> list[subprocess.Popen[bytes]]:
+    env = {**os.environ, functai_dbos.ENV: url, "FUNCTAI_DBOS_LEASE": "2", "FUNCTAI_LOAD_PLUGINS": "",
+           "FUNCTAI_EVAL_ASKS": str(tmp_path / "asks.txt"), "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    procs = [subprocess.Popen([sys.executable, "-m", "functai", "worker", "--runner", "dbos", "--import", "eval_app"],
+                              env={**env, "DBOS__VMID": f"w{n}"}, stderr=open(tmp_path / f"w{n}.log", "wb"))  # noqa: SIM115
+             for n in range(count)]
+    leases, deadline = engine(url), time.monotonic() + 120
+    try:
+        while True:  # until each holds its lease
+            with leases.begin() as db:
+                try:
+                    if db.execute(text(f"SELECT count(*) FROM {TABLE}")).scalar() == count:
+                        return procs
+                except Exception:  # noqa: BLE001  # no table yet
+                    pass
+            assert all(proc.poll() is None for proc in procs) and time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        leases.dispose()
+
+
+def asks(tmp_path: pathlib.Path) -> list[tuple[str, float, str]]:
+    """Each ask of a row: its country, when, and by which worker."""
+    if not (tmp_path / "asks.txt").exists():
+        return []
+    lines = (tmp_path / "asks.txt").read_text().splitlines()
+    return [(country, float(at), worker) for country, at, worker in (line.split() for line in lines)]
+
+
+@pytest.fixture
+def system(tmp_path, functai_isolated, monkeypatch):
+    url = "sqlite:///" + str(tmp_path / "dbos.db")
+    monkeypatch.setenv(functai_dbos.ENV, url)
+    monkeypatch.syspath_prepend(str(HERE))
+    yield url
+    functai_dbos._clients.clear()
+
+
+def evaluate(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return main(["evaluate", "eval_app:capital", *argv], out=out, err=err), out.getvalue(), err.getvalue()
+
+
+def test_a_thousand_rows_on_three_workers_one_killed_midway_each_row_once(system, tmp_path):
+    log = rated_log(tmp_path / "calls", 1000)
+    procs = workers(system, tmp_path, 3)
+    outcome: list[tuple[int, str, str]] = []
+    try:
+        thread = threading.Thread(target=lambda: outcome.append(
+            evaluate("--log", log, "--runner", "dbos", "--workers", "64", "--rate", "60000/min")))
+        thread.start()
+        while len(asks(tmp_path)) < 300:
+            assert thread.is_alive(), outcome
+            time.sleep(0.05)
+        procs[0].send_signal(signal.SIGKILL)  # never comes back: its rows move once it is known gone
+        procs[0].wait()
+        killed = time.time()
+        thread.join(timeout=600)
+        assert not thread.is_alive()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    status, out, err = outcome[0]
+    assert status == 0, err
+    assert "score 0.900" in out and "1000 rows" in out
+    asked: dict[str, list[tuple[float, str]]] = {}
+    for country, at, worker in sorted(asks(tmp_path), key=lambda ask: ask[1]):
+        asked.setdefault(country, []).append((at, worker))
+    assert set(asked) == {f"country-{n}" for n in range(1000)}  # every row asked
+    twice = {country: times for country, times in asked.items() if len(times) > 1}
+    # Asked again only where the killed worker was asking it: first by w0 before it died, then by another.
+    assert all(len(times) == 2 and times[0][1] == "w0" and times[0][0] <= killed and times[1][1] != "w0"
+               for times in twice.values()), twice
+    assert len(twice) <= 64  # at most the rows asked at once (--workers)
+
+
+def test_the_queue_holds_rows_to_the_rate_asked(system, tmp_path):
+    log = rated_log(tmp_path / "calls", 15)
+    procs = workers(system, tmp_path, 1)
+    try:
+        status, out, err = evaluate("--log", log, "--runner", "dbos", "--rate", "5/s")
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert status == 0 and "score 0.933" in out, err
+    times = sorted(at for _, at, _ in asks(tmp_path))
+    # 5 a second: the last five start 2 s after the first; asked up to a few tenths after their start.
+    assert len(times) == 15 and times[-1] - times[0] >= 1.0, times
