@@ -33,7 +33,7 @@ NOT_RUN = "# not run:"
 #: (page, reason) of every block marked ``# not run: <reason>``, once per block.
 SKIPPED: list[tuple[str, str]] = [
     ("docs/stores.md", "needs a PostgreSQL server at db.internal"),
-    ("docs/scaling.md", "needs the system database above"),
+    ("docs/scaling.md", "needs the system database above and a worker on it"),
 ]
 
 #: Variables a page runs without: functai's own, and every provider's key and server.

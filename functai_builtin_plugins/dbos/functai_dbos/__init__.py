@@ -54,6 +54,17 @@ def _url(url: str | None) -> str:
     return found
 
 
+def _seconds(lease: object) -> float:
+    try:
+        seconds = float(lease)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise functai.FunctAIError(f"a worker's lease is a positive number of seconds (lease=, or FUNCTAI_DBOS_LEASE), "
+                                   f"not {lease!r}", code="dbos-lease")
+    return seconds
+
+
 def launch(url: str | None = None, *, name: str = "functai", executor: str | None = None,
            lease: float | None = None) -> None:
     """Start DBOS in this process over the system database ``url`` (else ``$FUNCTAI_DBOS_URL``):
@@ -61,8 +72,9 @@ def launch(url: str | None = None, *, name: str = "functai", executor: str | Non
     ``executor`` id, and moves those of workers whose lease lapsed.
 
     ``executor``: this worker's id (else ``$DBOS__VMID``, else one of its own): give a worker that
-    restarts the id it had to take its turns back at once. ``lease``: seconds a dead worker's turns
-    wait before a live worker moves them (else ``$FUNCTAI_DBOS_LEASE``, else 60)."""
+    restarts the id it had to take its turns back at once. ``lease``: seconds without a renewal after
+    which a worker on another machine is gone and its turns move (else ``$FUNCTAI_DBOS_LEASE``, else
+    60); on this machine a worker is gone when its process is."""
     if _launched:
         return
     url = _url(url)
@@ -72,7 +84,7 @@ def launch(url: str | None = None, *, name: str = "functai", executor: str | Non
     from .workflow import BASE, QUEUE  # its workflow, registered before DBOS recovers this executor's
 
     executor = executor or os.environ.get("DBOS__VMID") or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
-    seconds = lease if lease is not None else float(os.environ.get("FUNCTAI_DBOS_LEASE") or LEASE)
+    seconds = _seconds(lease if lease is not None else os.environ.get("FUNCTAI_DBOS_LEASE") or LEASE)
     BASE[:] = [contextvars.copy_context()]
     DBOS(config={"name": name, "system_database_url": url, "executor_id": executor,
                  "application_version": VERSION})

@@ -100,6 +100,14 @@ def test_a_waiting_turn_not_answered_in_time_is_abandoned_with_a_code(launched, 
     assert functai.Conversation.open("d4", store).head.state == "abandoned"
 
 
+@pytest.mark.parametrize("lease", [0, -1, "soon", float("nan"), float("inf")])
+def test_a_lease_that_is_not_a_positive_number_of_seconds_is_refused_before_dbos_starts(lease, tmp_path):
+    with pytest.raises(functai.FunctAIError) as refused:
+        functai_dbos.launch("sqlite:///" + str(tmp_path / "dbos.db"), lease=lease)
+    assert refused.value.code == "dbos-lease" and not functai_dbos._launched
+    assert not (tmp_path / "dbos.db").exists()
+
+
 def test_send_needs_dbos_launched_and_a_store_a_worker_can_open(tmp_path):
     chat = dbos_app.desk.conversation("d5", store=str(tmp_path / "store"))
     with pytest.raises(functai.FunctAIError) as first:
