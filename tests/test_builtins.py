@@ -9,8 +9,8 @@ import functai
 from functai import FunctAIError, _builtins as builtins
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PUBLIC = set(functai.__all__) | {"testing", "__version__"}
-PUBLIC_MODULES = {"functai", "functai.testing", "functai.stores", "functai.cli"}  # the public modules (README)
+PUBLIC = set(functai.__all__) | {"testing", "evaluation", "__version__"}
+PUBLIC_MODULES = {"functai", "functai.testing", "functai.stores", "functai.evaluation", "functai.cli"}  # (README)
 SOURCES = sorted(ROOT.glob("functai_builtin_plugins/*/functai_*/**/*.py"))
 
 
