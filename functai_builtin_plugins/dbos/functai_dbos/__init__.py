@@ -1,7 +1,7 @@
 """functai-dbos: a conversation's turns as DBOS workflows, run on whichever worker takes them.
 
 A turn is one workflow, and functai's store stays the journal of what happened inside it: the
-workflow sends the turn under a key that is its own id (``chat.send(..., key=...)``), so a
+workflow (its id ``<conversation>/<key>``) sends the turn under its key (``chat.send(..., key=...)``), so a
 step DBOS runs again — after a worker died — gets the turn already made (resumed where it
 stopped, never sent twice). A turn that waits for a person holds no worker: its workflow sleeps
 on ``DBOS.recv`` and is woken by the installed plugin ``dbos``, which hears ``turn_answer`` in
@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence, TextIO
 import functai
 
 __version__ = "0.1.0"
-__all__ = ["ENV", "LEASE", "VERSION", "Handle", "Runner", "launch", "plugin", "send", "stop"]
+__all__ = ["ENV", "LEASE", "VERSION", "Handle", "Runner", "launch", "plugin", "send", "stop", "workflow_id"]
 
 # dbos is imported with the first launch, send or wake-up, not with this package: the installed
 # plugin is loaded at every program's first call, which should not pay for DBOS's import.
@@ -115,7 +115,7 @@ class Handle:
 
     @property
     def id(self) -> str:
-        """The workflow's id: the key the turn was sent with."""
+        """The workflow's id: ``<conversation>/<key>`` (a key is the conversation's, as in functai)."""
         return str(self._workflow.get_workflow_id())
 
     def state(self) -> str:
@@ -145,10 +145,17 @@ class Handle:
         return outcome["value"]
 
 
+def workflow_id(conversation: str, key: str) -> str:
+    """The id of the workflow of the turn sent under ``key`` in ``conversation`` (no conversation id
+    holds a ``/``, so no two turns share one)."""
+    return f"{conversation}/{key}"
+
+
 def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
          answer_within: float | None = None) -> Handle:
-    """Put a turn of ``chat`` on the queue, made once under ``key`` (its workflow's id: sending the
-    same key again gives the same turn); any worker runs it. ``answer_within``: seconds a waiting
+    """Put a turn of ``chat`` on the queue, made once under ``key`` (its workflow's id is
+    ``<conversation>/<key>``: sending the same key again gives the same turn, another conversation's
+    same key another turn); any worker runs it. ``answer_within``: seconds a waiting
     turn waits for a person before it is abandoned (``turn-answer-late``).
 
     In a process that did not `launch` DBOS (a web server that only hands turns out), the turn is
@@ -168,7 +175,8 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
         import sqlalchemy
 
         client = _client(os.environ[ENV])
-        options = {"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": key, "app_version": VERSION}
+        options = {"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": workflow_id(chat.id, key),
+                   "app_version": VERSION}
         try:
             return Handle(client.enqueue(options, *args), client)
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError) as error:  # no tables yet
@@ -181,7 +189,7 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
 
     queue = DBOS.retrieve_queue(QUEUE)
     assert queue is not None  # registered by `launch`
-    with SetWorkflowID(key):
+    with SetWorkflowID(workflow_id(chat.id, key)):
         return Handle(queue.enqueue(turn, *args), DBOS)
 
 
@@ -207,9 +215,10 @@ def _wake(event: Any) -> None:
     from .workflow import TOPIC, WORKFLOW
 
     client = _client(url)
-    ours = client.list_workflows(workflow_ids=[event.key], name=WORKFLOW, load_input=False, load_output=False)
+    workflow = workflow_id(event.conversation, event.key)
+    ours = client.list_workflows(workflow_ids=[workflow], name=WORKFLOW, load_input=False, load_output=False)
     if ours:  # else a key given by hand, not through functai_dbos.send
-        client.send(event.key, {"turn": event.turn, "keys": list(event.keys)}, topic=TOPIC)
+        client.send(workflow, {"turn": event.turn, "keys": list(event.keys)}, topic=TOPIC)
 
 
 #: The installed plugin (entry point ``dbos`` in the group ``functai``): wakes a waiting turn's workflow.

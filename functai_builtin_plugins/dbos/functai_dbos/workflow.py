@@ -34,8 +34,9 @@ def _outermost(fn: Callable[..., T], *args: Any) -> T:
 
 @DBOS.step()
 def _attempt(function: str, conversation: str, store: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Send the turn under the workflow's id (a step run again gets the turn already made)."""
-    return _outermost(_send, function, conversation, store, inputs, DBOS.workflow_id)
+    """Send the turn under its key (a step run again gets the turn already made)."""
+    key = str(DBOS.workflow_id).split("/", 1)[1]  # the workflow's id is <conversation>/<key>
+    return _outermost(_send, function, conversation, store, inputs, key)
 
 
 def program(function: str) -> Any:

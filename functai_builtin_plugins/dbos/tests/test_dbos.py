@@ -43,13 +43,16 @@ def refunding() -> ScriptedLM:
 
 
 def test_a_turn_sent_to_the_queue_runs_and_is_made_once_per_key(launched, tmp_path):
-    lm = ScriptedLM(["Hello."])
+    lm = ScriptedLM(["Hello.", "Hello."])
     functai.configure(client=lm)
     chat = dbos_app.desk.conversation("d1", store=str(tmp_path / "store"))
     handle = functai_dbos.send(chat, {"request": "hi"}, key="greeting-1")
-    assert handle.result(timeout=60) == "Hello." and handle.state() == "done" and handle.id == "greeting-1"
+    assert handle.result(timeout=60) == "Hello." and handle.state() == "done" and handle.id == "d1/greeting-1"
     again = functai_dbos.send(chat, {"request": "hi"}, key="greeting-1")
     assert again.result(timeout=60) == "Hello." and len(lm.requests) == 1
+    other = functai_dbos.send(dbos_app.desk.conversation("d1b", store=str(tmp_path / "store")), {"request": "hi"},
+                              key="greeting-1")  # a key is the conversation's: another conversation, another turn
+    assert other.result(timeout=60) == "Hello." and other.id == "d1b/greeting-1" and len(lm.requests) == 2
     [turn] = functai.Conversation.open("d1", str(tmp_path / "store")).all_turns()
     assert turn.key == "greeting-1" and turn.state == "done"
     with pytest.raises(functai.FunctAIError) as in_memory:  # a worker elsewhere could never open it

@@ -92,7 +92,7 @@ def test_a_process_without_dbos_hands_a_turn_to_a_worker(system, tmp_path):
         store = "sqlite:///" + str(tmp_path / "store.db")
         handle = functai_dbos.send(crash_dbos_app.desk.conversation("c1", store=store), {"request": "c1"}, key="c1")
         assert approved_to_the_end(handle, store, "c1") == "done" and paid(tmp_path) == ["c1-a", "c1-b"]
-        [status] = functai_dbos._client(system).list_workflows(workflow_ids=["c1"])
+        [status] = functai_dbos._client(system).list_workflows(workflow_ids=[handle.id])
         assert status.executor_id == "w1" and not functai_dbos._launched  # run by the worker, not here
     finally:
         proc.kill()
@@ -109,7 +109,7 @@ def test_a_dead_workers_waiting_turn_moves_to_a_live_worker_once_its_lease_lapse
     functai.configure(client=crash_dbos_app.model())
     functai_dbos.launch(system, executor="live", lease=1)  # this process is the live worker now
     deadline = time.monotonic() + 60
-    while DBOS.list_workflows(workflow_ids=["c2"])[0].executor_id != "live":  # moved once "gone"'s lease lapsed
+    while DBOS.list_workflows(workflow_ids=[handle.id])[0].executor_id != "live":  # moved once "gone"'s lease lapsed
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert approved_to_the_end(handle, store, "c2") == "done" and paid(tmp_path) == ["c2-a", "c2-b"]
