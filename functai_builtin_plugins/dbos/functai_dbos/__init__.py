@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import signal
 import socket
 import threading
 import time
@@ -242,6 +243,14 @@ class Runner:
         return chat.turn(turn_id).resume(rerun=rerun)
 
     def worker(self, imports: Sequence[str]) -> int:
+        """Serve until SIGTERM or Ctrl-C, then stop: the lease is given up, so this worker's waiting
+        turns move to a live one at once."""
         launch()
-        threading.Event().wait()  # DBOS's threads run the queue's turns until the process is stopped
+        stopping = threading.Event()
+        signal.signal(signal.SIGTERM, lambda number, frame: stopping.set())
+        try:
+            stopping.wait()  # DBOS's threads run the queue's turns meanwhile
+        except KeyboardInterrupt:
+            pass
+        stop()
         return 0

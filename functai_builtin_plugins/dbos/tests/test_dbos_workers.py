@@ -126,3 +126,15 @@ def test_send_without_dbos_here_needs_a_database_a_worker_has_set_up(tmp_path, i
     with pytest.raises(functai.FunctAIError) as empty:
         functai_dbos.send(chat, {"request": "c3"}, key="c3")
     assert empty.value.code == "dbos-not-set-up"
+
+
+def test_a_worker_stopped_with_sigterm_exits_cleanly_and_gives_up_its_lease(system, tmp_path):
+    proc = worker(system, tmp_path, "leaving")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0, (tmp_path / "leaving.log").read_text()
+    leases = engine(system)
+    try:
+        with leases.begin() as db:
+            assert db.execute(text(f"SELECT count(*) FROM {TABLE} WHERE executor = 'leaving'")).scalar() == 0
+    finally:
+        leases.dispose()
