@@ -76,7 +76,7 @@ def main() -> None:
             assert all(handle.result(timeout=600) == "ok" for handle in handles)
 
         def bare(round_: int) -> None:
-            handles = [functai_dbos.Handle(queue.enqueue(two_steps, n)) for n in range(args.turns)]
+            handles = [functai_dbos.Handle(queue.enqueue(two_steps, n), DBOS) for n in range(args.turns)]
             assert [handle.result(timeout=600) for handle in handles] == list(range(args.turns))
 
         ways: dict[str, Callable[[int], None]] = {"in process": in_process, "functai-dbos": through_dbos,
