@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any, Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -235,6 +235,8 @@ def _run(env: dict[str, str], store: str, label: str, kills: int, rng: random.Ra
         pending: list[Sent] = []
         ended: list[Sent] = []
         n, next_kill, next_quiet = 0, time.monotonic() + 1.0, quiet_every
+        # The ways answers come, in turn (each in turn when every worker is down).
+        ways, down_ways = deque(["code", "cli", "code", "console"]), deque(["cli", "console"])
         deadline: float | None = None
         try:
             while pending or sum(tally.kills.values()) < kills:
@@ -256,8 +258,8 @@ def _run(env: dict[str, str], store: str, label: str, kills: int, rng: random.Ra
                     workers.kill_all("all at once, turns answered meanwhile")
                     tally.quiet += 1
                     for sent in pending:
-                        if not sent.late:
-                            _answer(sent, store, rng.choice(["cli", "console"]), env, console, tally)
+                        if not sent.late and _answer(sent, store, down_ways[0], env, console, tally):
+                            down_ways.rotate(-1)
                 workers.tend()
                 for sent in list(pending):
                     state = sent.handle.state()
@@ -265,9 +267,10 @@ def _run(env: dict[str, str], store: str, label: str, kills: int, rng: random.Ra
                         pending.remove(sent)
                         ended.append(sent)
                     elif state == "waiting" and not sent.late and rng.random() < 0.5:
-                        if _answer(sent, store, rng.choice(["code", "code", "cli", "console"]), env, console,
-                                   tally) and total < kills and rng.random() < 0.3:
-                            workers.kill("right after an approval")
+                        if _answer(sent, store, ways[0], env, console, tally):
+                            ways.rotate(-1)
+                            if total < kills and rng.random() < 0.3:
+                                workers.kill("right after an approval")
                 if total < kills and time.monotonic() >= next_kill:
                     workers.kill("at a random moment")
                     next_kill = time.monotonic() + rng.uniform(0.3, 1.5)
