@@ -119,7 +119,7 @@ def test_a_thousand_rows_on_three_workers_one_killed_midway_each_row_once(system
 
 
 def test_the_queue_holds_rows_to_the_rate_asked(system, tmp_path):
-    log = rated_log(tmp_path / "calls", 15)
+    log = rated_log(tmp_path / "calls", 20)
     procs = workers(system, tmp_path, 1)
     try:
         status, out, err = evaluate("--log", log, "--runner", "dbos", "--rate", "5/s")
@@ -127,7 +127,7 @@ def test_the_queue_holds_rows_to_the_rate_asked(system, tmp_path):
         for proc in procs:
             proc.kill()
             proc.wait()
-    assert status == 0 and "score 0.933" in out, err
+    assert status == 0 and "score 0.900" in out, err
     times = sorted(at for _, at, _ in asks(tmp_path))
-    # 5 a second: the last five start 2 s after the first; asked up to a few tenths after their start.
-    assert len(times) == 15 and times[-1] - times[0] >= 1.0, times
+    # 5 a second: the last five start 3 s after the first five, which a worker just started may ask late.
+    assert len(times) == 20 and times[-1] - times[0] >= 1.5, times
