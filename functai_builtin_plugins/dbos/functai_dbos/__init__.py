@@ -111,8 +111,10 @@ def stop() -> None:
 class Handle:
     """A turn sent through DBOS: ``state()`` and ``result(timeout)``."""
 
-    def __init__(self, workflow: Any, events: Any) -> None:
+    def __init__(self, workflow: Any, events: Any, chat: functai.Conversation, inputs: Mapping[str, Any],
+                 key: str) -> None:
         self._workflow, self._events = workflow, events  # DBOS, or the client it was sent through
+        self._chat, self._inputs, self._key = chat, inputs, key
 
     @property
     def id(self) -> str:
@@ -131,19 +133,26 @@ class Handle:
         return "waiting" if self._events.get_event(self.id, "state", timeout_seconds=0) == "waiting" else "running"
 
     def result(self, timeout: float | None = None) -> Any:
-        """The turn's answer (as JSON data), once it is done; its error when it failed or was abandoned."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = 0.01  # looks at the workflow's status, more and more seldom up to twice a second
-        while self._workflow.get_status().status in ("ENQUEUED", "PENDING", "DELAYED"):
-            if deadline is not None and time.monotonic() >= deadline:
-                raise functai.FunctAIError(f"turn {self.id!r} did not end within {timeout} s (it goes on)",
-                                           code="dbos-timeout")
-            time.sleep(pause)
-            pause = min(pause * 1.5, 0.5)
-        outcome = self._workflow.get_result()
+        """The turn's answer, once it is done, read from functai's store as the function's output type
+        (the workflow's result holds only the turn's id); its error when it failed or was abandoned."""
+        outcome = _ended(self._workflow, timeout)
         if outcome["state"] != "done":
             raise functai.FunctAIError(outcome["message"], code=outcome["code"])
-        return outcome["value"]
+        return self._chat.send(self._inputs, key=self._key)  # the turn made under the key answers, as it ended
+
+
+def _ended(workflow: Any, timeout: float | None) -> Any:
+    """A DBOS workflow's result, once it has ended: its status looked at more and more seldom, up to
+    twice a second, with no thread of its own (``dbos-timeout`` after ``timeout`` seconds)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = 0.01
+    while workflow.get_status().status in ("ENQUEUED", "PENDING", "DELAYED"):
+        if deadline is not None and time.monotonic() >= deadline:
+            raise functai.FunctAIError(f"turn {workflow.get_workflow_id()!r} did not end within {timeout} s (it goes "
+                                       "on)", code="dbos-timeout")
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.5)
+    return workflow.get_result()
 
 
 def workflow_id(conversation: str, key: str) -> str:
@@ -179,7 +188,7 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
         options = {"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": workflow_id(chat.id, key),
                    "app_version": VERSION}
         try:
-            return Handle(client.enqueue(options, *args), client)
+            return Handle(client.enqueue(options, *args), client, chat, inputs, key)
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError) as error:  # no tables yet
             raise functai.FunctAIError(f"the system database in {ENV} has no DBOS tables: start a worker on it "
                                        f"first (functai worker --runner dbos); {type(error.orig).__name__}",
@@ -191,7 +200,7 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
     queue = DBOS.retrieve_queue(QUEUE)
     assert queue is not None  # registered by `launch`
     with SetWorkflowID(workflow_id(chat.id, key)):
-        return Handle(queue.enqueue(turn, *args), DBOS)
+        return Handle(queue.enqueue(turn, *args), DBOS, chat, inputs, key)
 
 
 #: DBOS clients of this process, by system database (a client keeps a connection pool).

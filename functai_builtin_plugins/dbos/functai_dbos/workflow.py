@@ -51,14 +51,14 @@ def program(function: str) -> Any:
 def _send(function: str, conversation: str, store: str, inputs: dict[str, Any], key: str) -> dict[str, Any]:
     chat = program(function).conversation(conversation, store=store)
     try:
-        value = chat.send(inputs, key=key)
+        chat.send(inputs, key=key)
     except functai.Waiting as waiting:
         return {"state": "waiting", "turn": waiting.turn.id}
     except functai.FunctAIError as error:
         if error.code == "conversation-busy":  # the turn (or one before it on the branch) runs elsewhere
             return {"state": "busy"}
         return {"state": "failed", "code": error.code, "message": error.message}
-    return {"state": "done", "value": _data(value)}
+    return {"state": "done"}  # the answer stays in functai's store: `Handle.result` reads it there
 
 
 @DBOS.step()
@@ -115,7 +115,7 @@ def row(function: str, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _data(value: Any) -> Any:
-    """A turn's answer as JSON data (what a workflow's result holds)."""
+    """A row's answer as JSON data (what its workflow's result holds)."""
     import dataclasses
 
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

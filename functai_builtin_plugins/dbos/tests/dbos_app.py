@@ -1,5 +1,7 @@
 """The program the DBOS tests send turns of: a desk whose refunds need a person's approval."""
 
+import dataclasses
+
 import functai
 from functai import ai, tool
 
@@ -13,3 +15,14 @@ def refund(order: str) -> str:
 @ai(tools=[refund])
 def desk(request: str) -> str:
     """Help the customer."""
+
+
+@dataclasses.dataclass
+class Verdict:
+    refund: bool
+    reason: str
+
+
+@ai
+def judge(request: str) -> Verdict:
+    """Decide whether the request is refunded."""

@@ -60,6 +60,18 @@ def test_a_turn_sent_to_the_queue_runs_and_is_made_once_per_key(launched, tmp_pa
     assert in_memory.value.code == "dbos-store"
 
 
+
+def test_the_answer_stays_in_functais_store_and_comes_back_typed(launched, tmp_path):
+    functai.configure(client=ScriptedLM(['{"refund": true, "reason": "arrived broken"}']))
+    store = str(tmp_path / "store")
+    handle = functai_dbos.send(dbos_app.judge.conversation("j1", store=store), {"request": "A1 broke"}, key="a1")
+    assert handle.result(timeout=60) == dbos_app.Verdict(refund=True, reason="arrived broken")
+    assert DBOS.retrieve_workflow(handle.id).get_result() == {"state": "done"}  # no answer passes through DBOS
+    opened = functai.Conversation.open("j1", store)  # without its function: the answer's type is unknown here
+    with pytest.raises(functai.FunctAIError) as untyped:
+        functai_dbos.Handle(DBOS.retrieve_workflow(handle.id), DBOS, opened, {"request": "A1 broke"}, "a1").result()
+    assert untyped.value.code == "conversation-function"
+
 def test_a_waiting_turn_holds_no_worker_and_an_answer_here_wakes_it(launched, tmp_path):
     functai.configure(client=refunding(), approve="changes")
     store = str(tmp_path / "store")
