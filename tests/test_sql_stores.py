@@ -78,6 +78,12 @@ def test_a_password_never_reaches_a_record_or_a_message():
     with pytest.raises(FunctAIError) as info:
         store.count("c")  # nothing listens on port 1
     assert info.value.code == "store-io" and "s3cret" not in str(info.value)
+    for url, shown in [("postgresql://ann@127.0.0.1:1/db?sslmode=disable&password=s3cret",
+                        "postgresql://ann@127.0.0.1:1/db?sslmode=disable"),
+                       ("postgresql:///db?PASSWORD=s3cret", "postgresql:///db"),
+                       ("postgresql://ann:pw@h/db?password=s3cret&x=1", "postgresql://ann@h/db?x=1")]:
+        assert redact(url) == shown  # libpq takes a password from the query too
+        assert "s3cret" not in repr(PostgresStore(url))
 
 
 def test_postgresql_without_psycopg_names_the_driver(monkeypatch):
