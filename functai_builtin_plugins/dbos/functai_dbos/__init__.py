@@ -3,7 +3,7 @@
 A turn is one workflow, and functai's store stays the journal of what happened inside it: the
 workflow (its id ``<conversation>/<key>``) sends the turn under its key (``chat.send(..., key=...)``), so a
 step DBOS runs again — after a worker died — gets the turn already made (resumed where it
-stopped, never sent twice). A turn that waits for a person holds no worker: its workflow sleeps
+stopped, never sent twice). A turn that waits for a person holds no queue slot: its workflow sleeps
 on ``DBOS.recv`` and is woken by the installed plugin ``dbos``, which hears ``turn_answer`` in
 whichever process recorded the answer (code, ``functai approve``, the console).
 
@@ -16,6 +16,7 @@ Workers: ``FUNCTAI_DBOS_URL=... functai worker --runner dbos --import app``.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import signal
@@ -48,21 +49,54 @@ _lease: list[Any] = []
 
 def _url(url: str | None) -> str:
     found = url or os.environ.get(ENV)
-    if not found:
+    if not found or not found.lower().startswith(("sqlite:///", "postgresql://", "postgres://")):
         raise functai.FunctAIError(f"name DBOS's system database: launch(url) or the environment variable {ENV} "
-                                   "(sqlite:///file.db on one machine, postgresql://... for many)",
-                                   code="dbos-url")
+                                   "(sqlite:///file.db on one machine, postgresql://... for many), not "
+                                   f"{_shown(found)!r}", code="dbos-url")
     return found
 
 
-def _seconds(lease: object) -> float:
+def _shown(url: str | None) -> str:
+    """``url`` as a message may show it: without a password."""
+    if not url:
+        return ""
+    from sqlalchemy.engine import make_url
+
     try:
-        seconds = float(lease)  # type: ignore[arg-type]
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001  # not a URL at all: where a password would be is unknown
+        return url.split("://", 1)[0] + "://…" if "://" in url else url
+
+
+def _said(error: BaseException, url: str) -> str:
+    """An error's first line, without ``url``'s password should a driver have repeated it."""
+    from sqlalchemy.engine import make_url
+
+    text = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+    try:
+        password = make_url(url).password
+    except Exception:  # noqa: BLE001
+        password = None
+    return text.replace(str(password), "***") if password else text
+
+
+def _check_send(key: object, answer_within: object) -> float | None:
+    """``send``'s key and ``answer_within``, refused before anything is put on the queue."""
+    if not isinstance(key, str) or not key or len(key) > 200:
+        raise functai.FunctAIError(f"a turn's key is a non-empty string of at most 200 characters, not {key!r}",
+                                   code="dbos-key")
+    return None if answer_within is None else _positive(
+        answer_within, "answer_within (None: wait as long as it takes)", "dbos-answer-within")
+
+
+def _positive(value: object, what: str, code: str) -> float:
+    """``value`` as a positive, finite number of seconds, else refused with ``code``."""
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         seconds = float("nan")
-    if not seconds > 0 or seconds == float("inf"):
-        raise functai.FunctAIError(f"a worker's lease is a positive number of seconds (lease=, or FUNCTAI_DBOS_LEASE), "
-                                   f"not {lease!r}", code="dbos-lease")
+    if isinstance(value, bool) or not 0 < seconds < float("inf"):
+        raise functai.FunctAIError(f"{what} is a positive number of seconds, not {value!r}", code=code)
     return seconds
 
 
@@ -85,13 +119,20 @@ def launch(url: str | None = None, *, name: str = "functai", executor: str | Non
     from .workflow import BASE, QUEUE  # its workflow, registered before DBOS recovers this executor's
 
     executor = executor or os.environ.get("DBOS__VMID") or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
-    seconds = _seconds(lease if lease is not None else os.environ.get("FUNCTAI_DBOS_LEASE") or LEASE)
+    seconds = _positive(lease if lease is not None else os.environ.get("FUNCTAI_DBOS_LEASE") or LEASE,
+                        "a worker's lease (lease=, or FUNCTAI_DBOS_LEASE)", "dbos-lease")
     BASE[:] = [contextvars.copy_context()]
-    DBOS(config={"name": name, "system_database_url": url, "executor_id": executor,
-                 "application_version": VERSION})
-    DBOS.launch()
-    DBOS.register_queue(QUEUE, polling_interval_sec=0.2)
-    held = Leases(url, executor, seconds)  # after launch: DBOS has made the system database
+    try:
+        DBOS(config={"name": name, "system_database_url": url, "executor_id": executor,
+                     "application_version": VERSION})
+        DBOS.launch()
+        DBOS.register_queue(QUEUE, polling_interval_sec=0.2)
+        held = Leases(url, executor, seconds)  # after launch: DBOS has made the system database
+    except Exception as error:
+        with contextlib.suppress(Exception):  # no worker runs turns without a lease: others would take them
+            DBOS.destroy(destroy_registry=False)
+        raise functai.FunctAIError(f"could not start DBOS on {_shown(url)}: {_said(error, url)}",
+                                   code="dbos-url") from None
     held.start()
     _launched.append(url)
     _lease.append(held)
@@ -135,7 +176,13 @@ class Handle:
     def result(self, timeout: float | None = None) -> Any:
         """The turn's answer, once it is done, read from functai's store as the function's output type
         (the workflow's result holds only the turn's id); its error when it failed or was abandoned."""
-        outcome = _ended(self._workflow, timeout)
+        try:
+            outcome = _ended(self._workflow, timeout)
+        except functai.FunctAIError:
+            raise
+        except Exception as error:  # the workflow itself failed (not the turn): a bug, a function not found
+            raise functai.FunctAIError(f"the workflow of turn {self.id!r} failed: {type(error).__name__}: {error}",
+                                       code="dbos-workflow-failed") from error
         if outcome["state"] != "done":
             raise functai.FunctAIError(outcome["message"], code=outcome["code"])
         return self._chat.send(self._inputs, key=self._key)  # the turn made under the key answers, as it ended
@@ -170,11 +217,19 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
 
     In a process that did not `launch` DBOS (a web server that only hands turns out), the turn is
     put on the queue of ``$FUNCTAI_DBOS_URL`` through a DBOS client."""
+    answer_within = _check_send(key, answer_within)
     store = getattr(chat.store, "url", None) or str(getattr(chat.store, "folder", "") or "")
     function = chat.function
     if not store or function is None:
         raise functai.FunctAIError("a turn run by a worker needs its function and a store the worker can open: a "
                                    "folder or a database URL, not this process's memory", code="dbos-store")
+    own = sorted(chat.layer.values) + (["plugins"] if chat.layer.plugins is not None else []) + (
+        ["context"] if type(chat.context) is not functai.all_turns else [])
+    if own:
+        raise functai.FunctAIError(
+            f"a worker runs the turn with its function's settings, its own configure() and the plugins installed "
+            f"there; this view's own {', '.join(own)} would not reach it: set them on the function (@ai(...)) or "
+            "in the workers' program, and send through a view without them", code="dbos-settings")
     args = (function, chat.id, store, dict(inputs), answer_within)
     if not _launched:
         if not os.environ.get(ENV):
@@ -208,10 +263,17 @@ _clients: dict[str, Any] = {}
 
 
 def _client(url: str) -> Any:
+    """A client that fails at once when the database is down (else an answer's wake-up would hang
+    the process that recorded it: the workflow finds the answer itself later, see `workflow`)."""
     if url not in _clients:
         from dbos import DBOSClient
 
-        _clients[url] = DBOSClient(system_database_url=url)
+        _url(url)  # refused unless it names a system database
+        try:
+            _clients[url] = DBOSClient(system_database_url=url, retry_connection_errors=False)
+        except Exception as error:
+            raise functai.FunctAIError(f"cannot use DBOS's system database {_shown(url)}: {_said(error, url)}",
+                                       code="dbos-url") from None
     return _clients[url]
 
 

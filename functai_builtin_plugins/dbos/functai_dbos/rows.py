@@ -19,6 +19,8 @@ import functai.evaluation
 
 #: Seconds between looks at how many rows have ended.
 POLL = 0.5
+#: The states a row's workflow ends in (DBOS 3.4).
+ENDED = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
 
 def evaluate(program: Any, *, log: str, workers: int | None, rate: tuple[int, float] | None,
@@ -38,10 +40,17 @@ def evaluate(program: Any, *, log: str, workers: int | None, rate: tuple[int, fl
     try:
         function = f"{program.module}:{program.fn.__qualname__}"
         ids = [f"{evaluation}-{n}" for n in range(len(rows))]
-        for workflow_id, row in zip(ids, rows):
-            options = {"queue_name": queue, "workflow_name": ROW, "workflow_id": workflow_id, "app_version": VERSION}
-            client.enqueue(options, function, attrs.asdict(row, recurse=False))
-        outputs = _await(client, evaluation, len(ids), progress_to, program.name)
+        try:
+            for workflow_id, row in zip(ids, rows):
+                options = {"queue_name": queue, "workflow_name": ROW, "workflow_id": workflow_id,
+                           "app_version": VERSION}
+                client.enqueue(options, function, attrs.asdict(row, recurse=False))
+            outputs = _await(client, evaluation, len(ids), progress_to, program.name)
+        except BaseException:  # Ctrl-C, say: no worker asks the rest once the evaluation is given up
+            for status in client.list_workflows(workflow_id_prefix=f"{evaluation}-", status=["ENQUEUED", "PENDING"],
+                                                load_input=False, load_output=False):
+                client.cancel_workflow(status.workflow_id)
+            raise
     finally:
         client.delete_queue(queue)
     results = [functai.evaluation.RowResult(**outputs[workflow_id]) for workflow_id in ids]
@@ -52,7 +61,7 @@ def _await(client: Any, evaluation: str, total: int, progress_to: TextIO | None,
     """Every row's result by workflow id, once all have ended (a line of progress as they do)."""
     shown = -1
     while True:
-        ended = client.list_workflows(workflow_id_prefix=f"{evaluation}-", status=["SUCCESS", "ERROR"],
+        ended = client.list_workflows(workflow_id_prefix=f"{evaluation}-", status=list(ENDED),
                                       load_input=False, load_output=False)
         if progress_to is not None and len(ended) != shown and progress_to.isatty():
             shown = len(ended)

@@ -7,7 +7,7 @@ away) would keep its turns forever. So each launched process renews a row of the
 lease); once a row is older than the lease, the live worker whose id sorts first asks DBOS to
 resume that worker's pending turns, which puts them on a queue any live worker takes from.
 
-A worker on this machine (same host, same boot) is judged by its process instead, as functai
+A worker on this machine (same host, same boot, same pid namespace) is judged by its process instead, as functai
 judges a turn's owner: gone when its pid is gone or is another process, alive while it runs,
 however late its renewal (a busy machine can starve the renewing thread). A turn's workflow run
 twice for a while is harmless anyway: it sends its turn under its own id as the key, so the
@@ -28,12 +28,19 @@ import sqlalchemy as sa
 TABLE = "functai_dbos_workers"
 
 
-def _boot() -> str:
+def _place() -> str:
+    """This machine since it booted, and the process-id namespace pids are read in: containers on
+    one host share its name and boot, but not their pids."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
-            return handle.read().strip()
+            boot = handle.read().strip()
     except OSError:
-        return ""
+        boot = ""
+    try:
+        pids = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pids = ""
+    return f"{socket.gethostname()} {boot} {pids}"
 
 
 def _started(pid: int) -> str:
@@ -60,7 +67,7 @@ def _runs(pid: int, started: str) -> bool:
 def engine(url: str) -> sa.Engine:
     """An engine on the system database (PostgreSQL through psycopg, as DBOS connects)."""
     made = sa.make_url(url)
-    if made.drivername == "postgresql":
+    if made.drivername in ("postgresql", "postgres"):
         made = made.set(drivername="postgresql+psycopg")
     return sa.create_engine(made)
 
@@ -70,7 +77,7 @@ class Leases:
 
     def __init__(self, url: str, executor: str, lease: float) -> None:
         self.executor, self.lease = executor, lease
-        self.place = f"{socket.gethostname()} {_boot()}"  # this machine, since it booted
+        self.place = _place()
         self._engine = engine(url)
         self._stop = threading.Event()
         with self._engine.begin() as db:

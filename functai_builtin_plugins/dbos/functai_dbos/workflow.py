@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextvars
-import importlib
+import sys
+import time
 from typing import Any, Callable, TypeVar
 
 import attrs
@@ -19,6 +20,11 @@ ROW = "functai.row"
 TOPIC = "functai.answered"
 #: The longest a workflow sleeps between looks at a turn another process runs (functai approve, say).
 BUSY_SLEEP = 5.0
+#: Seconds a waiting turn's workflow sleeps before it looks at the turn itself, doubling up to
+#: `RECHECK_MOST`: an answer whose wake-up was lost (recorded where no system database is named,
+#: or while it was down) is found so, not only through the `TOPIC` message.
+RECHECK = 60.0
+RECHECK_MOST = 3600.0
 #: The context `functai_dbos.launch` was called in (at start-up, on the main thread). DBOS runs
 #: workflows on threads of its own, which carry no functai context: each turn runs in a copy of
 #: this one, so it is an outermost call of its own, not taken for one a running tool started
@@ -32,7 +38,7 @@ def _outermost(fn: Callable[..., T], *args: Any) -> T:
     return (BASE[0].copy() if BASE else contextvars.copy_context()).run(fn, *args)
 
 
-@DBOS.step()
+@DBOS.step(retries_allowed=True, max_attempts=8, interval_seconds=1.0, backoff_rate=2.0)
 def _attempt(function: str, conversation: str, store: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """Send the turn under its key (a step run again gets the turn already made)."""
     key = str(DBOS.workflow_id).split("/", 1)[1]  # the workflow's id is <conversation>/<key>
@@ -40,25 +46,47 @@ def _attempt(function: str, conversation: str, store: str, inputs: dict[str, Any
 
 
 def program(function: str) -> Any:
-    """The AI function ``module:qualname`` names, imported here."""
+    """The AI function ``module:qualname`` names, from a module this process has imported (a worker's
+    ``--import``, or the program that launched DBOS): the system database never makes it import one."""
     module, _, name = function.partition(":")
-    fn: Any = importlib.import_module(module)
-    for part in name.split("."):
-        fn = getattr(fn, part)
+    fn: Any = sys.modules.get(module)
+    for part in name.split(".") if fn is not None else ():
+        fn = getattr(fn, part, None)
+    if not isinstance(fn, functai.AIFunction):
+        raise functai.FunctAIError(f"{function!r} is not an AI function of a module this worker imported; start the "
+                                   f"worker with --import {module}", code="dbos-function")
     return fn
 
 
+#: What a failure to send that a step run again may get past: the store down, full or busy for a while.
+PASSING = frozenset({"store-io", "store-unwritable", "store-conflict"})
+
+
+class _StoreTrouble(Exception):
+    """Raised out of the step so that DBOS runs it again (a failure of the turn itself is its outcome)."""
+
+
 def _send(function: str, conversation: str, store: str, inputs: dict[str, Any], key: str) -> dict[str, Any]:
-    chat = program(function).conversation(conversation, store=store)
     try:
+        chat = program(function).conversation(conversation, store=store)
         chat.send(inputs, key=key)
     except functai.Waiting as waiting:
         return {"state": "waiting", "turn": waiting.turn.id}
     except functai.FunctAIError as error:
-        if error.code == "conversation-busy":  # the turn (or one before it on the branch) runs elsewhere
+        if error.code in PASSING:
+            raise _StoreTrouble(f"{error.code}: {error.message}") from None
+        if error.code == "conversation-busy" and _made_here(chat, key):  # resumed elsewhere (functai approve)
             return {"state": "busy"}
         return {"state": "failed", "code": error.code, "message": error.message}
+    except Exception as error:  # noqa: BLE001  # inputs the function does not take, a tool's own error: the outcome
+        return {"state": "failed", "code": type(error).__name__, "message": str(error)}
     return {"state": "done"}  # the answer stays in functai's store: `Handle.result` reads it there
+
+
+def _made_here(chat: functai.Conversation, key: str) -> bool:
+    """Whether the conversation holds the turn made under ``key`` (busy, it runs elsewhere: look again);
+    else another turn holds the branch, and this one was never made (its send fails)."""
+    return any(turn.key == key for turn in chat.all_turns())
 
 
 @DBOS.step()
@@ -69,22 +97,29 @@ def _abandon(conversation: str, store: str, turn: str, seconds: float) -> dict[s
 
 def _give_up(conversation: str, store: str, turn_id: str, seconds: float) -> dict[str, Any]:
     turn = functai.Conversation.open(conversation, store).turn(turn_id)
-    if turn.state in ("waiting", "interrupted"):
+    answered = all(asked["key"] in turn.answers for asked in turn.approvals)
+    if turn.state in ("waiting", "interrupted") and not answered:
         try:
             turn.abandon(reason=f"no answer within {seconds:g} s", by="functai-dbos")
         except functai.FunctAIError as error:  # answered and taken on first
             if error.code != "turn-not-waiting":
                 raise
-    elif turn.state != "abandoned":  # the step runs again after a crash, or an answer came at the last moment
+    elif turn.state != "abandoned":  # answered (its wake-up lost or late), gone on, or a step run again
         return {"state": "went on"}
     return {"state": "abandoned", "code": "turn-answer-late",
             "message": f"turn {turn_id!r} was abandoned: no answer within {seconds:g} s"}
 
 
+@DBOS.step()
+def _clock() -> float:
+    """The time, kept with the workflow (a workflow run again after a crash reads the same)."""
+    return time.time()
+
+
 @DBOS.workflow(name=WORKFLOW)
 def turn(function: str, conversation: str, store: str, inputs: dict[str, Any],
          answer_within: float | None) -> dict[str, Any]:
-    pause = 0.2
+    pause, recheck, deadline = 0.2, RECHECK, None
     while True:
         outcome = _attempt(function, conversation, store, inputs)
         if outcome["state"] == "busy":  # another process goes on with it (resumed where it was answered): look again
@@ -94,12 +129,21 @@ def turn(function: str, conversation: str, store: str, inputs: dict[str, Any],
         if outcome["state"] != "waiting":
             return outcome
         DBOS.set_event("state", "waiting")
-        woken = DBOS.recv(TOPIC, timeout_seconds=answer_within or 365 * 24 * 3600)
-        if woken is None and answer_within is not None:
+        now = _clock()
+        if answer_within is not None and deadline is None:
+            deadline = now + answer_within
+        if answer_within is not None and deadline is not None and now >= deadline:
             given_up = _abandon(conversation, store, outcome["turn"], answer_within)
             if given_up["state"] == "abandoned":
                 return given_up
+            deadline = None  # it was answered meanwhile: go on with it
+            continue
+        woken = DBOS.recv(TOPIC, timeout_seconds=recheck if deadline is None else min(recheck, deadline - now))
+        if woken is None:  # time to look at the turn itself
+            recheck = min(recheck * 2, RECHECK_MOST)
+            continue
         DBOS.set_event("state", "running")
+        recheck, deadline = RECHECK, None  # an answer came: what it leaves waiting has its own time
 
 
 @DBOS.step()

@@ -13,7 +13,7 @@ import dbos_app
 import functai_approval
 import functai_dbos
 import pytest
-from dbos import DBOS
+from dbos import DBOS, SetWorkflowID
 
 import functai
 from functai.testing import ScriptedLM, tool_call
@@ -144,3 +144,132 @@ def test_a_turn_answered_and_resumed_elsewhere_at_once_ends_the_workflow_with_it
     except functai.FunctAIError as busy:  # the woken workflow claimed it first
         assert busy.code in ("conversation-busy", "turn-not-waiting")
     assert handle.result(timeout=60) == "Refunded."
+
+
+@pytest.mark.parametrize("key, answer_within, code", [
+    (None, None, "dbos-key"), ("", None, "dbos-key"), (5, None, "dbos-key"), ("k" * 201, None, "dbos-key"),
+    ("k", "soon", "dbos-answer-within"), ("k", -5, "dbos-answer-within"), ("k", 0, "dbos-answer-within"),
+    ("k", True, "dbos-answer-within"), ("k", float("inf"), "dbos-answer-within"),
+])
+def test_a_bad_key_or_answer_within_is_refused_before_anything_is_queued(launched, tmp_path, key, answer_within,
+                                                                          code):
+    lm = ScriptedLM(["Hello."])
+    functai.configure(client=lm)
+    with pytest.raises(functai.FunctAIError) as refused:
+        functai_dbos.send(dbos_app.desk.conversation("b1", store=str(tmp_path / "store")), {"request": "hi"},
+                          key=key, answer_within=answer_within)
+    assert refused.value.code == code
+    assert DBOS.list_workflows() == [] and lm.requests == []
+
+
+@pytest.mark.parametrize("own, named", [
+    ({"approve": "changes"}, "approve"), ({"plugins": []}, "plugins"), ({"context": functai.last_turns(2)}, "context"),
+])
+def test_a_view_with_settings_a_worker_would_not_have_is_refused(launched, tmp_path, own, named):
+    """A worker opens the conversation with the function's settings: a view's own approve rule must not
+    be dropped on the way (a turn that needed a person's approval would run without one)."""
+    chat = dbos_app.desk.conversation("b2", store=str(tmp_path / "store"), **own)
+    with pytest.raises(functai.FunctAIError) as refused:
+        functai_dbos.send(chat, {"request": "refund A1"}, key="k")
+    assert refused.value.code == "dbos-settings" and named in refused.value.message
+    assert DBOS.list_workflows() == []
+
+
+def test_an_answer_whose_wake_up_was_lost_is_found_by_the_workflow_itself(launched, tmp_path, monkeypatch):
+    """Approved where no system database is named (so nothing wakes the workflow), within answer_within:
+    the workflow looks at the turn itself, goes on with it, and does not abandon an answered turn."""
+    import functai_dbos.workflow
+
+    monkeypatch.setattr(functai_dbos.workflow, "RECHECK", 0.5)
+    functai.configure(client=refunding(), approve="changes")
+    store = str(tmp_path / "store")
+    handle = functai_dbos.send(dbos_app.desk.conversation("b3", store=store), {"request": "refund A1"}, key="t-b3",
+                               answer_within=4)
+    until_waiting(handle)
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {k: v for k, v in os.environ.items() if k != functai_dbos.ENV}
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(here), here, *sys.path])
+    subprocess.run([sys.executable, "-c", ANSWER, "b3", store], env=env, check=True, timeout=120)
+    assert handle.result(timeout=60) == "Refunded."
+    assert functai.Conversation.open("b3", store).head.state == "done"
+
+
+def test_a_turn_behind_a_waiting_turn_fails_busy_at_once_rather_than_waiting_forever(launched, tmp_path):
+    functai.configure(client=refunding(), approve="changes")
+    store = str(tmp_path / "store")
+    first = functai_dbos.send(dbos_app.desk.conversation("b4", store=store), {"request": "refund A1"}, key="first")
+    until_waiting(first)
+    second = functai_dbos.send(dbos_app.desk.conversation("b4", store=store), {"request": "hi"}, key="second")
+    with pytest.raises(functai.FunctAIError) as busy:
+        second.result(timeout=30)
+    assert busy.value.code == "conversation-busy" and second.state() == "failed"
+    assert [turn.key for turn in functai.Conversation.open("b4", store).all_turns()] == ["first"]
+    DBOS.cancel_workflow(first.id)  # not left waiting past the test
+
+
+def test_a_store_that_fails_for_a_while_is_tried_again_and_the_turn_is_made(launched, tmp_path, monkeypatch):
+    """A full disk for the worker's first two tries (store-unwritable): the step is run again, and the turn
+    is made once, not ended failed under a key that could never be sent again."""
+    import errno
+
+    from functai._stores.folder import FolderStore
+
+    lm = ScriptedLM(["Hello."])
+    functai.configure(client=lm)
+    real, tries = FolderStore._append, []
+
+    def full_at_first(self, *args, **kwargs):
+        tries.append(1)
+        if len(tries) <= 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(FolderStore, "_append", full_at_first)
+    handle = functai_dbos.send(dbos_app.desk.conversation("b5", store=str(tmp_path / "store")), {"request": "hi"},
+                               key="k5")
+    assert handle.result(timeout=60) == "Hello." and len(tries) > 2 and len(lm.requests) == 1
+
+
+def test_a_workflow_names_no_module_a_worker_did_not_import(launched, tmp_path):
+    from functai_dbos.workflow import QUEUE, turn
+
+    store = str(tmp_path / "store")
+    chat = dbos_app.desk.conversation("b6", store=store)
+    queue = DBOS.retrieve_queue(QUEUE)
+    for n, function in enumerate(["antigravity:fly", "json:loads", "dbos_app:refund"]):
+        with SetWorkflowID(functai_dbos.workflow_id("b6", f"k{n}")):
+            raw = queue.enqueue(turn, function, "b6", store, {"request": "hi"}, None)
+        with pytest.raises(functai.FunctAIError) as refused:
+            functai_dbos.Handle(raw, DBOS, chat, {"request": "hi"}, f"k{n}").result(timeout=60)
+        assert refused.value.code == "dbos-function" and "--import" in refused.value.message
+    assert "antigravity" not in sys.modules
+
+
+def test_a_workflow_cancelled_in_dbos_fails_its_handle_with_a_code(launched, tmp_path):
+    functai.configure(client=refunding(), approve="changes")
+    handle = functai_dbos.send(dbos_app.desk.conversation("b7", store=str(tmp_path / "store")), {"request": "A1"},
+                               key="k7")
+    until_waiting(handle)
+    DBOS.cancel_workflow(handle.id)
+    with pytest.raises(functai.FunctAIError) as failed:
+        handle.result(timeout=60)
+    assert failed.value.code == "dbos-workflow-failed" and handle.state() == "failed"
+
+
+@pytest.mark.parametrize("url", ["nonsense", "mysql://db/x", "sqlite:////no/such/folder/dbos.db"])
+def test_a_system_database_that_cannot_be_used_is_refused_with_a_code(url, tmp_path, monkeypatch):
+    with pytest.raises(functai.FunctAIError) as refused:
+        functai_dbos.launch(url)
+    assert refused.value.code == "dbos-url" and not functai_dbos._launched
+    monkeypatch.setenv(functai_dbos.ENV, url)
+    with pytest.raises(functai.FunctAIError) as client:
+        functai_dbos.send(dbos_app.desk.conversation("b8", store=str(tmp_path / "store")), {"request": "hi"}, key="k")
+    assert client.value.code in ("dbos-url", "dbos-not-set-up")
+
+
+def test_the_lease_table_is_reached_for_every_postgresql_spelling_and_places_tell_pid_namespaces_apart():
+    from functai_dbos.workers import _place, engine
+
+    for url in ("postgresql://u@h/db", "postgres://u@h/db"):
+        assert engine(url).url.drivername == "postgresql+psycopg"
+    assert _place().split(" ")[-1].startswith("pid:[")
