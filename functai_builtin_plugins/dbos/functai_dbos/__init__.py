@@ -230,6 +230,8 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
             f"a worker runs the turn with its function's settings, its own configure() and the plugins installed "
             f"there; this view's own {', '.join(own)} would not reach it: set them on the function (@ai(...)) or "
             "in the workers' program, and send through a view without them", code="dbos-settings")
+    if chat.program is not None:  # inputs the function does not take refuse here, as chat.send refuses them
+        inputs = chat.program.bind((), dict(inputs))
     args = (function, chat.id, store, dict(inputs), answer_within)
     if not _launched:
         if not os.environ.get(ENV):

@@ -162,6 +162,13 @@ def test_a_bad_key_or_answer_within_is_refused_before_anything_is_queued(launche
     assert DBOS.list_workflows() == [] and lm.requests == []
 
 
+def test_inputs_the_function_does_not_take_are_refused_before_anything_is_queued(launched, tmp_path):
+    chat = dbos_app.desk.conversation("b9", store=str(tmp_path / "store"))
+    with pytest.raises(TypeError, match="did you mean 'request'"):  # as chat.send refuses them
+        functai_dbos.send(chat, {"requets": "hi"}, key="k")
+    assert DBOS.list_workflows() == []
+
+
 @pytest.mark.parametrize("own, named", [
     ({"approve": "changes"}, "approve"), ({"plugins": []}, "plugins"), ({"context": functai.last_turns(2)}, "context"),
 ])
