@@ -49,7 +49,8 @@ _lease: list[Any] = []
 
 def _url(url: str | None) -> str:
     found = url or os.environ.get(ENV)
-    if not found or not found.lower().startswith(("sqlite:///", "postgresql://", "postgres://")):
+    scheme = (found or "").partition("://")[0].lower().partition("+")[0]  # postgresql+psycopg:// too
+    if not found or not (found.lower().startswith("sqlite:///") or scheme in ("postgresql", "postgres")):
         raise functai.FunctAIError(f"name DBOS's system database: launch(url) or the environment variable {ENV} "
                                    "(sqlite:///file.db on one machine, postgresql://... for many), not "
                                    f"{_shown(found)!r}", code="dbos-url")
@@ -175,7 +176,7 @@ class Handle:
 
     def result(self, timeout: float | None = None) -> Any:
         """The turn's answer, once it is done, read from functai's store as the function's output type
-        (the workflow's result holds only the turn's id); its error when it failed or was abandoned."""
+        (the workflow's result holds only the turn's state); its error when it failed or was abandoned."""
         try:
             outcome = _ended(self._workflow, timeout)
         except functai.FunctAIError:

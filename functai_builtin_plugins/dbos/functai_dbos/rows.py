@@ -9,6 +9,7 @@ row whose step ended is never asked again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any, TextIO
@@ -47,9 +48,11 @@ def evaluate(program: Any, *, log: str, workers: int | None, rate: tuple[int, fl
                 client.enqueue(options, function, attrs.asdict(row, recurse=False))
             outputs = _await(client, evaluation, len(ids), progress_to, program.name)
         except BaseException:  # Ctrl-C, say: no worker asks the rest once the evaluation is given up
-            for status in client.list_workflows(workflow_id_prefix=f"{evaluation}-", status=["ENQUEUED", "PENDING"],
-                                                load_input=False, load_output=False):
-                client.cancel_workflow(status.workflow_id)
+            with contextlib.suppress(Exception):  # the database gone too: the first error is the one to see
+                for status in client.list_workflows(workflow_id_prefix=f"{evaluation}-",
+                                                    status=["ENQUEUED", "PENDING"], load_input=False,
+                                                    load_output=False):
+                    client.cancel_workflow(status.workflow_id)
             raise
     finally:
         client.delete_queue(queue)
