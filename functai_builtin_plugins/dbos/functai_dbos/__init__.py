@@ -186,6 +186,12 @@ class Handle:
                                        code="dbos-workflow-failed") from error
         if outcome["state"] != "done":
             raise functai.FunctAIError(outcome["message"], code=outcome["code"])
+        if not any(turn.key == self._key and turn.state == "done" for turn in self._chat.all_turns()):
+            # Sending would make the turn here a second time: this store is not the one the workers wrote to.
+            raise functai.FunctAIError(
+                f"turn {self.id!r} is done, but this process's store holds no turn made under the key "
+                f"{self._key!r}: the workers wrote to another one; give both the same folder or database URL",
+                code="dbos-store")
         return self._chat.send(self._inputs, key=self._key)  # the turn made under the key answers, as it ended
 
 

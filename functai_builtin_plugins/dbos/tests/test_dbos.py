@@ -67,6 +67,10 @@ def test_the_answer_stays_in_functais_store_and_comes_back_typed(launched, tmp_p
     handle = functai_dbos.send(dbos_app.judge.conversation("j1", store=store), {"request": "A1 broke"}, key="a1")
     assert handle.result(timeout=60) == dbos_app.Verdict(refund=True, reason="arrived broken")
     assert DBOS.retrieve_workflow(handle.id).get_result() == {"state": "done"}  # no answer passes through DBOS
+    elsewhere = dbos_app.judge.conversation("j1", store=str(tmp_path / "not-the-workers"))
+    with pytest.raises(functai.FunctAIError) as apart:  # never sent a second time where the answer is not
+        functai_dbos.Handle(DBOS.retrieve_workflow(handle.id), DBOS, elsewhere, {"request": "A1 broke"}, "a1").result()
+    assert apart.value.code == "dbos-store" and elsewhere.all_turns() == []
     opened = functai.Conversation.open("j1", store)  # without its function: the answer's type is unknown here
     with pytest.raises(functai.FunctAIError) as untyped:
         functai_dbos.Handle(DBOS.retrieve_workflow(handle.id), DBOS, opened, {"request": "A1 broke"}, "a1").result()
