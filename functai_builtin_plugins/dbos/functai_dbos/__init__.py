@@ -23,7 +23,7 @@ import signal
 import socket
 import threading
 import time
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, Iterator, Mapping, Sequence, TextIO
 
 import functai
 
@@ -246,17 +246,11 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
                                        f"database in {ENV} to hand the turn to them", code="dbos-not-launched")
         from .workflow import QUEUE, WORKFLOW
 
-        import sqlalchemy
-
         client = _client(os.environ[ENV])
         options = {"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": workflow_id(chat.id, key),
                    "app_version": VERSION}
-        try:
+        with _set_up():
             return Handle(client.enqueue(options, *args), client, chat, inputs, key)
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError) as error:  # no tables yet
-            raise functai.FunctAIError(f"the system database in {ENV} has no DBOS tables: start a worker on it "
-                                       f"first (functai worker --runner dbos); {type(error.orig).__name__}",
-                                       code="dbos-not-set-up") from None
     from dbos import DBOS, SetWorkflowID
 
     from .workflow import QUEUE, turn
@@ -265,6 +259,19 @@ def send(chat: functai.Conversation, inputs: Mapping[str, Any], *, key: str,
     assert queue is not None  # registered by `launch`
     with SetWorkflowID(workflow_id(chat.id, key)):
         return Handle(queue.enqueue(turn, *args), DBOS, chat, inputs, key)
+
+
+@contextlib.contextmanager
+def _set_up() -> Iterator[None]:
+    """``dbos-not-set-up`` for a client's first write to a system database no worker has started on."""
+    import sqlalchemy
+
+    try:
+        yield
+    except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError) as error:  # no tables yet
+        raise functai.FunctAIError(f"the system database in {ENV} has no DBOS tables: start a worker on it first "
+                                   f"(functai worker --runner dbos); {type(error.orig).__name__}",
+                                   code="dbos-not-set-up") from None
 
 
 #: DBOS clients of this process, by system database (a client keeps a connection pool).

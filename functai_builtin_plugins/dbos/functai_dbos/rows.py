@@ -26,7 +26,7 @@ ENDED = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
 def evaluate(program: Any, *, log: str, workers: int | None, rate: tuple[int, float] | None,
              progress_to: TextIO | None) -> functai.evaluation.Evaluation:
-    from . import ENV, VERSION, _client, _launched
+    from . import ENV, VERSION, _client, _launched, _set_up
     from .workflow import ROW
 
     url = _launched[0] if _launched else os.environ.get(ENV)
@@ -37,7 +37,8 @@ def evaluate(program: Any, *, log: str, workers: int | None, rate: tuple[int, fl
     client, evaluation = _client(url), os.urandom(6).hex()
     queue = f"functai.rows.{evaluation}"
     limiter = {"limit": rate[0], "period": rate[1]} if rate else None
-    client.register_queue(queue, global_concurrency=workers, limiter=limiter, polling_interval_sec=0.2)
+    with _set_up():
+        client.register_queue(queue, global_concurrency=workers, limiter=limiter, polling_interval_sec=0.2)
     try:
         function = f"{program.module}:{program.fn.__qualname__}"
         ids = [f"{evaluation}-{n}" for n in range(len(rows))]

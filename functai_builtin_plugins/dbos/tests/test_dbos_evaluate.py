@@ -131,3 +131,60 @@ def test_the_queue_holds_rows_to_the_rate_asked(system, tmp_path):
     times = sorted(at for _, at, _ in asks(tmp_path))
     # 5 a second: the last five start 3 s after the first five, which a worker just started may ask late.
     assert len(times) == 20 and times[-1] - times[0] >= 1.5, times
+
+
+def test_a_row_cancelled_in_dbos_ends_the_evaluation_with_a_code_rather_than_a_wait_forever(system, tmp_path):
+    from functai_dbos.workflow import ROW
+
+    log = rated_log(tmp_path / "calls", 6)
+    procs = workers(system, tmp_path, 1)
+    client = functai_dbos._client(system)
+    cancelled: list[str] = []
+
+    def cancel_one() -> None:
+        deadline = time.monotonic() + 60
+        while not cancelled and time.monotonic() < deadline:
+            waiting = client.list_workflows(name=ROW, status=["ENQUEUED"], load_input=False, load_output=False)
+            if waiting:
+                client.cancel_workflow(waiting[-1].workflow_id)
+                cancelled.append(waiting[-1].workflow_id)
+            time.sleep(0.05)
+
+    canceller = threading.Thread(target=cancel_one)
+    canceller.start()
+    outcome: list[tuple[int, str, str]] = []
+    evaluation = threading.Thread(target=lambda: outcome.append(
+        evaluate("--log", log, "--runner", "dbos", "--rate", "1/s")), daemon=True)
+    try:
+        evaluation.start()
+        evaluation.join(timeout=120)  # a cancelled row must not leave it waiting for ever
+        canceller.join()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert outcome, "the evaluation still waits for a row DBOS cancelled"
+    status, _, err = outcome[0]
+    assert cancelled and status == 1 and "dbos-row-failed" in err and cancelled[0] in err, (status, err)
+
+
+def test_an_evaluation_given_up_midway_cancels_the_rows_not_yet_asked(system, tmp_path, monkeypatch):
+    import functai_dbos.rows
+    from functai_dbos.workflow import ROW
+
+    log = rated_log(tmp_path / "calls", 6)
+    with pytest.raises(functai.FunctAIError) as fresh:  # no worker ever started on it: no DBOS tables
+        functai_dbos.Runner().evaluate(eval_app.capital, log=log, workers=None, progress_to=None)
+    assert fresh.value.code == "dbos-not-set-up"
+    for proc in workers(system, tmp_path, 1):  # one starts (making the tables) and is gone
+        proc.kill()
+        proc.wait()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # as Ctrl-C while the rows wait on the queue
+
+    monkeypatch.setattr(functai_dbos.rows, "_await", interrupted)
+    with pytest.raises(KeyboardInterrupt):  # no worker runs: every row is still on the queue
+        functai_dbos.Runner().evaluate(eval_app.capital, log=log, workers=None, progress_to=None)
+    rows = functai_dbos._client(system).list_workflows(name=ROW, load_input=False, load_output=False)
+    assert len(rows) == 6 and {row.status for row in rows} == {"CANCELLED"}
