@@ -53,32 +53,31 @@ def _url(url: str | None) -> str:
     if not found or not (found.lower().startswith("sqlite:///") or scheme in ("postgresql", "postgres")):
         raise functai.FunctAIError(f"name DBOS's system database: launch(url) or the environment variable {ENV} "
                                    "(sqlite:///file.db on one machine, postgresql://... for many), not "
-                                   f"{_shown(found)!r}", code="dbos-url")
+                                   f"{_hidden(found or '')!r}", code="dbos-url")
     return found
 
 
-def _shown(url: str | None) -> str:
-    """``url`` as a message may show it: without a password."""
-    if not url:
-        return ""
+def _hidden(url: str, text: str | None = None) -> str:
+    """``text`` (else ``url`` itself) as a message may show it: without ``url``'s password, in
+    ``user:password@`` or in ``?password=`` (libpq reads both), should a driver have repeated it."""
     from sqlalchemy.engine import make_url
 
+    text = url if text is None else text
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        made = make_url(url)
     except Exception:  # noqa: BLE001  # not a URL at all: where a password would be is unknown
-        return url.split("://", 1)[0] + "://…" if "://" in url else url
+        return text.replace(url, url.split("://", 1)[0] + "://…") if "://" in url else text
+    secrets: list[Any] = [made.password]
+    for name, values in made.query.items():
+        if name.lower() == "password":
+            secrets.extend((values,) if isinstance(values, str) else values)  # a repeated name gives a tuple
+    for secret in filter(None, secrets):
+        text = text.replace(str(secret), "***")
+    return text
 
 
-def _said(error: BaseException, url: str) -> str:
-    """An error's first line, without ``url``'s password should a driver have repeated it."""
-    from sqlalchemy.engine import make_url
-
-    text = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
-    try:
-        password = make_url(url).password
-    except Exception:  # noqa: BLE001
-        password = None
-    return text.replace(str(password), "***") if password else text
+def _first_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
 
 
 def _check_send(key: object, answer_within: object) -> float | None:
@@ -132,7 +131,7 @@ def launch(url: str | None = None, *, name: str = "functai", executor: str | Non
     except Exception as error:
         with contextlib.suppress(Exception):  # no worker runs turns without a lease: others would take them
             DBOS.destroy(destroy_registry=False)
-        raise functai.FunctAIError(f"could not start DBOS on {_shown(url)}: {_said(error, url)}",
+        raise functai.FunctAIError(f"could not start DBOS on {_hidden(url)}: {_hidden(url, _first_line(error))}",
                                    code="dbos-url") from None
     held.start()
     _launched.append(url)
@@ -288,8 +287,8 @@ def _client(url: str) -> Any:
         try:
             _clients[url] = DBOSClient(system_database_url=url, retry_connection_errors=False)
         except Exception as error:
-            raise functai.FunctAIError(f"cannot use DBOS's system database {_shown(url)}: {_said(error, url)}",
-                                       code="dbos-url") from None
+            raise functai.FunctAIError(f"cannot use DBOS's system database {_hidden(url)}: "
+                                       f"{_hidden(url, _first_line(error))}", code="dbos-url") from None
     return _clients[url]
 
 
