@@ -185,7 +185,8 @@ class Handle:
                                        code="dbos-workflow-failed") from error
         if outcome["state"] != "done":
             raise functai.FunctAIError(outcome["message"], code=outcome["code"])
-        if not any(turn.key == self._key and turn.state == "done" for turn in self._chat.all_turns()):
+        made = _keyed(self._chat, self._key)
+        if made is None or made.state != "done":
             # Sending would make the turn here a second time: this store is not the one the workers wrote to.
             raise functai.FunctAIError(
                 f"turn {self.id!r} is done, but this process's store holds no turn made under the key "
@@ -206,6 +207,11 @@ def _ended(workflow: Any, timeout: float | None) -> Any:
         time.sleep(pause)
         pause = min(pause * 1.5, 0.5)
     return workflow.get_result()
+
+
+def _keyed(chat: functai.Conversation, key: str) -> Any:
+    """The turn of ``chat`` made under ``key``, or None (looked for among every turn)."""
+    return next((turn for turn in chat.all_turns() if turn.key == key), None)
 
 
 def workflow_id(conversation: str, key: str) -> str:

@@ -12,6 +12,8 @@ import functai
 import functai.evaluation
 from dbos import DBOS
 
+from . import _keyed
+
 QUEUE = "functai.turns"
 WORKFLOW = "functai.turn"
 #: An evaluation's row, asked on a queue of the evaluation's own (``functai.rows.<id>``).
@@ -75,18 +77,12 @@ def _send(function: str, conversation: str, store: str, inputs: dict[str, Any], 
     except functai.FunctAIError as error:
         if error.code in PASSING:
             raise _StoreTrouble(f"{error.code}: {error.message}") from None
-        if error.code == "conversation-busy" and _made_here(chat, key):  # resumed elsewhere (functai approve)
-            return {"state": "busy"}
+        if error.code == "conversation-busy" and _keyed(chat, key) is not None:  # resumed elsewhere (functai approve)
+            return {"state": "busy"}  # else another turn holds the branch, and this one was never made
         return {"state": "failed", "code": error.code, "message": error.message}
     except Exception as error:  # noqa: BLE001  # inputs the function does not take, a tool's own error: the outcome
         return {"state": "failed", "code": type(error).__name__, "message": str(error)}
     return {"state": "done"}  # the answer stays in functai's store: `Handle.result` reads it there
-
-
-def _made_here(chat: functai.Conversation, key: str) -> bool:
-    """Whether the conversation holds the turn made under ``key`` (busy, it runs elsewhere: look again);
-    else another turn holds the branch, and this one was never made (its send fails)."""
-    return any(turn.key == key for turn in chat.all_turns())
 
 
 @DBOS.step()
@@ -130,14 +126,14 @@ def turn(function: str, conversation: str, store: str, inputs: dict[str, Any],
             return outcome
         DBOS.set_event("state", "waiting")
         now = _clock()
-        if answer_within is not None and deadline is None:
-            deadline = now + answer_within
-        if answer_within is not None and deadline is not None and now >= deadline:
-            given_up = _abandon(conversation, store, outcome["turn"], answer_within)
-            if given_up["state"] == "abandoned":
-                return given_up
-            deadline = None  # it was answered meanwhile: go on with it
-            continue
+        if answer_within is not None:
+            deadline = now + answer_within if deadline is None else deadline
+            if now >= deadline:
+                given_up = _abandon(conversation, store, outcome["turn"], answer_within)
+                if given_up["state"] == "abandoned":
+                    return given_up
+                deadline = None  # it was answered meanwhile: go on with it
+                continue
         woken = DBOS.recv(TOPIC, timeout_seconds=recheck if deadline is None else min(recheck, deadline - now))
         if woken is None:  # time to look at the turn itself
             recheck = min(recheck * 2, RECHECK_MOST)
