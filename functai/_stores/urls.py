@@ -81,13 +81,15 @@ def redact(url: "str | Hidden") -> str:
     parts = split_url(url)
     if parts is None:  # where a password ends is unknown, so all of user, password, host and port go
         return re.sub(r"^([^:]*://)[^/?#]*", r"\1…", url)
+    shown = url
+    if parts.password is not None:
+        shown = urlunsplit((parts.scheme, f"{parts.username or ''}@{host_port(parts)}", parts.path, parts.query,
+                            parts.fragment))
     query = "&".join(field for field in parts.query.split("&")  # libpq reads ?password= too
                      if field.split("=", 1)[0].lower() != "password")
-    if parts.password is None and query == parts.query:
-        return url
-    netloc = parts.netloc if parts.password is None else f"{parts.username or ''}@{host_port(parts)}"
-    shown = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    return shown.replace(":", "://", 1) if not netloc and "://" in url else shown  # postgresql:///db stays so
+    if query != parts.query:  # the query follows the only "?" a URL's path and host can hold
+        shown = shown.replace("?" + parts.query, "?" + query if query else "", 1)
+    return shown
 
 
 def sqlite_path(url: str) -> str:
