@@ -414,7 +414,7 @@ def test_threads_reading_turns_an_open_left_to_fill_in_read_the_same(tmp_path, m
     assert seen == [expected] * 8
 
 
-@pytest.mark.parametrize("how", ["in order", "joined out of order", "a record on two lines"])
+@pytest.mark.parametrize("how", ["in order", "joined out of order", "a record on two lines", "the header on two lines"])
 def test_a_sqlite_open_reads_the_records_as_one_text_and_checks_it(varied, tmp_path, how) -> None:
     """An open fetches the records joined into one text with the positions as they were joined;
     a join out of order, or a record whose JSON spans lines, is read again a row at a time."""
@@ -431,10 +431,11 @@ def test_a_sqlite_open_reads_the_records_as_one_text_and_checks_it(varied, tmp_p
     store = (Reversed if how == "joined out of order" else SQLiteStore)(tmp_path / "v.db")
     expected = FolderStore(varied).read("v")
     store.append("v", expected)
-    if how == "a record on two lines":
+    if how.endswith("on two lines"):
+        at = 0 if how.startswith("the header") else 3
         db = sqlite3.connect(tmp_path / "v.db")
-        db.execute("UPDATE functai_records SET data = ? WHERE conversation = 'v' AND position = 3",
-                   (json.dumps(expected[3], indent=1),))
+        db.execute("UPDATE functai_records SET data = ? WHERE conversation = 'v' AND position = ?",
+                   (json.dumps(expected[at], indent=1), at))
         db.commit()
         db.close()
     read_one_at_a_time = []

@@ -113,6 +113,27 @@ def test_close_lets_the_connection_go_and_the_next_use_opens_one(sql_url):
     store.close()
 
 
+@both
+def test_an_open_reads_text_beyond_ascii_as_it_was_written(sql_url):
+    """The joined read fetches UTF-8 bytes: a record's non-ASCII text, and the header, come back whole."""
+    import functai
+
+    @functai.ai
+    def echo(text: str) -> str:
+        """Echo."""
+        raise NotImplementedError
+
+    said = "héllo ✓ 日本語 🙂"
+    chat = echo.conversation("u", store=sql_url, client=ScriptedLM(reply=lambda request: said))
+    chat(text=said)
+    again = echo.conversation("u", store=open_store(sql_url))
+    store = open_store(sql_url)
+    rows, whole = store.read_rows("u")
+    assert [whole(n) for n in range(len(rows))] == store.read("u")
+    assert whole(0)["kind"] == "conversation"
+    assert [(dict(t.inputs), dict(t.outputs)) for t in again.turns] == [({"text": said}, {"output": said})]
+
+
 def test_the_postgresql_store_does_not_load_the_sqlite_one():
     code = "import sys, functai._stores.postgres; print('functai._stores.sqlite' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)

@@ -76,8 +76,8 @@ class PostgresStore(SQLStore):
 
     marker = "%s"
     branch_names = {"tip": "%(tip)s::text", "conversation": "%(c)s", "indexed": ""}
-    read_joined = ("SELECT string_agg(data, E'\\n' ORDER BY position), count(*), NULL FROM functai_records "
-                   "WHERE conversation = ? AND position >= ?")
+    read_joined = ("SELECT convert_to(string_agg(data, E'\\n' ORDER BY position), 'UTF8'), count(*), NULL "
+                   "FROM functai_records WHERE conversation = ? AND position >= ?")
 
     def __init__(self, url: str) -> None:
         self._url = hide_url(url)  # the password in no frame or attribute repr (tracebacks with locals)

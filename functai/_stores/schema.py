@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import _codec as codec
-from .._conversations.checks import UNUSABLE
+from .._conversations.checks import UNUSABLE as UNUSABLE  # a record_of that is not a record has it
 from .._conversations.turndata import FORMAT
 from .protocol import not_an_object
 

@@ -26,11 +26,13 @@ READ_VERSION = "SELECT value FROM functai_meta WHERE key = 'schema'"
 COUNT = "SELECT MAX(position) FROM functai_records WHERE conversation = ?"
 INSERT = "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) VALUES (?, ?, ?, ?, ?, ?)"
 READ = "SELECT data FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position"
-#: `READ` as one text (what an open decodes in one go): fetching one value instead of a row per
-#: record halves a long conversation's read. SQLite promises no order inside an aggregate (before
-#: 3.44 none can be asked for), so the positions come along, joined in the same pass, and are checked.
-READ_JOINED = ("SELECT group_concat(data, char(10)), count(*), group_concat(position) FROM functai_records "
-               "WHERE conversation = ? AND position >= ?")
+#: `READ` as one value (what an open decodes in one go): fetching one value instead of a row per
+#: record halves a long conversation's read, and fetching it as bytes (which the decoder reads as
+#: they are) rather than text saves making a str of it. SQLite promises no order inside an aggregate
+#: (before 3.44 none can be asked for), so the positions come along, joined in the same pass, and
+#: are checked.
+READ_JOINED = ("SELECT CAST(group_concat(data, char(10)) AS BLOB), count(*), group_concat(position) "
+               "FROM functai_records WHERE conversation = ? AND position >= ?")
 
 
 class SQLStore:
@@ -44,7 +46,7 @@ class SQLStore:
     errors: Any = ()
     #: How `schema.branch_sql` names the parameters of a branch read in this driver.
     branch_names: dict[str, str] = {}
-    #: The driver's `READ_JOINED`: (text, count, positions as joined, or None where the order is promised).
+    #: The driver's `READ_JOINED`: (UTF-8 bytes, count, positions as joined, or None where the order is promised).
     read_joined = READ_JOINED
 
     def _start(self) -> None:
@@ -180,13 +182,15 @@ class SQLStore:
             found = rows_in(text, count)
             if found is not None:
                 lines: list[str] = []
-                one_per_line = text.count("\n") == count - 1  # else a record's JSON spans lines (written by hand)
 
                 def whole(position: int) -> dict[str, Any]:
-                    if position == 0 and one_per_line and not lines:  # the header, which every open reads
-                        return schema.record_of(text[: text.find("\n")] if count > 1 else text)
+                    if position == 0 and not lines:  # the header, which every open reads: its first line, if whole
+                        head = schema.record_of((text[: text.find(b"\n")] if count > 1 else text).decode())
+                        if schema.UNUSABLE not in head:
+                            return head
                     if not lines:
-                        lines.extend(text.split("\n") if one_per_line else
+                        one_per_line = text.count(b"\n") == count - 1  # else a record spans lines (written by hand)
+                        lines.extend(text.decode().split("\n") if one_per_line else
                                      [data for (data,) in self._data(conversation, start)])
                     return schema.record_of(lines[position])
 
