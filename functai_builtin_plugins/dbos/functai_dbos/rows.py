@@ -20,6 +20,8 @@ import functai.evaluation
 
 #: Seconds between looks at how many rows have ended.
 POLL = 0.5
+#: Seconds an evaluation waits with no row taken by any worker before it says so (once; it goes on waiting).
+IDLE = 30.0
 #: The states a row's workflow ends in (DBOS 3.4).
 ENDED = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
@@ -47,7 +49,7 @@ def evaluate(program: Any, *, log: str, workers: int | None, rate: tuple[int, fl
                 options = {"queue_name": queue, "workflow_name": ROW, "workflow_id": workflow_id,
                            "app_version": VERSION}
                 client.enqueue(options, function, attrs.asdict(row, recurse=False))
-            outputs = _await(client, evaluation, len(ids), progress_to, program.name)
+            outputs = _await(client, evaluation, len(ids), progress_to, program)
         except BaseException:  # Ctrl-C, say: no worker asks the rest once the evaluation is given up
             with contextlib.suppress(Exception):  # the database gone too: the first error is the one to see
                 for status in client.list_workflows(workflow_id_prefix=f"{evaluation}-",
@@ -61,18 +63,24 @@ def evaluate(program: Any, *, log: str, workers: int | None, rate: tuple[int, fl
     return functai.evaluation.Evaluation.of(results, skipped)
 
 
-def _await(client: Any, evaluation: str, total: int, progress_to: TextIO | None, name: str) -> dict[str, Any]:
+def _await(client: Any, evaluation: str, total: int, progress_to: TextIO | None, program: Any) -> dict[str, Any]:
     """Every row's result by workflow id, once all have ended (a line of progress as they do)."""
-    shown = -1
+    shown, idle_since = -1, time.monotonic()
     while True:
         ended = client.list_workflows(workflow_id_prefix=f"{evaluation}-", status=list(ENDED),
                                       load_input=False, load_output=False)
         if progress_to is not None and len(ended) != shown and progress_to.isatty():
             shown = len(ended)
-            progress_to.write(f"\revaluating {name} on DBOS workers: {shown}/{total}")
+            progress_to.write(f"\revaluating {program.name} on DBOS workers: {shown}/{total}")
             progress_to.flush()
         if len(ended) == total:
             break
+        if idle_since is not None and (ended or client.list_workflows(
+                workflow_id_prefix=f"{evaluation}-", status=["PENDING"], limit=1, load_input=False, load_output=False)):
+            idle_since = None  # a worker took a row
+        elif idle_since is not None and time.monotonic() - idle_since >= IDLE:
+            idle_since = None
+            _no_worker(progress_to, program.module)
         time.sleep(POLL)
     failed = [status for status in ended if status.status != "SUCCESS"]
     if failed:  # a row's failure is a result; a workflow that failed is not
@@ -80,3 +88,16 @@ def _await(client: Any, evaluation: str, total: int, progress_to: TextIO | None,
                                    f"{failed[0].error}", code="dbos-row-failed")
     done = client.list_workflows(workflow_id_prefix=f"{evaluation}-", load_input=False)
     return {status.workflow_id: status.output for status in done}
+
+
+def _no_worker(progress_to: TextIO | None, module: str) -> None:
+    """Say that no worker takes the rows (to the command line's error stream, else as a log event)."""
+    message = (f"no worker has taken a row in {IDLE:g} s; the evaluation waits for one: start one on the same "
+               f"system database (FUNCTAI_DBOS_URL=... functai worker --runner dbos --import {module})")
+    if progress_to is None:
+        import logging
+
+        logging.getLogger("functai_dbos").warning(message)
+        return
+    progress_to.write(f"\n{message}\n")
+    progress_to.flush()

@@ -118,7 +118,10 @@ def test_a_thousand_rows_on_three_workers_one_killed_midway_each_row_once(system
     assert len(twice) <= 64  # at most the rows asked at once (--workers)
 
 
-def test_the_queue_holds_rows_to_the_rate_asked(system, tmp_path):
+def test_the_queue_holds_rows_to_the_rate_asked(system, tmp_path, monkeypatch):
+    import functai_dbos.rows
+
+    monkeypatch.setattr(functai_dbos.rows, "IDLE", 2.0)  # a worker takes a row sooner: nothing to say
     log = rated_log(tmp_path / "calls", 20)
     procs = workers(system, tmp_path, 1)
     try:
@@ -127,7 +130,7 @@ def test_the_queue_holds_rows_to_the_rate_asked(system, tmp_path):
         for proc in procs:
             proc.kill()
             proc.wait()
-    assert status == 0 and "score 0.900" in out, err
+    assert status == 0 and "score 0.900" in out and "no worker" not in err, err
     times = sorted(at for _, at, _ in asks(tmp_path))
     # 5 a second: the last five start 3 s after the first five, which a worker just started may ask late.
     assert len(times) == 20 and times[-1] - times[0] >= 1.5, times
@@ -188,3 +191,46 @@ def test_an_evaluation_given_up_midway_cancels_the_rows_not_yet_asked(system, tm
         functai_dbos.Runner().evaluate(eval_app.capital, log=log, workers=None, progress_to=None)
     rows = functai_dbos._client(system).list_workflows(name=ROW, load_input=False, load_output=False)
     assert len(rows) == 6 and {row.status for row in rows} == {"CANCELLED"}
+
+
+@pytest.mark.parametrize("told", ["on the error stream", "as a log event"])
+def test_an_evaluation_no_worker_takes_says_so_once_and_waits_on(system, tmp_path, monkeypatch, told):
+    """A worker started on the system database once and is gone: the rows wait on the queue, and
+    after IDLE seconds the evaluation says how to start one (then Ctrl-C here gives it up)."""
+    import logging
+
+    import functai_dbos.rows
+
+    log = rated_log(tmp_path / "calls", 3)
+    for proc in workers(system, tmp_path, 1):
+        proc.kill()
+        proc.wait()
+    monkeypatch.setattr(functai_dbos.rows, "IDLE", 0.5)
+    said: list[str] = []
+    started = time.monotonic()
+
+    def heard(text: str) -> None:
+        said.append(text)
+        if "no worker" in text:
+            raise KeyboardInterrupt  # the person read it and gives up
+
+    class Stream(io.StringIO):
+        def write(self, text: str) -> int:
+            heard(text)
+            return len(text)
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            heard(record.getMessage())
+
+    handler = Handler(logging.WARNING)
+    logging.getLogger("functai_dbos").addHandler(handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            functai_dbos.Runner().evaluate(eval_app.capital, log=log, workers=None,
+                                           progress_to=Stream() if told == "on the error stream" else None)
+    finally:
+        logging.getLogger("functai_dbos").removeHandler(handler)
+    notice = [text for text in said if "no worker" in text]
+    assert len(notice) == 1 and time.monotonic() - started >= 0.5
+    assert "functai worker --runner dbos --import eval_app" in notice[0] and "0.5 s" in notice[0]
