@@ -65,7 +65,8 @@ def evaluate(program: Any, *, log: str, workers: int | None, rate: tuple[int, fl
 
 def _await(client: Any, evaluation: str, total: int, progress_to: TextIO | None, program: Any) -> dict[str, Any]:
     """Every row's result by workflow id, once all have ended (a line of progress as they do)."""
-    shown, idle_since = -1, time.monotonic()
+    shown = -1
+    idle_since: float | None = time.monotonic()  # None once a worker took a row, or the evaluation said none did
     while True:
         ended = client.list_workflows(workflow_id_prefix=f"{evaluation}-", status=list(ENDED),
                                       load_input=False, load_output=False)
@@ -75,12 +76,13 @@ def _await(client: Any, evaluation: str, total: int, progress_to: TextIO | None,
             progress_to.flush()
         if len(ended) == total:
             break
-        if idle_since is not None and (ended or client.list_workflows(
-                workflow_id_prefix=f"{evaluation}-", status=["PENDING"], limit=1, load_input=False, load_output=False)):
-            idle_since = None  # a worker took a row
-        elif idle_since is not None and time.monotonic() - idle_since >= IDLE:
-            idle_since = None
-            _no_worker(progress_to, program.module)
+        if idle_since is not None:
+            if ended or client.list_workflows(workflow_id_prefix=f"{evaluation}-", status=["PENDING"], limit=1,
+                                              load_input=False, load_output=False):
+                idle_since = None  # a worker took a row
+            elif time.monotonic() - idle_since >= IDLE:
+                idle_since = None
+                _no_worker(progress_to, program.module)
         time.sleep(POLL)
     failed = [status for status in ended if status.status != "SUCCESS"]
     if failed:  # a row's failure is a result; a workflow that failed is not
