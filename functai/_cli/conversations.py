@@ -331,6 +331,11 @@ def _check_rerun(found: "History", interrupted: list[str], rerun: list[str]) -> 
                        f"its result; {can} run again", code="rerun-not-started")
 
 
+#: The errors of a resume that leave the turn as it was (not failed), and what is said of the turn.
+UNSETTLED = {"reconcile-failed": "stays interrupted",
+             "resume-settings": "is not resumed here (it keeps its state)"}
+
+
 def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     from .._conversations import held
 
@@ -372,13 +377,13 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
             waits = True
             continue
         except FunctAIError as error:
-            if error.code != "reconcile-failed":
+            if error.code not in UNSETTLED:
                 raise CLIError(f"turn {turn_id} failed: {error.message}", code=error.code, status=RUNTIME) from error
-            print(f"{turn_id}: stays interrupted [{error.code}]", file=out)  # nothing ended: the others go on
+            print(f"{turn_id}: {UNSETTLED[error.code]} [{error.code}]", file=out)  # nothing ended: the others go on
             unsettled.append((turn_id, error))
             continue
         print(f"{turn_id}: {short(answer, 200)}", file=out)
     if unsettled:
         first, failure = unsettled[0]
-        raise CLIError(f"turn {first} stays interrupted: {failure.message}", code=failure.code, status=RUNTIME)
+        raise CLIError(f"turn {first} {UNSETTLED[failure.code]}: {failure.message}", code=failure.code, status=RUNTIME)
     return 3 if waits else 0

@@ -291,6 +291,11 @@ def test_the_cli_answers_but_does_not_resume_where_the_budget_is_not_set_and_say
     assert f"chat.turn({turn!r}).resume()" in answered.stdout and f"functai resume {store} asked" in answered.stdout
     assert spent(chat) == cost  # nothing was sent without the budget
     assert chat.turn(turn).state == "waiting"
+    elsewhere = subprocess.run([sys.executable, "-m", "functai", "resume", store, "asked"],
+                               env=environment(FUNCTAI_LM="test"), capture_output=True, text=True, timeout=120)
+    assert elsewhere.returncode == 1 and "[resume-settings]" in elsewhere.stderr, elsewhere.stdout + elsewhere.stderr
+    assert f"turn {turn} is not resumed here (it keeps its state)" in elsewhere.stderr
+    assert "failed" not in elsewhere.stdout + elsewhere.stderr and chat.turn(turn).state == "waiting"
     resumed = functai_cli("resume", store, "asked", tokens=2.5 * cost)  # where the budget is set
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert chat.turn(turn).state == "done" and extensions(chat) == [{"tokens": cost}]
