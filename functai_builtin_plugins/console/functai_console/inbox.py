@@ -62,21 +62,37 @@ def _offered(approval: Mapping[str, Any]) -> dict[str, Any]:
 _JSON_STARTS = frozenset('[{"-0123456789tfn \t\n\r')
 
 
+def _refuse(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _json(text: str) -> Any:
+    """``text`` read as strict JSON (``NaN`` and ``Infinity`` are text, as no JSON reader takes them)."""
+    return json.loads(text, parse_constant=_refuse)
+
+
 def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any]) -> dict[str, Any] | None:
     """The inputs a person changed in the approve form (``input.NAME`` fields), each read as JSON when
-    it is JSON, else as text; None when nothing changed."""
+    it is JSON, else as text; None when nothing changed. A field sent back as it was shown is no edit,
+    whatever line endings the browser sent it with (a form sends a text area's as CRLF)."""
     edit: dict[str, Any] = {}
     for field, text in form.items():
         if not field.startswith("input.") or not isinstance(text, str):
             continue
         name = field[len("input."):]
+        if name in asked and _lines(text) == _lines(as_field(asked[name])):
+            continue
         try:
-            value = json.loads(text)
+            value = _json(text)
         except ValueError:
             value = text
         if name not in asked or value != asked[name]:
             edit[name] = value
     return edit or None
+
+
+def _lines(text: str) -> str:
+    return text.replace("\r\n", "\n")
 
 
 def as_field(value: Any) -> str:
@@ -86,7 +102,7 @@ def as_field(value: Any) -> str:
         if not value or value[0] not in _JSON_STARTS:
             return value
         try:
-            json.loads(value)
+            _json(value)
         except ValueError:
             return value
     return json.dumps(value, ensure_ascii=False)
@@ -125,9 +141,9 @@ def answer(console: Console, form: Mapping[str, Any]) -> str:
         turn.deny(key, reason=str(form.get("reason") or "").strip() or None, by=by)
         done = f"{_about(asked)} denied by {by}"
     elif asked.get("kind") == "request":  # a budget's question: the field is the extension granted
-        edit = read_edit(form, _offered(asked)) or {}
-        turn.approve(key, extend=edit.get("extend"), by=by)
-        done = f"{_about(asked)} approved by {by}" + (f" with {edit['extend']} more" if "extend" in edit else "")
+        granted = read_edit(form, _offered(asked)) or {}
+        turn.approve(key, extend=granted.get("extend"), by=by)
+        done = f"{_about(asked)} approved by {by}" + (f" with {granted['extend']} more" if "extend" in granted else "")
     else:
         edit = read_edit(form, asked["input"])
         turn.approve(key, inputs=edit, by=by)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import re
+import hashlib
+import json
 from typing import Any
 from urllib.parse import quote
 
 from .html import e, hidden, rows, short, state
 from .inbox import as_field
 from .state import waited
-
-_NOT_ID = re.compile(r"[^0-9A-Za-z]")
 
 HEAD = ["waiting", "function", "conversation", "tool", "input that will run", "why", "answer"]
 
@@ -81,15 +80,24 @@ def _row(item: dict[str, Any], csrf: str) -> str:
 
 
 def _form_id(item: dict[str, Any]) -> str:
-    return "f-" + _NOT_ID.sub("-", f"{item['conversation']}-{item['turn']}-{item['key']}")
+    """An id no other row's form has: its fields name their form by it, and a browser gives a field
+    to the first form of that id."""
+    named = json.dumps([item["conversation"], item["turn"], item["key"]]).encode()
+    return "f-" + hashlib.sha256(named).hexdigest()[:32]
 
 
 def _inputs(item: dict[str, Any], form: str) -> str:
-    """The tool's input as fields a person may change before approving (the form is in the last cell)."""
-    fields = "".join(
-        f'<label>{e(name)} <input type="text" form="{form}" name="input.{e(name)}" value="{e(as_field(value))}">'
-        f"</label><br>" for name, value in item["input"].items())
-    return fields or '<span class="muted">no input</span>'
+    """The tool's input as fields a person may change before approving (the form is in the last cell).
+    Text of more than one line goes in a text area: a browser drops the line breaks of a text field."""
+    fields = []
+    for name, value in item["input"].items():
+        shown = as_field(value)
+        if "\n" in shown or "\r" in shown:  # after the tag, one newline the HTML parser drops: the text keeps its first
+            field = f'<textarea form="{form}" name="input.{e(name)}" rows="3">\n{e(shown)}</textarea>'
+        else:
+            field = f'<input type="text" form="{form}" name="input.{e(name)}" value="{e(shown)}">'
+        fields.append(f"<label>{e(name)} {field}</label><br>")
+    return "".join(fields) or '<span class="muted">no input</span>'
 
 
 def _form(item: dict[str, Any], csrf: str, form: str) -> str:

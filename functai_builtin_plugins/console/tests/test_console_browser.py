@@ -75,9 +75,10 @@ class Program:
     """tests/console_program.py in its own process: it sends a turn that waits, then resumes it
     once a person has answered, and prints what the model was told."""
 
-    def __init__(self, store: str, log: str, conversation: str, amount: int, ledger: pathlib.Path) -> None:
+    def __init__(self, store: str, log: str, conversation: str, amount: int, ledger: pathlib.Path,
+                 order: str = "A1") -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "console_program.py"), store, log, conversation, "A1", str(amount)],
+            [sys.executable, str(HERE / "console_program.py"), store, log, conversation, order, str(amount)],
             env=environment(SHOP_LEDGER=str(ledger)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         assert line.startswith("waiting "), line + self.process.stderr.read()
@@ -117,6 +118,24 @@ def test_a_program_waits_a_person_approves_an_edit_and_the_program_runs_it_once(
     assert program.finish().strip() == "answer: model saw: refunded 300 on A1"
     assert ledger.read_text() == "A1 300\n"  # once, with the edited input
     row.wait_for(state="detached")  # the resumed turn leaves the inbox
+
+
+def test_inputs_approved_as_shown_run_as_the_model_asked(tmp_path, console_server, person):
+    """A browser drops a text field's line breaks and sends a text area's as CRLF: an input of several
+    lines, approved without a change, still runs as the model asked, and no edit is recorded."""
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    ledger = tmp_path / "ledger.txt"
+    program = Program(store, log, "ticket-6", 70, ledger, order="A1\nsecond line")
+    server = console_server(store, "--log", log)
+    page = person()
+    page.goto(server.url)
+    row = answer_row(page, "ticket-6")
+    assert row.locator('textarea[name="input.order"]').input_value() == "A1\nsecond line"
+    row.locator('input[name="by"]').fill("ana")
+    row.get_by_role("button", name="Approve").click()
+    assert "refund approved by ana; waiting for the program to resume" in page.locator("#note").inner_text()
+    program.finish()
+    assert ledger.read_text() == "A1\nsecond line 70\n"
 
 
 def test_a_denial_with_a_reason_is_shown_to_the_model(tmp_path, console_server, person):

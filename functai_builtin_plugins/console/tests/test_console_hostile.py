@@ -1,11 +1,14 @@
 """The console cannot be broken from the data it shows or the requests it gets: a conversation
 another program wrote, a form too large, a redirect to another site, a Host header naming a
-rebound DNS name."""
+rebound DNS name, ids that differ only in punctuation, inputs a form field would change."""
 
 from __future__ import annotations
 
+import html
 import http.client
 import os
+import re
+import shutil
 import sqlite3
 from urllib.parse import urlsplit
 
@@ -93,3 +96,38 @@ def test_a_host_header_that_is_not_the_consoles_address_is_refused(tmp_path, con
     connection.request("GET", f"/?token={token}", headers={"Host": f"attacker.example:{port}"})
     answer = connection.getresponse()
     assert answer.status == 403 and b"Host" in answer.read()
+
+
+def test_rows_whose_ids_differ_only_in_punctuation_have_forms_of_their_own(tmp_path):
+    """A field names its form by id, and a browser gives it to the first form of that id: two rows'
+    forms sharing one would send one row's inputs with the other's approval."""
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    waiting_turn(store, log)
+    shutil.copy(os.path.join(store, "ticket-1.jsonl"), os.path.join(store, "ticket.1.jsonl"))  # same turn, same key
+    rows = client(store, log).get("/inbox/rows").text
+    forms = re.findall(r'<form method="post" action="/inbox/answer" id="([^"]+)"', rows)
+    assert len(forms) == 2 and len(set(forms)) == 2
+    for row in re.findall(r"<tr .*?</tr>", rows, re.S):
+        own = re.search(r' id="(f-[^"]+)"', row).group(1)
+        assert set(re.findall(r' form="([^"]+)"', row)) == {own}  # each field is its own row's
+
+
+def test_an_input_approved_as_shown_is_no_edit_whatever_a_field_does_to_it(tmp_path):
+    """Text of several lines is shown in a text area (a text field drops line breaks) and comes back
+    with CRLF line ends, as a browser sends a text area; text reading ``NaN`` stays text."""
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    for n, order in enumerate(["A1\nsecond line", "NaN", "\nstarts with a line break"]):
+        chat, turn, _ = waiting_turn(store, log, order=order)
+        browser = client(store, log)
+        rows = browser.get("/inbox/rows").text
+        shown = re.search(r'name="input.order"( rows="3">\n(.*?)</textarea>| value="([^"]*)")', rows, re.S)
+        assert shown is not None, rows
+        text = html.unescape(shown.group(2) if shown.group(2) is not None else shown.group(3))
+        assert text == order and (shown.group(2) is not None) == ("\n" in order)
+        key = turn.approvals[0]["key"]
+        page = post(browser, "/inbox/answer", conversation="ticket-1", turn=turn.id, key=key, by="ana",
+                    action="approve", **{"input.order": text.replace("\n", "\r\n"), "input.amount": "400"})
+        assert "refund approved by ana;" in page, page  # no "with {...}": nothing was edited
+        answer = chat.turn(turn.id).waits[-1]["answers"][key]
+        assert answer["allow"] and not answer.get("inputs")
+        chat.turn(turn.id).abandon()

@@ -32,14 +32,14 @@ def post(browser: TestClient, path: str, **fields) -> str:
     return browser.get(answer.headers["location"]).text
 
 
-def waiting_turn(store: str, log: str, amount: int = 400):
+def waiting_turn(store: str, log: str, amount: int = 400, order: str = "A1"):
     """A program's turn that waits for a refund's approval; the program's view of it."""
     seen = []
 
     def reply(request):
         results = [m for m in request.messages if m.get("role") == "tool"]
         if not results:
-            return tool_call("refund", {"order": "A1", "amount": amount})
+            return tool_call("refund", {"order": order, "amount": amount})
         seen.append(results[-1].get("content"))
         return "done"
 
