@@ -392,6 +392,16 @@ def test_approve_prints_who_gave_the_answer_that_holds(world):
     assert "intern" not in out
 
 
+def test_approve_reads_an_input_as_strict_json_else_as_text(world):
+    store = str(world / "store")
+    view = functai.Conversation.open("c1", store=store)
+    (turn,) = [t for t in view.all_turns() if t.state == "waiting"]
+    functai.configure(client=ScriptedLM(["Refunded NaN."]))
+    status, out, err = run(["approve", store, "c1", "--input", "order=NaN", "--by", "ana"])
+    assert (status, err) == (0, ""), err
+    assert f'{turn.id}: refund {{"order": "NaN"}} — approved (edited by ana)' in out.splitlines()
+
+
 def test_a_contrary_approve_names_the_command_that_goes_on_with_the_answer_that_holds(world):
     import support_app
 

@@ -289,6 +289,10 @@ def _conversation_of(store: str, turn_id: str) -> tuple[str, "History"] | None:
     return None
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _edit(given: list[str]) -> dict[str, Any] | None:
     """``--input NAME=VALUE`` options as an edit: each value read as JSON when it is JSON, else as text."""
     if not given:
@@ -298,8 +302,8 @@ def _edit(given: list[str]) -> dict[str, Any] | None:
         name, sep, text = item.partition("=")
         if not sep or not name.strip():
             raise CLIError(f"--input {item!r}: write NAME=VALUE", code="input-invalid")
-        try:
-            edit[name.strip()] = json.loads(text)
+        try:  # strict JSON: NaN and Infinity are text, as the console reads them
+            edit[name.strip()] = json.loads(text, parse_constant=_not_json)
         except ValueError:
             edit[name.strip()] = text
     return edit
