@@ -13,8 +13,13 @@ import errno
 import fcntl
 import os
 import threading
+import time
 
 from ._files import cut, make_folder, unwritable, write_all, write_out
+
+#: Seconds between looks at whether the file is still the one at its path: a look per line would add a
+#: third to what logging a call costs; a rotated log's lines of that second stay in the rotated file.
+LOOK_EVERY = 1.0
 
 #: File systems on which a single ``write`` to an ``O_APPEND`` file is appended whole,
 #: atomically with respect to other writers (local, in one kernel).
@@ -66,6 +71,10 @@ class LineFile:
             self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as error:  # a file where the folder should be, no permission, a read-only disk
             raise unwritable(path, error, what) from None
+        status = os.fstat(self.fd)
+        #: The file opened: another at its path (rotated by a rename) is opened again, as a removed one is.
+        self.file = (status.st_dev, status.st_ino)
+        self.looked = time.monotonic()
         self.locked = not lock_free(folder) if locked is None else locked
         self.lock = threading.Lock()  # a line's write and its check, one thread at a time
         # Where our last line ended: a line right after it needs no look at the byte before it.
@@ -79,11 +88,19 @@ class LineFile:
                 self.fd = -1
 
     def append(self, line: bytes) -> bool:
-        """Append ``line`` (ending in a newline) whole; False when the file was removed (open it again)."""
+        """Append ``line`` (ending in a newline) whole; False when the file was removed, or (looked at
+        once a `LOOK_EVERY`, with nothing written then) renamed away by a log rotation: open it again."""
         with self.lock:
             fd = self.fd
-            if self.locked or fd < 0:
-                return fd >= 0 and self._append_locked(line)
+            if fd < 0:
+                return False
+            now = time.monotonic()
+            if now - self.looked >= LOOK_EVERY:
+                self.looked = now
+                if not self._still_there():
+                    return False
+            if self.locked:
+                return self._append_locked(line)
             written = self._write(line)
             stat = os.fstat(fd)
             if stat.st_size - written == self.end and stat.st_nlink and written == len(line):
@@ -92,6 +109,13 @@ class LineFile:
             if not stat.st_nlink:
                 return False
             return self._check(line, written)
+
+    def _still_there(self) -> bool:
+        try:
+            status = os.stat(self.path)
+        except OSError:
+            return False
+        return (status.st_dev, status.st_ino) == self.file
 
     def _write(self, data: bytes) -> int:
         try:

@@ -38,6 +38,18 @@ def unwritable(path: str | os.PathLike[str], error: OSError, what: str = "store"
     )
 
 
+def unreadable(path: str | os.PathLike[str], error: OSError, what: str = "call log") -> FunctAIError:
+    """The ``store-unreadable`` error for ``error`` raised while reading ``path``."""
+    why = _WHY.get(error.errno or 0) or error.strerror or type(error).__name__
+    return FunctAIError(
+        f"cannot read the {what} at {os.fspath(path)}: {why} ({errno.errorcode.get(error.errno or 0, 'error')}); "
+        "fix the permissions, or move what is in its place",
+        code="store-unreadable",
+        path=os.fspath(path),
+        errno=error.errno,
+    )
+
+
 def write_out(fd: int, data: bytes) -> None:
     """Write all of ``data``: a short ``os.write`` (a nearly full disk) is continued."""
     while data:

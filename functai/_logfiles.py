@@ -10,7 +10,7 @@ import errno
 import os
 from typing import Any, Iterator
 
-from ._files import unwritable
+from ._files import unreadable, unwritable
 from ._log import warn
 
 LOG_FILE = "calls.jsonl"
@@ -133,9 +133,10 @@ def numbered_lines(
     except FileNotFoundError:
         return
     except OSError as error:
+        what = "call log" if os.path.basename(where) == LOG_FILE else "log file"
         if error.errno == errno.ENOTDIR:  # a file where the log folder should be
-            raise unwritable(path, error, "call log" if os.path.basename(where) == LOG_FILE else "log file") from None
-        raise
+            raise unwritable(path, error, what) from None
+        raise unreadable(path, error, what) from None
     with handle:
         for number, raw in enumerate(handle, 1):
             if not raw.endswith(b"\n"):

@@ -153,10 +153,50 @@ def test_every_filter_answers_what_a_whole_read_finds(log):
 
 def test_a_wrong_filter_is_named_not_read_as_no_filter(tmp_path):
     for wrong, named in [({"newest": 0}, "newest"), ({"newest": True}, "newest"), ({"model": ""}, "model"),
-                         ({"error": 3}, "error"), ({"id": 5}, "id"), ({"before": "x"}, "before")]:
+                         ({"error": 3}, "error"), ({"id": 5}, "id"), ({"before": "x"}, "before"),
+                         ({"function": print}, "function"), ({"function": 123}, "function"),
+                         ({"function": ""}, "function"), ({"function": "module:"}, "function"),
+                         ({"model": "a\x00b"}, "model"), ({"id": "\x00"}, "id"), ({"day": "2026-12"}, "day"),
+                         ({"day": "2026-12-7"}, "day"), ({"day": "2026-13-01"}, "day"), ({"day": "garbage"}, "day")]:
         with pytest.raises(functai.FunctAIError) as info:
             functai.read_calls(tmp_path, **wrong)  # at once, not when first read
         assert info.value.code == "bad-filter" and f"{named}=" in info.value.message
+
+
+def test_filters_no_database_could_hold_still_read(log):
+    """A count past any database's, and text with a lone surrogate (which UTF-8 cannot hold)."""
+    write_log(log, n=2)
+    assert len(list(functai.read_calls(log, newest=2**63))) == len(list(functai.read_calls(log)))
+    assert list(functai.read_calls(log, model="scripted\udce9")) == []
+    assert list(functai.read_calls(log, newest=3, before="nope\ud800")) == []
+
+
+def test_a_plugin_filter_matches_the_name_as_written_only(log):
+    """SQLite's LIKE ignores case: the index is searched for the name itself, so a name in another
+    case finds nothing, reports nothing and leaves the index as it was."""
+    write_log(log)
+    skipped: list[tuple[str, str]] = []
+    assert list(functai.read_calls(log, plugin="BRIEF", skipped=skipped)) == [] and skipped == []
+    assert len(list(functai.read_calls(log, plugin="brief", skipped=skipped))) == 4 and skipped == []
+
+
+def test_a_lone_surrogate_in_a_records_field_is_kept_and_found(log):
+    """A code no database can hold as it is (a lone surrogate): the record is kept, indexed as its
+    escape, and found by the code as it was given."""
+    code = "refus\udce9"
+
+    def refusing(request):
+        raise functai.ModelError("refused", code=code)
+
+    write_log(log, n=1)
+    with functai.settings(client=ScriptedLM(reply=refusing), log_calls=log):
+        with pytest.raises(functai.FunctAIError):
+            inner("refused")
+    (newest,) = functai.read_calls(log, newest=1)
+    assert newest.error["code"] == code
+    assert [r.id for r in functai.read_calls(log, error=code)] == [newest.id]
+    assert [r.id for r in functai.read_calls(log)][-1] == newest.id
+    assert newest.id in [r.id for r in functai.read_calls(log, error=True)]
 
 
 # -- a call log written by an older functai ---------------------------------------------------------
@@ -226,7 +266,7 @@ def test_an_index_of_another_version_is_made_again(big_log):
 
 
 @pytest.mark.parametrize("edit", ["line removed", "cut short", "same size in place", "in place, then appended",
-                                  "replaced"])
+                                  "replaced", "a column in place, then appended"])
 def test_a_log_edited_by_hand_is_read_as_it_now_is(big_log, edit):
     path = big_log / "calls.jsonl"
     write_log(str(big_log), n=30)  # long enough that its middle is far from both ends
@@ -244,6 +284,13 @@ def test_a_log_edited_by_hand_is_read_as_it_now_is(big_log, edit):
             handle.write(lines[middle].replace(victim.id.encode(), victim.id[::-1].encode()))
         if edit.endswith("appended"):  # and the size grows: only a record read shows the index is wrong
             write_log(str(big_log), n=1)
+    elif edit.startswith("a column"):  # the function's name changed: the id is as it was
+        with open(path, "r+b") as handle:
+            handle.seek(sum(map(len, lines[:middle])))
+            handle.write(lines[middle].replace(b'"function":"inner"', b'"function":"innex"'))
+        write_log(str(big_log), n=1)
+        assert ids(big_log, id=victim.id) == [victim.id]  # read, and its columns found changed: indexed again
+        assert ids(big_log, function="innex") == [victim.id] and victim.id not in ids(big_log, function="inner")
     else:
         os.replace(path, big_log / "old")
         (big_log / "new").write_bytes(b"".join(lines[middle:]))
@@ -251,7 +298,7 @@ def test_a_log_edited_by_hand_is_read_as_it_now_is(big_log, edit):
     every = list(functai.read_calls(big_log))
     if edit == "same size in place":  # written since it was indexed, at the same size: indexed again
         assert ids(big_log, id=victim.id[::-1]) == [victim.id[::-1]]
-    assert ids(big_log, id=victim.id) == ([victim.id] if edit == "replaced" else [])  # read, and found changed
+    assert ids(big_log, id=victim.id) == ([victim.id] if edit.startswith(("replaced", "a column")) else [])
     if edit.startswith(("same size", "in place")):
         assert ids(big_log, id=victim.id[::-1]) == [victim.id[::-1]]
     assert ids(big_log, newest=1000) == reference(every, newest=1000)
@@ -432,3 +479,13 @@ def test_a_postgresql_log_of_store_schema_2_is_read_then_migrated_by_its_first_w
     before.append(next(functai.read_calls(postgres_url, newest=1)).to_dict())
     assert [r.to_dict() for r in functai.read_calls(postgres_url)] == before
     check_every_filter(postgres_url)
+
+
+def test_a_log_file_that_cannot_be_read_is_named_with_a_code(tmp_path, monkeypatch):
+    monkeypatch.setattr(logindex, "SMALL", 0)
+    log = tmp_path / "calls"
+    (log / "calls.jsonl").mkdir(parents=True)  # a folder where the file should be
+    for query in ({}, {"newest": 1}, {"function": "inner"}):
+        with pytest.raises(functai.FunctAIError) as info:
+            list(functai.read_calls(log, **query))
+        assert info.value.code == "store-unreadable" and "calls.jsonl" in info.value.message, query

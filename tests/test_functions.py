@@ -453,6 +453,31 @@ def test_the_call_log_survives_its_file_being_removed(tmp_path):
     assert [r.inputs["country"] for r in functai.read_calls(folder)] == ["y", "z"]
 
 
+def test_the_call_log_rotated_by_a_rename_goes_on_in_a_new_file(tmp_path, monkeypatch):
+    """As logrotate does by default: the file is renamed, and a call made once the writer looks again
+    (every LOOK_EVERY seconds; at once here) starts a new one."""
+    from functai import _appendlog
+
+    monkeypatch.setattr(_appendlog, "LOOK_EVERY", 0.0)
+    scripted("a", "b", "c", "d")
+    folder = tmp_path / "log"
+    functai.configure(log_calls=str(folder))
+    capital("x")
+    capital("y")
+    os.rename(folder / "calls.jsonl", folder / "calls.jsonl.1")
+    capital("z")
+    (rated,) = [r for r in functai.read_calls(folder) if r.inputs["country"] == "z"]
+    functai.rate(rated, good=True, log=str(folder))
+    os.rename(folder / "ratings.jsonl", folder / "ratings.jsonl.1")
+    capital("w")
+    assert [r.inputs["country"] for r in functai.read_calls(folder)] == ["z", "w"]
+    assert [json.loads(line)["inputs"]["country"] for line in (folder / "calls.jsonl.1").read_text().splitlines()] \
+        == ["x", "y"]
+    functai.rate(rated, good=False, log=str(folder))
+    assert [r.rating["good"] for r in functai.read_calls(folder, rated=True)] == [False]
+    assert len((folder / "ratings.jsonl.1").read_text().splitlines()) == 1
+
+
 def test_read_calls_skips_lines_that_are_not_records(tmp_path):
     (tmp_path / "calls.jsonl").write_text('{"id": "x"}\n[1, 2]\n"text"\n')
     with log_events() as caught:

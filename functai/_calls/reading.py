@@ -61,21 +61,40 @@ def _query(rated: bool, function: Any, model: Any, error: Any, parent: Any, id: 
     from .._stores.callquery import CallQuery  # here: a plain import of functai opens no store
 
     module = None
+    given = function
+    if function is not None and not isinstance(function, str):
+        named = (getattr(function, "module", None), getattr(function, "name", None))
+        if not all(isinstance(part, str) for part in named):
+            raise FunctAIError(f"read_calls(function=...) takes an AI function or its name, not {function!r}",
+                               code="bad-filter")
+        function = f"{named[0]}:{named[1]}"
     if function is not None:
-        text = function if isinstance(function, str) else f"{function.module}:{function.name}"
-        module, _, function = text.rpartition(":")
-    texts = {"model": model, "parent": parent, "id": id, "plugin": plugin, "day": day, "before": before}
+        module, _, function = function.rpartition(":")
+    texts = {"function": function, "model": model, "parent": parent, "id": id, "plugin": plugin, "day": day,
+             "before": before, "error": error if error is not True else None}
     for name, value in texts.items():
-        if value is not None and not (isinstance(value, str) and value):
-            raise FunctAIError(f"read_calls({name}=...) takes a non-empty string, not {value!r}", code="bad-filter")
-    if error is not None and error is not True and not (isinstance(error, str) and error):
-        raise FunctAIError(f"read_calls(error=...) takes an error code or True, not {error!r}", code="bad-filter")
+        if value is not None and not (isinstance(value, str) and value and "\x00" not in value):
+            shown = given if name == "function" else value
+            raise FunctAIError(f"read_calls({name}=...) takes a non-empty string without NUL characters"
+                               + (" or True" if name == "error" else "") + f", not {shown!r}", code="bad-filter")
+    if day is not None and not _a_day(day):
+        raise FunctAIError(f"read_calls(day=...) takes a date written YYYY-MM-DD, not {day!r}", code="bad-filter")
     if newest is not None and (type(newest) is not int or newest < 1):
         raise FunctAIError(f"read_calls(newest=...) takes a whole number from 1, not {newest!r}", code="bad-filter")
     if before is not None and newest is None:
         raise FunctAIError("read_calls(before=...) continues a page: give newest=N with it", code="bad-filter")
     return CallQuery(id=id, function=function, module=module or None, model=model, error=error, parent=parent,
-                     plugin=plugin, day=day, rated=bool(rated), newest=newest, before=before)
+                     plugin=plugin, day=day, rated=bool(rated), before=before,
+                     newest=None if newest is None else min(newest, 2**63 - 1))  # no more rows than a database counts
+
+
+def _a_day(text: str) -> bool:
+    import datetime
+
+    try:
+        return len(text) == 10 and datetime.date.fromisoformat(text) is not None
+    except ValueError:
+        return False
 
 
 def _read_all(folder: str | os.PathLike[str], rated: bool,

@@ -13,7 +13,7 @@ from .._files import check_folder
 from .._log import warn
 from .._logfiles import record_problem, report_skipped
 from .._models.keys import SecretURL, reveal
-from .callquery import CallQuery, columns
+from .callquery import CallQuery, call_row, indexable
 from .opening import open_url
 from .protocol import not_an_object, to_line
 from .urls import is_url, redact, scheme_of, sqlite_path
@@ -26,7 +26,7 @@ class LogStore(Protocol):
 
     def read_log(self, table: str) -> Iterator[str]: ...
 
-    def find_calls(self, query: CallQuery) -> list[tuple[int, str]] | None: ...
+    def find_calls(self, query: CallQuery) -> list[tuple[int, str, tuple[str | None, ...]]] | None: ...
 
     def find_ratings(self, ids: Sequence[str]) -> list[tuple[int, str]]: ...
 
@@ -61,9 +61,9 @@ def append(url: str | SecretURL, table: str, records: list[dict[str, Any]]) -> N
     """Append call records (``calls``, keyed by id and found by their `columns`) or ratings
     (``ratings``, by call), in one transaction."""
     if table == "calls":
-        rows = [(str(data.get("id", "")), to_line(data), *columns(data)) for data in records]
+        rows = [(row[0], to_line(data), *row[1:]) for data in records for row in [call_row(data)]]
     else:
-        rows = [(str(data.get("call", "")), to_line(data)) for data in records]
+        rows = [(indexable(str(data.get("call", ""))), to_line(data)) for data in records]
     log_store(url).log_lines(table, rows)
 
 
@@ -106,19 +106,19 @@ def find_calls(url: str, query: CallQuery, skipped: list[tuple[str, str]] | None
     if rows is None:
         return None
     found = []
-    for seq, line in rows:
+    for seq, line, kept in rows:
         data, why = _decoded(line)
-        why = why or record_problem(data) or ("" if query.matches(data) else "not the call its row's columns say")
+        why = why or record_problem(data) or ("" if call_row(data) == kept else "not the call its row's columns say")
         if why:
             report_skipped(place(url, "calls"), seq, why, skipped)
-        else:
+        elif query.matches(data):
             found.append(data)
     return found
 
 
 def find_ratings(url: str, ids: list[str]) -> list[dict[str, Any]]:
     """The ratings of the calls ``ids`` as data, in the order they were written."""
-    decoded = (_decoded(line) for _, line in log_store(url).find_ratings(ids))
+    decoded = (_decoded(line) for _, line in log_store(url).find_ratings([indexable(call) for call in ids]))
     return [data for data, why in decoded if not why]
 
 

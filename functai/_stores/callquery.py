@@ -36,17 +36,30 @@ def columns(data: Mapping[str, Any]) -> tuple[str | None, ...]:
     (``""`` for an error without one), ``plugins`` the names of the plugins that changed it,
     each between spaces."""
     error = data.get("error")
-    code = None if not isinstance(error, dict) else str(error.get("code") or "")
-    plugins = {str(change.get("plugin")) for change in data.get("changes") or () if isinstance(change, dict)}
-    text = [data.get(name) for name in ("started", "function", "module", "model")]
-    parent = data.get("parent")
-    return (*(value if isinstance(value, str) else None for value in text), code,
-            parent if isinstance(parent, str) else None, f" {' '.join(sorted(plugins))} " if plugins else None)
+    code = None if not isinstance(error, dict) else indexable(str(error.get("code") or ""))
+    plugins = {indexable(str(change.get("plugin"))) for change in data.get("changes") or ()
+               if isinstance(change, dict)}
+    text = [data.get(name) for name in ("started", "function", "module", "model", "parent")]
+    found = [indexable(value) if isinstance(value, str) else None for value in text]
+    return (*found[:4], code, found[4], f" {' '.join(sorted(plugins))} " if plugins else None)
 
 
-def _like(text: str) -> str:
-    """``text`` inside a LIKE pattern, its wildcards taken literally (with ``ESCAPE '\\'``)."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+def call_row(data: Mapping[str, Any]) -> tuple[str | None, ...]:
+    """A call record's id and its `columns`, as an index keeps them (and as a read checks them)."""
+    return (indexable(str(data.get("id", ""))), *columns(data))
+
+
+def indexable(text: str) -> str:
+    """``text`` as an index keeps it: as it is, or with each lone surrogate (which UTF-8 cannot hold,
+    so no database takes it) written as its escape, ``\\ud800``."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _indexed(value: Any) -> Any:
+    """A filter's text as the index keeps text (`indexable`); anything else as it is."""
+    return indexable(value) if isinstance(value, str) else value
 
 
 @attrs.frozen
@@ -55,21 +68,21 @@ class CallQuery:
     ``started``, then the log's order), newest first; else every one, in the log's order. ``before``: a call id,
     the calls that started before it (the next page of a list that ended at it)."""
 
-    id: str | None = None
+    id: str | None = attrs.field(default=None, converter=_indexed)
     #: ``id`` is the start of the ids wanted, not a whole one.
     prefix: bool = False
-    function: str | None = None
-    module: str | None = None
-    model: str | None = None
+    function: str | None = attrs.field(default=None, converter=_indexed)
+    module: str | None = attrs.field(default=None, converter=_indexed)
+    model: str | None = attrs.field(default=None, converter=_indexed)
     #: An error code, or True: every failed call.
-    error: str | bool | None = None
-    parent: str | None = None
-    plugin: str | None = None
+    error: str | bool | None = attrs.field(default=None, converter=_indexed)
+    parent: str | None = attrs.field(default=None, converter=_indexed)
+    plugin: str | None = attrs.field(default=None, converter=_indexed)
     #: ``YYYY-MM-DD``: calls that started that day.
     day: str | None = None
     rated: bool = False
     newest: int | None = None
-    before: str | None = None
+    before: str | None = attrs.field(default=None, converter=_indexed)
 
     @property
     def whole_log(self) -> bool:
@@ -78,7 +91,8 @@ class CallQuery:
         return self in _WHOLE_LOG
 
     def sql(self, payload: str, marker: str) -> tuple[str, list[Any]]:
-        """The query over ``functai_calls`` selecting ``payload`` (and ``id``), with its parameters."""
+        """The query over ``functai_calls`` selecting ``payload`` and then the row's `call_row`
+        (``id`` and the `COLUMNS`), with its parameters."""
         where: list[str] = []
         params: list[Any] = []
 
@@ -98,8 +112,8 @@ class CallQuery:
             add("code IS NOT NULL")
         elif isinstance(self.error, str):
             add("code = ?", self.error)
-        if self.plugin is not None:
-            add("plugins LIKE ? ESCAPE '\\'", f"% {_like(self.plugin)} %")
+        if self.plugin is not None:  # SQLite's LIKE ignores case: a search for the name itself does not
+            add("instr(plugins, ?) > 0" if marker == "?" else "strpos(plugins, ?) > 0", f" {self.plugin} ")
         if self.day is not None:
             add("started >= ? AND started < ?", self.day, self.day + "\x7f")
         if self.rated:
@@ -107,7 +121,7 @@ class CallQuery:
         if self.before is not None:
             add("(started, seq) < (SELECT started, seq FROM functai_calls AS b WHERE b.id = ? ORDER BY b.seq LIMIT 1)",
                 self.before)
-        text = f"SELECT {payload}, id FROM functai_calls"
+        text = f"SELECT {payload}, id, {', '.join(COLUMNS)} FROM functai_calls"
         if where:
             text += " WHERE " + " AND ".join(where)
         if self.newest is not None:
@@ -120,10 +134,9 @@ class CallQuery:
     def matches(self, data: Mapping[str, Any]) -> bool:
         """Whether a record's data passes the filters (not ``rated``, ``newest`` or ``before``,
         which need the rest of the log): what an index said of a record, checked on the record."""
-        found = dict(zip(COLUMNS, columns(data)))
-        identity = data.get("id")
-        if self.id is not None and not (
-                isinstance(identity, str) and (identity.startswith(self.id) if self.prefix else identity == self.id)):
+        identity, *values = call_row(data)
+        found = dict(zip(COLUMNS, values))
+        if self.id is not None and not (str(identity).startswith(self.id) if self.prefix else identity == self.id):
             return False
         if any(getattr(self, name) is not None and found[name] != getattr(self, name)
                for name in ("function", "module", "model", "parent")):

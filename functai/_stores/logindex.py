@@ -19,8 +19,9 @@ from collections.abc import Iterable
 from typing import Any, Callable, TypeVar
 
 from .._errors import FunctAIError
+from .._files import unreadable
 from .._logfiles import INDEX_FILE, LOG_FILE, NOT_A_RATING, RATINGS_FILE, is_rating, parse_line, record_problem
-from .callquery import COLUMNS, INDEXES, CallQuery, columns
+from .callquery import COLUMNS, INDEXES, CallQuery, call_row, indexable
 from .sqlite import Transaction
 
 #: Changed when what the index keeps changes: an index of another version is made again.
@@ -77,7 +78,7 @@ class LogIndex:
 
     def ratings(self, ids: Iterable[str]) -> list[dict[str, Any]]:
         """The rating lines of the calls ``ids``, in the order they were written."""
-        wanted = list(dict.fromkeys(ids))
+        wanted = list(dict.fromkeys(indexable(call) for call in ids))
 
         def work(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             rows: list[Any] = []
@@ -110,21 +111,25 @@ class LogIndex:
                            code="store-io")
 
     def _records(self, name: str, rows: list[Any], query: CallQuery | None) -> list[dict[str, Any]]:
-        """The lines at ``(seq, length, id)``, each checked against the index (`Stale` if not as it says)."""
+        """The lines at ``(seq, length, *what the index keeps of them)``, each checked against the index
+        (`Stale` where a line is not what the index says: changed in place since it was indexed), then
+        against ``query``."""
         if not rows:
             return []
-        key = "id" if name == LOG_FILE else "call"
         found = []
         try:
             with open(os.path.join(self.folder, name), "rb") as handle:
-                for seq, length, identity in rows:
+                for seq, length, *kept in rows:
                     handle.seek(seq)
                     data, _ = parse_line(handle.read(length))
-                    if data is None or data.get(key) != identity or (query is not None and not query.matches(data)):
+                    if data is None or (call_row(data) if name == LOG_FILE else _rated(data)) != tuple(kept):
                         raise Stale(f"{name} at byte {seq}")
-                    found.append(data)
+                    if query is None or query.matches(data):
+                        found.append(data)
         except FileNotFoundError:
             raise Stale(name) from None
+        except OSError as error:  # no permission to read it, a folder in its place
+            raise unreadable(os.path.join(self.folder, name), error) from None
         return found
 
     def _skipped(self, conn: sqlite3.Connection, name: str) -> list[tuple[str, int, str]]:
@@ -173,6 +178,8 @@ class LogIndex:
                 with _write(conn):
                     _clear(conn, name)
             return
+        except OSError as error:  # no permission to read it, a folder in its place
+            raise unreadable(os.path.join(self.folder, name), error) from None
         with handle:
             size = os.fstat(handle.fileno()).st_size
             if _start(conn, name, handle)[0] == size:  # nothing new: no write lock taken
@@ -197,13 +204,18 @@ def answer(query: CallQuery, calls: list[tuple[int, dict[str, Any]]],
     """What ``query`` picks from records read whole (a SQL log from before its index), by the same query."""
     conn = memory_index()
     try:
-        _insert(conn, [(seq, 0, data["id"], *columns(data)) for seq, data in calls],
-                [(seq, 0, data["call"]) for seq, data in ratings], [])
+        _insert(conn, [(seq, 0, *call_row(data)) for seq, data in calls],
+                [(seq, 0, *_rated(data)) for seq, data in ratings], [])
         by_seq = dict(calls)
-        text, params = query.sql("seq, length", "?")
-        return [by_seq[seq] for seq, _, _ in conn.execute(text, params)]
+        text, params = query.sql("seq", "?")
+        return [by_seq[seq] for seq, *_ in conn.execute(text, params)]
     finally:
         conn.close()
+
+
+def _rated(data: dict[str, Any]) -> tuple[str]:
+    """What the index keeps of a rating: the call it rates."""
+    return (indexable(str(data.get("call", ""))),)
 
 
 def _worth_a_file(folder: str, path: str) -> bool:
@@ -253,10 +265,10 @@ def _index(conn: sqlite3.Connection, name: str, handle: Any, start: int, lines: 
             if data is not None and name == LOG_FILE:
                 why = record_problem(data) or ""
                 if not why:
-                    calls.append((position, length, data["id"], *columns(data)))
+                    calls.append((position, length, *call_row(data)))
             elif data is not None:
                 if is_rating(data):
-                    ratings.append((position, length, data["call"]))
+                    ratings.append((position, length, *_rated(data)))
                 else:
                     why = NOT_A_RATING
             if why:

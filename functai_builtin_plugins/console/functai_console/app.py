@@ -76,8 +76,12 @@ def make_app(console: Console, token: str, hosts: Iterable[str] | None = None) -
         if not console.log:
             return show(request, "Calls", "<p>No call log: start the console with <code>--log CALLS</code>.</p>")
         params = dict(request.query_params)
-        found, more = console.calls(calls_page.read_filters(params), before=params.get("before") or None,
-                                    page=calls_page.PAGE)
+        try:
+            found, more = console.calls(calls_page.read_filters(params), before=params.get("before") or None,
+                                        page=calls_page.PAGE)
+        except functai.FunctAIError as error:  # a filter the log cannot be read by (a day not written YYYY-MM-DD)
+            wrong = f'<p class="bad">{e(_failure(error))}</p>'
+            return show(request, "Calls", wrong + calls_page.table([], params, False), status=400)
         return show(request, "Calls", calls_page.table(found, params, more))
 
     def one_call(request: Request) -> Response:

@@ -131,3 +131,13 @@ def test_an_input_approved_as_shown_is_no_edit_whatever_a_field_does_to_it(tmp_p
         answer = chat.turn(turn.id).waits[-1]["answers"][key]
         assert answer["allow"] and not answer.get("inputs")
         chat.turn(turn.id).abandon()
+
+
+def test_a_filter_the_log_cannot_be_read_by_is_named_on_the_page(tmp_path):
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    waiting_turn(store, log)
+    browser = client(store, log)
+    for query in ("date=garbage", "date=2026-12", "function=a%00b"):
+        page = browser.get(f"/calls?{query}")
+        assert page.status_code == 400 and "[bad-filter]" in page.text and 'action="/calls"' in page.text, query
+    assert browser.get("/calls?date=2026-12-07").status_code == 200
