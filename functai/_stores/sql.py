@@ -264,15 +264,15 @@ class SQLStore:
                          [])
         return (line for (line,) in rows)
 
-    def find_calls(self, query: CallQuery) -> list[tuple[int, str, tuple[str | None, ...]]] | None:
-        """``(seq, line, its id and indexed columns)`` of the calls ``query`` picks, from the indexed
-        columns; None when the tables predate them (then the log is read whole; its next write adds them)."""
+    def find_calls(self, query: CallQuery) -> list[tuple[int, str]] | None:
+        """``(seq, line)`` of the calls ``query`` picks, from the indexed columns; None when the
+        tables predate them (then the log is read whole; its next write adds them)."""
         text, params = query.sql("seq, line", self.marker)
 
         def work(conn: Any) -> Any:
             if self._tables != SCHEMA_VERSION:
                 return None
-            return [(seq, line, tuple(kept)) for seq, line, *kept in conn.execute(text, params).fetchall()]
+            return [(seq, line) for seq, line, *_ in conn.execute(text, params).fetchall()]
 
         return self._run("read", work, [])  # type: ignore[no-any-return]
 
