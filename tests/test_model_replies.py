@@ -8,7 +8,7 @@ import sys
 from typing import Iterator
 
 import pytest
-from loopback import LoopbackServer, Scripted, completion, error_body, tool_call
+from loopback import LoopbackServer, Scripted, chunks, completion, error_body, tool_call
 
 import functai
 from functai import ai
@@ -298,6 +298,76 @@ def test_a_key_echoed_in_a_reply_is_scrubbed_before_it_is_returned_or_recorded(s
         value, record = capital.run("Peru")
     assert value == "Your key is ***, and the capital is Lima."
     assert KEY not in (tmp_path / "calls.jsonl").read_text()
+
+
+def test_a_key_a_server_escapes_in_its_json_is_scrubbed_too(server: LoopbackServer, tmp_path) -> None:
+    """A JSON writer may escape any character (PHP writes ``\\/``, Gson ``\\u003d``): the bytes then
+    do not hold the key, the parsed text does."""
+    escaped = "".join(f"\\u{ord(c):04x}" if c in "-0" else c for c in KEY)
+    body = json.dumps(completion("Your key is KEYHERE.")).replace("KEYHERE", escaped)
+    server.script(Scripted(body=body, headers={"content-type": "application/json"}))
+    with functai.settings(log_calls=str(tmp_path)):
+        value, record = capital.run("Peru")
+    assert value == "Your key is ***." and KEY not in json.dumps(record.to_dict())
+    assert KEY not in (tmp_path / "calls.jsonl").read_text()
+
+
+@pytest.mark.parametrize("cut", [3, 10, len(KEY) - 1])
+def test_a_key_split_across_streamed_text_events_is_never_shown(server: LoopbackServer, cut: int) -> None:
+    server.script(Scripted(events=chunks("Your key is " + KEY[:cut], KEY[cut:] + ".", " Lima")))
+    events = list(capital.stream("Peru"))
+    shown = "".join(event.text for event in events if event.kind == "text")
+    assert KEY not in shown and shown == "Your key is ***. Lima"
+    assert events[-1].value == "Your key is ***. Lima"
+
+
+def test_text_that_only_begins_like_the_key_is_shown_whole_at_the_end(server: LoopbackServer) -> None:
+    server.script(Scripted(events=chunks("Lima, " + KEY[:8])))
+    events = list(capital.stream("Peru"))
+    assert "".join(event.text for event in events if event.kind == "text") == "Lima, " + KEY[:8]
+
+
+def test_a_servers_error_mid_stream_is_scrubbed_and_cut_short(server: LoopbackServer) -> None:
+    import traceback
+
+    said = f"bad request from Bearer {KEY}: " + "x" * 100_000
+    server.script(Scripted(events=[chunks("Li")[1], {"error": {"message": said}}]))
+    with pytest.raises(FunctAIError) as info:
+        list(capital.stream("Peru"))
+    assert KEY not in info.value.message and len(info.value.message) < 1000
+    summary = traceback.TracebackException.from_exception(info.value, capture_locals=True)
+    frames = [frame for frame in summary.stack if frame.name != "test_a_servers_error_mid_stream_is_scrubbed_and_cut_short"]
+    assert frames and not [frame.name for frame in frames if KEY in repr(frame.locals)]  # in no frame of functai's
+
+
+@pytest.mark.parametrize("body", [
+    "[" * 200_000,
+    {"choices": [{"message": {"role": "assistant", "content": "x", "tool_calls": 5}, "finish_reason": "stop"}]},
+    {"choices": [{"message": {"role": "assistant", "content": [{"type": "text", "text": 5}]},
+                  "finish_reason": "stop"}]},
+])
+def test_an_answer_of_no_known_shape_is_model_protocol(server: LoopbackServer, body) -> None:
+    server.script(Scripted(body=body if isinstance(body, dict) else body.encode(),
+                           headers={"content-type": "application/json"}))
+    assert failing(capital, "Peru").code == "model-protocol"
+
+
+@pytest.mark.parametrize("event", [
+    "[" * 200_000,
+    {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": [1], "function": {"name": "f"}}]}}]},
+    {"choices": [{"index": 0, "delta": {"tool_calls": 7}}]},
+])
+def test_a_stream_event_of_no_known_shape_is_model_protocol(server: LoopbackServer, event) -> None:
+    server.script(Scripted(events=[event, *chunks("x")[1:]]))
+    with pytest.raises(FunctAIError) as info:
+        list(capital.stream("Peru"))
+    assert info.value.code == "model-protocol"
+
+
+def test_a_body_that_does_not_decode_is_model_protocol(server: LoopbackServer) -> None:
+    server.script(Scripted(body=json.dumps(completion("Lima")).encode(),
+                           headers={"content-type": "application/json", "content-encoding": "gzip"}))
+    assert failing(capital, "Peru").code == "model-protocol"
 
 
 def test_a_short_key_is_not_scrubbed_from_text(server: LoopbackServer) -> None:

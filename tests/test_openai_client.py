@@ -429,9 +429,13 @@ def test_credentials_in_a_base_url_are_refused_before_anything_is_sent(
     assert server.requests == []
 
 
-def test_base_url_credentials_before_a_port_that_cannot_be_read_are_refused_without_them() -> None:
+@pytest.mark.parametrize("url", ["http://user:hunter2-0123456789@example.test:notaport/v1",
+                                 "http://user:abc/hunter2-REST@127.0.0.1:1/v1",
+                                 "http://user:a?hunter2#x@127.0.0.1:1/v1"])
+def test_base_url_credentials_before_a_port_that_cannot_be_read_are_refused_without_them(url: str) -> None:
+    """A password holding "/", "?" or "#" ends the host where a URL reader looks for it: none of it is shown."""
     with pytest.raises(FunctAIError) as info:
-        functai.configure(base_url="http://user:hunter2-0123456789@example.test:notaport/v1")
+        functai.configure(base_url=url)
     assert info.value.code == "base-url-credentials" and "hunter2" not in str(info.value)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import httpx
 
@@ -24,7 +24,7 @@ from functai._models.thinking import split_reasoning
 from functai._models.toolcall import ToolCall
 from functai._models.wire import content_text, read_arguments, read_usage, unwrap_value
 
-__all__ = ["Assembler", "Reader", "StreamCut"]
+__all__ = ["Assembler", "Reader", "StreamCut", "TextScrub"]
 
 #: Most characters of a server's error text copied into a message.
 _EXCERPT = 300
@@ -57,16 +57,30 @@ class Reader:
             raw = raw.replace(secret.encode(), b"***")
         return raw
 
+    def _scrub_data(self, value: Any) -> Any:
+        """Parsed JSON with the secrets scrubbed from every string: what escapes (``\\/``, ``\\u003d``)
+        hid from a scrub of the bytes."""
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, list):
+            return [self._scrub_data(item) for item in value]
+        if isinstance(value, dict):
+            return {self.scrub(key): self._scrub_data(item) for key, item in value.items()}
+        return value
+
     def json(self, response: httpx.Response) -> Any:
-        """The body of a successful whole answer, secrets scrubbed from the bytes before parsing."""
+        """The body of a successful whole answer, secrets scrubbed from the bytes, and where the body
+        escapes any character, from the strings parsed too."""
         raw = self._scrub_json(response.content)
         try:
-            return json.loads(raw)
-        except ValueError as error:
+            data = json.loads(raw)
+            return self._scrub_data(data) if self._secrets and b"\\" in raw else data
+        except (ValueError, RecursionError) as error:
             kind = response.headers.get("content-type", "no content-type")
+            why = _json_error(error) if isinstance(error, ValueError) else "nested too deeply"
             raise ModelError(
                 f"{self.where} answered HTTP {response.status_code} with a body that is not JSON "
-                f"({len(raw)} bytes, {self.excerpt(kind)}): {_json_error(error)}",
+                f"({len(raw)} bytes, {self.excerpt(kind)}): {why}",
                 code="model-protocol",
                 status=response.status_code,
             ) from None
@@ -74,8 +88,12 @@ class Reader:
     def assembled(self, data: Any, wrapped: bool) -> Reply:
         """A streamed answer put together, scrubbed like a whole answer's body, then read."""
         if self._secrets:
-            data = json.loads(self._scrub_json(json.dumps(data).encode()))
+            data = self._scrub_data(data)
         return self.reply(data, wrapped)
+
+    def text_scrub(self) -> "TextScrub":
+        """A scrub for a stream's text deltas as they are shown."""
+        return TextScrub(self)
 
     @contextmanager
     def cuts(self) -> Iterator[None]:
@@ -88,8 +106,19 @@ class Reader:
         except (httpx.TransportError, httpx.StreamError) as error:
             raise ModelError(self.scrub(f"{self.where} broke off its streamed reply: {type(error).__name__}: "
                                         f"{error or 'no detail'}"), code="model-unreachable") from None
+        except (httpx.DecodingError, TypeError, RecursionError) as error:  # a body or an event of no known shape
+            raise ModelError(f"{self.where} streamed a reply functai cannot read ({type(error).__name__})",
+                             code="model-protocol") from None
 
     def reply(self, data: Any, wrapped: bool) -> Reply:
+        """The `Reply` a whole answer holds (``model-protocol`` where its parts have no known shape)."""
+        try:
+            return self._reply(data, wrapped)
+        except (TypeError, AttributeError, RecursionError) as error:  # a number where a list belongs, say
+            raise ModelError(f"{self.where} answered a reply functai cannot read ({type(error).__name__})",
+                             code="model-protocol") from None
+
+    def _reply(self, data: Any, wrapped: bool) -> Reply:
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise ModelError(f"{self.where} answered without choices ({_shape(data)})", code="model-protocol")
@@ -201,6 +230,35 @@ def _echoes(value: Any) -> list[str]:
     return forms
 
 
+class TextScrub:
+    """A stream's text deltas with the secrets scrubbed: a delta's end that may begin a secret is held
+    back until the next delta shows whether it does (a key may come split across deltas)."""
+
+    __slots__ = ("_reader", "_held")
+
+    def __init__(self, reader: Reader) -> None:
+        self._reader, self._held = reader, ""
+
+    def feed(self, text: str) -> str:
+        """What of ``text`` (after what was held) can be shown now."""
+        text = self._reader.scrub(self._held + text)
+        cut = len(text)
+        for secret in map(reveal, self._reader._secrets):
+            at = text.find(secret[0], max(0, len(text) - len(secret) + 1))
+            while at != -1 and at < cut:
+                if secret.startswith(text[at:]):  # the first such place holds back the most
+                    cut = at
+                    break
+                at = text.find(secret[0], at + 1)
+        self._held = text[cut:]
+        return text[:cut]
+
+    def rest(self) -> str:
+        """What was held when the stream ends: no secret's start after all."""
+        held, self._held = self._held, ""
+        return held
+
+
 class StreamCut(Exception):
     """The stream ended (or broke) before the reply was complete; ``code`` says which way."""
 
@@ -212,7 +270,9 @@ class StreamCut(Exception):
 class Assembler:
     """Collects the chunks of one streamed answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, excerpt: Callable[[str], str] = str) -> None:
+        #: How a server's words go into an error message (scrubbed and cut short, by the client's `Reader`).
+        self.excerpt = excerpt
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.refusal: list[str] = []
@@ -263,7 +323,7 @@ class Assembler:
         if isinstance(chunk.get("error"), (dict, str)):
             error = chunk["error"]
             said = error.get("message") if isinstance(error, dict) else error
-            raise StreamCut(f"the server reported an error mid-stream: {said}")
+            raise StreamCut(f"the server reported an error mid-stream: {self.excerpt(str(said))}")
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return None

@@ -218,25 +218,29 @@ class OpenAIClient:
     def stream(self, request: Request) -> Iterator[Any]:
         """Each text delta as it arrives (``str``), then the whole `Reply`."""
         response, wrapped = self._drive(self._exchange(request, True))
-        assembler = Assembler()
+        assembler, shown = Assembler(self._reader.excerpt), self._reader.text_scrub()
         with closing(response), self._reader.cuts():
             for line in response.iter_lines():
-                if text := assembler.line(line):
+                if (text := assembler.line(line)) and (text := shown.feed(text)):
                     yield text
-            if text := assembler.end():
+            if (text := assembler.end()) and (text := shown.feed(text)):
+                yield text
+            if text := shown.rest():
                 yield text
             yield self._reader.assembled(assembler.answer(), wrapped)
 
     async def astream(self, request: Request) -> AsyncIterator[Any]:
         """`stream` over the event loop's pooled `httpx.AsyncClient`."""
         response, wrapped = await self._adrive(self._exchange(request, True))
-        assembler = Assembler()
+        assembler, shown = Assembler(self._reader.excerpt), self._reader.text_scrub()
         async with aclosing(response):
             with self._reader.cuts():
                 async for line in response.aiter_lines():
-                    if text := assembler.line(line):
+                    if (text := assembler.line(line)) and (text := shown.feed(text)):
                         yield text
-                if text := assembler.end():
+                if (text := assembler.end()) and (text := shown.feed(text)):
+                    yield text
+                if text := shown.rest():
                     yield text
                 yield self._reader.assembled(assembler.answer(), wrapped)
 
@@ -340,6 +344,9 @@ class OpenAIClient:
             except httpx.TransportError as exc:
                 last = exc
                 continue
+            except httpx.DecodingError as exc:  # a body its Content-Encoding does not decode
+                raise ModelError(self._reader.scrub(f"{self._reader.where} answered a body that cannot be "
+                                                    f"decoded ({exc})"), code="model-protocol") from None
             status = response.status_code
             if response.is_success:
                 return response  # type: ignore[no-any-return]

@@ -79,8 +79,8 @@ def redact(url: "str | Hidden") -> str:
     if not isinstance(url, str):
         return url.shown  # a SecretURL: shown without its password already
     parts = split_url(url)
-    if parts is None:  # where a password ends is unknown, so all of user, password, host and port go
-        return re.sub(r"^([^:]*://)[^/?#]*", r"\1…", url)
+    if parts is None:  # where a password ends is unknown (it may hold a "/"): all up to the last "@" goes too
+        return re.sub(r"^([^:]*://)(?:.*@)?[^/?#]*", r"\1…", url)
     shown = url
     if parts.password is not None:
         shown = urlunsplit((parts.scheme, f"{parts.username or ''}@{host_port(parts)}", parts.path, parts.query,
