@@ -278,6 +278,35 @@ def test_a_stream_and_an_async_call_wait_for_the_question(tmp_path):
         asyncio.run(_fn([_asker([])], ["fine"]).conversation("d", store=str(tmp_path / "t")).acall("q"))
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_person_at_a_turns_stream_answers_a_request_question_and_the_turn_goes_on(tmp_path, mode):
+    seen: list = []
+    chat = _fn([_asker(seen)], ["fine"]).conversation("c", store=str(tmp_path / "s"))
+    waiting = []
+
+    def hear(stream, event):
+        if event.kind == "waiting":
+            waiting.append(event.approvals)
+            stream.approve(extend=7)
+
+    if mode == "sync":
+        with chat.stream("q") as stream:
+            for event in stream:
+                hear(stream, event)
+    else:
+        async def consume():
+            async with chat.astream("q") as stream:
+                async for event in stream:
+                    hear(stream, event)
+            return stream
+
+        stream = asyncio.run(consume())
+    [[question]] = waiting
+    assert question["kind"] == "request" and question["key"] == "request.1.asker"
+    assert seen[-1] == Answer(True, 7, key="request.1.asker") and stream.value == "fine"
+    assert chat.head.state == "done"
+
+
 def test_the_cli_grants_an_extension_and_shows_the_question(tmp_path):
     module = tmp_path / "asking_app.py"
     module.write_text(textwrap.dedent('''

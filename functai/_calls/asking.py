@@ -276,18 +276,18 @@ class Asker:
         key = f"request.{event._ordinal}.{plugin}" if scope is not None and scope.waits else None
         if decide is not None:
             return attrs.evolve(decided(decide, Question(question, extend, plugin, event), self.fn.name), key=key)
-        if key is None or scope is None:
-            if self.at_stream is None:  # a plain call: nobody can be asked
-                return None
-            key = f"request.{self.record.attempts + self.answered + 1}.{plugin}"
+        found = (scope.answers(key) or {}).get(key) if key is not None and scope is not None else None
+        if found is not None:  # recorded: a resumed turn reads its answer again
+            allow = found["allow"]
+            return Answer(allow, found.get("extend") if allow else None, found.get("reason"), found.get("by"), key)
+        if self.at_stream is not None:  # the person at the stream is asked first, in a turn too
+            key = key or f"request.{self.record.attempts + self.answered + 1}.{plugin}"
             answer = self.at_stream.get(key)
             if answer is None:
                 raise AskedAtStream({"key": key, **asked})
             return answer
-        found = (scope.answers(key) or {}).get(key)
-        if found is not None:
-            allow = found["allow"]
-            return Answer(allow, found.get("extend") if allow else None, found.get("reason"), found.get("by"), key)
+        if key is None or scope is None:  # a plain call: nobody can be asked
+            return None
         raise Waiting(f"{self.path} waits for a person's answer before its request is sent (asked by plugin "
                       f"{plugin!r}): {question}", approvals=[{"key": key, **asked}])
 

@@ -47,6 +47,13 @@ MAX_REPLY = 4096
 #: The least such a reply is given before the budget asks for more rather than cut it shorter.
 MIN_REPLY = 256
 
+def _unpaid(error: str | None) -> bool:
+    """Whether a call that ended with a request of its checked and not counted ended so that the request
+    is taken as unpaid (released, unless its reply began to stream): the model client got no reply
+    (``model-*``: an HTTP error, no connection, none in time). Ended otherwise — a guard or a handler
+    stopped or refused the reply, the task was cancelled — the model had answered: it counts at its most."""
+    return error is None or error.startswith("model-")
+
 #: The settings that limit a reply's tokens: a provider reads one name or the other.
 REPLY_LIMITS = ("max_tokens", "max_completion_tokens")
 
@@ -204,8 +211,8 @@ def budget(
                 unkept = max(unkept, str(entry["at"]))
             elif newest is None or ledger["n"] > newest["n"]:
                 newest, at = ledger, str(entry["at"])
-        if unkept > at:  # entries newer than any running books: counted one by one, once
-            return summed(event)
+        if unkept > at:  # entries newer than any running books: counted one by one, once, and numbered on
+            return {**summed(event), "n": newest["n"] if newest is not None else 0}
         if newest is None or newest["scope"] != scope(event):
             return {"n": 0, "scope": scope(event), "spent": [0.0, 0.0], "flight": {}, "extended": {}, "declined": []}
         return newest
@@ -488,6 +495,8 @@ def budget(
         with books.lock:
             books.reserved.pop(call, None)  # a request that failed: nothing more is on its way
             stopped = books.pending.get(call)
+            if stopped is not None and not _unpaid(event.error):
+                stopped["began"] = True
             if stopped is not None and stopped["turn"] is None:  # else its turn's end counts it
                 del books.pending[call]
                 if stopped["began"]:

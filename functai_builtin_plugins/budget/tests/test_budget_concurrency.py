@@ -14,6 +14,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import attrs
 import pytest
 from budget_program import HERE, QUESTION, billed, conversation, environment, race, slow_spend, spend_all
 from functai_budget import budget
@@ -185,6 +186,52 @@ def test_requests_that_failed_before_any_reply_are_released_not_charged():
     with functai.settings(client=lm, plugins=[guard]):
         assert worker(2) == "ok"  # nothing was spent: the budget is whole
     assert billed(lm) <= 2000
+
+
+def _stop_at_text(event):
+    if event.part == "text":
+        raise functai.FunctAIError("not shown here", code="guard-stopped")
+
+
+def _refuse_reply(event):
+    raise functai.FunctAIError("not taken here", code="policy-refused")
+
+
+@pytest.mark.parametrize("per", ["process", "conversation"])
+@pytest.mark.parametrize("stop", [{"chunk": _stop_at_text}, {"reply": _refuse_reply}], ids=["a-guard", "a-handler"])
+def test_a_reply_stopped_or_refused_by_another_plugin_counts_at_its_most(per, stop):
+    """The model answered (and was paid) before another plugin's guard stopped its text or a reply
+    handler refused it: the request counts as the most it could cost, never as free."""
+    def reply(request: functai.Request) -> Reply:  # text for the guard to stop; only a tool call for the handler
+        if "chunk" in stop:
+            return Reply(text="an answer", finish_reason="stop", usage={"input_tokens": 100, "output_tokens": 100})
+        return attrs.evolve(tool_call("look", {}), usage={"input_tokens": 100, "output_tokens": 100})
+
+    lm = ScriptedLM(reply=reply)
+    guard = budget(tokens=1300, per=per, ask_at=1)  # two requests at their most (about 612 each) fit, not three
+    other = functai.Plugin("other", **stop)
+
+    @ai(max_tokens=600)
+    def answer(question: str) -> str:
+        """Answer."""
+
+    if per == "process":
+        def send() -> None:
+            with functai.settings(client=lm, plugins=[other, guard]):
+                answer("q")
+    else:
+        chat = answer.conversation("c", store=functai.MemoryStore(), client=lm, plugins=[other, guard])
+
+        def send() -> None:
+            chat("q")
+    codes = []
+    for _ in range(3):
+        with pytest.raises(functai.FunctAIError) as failed:
+            send()
+        codes.append(failed.value.code)
+    # In a turn the third asks for more (the turn waits); either way it is not sent.
+    assert "budget-exceeded" not in codes[:2] and codes[2] in ("budget-exceeded", "turn-waiting"), codes
+    assert len(lm.requests) == 2
 
 
 def test_a_reply_counted_on_one_thread_is_never_missed_by_a_check_on_another(monkeypatch):

@@ -134,6 +134,35 @@ def test_spend_kept_before_running_books_is_counted_once_and_carried_on(per):
     assert len(lm.requests) == 2
 
 
+def test_an_entry_without_books_after_newer_books_never_rolls_them_back():
+    """Books numbered 1..n, then an entry kept without books (an older version, a hand edit): summed
+    once, the books go on from past n, so a check never takes the older numbered books again."""
+    cost = turn_cost()
+    store = functai.MemoryStore()
+    lm = ScriptedLM(reply=spend_all)
+    guard = budget(tokens=6 * cost, per="conversation", ask_at=1)
+    chat = assistant.conversation("c", store=store, client=lm, context=functai.last_turns(0), plugins=[guard])
+    chat(QUESTION)
+    chat(QUESTION)
+    down = ScriptedLM(reply=lambda request: (_ for _ in ()).throw(functai.ModelError("down", code="model-down")))
+    failing = assistant.conversation("c", store=store, client=down, context=functai.last_turns(0), plugins=[guard])
+    with pytest.raises(functai.FunctAIError):
+        failing(QUESTION)  # a released entry: the newest numbered books
+    plain = assistant.conversation("c", store=store, client=lm, context=functai.last_turns(0))
+    plain(QUESTION)
+    plain.remember("budget", "spent", {"call": plain.head.call, "outer": plain.head.call, "tokens": cost,
+                                       "dollars": 0.0, "model": "scripted", "estimated": False, "reserved": None},
+                   turn=plain.head)
+    done = 0
+    with pytest.raises((functai.FunctAIError, functai.Waiting)):
+        for _ in range(8):
+            chat(QUESTION)
+            done += 1
+    assert done == 3  # 2 + 1 paid before, and 3 more: six turns of cost, not more
+    numbers = [e["data"]["books"]["n"] for e in chat.all_entries() if e["plugin"] == "budget" and "books" in e["data"]]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+
+
 def test_a_second_process_sees_the_spend_and_asks(store):
     cost = turn_cost()
     limit = 2.5 * cost  # one turn fits under ASK_AT, two do not
