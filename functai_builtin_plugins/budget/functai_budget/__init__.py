@@ -211,7 +211,9 @@ def budget(
                 unkept = max(unkept, str(entry["at"]))
             elif newest is None or ledger["n"] > newest["n"]:
                 newest, at = ledger, str(entry["at"])
-        if unkept > at:  # entries newer than any running books: counted one by one, once, and numbered on
+        # Entries without books kept since the newest books (or in its millisecond: times are to the millisecond):
+        # summed once, and numbered on.
+        if unkept and unkept >= at:
             return {**summed(event), "n": newest["n"] if newest is not None else 0}
         if newest is None or newest["scope"] != scope(event):
             return {"n": 0, "scope": scope(event), "spent": [0.0, 0.0], "flight": {}, "extended": {}, "declined": []}
