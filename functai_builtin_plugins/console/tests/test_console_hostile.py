@@ -141,3 +141,15 @@ def test_a_filter_the_log_cannot_be_read_by_is_named_on_the_page(tmp_path):
         page = browser.get(f"/calls?{query}")
         assert page.status_code == 400 and "[bad-filter]" in page.text and 'action="/calls"' in page.text, query
     assert browser.get("/calls?date=2026-12-07").status_code == 200
+
+
+def test_only_the_consoles_own_script_may_run(tmp_path):
+    """The policy names the inbox's one script by its hash: no other inline script runs, so text that
+    slipped past escaping could not act (the browser tests show the poll itself still runs)."""
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    waiting_turn(store, log)
+    page = client(store, log).get("/")
+    policy = page.headers["content-security-policy"]
+    script = re.search(r"script-src ([^;]+);", policy).group(1)
+    assert "unsafe-inline" not in script and script.startswith("'sha256-")
+    assert page.text.count("<script>") == 1
