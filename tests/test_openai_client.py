@@ -429,6 +429,24 @@ def test_credentials_in_a_base_url_are_refused_before_anything_is_sent(
     assert server.requests == []
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:1/v1?key=hunter2-0123456789", "http://127.0.0.1:1/v1#hunter2"])
+def test_a_base_url_with_a_query_is_refused_without_showing_it(url: str, monkeypatch) -> None:
+    with pytest.raises(FunctAIError) as info:
+        functai.configure(base_url=url)
+    assert info.value.code == "base-url-query" and "hunter2" not in str(info.value)
+    assert "http://127.0.0.1:1/v1" in str(info.value)
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    functai.configure(lm="openai/m", api_key="sk-test")
+
+    @functai.ai
+    def capital(country: str) -> str:
+        """The capital."""
+
+    with pytest.raises(FunctAIError) as info:
+        capital("Peru")
+    assert info.value.code == "base-url-query" and "hunter2" not in str(info.value)
+
+
 @pytest.mark.parametrize("url", ["http://user:hunter2-0123456789@example.test:notaport/v1",
                                  "http://user:abc/hunter2-REST@127.0.0.1:1/v1",
                                  "http://user:a?hunter2#x@127.0.0.1:1/v1"])

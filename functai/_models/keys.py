@@ -112,17 +112,25 @@ def refuse_url_credentials(url: str, where: str) -> None:
     where it is hidden and scrubbed."""
     from .._stores.urls import host_port, redact, split_url
 
+    from .._errors import ModelConfigError
+
     parts = split_url(url)
     if parts is None:
         if "@" not in url:
             return  # not a URL: the client says why when it is used
         shown = redact(url)  # a host or port that cannot be read: all of user, password and host left out
     elif parts.username is None and parts.password is None:
+        if parts.query or parts.fragment:  # a key given as ?key=, say: never shown, and never sent
+            raise ModelConfigError(
+                f"{where} {parts.scheme}://{host_port(parts)}{parts.path!s} has a query or fragment (not shown): "
+                "functai adds /chat/completions to the base URL's path, and a key belongs in api_key= or a "
+                "header, where it is hidden and scrubbed; give the base URL without it",
+                code="base-url-query",
+            )
         return
     else:
         shown = f"{parts.scheme}://{host_port(parts)}{parts.path}"
     del url, parts
-    from .._errors import ModelConfigError
 
     raise ModelConfigError(
         f"{where} {shown!r} carries a user name and password; functai does not send credentials in a URL: "
