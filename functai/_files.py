@@ -28,23 +28,21 @@ _WHY = {
 
 def unwritable(path: str | os.PathLike[str], error: OSError, what: str = "store") -> FunctAIError:
     """The ``store-unwritable`` error for ``error`` raised while writing ``path``."""
-    why = _WHY.get(error.errno or 0) or error.strerror or type(error).__name__
-    return FunctAIError(
-        f"cannot write the {what} at {os.fspath(path)}: {why} ({errno.errorcode.get(error.errno or 0, 'error')}); "
-        "free space, fix the permissions, or point it at another folder",
-        code="store-unwritable",
-        path=os.fspath(path),
-        errno=error.errno,
-    )
+    return _failed(path, error, "write", what, "free space, fix the permissions, or point it at another folder",
+                   "store-unwritable")
 
 
 def unreadable(path: str | os.PathLike[str], error: OSError, what: str = "call log") -> FunctAIError:
     """The ``store-unreadable`` error for ``error`` raised while reading ``path``."""
+    return _failed(path, error, "read", what, "fix the permissions, or move what is in its place", "store-unreadable")
+
+
+def _failed(path: str | os.PathLike[str], error: OSError, doing: str, what: str, fix: str, code: str) -> FunctAIError:
     why = _WHY.get(error.errno or 0) or error.strerror or type(error).__name__
     return FunctAIError(
-        f"cannot read the {what} at {os.fspath(path)}: {why} ({errno.errorcode.get(error.errno or 0, 'error')}); "
-        "fix the permissions, or move what is in its place",
-        code="store-unreadable",
+        f"cannot {doing} the {what} at {os.fspath(path)}: {why} ({errno.errorcode.get(error.errno or 0, 'error')}); "
+        f"{fix}",
+        code=code,
         path=os.fspath(path),
         errno=error.errno,
     )

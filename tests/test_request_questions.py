@@ -34,6 +34,23 @@ def _asker(seen: list, *, extend: float | None = 5.0, decide=None, when=lambda e
     return Plugin("asker", version="1.2", request=ask)
 
 
+def _streamed(fn, mode, hear):
+    """``fn("q")`` streamed (``mode``: sync or async), each event given to ``hear(stream, event)``; the stream."""
+    if mode == "sync":
+        with fn.stream("q") as stream:
+            for event in stream:
+                hear(stream, event)
+        return stream
+
+    async def consume():
+        async with fn.astream("q") as stream:
+            async for event in stream:
+                hear(stream, event)
+        return stream
+
+    return asyncio.run(consume())
+
+
 def _fn(plugins, replies, **settings):
     @ai(client=ScriptedLM(replies), plugins=plugins, **settings)
     def answer(question: str) -> str:
@@ -289,18 +306,7 @@ def test_the_person_at_a_turns_stream_answers_a_request_question_and_the_turn_go
             waiting.append(event.approvals)
             stream.approve(extend=7)
 
-    if mode == "sync":
-        with chat.stream("q") as stream:
-            for event in stream:
-                hear(stream, event)
-    else:
-        async def consume():
-            async with chat.astream("q") as stream:
-                async for event in stream:
-                    hear(stream, event)
-            return stream
-
-        stream = asyncio.run(consume())
+    stream = _streamed(chat, mode, hear)
     [[question]] = waiting
     assert question["kind"] == "request" and question["key"] == "request.1.asker"
     assert seen[-1] == Answer(True, 7, key="request.1.asker") and stream.value == "fine"
@@ -416,18 +422,7 @@ def test_the_person_at_a_plain_stream_answers_a_request_question(mode, answer, e
             waiting.append(event.approvals)
             answer(stream)
 
-    if mode == "sync":
-        with fn.stream("q") as stream:
-            for event in stream:
-                hear(stream, event)
-    else:
-        async def consume():
-            async with fn.astream("q") as stream:
-                async for event in stream:
-                    hear(stream, event)
-            return stream
-
-        stream = asyncio.run(consume())
+    stream = _streamed(fn, mode, hear)
     [[question]] = waiting
     assert (question["kind"], question["question"], question["extend"]) == ("request", "allow 5 more?", 5.0)
     assert seen[-1] == expected and stream.value == "fine"
