@@ -24,7 +24,7 @@ from ._cli import main as cli
 from ._cli.common import location, table
 from ._models.request import Request
 from ._stores.opening import open_store
-from ._stores.urls import is_url
+from ._stores.urls import is_url, redact
 from .testing import ScriptedLM, tool_call
 
 NOTES = {"fractions": "A fraction is a part of a whole: 1/2 is one of two equal parts."}
@@ -189,6 +189,7 @@ def _turn_record(calls: str, conversation: str) -> Any:
 
 
 def _next_steps(out: TextIO, folder: str, calls: str, call: str, store: str | None, conversation: str | None) -> None:
+    calls, store = redact(calls), store and redact(store)  # a password is not printed (libpq reads PGPASSWORD)
     rows = [
         [f"functai calls {calls}", "# every call, one line each"],
         [f"functai show {call} --log {calls}", "# the first call: what shaped its answer"],

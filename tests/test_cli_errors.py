@@ -433,3 +433,10 @@ def test_every_subcommand_has_its_own_help(capsys):
         status, out, _ = run([name, "--help"])
         printed = out + capsys.readouterr().out  # argparse prints to sys.stdout, `calls` to the stream given
         assert status == 0 and printed.startswith(f"usage: functai {name}"), name
+
+
+@pytest.mark.parametrize("names", [["functai[postgres]"], ["FunctAI==2.0.0"], ["functai @ file:///x"],
+                                   ["-r", "requirements.txt"]])
+def test_uninstall_never_hands_functai_or_a_requirements_file_to_pip(names):
+    status, _, err = run(["uninstall", "-y", "--", *names])
+    assert status == 2 and ("it is functai itself" in err or "not pip's options" in err), err

@@ -81,9 +81,17 @@ def test_a_password_never_reaches_a_record_or_a_message():
     for url, shown in [("postgresql://ann@127.0.0.1:1/db?sslmode=disable&password=s3cret",
                         "postgresql://ann@127.0.0.1:1/db?sslmode=disable"),
                        ("postgresql:///db?PASSWORD=s3cret", "postgresql:///db"),
-                       ("postgresql://ann:pw@h/db?password=s3cret&x=1", "postgresql://ann@h/db?x=1")]:
+                       ("postgresql://ann:pw@h/db?password=s3cret&x=1", "postgresql://ann@h/db?x=1"),
+                       ("postgresql://ann@h/db?sslpassword=s3cret&pass%77ord=s3cret&x=1",
+                        "postgresql://ann@h/db?x=1")]:  # sslpassword, and a name libpq reads decoded
         assert redact(url) == shown  # libpq takes a password from the query too
         assert "s3cret" not in repr(PostgresStore(url))
+
+
+def test_a_sqlite_url_refused_is_shown_without_its_password():
+    with pytest.raises(FunctAIError) as info:
+        open_store("sqlite://ann:s3cret@/x.db")
+    assert info.value.code == "store-url" and "s3cret" not in str(info.value)
 
 
 def test_postgresql_without_psycopg_names_the_driver(monkeypatch):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -93,9 +94,11 @@ def _install_requirements(args: argparse.Namespace, editable: list[str]) -> None
 
 
 def cmd_uninstall(args: argparse.Namespace, out: TextIO) -> int:
-    from packaging.utils import canonicalize_name
-
-    essential = [name for name in args.names if canonicalize_name(name) in _ESSENTIAL]
+    options = [name for name in args.names if name.startswith("-")]
+    if options:  # pip would read them (-r FILE: whatever that file names, functai too)
+        raise CLIError(f"functai uninstall takes distribution names, not pip's options: {', '.join(options)}",
+                       code="usage")
+    essential = [name for name in args.names if _distribution(name) in _ESSENTIAL]
     if essential:
         raise CLIError(f"refusing to uninstall {', '.join(essential)}: it is functai itself", code="usage",
                        hint=f"to remove functai, run {sys.executable} -m pip uninstall functai")
@@ -105,6 +108,17 @@ def cmd_uninstall(args: argparse.Namespace, out: TextIO) -> int:
     _pip(["uninstall", "--yes", *args.names], "uninstall")
     _table(out)
     return 0
+
+
+def _distribution(requirement: str) -> str:
+    """The distribution a requirement names (``functai[postgres]``, ``functai==2.0.0``: functai), as pip compares it."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        return canonicalize_name(Requirement(requirement).name)
+    except InvalidRequirement:
+        return canonicalize_name(re.split(r"[\[=<>!~;@\s]", requirement, maxsplit=1)[0])
 
 
 def _interactive() -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Protocol
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from .._errors import FunctAIError
 
@@ -85,8 +85,8 @@ def redact(url: "str | Hidden") -> str:
     if parts.password is not None:
         shown = urlunsplit((parts.scheme, f"{parts.username or ''}@{host_port(parts)}", parts.path, parts.query,
                             parts.fragment))
-    query = "&".join(field for field in parts.query.split("&")  # libpq reads ?password= too
-                     if field.split("=", 1)[0].lower() != "password")
+    query = "&".join(field for field in parts.query.split("&")  # libpq reads ?password= (and sslpassword=) too
+                     if "password" not in unquote(field.split("=", 1)[0]).lower())
     if query != parts.query:  # the query follows the only "?" a URL's path and host can hold
         shown = shown.replace("?" + parts.query, "?" + query if query else "", 1)
     return shown
@@ -97,7 +97,7 @@ def sqlite_path(url: str) -> str:
     if url.lower().startswith("sqlite:"):
         rest = url[len("sqlite:"):]
         if not rest.startswith("///") or len(rest) == 3:
-            raise FunctAIError(f"{url!r} is not a SQLite URL: write sqlite:///relative/file.db or "
+            raise FunctAIError(f"{redact(url)!r} is not a SQLite URL: write sqlite:///relative/file.db or "
                                "sqlite:////absolute/file.db", code="store-url")
         path = rest[3:].split("?", 1)[0]
     else:
