@@ -184,6 +184,26 @@ def _load(requires, target=None):
     return item, entry_point, caught
 
 
+def test_two_installed_plugins_of_one_name_refuse_every_call_until_one_goes(monkeypatch):
+    twins = [_EntryPoint("dup", _Dist([], name=f"fx-dup{n}", version="1.0"),
+                         Plugin("dup", before_call=lambda call, n=n: Change(sections=[f"from {n}"])))
+             for n in (1, 2)]
+    twins[1].value = "dup_module_two"
+    monkeypatch.setattr(installed_module, "entry_points", lambda group: list(twins))
+    with log_events() as caught:
+        found = Installed.discover()
+    assert {item.state for item in found.found} == {FAILED} and caught.named("plugins of one name")
+    installed_module.use(found)
+    functai.configure(client=ScriptedLM(["ok"]))
+    with pytest.raises(PluginError) as info:
+        tidy("x")
+    assert info.value.code == "plugin-name" and "fx-dup1" in info.value.message and "fx-dup2" in info.value.message
+    functai.configure(disable_plugins=["dup"])
+    assert tidy("x") == "ok"
+    monkeypatch.setattr(installed_module, "entry_points", lambda group: [twins[0], twins[0]])  # one, found twice
+    assert [item.state for item in Installed.discover().found] == ["loaded", "loaded"]
+
+
 def test_an_installed_plugin_whose_functai_range_excludes_this_one_fails_closed():
     item, entry_point, caught = _load(["functai>=9,<10", "attrs"])
     assert item.state == FAILED and item.code == "plugin-incompatible" and not entry_point.loaded

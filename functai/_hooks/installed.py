@@ -151,6 +151,7 @@ class Installed:
             else:
                 item.load()
             found.append(item)
+        _refuse_twins(found)
         return cls(found)
 
     def layer(self, load: Iterable[str] | None = None, disable: Iterable[str] | None = None) -> tuple[Plugin, ...]:
@@ -208,6 +209,23 @@ def incompatible(dist: Any) -> str | None:
                 f"({how}), or a functai it supports"
             )
     return None
+
+
+def _refuse_twins(found: Sequence[InstalledPlugin]) -> None:
+    """Two installed plugins of one name (from two distributions, or two entry points): neither runs,
+    and calls refuse until one is uninstalled (``plugin-name``), as two given plugins of one name do."""
+    by_name: dict[str, list[InstalledPlugin]] = {}
+    for item in found:
+        if item.state not in (DISABLED, BLOCKED):
+            by_name.setdefault(item.name, []).append(item)
+    for name, items in by_name.items():
+        if len({(item.distribution, item.value) for item in items}) < 2:
+            continue  # one entry point, found twice on the path
+        where = "; ".join(item.where() for item in items)
+        for item in items:
+            item.state, item.plugin, item.code = FAILED, None, "plugin-name"
+            item.reason = f"{len(items)} installed entry points give a plugin named {name!r} ({where}): uninstall one"
+        warn("plugins of one name", plugin=name, reason=items[0].reason)
 
 
 def _failure(failed: Sequence[InstalledPlugin]) -> PluginError:
