@@ -296,3 +296,23 @@ def test_a_code_that_ends_the_outermost_call_is_no_refusal():
     with pytest.raises(FunctAIError) as info:
         _fn(lm, [Plugin("guard", tool_call=counts)]).run("q")
     assert info.value.code == "budget-exceeded" and refunded == [] and len(lm.requests) == 1
+
+
+def test_a_before_call_handler_cannot_change_the_inputs_in_place():
+    """Read-only all the way down: a nested list or dict of the inputs cannot be edited unrecorded
+    (it would reach the model, the record and the caller's own object)."""
+    def append(call):
+        call.inputs["items"].append("EVIL")
+
+    def assign(call):
+        call.inputs["config"]["k"] = "EVIL"
+
+    for handler in (append, assign):
+        @functai.ai(lm="test", plugins=[functai.Plugin("edits", before_call=handler)])
+        def tidy(items: list[str], config: dict[str, str]) -> str:
+            """Tidy."""
+
+        mine, config = ["a"], {"k": "v"}
+        with pytest.raises(functai.FunctAIError) as info:
+            tidy(mine, config)
+        assert info.value.code == "plugin-failed" and mine == ["a"] and config == {"k": "v"}

@@ -180,8 +180,13 @@ class CallEvent(_Remembers):
 
     @property
     def inputs(self) -> Mapping[str, Any]:
-        """The call's inputs by name, read-only (the view made only for a handler that reads them)."""
-        return MappingProxyType(self.__dict__["inputs"])
+        """The call's inputs by name, read-only all the way down (lists as tuples, dicts as mapping
+        proxies): made once, for a handler that reads them. A change is a Change, never an edit in place."""
+        view = self.__dict__.get("_inputs_view")
+        if view is None:
+            view = frozen(self.__dict__["inputs"])
+            _set(self, "_inputs_view", view)
+        return view  # type: ignore[no-any-return]
 
 
 @attrs.frozen
