@@ -204,3 +204,33 @@ def test_the_quick_path_leaves_a_damaged_reply_to_the_checks(reply) -> None:
         {"functai_conversation": 1, "kind": "reply", "turn": "t", "reply": reply},
     ])
     assert history.turns["t"].replies == () and [i for i, _ in history.damage] == [1]
+
+
+@pytest.mark.parametrize("reply", [{"text": "a", "tool_calls": [], "usage": {}, "finish_reason": "stop"},
+                                   {"text": None, "tool_calls": [{"id": "c1", "name": "refund", "input": {}}]}],
+                         ids=["plain", "a-tool-call"])
+def test_a_reply_record_repeated_is_damage_not_a_second_reply(reply) -> None:
+    """A resumed turn reads its replies by their place: a reply repeated (a hand edit, a copy) would
+    be read as the next request's, and its tool call run again. Its place (``n``) must be the next."""
+    history = History()
+    history.apply_all([
+        {"functai_conversation": 1, "kind": "turn", "turn": "t", "shown": {"last": 0}},
+        {"functai_conversation": 1, "kind": "reply", "turn": "t", "n": 1, "reply": reply},
+        {"functai_conversation": 1, "kind": "reply", "turn": "t", "n": 1, "reply": reply},
+        {"functai_conversation": 1, "kind": "reply", "turn": "t", "n": 2, "reply": reply},
+    ])
+    assert len(history.turns["t"].replies) == 2 and [i for i, _ in history.damage] == [2]
+    assert "not its next" in history.damage[0][1]
+    for rows in (False, True):  # the folder store's quick path reads rows: the same
+        store = MemoryStore()
+        store.append("c", [{"functai_conversation": 1, "kind": "conversation", "id": "c", "function": "m:f",
+                            "version": "1", "at": "x"},
+                           {"functai_conversation": 1, "kind": "turn", "turn": "t", "shown": {"last": 0}},
+                           *[{"functai_conversation": 1, "kind": "reply", "turn": "t", "n": 1, "reply": reply}] * 2])
+        opened = History()
+        if rows:
+            items, whole = store.read_rows("c")
+            opened.apply_all(items, whole)
+        else:
+            opened.apply_all(store.read("c"))
+        assert len(opened.turns["t"].replies) == 1 and len(opened.damage) == 1

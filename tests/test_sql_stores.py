@@ -88,6 +88,30 @@ def test_a_password_never_reaches_a_record_or_a_message():
         assert "s3cret" not in repr(PostgresStore(url))
 
 
+@both
+def test_a_row_removed_by_hand_is_damage_in_its_place_and_nothing_is_read_twice(sql_url):
+    """The count is the next position: a removed row keeps its place as damage, so a later read
+    starts after what was read, and an entry is never applied twice (a budget would pay twice)."""
+    import functai
+
+    @functai.ai(lm="test")
+    def tutor(question: str) -> str:
+        """Answer."""
+
+    chat = tutor.conversation("c", store=sql_url)
+    chat("one")
+    chat("two")
+    chat.remember("notes", "spent", 1.0)
+    raw_sql(sql_url)("DELETE FROM functai_records WHERE conversation = 'c' AND position = 2")
+    view = tutor.conversation("c", store=sql_url)
+    assert [e["data"] for e in view.entries("notes", "spent")] == [1.0]
+    assert [e["data"] for e in view.entries("notes", "spent")] == [1.0]  # read again: not twice
+    assert any("removed" in why for _, why in view._history.damage)
+    view.remember("notes", "spent", 2.0)
+    again = tutor.conversation("c", store=sql_url)
+    assert [e["data"] for e in again.entries("notes", "spent")] == [1.0, 2.0]
+
+
 def test_a_sqlite_url_refused_is_shown_without_its_password():
     with pytest.raises(FunctAIError) as info:
         open_store("sqlite://ann:s3cret@/x.db")

@@ -132,7 +132,8 @@ class History:
             elif kind is reply_row:
                 turn_id, raw = item.turn, item.reply
                 if (item.functai_conversation == FORMAT and type(turn_id) is str and raw and plain_reply(raw)
-                        and (turn := turns.get(turn_id)) is not None):
+                        and (turn := turns.get(turn_id)) is not None
+                        and (item.n is None or item.n == len(turn._replies) + 1)):
                     turn._replies += (raw,)  # its JSON, decoded when asked for (`TurnData.replies`)
                     continue
             elif kind is end_row:
@@ -189,6 +190,10 @@ class History:
         if turn.state == DONE and kind in ("wait", "resume", "end", "interrupt"):
             return f"turn {turn.id!r} already ended done, and a done turn never changes"
         if kind == "reply":
+            n = record.get("n")
+            if type(n) is int and n != len(turn._replies) + 1:  # a resumed turn reads its replies by their place
+                return f"reply {n} of turn {turn.id!r} is not its next ({len(turn._replies) + 1}): a record repeated " \
+                       "or out of place"
             turn._replies += (record["reply"],)
         elif kind == "tool":
             turn.tools = {**turn.tools, record["site"]: dict(record)}

@@ -28,7 +28,7 @@ EMPTY_DICT: Any = None
 _KINDS: dict[str, tuple[str, ...]] = {
     "turn": ("turn", "parent", "inputs", "shown", "context", "changes", "without", "sections", "at", "call",
              "claim", "fork", "ran_with", "key"),
-    "reply": ("turn", "reply"),
+    "reply": ("turn", "reply", "n"),
     "end": ("turn", "state", "outputs", "error"),
     **{kind: () for kind in ("conversation", "entry", "tool", "wait", "answer", "late_answer", "resume", "lease",
                                    "interrupt")},

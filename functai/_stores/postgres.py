@@ -76,7 +76,7 @@ class PostgresStore(SQLStore):
 
     marker = "%s"
     branch_names = {"tip": "%(tip)s::text", "conversation": "%(c)s", "indexed": ""}
-    read_joined = ("SELECT convert_to(string_agg(data, E'\\n' ORDER BY position), 'UTF8'), count(*), NULL "
+    read_joined = ("SELECT convert_to(string_agg(data, E'\\n' ORDER BY position), 'UTF8'), count(*), max(position) "
                    "FROM functai_records WHERE conversation = ? AND position >= ?")
 
     def __init__(self, url: str) -> None:

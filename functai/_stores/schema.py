@@ -36,9 +36,12 @@ def columns(record: Mapping[str, Any]) -> tuple[str | None, str | None, str | No
     )
 
 
-def record_of(data: str) -> dict[str, Any]:
+def record_of(data: str | None) -> dict[str, Any]:
     """A row's record; a row that is not a JSON object keeps its place (positions stay one
-    sequence) as a record saying why it cannot be used, which a conversation reports as damage."""
+    sequence) as a record saying why it cannot be used, which a conversation reports as damage.
+    None: the row at that position was removed."""
+    if data is None:
+        return {"functai_conversation": FORMAT, UNUSABLE: "its row was removed from the store", "text": ""}
     try:
         record = codec.loads(data)
     except ValueError:

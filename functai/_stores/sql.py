@@ -25,7 +25,7 @@ META = "CREATE TABLE IF NOT EXISTS functai_meta (key TEXT PRIMARY KEY, value TEX
 READ_VERSION = "SELECT value FROM functai_meta WHERE key = 'schema'"
 COUNT = "SELECT MAX(position) FROM functai_records WHERE conversation = ?"
 INSERT = "INSERT INTO functai_records (conversation, position, data, kind, turn, parent) VALUES (?, ?, ?, ?, ?, ?)"
-READ = "SELECT data FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position"
+READ = "SELECT data, position FROM functai_records WHERE conversation = ? AND position >= ? ORDER BY position"
 #: `READ` as one value (what an open decodes in one go): fetching one value instead of a row per
 #: record halves a long conversation's read, and fetching it as bytes (which the decoder reads as
 #: they are) rather than text saves making a str of it. SQLite promises no order inside an aggregate
@@ -46,7 +46,8 @@ class SQLStore:
     errors: Any = ()
     #: How `schema.branch_sql` names the parameters of a branch read in this driver.
     branch_names: dict[str, str] = {}
-    #: The driver's `READ_JOINED`: (UTF-8 bytes, count, positions as joined, or None where the order is promised).
+    #: The driver's `READ_JOINED`: (UTF-8 bytes, count, the positions as joined, or where the order is promised
+    #: the last position).
     read_joined = READ_JOINED
 
     def _start(self) -> None:
@@ -159,11 +160,17 @@ class SQLStore:
 
     # -- the Store protocol --------------------------------------------------------
 
-    def _data(self, conversation: str, start: int) -> list[tuple[str]]:
-        """The JSON of each record from ``start``, in order (one query)."""
+    def _data(self, conversation: str, start: int) -> list[tuple[str | None]]:
+        """The JSON of each record from ``start``, in order (one query); None for a position whose row
+        was removed (by hand), so every record keeps its place and the count (`COUNT`) its meaning."""
         check_conversation_id(conversation)
         check_start(start)
-        return self._run("read", lambda conn: conn.execute(self._sql(READ), (conversation, start)).fetchall(), [])  # type: ignore[no-any-return]
+        rows = self._run("read", lambda conn: conn.execute(self._sql(READ), (conversation, start)).fetchall(), [])
+        found: list[tuple[str | None]] = []
+        for data, position in rows:
+            found += [(None,)] * (position - start - len(found))
+            found.append((data,))
+        return found
 
     def read(self, conversation: str, start: int = 0) -> list[dict[str, Any]]:
         return [schema.record_of(data) for (data,) in self._data(conversation, start)]
@@ -178,10 +185,11 @@ class SQLStore:
         if joined is None or not joined[1]:
             return [], no_record
         text, count, positions = joined
-        if positions is None or positions == ",".join(map(str, range(start, start + count))):
+        if (positions == start + count - 1 if isinstance(positions, int)  # in order: then no position is missing
+                else positions == ",".join(map(str, range(start, start + count)))):
             found = rows_in(text, count)
             if found is not None:
-                lines: list[str] = []
+                lines: list[str | None] = []
 
                 def whole(position: int) -> dict[str, Any]:
                     if position == 0 and not lines:  # the header, which every open reads: its first line, if whole
@@ -196,7 +204,8 @@ class SQLStore:
 
                 return found, whole
         rows = self._data(conversation, start)  # out of order, or a record rows do not read: one row each
-        found = rows_in("\n".join(map(itemgetter(0), rows)), len(rows)) if rows else []
+        complete = all(data is not None for (data,) in rows)  # else a row was removed: each read as `read` does
+        found = (rows_in("\n".join(map(itemgetter(0), rows)), len(rows)) if rows else []) if complete else None
         if found is None:  # a row rows do not read (not JSON, say): each read as `read` reads it
             found = [schema.record_of(data) for (data,) in rows]
         return found, lambda position: schema.record_of(rows[position][0])
