@@ -484,3 +484,12 @@ def test_open_store(tmp_path, monkeypatch):
     for bad in (42, b"bytes/path", object()):
         with pytest.raises(TypeError):
             open_store(bad)  # type: ignore[arg-type]
+
+
+def test_a_folder_where_a_conversations_file_should_be_is_named_with_a_code(tmp_path):
+    (tmp_path / "s" / "c.jsonl").mkdir(parents=True)
+    store = FolderStore(tmp_path / "s")
+    for read in (lambda: store.read("c"), lambda: store.read_rows("c"), lambda: store.count("c")):
+        with pytest.raises(FunctAIError) as info:
+            read()
+        assert info.value.code == "store-unreadable" and "c.jsonl" in info.value.message

@@ -10,15 +10,17 @@ per-conversation index makes an append or a read cost what is new, not the file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
 from .._errors import FunctAIError
-from .._files import check_folder_name, cut, fsync_file, make_folder, unwritable, write_all
+from .._files import check_folder_name, cut, fsync_file, make_folder, unreadable, unwritable, write_all
 from .._log import warn
 from .._logfiles import LOG_FILE, RATINGS_FILE, is_log_line
 from .folder_index import TORN_END, Index, parse_lines, why_not_json
@@ -107,6 +109,8 @@ class FolderStore:
             raise unwritable(self.folder, error, "conversation store") from None
         try:
             st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):  # opened, but it holds no lines
+                raise unreadable(path, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)), "conversation store")
             index = self._indexes.get(conversation)
             if (
                 index is not None
