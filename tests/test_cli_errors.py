@@ -115,6 +115,8 @@ CASES = [
     (["resume", "store", "c1", "--rerun", "refund", "--abandon"], 2, "usage"),
     (["plugins", "--bogus"], 2, "usage"),
     (["plugins", "extra"], 2, "usage"),
+    (["plugins", "doctor", "--timeout", "inf"], 2, "usage"),
+    (["plugins", "doctor", "--slow", "1e20"], 2, "usage"),
     (["rate", "nothere", "--good", "--log", "calls"], 2, "not-found"),
     (["rate", "{first}"], 2, "usage"),  # neither --good nor --bad
     (["rate", "{first}", "--good", "--bad", "--log", "calls"], 2, "usage"),
@@ -440,3 +442,12 @@ def test_every_subcommand_has_its_own_help(capsys):
 def test_uninstall_never_hands_functai_or_a_requirements_file_to_pip(names):
     status, _, err = run(["uninstall", "-y", "--", *names])
     assert status == 2 and ("it is functai itself" in err or "not pip's options" in err), err
+
+
+def test_a_command_started_with_stdout_and_stderr_closed_ends_with_its_status(tmp_path):
+    """``functai calls >&-``: Python gives no stdout at all; the command runs and says nothing."""
+    (tmp_path / "calls").mkdir()
+    for argv, status in ((["calls", str(tmp_path / "calls")], 0), (["calls", str(tmp_path / "none")], 2)):
+        done = subprocess.run([sys.executable, "-m", "functai", *argv],
+                              preexec_fn=lambda: (os.close(1), os.close(2)))  # as the shell's >&- 2>&- do
+        assert done.returncode == status, argv

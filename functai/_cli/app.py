@@ -63,8 +63,9 @@ def _silence_stdout() -> None:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``functai ARGS``; returns the exit status (0 ok, 1 failed at run time, 2 bad usage or input)."""
     argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
-    out = out or sys.stdout
-    err = err or sys.stderr
+    # Started with stdout or stderr closed (``>&-``), Python gives None: what would go there goes nowhere.
+    out = out or sys.stdout or open(os.devnull, "w")  # noqa: SIM115  (for the process's life)
+    err = err or sys.stderr or open(os.devnull, "w")  # noqa: SIM115
 
     def show(message: Warning | str, *where: Any, **more: Any) -> None:
         """A warning as one ``functai: warning: …`` line, without source line or path."""

@@ -40,9 +40,9 @@ def register(verbs: Any) -> None:
     freeze.set_defaults(run=cmd_freeze)
     doctor = verbs.add_parser("doctor", help="import each installed plugin in a process of its own and check it")
     doctor.add_argument("names", nargs="*", metavar="NAME", help="check only these (entry-point or distribution names)")
-    doctor.add_argument("--timeout", type=number(float, 0.1), default=10.0, metavar="SECONDS",
+    doctor.add_argument("--timeout", type=number(float, 0.1, 86_400.0), default=10.0, metavar="SECONDS",
                         help="stop an import that takes longer (default 10)")
-    doctor.add_argument("--slow", type=number(float, 0.0), default=0.5, metavar="SECONDS",
+    doctor.add_argument("--slow", type=number(float, 0.0, 86_400.0), default=0.5, metavar="SECONDS",
                         help="call an import slower than this slow (default 0.5)")
     doctor.add_argument("--json", action="store_true", help="print JSON instead of text")
     doctor.set_defaults(run=cmd_doctor)
