@@ -204,6 +204,18 @@ def test_two_installed_plugins_of_one_name_refuse_every_call_until_one_goes(monk
     assert [item.state for item in Installed.discover().found] == ["loaded", "loaded"]
 
 
+def test_a_name_no_installed_plugin_has_in_the_load_or_disable_list_is_logged(monkeypatch):
+    one = _EntryPoint("guard", _Dist([], name="fx-guard", version="1.0"), Plugin("guard"))
+    monkeypatch.setattr(installed_module, "entry_points", lambda group: [one])
+    monkeypatch.setenv("FUNCTAI_LOAD_PLUGINS", "gaurd")
+    monkeypatch.setenv("FUNCTAI_DISABLE_PLUGINS", "nothing, guard")
+    with log_events() as caught:
+        Installed.discover()
+    said = caught.named("no installed plugin of that name")
+    assert len(said) == 2 and "FUNCTAI_LOAD_PLUGINS names=gaurd" in said[0]
+    assert "FUNCTAI_DISABLE_PLUGINS names=nothing installed=guard" in said[1]
+
+
 def test_an_installed_plugin_whose_functai_range_excludes_this_one_fails_closed():
     item, entry_point, caught = _load(["functai>=9,<10", "attrs"])
     assert item.state == FAILED and item.code == "plugin-incompatible" and not entry_point.loaded

@@ -152,6 +152,12 @@ class Installed:
                 item.load()
             found.append(item)
         _refuse_twins(found)
+        names = {item.name for item in found}
+        for variable, named in (("FUNCTAI_LOAD_PLUGINS", load), ("FUNCTAI_DISABLE_PLUGINS", disable)):
+            unknown = sorted((named or frozenset()) - names)
+            if unknown:  # a name misspelt in FUNCTAI_LOAD_PLUGINS leaves out every plugin, a guard too
+                warn("no installed plugin of that name", variable=variable, names=",".join(unknown),
+                     installed=",".join(sorted(names)) or "none")
         return cls(found)
 
     def layer(self, load: Iterable[str] | None = None, disable: Iterable[str] | None = None) -> tuple[Plugin, ...]:
