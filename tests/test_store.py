@@ -493,3 +493,22 @@ def test_a_folder_where_a_conversations_file_should_be_is_named_with_a_code(tmp_
         with pytest.raises(FunctAIError) as info:
             read()
         assert info.value.code == "store-unreadable" and "c.jsonl" in info.value.message
+
+
+def test_a_line_nested_past_the_parser_is_skipped_not_a_raw_error(tmp_path):
+    import functai
+
+    @functai.ai(lm="test")
+    def tutor(question: str) -> str:
+        """Answer."""
+
+    chat = tutor.conversation("c", store=str(tmp_path))
+    chat("one")
+    with open(tmp_path / "c.jsonl", "a", encoding="utf-8") as file:
+        file.write('{"functai_conversation": 1, "kind": "entry", "plugin": "p", "entry": "k", "turn": null, '
+                   '"data": ' + "[" * 2000 + "]" * 2000 + ', "at": "x"}\n')
+    with log_events() as caught:
+        again = tutor.conversation("c", store=str(tmp_path))
+    assert [t.state for t in again.turns] == ["done"] and caught.named("conversation line skipped")
+    again("two")
+    assert len(tutor.conversation("c", store=str(tmp_path)).turns) == 2

@@ -147,7 +147,13 @@ class History:
                     continue
             if pending:
                 self._settle(pending, whole)  # type: ignore[arg-type]
-            reason = self._whole(item if whole is None or kind is dict else whole(position))
+            try:
+                record = item if whole is None or kind is dict else whole(position)
+            except (ValueError, RecursionError):  # a row its reader took, holding what no JSON reader here reads
+                damage.append((start + position, "JSON this reader cannot read (a number too long, or nested too "
+                                                 "deeply)"))
+                continue
+            reason = self._whole(record)
             if reason is not None:
                 damage.append((start + position, reason))
         if pending:

@@ -160,7 +160,7 @@ def parse_lines(data: bytes, end: int, index: Index, parsed: list[Any], rows: bo
                 raise ValueError("no JSON value") from None
             if end != len(text) and text[end:].strip():
                 raise ValueError("more after the JSON value")
-        except ValueError:  # not UTF-8, not JSON: a torn or foreign line
+        except (ValueError, RecursionError):  # not UTF-8, not JSON (or nested past the parser): a torn or foreign line
             skipped.append((number, why_not_json(raw)))
             continue
         if isinstance(record, dict):
@@ -191,12 +191,12 @@ def _parse_sound(data: bytes, end: int, index: Index, parsed: list[Any], rows: b
 
         try:
             records = row_codec.decode_lines(view)  # each an object of a known kind, or it raises
-        except ValueError:  # another kind, say: as dicts, which the fold takes too
+        except (ValueError, RecursionError):  # another kind, say: as dicts, which the fold takes too
             pass
     if records is None:
         try:
             records = codec.loads_lines(view)
-        except ValueError:
+        except (ValueError, RecursionError):
             return False
         if not all(map(dict.__instancecheck__, records)):
             return False
