@@ -506,7 +506,7 @@ def test_a_line_nested_past_the_parser_is_skipped_not_a_raw_error(tmp_path):
     chat("one")
     with open(tmp_path / "c.jsonl", "a", encoding="utf-8") as file:
         file.write('{"functai_conversation": 1, "kind": "entry", "plugin": "p", "entry": "k", "turn": null, '
-                   '"data": ' + "[" * 2000 + "]" * 2000 + ', "at": "x"}\n')
+                   '"data": ' + "[" * 100_000 + "]" * 100_000 + ', "at": "x"}\n')
     with log_events() as caught:
         again = tutor.conversation("c", store=str(tmp_path))
     assert [t.state for t in again.turns] == ["done"] and caught.named("conversation line skipped")
