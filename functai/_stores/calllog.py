@@ -13,7 +13,7 @@ from .._files import check_folder
 from .._log import warn
 from .._logfiles import record_problem, report_skipped
 from .._models.keys import SecretURL, reveal
-from .callquery import CallQuery, call_row, indexable
+from .callquery import CallQuery, call_row, indexable, rating_row
 from .opening import open_url
 from .protocol import not_an_object, to_line
 from .urls import is_url, redact, scheme_of, sqlite_path
@@ -63,7 +63,7 @@ def append(url: str | SecretURL, table: str, records: list[dict[str, Any]]) -> N
     if table == "calls":
         rows = [(row[0], to_line(data), *row[1:]) for data in records for row in [call_row(data)]]
     else:
-        rows = [(indexable(str(data.get("call", ""))), to_line(data)) for data in records]
+        rows = [(*rating_row(data), to_line(data)) for data in records]
     log_store(url).log_lines(table, rows)
 
 

@@ -44,9 +44,18 @@ def columns(data: Mapping[str, Any]) -> tuple[str | None, ...]:
     return (*found[:4], code, found[4], f" {' '.join(sorted(plugins))} " if plugins else None)
 
 
+#: What an index keeps of a call, in `call_row`'s order (a read of the folder log's index checks them all).
+ROW = ", ".join(("id", *COLUMNS))
+
+
 def call_row(data: Mapping[str, Any]) -> tuple[str | None, ...]:
     """A call record's id and its `columns`, as an index keeps them (and as a read checks them)."""
     return (indexable(str(data.get("id", ""))), *columns(data))
+
+
+def rating_row(data: Mapping[str, Any]) -> tuple[str]:
+    """What an index keeps of a rating: the call it rates."""
+    return (indexable(str(data.get("call", ""))),)
 
 
 def indexable(text: str) -> str:
@@ -91,8 +100,7 @@ class CallQuery:
         return self in _WHOLE_LOG
 
     def sql(self, payload: str, marker: str) -> tuple[str, list[Any]]:
-        """The query over ``functai_calls`` selecting ``payload`` and then the row's `call_row`
-        (``id`` and the `COLUMNS`), with its parameters."""
+        """The query over ``functai_calls`` selecting ``payload``, with its parameters."""
         where: list[str] = []
         params: list[Any] = []
 
@@ -121,7 +129,7 @@ class CallQuery:
         if self.before is not None:
             add("(started, seq) < (SELECT started, seq FROM functai_calls AS b WHERE b.id = ? ORDER BY b.seq LIMIT 1)",
                 self.before)
-        text = f"SELECT {payload}, id, {', '.join(COLUMNS)} FROM functai_calls"
+        text = f"SELECT {payload} FROM functai_calls"
         if where:
             text += " WHERE " + " AND ".join(where)
         if self.newest is not None:

@@ -21,7 +21,7 @@ from typing import Any, Callable, TypeVar
 from .._errors import FunctAIError
 from .._files import unreadable
 from .._logfiles import INDEX_FILE, LOG_FILE, NOT_A_RATING, RATINGS_FILE, is_rating, parse_line, record_problem
-from .callquery import COLUMNS, INDEXES, CallQuery, call_row, indexable
+from .callquery import COLUMNS, INDEXES, ROW, CallQuery, call_row, indexable, rating_row
 from .sqlite import Transaction
 
 #: Changed when what the index keeps changes: an index of another version is made again.
@@ -68,7 +68,7 @@ class LogIndex:
 
     def calls(self, query: CallQuery) -> tuple[list[dict[str, Any]], list[tuple[str, int, str]]]:
         """The records ``query`` asks for, and the log's skipped lines (file, line number, why)."""
-        text, params = query.sql("seq, length", "?")
+        text, params = query.sql(f"seq, length, {ROW}", "?")
 
         def work(conn: sqlite3.Connection) -> tuple[list[dict[str, Any]], list[tuple[str, int, str]]]:
             found = self._records(LOG_FILE, conn.execute(text, params).fetchall(), query)
@@ -122,7 +122,7 @@ class LogIndex:
                 for seq, length, *kept in rows:
                     handle.seek(seq)
                     data, _ = parse_line(handle.read(length))
-                    if data is None or (call_row(data) if name == LOG_FILE else _rated(data)) != tuple(kept):
+                    if data is None or (call_row(data) if name == LOG_FILE else rating_row(data)) != tuple(kept):
                         raise Stale(f"{name} at byte {seq}")
                     if query is None or query.matches(data):
                         found.append(data)
@@ -205,17 +205,12 @@ def answer(query: CallQuery, calls: list[tuple[int, dict[str, Any]]],
     conn = memory_index()
     try:
         _insert(conn, [(seq, 0, *call_row(data)) for seq, data in calls],
-                [(seq, 0, *_rated(data)) for seq, data in ratings], [])
+                [(seq, 0, *rating_row(data)) for seq, data in ratings], [])
         by_seq = dict(calls)
         text, params = query.sql("seq", "?")
-        return [by_seq[seq] for seq, *_ in conn.execute(text, params)]
+        return [by_seq[seq] for (seq,) in conn.execute(text, params)]
     finally:
         conn.close()
-
-
-def _rated(data: dict[str, Any]) -> tuple[str]:
-    """What the index keeps of a rating: the call it rates."""
-    return (indexable(str(data.get("call", ""))),)
 
 
 def _worth_a_file(folder: str, path: str) -> bool:
@@ -268,7 +263,7 @@ def _index(conn: sqlite3.Connection, name: str, handle: Any, start: int, lines: 
                     calls.append((position, length, *call_row(data)))
             elif data is not None:
                 if is_rating(data):
-                    ratings.append((position, length, *_rated(data)))
+                    ratings.append((position, length, *rating_row(data)))
                 else:
                     why = NOT_A_RATING
             if why:

@@ -281,7 +281,7 @@ class SQLStore:
         def work(conn: Any) -> Any:
             if self._tables != SCHEMA_VERSION:
                 return None
-            return [(seq, line) for seq, line, *_ in conn.execute(text, params).fetchall()]
+            return [(seq, line) for seq, line in conn.execute(text, params).fetchall()]
 
         return self._run("read", work, [])  # type: ignore[no-any-return]
 
