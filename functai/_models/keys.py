@@ -110,9 +110,8 @@ def hide_url(url: Any) -> Any:
 def refuse_url_credentials(url: str, where: str) -> None:
     """Refuse a base URL with ``user:password@``: a key belongs in ``api_key`` or ``headers``,
     where it is hidden and scrubbed."""
-    from .._stores.urls import host_port, redact, split_url
-
     from .._errors import ModelConfigError
+    from .._stores.urls import host_port, redact, split_url
 
     parts = split_url(url)
     if parts is None:

@@ -47,18 +47,19 @@ MAX_REPLY = 4096
 #: The least such a reply is given before the budget asks for more rather than cut it shorter.
 MIN_REPLY = 256
 
+#: The settings that limit a reply's tokens: a provider reads one name or the other.
+REPLY_LIMITS = ("max_tokens", "max_completion_tokens")
+
+#: Bytes of a request counted as one token: low (English runs near four), so the estimate errs high.
+BYTES_PER_TOKEN = 3
+
+
 def _unpaid(error: str | None) -> bool:
     """Whether a call that ended with a request of its checked and not counted ended so that the request
     is taken as unpaid (released, unless its reply began to stream): the model client got no reply
     (``model-*``: an HTTP error, no connection, none in time). Ended otherwise — a guard or a handler
     stopped or refused the reply, the task was cancelled — the model had answered: it counts at its most."""
     return error is None or error.startswith("model-")
-
-#: The settings that limit a reply's tokens: a provider reads one name or the other.
-REPLY_LIMITS = ("max_tokens", "max_completion_tokens")
-
-#: Bytes of a request counted as one token: low (English runs near four), so the estimate errs high.
-BYTES_PER_TOKEN = 3
 
 
 def _data(value: Any) -> Any:

@@ -59,7 +59,8 @@ def _url(url: str | None) -> str:
 
 def _hidden(url: str, text: str | None = None) -> str:
     """``text`` (else ``url`` itself) as a message may show it: without ``url``'s password, in
-    ``user:password@`` or in ``?password=`` (libpq reads both), should a driver have repeated it."""
+    ``user:password@`` or in ``?password=`` or ``?sslpassword=`` (libpq reads them all), should a
+    driver have repeated it."""
     from sqlalchemy.engine import make_url
 
     text = url if text is None else text
@@ -69,7 +70,7 @@ def _hidden(url: str, text: str | None = None) -> str:
         return text.replace(url, url.split("://", 1)[0] + "://…") if "://" in url else text
     secrets: list[Any] = [made.password]
     for name, values in made.query.items():
-        if name.lower() == "password":
+        if "password" in name.lower():
             secrets.extend((values,) if isinstance(values, str) else values)  # a repeated name gives a tuple
     for secret in filter(None, secrets):
         text = text.replace(str(secret), "***")

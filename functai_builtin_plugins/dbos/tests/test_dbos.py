@@ -287,9 +287,10 @@ def test_the_lease_table_is_reached_for_every_postgresql_spelling_and_places_tel
 
 
 def test_a_system_database_password_is_in_no_message_wherever_the_url_holds_it():
-    url = "postgresql://ann:s3cret@127.0.0.1:1/db?sslmode=disable&password=t0psecret"
+    url = "postgresql://ann:s3cret@127.0.0.1:1/db?sslmode=disable&password=t0psecret&sslpassword=k3ypass"
     shown = functai_dbos._hidden(url)
     assert "s3cret" not in shown and "t0psecret" not in shown and "sslmode=disable" in shown
+    assert "k3ypass" not in shown  # libpq reads sslpassword= too, as the core's redact knows
     said = functai_dbos._hidden(url, "OperationalError: password s3cret / t0psecret refused")
     assert "s3cret" not in said and "t0psecret" not in said
     with pytest.raises(functai.FunctAIError) as refused:
