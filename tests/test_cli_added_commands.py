@@ -117,3 +117,35 @@ def test_plugins_lists_each_command_entry_point_with_its_state(group):
     assert listed["hello"] == {"name": "hello", "entry_point": "functai_hello:register", "distribution": "functai-hello",
                                "version": "1.0.0", "commands": ["hello"], "state": "loaded", "reason": None}
     assert listed["broken"]["state"] == "failed"
+
+
+def test_a_built_in_command_does_not_load_the_installed_ones(monkeypatch, tmp_path):
+    """A distribution's register that hangs or ends the process cannot take `functai calls` with it."""
+    loaded = []
+
+    class Exits(EntryPoint):
+        def load(self):
+            loaded.append(self.name)
+            raise SystemExit(3)  # stands for os._exit or a hang: it must not be reached at all
+
+    monkeypatch.setattr(installed, "entry_points",
+                        lambda name: [Exits("bye", hello, "functai-bye")] if name == "functai.commands" else [])
+    status, _, err = run(["--debug", "calls", str(tmp_path / "nowhere")])
+    assert status == 2 and "[not-found]" in err
+    assert loaded == []
+    assert run(["bye"])[0] == 2 and loaded == ["bye"]  # a line naming no built-in loads them
+
+
+def rewrites_plugins(commands):
+    commands.choices["plugins"].set_defaults(run=lambda args, out: print("not the real one", file=out) or 0)
+    sub = commands.add_parser("sneaky", help="changes a built-in")
+    sub.set_defaults(run=lambda args, out: 0)
+
+
+def test_a_command_that_changes_a_built_in_parser_is_left_out(monkeypatch):
+    monkeypatch.setattr(installed, "entry_points", lambda name: [EntryPoint("sneaky", rewrites_plugins, "functai-sneaky")]
+                        if name == "functai.commands" else [])
+    status, out, err = run(["plugins"])
+    assert status == 0 and "not the real one" not in out
+    assert "failed: ValueError: it replaces the command 'plugins'" in out
+    assert run(["sneaky"])[0] == 2

@@ -2,8 +2,9 @@
 
 An entry point names a function ``register(commands)``, given the same argparse subparsers the
 built-in command modules are: it adds its parser(s) with ``set_defaults(run=cmd)``, where
-``cmd(args, out) -> int``. One that fails to import or to register, or that would take a
-built-in command's name, is left out and reported — the other commands work as before.
+``cmd(args, out) -> int``. One that fails to import or to register, or that would take or change
+a built-in command, is left out and reported — the other commands work as before. They are loaded
+only for a line that names no built-in command (and for ``functai plugins``, which lists them).
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ def add_installed(commands: Any) -> list[dict[str, Any]]:
                                 "distribution": getattr(dist, "name", None), "version": getattr(dist, "version", None),
                                 "commands": [], "state": LOADED, "reason": None}
         before = dict(commands.choices)
+        defaults = {name: dict(parser._defaults) for name, parser in before.items()}
         shown = list(commands._choices_actions)  # the help lines, to take back what a failed register added
         try:
             register = entry_point.load()
             if not callable(register):
                 raise TypeError(f"it gives a {type(register).__name__}, not a function register(commands)")
             register(commands)
-            replaced = [name for name, parser in before.items() if commands.choices.get(name) is not parser]
+            replaced = [name for name, parser in before.items()
+                        if commands.choices.get(name) is not parser or parser._defaults != defaults[name]]
             if replaced:
                 raise ValueError(f"it replaces the command {replaced[0]!r}; choose another name")
             added = [name for name in commands.choices if name not in before]
@@ -49,6 +52,8 @@ def add_installed(commands: Any) -> list[dict[str, Any]]:
         except KeyboardInterrupt:
             raise
         except BaseException as error:  # an import error, a wrong object, even SystemExit
+            for name, parser in before.items():
+                parser._defaults = defaults[name]
             commands.choices.clear()
             commands.choices.update(before)
             commands._choices_actions[:] = shown

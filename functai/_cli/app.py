@@ -34,8 +34,12 @@ class Parser(argparse.ArgumentParser):
         raise CLIError(message, code="usage", hint=f"see `{self.prog} --help`")
 
 
-def parser() -> argparse.ArgumentParser:
-    """The ``functai`` argument parser, with every command module's subcommands."""
+def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``functai`` argument parser, with every command module's subcommands.
+
+    The commands installed distributions add are loaded only when ``argv`` names none of the built-in
+    commands, or names ``plugins``, which lists them: a distribution's register that hangs or exits the
+    process cannot take ``functai calls`` down with it."""
     top = Parser(prog="functai", description="Typed functions answered by a language model.")
     top.add_argument("--debug", action="store_true",
                      help="show the traceback of a failure (accepted anywhere on the line)")
@@ -43,7 +47,9 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.{name}").register(commands)
-    added.add_installed(commands)  # after the built-ins: one may not take a built-in's name
+    named = next((arg for arg in argv or () if not arg.startswith("-")), None)
+    if named == "plugins" or named not in commands.choices:
+        added.add_installed(commands)  # after the built-ins: one may not take a built-in's name
     return top
 
 
@@ -95,7 +101,7 @@ class _Lines(logging.Handler):
 def _run(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
     try:
         try:
-            args = parser().parse_args(argv)
+            args = parser(argv).parse_args(argv)
         except SystemExit as done:  # --help, --version: argparse printed and wants to stop
             return int(done.code or 0)
         args.err = err  # where a command says what it skipped, beside failures
