@@ -451,3 +451,19 @@ def test_a_command_started_with_stdout_and_stderr_closed_ends_with_its_status(tm
         done = subprocess.run([sys.executable, "-m", "functai", *argv],
                               preexec_fn=lambda: (os.close(1), os.close(2)))  # as the shell's >&- 2>&- do
         assert done.returncode == status, argv
+
+
+def test_install_runs_pip_and_the_plugins_table_from_the_environment_not_the_current_folder(tmp_path, monkeypatch):
+    """A ``pip.py`` or a ``functai/`` in the folder ``functai install`` is run from is never run."""
+    from functai._cli import manage
+
+    for name in ("pip", "functai"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"open({str(tmp_path / (name + '.ran'))!r}, 'w').close()\n")
+        (tmp_path / name / "__main__.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    manage._table(out)
+    manage._pip(["--version"], "version")
+    assert "installed plugins" in out.getvalue()
+    assert not (tmp_path / "pip.ran").exists() and not (tmp_path / "functai.ran").exists()

@@ -41,12 +41,20 @@ def register(commands: Any) -> None:
     uninstall.set_defaults(run=cmd_uninstall)
 
 
+def _module(name: str, *arguments: str) -> list[str]:
+    """``python -m NAME ARGUMENTS`` without the current folder first on the path, where a ``pip.py``
+    or a ``functai`` folder would be run in place of the installed one."""
+    run = ("import sys; sys.path[:1] = [] if sys.path[0] == '' else sys.path[:1]; import runpy; "
+           f"runpy.run_module({name!r}, run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-c", run, *arguments]
+
+
 def _pip(arguments: list[str], what: str) -> None:
-    command = [sys.executable, "-m", "pip", *arguments]
+    command = _module("pip", *arguments)
     try:
         done = subprocess.run(command)
     except OSError as error:
-        raise CLIError(f"cannot run pip ({' '.join(command[:3])}): {error}", code="pip-failed",
+        raise CLIError(f"cannot run pip ({sys.executable} -m pip): {error}", code="pip-failed",
                        status=RUNTIME) from error
     if done.returncode != 0:
         raise CLIError(f"pip {what} failed (exit status {done.returncode}); nothing else was changed",
@@ -54,7 +62,7 @@ def _pip(arguments: list[str], what: str) -> None:
 
 
 def _table(out: TextIO) -> None:
-    done = subprocess.run([sys.executable, "-m", "functai", "plugins"], capture_output=True, text=True)
+    done = subprocess.run(_module("functai", "plugins"), capture_output=True, text=True)
     out.write(done.stdout)
     if done.returncode != 0:
         raise CLIError("`functai plugins` failed after pip finished: " + (done.stderr.strip() or "no message"),
