@@ -316,3 +316,68 @@ def test_a_before_call_handler_cannot_change_the_inputs_in_place():
         with pytest.raises(functai.FunctAIError) as info:
             tidy(mine, config)
         assert info.value.code == "plugin-failed" and mine == ["a"] and config == {"k": "v"}
+
+
+@tool(effects="changes")
+def tag(items: list[str]) -> str:
+    """Tag the items."""
+    tagged.append(list(items))
+    return "tagged " + ",".join(items)
+
+
+tagged: list[list[str]] = []
+
+
+@pytest.mark.parametrize("hook", ["tool_call", "tool_result", "tool_error"])
+def test_a_tool_handler_cannot_change_the_tool_input_in_place(hook, run):
+    """What the tool runs with and what the record keeps change only by a recorded Change."""
+    tagged.clear()
+    tried = []
+
+    def edits(tool):
+        try:
+            tool.input["items"].append("EVIL")
+        except AttributeError as error:
+            tried.append(type(error).__name__)
+
+    @tool(effects="changes")
+    def fails(items: list[str]) -> str:
+        """Fail."""
+        raise RuntimeError("no")
+
+    lm = ScriptedLM([tool_call("fails" if hook == "tool_error" else "tag", {"items": ["a"]}), "done"])
+
+    @ai(client=lm, plugins=[Plugin("edits", **{hook: edits})], tools=[tag, fails])
+    def label(question: str) -> str:
+        """Label."""
+        raise NotImplementedError
+
+    _, record = run(label, "q")
+    assert tried == ["AttributeError"]
+    assert record.tool_calls[0]["input"] == {"items": ["a"]}
+    assert tagged == ([] if hook == "tool_error" else [["a"]])
+
+
+@pytest.mark.parametrize("hook", ["turn_start", "turn_end"])
+def test_a_turn_handler_cannot_change_the_turns_inputs_or_outputs_in_place(hook, tmp_path):
+    tried = []
+
+    def edits(turn):
+        for field, name in (("inputs", "items"), ("outputs", "output"))[:2 if hook == "turn_end" else 1]:
+            try:
+                getattr(turn, field)[name].append("EVIL")
+            except AttributeError as error:
+                tried.append(type(error).__name__)
+
+    @ai(client=ScriptedLM(['["x"]']), plugins=[Plugin("edits", **{hook: edits})])
+    def listing(items: list[str]) -> list[str]:
+        """List."""
+        raise NotImplementedError
+
+    chat = listing.conversation("c", store=str(tmp_path))
+    mine = ["a"]
+    chat(mine)
+    assert tried == ["AttributeError"] * (2 if hook == "turn_end" else 1)
+    assert mine == ["a"]
+    again = listing.conversation("c", store=str(tmp_path)).turns[0]
+    assert again.inputs == {"items": ["a"]} and again.outputs == {"output": ["x"]}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .._errors import FunctAIError, Waiting
 from .._hooks.change import Change
-from .._hooks.events import Question, ToolCallEvent, set_field
+from .._hooks.events import Question, ToolCallEvent, given, set_field
 from .._hooks.fold import call_handler_steps, folded, record, refusal
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
@@ -119,7 +119,7 @@ class Asking:
         if decide is not None:
             answer = decided(decide, Question(reason, None, plugin, event), self.fn.name)
             return answer.allow, answer.reason
-        input = to_jsonable(dict(event.input))
+        input = to_jsonable(dict(given(event, "input")))
         asked = digest(event.name, input, plugins)
         base = f"{site}.{plugin}"
         approval = {"key": key_of(base, asked), "name": event.name, "input": input, "effects": event.effects,

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence, cast
 from .._errors import RISING, FunctAIError, Waiting
 from .._log import info
 from .._hooks.change import Change
-from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, set_field
+from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, given, set_field
 from .._hooks.fold import deprecated, first_act, fold_part, record as record_change, refuse, resume
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
@@ -107,17 +107,17 @@ class ToolRunner(Asking):
             refused = scope.refusal(site)
             if refused is not None:  # a person said no before this process resumed the turn
                 stopped = _refused(entry, *refused)
-        entry["input"] = dict(event.input)
+        entry["input"] = dict(given(event, "input"))
         if stopped is not None:
             entry["output"] = stopped
             return self._done(entry, site, first_change)
-        typed = found.inputs.read(event.input)  # checked: the model's, a person's, each handler's change
+        typed = found.inputs.read(given(event, "input"))  # checked: the model's, a person's, each handler's change
         if self.listen:
             yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
         if scope is not None and found.effects != "reads":
             scope.tool_started(site, entry, self.record.changes[first_change:])
         value = yield from self._invoked(found, event, entry, site, key, typed)
-        text = yield from self._tool_result_hook(call.name, event.input, _shown(value, entry), event.path,
+        text = yield from self._tool_result_hook(call.name, given(event, "input"), _shown(value, entry), event.path,
                                                  invocation, key)
         entry["output"] = text
         if self.listen:
@@ -265,7 +265,7 @@ class ToolRunner(Asking):
         """A handler's change of the inputs, which must fit the tool as the model's must."""
         if change.inputs is None:
             return
-        changed = {**event.input, **change.inputs}
+        changed = {**given(event, "input"), **change.inputs}
         problems = self.tools[event.name].inputs.problems(changed)
         if problems:
             raise refuse(plugin, "tool_call", "inputs", f"the inputs do not fit the tool {event.name!r}: "
@@ -290,7 +290,7 @@ class ToolRunner(Asking):
                          attempt: int) -> Steps[Change | None]:
         """Fold ``tool_error``: the first handler's change (the text shown instead, or a retry that
         may be done), recorded; None when none changes anything."""
-        failure = ToolErrorEvent(name=event.name, input=event.input, error=entry["error"], exception=error,
+        failure = ToolErrorEvent(name=event.name, input=given(event, "input"), error=entry["error"], exception=error,
                                  effects=found.effects, invocation=event.invocation, attempt=attempt, id=event.id,
                                  path=event.path, function=self.fn.name, key=event.key)
         acted = yield from first_act("tool_error", self.plan.handlers["tool_error"], failure)

@@ -39,6 +39,44 @@ def _refuse(event: "Event", unknown: dict[str, Any]) -> None:
     raise TypeError(f"{type(event).__name__} has no field {sorted(unknown)[0]!r}")
 
 
+def frozen(value: Any) -> Any:
+    """A read-only deep view of JSON-like data: dicts as mapping proxies, lists as tuples."""
+    if isinstance(value, (dict, MappingProxyType)):
+        return MappingProxyType({key: frozen(item) for key, item in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen(item) for item in value)
+    return value
+
+
+class ReadOnly:
+    """An event field holding the caller's data (inputs, outputs), which handlers read as a read-only
+    deep view, made at its first read and again when the engine sets another value: a nested list
+    edited in place would change what runs and what is kept, unrecorded. A change is a Change."""
+
+    __slots__ = ("name", "view")
+
+    def __init__(self, name: str) -> None:
+        self.name, self.view = name, f"_view_{name}"
+
+    def __get__(self, event: Event | None, owner: Any = None) -> Any:
+        if event is None:
+            return self
+        fields = event.__dict__
+        value = fields[self.name]
+        made = fields.get(self.view)
+        if made is None or made[0] is not value:
+            made = fields[self.view] = (value, frozen(value))
+        return made[1]
+
+    def __set__(self, event: Event, value: Any) -> None:  # the engine's, through set_field
+        event.__dict__[self.name] = value
+
+
+def given(event: Event, name: str) -> Any:
+    """The engine's read of a field: the value itself, not the view handlers are given."""
+    return event.__dict__[name]
+
+
 class Event:
     """Base of every event: ``entries(kind)`` reads this plugin's entries.
 
@@ -50,6 +88,8 @@ class Event:
     _fields: tuple[str, ...] = ()
     #: What the engine may give besides the fields (not shown in ``repr``).
     _also: tuple[str, ...] = ()
+    #: Fields of the caller's data, which handlers read as read-only deep views (`ReadOnly`).
+    _views: tuple[str, ...] = ()
     _plugin: str | None = None
     _memory: Memory | None = None
     #: The engine's: the handler's settings block while it runs (see `functai._hooks.fold`).
@@ -60,6 +100,8 @@ class Event:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        for name in cls._views:
+            setattr(cls, name, ReadOnly(name))
         known = cls._fields + cls._also
         if not known:
             return
@@ -136,6 +178,7 @@ class TurnStartEvent(Event):
     """``turn_start``: a conversation turn is about to be sent."""
 
     _fields = ("inputs", "conversation", "parent", "program")
+    _views = ("inputs",)
     inputs: Mapping[str, Any]
     #: The conversation's id, and the done turn this one continues (None: the first).
     conversation: str
@@ -163,6 +206,8 @@ class CallEvent(_Remembers):
         "function", "program", "inputs", "instruction", "sections", "lm", "settings",
         "tools", "all_tools", "path", "conversation", "turn",
     )
+    _views = ("inputs",)
+    inputs: Mapping[str, Any]
     #: The function's name, and the function.
     function: str
     program: Any  # the AI function (a functai.AIFunction; typed loosely: hooks sit below calls)
@@ -177,16 +222,6 @@ class CallEvent(_Remembers):
     path: str
     conversation: str | None
     turn: str | None
-
-    @property
-    def inputs(self) -> Mapping[str, Any]:
-        """The call's inputs by name, read-only all the way down (lists as tuples, dicts as mapping
-        proxies): made once, for a handler that reads them. A change is a Change, never an edit in place."""
-        view = self.__dict__.get("_inputs_view")
-        if view is None:
-            view = frozen(self.__dict__["inputs"])
-            _set(self, "_inputs_view", view)
-        return view  # type: ignore[no-any-return]
 
 
 @attrs.frozen
@@ -338,6 +373,7 @@ class ToolCallEvent(_Remembers):
     """``tool_call``: the model asked for a tool, which has not run yet."""
 
     _fields = ("name", "input", "effects", "path", "invocation", "id", "function", "settings", "key")
+    _views = ("input",)
     name: str
     input: Mapping[str, Any]
     effects: str | None
@@ -373,6 +409,7 @@ class ToolErrorEvent(Event):
 
     _fields = ("name", "input", "error", "exception", "effects", "invocation", "attempt", "id", "path", "function",
                "key")
+    _views = ("input",)
     name: str
     input: Mapping[str, Any]
     #: ``Type: message``, and the exception itself.
@@ -391,6 +428,7 @@ class ToolResultEvent(_Remembers):
     """``tool_result``: a tool ran."""
 
     _fields = ("name", "input", "output", "path", "invocation", "function", "key")
+    _views = ("input",)
     name: str
     input: Mapping[str, Any]
     #: What the model is shown of the result.
@@ -413,15 +451,6 @@ class CallEndEvent(Event):
     seconds: float | None
     usage: Mapping[str, int]
     server: tuple[str, int | None] | None
-
-
-def frozen(value: Any) -> Any:
-    """A read-only deep view of JSON-like data: dicts as mapping proxies, lists as tuples."""
-    if isinstance(value, dict):
-        return MappingProxyType({key: frozen(item) for key, item in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(frozen(item) for item in value)
-    return value
 
 
 class RecordView:
@@ -454,6 +483,7 @@ class TurnEndEvent(_Remembers):
     """``turn_end``: a turn ended (done, failed or stopped)."""
 
     _fields = ("turn", "state", "inputs", "outputs", "conversation", "parent")
+    _views = ("inputs", "outputs")
     turn: str
     #: "done", "failed" or "stopped".
     state: str
@@ -474,6 +504,7 @@ class TurnWaitEvent(Event):
     """``turn_wait``: a turn started waiting for a person."""
 
     _fields = ("conversation", "turn", "key", "parent", "inputs", "questions")
+    _views = ("inputs", "questions")
     conversation: str
     turn: str
     #: The key the turn was sent with, or None.
