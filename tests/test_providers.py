@@ -5,7 +5,7 @@ import pytest
 import functai
 from functai import ai
 from functai._models import providers
-from functai.testing import ScriptedLM
+from functai.testing import ScriptedLM, log_events
 
 
 @pytest.fixture
@@ -55,3 +55,41 @@ def test_client_setting_wins_over_the_model_name():
     value, record = capital.run("Peru")
     assert value == "Lima" and record.model == "nowhere/model"
     assert client.requests[0].model == "nowhere/model"
+
+
+class _EntryPoint:
+    def __init__(self, name, load):
+        self.name, self.load = name, load
+
+
+def test_a_provider_entry_point_that_fails_to_load_is_left_out_and_named(fresh_providers, monkeypatch):
+    def broken():
+        raise ModuleNotFoundError("No module named 'acme_sdk'")
+
+    def exits():
+        raise SystemExit(1)
+
+    monkeypatch.setattr(providers, "_entry_points", lambda: [_EntryPoint("acme", broken), _EntryPoint("bye", exits)])
+    with log_events() as events:
+        client, _ = providers.client_for("ollama/llama3", {})  # the built-ins still answer
+    assert client.name == "ollama"
+    assert [fields["provider"] for event, fields in events if event == "provider failed to load"] == ["acme", "bye"]
+    with pytest.raises(functai.FunctAIError) as info:
+        providers.client_for("acme/rocket-1", {})
+    assert info.value.code == "model-provider"
+    assert "the provider plugin 'acme' failed to load (ModuleNotFoundError: No module named 'acme_sdk')" in str(info.value)
+
+
+def test_a_provider_plugin_that_raises_is_model_provider_without_the_key(fresh_providers):
+    key = "sk-provider-secret-123456"
+
+    class Leaky:
+        @functai.providerimpl
+        def functai_client(self, provider, model, settings):
+            raise RuntimeError(f"bad key {settings['api_key']}")
+
+    functai.register_provider(Leaky())
+    with pytest.raises(functai.FunctAIError) as info:
+        providers.client_for("acme/rocket-1", {"api_key": key})
+    assert info.value.code == "model-provider" and "RuntimeError: bad key ***" in str(info.value)
+    assert key not in str(info.value) and info.value.__cause__ is None

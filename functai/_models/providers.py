@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 import pluggy
 
 from .._errors import ModelConfigError
+from .._log import warn
+from .answers import Reader
 from .catalog import DEFAULT_PROVIDER, PROVIDERS, TEST_MODEL
 from .keys import Key, hide_key, reveal, reveal_headers
 from .request import Client
@@ -124,6 +126,9 @@ def _hashable(value: Any) -> Any:
 
 _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
+#: The ``functai.providers`` entry points that failed to load, with why: each is left out (the
+#: others and the built-ins still answer) and named where a model finds no client.
+failed: dict[str, str] = {}
 # Every (provider, model, settings) resolved so far; the providers own (and close) the clients.
 _clients = _LRU(MAX_CLIENTS, close_evicted=False)
 
@@ -136,9 +141,24 @@ def manager() -> pluggy.PluginManager:
             pm = pluggy.PluginManager("functai.providers")
             pm.add_hookspecs(ProviderSpec)
             pm.register(OpenAICompatible(), name="openai-compatible")
-            pm.load_setuptools_entrypoints("functai.providers")
+            failed.clear()
+            for entry_point in _entry_points():
+                try:
+                    pm.register(entry_point.load(), name=entry_point.name)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as error:  # an import error, a wrong object, even SystemExit
+                    failed[entry_point.name] = f"{type(error).__name__}: {error}"
+                    warn("provider failed to load", provider=entry_point.name, reason=failed[entry_point.name])
             _manager = pm
         return _manager
+
+
+def _entry_points() -> list[Any]:
+    """The ``functai.providers`` entry points, by name."""
+    from importlib.metadata import entry_points
+
+    return sorted(entry_points(group="functai.providers"), key=lambda entry_point: entry_point.name)
 
 
 def register_provider(plugin: object, name: str | None = None) -> None:
@@ -188,11 +208,19 @@ def _ask_providers(provider: str, model: str, lm: str, wanted: dict[str, Any]) -
         wanted["api_key"] = reveal(wanted["api_key"])
     if wanted.get("headers"):
         wanted["headers"] = reveal_headers(wanted["headers"])
-    client = manager().hook.functai_client(provider=provider, model=model, settings=wanted)
+    hook = manager().hook.functai_client
+    try:
+        client = hook(provider=provider, model=model, settings=wanted)
+    except Exception as error:  # a provider plugin's own failure; what it says may hold the key
+        secrets = [str(value) for value in (wanted.get("api_key"), *(wanted.get("headers") or {}).values()) if value]
+        said = Reader(str(lm), secrets).excerpt(f"{type(error).__name__}: {error}")
+        raise ModelConfigError(f"a provider plugin failed choosing a client for {str(lm)!r}: {said}",
+                               code="model-provider") from None
     if client is None:
+        broken = "".join(f"; the provider plugin {name!r} failed to load ({why})" for name, why in failed.items())
         raise ModelConfigError(
             f"no model client for provider {provider!r} (model {str(lm)!r}); install a provider "
-            f"plugin for it, use a built-in provider ({', '.join(PROVIDERS)}), or pass client=...",
+            f"plugin for it, use a built-in provider ({', '.join(PROVIDERS)}), or pass client=...{broken}",
             code="model-provider",
         )
     return client  # type: ignore[no-any-return]  # what a provider plugin's hook returned
