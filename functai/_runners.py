@@ -76,7 +76,7 @@ def find_runner(name: str | None) -> Runner:
     try:
         made = named[0].load()
         runner = made if hasattr(made, "resume") and not isinstance(made, type) else made()  # else a class or factory
-    except Exception as error:
+    except (Exception, SystemExit) as error:  # an import that exits is a failure too
         raise FunctAIError(f"runner {name!r} ({named[0].value}) failed to load: {type(error).__name__}: {error}",
                            code="runner-load") from error
     missing = [method for method in ("evaluate", "resume", "worker") if not callable(getattr(runner, method, None))]

@@ -318,3 +318,15 @@ def test_a_postgresql_log_connection_lost_while_writing_keeps_the_answer_and_war
     assert "code=call-log-unreachable" in warned and "connection to the server was lost" in warned
     assert echo("c") == "three"  # the next call opens a new session
     assert [r.output for r in functai.read_calls(postgres_url)] == ["one", "three"]
+
+
+def test_a_store_whose_entry_point_ends_the_process_is_store_url_not_a_silent_exit(tmp_path, monkeypatch):
+    (tmp_path / "exit_store.py").write_text("raise SystemExit('no config')\n")
+    info = tmp_path / "exit_store-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: exit-store\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[functai.stores]\nexitstore = exit_store:make\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(functai.FunctAIError) as info:
+        functai.configure(log_calls="exitstore://x")
+    assert info.value.code == "store-url" and "SystemExit: no config" in str(info.value)

@@ -47,6 +47,9 @@ RUNNER = textwrap.dedent('''
     class Broken:
         def __init__(self):
             raise RuntimeError("no engine here")
+
+    def exits():
+        raise SystemExit("no config")
 ''')
 
 
@@ -58,7 +61,8 @@ def noting(tmp_path, monkeypatch):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: noting-runner\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[functai.runners]\nnoting = noting_runner:make\n"
-                                           "broken = noting_runner:Broken\nclassy = noting_runner:Classy\n")
+                                           "broken = noting_runner:Broken\nclassy = noting_runner:Classy\n"
+                                           "exits = noting_runner:exits\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("noting_runner", None)
     import noting_runner
@@ -140,5 +144,7 @@ def test_the_default_runner_has_no_workers_and_an_unknown_or_broken_runner_is_na
     assert status == 2 and "[runner-unknown]" in err and "noting" in err and "process" in err
     status, _, err = run("worker", "--runner", "broken")
     assert status == 1 and "[runner-load]" in err and "no engine here" in err
+    status, _, err = run("worker", "--runner", "exits")  # not a silent end of the command
+    assert status == 1 and "[runner-load]" in err and "SystemExit: no config" in err
     status, _, err = run("worker", "--runner", "noting", "--import", "no_such_module_here")
     assert status == 2 and "[not-found]" in err and "no_such_module_here" in err and noting.asked == []

@@ -90,7 +90,7 @@ def _installed(scheme: str) -> Callable[[str], Any]:
                            "but one", code="store-url")
     try:
         factory = found[0].load()
-    except Exception as error:
+    except (Exception, SystemExit) as error:  # an import that exits is a failure too
         raise FunctAIError(f"the store for scheme {scheme!r} ({found[0].value}) failed to load: "
                            f"{type(error).__name__}: {error}", code="store-url") from error
     if not callable(factory):
