@@ -1,6 +1,7 @@
 """Authoring plugins: the decorator form of `on`, `describe`, refused pluggy ordering
 options, a module plugin's version, and installed plugins that do not fit this functai."""
 
+import functools
 import types
 import warnings
 
@@ -245,3 +246,32 @@ def test_an_incompatible_plugin_is_listed_as_failed_with_the_reason():
     item, _, _ = _load(["functai<0.0.1"])
     data = item.as_dict()
     assert data["state"] == "failed" and "supports functai<0.0.1" in data["reason"]
+
+
+@pytest.mark.parametrize("handler", [lambda: None, lambda call, extra: None, lambda *, call: None])
+def test_a_handler_that_cannot_take_the_event_is_refused_when_registered(handler):
+    with pytest.raises(functai.FunctAIError) as info:
+        functai.Plugin("guard", before_call=handler)
+    assert info.value.code == "plugin-hook"
+    assert "its before_call handler" in str(info.value) and "functai.events.BeforeCall" in str(info.value)
+    plugin = functai.Plugin("guard")
+    with pytest.raises(functai.FunctAIError):
+        plugin.on("request", handler)
+    assert plugin.hooks == ()
+
+
+def test_handlers_that_take_the_event_in_any_form_are_kept():
+    def decorated(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs)
+        return wrapper
+
+    @decorated
+    def traced(call):
+        return None
+
+    seen = []
+    plugin = functai.Plugin("fine", before_call=lambda call, more=1: None, request=seen.append, reply=print,
+                            tool_call=traced, call_end=lambda *events: None)
+    assert plugin.hooks == ("before_call", "request", "reply", "tool_call", "call_end")

@@ -186,7 +186,7 @@ def test_each_plugin_costs_one_line_whatever_its_import_does(site):
     assert broken["bad-hook"].startswith("plugin-hook: plugin 'bad-hook' failed pluggy validation: "
                                          "unknown hook 'tool_calls'")
     assert broken["api-two"].startswith("plugin-api: plugin 'api-two' was written for plugin API 2")
-    assert broken["two-args"].startswith("plugin-hook: its before_call handler ")
+    assert broken["two-args"].startswith("plugin-hook: plugin 'two-args': its before_call handler ")
     assert "(call, extra) cannot be called with the one argument a hook passes" in broken["two-args"]
     assert broken["not-callable"] == "plugin-load: it gives an object of type int, not a function to call"
     assert broken["misnamed"].startswith("plugin-hook: pluggy refuses its hookimpls: ")

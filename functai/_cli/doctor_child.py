@@ -17,7 +17,6 @@ import sys
 if __name__ == "__main__":  # first: the parent's sys.path (the same distributions), not this script's folder
     sys.path[:] = json.loads(sys.argv[1])
 
-import inspect  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
@@ -29,7 +28,6 @@ import functai  # noqa: E402,F401  (what a program has imported when its plugins
 from functai._errors import FunctAIError  # noqa: E402
 from functai._hooks import installed  # noqa: E402
 from functai._hooks.installed import FAILED, GROUP, InstalledPlugin  # noqa: E402
-from functai._hooks.plugin import qualified_name  # noqa: E402
 
 PROVIDERS = "functai.providers"
 
@@ -66,22 +64,6 @@ def _said(error: BaseException) -> tuple[str | None, str]:
     return None, f"{type(error).__name__}: {error}"
 
 
-def _handler_problem(plugin: Any) -> str | None:
-    """A handler that cannot take the one argument (the event) every hook passes, named."""
-    for hook in plugin.hooks:
-        for handler in plugin.handlers(hook):
-            try:
-                signature = inspect.signature(handler)
-            except (TypeError, ValueError):  # no signature to read (a builtin): it is called and seen then
-                continue
-            try:
-                signature.bind(None)
-            except TypeError:
-                return (f"its {hook} handler {qualified_name(handler)}{signature} cannot be called with the one "
-                        "argument a hook passes (the event)")
-    return None
-
-
 def _examine_plugin(entry_point: _Timed) -> dict[str, Any]:
     """An entry point of the ``functai`` group, loaded as a call would load it."""
     item = InstalledPlugin(entry_point)
@@ -96,9 +78,6 @@ def _examine_plugin(entry_point: _Timed) -> dict[str, Any]:
         return {"code": item.code, "message": item.reason}
     plugin = item.plugin
     assert plugin is not None  # loaded
-    problem = _handler_problem(plugin)
-    if problem:
-        return {"code": "plugin-hook", "message": problem, "hooks": list(plugin.hooks), "api": plugin.api}
     return {"code": None, "hooks": list(plugin.hooks), "api": plugin.api,
             "requires": list(getattr(plugin, "requires", ()))}
 

@@ -54,6 +54,24 @@ def check_version(version: object, plugin: str) -> str:
     return version
 
 
+def _check_takes_the_event(fn: Callable[..., Any], hook: str, plugin: str) -> None:
+    """Refuse, when it is registered rather than at the first call, a handler that cannot be called
+    with its one argument, the event."""
+    import inspect
+
+    try:
+        signature = inspect.signature(fn, follow_wrapped=False)
+    except (TypeError, ValueError):  # no signature to read (some built-ins): called as it is
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        event = "".join(part.title() for part in hook.split("_"))
+        raise PluginError(f"plugin {plugin!r}: its {hook} handler {qualified_name(fn)}{signature} cannot be called "
+                          f"with the one argument a hook passes (the event, functai.events.{event})",
+                          code="plugin-hook", plugin=plugin, hook=hook) from None
+
+
 def check_hook(hook: str, plugin: str | None) -> str:
     """Return ``hook`` if it names a hook, else refuse ``plugin-hook``."""
     if hook not in HOOKS:
@@ -164,6 +182,7 @@ class Plugin:
             return lambda handler: self.on(hook, handler)
         if not callable(fn):
             raise TypeError(f"plugin {self.name!r}: the {hook} handler must be callable, not {type(fn).__name__}")
+        _check_takes_the_event(fn, hook, self.name)
         self._handlers.setdefault(hook, []).append(fn)
         return fn
 

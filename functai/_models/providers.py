@@ -13,9 +13,8 @@ from urllib.parse import urlsplit
 
 import pluggy
 
-from .._errors import ModelConfigError
+from .._errors import FunctAIError, ModelConfigError
 from .._log import warn
-from .answers import Reader
 from .catalog import DEFAULT_PROVIDER, PROVIDERS, TEST_MODEL
 from .keys import Key, hide_key, reveal, reveal_headers
 from .request import Client
@@ -211,7 +210,11 @@ def _ask_providers(provider: str, model: str, lm: str, wanted: dict[str, Any]) -
     hook = manager().hook.functai_client
     try:
         client = hook(provider=provider, model=model, settings=wanted)
+    except FunctAIError:
+        raise  # already says what to fix (a built-in client's refused base URL)
     except Exception as error:  # a provider plugin's own failure; what it says may hold the key
+        from .answers import Reader
+
         secrets = [str(value) for value in (wanted.get("api_key"), *(wanted.get("headers") or {}).values()) if value]
         said = Reader(str(lm), secrets).excerpt(f"{type(error).__name__}: {error}")
         raise ModelConfigError(f"a provider plugin failed choosing a client for {str(lm)!r}: {said}",
