@@ -40,6 +40,16 @@ def attempts(what: str, conversation: str) -> Iterator[int]:
     )
 
 
+def check_shrunk(conflict: StoreConflict, read: int, conversation: str) -> None:
+    """A conflict is another writer's record, to read and retry, unless the store now holds fewer
+    records than this view read: some were removed behind it, and no retry can ever match."""
+    if conflict.count < read:
+        raise FunctAIError(
+            f"conversation {conversation!r} holds {conflict.count} records in its store, fewer than the {read} "
+            "read here: records were removed from it (by hand, or a backup put back); open the conversation "
+            "again to go on from what the store holds", code="store-shrunk")
+
+
 def refresh(history: History, store: Store, conversation: str) -> None:
     """Apply what is new in the store (one thread at a time: each record once)."""
     read_rows = rows.row_reader(store)  # the built-in stores: records decoded only as far as the fold needs
@@ -108,7 +118,8 @@ def abandon(history: History, store: Store, conversation: str, turn_id: str, *,
                   "outputs": {}, "was": turn.state, "reason": reason, "by": by, "at": now_text()}
         try:  # compare-and-set: never abandon a turn another process (or thread) just resumed
             store.append(conversation, [record], expect=count, sync=True)
-        except StoreConflict:
+        except StoreConflict as conflict:
+            check_shrunk(conflict, count, conversation)
             continue
         break
     refresh(history, store, conversation)
@@ -166,7 +177,8 @@ def answer(history: History, store: Store, conversation: str, turn_id: str,
             return []  # every one already answered this way: the first answers hold as they are
         try:
             store.append(conversation, records, expect=count, sync=True)
-        except StoreConflict:
+        except StoreConflict as conflict:
+            check_shrunk(conflict, count, conversation)
             continue
         break
     refresh(history, store, conversation)

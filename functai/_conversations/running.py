@@ -76,7 +76,8 @@ class Running:
                 written[-1].update(lease)
                 try:
                     self.store.append(self.id, written, expect=expect)
-                except StoreConflict:
+                except StoreConflict as conflict:
+                    held.check_shrunk(conflict, expect, self.id)
                     continue
                 break
             leases.claimed(lease["claim"], lease["t"])  # renewals only after the claiming record

@@ -99,7 +99,8 @@ class Memory:
                 return result
             try:
                 chat._append_entries(plugin, kept, self.turn_id, expect)
-            except StoreConflict:
+            except StoreConflict as conflict:
+                held.check_shrunk(conflict, expect, chat.id)
                 chat._refresh()
                 continue
             return result
