@@ -67,20 +67,28 @@ def dumps_str(obj: Any, *, non_finite: Literal["error", "text"] = "error") -> st
 
 
 def loads(data: bytes | bytearray | str) -> Any:
-    """One JSON document (bytes or text); ``ValueError`` when it is not one."""
+    """One JSON document (bytes or text); ``ValueError`` when it is not one, or is nested deeper
+    than the parser reads."""
     try:
-        if _decode is None:
-            encoder()
-        return _decode(data)  # type: ignore[misc]
-    except ValueError:  # msgspec.DecodeError: older or looser input, read as the standard library reads it
-        return json.loads(data)
+        try:
+            if _decode is None:
+                encoder()
+            return _decode(data)  # type: ignore[misc]
+        except ValueError:  # msgspec.DecodeError: older or looser input, read as the standard library reads it
+            return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested deeper than the parser reads") from None
 
 
 def loads_lines(data: bytes | memoryview | str) -> list[Any]:
-    """Every line of a JSON-lines buffer, decoded at once; ``ValueError`` when any line is not JSON."""
+    """Every line of a JSON-lines buffer, decoded at once; ``ValueError`` when any line is not JSON
+    (or is nested deeper than the parser reads)."""
     if _decode_lines is None:
         encoder()
-    return _decode_lines(data)  # type: ignore[misc]
+    try:
+        return _decode_lines(data)  # type: ignore[misc]
+    except RecursionError:
+        raise ValueError("JSON nested deeper than the parser reads") from None
 
 
 def _escaped(obj: Any) -> bytes:

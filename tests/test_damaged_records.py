@@ -92,6 +92,12 @@ DAMAGE = {
     "a second turn with a used id": (lambda ids: _record(kind="turn", turn=ids[0], parent=ids[2], inputs={}),
                                      f"is already used"),
     "a record with no kind": (lambda ids: _record(turn=ids[0]), "it has no 'kind'"),
+    "a reply whose token counts are not numbers": (
+        lambda ids: _record(kind="reply", turn=ids[2], reply={"text": "x", "usage": {"input_tokens": [1]}}),
+        "'reply' is not a model reply"),
+    "a turn shown more turns than can be counted": (
+        lambda ids: _record(kind="turn", turn="t-big", parent=ids[2], inputs={"question": "x"}, shown={"last": 10**30}),
+        "'shown' is not a list of turn ids"),
 }
 
 
@@ -317,3 +323,60 @@ def test_a_garbled_call_log_row_is_reported_by_every_log(durable_log):
     with log_events() as logged:
         assert len(list(functai.read_calls(durable_log))) == 1
     assert logged.named("log line skipped.*reason=not JSON")
+
+
+@pytest.mark.parametrize("value", ["x'80ff'", "42", "'[' || printf('%.*c', 100000, '[') || ']'"])
+def test_a_sql_row_that_is_not_readable_text_is_skipped_as_damage(tmp_path, value):
+    """SQLite keeps whatever a hand-written UPDATE gives it: bytes that are not UTF-8, a number,
+    JSON nested past the parser."""
+    _lm()
+    store = "sqlite:///" + str(tmp_path / "s.db")
+    chat = tutor.conversation("c", store=store)
+    chat("q1")
+    chat("q2")
+    raw_sql(store)(f"UPDATE functai_records SET data = {value} WHERE conversation = 'c' AND position = 1")
+    from functai._stores.opening import forget
+
+    forget(store)
+    with log_events() as caught:
+        again = tutor.conversation("c", store=store)
+        assert [turn.inputs["question"] for turn in again.turns] == ["q2"]  # q1's turn record is the damaged row
+    assert any("skipped" in message for message in caught.messages), caught.messages
+
+
+@functai.tool(effects="changes")
+def refund(order: str) -> str:
+    """Refund an order."""
+    return f"refunded {order}"
+
+
+@pytest.mark.parametrize("edit, code", [
+    (lambda record: record.update(inputs={"query": record["inputs"]["question"]}), "resume-inputs"),
+    (lambda record: record.update(inputs=None), "resume-inputs"),
+    (lambda record: record["ran_with"].update(plugins=None), "resume-settings"),
+    (lambda record: record["ran_with"].update(plugins=[1]), "resume-settings"),
+])
+def test_a_waiting_turn_whose_record_was_edited_is_refused_on_resume_with_a_code(tmp_path, install, edit, code):
+    import functai_approval
+
+    install(functai_approval.plugin)
+
+    @ai(client=ScriptedLM([functai.testing.tool_call("refund", {"order": "A1"}), "done"]), tools=[refund])
+    def support(question: str) -> str:
+        """Help."""
+
+    store = str(tmp_path / "store")
+    with pytest.raises(functai.Waiting):
+        support.conversation("c", store=store, approve="changes")("Refund A1")
+    path = tmp_path / "store" / "c.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    edit(next(record for record in records if record["kind"] == "turn"))
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    turn = support.conversation("c", store=store, approve="changes").turns[-1]
+    turn.approve()
+    with pytest.raises(FunctAIError) as info:
+        turn.resume()
+    assert info.value.code == code and "cannot be resumed" in str(info.value)
+    assert "abandon it" in str(info.value)
+    turn.abandon()  # the way out the message names
+    assert support.conversation("c", store=store).turns[-1].state == "abandoned"

@@ -7,6 +7,7 @@ warning can name the line. Kinds this version does not know are not checked.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Mapping
 
 from .._calls.approvals import is_extension
@@ -38,7 +39,7 @@ def _shown(value: Any) -> bool:
         return _texts(value)
     if isinstance(value, dict):
         last = value.get("last")
-        return (isinstance(last, int) and not isinstance(last, bool) and last >= 0
+        return (isinstance(last, int) and not isinstance(last, bool) and 0 <= last <= sys.maxsize
                 and _texts(value.get("drop", [])) and set(value) <= {"last", "drop"})
     return False
 
@@ -60,6 +61,11 @@ def _approvals(value: Any) -> bool:
     )
 
 
+def _usage(value: Any) -> bool:
+    """Token counts by name (None: none)."""
+    return value is None or (isinstance(value, dict) and all(type(count) is int for count in value.values()))
+
+
 def _reply(value: Any) -> bool:
     if not isinstance(value, dict):
         return False
@@ -69,7 +75,7 @@ def _reply(value: Any) -> bool:
         and isinstance(calls, list)
         and all(isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("name"), str)
                 and isinstance(c.get("input") or {}, dict) for c in calls)
-        and isinstance(value.get("usage") or {}, dict)
+        and _usage(value.get("usage"))
         and _optional_text(value.get("finish_reason"))
         and _optional_text(value.get("refusal"))
         and _optional_text(value.get("reasoning"))
@@ -126,7 +132,8 @@ def _sound_turn(r: Mapping[str, Any]) -> bool:
     turn, shown = r.get("turn"), r.get("shown")
     return (
         isinstance(turn, str) and turn != "" and _opt(r.get("parent"), str) and _opt(r.get("inputs"), dict)
-        and (isinstance(shown, dict) and type(shown.get("last")) is int and len(shown) == 1 and shown["last"] >= 0)
+        and (isinstance(shown, dict) and type(shown.get("last")) is int and len(shown) == 1
+             and 0 <= shown["last"] <= sys.maxsize)
         and not r.get("changes") and not r.get("without") and not r.get("sections") and _opt(r.get("context"), dict)
     )
 
@@ -134,7 +141,7 @@ def _sound_turn(r: Mapping[str, Any]) -> bool:
 def _sound_reply(r: Mapping[str, Any]) -> bool:
     turn, reply = r.get("turn"), r.get("reply")
     return (isinstance(turn, str) and turn != "" and isinstance(reply, dict) and reply.get("tool_calls", []) == []
-            and _opt(reply.get("text"), str) and _opt(reply.get("usage"), dict)
+            and _opt(reply.get("text"), str) and _usage(reply.get("usage"))
             and _opt(reply.get("finish_reason"), str) and _opt(reply.get("refusal"), str)
             and _opt(reply.get("reasoning"), str))
 

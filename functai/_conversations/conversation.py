@@ -355,7 +355,7 @@ class Conversation(Running):
         return tip
 
     def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Steps[Any]:
-        self._program("resume a turn")
+        program = self._program("resume a turn")
 
         def records(expect: int) -> tuple[list[dict[str, Any]], tuple[Any, tuple[Any, ...]]]:
             data = self._history.turns.get(turn_id)
@@ -365,6 +365,11 @@ class Conversation(Running):
             if data.state == WAITING and unanswered:
                 raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
                                    code="turn-waiting")
+            try:  # a record edited by hand, or the function's inputs renamed since the turn began
+                program.bind((), dict(data.inputs))
+            except TypeError as error:
+                raise FunctAIError(f"turn {turn_id!r} cannot be resumed: its recorded inputs do not fit the function "
+                                   f"({error}); abandon it and send it again", code="resume-inputs") from None
             care = held.resume_care(data, turn_id, self._ran_with())
             return [{"functai_conversation": FORMAT, "kind": "resume", "turn": turn_id, "was": data.state,
                      "rerun": list(rerun), "at": now_text()}], care

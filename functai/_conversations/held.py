@@ -217,7 +217,12 @@ def resume_care(turn: TurnData, turn_id: str, now: dict[str, Any]) -> tuple[Any,
     turn started with plugins, or an approve function, this process lacks.
     """
     started = turn.ran_with or turn.waited_with
-    missing = [name for name in started.get("plugins", ()) if name not in now["plugins"]]
+    plugins = started.get("plugins", [])
+    if not isinstance(plugins, list) or not all(isinstance(name, str) for name in plugins):
+        raise FunctAIError(f"turn {turn_id!r} cannot be resumed: its record names the plugins it started with as "
+                           f"{plugins!r}, not a list of names (the record was changed); abandon it and send it again",
+                           code="resume-settings")
+    missing = [name for name in plugins if name not in now["plugins"]]
     if missing:
         raise FunctAIError(
             f"turn {turn_id!r} started with the plugins {missing}, which this process does not run "

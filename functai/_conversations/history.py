@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from itertools import chain, islice
+from sys import maxsize
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -120,7 +121,7 @@ class History:
                         and (parent_id is None or type(parent_id) is str)
                         and (inputs is None or type(inputs) is dict) and (context is None or type(context) is dict)
                         and type(shown) is dict and len(shown) == 1 and type(shown.get("last")) is int
-                        and shown["last"] >= 0 and item.changes in no_list and item.sections in no_list
+                        and 0 <= shown["last"] <= maxsize and item.changes in no_list and item.sections in no_list
                         and item.without in no_dict):
                     added = len(order)
                     note = self._add_turn(turn_id, parent_id, item)

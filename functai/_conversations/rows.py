@@ -66,8 +66,12 @@ def _load() -> Callable[[Any], list[Any]]:
 
 
 def decode_lines(data: bytes | memoryview | str) -> list[Any]:
-    """Every line of a JSON-lines buffer as a row; ``ValueError`` when any is not an object of a known kind."""
-    return (_decode_lines or _load())(data)
+    """Every line of a JSON-lines buffer as a row; ``ValueError`` when any is not an object of a known
+    kind, or is nested deeper than the decoder reads (the caller then reads line by line)."""
+    try:
+        return (_decode_lines or _load())(data)
+    except RecursionError:
+        raise ValueError("a line is nested deeper than the decoder reads") from None
 
 
 def row_reader(store: Any) -> Callable[[str, int], tuple[list[Any], Callable[[int], dict[str, Any]]]] | None:

@@ -36,12 +36,19 @@ def columns(record: Mapping[str, Any]) -> tuple[str | None, str | None, str | No
     )
 
 
-def record_of(data: str | None) -> dict[str, Any]:
+def record_of(data: str | bytes | None) -> dict[str, Any]:
     """A row's record; a row that is not a JSON object keeps its place (positions stay one
     sequence) as a record saying why it cannot be used, which a conversation reports as damage.
     None: the row at that position was removed."""
     if data is None:
         return {"functai_conversation": FORMAT, UNUSABLE: "its row was removed from the store", "text": ""}
+    if not isinstance(data, str):  # a value put in by hand: SQLite keeps whatever type it is given
+        try:
+            data = data.decode() if isinstance(data, bytes) else None
+        except UnicodeDecodeError:
+            data = None
+        if data is None:
+            return {"functai_conversation": FORMAT, UNUSABLE: "its row is not UTF-8 text", "text": ""}
     try:
         record = codec.loads(data)
     except ValueError:

@@ -204,7 +204,8 @@ class SQLStore:
 
                 return found, whole
         rows = self._data(conversation, start)  # out of order, or a record rows do not read: one row each
-        complete = all(data is not None for (data,) in rows)  # else a row was removed: each read as `read` does
+        complete = all(type(data) is str for (data,) in rows)  # else a row was removed, or is not text:
+        # each read as `read` does
         found = (rows_in("\n".join(map(itemgetter(0), rows)), len(rows)) if rows else []) if complete else None
         if found is None:  # a row rows do not read (not JSON, say): each read as `read` reads it
             found = [schema.record_of(data) for (data,) in rows]
