@@ -380,3 +380,39 @@ def test_a_waiting_turn_whose_record_was_edited_is_refused_on_resume_with_a_code
     assert "abandon it" in str(info.value)
     turn.abandon()  # the way out the message names
     assert support.conversation("c", store=store).turns[-1].state == "abandoned"
+
+
+def test_an_approval_whose_digest_was_edited_is_damage_and_the_turn_can_be_answered_again(tmp_path, install):
+    """No call matches an edited digest: kept, the approval went stale at every resume and a new
+    approve() was a no-op (the first answer holds), so only abandoning was left."""
+    import functai_approval
+
+    install(functai_approval.plugin)
+    ran = []
+
+    @functai.tool(effects="changes")
+    def pay(order: str) -> str:
+        """Pay an order."""
+        ran.append(order)
+        return "paid"
+
+    @ai(client=ScriptedLM([functai.testing.tool_call("pay", {"order": "A1"}), "done"]), tools=[pay])
+    def support(question: str) -> str:
+        """Help."""
+
+    store = str(tmp_path / "store")
+    with pytest.raises(functai.Waiting) as waiting:
+        support.conversation("c", store=store, approve="changes")("Pay A1")
+    waiting.value.turn.approve()
+    path = tmp_path / "store" / "c.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    answer = next(record for record in records if record["kind"] == "answer")
+    answer["digest"] = "0" * 64
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+
+    with log_events() as caught:
+        turn = support.conversation("c", store=store, approve="changes").turns[-1]
+    assert any("its digest was changed" in message for message in caught.messages), caught.messages
+    assert turn.state == "waiting" and ran == []
+    turn.approve()
+    assert turn.resume() == "done" and ran == ["A1"]

@@ -16,6 +16,7 @@ from sys import maxsize
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from .._calls.approvals import edited_digest
 from .._models.request import Frozen
 from . import rows
 from .checks import END_STATES, QUICK, problem
@@ -213,6 +214,9 @@ class History:
         elif kind == "answer":
             if record["key"] in turn.answers:
                 return None  # the first answer holds (a second one only an older writer records as an answer)
+            if not _binds(record, turn.approvals):
+                return (f"the answer to {record['key']!r} of turn {turn.id!r} approves another call than the one "
+                        "asked (its digest was changed): the approval waits for an answer again")
             turn.answers = {**turn.answers, record["key"]: (bool(record.get("allow")), record.get("reason"))}
             detail = {"allow": bool(record.get("allow")), "reason": record.get("reason"), "by": record.get("by"),
                       "at": record.get("at")}
@@ -466,6 +470,19 @@ class History:
 _QUICK = QUICK
 
 #: Kinds that belong to a turn: a record of one for an unknown turn is damage.
+def _binds(answer: Mapping[str, Any], approvals: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether an approval's recorded digest is the one its question asks (with its edit, if any).
+    No writer records another; an answer that does was changed by hand, and no call can match it."""
+    approved = answer.get("digest")
+    asked = next((a for a in approvals if a.get("key") == answer["key"]), None) if approved is not None else None
+    if asked is None or not answer.get("allow") or asked.get("digest") is None:
+        return True
+    try:
+        return approved == edited_digest(asked, answer.get("inputs"))
+    except (KeyError, TypeError, ValueError):  # a question edited by hand as well
+        return False
+
+
 _TURN_KINDS = frozenset({"reply", "tool", "wait", "answer", LATE_ANSWER, "resume", "end", "lease", "interrupt"})
 
 
