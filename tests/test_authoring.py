@@ -275,3 +275,17 @@ def test_handlers_that_take_the_event_in_any_form_are_kept():
     plugin = functai.Plugin("fine", before_call=lambda call, more=1: None, request=seen.append, reply=print,
                             tool_call=traced, call_end=lambda *events: None)
     assert plugin.hooks == ("before_call", "request", "reply", "tool_call", "call_end")
+
+
+def test_a_hookimpl_pluggy_refuses_is_named_on_one_line():
+    module = types.ModuleType("two_args")
+
+    @functai.hookimpl
+    def before_call(call, extra):
+        return None
+
+    module.before_call = before_call
+    with pytest.raises(functai.FunctAIError) as info:
+        from_hookimpls(module)
+    assert info.value.code == "plugin-hook" and "\n" not in str(info.value)
+    assert "Argument(s) {'extra'} are declared in the hookimpl" in str(info.value)

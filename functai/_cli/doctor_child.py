@@ -102,7 +102,7 @@ def _examine_other(group: str, entry_point: _Timed) -> dict[str, Any]:
             manager.register(found)
             manager.check_pending()
         except (pluggy.PluginValidationError, ValueError) as error:
-            return {"code": "plugin-hook", "message": f"pluggy refuses its hookimpls: {error}"}
+            return {"code": "plugin-hook", "message": "pluggy refuses its hookimpls: " + " ".join(str(error).split())}
         return {"code": None}
     if not callable(found):
         kind = type(found).__name__

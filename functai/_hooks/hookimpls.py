@@ -55,7 +55,7 @@ def from_hookimpls(obj: object, *, name: str | None = None, version: str | None 
         except pluggy.PluginValidationError as error:
             marked = [n for n in dir(obj) if manager.parse_hookimpl_opts(obj, n) is not None]
             unknown = [n for n in marked if n not in specs.HOOKS]
-            what = f"unknown hook {unknown[0]!r}" if unknown else str(error)
+            what = f"unknown hook {unknown[0]!r}" if unknown else " ".join(str(error).split())  # one line
             named = unknown or [n for n in marked if n in str(error)]
             raise PluginError(
                 f"plugin {plugin_name!r} failed pluggy validation: {what}. Hooks are: {', '.join(specs.HOOKS)}; "
