@@ -467,3 +467,12 @@ def test_install_runs_pip_and_the_plugins_table_from_the_environment_not_the_cur
     manage._pip(["--version"], "version")
     assert "installed plugins" in out.getvalue()
     assert not (tmp_path / "pip.ran").exists() and not (tmp_path / "functai.ran").exists()
+
+
+def test_a_folder_name_that_is_not_utf8_is_shown_escaped_on_a_strict_stdout(tmp_path):
+    folder = tmp_path / os.fsdecode(b"calls-\xff")
+    folder.mkdir()
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "LC_ALL": "C.UTF-8"}
+    done = subprocess.run([sys.executable, "-m", "functai", "calls", str(folder)], capture_output=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert b"calls-\\udcff" in done.stdout and b"internal" not in done.stderr

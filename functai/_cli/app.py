@@ -69,6 +69,9 @@ def _silence_stdout() -> None:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``functai ARGS``; returns the exit status (0 ok, 1 failed at run time, 2 bad usage or input)."""
     argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
+    strict = out is None and getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure")
+    if strict:  # a name the encoding cannot write (a file name's undecodable bytes) is shown escaped, not fatal
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     # Started with stdout or stderr closed (``>&-``), Python gives None: what would go there goes nowhere.
     out = out or sys.stdout or open(os.devnull, "w")  # noqa: SIM115  (for the process's life)
     err = err or sys.stderr or open(os.devnull, "w")  # noqa: SIM115
@@ -85,6 +88,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
             return _run(argv, out, err, debug)
     finally:
         logger().removeHandler(lines)
+        if strict:
+            sys.stdout.reconfigure(errors="strict")  # type: ignore[union-attr]
 
 
 class _Lines(logging.Handler):
