@@ -381,3 +381,30 @@ def test_a_turn_handler_cannot_change_the_turns_inputs_or_outputs_in_place(hook,
     assert mine == ["a"]
     again = listing.conversation("c", store=str(tmp_path)).turns[0]
     assert again.inputs == {"items": ["a"]} and again.outputs == {"output": ["x"]}
+
+
+def test_a_context_handler_cannot_change_an_earlier_turn_in_place(tmp_path):
+    """The turns a context handler is shown are the history every later turn is shown."""
+    tried = []
+
+    def edits(context):
+        for turn in context.turns:
+            for field, name in (("inputs", "items"), ("outputs", "output")):
+                try:
+                    getattr(turn, field)[name].append("EVIL")
+                except AttributeError as error:
+                    tried.append(type(error).__name__)
+
+    lm = ScriptedLM(['["x"]', '["y"]', '["z"]'])
+
+    @ai(client=lm, plugins=[Plugin("edits", context=edits)])
+    def listing(items: list[str]) -> list[str]:
+        """List."""
+        raise NotImplementedError
+
+    chat = listing.conversation("c", store=str(tmp_path))
+    chat(["a"])
+    chat(["b"])
+    chat(["c"])
+    assert tried == ["AttributeError"] * 6  # turn 2 is shown turn 1, turn 3 turns 1 and 2
+    assert "EVIL" not in str(lm.requests[-1].messages)

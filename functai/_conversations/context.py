@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from .._calls.outputs import to_jsonable
 from .._hooks.change import Change
-from .._hooks.events import ContextEvent, TurnStartEvent, given, set_field
+from .._hooks.events import ContextEvent, TurnStartEvent, frozen, given, set_field
 from .._hooks.fold import fold, refuse
 from .._hooks.plugin import Plugin
 from .._layers import resolve
@@ -22,15 +22,23 @@ __all__ = ["ShownTurn", "context_hooks", "outputs_of", "prepare", "record_place"
 
 
 class ShownTurn:
-    """An earlier turn as a ``context`` handler sees it."""
+    """An earlier turn as a ``context`` handler sees it: its inputs and outputs read-only all the
+    way down, as every event's data (what the history holds, shown to every later turn)."""
 
-    __slots__ = ("id", "inputs", "outputs", "without")
+    __slots__ = ("id", "_turn", "without")
 
     def __init__(self, turn: TurnData, without: Sequence[str]) -> None:
         self.id = turn.id
-        self.inputs = MappingProxyType(turn.inputs)
-        self.outputs = MappingProxyType(turn.outputs)
+        self._turn = turn
         self.without = tuple(without)
+
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        return frozen(self._turn.inputs)  # type: ignore[no-any-return]
+
+    @property
+    def outputs(self) -> Mapping[str, Any]:
+        return frozen(self._turn.outputs)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"ShownTurn({self.id!r}, without={list(self.without)})"
