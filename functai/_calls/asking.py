@@ -325,17 +325,22 @@ class Asker:
         if scope is not None:
             set_field(event, "_memory", scope.memory)
         heard = self.heard
+        shape = _shape(reply) if self.on_reply else None
         for plugin, handler in self.on_reply:
             started = time.perf_counter_ns() if heard is not None else 0
             result = yield from call_handler_steps(plugin, "reply", handler, event)
             if heard is not None:
                 note_heard(heard, "reply", plugin, started)
+            if _shape(event.reply) != shape:
+                raise refuse(plugin, "reply", None, "it changed the reply in place (a tool call's input or the token "
+                                                    "counts), which no record would show; return a functai.Reply")
             change = check_change(plugin, "reply", result, handler)
             if change is not None and change.reply is not None and change.reply != event.reply:
                 replaced = change.reply
                 if self.guards is not None:  # a plugin's words are shown and kept as the model's are: guarded
                     replaced = yield from self.guards.whole(replaced)
                 set_field(event, "reply", replaced)
+                shape = _shape(replaced)
                 record.changes.append(
                     change_record(plugin, "reply", {"reply": reply_data(replaced)}, None, None, change.note))
                 record.finish_reason = replaced.finish_reason
@@ -358,3 +363,9 @@ class Asker:
         scope.acts = {"acts": acts, "answered": entry}  # the answer's change
         scope.keep(reply)
         return reply
+
+
+def _shape(reply: Reply) -> tuple[str, str]:
+    """What of a reply a handler could change in place, though a `Reply` is frozen: its tool calls'
+    inputs and its token counts are dicts."""
+    return repr([call.input for call in reply.tool_calls]), repr(reply.usage)
