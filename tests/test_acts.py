@@ -5,10 +5,12 @@ naming the new form."""
 from __future__ import annotations
 
 import asyncio
+import json
 import pathlib
 import re
 import warnings
 
+import attrs
 import functai_approval
 import pytest
 
@@ -426,3 +428,33 @@ def test_a_reply_handler_that_changes_the_reply_in_place_is_refused(edit, run):
         run(_fn(lm, [Plugin("sneaky", reply=sneaky)]), "q")
     assert info.value.code == "plugin-change" and "changed the reply in place" in str(info.value)
     assert refunded == []
+
+
+@attrs.define
+class Picked:
+    a: int
+
+
+@pytest.mark.parametrize("hook", ["request", "reply"])
+def test_a_handler_that_changes_the_output_schema_in_place_is_refused_and_the_schema_kept(hook):
+    """The output schema is the function's own dict, sent by every later call."""
+    edits = [True]
+
+    def sneaky(event):
+        if edits.pop() if edits else False:
+            event.request.output_schema["properties"]["a"]["type"] = "string"
+
+    lm = ScriptedLM(['{"a": 1}', '{"a": 2}'])
+
+    @ai(client=lm, plugins=[Plugin("sneaky", **{hook: sneaky})])
+    def pick(question: str) -> Picked:
+        """Pick."""
+        raise NotImplementedError
+
+    before = json.loads(json.dumps(pick.output_schema))
+    with pytest.raises(FunctAIError) as info:
+        pick.run("q")
+    assert info.value.code == "plugin-change" and "in place" in str(info.value)
+    assert pick.output_schema == before
+    assert pick.run("q")[0] == Picked(2 if hook == "reply" else 1)  # the next call sends the schema as it was
+    assert lm.requests[-1].output_schema == before

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
 
+from .._codec import dumps, loads
 from .._errors import FunctAIError, ModelConfigError, PluginError, Waiting
 from .._log import info
 from .._hooks.change import MAX_NOTE, Change, reply_data
@@ -233,6 +234,8 @@ class Asker:
         if scope is not None:
             set_field(event, "_memory", scope.memory)
             set_field(event, "_ordinal", ordinal)
+        schema = request.output_schema
+        kept = _kept(schema) if self.on_request else None
         for plugin, handler in self.on_request:
             try:
                 result = yield from call_handler_steps(plugin, "request", handler, event)
@@ -241,6 +244,9 @@ class Asker:
                     record.changes.append(change_record(plugin, "request", {"refused": error.code}, None, None,
                                                         _short(error.message)))
                 raise
+            if _changed(schema, kept):
+                raise refuse(plugin, "request", None, "it changed the output schema in place, which no record would "
+                                                      "show and every later call would send; return a new Request")
             if result is None or result is event.request:
                 continue
             if isinstance(result, Request):
@@ -325,15 +331,16 @@ class Asker:
         if scope is not None:
             set_field(event, "_memory", scope.memory)
         heard = self.heard
-        shape = _shape(reply) if self.on_reply else None
+        shape, kept = (_shape(reply), _kept(request.output_schema)) if self.on_reply else (None, None)
         for plugin, handler in self.on_reply:
             started = time.perf_counter_ns() if heard is not None else 0
             result = yield from call_handler_steps(plugin, "reply", handler, event)
             if heard is not None:
                 note_heard(heard, "reply", plugin, started)
-            if _shape(event.reply) != shape:
-                raise refuse(plugin, "reply", None, "it changed the reply in place (a tool call's input or the token "
-                                                    "counts), which no record would show; return a functai.Reply")
+            if _changed(request.output_schema, kept) or _shape(event.reply) != shape:
+                raise refuse(plugin, "reply", None, "it changed the reply or the request in place (a tool call's "
+                                                    "input, the token counts, the output schema), which no record "
+                                                    "would show; return a functai.Reply")
             change = check_change(plugin, "reply", result, handler)
             if change is not None and change.reply is not None and change.reply != event.reply:
                 replaced = change.reply
@@ -369,3 +376,18 @@ def _shape(reply: Reply) -> tuple[str, str]:
     """What of a reply a handler could change in place, though a `Reply` is frozen: its tool calls'
     inputs and its token counts are dicts."""
     return repr([call.input for call in reply.tool_calls]), repr(reply.usage)
+
+
+def _kept(schema: dict[str, Any] | None) -> bytes | None:
+    """The output schema as handlers are given it: the function's own dict, shared by its calls."""
+    return None if schema is None else dumps(schema)
+
+
+def _changed(schema: dict[str, Any] | None, kept: bytes | None) -> bool:
+    """Whether a handler changed the output schema in place; if so, it is put back as it was, for the
+    function's later calls."""
+    if schema is None or kept is None or dumps(schema) == kept:
+        return False
+    schema.clear()
+    schema.update(loads(kept))
+    return True
