@@ -178,8 +178,13 @@ class Asker:
             return reply
 
     def _switch(self, lm: str, request: Request) -> Request:
-        """Ask ``lm`` for this request and the rest of the call (with ``client=`` set, that client)."""
-        self.client, self.model = choose_client(self.values, lm, self.fn)
+        """Ask ``lm`` for this request and the rest of the call (with ``client=`` set, that client).
+        The ``base_url``, ``api_key`` and ``headers`` settings belong to the provider of the model
+        they were set with: another provider's model is asked with that provider's own variables."""
+        values = self.values
+        if values.get("client") is None and providers.split(lm)[0] != providers.split(str(self.record.model))[0]:
+            values = {name: value for name, value in values.items() if name not in providers.PROVIDER_SETTINGS}
+        self.client, self.model = choose_client(values, lm, self.fn)
         self.record.model = lm
         return attrs.evolve(request, model=self.model)
 

@@ -25,6 +25,9 @@ providerimpl = pluggy.HookimplMarker("functai.providers")
 #: Settings a client is built from; clients are reused while these stay the same.
 CLIENT_SETTINGS = ("base_url", "api_key", "timeout", "connect_timeout", "http_retries", "headers", "api_version")
 
+#: Client settings that belong to the provider they were set for (where it is and who asks).
+PROVIDER_SETTINGS = frozenset({"base_url", "api_key", "headers", "api_version"})
+
 #: Most clients the built-in providers keep open; the least recently used is closed.
 MAX_CLIENTS = 16
 

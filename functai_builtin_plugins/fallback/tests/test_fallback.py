@@ -230,3 +230,25 @@ def test_functai_plugins_lists_it_as_a_builtin_factory():
     listed = subprocess.run([sys.executable, "-m", "functai", "plugins"], capture_output=True, text=True, check=True)
     rows = [line.split() for line in listed.stdout.splitlines()]
     assert ["fallback", "functai-fallback", "0.1.0", "functai_fallback:fallback"] in rows
+
+
+def test_another_providers_model_is_asked_without_the_first_ones_key_and_address(monkeypatch):
+    """``api_key``, ``base_url`` and ``headers`` belong to the provider they were set for: a model of
+    another provider is asked where its own variables say, never with the first one's key."""
+    key = "sk-OPENAI-SECRET-123456"
+    with LoopbackServer(Scripted(status=503, body=error_body("down"))) as first, \
+            LoopbackServer(Scripted(body=completion("Paris"))) as second:
+        monkeypatch.setenv("VLLM_BASE_URL", second.url)
+        monkeypatch.delenv("VLLM_API_KEY", raising=False)
+
+        @ai
+        def capital(country: str) -> str:
+            """The capital."""
+
+        with functai.settings(lm="openai/gpt-4.1", api_key=key, base_url=first.url, http_retries=0,
+                              headers={"X-Team": "a"}, plugins=[fallback(["vllm/local-model"])]):
+            value, record = capital.run("France")
+    assert value == "Paris" and record.model == "vllm/local-model"
+    assert [request.headers.get("authorization") for request in first.requests] == [f"Bearer {key}"]
+    [asked] = second.requests
+    assert asked.headers.get("authorization") is None and asked.headers.get("x-team") is None
