@@ -93,3 +93,30 @@ def test_a_provider_plugin_that_raises_is_model_provider_without_the_key(fresh_p
         providers.client_for("acme/rocket-1", {"api_key": key})
     assert info.value.code == "model-provider" and "RuntimeError: bad key ***" in str(info.value)
     assert key not in str(info.value) and info.value.__cause__ is None
+
+
+def test_a_clients_own_exception_quoting_its_key_is_kept_without_it(fresh_providers, tmp_path):
+    """A provider's client is given the key; an exception of its own that quotes it reaches the
+    call log and a conversation's store with the key cut out."""
+    key = "sk-LIVE-SECRET-0123456789"
+
+    class Refusing:
+        def __init__(self, key):
+            self.key = key
+
+        def complete(self, request):
+            raise ConnectionError(f"gateway refused token {self.key}")
+
+    class Gateway:
+        @functai.providerimpl
+        def functai_client(self, provider, model, settings):
+            return Refusing(settings.get("api_key")) if provider == "gw" else None
+
+    functai.register_provider(Gateway())
+    with functai.settings(lm="gw/m", api_key=key, log_calls=str(tmp_path / "calls")):
+        with pytest.raises(ConnectionError):
+            capital("Peru")
+        with pytest.raises(ConnectionError):
+            capital.conversation("c", store=str(tmp_path / "store"))("Peru")
+    kept = (tmp_path / "calls" / "calls.jsonl").read_text() + (tmp_path / "store" / "c.jsonl").read_text()
+    assert "gateway refused token ***" in kept and key not in kept

@@ -10,7 +10,7 @@ import os
 import time
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 from .._errors import FunctAIError, OutputError, Waiting
 from .._hooks.change import Change
@@ -18,6 +18,7 @@ from .._hooks.events import CallEndEvent, CallEvent, RecordView, set_field
 from .._hooks.fold import fold_part, refuse, resume
 from .._hooks.hear import hear_now
 from .._hooks.plugin import Plugin
+from .._models.keys import without_secrets
 from .._models.providers import server_of
 from .._models.request import Client, Request, frozen_messages, non_answer
 from .._layers import Resolved, check_log_calls, pop_block, push_block, resolve
@@ -130,7 +131,7 @@ def call_steps(
         _keep_output(record, turn, value)
         return records.Result(value, record)
     except BaseException as error:
-        logged, closing = _failed(record, scope, error)
+        logged, closing = _failed(record, scope, error, values)
         raise
     finally:
         current.reset(token)
@@ -270,7 +271,8 @@ def _keep_output(record: records.CallRecord, turn: TurnScope | None, value: Any)
         record.conversation["fields"] = True  # the turn's outputs are the record's fields (replay.py)
 
 
-def _failed(record: records.CallRecord, scope: TurnScope | None, error: BaseException) -> tuple[bool, bool]:
+def _failed(record: records.CallRecord, scope: TurnScope | None, error: BaseException,
+            values: Mapping[str, Any]) -> tuple[bool, bool]:
     """Record why the call ended without a value: ``(logged, closing)`` — whether its record is written
     now (not while its turn waits or stays interrupted), and whether a dropped stream is closing it."""
     if isinstance(error, FunctAIError):
@@ -280,7 +282,8 @@ def _failed(record: records.CallRecord, scope: TurnScope | None, error: BaseExce
             return False, False  # the turn waits or stays interrupted: its call's record is written when it ends
         record.error = {"code": error.code, "message": error.message}
     elif isinstance(error, Exception):
-        record.error = {"code": "exception", "message": f"{type(error).__name__}: {error}"}
+        # A client's own exception may quote the key it was given.
+        record.error = {"code": "exception", "message": without_secrets(f"{type(error).__name__}: {error}", values)}
     else:  # KeyboardInterrupt, cancellation: passes through, but is no success
         record.error = {"code": "interrupted", "message": type(error).__name__}
         return True, isinstance(error, GeneratorExit)

@@ -17,6 +17,7 @@ from .._errors import FunctAIError, Waiting
 from .._hooks.events import TurnEndEvent, TurnWaitEvent, set_field
 from .._hooks.hear import hear
 from .._layers import Layer, pop_block, push_block, resolve
+from .._models.keys import without_secrets
 from .._stores.memory import MemoryStore
 from .._stores.opening import store_reference
 from .._stores.protocol import Store, StoreConflict
@@ -143,8 +144,11 @@ class Running:
         record: dict[str, Any] = {"kind": "end", "turn": data.id, "state": state, "outputs": outputs, "at": now_text()}
         if isinstance(error, GeneratorExit):  # steps end so only when a stream is closed (or collected) early
             record["error"] = {"code": "stream-closed", "message": "the stream was closed before the turn ended"}
-        elif error is not None:
-            record["error"] = {"code": getattr(error, "code", type(error).__name__), "message": str(error)}
+        elif isinstance(error, FunctAIError):
+            record["error"] = {"code": error.code, "message": str(error)}
+        elif error is not None:  # a client's own exception may quote the key it was given
+            values = resolve(self.program.own, self.layer).values
+            record["error"] = {"code": type(error).__name__, "message": without_secrets(str(error), values)}
         self._append(record, sync=True)
 
     def _made(self, turn_id: str, key: str) -> Steps[Any]:

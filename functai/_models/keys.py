@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 __all__ = ["Key", "Secret", "SecretURL", "hide_key", "hide_headers", "hide_url", "reveal", "reveal_headers",
-           "refuse_url_credentials", "is_secret_header", "SECRET_HEADER", "MIN_SCRUB"]
+           "refuse_url_credentials", "is_secret_header", "without_secrets", "SECRET_HEADER", "MIN_SCRUB"]
 
 #: Secrets shorter than this are not scrubbed from text: it would mangle messages, and so short a key is no secret.
 MIN_SCRUB = 8
@@ -149,3 +149,14 @@ def reveal(value: Any) -> Any:
 def reveal_headers(headers: Mapping[str, Any]) -> dict[str, str]:
     """``headers`` with their values themselves: for the client that sends them, only there."""
     return {name: reveal(value) for name, value in headers.items()}
+
+
+def without_secrets(text: str, settings: Mapping[str, Any]) -> str:
+    """``text`` with the API key and the secret headers set for a call cut out: what a client's own
+    exception may quote, before it is kept in a record."""
+    headers = settings.get("headers") or {}
+    for value in (settings.get("api_key"), *(value for value in headers.values() if isinstance(value, Key))):
+        secret = reveal(value)
+        if isinstance(secret, str) and len(secret) >= MIN_SCRUB:
+            text = text.replace(secret, "***")
+    return text
