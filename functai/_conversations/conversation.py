@@ -418,13 +418,14 @@ class Turn:
     @property
     def answers(self) -> dict[str, dict[str, Any]]:
         """The answers given to this turn's approvals, by key: ``{"allow": bool, "reason": str | None}``,
-        and ``"extend"`` where an approval granted an extension (a budget's question)."""
+        and where given ``"inputs"`` (an approval's edit), ``"extend"`` (the extension an approval of a
+        budget's question granted) and ``"by"`` (who answered)."""
         details = self._chat._history.answered.get(self.id, {})
         found: dict[str, dict[str, Any]] = {}
         for key, (allow, reason) in self._data.answers.items():
             found[key] = {"allow": allow, "reason": reason}
-            if details.get(key, {}).get("extend") is not None:
-                found[key]["extend"] = details[key]["extend"]
+            detail = details.get(key, {})
+            found[key].update((name, detail[name]) for name in ("inputs", "extend", "by") if detail.get(name) is not None)
         return found
 
     def approve(self, approval: Mapping[str, Any] | str | None = None, *, inputs: Mapping[str, Any] | None = None,

@@ -76,10 +76,11 @@ class Delegate(functai.Tool):
                 sub_turn = sub.turn(waiting)
                 for approval in sub_turn.approvals:
                     given = turn.answers[f"{sub_id}/{waiting}/{approval['key']}"]
-                    if given["allow"]:  # with the extension a person granted a budget's question, if any
-                        sub_turn.approve(approval, extend=given.get("extend"))
+                    if given["allow"]:  # as given: a person's edit, the extension granted a budget's question
+                        sub_turn.approve(approval, inputs=given.get("inputs"), extend=given.get("extend"),
+                                         by=given.get("by"))
                     else:
-                        sub_turn.deny(approval, reason=given["reason"])
+                        sub_turn.deny(approval, reason=given["reason"], by=given.get("by"))
                 value, asked = sub_turn.resume(), waiting
             else:
                 view = sub.continue_from(mine[-1]["turn"] if mine else None)

@@ -158,3 +158,29 @@ def test_delegate_effects_derived_from_the_program_or_declared():
     assert researcher.effects == "reads"  # research holds no tools
     assert desk.effects == "changes"  # clerk holds refund
     assert delegate(clerk, effects="reads").effects == "reads"
+
+
+def test_a_persons_edit_and_name_reach_the_delegated_approval(install_approval):
+    """Approving the asking turn with changed inputs approves the delegate's call as edited, by the
+    same person: the refund runs with the edit, never with what the model asked."""
+    def reply(request):
+        system = request.messages[0]["content"]
+        last = request.messages[-1]
+        if system.startswith("Clerk"):
+            return "clerk done: " + last["content"] if last["role"] == "tool" else tool_call("refund", {"order": "A1"})
+        if last["role"] == "tool":
+            return "front done: " + last["content"]
+        return tool_call("clerk", {"request": "refund A1"})
+
+    refunds.clear()
+    with functai.settings(client=ScriptedLM(reply=reply)):
+        chat = front.conversation("edits", store=functai.MemoryStore(), approve=["refund"])
+        with pytest.raises(functai.Waiting) as info:
+            chat("Refund A1")
+        turn = info.value.turn
+        turn.approve(info.value.approvals[0], inputs={"order": "B2"}, by="ana")
+        assert turn.resume() == "front done: clerk done: refunded B2"
+    assert refunds == ["B2"]
+    sub = clerk.conversation("edits.clerk", store=chat.store)
+    (answer,) = sub.all_turns()[0].answers.values()
+    assert answer["inputs"] == {"order": "B2"} and answer["by"] == "ana"
