@@ -475,3 +475,29 @@ def test_ask_wants_yes_before_sending_to_another_model_than_the_functions(tmp_pa
     status, out, err = run(["replay", "dddd", "--log", log, "--ask"])
     assert (status, out) == (2, "")
     assert "would be sent to the model 'o1-pro'" in err and "has 'gpt-4.1-mini'" in err
+
+
+def test_settings_a_request_handler_set_on_the_first_request_are_rebuilt_and_can_be_left_out():
+    """A budget's ``max_tokens`` is set in ``request``: the request rebuilt from the record is the one
+    sent, and leaving the plugin out shows the difference (not "changed nothing")."""
+    def cap(request):
+        return Change(settings={"max_tokens": 77 if len(request.request.messages) < 3 else 5})
+
+    lm = ScriptedLM([tool_call("lookup", {"word": "a"}), "done"])
+
+    @tool
+    def lookup(word: str) -> str:
+        """Look a word up."""
+        return "found"
+
+    @ai(client=lm, tools=[lookup], plugins=[Plugin("cap", request=cap)])
+    def define(word: str) -> str:
+        """Define it."""
+
+    _, record = define.run("a")
+    assert [dict(request.settings) for request in lm.requests] == [{"max_tokens": 77}, {"max_tokens": 5}]
+    replayed = functai.replay(record, fn=define)
+    assert dict(replayed.recorded.settings) == {"max_tokens": 77}  # the first request's, not a later one's
+    without = functai.replay(record, fn=define, without=["cap"])
+    assert dict(without.rebuilt.settings) == {} and "settings" in without.differs
+    assert not any("changes nothing" in note for note in without.notes)

@@ -12,8 +12,9 @@ import hashlib
 import inspect
 import json
 import types
-from typing import TYPE_CHECKING, Any, Callable, Generic, ParamSpec, Sequence, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, ParamSpec, Sequence, TypeVar, overload
 
+from .._errors import FunctAIError
 from .._layers import SETTING_NAMES, Layer
 from .inputs import input_checker
 from .outputs import output_schema, to_jsonable
@@ -101,6 +102,29 @@ class AIFunction(Program, Generic[P, R]):
             params = {p.name: p.default for p in self.signature.parameters.values()}
             checker = self._checker = input_checker(self.name, params, self._hints)
         checker(inputs)
+
+    def read_inputs(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Inputs as a record keeps them (JSON data) as the values a call takes: a resumed turn or a
+        rated call asked again passes a model, a dataclass, an enum as it was first given. TypeError
+        when they do not bind; ValueError when one does not fit its annotation (nor, read back as it
+        was recorded, passes `check_inputs`: a type JSON cannot give back, as a date)."""
+        from .outputs import read_value  # only a resume or an evaluation reads inputs back
+
+        inputs = self.bind((), dict(data))
+        hints = self._hints
+        for name in data:
+            if name in hints:
+                try:
+                    inputs[name] = read_value(data[name], hints[name])
+                except TypeError:  # a type JSON cannot give back: the recorded data, if it fits
+                    pass
+                except ValueError as error:
+                    raise ValueError(f"input {name!r}: {error}") from None
+        try:
+            self.check_inputs(inputs)
+        except FunctAIError as error:
+            raise ValueError(error.message) from None
+        return inputs
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Inputs by name, in signature order, defaults filled in — as Python binds them."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
     from .._layers import Layer
@@ -68,6 +68,9 @@ class Program:
     if TYPE_CHECKING:  # defined by `AIFunction`; declared here for a type checker only
         def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             """Inputs by name, in signature order, defaults filled in — as Python binds them."""
+
+        def read_inputs(self, data: Mapping[str, Any]) -> dict[str, Any]:
+            """Recorded inputs (JSON data) as the values a call takes."""
 
         def check_inputs(self, inputs: dict[str, Any]) -> None:
             """Refuse ``input-invalid`` for an input that does not fit its annotation."""

@@ -356,6 +356,7 @@ class Conversation(Running):
 
     def _resume(self, turn_id: str, rerun: tuple[str, ...] = ()) -> Steps[Any]:
         program = self._program("resume a turn")
+        inputs: list[dict[str, Any]] = []
 
         def records(expect: int) -> tuple[list[dict[str, Any]], tuple[Any, tuple[Any, ...]]]:
             data = self._history.turns.get(turn_id)
@@ -365,9 +366,9 @@ class Conversation(Running):
             if data.state == WAITING and unanswered:
                 raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
                                    code="turn-waiting")
-            try:  # a record edited by hand, or the function's inputs renamed since the turn began
-                program.bind((), dict(data.inputs))
-            except TypeError as error:
+            try:  # as first given (a model, a date); a record edited by hand, or inputs renamed since, do not fit
+                inputs[:] = [program.read_inputs(data.inputs)]
+            except (TypeError, ValueError) as error:
                 raise FunctAIError(f"turn {turn_id!r} cannot be resumed: its recorded inputs do not fit the function "
                                    f"({error}); abandon it and send it again", code="resume-inputs") from None
             care = held.resume_care(data, turn_id, self._ran_with())
@@ -380,7 +381,7 @@ class Conversation(Running):
             layer = self.layer if approve is None else Layer.make(f"conversation {self.id!r}", self.layer,
                                                                   approve=approve)
             view = self if layer is self.layer else self._pinned(turn_id, layer)  # carries the turn's approve rule
-            return (yield from view._run(self._history.turns[turn_id], None, claim, also, rerun))
+            return (yield from view._run(self._history.turns[turn_id], inputs[0], claim, also, rerun))
 
     def __repr__(self) -> str:
         name = self.function if self.program is None else self.program.name
@@ -425,7 +426,8 @@ class Turn:
         for key, (allow, reason) in self._data.answers.items():
             found[key] = {"allow": allow, "reason": reason}
             detail = details.get(key, {})
-            found[key].update((name, detail[name]) for name in ("inputs", "extend", "by") if detail.get(name) is not None)
+            found[key].update((name, detail[name]) for name in ("inputs", "extend", "by")
+                              if detail.get(name) is not None)
         return found
 
     def approve(self, approval: Mapping[str, Any] | str | None = None, *, inputs: Mapping[str, Any] | None = None,

@@ -117,15 +117,23 @@ def rows_for(
     for record in read_calls(folder, rated=True, function=fn):
         try:
             history, sections = shown(record, calls)
+            inputs = fn.read_inputs(record.inputs)  # as first given: a model, a dataclass, an enum
         except NotReplayable as error:
-            warn("rated call left out", call=record.id, reason=error.message)
-            skipped.append((record.id, error.message))
+            why = error.message
+        except FunctAIError as error:  # the store of its conversation cannot be read here
+            why = f"{error.code}: {error.message}"
+        except (TypeError, ValueError) as error:  # inputs renamed or retyped since the call
+            why = f"its inputs do not fit {fn.name} now ({error})"
+        else:
+            todo.append(_rated_row(record, inputs, history, sections))
             continue
-        todo.append(_rated_row(record, history, sections))
+        warn("rated call left out", call=record.id, reason=why)
+        skipped.append((record.id, why))
     return todo, skipped
 
 
-def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list[str]) -> Row:
+def _rated_row(record: CallRecord, inputs: dict[str, Any], history: list[dict[str, Any]],
+               sections: list[str]) -> Row:
     rating = record.rating or {}
     if rating.get("good"):
         expected, agree = record.output, True
@@ -133,7 +141,7 @@ def _rated_row(record: CallRecord, history: list[dict[str, Any]], sections: list
         expected, agree = rating["correction"], True
     else:
         expected, agree = record.output, False  # only known to be wrong: a different answer agrees
-    return Row(inputs=dict(record.inputs), expected=expected, agree=agree, record=record.id, history=history,
+    return Row(inputs=inputs, expected=expected, agree=agree, record=record.id, history=history,
                sections=sections, replayable=record.replayable)
 
 

@@ -264,6 +264,7 @@ class _Built:
         self.instruction: str = scratch.instruction or ""
         request = Request(model=model, messages=messages, tools=fn.tool_schemas(data["tools"]),
                           settings=model_settings, output_schema=fn.output_schema)
+        request = attrs.evolve(request, settings={**request.settings, **_first_request_settings(record, out)})
         self.answer: Reply | None = None
         self.answered_by: str | None = None
         if any(p.handlers("request") for p in plugins):
@@ -329,7 +330,28 @@ def _json(value: Any, indent: int | None = None) -> str:
 
 def _shapes_request(change: Mapping[str, Any]) -> bool:
     """Whether a recorded change shaped the first request in a way leaving its plugin out can undo."""
-    return change.get("hook") in ("before_call", "context")
+    hook = change.get("hook")
+    return hook in ("before_call", "context") or (hook == "request" and isinstance(change.get("change"), Mapping)
+                                                   and isinstance(change["change"].get("settings"), Mapping))
+
+
+#: Hooks whose changes come before the call's first request is sent.
+_BEFORE_SENDING = frozenset({"turn_start", "context", "before_call", "request"})
+
+
+def _first_request_settings(record: CallRecord, out: Iterable[str]) -> dict[str, Any]:
+    """The settings ``request`` handlers set on the call's first request, as recorded (a budget's
+    ``max_tokens``), but those of the plugins left ``out``. A handler runs once per request, so a
+    plugin's first such entry is its first request's, unless a reply or a tool call came first."""
+    settings: dict[str, Any] = {}
+    seen = set(out)
+    for entry in record.changes:
+        if entry.get("hook") not in _BEFORE_SENDING:
+            break  # a reply, a tool call: the first request was sent; later ones are not rebuilt
+        if entry.get("hook") == "request" and entry.get("plugin", "") not in seen and _shapes_request(entry):
+            seen.add(str(entry.get("plugin")))
+            settings.update(entry["change"]["settings"])
+    return settings
 
 
 def _check_replayable(record: CallRecord) -> None:
