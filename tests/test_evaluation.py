@@ -379,3 +379,28 @@ def test_a_torn_last_line_never_swallows_the_next_rating(tmp_path):
         f"functai: log line skipped: at={tmp_path / 'ratings.jsonl'}:2 reason=a write cut short "
         "(a crash while writing), with the next line caught on it; that line was written again"
     ]  # no lock (functai._appendlog): the next line, landed on the torn piece, was written again after it
+
+
+def test_a_rated_turn_whose_store_cannot_be_opened_is_left_out_not_the_end_of_the_run(tmp_path):
+    from functai._stores.opening import forget
+
+    log, store = str(tmp_path / "calls"), "sqlite:///" + str(tmp_path / "conv.db")
+    functai.configure(client=ScriptedLM(["A1", "A2", "A3", "A4", "A5"]))
+    tutor = tutor_v1()
+    chat = tutor.conversation("c", store=store)
+    chat("q1")
+    chat("q2")
+    functai.configure(log_calls=log)  # the turns it is shown are only in the store
+    chat("q3")
+    _, plain = tutor.run("q4")
+    turn_call = [r for r in functai.read_calls(log) if r.conversation][-1]
+    functai.rate(turn_call, good=True, log=log)
+    functai.rate(plain, good=True, log=log)
+    forget(store)
+    (tmp_path / "conv.db").write_bytes(b"not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"conv.db{suffix}").unlink(missing_ok=True)
+    result = functai.evaluate(tutor, log=log)
+    assert len(result.rows) == 1 and [call for call, _ in result.skipped] == [turn_call.id]
+    assert result.skipped[0][1].startswith("store-io")
+    forget(store)
