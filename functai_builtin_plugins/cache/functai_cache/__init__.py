@@ -2,17 +2,20 @@
 
 ``cache(store="memory:", ttl=None)`` is a plugin: its ``request`` handler
 answers a request that was answered before, from its store; its ``reply``
-handler keeps each reply that ended normally, under the digest of the
+handler holds each reply that ended normally, and once its call is done
+(``call_end``) keeps it under the digest of the
 request that was sent and of who answered it (`request_key`): a reply from
 one server, key or tenant is never handed out for another.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import threading
 import time
-import logging
+from collections import OrderedDict
 from typing import Any
 
 from functai import FunctAIError, Plugin, Reply
@@ -29,6 +32,9 @@ __all__ = ["KEY_VERSION", "cache", "canonical", "request_key"]
 
 #: Replies that ended normally; any other finish (cut, filtered) is asked again next time.
 KEPT_FINISHES = frozenset({"stop", "tool_calls"})
+
+#: Calls whose replies wait for the call to end, at most (the oldest are dropped, not kept).
+MAX_HELD = 1000
 
 
 def entry_of(reply: Reply, call: str | None, at: float) -> Entry:
@@ -86,6 +92,9 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
     # In memory, a text answer is built once and handed out again: a Reply is read-only.
     # (One with tool calls is built afresh each time: a tool may change its input.)
     built: dict[str, tuple[float, Reply]] | None = {} if isinstance(where, MemoryCache) else None
+    # A call's replies, by call id, until the call ends done (`keep_when_done`).
+    held: OrderedDict[str, list[Entry]] = OrderedDict()
+    lock = threading.Lock()
 
     def failed(doing: str, error: Exception) -> None:
         log.warning("plugin %r: %s the cache %r failed (%s: %s); the call goes on without it",
@@ -101,6 +110,8 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
 
     @plugin.request
     def answer_from_cache(event: Any) -> Reply | None:
+        if event.recorded:  # a resumed turn reads this request's reply from its own record, as it was paid for
+            return None
         key = key_of(event, "reading")
         if key is None:
             return None
@@ -134,12 +145,25 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
         key = key_of(event, "writing to")
         if key is None:
             return
-        now = time.time()
-        entry = entry_of(reply, event.call, now)
+        entry = entry_of(reply, event.call, time.time())
         entry["key"] = key
-        try:
-            where.put(key, entry, -math.inf if seconds is None else now - seconds)
-        except Exception as error:  # never stops the call: the reply is good, only not kept
-            failed("writing to", error)
+        with lock:
+            held.setdefault(event.call, []).append(entry)
+            while len(held) > MAX_HELD:  # calls that never end here (a turn resumed elsewhere)
+                held.popitem(last=False)
+
+    @plugin.call_end
+    def keep_when_done(event: Any) -> None:
+        """Keep the call's replies once it is done: one it could not read as its answer, kept, would
+        answer (and fail) every later call alike."""
+        with lock:
+            kept = held.pop(event.record.id, ())
+        if event.error is not None:
+            return
+        for entry in kept:
+            try:
+                where.put(entry["key"], entry, -math.inf if seconds is None else time.time() - seconds)
+            except Exception as error:  # never stops the call: the reply is good, only not kept
+                failed("writing to", error)
 
     return plugin

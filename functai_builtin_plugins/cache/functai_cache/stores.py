@@ -109,8 +109,10 @@ def _checked(key: str, entry: object) -> Entry | None:
     if type(at) not in (int, float) or not 0 <= at <= time.time() + SKEW or type(reply) is not dict:
         return None  # (NaN fails the range too)
     text, finish, usage = reply.get("text"), reply.get("finish_reason"), reply.get("usage")
-    if (text is not None and type(text) is not str) or (finish is not None and type(finish) is not str):
-        return None
+    if finish not in (None, "stop", "tool_calls") or (text is not None and type(text) is not str):
+        return None  # what `keep_reply` never keeps: a cut or filtered reply
+    if text is None and not reply.get("tool_calls"):
+        return None  # no answer: every call it answered would fail model-empty
     if usage is not None and (type(usage) is not dict or any(type(n) is not int for n in usage.values())):
         return None
     calls = reply.get("tool_calls")

@@ -372,3 +372,57 @@ def test_two_processes_share_a_sqlite_cache(tmp_path):
     assert (one["asked"], one["notes"]) == (1, [])
     assert two["asked"] == 0 and two["value"] == "Paris, said process one"
     assert NOTE.fullmatch(two["notes"][0]).group(1) == one["id"]
+
+
+@tool(effects="changes")
+def refund(order: str) -> str:
+    """Refund an order."""
+    return f"refunded {order}"
+
+
+def test_a_resumed_turn_reads_its_recorded_reply_not_the_cache(tmp_path, installed_plugins):
+    """The turn's own record holds the reply it paid for: the cache never answers it (the record
+    credited the cache, with another call's reply and less usage than was paid)."""
+    import functai_approval
+
+    installed_plugins(functai_approval.plugin)
+
+    @ai(tools=[refund])
+    def desk(request: str) -> str:
+        """Help."""
+
+    def model(request):
+        if request.messages[-1]["role"] == "tool":
+            return Reply(text="Done.", finish_reason="stop", usage={"input_tokens": 7, "output_tokens": 3})
+        return Reply(tool_calls=tool_call("refund", {"order": "A1"}).tool_calls, finish_reason="tool_calls",
+                     usage={"input_tokens": 100, "output_tokens": 50})
+
+    records = {}
+    for plugins in ([], [cache(str(tmp_path / "cache"))]):
+        log = str(tmp_path / f"log{len(plugins)}")
+        with functai.settings(log_calls=log):
+            chat = desk.conversation("t", store=str(tmp_path / f"s{len(plugins)}"), client=ScriptedLM(reply=model),
+                                     approve="changes", plugins=plugins)
+            with pytest.raises(functai.Waiting) as waiting:
+                chat("refund A1")
+            waiting.value.turn.approve()
+            assert waiting.value.turn.resume() == "Done."
+        (records[len(plugins)],) = functai.read_calls(log)
+    plain, cached = records[0], records[1]
+    assert cached.changes == [] and (cached.usage, cached.attempts) == (plain.usage, plain.attempts) == (
+        {"input_tokens": 107, "output_tokens": 53}, 2)
+
+
+def test_replies_a_call_could_not_read_are_not_kept_and_the_model_is_asked_again(store_name):
+    @ai
+    def count(text: str) -> int:
+        """Count the words."""
+
+    lm = ScriptedLM(["three", "three", "3", "3"])  # a bad moment, then the model is fine
+    with functai.settings(client=lm, plugins=[cache(store_name)]):
+        with pytest.raises(FunctAIError) as info:
+            count("a b c")
+        assert info.value.code == "output-invalid"
+        assert count("a b c") == 3 and len(lm.requests) == 3  # asked again, not answered "three" from the cache
+        value, record = count.run("a b c")
+    assert value == 3 and len(lm.requests) == 3 and record.changes[0]["plugin"] == "cache"

@@ -90,6 +90,8 @@ def test_a_damaged_folder_entry_is_a_miss_never_a_crash_nor_a_wrong_hit(tmp_path
                    json.dumps({**entry(K1, "x"), "reply": {"text": "t", "usage": {"input_tokens": "many"}}}).encode(),
                    json.dumps({**entry(K1, "x"), "reply": {"text": "t", "tool_calls": [{"id": "1", "name": "f"}]}}
                               ).encode(),
+                   json.dumps({**entry(K1, "x"), "reply": {"text": None, "finish_reason": "stop"}}).encode(),
+                   json.dumps({**entry(K1, "x"), "reply": {"text": "t", "finish_reason": "content_filter"}}).encode(),
                    json.dumps(entry(K2, "another key's reply")).encode()):  # a file copied under the wrong name
         path.write_bytes(damage)
         assert store.get(K1) is None, damage
