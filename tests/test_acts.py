@@ -458,3 +458,27 @@ def test_a_handler_that_changes_the_output_schema_in_place_is_refused_and_the_sc
     assert pick.output_schema == before
     assert pick.run("q")[0] == Picked(2 if hook == "reply" else 1)  # the next call sends the schema as it was
     assert lm.requests[-1].output_schema == before
+
+
+def test_a_request_retried_in_a_waiting_turn_is_not_paid_again_on_resume(tmp_path, install):
+    """A failed attempt takes no place among the turn's replies: the reply after it is read back on
+    resume (it was rejected as out of place, and the model asked and paid again)."""
+    install(functai_approval.plugin)
+    fails = iter([True])
+
+    def model(request):
+        if request.messages[-1]["role"] == "tool":
+            return "done"
+        if next(fails, False):
+            return functai.ModelError("busy", code="model-http", status=429)
+        return tool_call("refund", {"order": "A1"})
+
+    lm = ScriptedLM(reply=model)
+    again = Plugin("again", model_error=lambda failure: Change(retry=0) if failure.attempt < 2 else None)
+    chat = _fn(lm, [again]).conversation("c", store=str(tmp_path), approve="changes")
+    with pytest.raises(functai.Waiting) as waiting:
+        chat("refund")
+    assert len(lm.requests) == 2
+    waiting.value.turn.approve()
+    assert waiting.value.turn.resume() == "done"
+    assert len(lm.requests) == 3 and refunded == ["A1"]  # only the request after the tool ran

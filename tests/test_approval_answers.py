@@ -136,7 +136,8 @@ def test_two_processes_answering_at_once_leave_exactly_one_answer_holding(shop, 
     assert said == ["approval-answered", "held"]
     holding = [r for r in open_store(store).read("c2") if r["kind"] == "answer"]
     assert len(holding) == 1
-    assert chat.turn(turn_id).answers == {holding[0]["key"]: {"allow": holding[0]["allow"], "reason": None}}
+    assert chat.turn(turn_id).answers == {holding[0]["key"]: {"allow": holding[0]["allow"], "reason": None,
+                                                              "by": holding[0]["by"]}}
 
 
 def test_in_one_process_a_later_contrary_answer_is_refused(shop, tmp_path):
@@ -151,7 +152,7 @@ def test_in_one_process_a_later_contrary_answer_is_refused(shop, tmp_path):
     assert refused.value.code == "approval-answered"
     assert refused.value.details["answered"]["by"] == "manager"
     turn.deny(reason="another reason", by="someone else")  # the same answer again: accepted, changes nothing
-    assert list(turn.answers.values()) == [{"allow": False, "reason": "no receipt"}]
+    assert list(turn.answers.values()) == [{"allow": False, "reason": "no receipt", "by": "manager"}]
     assert turn.resume() == "Not refunded."
     assert refunds(tmp_path) == []
 
@@ -184,7 +185,7 @@ def test_a_second_answer_an_older_version_recorded_is_not_applied(shop, tmp_path
     open_store(store).append("c5", [{"functai_conversation": 1, "kind": "answer", "turn": turn.id, "key": key,
                                      "allow": True, "reason": None, "by": "intern", "at": "later"}])
     view = shop.support.conversation("c5", store=store, approve="changes")
-    assert view.turn(turn.id).answers == {key: {"allow": False, "reason": None}}
+    assert view.turn(turn.id).answers == {key: {"allow": False, "reason": None, "by": "manager"}}
     assert view.turn(turn.id).resume() == "Not refunded."
     assert refunds(tmp_path) == []
 

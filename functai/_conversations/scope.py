@@ -168,8 +168,8 @@ class TurnScope:
     def replay(self, request: Request) -> Reply | None:
         """The reply recorded for this request before the turn waited, or None (then ask the
         model and `keep` its reply)."""
-        self.requests += 1
-        if self.requests <= len(self.data.replies):  # paid for before the turn waited
+        if self.requests < len(self.data.replies):  # paid for before the turn waited
+            self.requests += 1
             saved = self.data.replies[self.requests - 1]
             self.replayed = {k: saved[k] for k in ("acts", "answered") if saved.get(k)} or None
             return Reply(
@@ -185,7 +185,9 @@ class TurnScope:
         return None
 
     def keep(self, reply: Reply) -> None:
-        """Record a new reply, so a resumed turn never pays for it twice."""
+        """Record a new reply, so a resumed turn never pays for it twice. Replies are counted as they
+        are kept: a request that failed (a model error a plugin recovered from) takes no place."""
+        self.requests += 1
         saved = {
             "text": reply.text,
             "tool_calls": [{"id": c.id, "name": c.name, "input": to_jsonable(dict(c.input))} for c in reply.tool_calls],
