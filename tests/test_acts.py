@@ -9,6 +9,7 @@ import json
 import pathlib
 import re
 import warnings
+from typing import Any
 
 import attrs
 import functai_approval
@@ -482,3 +483,65 @@ def test_a_request_retried_in_a_waiting_turn_is_not_paid_again_on_resume(tmp_pat
     waiting.value.turn.approve()
     assert waiting.value.turn.resume() == "done"
     assert len(lm.requests) == 3 and refunded == ["A1"]  # only the request after the tool ran
+
+
+def test_a_change_built_from_the_read_only_inputs_gives_lists_and_dicts_back(tmp_path):
+    """``Change(inputs={**tool.input, ...})`` is how one input is changed: the views handlers read
+    come back as the lists and dicts they stand for, on tool_call and turn_start alike."""
+    got = []
+
+    @tool
+    def search(q: str, tags: list[str], filters: dict[str, Any]) -> str:
+        """Search."""
+        got.append((q, tags, filters))
+        return "found"
+
+    def loud(call):
+        return Change(inputs={**call.input, "q": call.input["q"].upper(),
+                              "filters": {**call.input["filters"], "limit": 10}})
+
+    def polite(turn):
+        return Change(inputs={**turn.inputs, "question": turn.inputs["question"] + " please"})
+
+    lm = ScriptedLM([tool_call("search", {"q": "a", "tags": ["x"], "filters": {"near": ["y"]}}), "done"])
+
+    @ai(client=lm, tools=[search], plugins=[Plugin("loud", tool_call=loud), Plugin("polite", turn_start=polite)])
+    def find(question: str, seen: list[str]) -> str:
+        """Find it."""
+        raise NotImplementedError
+
+    chat = find.conversation("c", store=str(tmp_path))
+    assert chat("it", ["z"]) == "done"
+    assert got == [("A", ["x"], {"near": ["y"], "limit": 10})]
+    assert [type(value) for value in got[0]] == [str, list, dict] and type(got[0][2]["near"]) is list
+    assert chat.turns[0].inputs == {"question": "it please", "seen": ["z"]}
+
+
+def test_neither_a_stream_consumer_nor_the_tool_changes_the_recorded_input():
+    """The record keeps the input the tool was called with: a stream's ``tool_call`` event is the
+    consumer's own copy, and a tool that changes its argument changes its own."""
+    ran = []
+    heard = []
+
+    @tool
+    def tag(query: str, tags: list[str]) -> str:
+        """Tag."""
+        ran.append((query, list(tags)))
+        tags.append("BY-TOOL")
+        return "tagged"
+
+    lm = ScriptedLM([tool_call("tag", {"query": "paris", "tags": ["a"]}), "done"])
+
+    @ai(client=lm, tools=[tag], plugins=[Plugin("hear", tool_result=lambda result: heard.append(result.input))])
+    def label(question: str) -> str:
+        """Label."""
+        raise NotImplementedError
+
+    with label.stream("q") as stream:
+        for event in stream:
+            if event.kind == "tool_call":
+                event.input["query"] = "EDITED"
+                event.input["tags"].append("EDITED")
+    assert ran == [("paris", ["a"])]
+    assert stream.record.tool_calls[0]["input"] == {"query": "paris", "tags": ["a"]}
+    assert [dict(seen) for seen in heard] == [{"query": "paris", "tags": ("a",)}]

@@ -8,13 +8,14 @@ changes things twice (a started one is settled by its ``reconcile``, or left unk
 
 from __future__ import annotations
 
+import copy
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence, cast
 
 from .._errors import RISING, FunctAIError, Waiting
 from .._log import info
 from .._hooks.change import Change
-from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, given, set_field
+from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, given, set_field, thawed
 from .._hooks.fold import deprecated, first_act, fold_part, record as record_change, refuse, resume
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
@@ -107,17 +108,17 @@ class ToolRunner(Asking):
             refused = scope.refusal(site)
             if refused is not None:  # a person said no before this process resumed the turn
                 stopped = _refused(entry, *refused)
-        entry["input"] = dict(given(event, "input"))
+        entry["input"] = copy.deepcopy(dict(given(event, "input")))  # the record's own: a tool may change its input
         if stopped is not None:
             entry["output"] = stopped
             return self._done(entry, site, first_change)
         typed = found.inputs.read(given(event, "input"))  # checked: the model's, a person's, each handler's change
         if self.listen:
-            yield Note("tool_call", name=call.name, input=entry["input"], path=event.path)
+            yield Note("tool_call", name=call.name, input=copy.deepcopy(entry["input"]), path=event.path)
         if scope is not None and found.effects != "reads":
             scope.tool_started(site, entry, self.record.changes[first_change:])
         value = yield from self._invoked(found, event, entry, site, key, typed)
-        text = yield from self._tool_result_hook(call.name, given(event, "input"), _shown(value, entry), event.path,
+        text = yield from self._tool_result_hook(call.name, entry["input"], _shown(value, entry), event.path,
                                                  invocation, key)
         entry["output"] = text
         if self.listen:
@@ -265,7 +266,7 @@ class ToolRunner(Asking):
         """A handler's change of the inputs, which must fit the tool as the model's must."""
         if change.inputs is None:
             return
-        changed = {**given(event, "input"), **change.inputs}
+        changed = {**given(event, "input"), **thawed(change.inputs)}
         problems = self.tools[event.name].inputs.problems(changed)
         if problems:
             raise refuse(plugin, "tool_call", "inputs", f"the inputs do not fit the tool {event.name!r}: "

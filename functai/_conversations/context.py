@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from .._calls.outputs import to_jsonable
 from .._hooks.change import Change
-from .._hooks.events import ContextEvent, TurnStartEvent, frozen, given, set_field
+from .._hooks.events import ContextEvent, TurnStartEvent, frozen, given, set_field, thawed
 from .._hooks.fold import fold, refuse
 from .._hooks.plugin import Plugin
 from .._layers import resolve
@@ -91,7 +91,7 @@ def prepare(
                 if name not in program.input_names:
                     raise refuse(plugin, "turn_start", "inputs",
                                  f"{name!r} is not an input of {program.name} ({', '.join(program.input_names)})")
-            set_field(ev, "inputs", MappingProxyType({**given(ev, "inputs"), **(change.inputs or {})}))
+            set_field(ev, "inputs", MappingProxyType({**given(ev, "inputs"), **thawed(change.inputs or {})}))
 
         fold("turn_start", handlers, event, changes, apply_inputs)
         inputs = dict(given(event, "inputs"))

@@ -39,12 +39,33 @@ def _refuse(event: "Event", unknown: dict[str, Any]) -> None:
     raise TypeError(f"{type(event).__name__} has no field {sorted(unknown)[0]!r}")
 
 
+class ReadOnlyList(tuple):  # type: ignore[type-arg]
+    """A list as handlers read it: a tuple, which a change built from it gives back as a list."""
+
+    __slots__ = ()
+
+
 def frozen(value: Any) -> Any:
-    """A read-only deep view of JSON-like data: dicts as mapping proxies, lists as tuples."""
+    """A read-only deep view of JSON-like data: dicts as mapping proxies, lists as `ReadOnlyList`s."""
     if isinstance(value, (dict, MappingProxyType)):
         return MappingProxyType({key: frozen(item) for key, item in value.items()})
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list):
+        return ReadOnlyList(frozen(item) for item in value)
+    if isinstance(value, tuple):
         return tuple(frozen(item) for item in value)
+    return value
+
+
+def thawed(value: Any) -> Any:
+    """What a change built from `frozen` views stands for: its lists and dicts as lists and dicts
+    (``Change(inputs={**tool.input, "q": ...})`` is the documented way to change one input)."""
+    kind = type(value)
+    if kind is dict or kind is MappingProxyType:
+        return {key: thawed(item) for key, item in value.items()}
+    if kind is ReadOnlyList or kind is list:
+        return [thawed(item) for item in value]
+    if kind is tuple:
+        return tuple(thawed(item) for item in value)
     return value
 
 
