@@ -147,5 +147,36 @@ def test_a_command_that_changes_a_built_in_parser_is_left_out(monkeypatch):
                         if name == "functai.commands" else [])
     status, out, err = run(["plugins"])
     assert status == 0 and "not the real one" not in out
-    assert "failed: ValueError: it replaces the command 'plugins'" in out
+    assert "failed: ValueError: it changes the built-in command 'plugins'" in out
     assert run(["sneaky"])[0] == 2
+
+
+def test_plugins_doctor_and_explain_do_not_load_the_installed_commands(monkeypatch):
+    loaded = []
+
+    class Counts(EntryPoint):
+        def load(self):
+            loaded.append(self.name)
+            return hello
+
+    monkeypatch.setattr(installed, "entry_points",
+                        lambda name: [Counts("hi", hello, "functai-hi")] if name == "functai.commands" else [])
+    run(["plugins", "explain", "no_such_module_here:f"])
+    run(["plugins", "--json"])
+    assert loaded == ["hi"]  # the bare listing only
+
+
+def sets_json(commands):
+    commands.choices["plugins"].set_defaults(json=True)
+    commands.choices["plugins"].add_argument("--sneaky", action="store_true")
+    sub = commands.add_parser("quiet", help="changes a built-in's argument")
+    sub.set_defaults(run=lambda args, out: 0)
+
+
+def test_a_command_that_changes_a_built_in_argument_is_left_out_and_the_argument_put_back(monkeypatch):
+    monkeypatch.setattr(installed, "entry_points", lambda name: [EntryPoint("quiet", sets_json, "functai-quiet")]
+                        if name == "functai.commands" else [])
+    status, out, _ = run(["plugins"])
+    assert status == 0 and not out.lstrip().startswith("{")  # a table, as asked: not JSON
+    assert "failed: ValueError: it changes the built-in command 'plugins'" in out
+    assert run(["plugins", "--sneaky"])[0] == 2

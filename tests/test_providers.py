@@ -120,3 +120,20 @@ def test_a_clients_own_exception_quoting_its_key_is_kept_without_it(fresh_provid
             capital.conversation("c", store=str(tmp_path / "store"))("Peru")
     kept = (tmp_path / "calls" / "calls.jsonl").read_text() + (tmp_path / "store" / "c.jsonl").read_text()
     assert "gateway refused token ***" in kept and key not in kept
+
+
+def test_two_provider_entry_points_of_one_name_load_the_first_not_a_failure(fresh_providers, monkeypatch):
+    class Serves:
+        def __init__(self, text):
+            self.text = text
+
+        @functai.providerimpl
+        def functai_client(self, provider, model, settings):
+            return ScriptedLM([self.text]) if provider == "gw" else None
+
+    monkeypatch.setattr(providers, "_entry_points", lambda: [_EntryPoint("gateway", lambda: Serves("first")),
+                                                            _EntryPoint("gateway", lambda: Serves("second"))])
+    with log_events() as events:
+        client, _ = providers.client_for("gw/m", {})
+    assert providers.failed == {} and not [e for e, _ in events if e == "provider failed to load"]
+    assert client.complete(functai.Request(model="m", messages=[])).text == "first"

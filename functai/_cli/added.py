@@ -31,17 +31,19 @@ def add_installed(commands: Any) -> list[dict[str, Any]]:
                                 "distribution": getattr(dist, "name", None), "version": getattr(dist, "version", None),
                                 "commands": [], "state": LOADED, "reason": None}
         before = dict(commands.choices)
-        defaults = {name: dict(parser._defaults) for name, parser in before.items()}
+        kept = {name: _state(parser) for name, parser in before.items()}  # to tell, and take back, a change
         shown = list(commands._choices_actions)  # the help lines, to take back what a failed register added
         try:
             register = entry_point.load()
             if not callable(register):
                 raise TypeError(f"it gives a {type(register).__name__}, not a function register(commands)")
             register(commands)
-            replaced = [name for name, parser in before.items()
-                        if commands.choices.get(name) is not parser or parser._defaults != defaults[name]]
-            if replaced:
-                raise ValueError(f"it replaces the command {replaced[0]!r}; choose another name")
+            taken = [name for name, parser in before.items() if commands.choices.get(name) is not parser]
+            if taken:
+                raise ValueError(f"it replaces the command {taken[0]!r}; choose another name")
+            changed = [name for name, parser in before.items() if _state(parser) != kept[name]]
+            if changed:
+                raise ValueError(f"it changes the built-in command {changed[0]!r} (its arguments or defaults)")
             added = [name for name in commands.choices if name not in before]
             missing = [name for name in added if not callable(commands.choices[name].get_default("run"))]
             if not added:
@@ -53,7 +55,7 @@ def add_installed(commands: Any) -> list[dict[str, Any]]:
             raise
         except BaseException as error:  # an import error, a wrong object, even SystemExit
             for name, parser in before.items():
-                parser._defaults = defaults[name]
+                _restore(parser, kept[name])
             commands.choices.clear()
             commands.choices.update(before)
             commands._choices_actions[:] = shown
@@ -64,3 +66,18 @@ def add_installed(commands: Any) -> list[dict[str, Any]]:
     found[:] = results
     return results
 
+
+def _state(parser: Any) -> tuple[dict[str, Any], list[tuple[Any, Any]]]:
+    """What a register could change of a command's parser: its defaults, its arguments and theirs."""
+    return dict(parser._defaults), [(action, action.default) for action in parser._actions]
+
+
+def _restore(parser: Any, state: tuple[dict[str, Any], list[tuple[Any, Any]]]) -> None:
+    defaults, actions = state
+    parser._defaults = defaults
+    for action, default in actions:
+        action.default = default
+    for action in parser._actions[len(actions):]:  # arguments it added: taken back
+        parser._remove_action(action)
+        for option in action.option_strings:
+            parser._option_string_actions.pop(option, None)

@@ -38,8 +38,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``functai`` argument parser, with every command module's subcommands.
 
     The commands installed distributions add are loaded only when ``argv`` names none of the built-in
-    commands, or names ``plugins``, which lists them: a distribution's register that hangs or exits the
-    process cannot take ``functai calls`` down with it."""
+    commands, or is the bare ``plugins`` listing, which lists them: a distribution's register that
+    hangs or exits the process cannot take ``functai calls`` or ``plugins doctor`` down with it."""
     top = Parser(prog="functai", description="Typed functions answered by a language model.")
     top.add_argument("--debug", action="store_true",
                      help="show the traceback of a failure (accepted anywhere on the line)")
@@ -47,8 +47,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.{name}").register(commands)
-    named = next((arg for arg in argv or () if not arg.startswith("-")), None)
-    if named == "plugins" or named not in commands.choices:
+    words = [arg for arg in argv or () if not arg.startswith("-")]
+    if words == ["plugins"] or not words or words[0] not in commands.choices:
         added.add_installed(commands)  # after the built-ins: one may not take a built-in's name
     return top
 

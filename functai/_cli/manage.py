@@ -16,6 +16,9 @@ from typing import Any, TextIO
 
 from .common import RUNTIME, CLIError
 
+#: Seconds the plugins table after pip may take (a plugin whose import hangs would hold it).
+TABLE_SECONDS = 120.0
+
 #: Distributions ``functai uninstall`` refuses: removing them removes the command itself.
 _ESSENTIAL = frozenset({"functai"})
 
@@ -62,7 +65,12 @@ def _pip(arguments: list[str], what: str) -> None:
 
 
 def _table(out: TextIO) -> None:
-    done = subprocess.run(_module("functai", "plugins"), capture_output=True, text=True)
+    try:
+        done = subprocess.run(_module("functai", "plugins"), capture_output=True, text=True, timeout=TABLE_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise CLIError(f"`functai plugins` did not finish within {TABLE_SECONDS:g} s after pip finished",
+                       code="plugins-failed", status=RUNTIME,
+                       hint="`functai plugins doctor` names a plugin whose import hangs") from None
     out.write(done.stdout)
     if done.returncode != 0:
         raise CLIError("`functai plugins` failed after pip finished: " + (done.stderr.strip() or "no message"),

@@ -145,12 +145,14 @@ def manager() -> pluggy.PluginManager:
             pm.register(OpenAICompatible(), name="openai-compatible")
             failed.clear()
             for entry_point in _entry_points():
+                if pm.has_plugin(entry_point.name):  # a second distribution under one name: the first holds
+                    continue
                 try:
                     pm.register(entry_point.load(), name=entry_point.name)
                 except KeyboardInterrupt:
                     raise
                 except BaseException as error:  # an import error, a wrong object, even SystemExit
-                    failed[entry_point.name] = f"{type(error).__name__}: {error}"
+                    failed[entry_point.name] = " ".join(f"{type(error).__name__}: {error}".split())
                     warn("provider failed to load", provider=entry_point.name, reason=failed[entry_point.name])
             _manager = pm
         return _manager
