@@ -416,3 +416,22 @@ def test_an_approval_whose_digest_was_edited_is_damage_and_the_turn_can_be_answe
     assert turn.state == "waiting" and ran == []
     turn.approve()
     assert turn.resume() == "done" and ran == ["A1"]
+
+
+def test_token_counts_a_client_gave_as_fractions_are_sound_in_both_readers(tmp_path):
+    """The fast reader and the field-by-field check agree: numbers are token counts, text is not."""
+    from functai import Reply
+    from functai._stores import FolderStore
+
+    functai.configure(client=ScriptedLM([Reply(text="A1", finish_reason="stop", usage={"input_tokens": 12.5})]))
+    store = str(tmp_path / "s")
+    tutor.conversation("c", store=store)("q1")
+    path = tmp_path / "s" / "c.jsonl"
+    assert tutor.conversation("c", store=FolderStore(store))._history.damage == []
+    path.write_text(path.read_text().replace('"input_tokens":12.5', '"input_tokens":"12"'))
+    from functai._conversations.history import History
+
+    whole = History()
+    whole.apply_all(FolderStore(store).read("c"))  # the records as dicts, as `functai conversation` reads them
+    for history in (tutor.conversation("c", store=FolderStore(store))._history, whole):
+        assert [why for _, why in history.damage] == ["'reply' is not a model reply"]

@@ -62,8 +62,8 @@ def _approvals(value: Any) -> bool:
 
 
 def _usage(value: Any) -> bool:
-    """Token counts by name (None: none)."""
-    return value is None or (isinstance(value, dict) and all(type(count) is int for count in value.values()))
+    """Token counts by name, numbers (None: none): what a resumed turn adds to its call's usage."""
+    return value is None or (isinstance(value, dict) and all(type(count) in (int, float) for count in value.values()))
 
 
 def _reply(value: Any) -> bool:

@@ -469,7 +469,6 @@ class History:
 #: The quick yes-answers a whole record gets before its fields are checked one by one.
 _QUICK = QUICK
 
-#: Kinds that belong to a turn: a record of one for an unknown turn is damage.
 def _binds(answer: Mapping[str, Any], approvals: Sequence[Mapping[str, Any]]) -> bool:
     """Whether an approval's recorded digest is the one its question asks (with its edit, if any).
     No writer records another; an answer that does was changed by hand, and no call can match it."""
@@ -483,6 +482,7 @@ def _binds(answer: Mapping[str, Any], approvals: Sequence[Mapping[str, Any]]) ->
         return False
 
 
+#: Kinds that belong to a turn: a record of one for an unknown turn is damage.
 _TURN_KINDS = frozenset({"reply", "tool", "wait", "answer", LATE_ANSWER, "resume", "end", "lease", "interrupt"})
 
 

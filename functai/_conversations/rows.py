@@ -40,11 +40,11 @@ _UNSET: Any = None
 # characters, then an escape and a run), so a text that almost matches fails at once, as Python
 # 3.10's regular expressions have no possessive quantifiers to say so.
 _STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
-_SCALAR = rb'(?:-?[0-9][0-9.eE+-]*|null|true|false|"[^"\\]*")'
-_FLAT = rb'\{(?:"[^"\\]*":' + _SCALAR + rb'(?:,"[^"\\]*":' + _SCALAR + rb')*)?\}'
-#: A plain final answer as this version writes it (text, no tool calls, a flat usage, a finish
+_NUMBER = rb'-?[0-9][0-9.eE+-]*'
+_COUNTS = rb'\{(?:"[^"\\]*":' + _NUMBER + rb'(?:,"[^"\\]*":' + _NUMBER + rb')*)?\}'
+#: A plain final answer as this version writes it (text, no tool calls, token counts, a finish
 #: reason): in JSON the row decode already checked, a match means the reply is sound.
-PLAIN_REPLY = re.compile(rb'\{"text":(?:' + _STRING + rb'|null),"tool_calls":\[\],"usage":' + _FLAT
+PLAIN_REPLY = re.compile(rb'\{"text":(?:' + _STRING + rb'|null),"tool_calls":\[\],"usage":' + _COUNTS
                           + rb',"finish_reason":(?:"[^"\\]*"|null)\}')
 
 

@@ -43,11 +43,12 @@ def record_of(data: str | bytes | None) -> dict[str, Any]:
     if data is None:
         return {"functai_conversation": FORMAT, UNUSABLE: "its row was removed from the store", "text": ""}
     if not isinstance(data, str):  # a value put in by hand: SQLite keeps whatever type it is given
+        if not isinstance(data, bytes):
+            return {"functai_conversation": FORMAT, UNUSABLE: f"its row is not text (a {type(data).__name__})",
+                    "text": ""}
         try:
-            data = data.decode() if isinstance(data, bytes) else None
+            data = data.decode()
         except UnicodeDecodeError:
-            data = None
-        if data is None:
             return {"functai_conversation": FORMAT, UNUSABLE: "its row is not UTF-8 text", "text": ""}
     try:
         record = codec.loads(data)
