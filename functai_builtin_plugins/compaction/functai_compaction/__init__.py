@@ -52,12 +52,23 @@ def compaction(
     summarizer = summarize if summarize is not None else _summarizer(lm)
     plugin = Plugin(name, version=__version__, description=f"compaction(keep={keep}, every={every})")
 
+    def summary(event: Any) -> dict[str, Any] | None:
+        """The branch's latest summary; one edited out of shape is none (a new one replaces it)."""
+        newest = event.latest("summary")
+        if newest is None:
+            return None
+        data = newest["data"]
+        if (isinstance(data, dict) and isinstance(data.get("through"), str) and isinstance(data.get("text"), str)
+                and type(data.get("turns")) is int):
+            return data
+        log.warning("plugin %r: the latest summary entry is damaged (%.80r); it is left out", name, data)
+        return None
+
     @plugin.turn_end
     def fold_old_turns(turn: Any) -> None:
         if turn.state != "done":
             return
-        newest = turn.latest("summary")
-        latest = newest["data"] if newest else None
+        latest = summary(turn)
         done = turn.turns()
         ids = [t.id for t in done]
         start = ids.index(latest["through"]) + 1 if latest and latest["through"] in ids else 0
@@ -81,10 +92,9 @@ def compaction(
 
     @plugin.context
     def show_the_summary(context: Any) -> Change | None:
-        newest = context.latest("summary")
-        if newest is None:
+        latest = summary(context)
+        if latest is None:
             return None
-        latest = newest["data"]
         ids = [t.id for t in context.turns]
         after = ids[ids.index(latest["through"]) + 1 :] if latest["through"] in ids else ids
         section = f"Earlier in this conversation ({latest['turns']} turns, summarized):\n{latest['text']}"

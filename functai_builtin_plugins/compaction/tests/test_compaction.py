@@ -116,3 +116,37 @@ def test_the_summarizer_runs_with_the_conversations_settings_and_plugins():
     summarizer = [r for r in lm.requests if r.messages[0]["content"].startswith("Summarize")]
     assert len(summarizer) == 1 and summarizer[0].messages[0]["content"].endswith("Redact card numbers.")
     assert chat.entries("compaction", "summary")[0]["data"]["text"] == "Summary."
+
+
+@pytest.mark.parametrize("damage", ["garbage", None, {"text": "t", "turns": 2}, {"through": 5, "text": "t", "turns": 2},
+                                    {"through": "x", "text": 123, "turns": 2}, {"through": "x", "text": "t"}])
+def test_a_summary_entry_edited_out_of_shape_is_left_out_and_replaced(tmp_path, damage, caplog):
+    """One damaged entry never breaks the conversation: the turns are shown as the rule picks them,
+    and the next fold writes a sound summary."""
+    import json
+
+    def summarize(earlier, rows):
+        return (earlier + " | " if earlier else "") + "/".join(row["question"] for row in rows)
+
+    lm = ScriptedLM(reply=lambda request: "ok")
+
+    @ai(client=lm)
+    def tutor(question: str) -> str:
+        """Tutor the student."""
+
+    chat = tutor.conversation("c", store=str(tmp_path), plugins=[compaction(keep=2, every=2, summarize=summarize)])
+    for i in range(1, 5):
+        chat(f"Q{i}")
+    path = tmp_path / "c.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for record in records:
+        if record.get("kind") == "entry" and record.get("entry") == "summary":
+            record["data"] = damage
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    chat = tutor.conversation("c", store=str(tmp_path), plugins=[compaction(keep=2, every=2, summarize=summarize)])
+    with caplog.at_level("WARNING", logger="functai.compaction"):
+        assert chat("Q5") == "ok" and "summarized" not in lm.requests[-1].messages[0]["content"]
+    assert "summary entry is damaged" in caplog.text
+    assert chat.entries("compaction", "summary")[-1]["data"]["text"] == "Q1/Q2/Q3"  # folded again from the start
+    chat("Q6")
+    assert "(3 turns, summarized):\nQ1/Q2/Q3" in lm.requests[-1].messages[0]["content"]
