@@ -44,6 +44,35 @@ def record_problem(data: dict[str, Any]) -> str | None:
     for name in ("tool_calls", "changes"):
         if name in data and not all(isinstance(item, dict) for item in data[name]):
             return f"{name!r} holds something other than objects"
+    return _nested_problem(data)
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _nested_problem(data: dict[str, Any]) -> str | None:
+    """What a reader asking the call again (replay, evaluation) would trip on, deeper in the record."""
+    for change in data.get("changes") or ():
+        if not (isinstance(change.get("plugin"), str) and isinstance(change.get("hook"), str)
+                and isinstance(change.get("change", {}), dict)):
+            return "'changes' holds an entry without its plugin, hook or change as a record writes them"
+    if not all(isinstance(section, (str, dict)) for section in data.get("sections") or ()):
+        return "'sections' holds something other than text"
+    conversation = data.get("conversation")
+    if conversation is None:
+        return None
+    if not (isinstance(conversation.get("id"), str) and "turn" in conversation
+            and isinstance(conversation["turn"], (str, type(None)))
+            and isinstance(conversation.get("parent"), (str, type(None)))):
+        return "'conversation' has no id and turn as a record writes them"
+    shown = conversation.get("shown", [])
+    last = shown.get("last") if isinstance(shown, dict) else None
+    if not (_texts(shown) or (type(last) is int and last >= 0 and _texts(shown.get("drop", [])))):
+        return "'conversation' has a 'shown' that is neither turn ids nor {'last': n}"
+    without = conversation.get("without", {})
+    if not (isinstance(without, dict) and all(_texts(names) for names in without.values())):
+        return "'conversation' has a 'without' that is not lists of input names"
     return None
 
 

@@ -435,3 +435,42 @@ def test_token_counts_a_client_gave_as_fractions_are_sound_in_both_readers(tmp_p
     whole.apply_all(FolderStore(store).read("c"))  # the records as dicts, as `functai conversation` reads them
     for history in (tutor.conversation("c", store=FolderStore(store))._history, whole):
         assert [why for _, why in history.damage] == ["'reply' is not a model reply"]
+
+
+NESTED_EDITS = {
+    "shown a string": lambda r: r["conversation"].update(shown="abc"),
+    "shown.last text": lambda r: r["conversation"].update(shown={"last": "x"}),
+    "shown.drop a number": lambda r: r["conversation"].update(shown={"last": 1, "drop": 5}),
+    "without a string": lambda r: r["conversation"].update(without="abc"),
+    "no conversation id": lambda r: r["conversation"].pop("id"),
+    "no turn": lambda r: r["conversation"].pop("turn"),
+    "a turn that is a list": lambda r: r["conversation"].update(turn=["t"]),
+    "a section that is a number": lambda r: r.update(sections=[5]),
+    "a change that is text": lambda r: r.update(changes=[{"plugin": "p", "hook": "before_call", "change": "x"}]),
+    "a change without its plugin": lambda r: r.update(changes=[{"hook": "before_call", "change": {}}]),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(NESTED_EDITS))
+def test_a_call_record_edited_deep_inside_is_damage_to_replay_and_evaluate_not_a_crash(tmp_path, edit):
+    log = str(tmp_path / "calls")
+    functai.configure(client=ScriptedLM(reply=lambda request: "A"), log_calls=log)
+    chat = tutor.conversation("c", store=str(tmp_path / "store"))
+    chat("q1")
+    chat("q2")
+    for record in functai.read_calls(log):
+        functai.rate(record, good=True, log=log)
+    path = tmp_path / "calls" / "calls.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    NESTED_EDITS[edit](records[-1])
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    try:
+        functai.replay(records[-1]["id"], fn=tutor, log=log)
+    except FunctAIError:
+        pass
+    functai.evaluate(tutor, log=log)  # the damaged call left out, not the run
+    for argv in (["replay", records[-1]["id"], "--log", log, "--function", "test_damaged_records:tutor"],
+                 ["evaluate", "test_damaged_records:tutor", "--log", log]):
+        out, err = io.StringIO(), io.StringIO()
+        assert main(argv, out=out, err=err) in (0, 1, 2)
+        assert "[internal]" not in err.getvalue() and "[usage]" not in err.getvalue(), err.getvalue()

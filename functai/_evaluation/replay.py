@@ -83,7 +83,7 @@ def turn_calls(records: Iterable[CallRecord]) -> dict[tuple[str, str], CallRecor
 
 
 def _without_content(record: CallRecord) -> bool:
-    return isinstance(record.instruction, dict) or any(
+    return isinstance(record.instruction, dict) or any(isinstance(s, dict) for s in record.sections) or any(
         isinstance(v, dict) and set(v) == {"chars"} for v in record.inputs.values()
     )
 
