@@ -17,6 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from typing import Any
+from urllib.parse import urlsplit
 
 from functai import FunctAIError, Plugin, Reply
 
@@ -66,6 +67,15 @@ def answer_of(entry: Entry) -> Reply:
                  usage=data.get("usage") or {}, note=f"cached reply of call {entry.get('call')} ({when})"[:200])
 
 
+def _shown(store: str) -> str:
+    """The store as the plugin's description names it: a URL without its password or query."""
+    parts = urlsplit(store)
+    if "://" not in store or (parts.password is None and not parts.query):
+        return store
+    user = f"{parts.username}@" if parts.username else ""
+    return f"{parts.scheme}://{user}{parts.netloc.rpartition('@')[2]}{parts.path}"
+
+
 def _checked_ttl(ttl: object) -> float | None:
     if ttl is None:
         return None
@@ -85,7 +95,7 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
     """
     seconds = _checked_ttl(ttl)
     where: CacheStore = open_cache_store(store)
-    shown = store if isinstance(store, str) else os.fspath(store)
+    shown = _shown(store if isinstance(store, str) else os.fspath(store))
     # last: its request handler sees the request as every other plugin left it, as it will be sent
     plugin = Plugin(name, version=__version__, last=True,
                     description=f"cache({shown!r}{'' if seconds is None else f', ttl={ttl}'})")
@@ -140,6 +150,8 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
         reply: Reply = event.reply
         if event.answered is not None or reply.finish_reason not in KEPT_FINISHES or reply.refusal:
             return
+        if not event.log_content and not isinstance(where, MemoryCache):
+            return  # a call kept without its content (log_content=False): none of it is written elsewhere
         if not reply.tool_calls and (reply.text is None or (reply.reasoning and not reply.text.strip())):
             return  # no answer (an error when read): asked again next time
         key = key_of(event, "writing to")

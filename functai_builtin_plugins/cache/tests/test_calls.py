@@ -426,3 +426,23 @@ def test_replies_a_call_could_not_read_are_not_kept_and_the_model_is_asked_again
         assert count("a b c") == 3 and len(lm.requests) == 3  # asked again, not answered "three" from the cache
         value, record = count.run("a b c")
     assert value == 3 and len(lm.requests) == 3 and record.changes[0]["plugin"] == "cache"
+
+
+def test_a_call_kept_without_content_writes_none_of_it_to_a_shared_store(tmp_path):
+    folder = tmp_path / "cache"
+    lm = ScriptedLM(reply=lambda request: "SECRET-DIAGNOSIS for Jane Roe")
+    with functai.settings(client=lm, plugins=[cache(str(folder))], log_content=False):
+        capital("France")
+        capital("France")
+    assert len(lm.requests) == 2  # nothing kept, so nothing answered
+    assert not any("SECRET" in path.read_text() for path in folder.rglob("*") if path.is_file())
+    with functai.settings(client=lm, plugins=[cache()], log_content=False):  # this process's memory: kept
+        capital("France")
+        capital("France")
+    assert len(lm.requests) == 3
+
+
+def test_the_description_names_a_store_url_without_its_password():
+    plugin = cache("postgresql://app:hunter2-secret@db.internal:5432/x?sslpassword=s3")
+    assert "hunter2" not in plugin.describe() and "s3" not in plugin.describe()
+    assert "postgresql://app@db.internal:5432/x" in plugin.describe()
