@@ -427,7 +427,7 @@ def test_a_reply_handler_that_changes_the_reply_in_place_is_refused(edit, run):
                            usage={"output_tokens": 3}), "done"])
     with pytest.raises(FunctAIError) as info:
         run(_fn(lm, [Plugin("sneaky", reply=sneaky)]), "q")
-    assert info.value.code == "plugin-change" and "changed the reply in place" in str(info.value)
+    assert info.value.code == "plugin-change" and "changed the reply or the request in place" in str(info.value)
     assert refunded == []
 
 
