@@ -104,21 +104,23 @@ def front(request: str) -> str:
     """Front desk: pass refunds to the clerk."""
 
 
+def reply(request):
+    """The front desk asks the clerk, who asks for the refund; each says what the tool said."""
+    system = request.messages[0]["content"]
+    last = request.messages[-1]
+    if system.startswith("Clerk"):
+        return "clerk done: " + last["content"] if last["role"] == "tool" else tool_call("refund", {"order": "A1"})
+    if last["role"] == "tool":
+        return "front done: " + last["content"]
+    return tool_call("clerk", {"request": "refund A1"})
+
+
 @pytest.fixture
 def install_approval(installed_plugins):
     installed_plugins("approval")  # the installed functai-approval, loaded as functai loads it
 
 
 def test_an_approval_inside_a_delegate_makes_the_asking_turn_wait_and_resume(install_approval):
-    def reply(request):
-        system = request.messages[0]["content"]
-        last = request.messages[-1]
-        if system.startswith("Clerk"):
-            return "clerk done: " + last["content"] if last["role"] == "tool" else tool_call("refund", {"order": "A1"})
-        if last["role"] == "tool":
-            return "front done: " + last["content"]
-        return tool_call("clerk", {"request": "refund A1"})
-
     refunds.clear()
     with functai.settings(client=ScriptedLM(reply=reply)):
         chat = front.conversation("desk", store=functai.MemoryStore(), approve=["refund"])
@@ -163,15 +165,6 @@ def test_delegate_effects_derived_from_the_program_or_declared():
 def test_a_persons_edit_and_name_reach_the_delegated_approval(install_approval):
     """Approving the asking turn with changed inputs approves the delegate's call as edited, by the
     same person: the refund runs with the edit, never with what the model asked."""
-    def reply(request):
-        system = request.messages[0]["content"]
-        last = request.messages[-1]
-        if system.startswith("Clerk"):
-            return "clerk done: " + last["content"] if last["role"] == "tool" else tool_call("refund", {"order": "A1"})
-        if last["role"] == "tool":
-            return "front done: " + last["content"]
-        return tool_call("clerk", {"request": "refund A1"})
-
     refunds.clear()
     with functai.settings(client=ScriptedLM(reply=reply)):
         chat = front.conversation("edits", store=functai.MemoryStore(), approve=["refund"])
