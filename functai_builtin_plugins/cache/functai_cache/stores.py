@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 import re
 import sqlite3
 import tempfile
@@ -170,6 +171,10 @@ def _make_folder(folder: str) -> None:
     os.chmod(folder, 0o700)
 
 
+#: Entries a memory cache holds before it first lets those past the ttl go (then twice what is left).
+SWEEP_AT = 1024
+
+
 class MemoryCache:
     """Entries in a dict of this plugin instance, for this process only; kept as JSON text, like
     every store's, so a hit never shares objects with the reply it was kept from."""
@@ -177,6 +182,7 @@ class MemoryCache:
     def __init__(self) -> None:
         self._entries: dict[str, tuple[float, str]] = {}
         self._lock = threading.Lock()
+        self._next_sweep = SWEEP_AT
         self._salt = secrets.token_bytes(SALT_BYTES)
 
     def salt(self) -> bytes:
@@ -193,6 +199,9 @@ class MemoryCache:
             there = self._entries.get(key)
             if there is None or there[0] < cutoff or there[0] > time.time() + SKEW:
                 self._entries[key] = (entry["at"], text)
+                if len(self._entries) >= self._next_sweep:  # entries past the ttl answer nothing: let them go
+                    self._entries = {k: v for k, v in self._entries.items() if v[0] >= cutoff}
+                    self._next_sweep = max(SWEEP_AT, 2 * len(self._entries))
 
     def __repr__(self) -> str:
         return "MemoryCache()"
@@ -247,11 +256,14 @@ class FolderCache:
         return os.path.join(self.folder, key[:2], key + ".json")
 
     def get(self, key: str) -> Entry | None:
-        try:
-            with open(self._path(key), "rb") as handle:
-                return _loads(key, handle.read())
+        try:  # not blocking: a FIFO put where an entry should be would hold the call forever
+            handle = os.open(self._path(key), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
+        with os.fdopen(handle, "rb") as file:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                return None  # a folder, a FIFO, a device: no entry
+            return _loads(key, file.read())
 
     def put(self, key: str, entry: Entry, cutoff: float) -> None:
         there = self.get(key)

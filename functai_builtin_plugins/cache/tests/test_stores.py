@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 
 import pytest
@@ -190,3 +191,20 @@ def test_two_processes_writing_at_once_to_a_new_store(kind, tmp_path, request):
     store = open_cache_store(name)
     assert all(store.get(f"{me}{i:063x}")["reply"]["text"] == f"{me}{i}" for me in "ab" for i in range(200))
     assert store.get("c" * 64)["reply"]["text"] in ("a", "b")  # the first writer's, whole
+
+
+def test_a_fifo_where_a_folder_entry_should_be_is_a_miss_not_a_hang(tmp_path):
+    store = FolderCache(str(tmp_path / "c"))
+    store.put(K1, entry(K1, "good"), NEVER)
+    path = tmp_path / "c" / K1[:2] / f"{K1}.json"
+    path.unlink()
+    os.mkfifo(path)  # nobody writes to it: an open that waits for a writer waits forever
+    assert store.get(K1) is None
+
+
+def test_a_memory_cache_lets_entries_past_the_ttl_go():
+    store = MemoryCache()
+    for i in range(20_000):
+        key = f"{i:064x}"
+        store.put(key, entry(key, "x", at=float(i)), cutoff=i - 10.0)  # a ttl of 10 "seconds"
+    assert len(store._entries) < 3_000 and store.get(f"{19_999:064x}") is not None
