@@ -451,7 +451,7 @@ def _tool_outcome(span: Any, entry: Mapping[str, Any] | None, content: bool) -> 
         span.set_attribute("functai.tool.blocked", entry["blocked"])
     if entry.get("refused"):
         span.set_attribute("functai.tool.refused", entry["refused"])
-    error = entry.get("error")
+    error = entry.get("error") or (None if "output" in entry else "interrupted")  # no output: it never ended
     if error:
         kind = str(error).partition(":")[0]
         span.set_attribute(ERROR_TYPE, kind)

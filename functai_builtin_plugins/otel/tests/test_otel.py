@@ -369,3 +369,21 @@ def test_prompts_and_replies_stay_off_spans_unless_asked_and_while_the_record_ke
     assert len(chats) == 6
     assert all(value is None for span in chats for value in chat_content(span).values())
     assert "where is A1?" not in "".join(s.to_json() for s in exporter.get_finished_spans())
+
+
+def test_a_tool_interrupted_before_it_ended_is_marked_failed(spans):
+    @tool
+    def stop() -> str:
+        """Stops."""
+        raise KeyboardInterrupt
+
+    @ai(tools=[stop])
+    def tell(text: str) -> str:
+        """Say it."""
+
+    functai.configure(client=ScriptedLM([tool_call("stop", {}), "x"]))
+    with pytest.raises(KeyboardInterrupt):
+        tell("a")
+    tool_span = spans.one("execute_tool stop")
+    assert tool_span.status.status_code == StatusCode.ERROR and tool_span.attributes["error.type"] == "interrupted"
+    assert spans.one("functai.call tell").status.status_code == StatusCode.ERROR
