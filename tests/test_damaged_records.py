@@ -474,3 +474,20 @@ def test_a_call_record_edited_deep_inside_is_damage_to_replay_and_evaluate_not_a
         out, err = io.StringIO(), io.StringIO()
         assert main(argv, out=out, err=err) in (0, 1, 2)
         assert "[internal]" not in err.getvalue() and "[usage]" not in err.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("position", ["2.5", "'x'", "1000000000000000"])
+def test_a_sql_row_whose_position_was_edited_is_store_unreadable(tmp_path, position):
+    _lm()
+    store = "sqlite:///" + str(tmp_path / "s.db")
+    chat = tutor.conversation("c", store=store)
+    chat("q1")
+    chat("q2")
+    raw_sql(store)(f"UPDATE functai_records SET position = {position} WHERE conversation = 'c' AND position = 2")
+    from functai._stores.opening import forget
+
+    forget(store)
+    with pytest.raises(FunctAIError) as info:
+        tutor.conversation("c", store=store)("q3")
+    assert info.value.code == "store-unreadable" and "edited by hand" in str(info.value)
+    forget(store)

@@ -6,6 +6,7 @@ counted against the function."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 
 import functai_approval
@@ -72,3 +73,40 @@ def test_a_rated_call_is_asked_again_with_its_inputs_and_one_that_no_longer_fits
     assert result.rows == [] and [why for _, why in result.skipped] == [
         "its inputs do not fit size_of now (size_of(parcel: 'Order') -> 'str': unexpected input 'order'; "
         "its inputs are parcel)"]
+
+
+def test_a_resumed_turn_shows_its_inputs_as_the_first_request_did(tmp_path, install):
+    """An int given for a float is recorded as 3 and shown as 3: read back as 3.0, the request after
+    the resume would show the turn's input otherwise than the one before it."""
+    install(functai_approval.plugin)
+    shown = []
+
+    def model(request):
+        shown.append(request.messages[1]["content"])
+        return "done" if request.messages[-1]["role"] == "tool" else tool_call("ship", {"order": "1"})
+
+    @functai.ai(client=ScriptedLM(reply=model), tools=[ship])
+    def weigh(kilos: float) -> str:
+        """Weigh."""
+
+    with pytest.raises(functai.Waiting) as waiting:
+        weigh.conversation("c", store=str(tmp_path), approve="changes")(3)
+    waiting.value.turn.approve()
+    assert waiting.value.turn.resume() == "done"
+    assert shown == ["kilos: 3", "kilos: 3"]
+
+
+def test_an_input_json_cannot_give_back_is_refused_on_resume_without_a_hint_that_cannot_help(tmp_path, install):
+    install(functai_approval.plugin)
+
+    @functai.ai(client=ScriptedLM([tool_call("ship", {"order": "1"}), "done"]), tools=[ship])
+    def plan(day: datetime.date) -> str:
+        """Plan the day."""
+
+    with pytest.raises(functai.Waiting) as waiting:
+        plan.conversation("c", store=str(tmp_path), approve="changes")(datetime.date(2025, 1, 2))
+    waiting.value.turn.approve()
+    with pytest.raises(functai.FunctAIError) as info:
+        waiting.value.turn.resume()
+    assert info.value.code == "resume-inputs" and "check_inputs=False" not in str(info.value)
+    assert waiting.value.turn.state == "waiting"

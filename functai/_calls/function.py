@@ -115,15 +115,17 @@ class AIFunction(Program, Generic[P, R]):
         for name in data:
             if name in hints:
                 try:
-                    inputs[name] = read_value(data[name], hints[name])
+                    value = read_value(data[name], hints[name])
                 except TypeError:  # a type JSON cannot give back: the recorded data, if it fits
-                    pass
+                    continue
                 except ValueError as error:
                     raise ValueError(f"input {name!r}: {error}") from None
+                if value != data[name]:  # as recorded where that is the same (3 for a float: shown as it was)
+                    inputs[name] = value
         try:
             self.check_inputs(inputs)
-        except FunctAIError as error:
-            raise ValueError(error.message) from None
+        except FunctAIError as error:  # its hint (turn the check off) does not apply to what was recorded
+            raise ValueError(error.message.partition(" (or turn the check off")[0]) from None
         return inputs
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -156,7 +156,16 @@ class SQLStore:
 
     def _count(self, conn: Any, conversation: str) -> int:
         (found,) = conn.execute(self._count_sql, (conversation,)).fetchone()
-        return 0 if found is None else int(found) + 1
+        if found is not None and type(found) is not int:
+            raise self._misplaced(conversation, found)
+        return 0 if found is None else found + 1
+
+    def _misplaced(self, conversation: str, position: Any) -> FunctAIError:
+        """A row's position edited by hand into something that is no place (text, a fraction, one
+        far past the rest): no record can be read in order, so none is guessed at."""
+        return FunctAIError(f"conversation {conversation!r} in {self._name()} has a record at position {position!r}, "
+                            "which no writer gives (edited by hand?); give it back its position, counting from 0",
+                            code="store-unreadable")
 
     # -- the Store protocol --------------------------------------------------------
 
@@ -168,6 +177,8 @@ class SQLStore:
         rows = self._run("read", lambda conn: conn.execute(self._sql(READ), (conversation, start)).fetchall(), [])
         found: list[tuple[str | None]] = []
         for data, position in rows:
+            if type(position) is not int or position - start - len(found) > len(rows):
+                raise self._misplaced(conversation, position)
             found += [(None,)] * (position - start - len(found))
             found.append((data,))
         return found
