@@ -373,3 +373,19 @@ def test_a_lease_whose_time_reads_nan_is_kept_not_reaped():
     elsewhere = {"owner": {"host": "another-host", "pid": 1}, "ttl": 30}
     assert leases.expired({**elsewhere, "t": "nan"}, None, time.time()) is None
     assert "was last renewed at 1970-01-01" in leases.expired({**elsewhere, "t": 0.0}, None, time.time())
+
+
+def test_a_live_owner_in_another_pid_namespace_is_not_taken_for_gone():
+    """Containers sharing the host name and boot id each number their own processes: a pid from
+    another namespace is not looked up here, and its lease holds until its time runs out."""
+    from functai._conversations import leases
+
+    me = leases.owner()
+    elsewhere = {**me, "pid": 1, "ns": "pid:[1]", "start": "1"}  # pid 1 here is init: alive, and not it
+    missing = {**me, "pid": 2 ** 22 + 7, "ns": "pid:[1]", "start": "1"}
+    now = time.time()
+    for who in (elsewhere, missing):
+        assert leases.expired({"owner": who, "t": now, "ttl": 60}, "c", now) is None
+        assert "ago" in leases.expired({"owner": who, "t": now - 120, "ttl": 60}, "c", now)
+    same_space = {**missing, "ns": me["ns"]}
+    assert "is gone" in leases.expired({"owner": same_space, "t": now, "ttl": 60}, "c", now)

@@ -50,14 +50,23 @@ def _boot_id() -> str:
         return ""
 
 
+def _pid_space() -> str:
+    """This process's PID namespace: a pid names the same process only inside one (containers that
+    share a host name and boot id each have their own)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
 _owner: dict[str, Any] | None = None
 
 
 def owner() -> dict[str, Any]:
-    """This process as a lease owner: ``{"pid", "host", "boot", "start"}``."""
+    """This process as a lease owner: ``{"pid", "host", "boot", "ns", "start"}``."""
     global _owner
     if _owner is None or _owner["pid"] != os.getpid():
-        _owner = {"pid": os.getpid(), "host": socket.gethostname(), "boot": _boot_id(),
+        _owner = {"pid": os.getpid(), "host": socket.gethostname(), "boot": _boot_id(), "ns": _pid_space(),
                   "start": _start_time(os.getpid())}
     return dict(_owner)
 
@@ -86,7 +95,8 @@ def expired(lease: Mapping[str, Any], claim: str | None, now: float) -> str | No
     who = lease.get("owner") or {}
     me = owner()
     pid = who.get("pid")
-    if who.get("host") == me["host"] and who.get("boot") and who.get("boot") == me["boot"] and isinstance(pid, int):
+    if (who.get("host") == me["host"] and who.get("boot") and who.get("boot") == me["boot"]
+            and who.get("ns") == me["ns"] and isinstance(pid, int)):  # else its pid cannot be looked up here
         if pid == me["pid"] and who.get("start") == me["start"]:
             if claim is not None and claim not in _running:
                 return f"this process (pid {pid}) no longer runs it"
