@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -491,3 +493,59 @@ def test_a_sql_row_whose_position_was_edited_is_store_unreadable(tmp_path, posit
         tutor.conversation("c", store=store)("q3")
     assert info.value.code == "store-unreadable" and "edited by hand" in str(info.value)
     forget(store)
+
+
+SITE = textwrap.dedent("""
+    import os, signal, sys, functai
+    from functai.testing import ScriptedLM, tool_call
+
+    @functai.tool(effects="changes")
+    def refund(order: str) -> str:
+        '''Refund an order.'''
+        print("ran", order, flush=True)
+        return f"order {order} refunded"
+
+    def model(request):
+        if request.messages[-1].get("role") == "tool":
+            if sys.argv[2] == "start":
+                os.kill(os.getpid(), signal.SIGKILL)  # dies after the tool ran, before the turn ends
+            return "model saw: " + request.messages[-1]["content"]
+        return tool_call("refund", {"order": sys.argv[3]})
+
+    for _ in range(int(sys.argv[4])):
+        tool_call("other")  # another process numbers its tool calls on from elsewhere
+
+    @functai.ai(client=ScriptedLM(reply=model), tools=[refund])
+    def support(request: str) -> str:
+        '''Handle.'''
+
+    chat = support.conversation("d1", store=sys.argv[1])
+    if sys.argv[2] == "start":
+        chat("refund my order")
+    else:
+        try:
+            print(chat.all_turns()[-1].resume())
+        except functai.FunctAIError as error:
+            print(error.code)
+""")
+
+
+def test_a_resumed_turn_never_gives_a_recorded_tool_result_to_another_call(tmp_path):
+    """Its reply lost, the resumed turn's model asks for another call at the place a recorded one
+    ran: that one's result is not handed over as the new call's, nor is anything run."""
+    (tmp_path / "site.py").write_text(SITE)
+    store = str(tmp_path / "s")
+
+    def run(*argv):
+        root = str(pathlib.Path(__file__).resolve().parent.parent)  # this checkout's functai
+        return subprocess.run([sys.executable, str(tmp_path / "site.py"), store, *argv], capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": root})
+
+    assert run("start", "A1", "0").stdout == "ran A1\n"
+    path = tmp_path / "s" / "d1.jsonl"
+    lines = path.read_text().splitlines()
+    reply = next(i for i, line in enumerate(lines) if '"kind":"reply"' in line)
+    lines[reply] = "#" + lines[reply]  # the reply line damaged
+    path.write_text("\n".join(lines) + "\n")
+    done = run("resume", "B2", "5")
+    assert done.stdout == "resume-mismatch\n", done.stdout + done.stderr

@@ -81,6 +81,12 @@ class ToolRunner(Asking):
         key = call_key(scope.turn if scope is not None and scope.turn else self.record.id, site)
         found = self.tools.get(call.name)
         recorded = scope.recorded_tool(site) if scope is not None else None
+        if recorded is not None and not _same_call(recorded, call):
+            raise FunctAIError(
+                f"{self.path}: the turn's record holds another tool call at this place ({site}) than the model asks "
+                f"for now ({call.name!r}): its replies were not read back as recorded (a damaged or removed "
+                "reply); the tool is not run again, nor its result given to another call; send the turn again",
+                code="resume-mismatch")
         if recorded is not None and scope is not None and _stands(recorded, found):
             reconcile = getattr(found, "reconcile", None)
             if recorded["state"] == "done" or (reconcile is None and call.name not in scope.rerun):
@@ -333,6 +339,13 @@ def _reconcile_failed(path: str, key: str, what: str) -> FunctAIError:
         code="reconcile-failed",
         why=f"reconcile-failed: reconcile of {key} {what[:160]}",
     )
+
+
+def _same_call(recorded: Mapping[str, Any], call: ToolCall) -> bool:
+    """Whether a tool call recorded at a place in the turn is the one asked there now (its name, and
+    the id of the model's ask, which a resumed turn reads back with its reply)."""
+    entry = recorded.get("entry") or {}
+    return entry.get("name") == call.name and entry.get("id") in (None, call.id)
 
 
 def _stands(recorded: Mapping[str, Any], found: Any) -> bool:
