@@ -92,6 +92,8 @@ class Asker:
         self.budget = budget
         self.client = client
         self.model = model
+        #: The model the call's settings were set for: their api_key, base_url, headers are its provider's.
+        self.set_for = str(record.model)
         self.listen = listen
         self.on_request = plan.handlers["request"]
         self.on_error = plan.handlers["model_error"]
@@ -182,7 +184,7 @@ class Asker:
         The ``base_url``, ``api_key`` and ``headers`` settings belong to the provider of the model
         they were set with: another provider's model is asked with that provider's own variables."""
         values = self.values
-        if values.get("client") is None and providers.split(lm)[0] != providers.split(str(self.record.model))[0]:
+        if values.get("client") is None and providers.split(lm)[0] != providers.split(self.set_for)[0]:
             values = {name: value for name, value in values.items() if name not in providers.PROVIDER_SETTINGS}
         self.client, self.model = choose_client(values, lm, self.fn)
         self.record.model = lm
