@@ -10,7 +10,6 @@ and consoles that no stream guard has seen. A malformed answer is described by i
 
 from __future__ import annotations
 
-import base64
 import json
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
@@ -18,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 import httpx
 
 from functai._errors import ModelError
-from functai._models.keys import MIN_SCRUB, hide_key, reveal
+from functai._models.keys import MIN_SCRUB, echoes, hide_key, reveal
 from functai._models.request import Reply
 from functai._models.thinking import split_reasoning
 from functai._models.toolcall import ToolCall
@@ -36,7 +35,7 @@ class Reader:
 
     def __init__(self, where: str, secrets: Iterable[str]) -> None:
         self.where = where
-        forms = [form for secret in secrets for form in _echoes(secret) if len(form) >= MIN_SCRUB]
+        forms = [form for secret in secrets for form in echoes(secret) if len(form) >= MIN_SCRUB]
         # Each also as a JSON string escapes it: the form it takes inside a JSON answer.
         texts = dict.fromkeys(text for form in forms for text in (form, json.dumps(form)[1:-1]))
         self._secrets = tuple(hide_key(text) for text in texts)
@@ -208,26 +207,6 @@ def _json_error(error: ValueError) -> str:
 
 def _words(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
-
-
-def _echoes(value: Any) -> list[str]:
-    """The texts a server may echo of a secret: the value, its credential without the scheme word
-    (``Bearer``/``Basic``), and for Basic the decoded ``user:password`` and password."""
-    if not isinstance(value, str):
-        return []
-    forms = [value]
-    scheme, _, credential = value.strip().partition(" ")
-    credential = credential.strip()
-    if credential:
-        forms.append(credential)
-        if scheme.lower() == "basic":
-            try:
-                decoded = base64.b64decode(credential, validate=True).decode()
-            except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
-                decoded = ""
-            if decoded:
-                forms += [decoded, decoded.partition(":")[2]]
-    return forms
 
 
 class TextScrub:

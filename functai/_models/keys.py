@@ -7,6 +7,7 @@ failing call holds it (tracebacks that print locals, debuggers, crash reporters)
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import threading
@@ -14,7 +15,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 __all__ = ["Key", "Secret", "SecretURL", "hide_key", "hide_headers", "hide_url", "reveal", "reveal_headers",
-           "refuse_url_credentials", "is_secret_header", "without_secrets", "SECRET_HEADER", "MIN_SCRUB"]
+           "refuse_url_credentials", "is_secret_header", "without_secrets", "echoes", "SECRET_HEADER", "MIN_SCRUB"]
 
 #: Secrets shorter than this are not scrubbed from text: it would mangle messages, and so short a key is no secret.
 MIN_SCRUB = 8
@@ -151,12 +152,32 @@ def reveal_headers(headers: Mapping[str, Any]) -> dict[str, str]:
     return {name: reveal(value) for name, value in headers.items()}
 
 
+def echoes(value: Any) -> list[str]:
+    """The texts a server may echo of a secret: the value, its credential without the scheme word
+    (``Bearer``/``Basic``), and for Basic the decoded ``user:password`` and password."""
+    if not isinstance(value, str):
+        return []
+    forms = [value]
+    scheme, _, credential = value.strip().partition(" ")
+    credential = credential.strip()
+    if credential:
+        forms.append(credential)
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(credential, validate=True).decode()
+            except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+                decoded = ""
+            if decoded:
+                forms += [decoded, decoded.partition(":")[2]]
+    return forms
+
+
 def without_secrets(text: str, settings: Mapping[str, Any]) -> str:
     """``text`` with the API key and the secret headers set for a call cut out: what a client's own
     exception may quote, before it is kept in a record."""
     headers = settings.get("headers") or {}
     for value in (settings.get("api_key"), *(value for value in headers.values() if isinstance(value, Key))):
-        secret = reveal(value)
-        if isinstance(secret, str) and len(secret) >= MIN_SCRUB:
-            text = text.replace(secret, "***")
+        for secret in echoes(reveal(value)):  # as the client scrubs a server's text: Bearer, Basic parts too
+            if len(secret) >= MIN_SCRUB:
+                text = text.replace(secret, "***")
     return text
