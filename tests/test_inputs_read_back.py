@@ -96,17 +96,87 @@ def test_a_resumed_turn_shows_its_inputs_as_the_first_request_did(tmp_path, inst
     assert shown == ["kilos: 3", "kilos: 3"]
 
 
-def test_an_input_json_cannot_give_back_is_refused_on_resume_without_a_hint_that_cannot_help(tmp_path, install):
+def test_an_input_json_cannot_give_back_is_resumed_as_recorded_and_shown_as_before(tmp_path, install):
+    """A date is recorded as its text; the resumed turn is given that text, which shows the model
+    exactly what the first request showed (it was refused resume-inputs: a turn with a date never resumed)."""
     install(functai_approval.plugin)
+    shown = []
 
-    @functai.ai(client=ScriptedLM([tool_call("ship", {"order": "1"}), "done"]), tools=[ship])
-    def plan(day: datetime.date) -> str:
+    def model(request):
+        shown.append(request.messages[1]["content"])
+        return "done" if request.messages[-1]["role"] == "tool" else tool_call("ship", {"order": "1"})
+
+    @functai.ai(client=ScriptedLM(reply=model), tools=[ship])
+    def plan(day: datetime.date, ids: dict[int, str]) -> str:
         """Plan the day."""
 
     with pytest.raises(functai.Waiting) as waiting:
-        plan.conversation("c", store=str(tmp_path), approve="changes")(datetime.date(2025, 1, 2))
+        plan.conversation("c", store=str(tmp_path), approve="changes")(datetime.date(2025, 1, 2), {7: "a"})
     waiting.value.turn.approve()
+    assert waiting.value.turn.resume() == "done"
+    assert shown[0] == shown[1] and "2025, 1, 2" in shown[0]
+
+
+@pytest.mark.parametrize("where", ["function", "conversation"])
+def test_inputs_given_with_the_check_off_are_resumed_and_evaluated_unchecked(tmp_path, install, where):
+    """``check_inputs=False`` lets a call take inputs its annotations do not describe; reading them back
+    must not refuse what the call itself took (a resume was resume-inputs, an evaluation left it out)."""
+    install(functai_approval.plugin)
+    log = str(tmp_path / "calls")
+    own = {"check_inputs": False} if where == "function" else {}
+
+    @functai.ai(client=ScriptedLM(reply=lambda request: "done" if request.messages[-1]["role"] == "tool"
+                                  else tool_call("ship", {"order": "1"})), tools=[ship], log_calls=log, **own)
+    def count(n: int) -> str:
+        """Count."""
+
+    chat = count.conversation("c", store=str(tmp_path / "turns"), approve="changes",
+                              **({} if own else {"check_inputs": False}))
+    with pytest.raises(functai.Waiting) as waiting:
+        chat("seven")
+    waiting.value.turn.approve()
+    assert waiting.value.turn.resume() == "done"
+    if where == "function":
+        record = list(functai.read_calls(log))[-1]
+        functai.rate(record, good=True, log=log)
+        result = functai.evaluate(count, log=log)
+        assert (len(result.rows), result.skipped) == (1, [])
+
+
+def test_an_input_edited_by_hand_to_another_type_is_refused_on_resume(tmp_path, install):
+    install(functai_approval.plugin)
+
+    @functai.ai(client=ScriptedLM([tool_call("ship", {"order": "1"}), "done"]), tools=[ship])
+    def count(n: int) -> str:
+        """Count."""
+
+    with pytest.raises(functai.Waiting) as waiting:
+        count.conversation("c", store=str(tmp_path), approve="changes")(7)
+    path = tmp_path / "c.jsonl"
+    path.write_text(path.read_text().replace('"n":7', '"n":"seven"'))
+    turn = count.conversation("c", store=str(tmp_path), approve="changes").turns[-1]
+    turn.approve()
     with pytest.raises(functai.FunctAIError) as info:
-        waiting.value.turn.resume()
+        turn.resume()
     assert info.value.code == "resume-inputs" and "check_inputs=False" not in str(info.value)
-    assert waiting.value.turn.state == "waiting"
+    assert turn.state == "waiting"
+
+
+def test_a_rated_call_with_a_date_is_asked_again_as_it_was_shown(tmp_path):
+    log = str(tmp_path / "calls")
+    shown = []
+
+    def answer(request):
+        shown.append(request.messages[1]["content"])
+        return "monday"
+
+    @functai.ai(client=ScriptedLM(reply=answer), log_calls=log)
+    def weekday(day: datetime.date) -> str:
+        """Its weekday."""
+
+    _, record = weekday.run(datetime.date(2025, 1, 6))
+    functai.rate(record, good=True, log=log)
+    result = functai.evaluate(weekday, log=log)
+    assert (result.score, result.skipped) == (1.0, [])
+    assert shown[0] == shown[1] == 'day: "datetime.date(2025, 1, 6)"'
+    assert [r.inputs for r in functai.read_calls(log)][-1] == {"day": "datetime.date(2025, 1, 6)"}

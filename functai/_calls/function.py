@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, ParamSpec, Se
 
 from .._errors import FunctAIError
 from .._layers import SETTING_NAMES, Layer
-from .inputs import input_checker
+from .inputs import Recorded, input_checker
 from .outputs import output_schema, to_jsonable
 from .program import Program, check_effects, signature_of
 from .records import Result
@@ -103,27 +103,37 @@ class AIFunction(Program, Generic[P, R]):
             checker = self._checker = input_checker(self.name, params, self._hints)
         checker(inputs)
 
-    def read_inputs(self, data: Mapping[str, Any]) -> dict[str, Any]:
+    def read_inputs(self, data: Mapping[str, Any], check: bool = True) -> dict[str, Any]:
         """Inputs as a record keeps them (JSON data) as the values a call takes: a resumed turn or a
-        rated call asked again passes a model, a dataclass, an enum as it was first given. TypeError
-        when they do not bind; ValueError when one does not fit its annotation (nor, read back as it
-        was recorded, passes `check_inputs`: a type JSON cannot give back, as a date)."""
+        rated call asked again passes a model, a dataclass, an enum as it was first given. A type JSON
+        cannot give back (a date, a ``Decimal``) is passed as recorded: text as a `Recorded`, which
+        shows the model what it was shown before. TypeError when they do not bind; ValueError, when ``check`` (the
+        call's ``check_inputs``), when one does not fit its annotation."""
         from .outputs import read_value  # only a resume or an evaluation reads inputs back
 
         inputs = self.bind((), dict(data))
         hints = self._hints
+        as_recorded = set()
         for name in data:
             if name in hints:
                 try:
                     value = read_value(data[name], hints[name])
-                except TypeError:  # a type JSON cannot give back: the recorded data, if it fits
+                except TypeError:  # checked when first given; its recorded form is all there is
+                    as_recorded.add(name)
+                    if isinstance(data[name], str):  # its repr: shown as before, not as text
+                        inputs[name] = Recorded(data[name])
                     continue
                 except ValueError as error:
+                    if not check:
+                        continue
                     raise ValueError(f"input {name!r}: {error}") from None
                 if value != data[name]:  # as recorded where that is the same (3 for a float: shown as it was)
                     inputs[name] = value
+        if not check:
+            return inputs
+        params = {p.name: p.default for p in self.signature.parameters.values() if p.name not in as_recorded}
         try:
-            self.check_inputs(inputs)
+            input_checker(self.name, params, hints)(inputs)
         except FunctAIError as error:  # its hint (turn the check off) does not apply to what was recorded
             raise ValueError(error.message.partition(" (or turn the check off")[0]) from None
         return inputs

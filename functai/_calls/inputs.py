@@ -249,3 +249,23 @@ def input_checker(function: str, params: Mapping[str, Any], hints: Mapping[str, 
                 )
 
     return check_inputs
+
+
+class Recorded:
+    """An input read back from a record whose type JSON cannot give back (a date, a ``Decimal``):
+    it stands for the value as the record wrote it, its repr, so the model is shown and the record
+    keeps what they were before the turn waited. Not a dataclass: its fields would be shown."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Recorded) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)

@@ -69,7 +69,7 @@ class Program:
         def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             """Inputs by name, in signature order, defaults filled in — as Python binds them."""
 
-        def read_inputs(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        def read_inputs(self, data: Mapping[str, Any], check: bool = True) -> dict[str, Any]:
             """Recorded inputs (JSON data) as the values a call takes."""
 
         def check_inputs(self, inputs: dict[str, Any]) -> None:

@@ -163,7 +163,7 @@ def _begin(fn: "Program", args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
     else:
         resolved = resolve(fn.own)
     values = resolved.values
-    if values["check_inputs"]:
+    if values["check_inputs"] and not (own_turn and scope.inputs_checked):  # type: ignore[union-attr]
         fn.check_inputs(inputs)  # before anything is recorded or sent
     if values.get("log_calls"):  # once per folder: one that cannot be written refuses before paying
         check_log_calls(values["log_calls"])

@@ -24,6 +24,9 @@ class TurnScope(Protocol):
     waits: bool
     #: Set by the pipeline when the turn's own call starts (the first call of `program`).
     claimed: bool
+    #: Whether the turn's inputs were checked before its call (when sent, or as read back from a
+    #: record, where a type JSON cannot give back stays its recorded text): not checked again.
+    inputs_checked: bool
     #: The turn's turn_start and context changes, first in its call's record.
     changes: Sequence[Mapping[str, Any]]
     #: The context sections the turn is shown.

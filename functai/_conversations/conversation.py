@@ -367,7 +367,8 @@ class Conversation(Running):
                 raise FunctAIError(f"turn {turn_id!r} still waits for {unanswered}; approve or deny them first",
                                    code="turn-waiting")
             try:  # as first given (a model, a date); a record edited by hand, or inputs renamed since, do not fit
-                inputs[:] = [program.read_inputs(data.inputs)]
+                check = resolve(program.own, self.layer).values["check_inputs"]
+                inputs[:] = [program.read_inputs(data.inputs, check)]
             except (TypeError, ValueError) as error:
                 raise FunctAIError(f"turn {turn_id!r} cannot be resumed: its recorded inputs do not fit the function "
                                    f"({error}); abandon it and send it again", code="resume-inputs") from None

@@ -127,6 +127,7 @@ class TurnScope:
         self.waits = True
         self.records = True
         self.claimed = False
+        self.inputs_checked = True  # by `Conversation._inputs` when sent, by `read_inputs` when resumed
         self.changes: Sequence[Mapping[str, Any]] = list(data.changes)
         self.sections: Sequence[str] = list(data.sections)
         self.history: Sequence[Mapping[str, Any]] = chat._history.shown_messages(data)

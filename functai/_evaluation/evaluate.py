@@ -22,7 +22,7 @@ from .._calls.reading import read_calls
 from .._calls.records import CallRecord
 from .._calls.scope import current_turn
 from .._errors import FunctAIError, ModelConfigError, ModelError, NonAnswerError
-from .._layers import current_values
+from .._layers import current_values, resolve
 from .._log import warn
 from .ratings import log_folder
 from .replay import NotReplayable, ReplayedTurn, shown, turn_calls
@@ -114,10 +114,11 @@ def rows_for(
     skipped: list[tuple[str, str]] = []
     folder = log_folder(log)
     calls = turn_calls(read_calls(folder))  # the turns they were shown, from the log itself
+    check = resolve(fn.own).values["check_inputs"]
     for record in read_calls(folder, rated=True, function=fn):
         try:
             history, sections = shown(record, calls)
-            inputs = fn.read_inputs(record.inputs)  # as first given: a model, a dataclass, an enum
+            inputs = fn.read_inputs(record.inputs, check)  # as first given: a model, a dataclass, an enum
         except NotReplayable as error:
             why = error.message
         except FunctAIError as error:  # the store of its conversation cannot be read here
@@ -183,6 +184,7 @@ def interval(values: Sequence[float]) -> tuple[float, float]:
 def ask(fn: Any, row: Row, metric: Metric | None = None) -> RowResult:
     """Ask ``fn`` one row, as it was shown for a rated call; its result (a failure is a result too)."""
     scope = ReplayedTurn(fn, row.history, row.sections)
+    scope.inputs_checked = row.record is not None  # a rated call's, by `read_inputs` as they were read back
     token = current_turn.set(scope)
     try:
         got, record = fn.run(**row.inputs)

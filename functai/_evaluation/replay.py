@@ -43,6 +43,7 @@ class ReplayedTurn:
     call_started: str | None = None
     waited: Sequence[Mapping[str, Any]] = ()
     also_approve: Sequence[Any] = ()
+    inputs_checked = False
 
     def __init__(self, program: Any, history: Sequence[Mapping[str, Any]], sections: Sequence[str],
                  conversation: str | None = None, turn: str | None = None) -> None:
