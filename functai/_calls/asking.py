@@ -9,12 +9,12 @@ sends directly): the hooks cost it nothing.
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 import attrs
 
-from .._codec import dumps, loads
 from .._errors import FunctAIError, ModelConfigError, PluginError, Waiting
 from .._log import info
 from .._hooks.change import MAX_NOTE, Change, reply_data
@@ -385,16 +385,30 @@ def _shape(reply: Reply) -> tuple[str, str]:
     return repr([call.input for call in reply.tool_calls]), repr(reply.usage)
 
 
-def _kept(schema: dict[str, Any] | None) -> bytes | None:
-    """The output schema as handlers are given it: the function's own dict, shared by its calls."""
-    return None if schema is None else dumps(schema)
+#: A copy of each output schema handlers were given, made once: schemas are cached per output type
+#: and shared by every call of it, so each is kept with its copy (its id is not reused).
+_copies: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
 
 
-def _changed(schema: dict[str, Any] | None, kept: bytes | None) -> bool:
+def _kept(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A copy of the output schema as handlers are given it: the function's own dict, shared by its calls."""
+    if schema is None:
+        return None
+    hit = _copies.get(id(schema))
+    if hit is not None and hit[0] is schema and hit[1] == schema:  # equal unless changed outside a handler
+        return hit[1]
+    if len(_copies) >= 256:
+        _copies.clear()
+    kept = copy.deepcopy(schema)
+    _copies[id(schema)] = (schema, kept)
+    return kept
+
+
+def _changed(schema: dict[str, Any] | None, kept: dict[str, Any] | None) -> bool:
     """Whether a handler changed the output schema in place; if so, it is put back as it was, for the
     function's later calls."""
-    if schema is None or kept is None or dumps(schema) == kept:
+    if schema is None or kept is None or schema == kept:
         return False
     schema.clear()
-    schema.update(loads(kept))
+    schema.update(copy.deepcopy(kept))
     return True
