@@ -220,7 +220,7 @@ def test_a_decision_and_a_setting_are_recorded_and_the_setting_is_sent(tmp_path)
     (record,) = read_calls(str(tmp_path / "log"))
     assert record.changes == [{"plugin": "capper", "version": "2.0", "hook": "request",
                                "change": {"settings": {"max_tokens": 64}, "decision": "checked"},
-                               "note": "64 tokens left"}]
+                               "note": "64 tokens left", "request": 1}]
     assert record.replayable  # a setting, as before_call's: the call can still be asked again
 
 

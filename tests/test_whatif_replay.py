@@ -501,3 +501,24 @@ def test_settings_a_request_handler_set_on_the_first_request_are_rebuilt_and_can
     without = functai.replay(record, fn=define, without=["cap"])
     assert dict(without.rebuilt.settings) == {} and "settings" in without.differs
     assert not any("changes nothing" in note for note in without.notes)
+
+
+def test_settings_a_request_handler_set_only_on_a_later_request_are_not_put_on_the_first():
+    """An unreadable answer is asked again with nothing recorded between the two requests: the
+    entry names its request, so the first is rebuilt as it was sent."""
+    def cap(request):
+        return Change(settings={"max_tokens": 5}) if len(request.request.messages) > 2 else None
+
+    lm = ScriptedLM(["not a number", "3"])
+
+    @ai(client=lm, plugins=[Plugin("cap", request=cap)])
+    def count(word: str) -> int:
+        """Count it."""
+
+    _, record = count.run("a")
+    assert [dict(request.settings) for request in lm.requests] == [{}, {"max_tokens": 5}]
+    assert [entry["request"] for entry in record.changes if entry["hook"] == "request"] == [2]
+    replayed = functai.replay(record, fn=count)
+    assert dict(replayed.recorded.settings) == {}
+    without = functai.replay(record, fn=count, without=["cap"])
+    assert without.differs == ()

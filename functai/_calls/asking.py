@@ -269,7 +269,10 @@ class Asker:
             if change.settings is not None and change.reply is None:  # a setting, like before_call's: still replayable
                 sent = event.request
                 set_field(event, "request", attrs.evolve(sent, settings={**sent.settings, **change.settings}))
-            record.changes.append(change_record(plugin, "request", change.to_data(), handler, event, change.note))
+            entry = change_record(plugin, "request", change.to_data(), handler, event, change.note)
+            if change.settings is not None:  # its place in the call: replay rebuilds the first request's
+                entry["request"] = record.attempts + self.answered + 1
+            record.changes.append(entry)
             if change.reply is not None:
                 return event.request, change.reply, plugin.name
         return event.request, None, None

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -332,24 +332,18 @@ def _shapes_request(change: Mapping[str, Any]) -> bool:
     """Whether a recorded change shaped the first request in a way leaving its plugin out can undo."""
     hook = change.get("hook")
     return hook in ("before_call", "context") or (hook == "request" and isinstance(change.get("change"), Mapping)
-                                                   and isinstance(change["change"].get("settings"), Mapping))
+                                                   and isinstance(change["change"].get("settings"), Mapping)
+                                                   and change.get("request", 1) == 1)
 
 
-#: Hooks whose changes come before the call's first request is sent.
-_BEFORE_SENDING = frozenset({"turn_start", "context", "before_call", "request"})
-
-
-def _first_request_settings(record: CallRecord, out: Iterable[str]) -> dict[str, Any]:
+def _first_request_settings(record: CallRecord, out: Collection[str]) -> dict[str, Any]:
     """The settings ``request`` handlers set on the call's first request, as recorded (a budget's
-    ``max_tokens``), but those of the plugins left ``out``. A handler runs once per request, so a
-    plugin's first such entry is its first request's, unless a reply or a tool call came first."""
+    ``max_tokens``), but those of the plugins left ``out``. An entry names its request's place in
+    the call; one without (an older record) is taken as the first's only when the call sent one."""
     settings: dict[str, Any] = {}
-    seen = set(out)
     for entry in record.changes:
-        if entry.get("hook") not in _BEFORE_SENDING:
-            break  # a reply, a tool call: the first request was sent; later ones are not rebuilt
-        if entry.get("hook") == "request" and entry.get("plugin", "") not in seen and _shapes_request(entry):
-            seen.add(str(entry.get("plugin")))
+        place = entry.get("request", 1 if record.attempts <= 1 else None)
+        if entry.get("hook") == "request" and place == 1 and entry.get("plugin") not in out and _shapes_request(entry):
             settings.update(entry["change"]["settings"])
     return settings
 
