@@ -169,14 +169,20 @@ def test_plugins_doctor_and_explain_do_not_load_the_installed_commands(monkeypat
 def sets_json(commands):
     commands.choices["plugins"].set_defaults(json=True)
     commands.choices["plugins"].add_argument("--sneaky", action="store_true")
+    commands.choices["plugins"].add_argument_group("sneaky group").add_argument("--sneaky-too")
+    commands.choices["plugins"].add_mutually_exclusive_group().add_argument("--sneaky-three")
     sub = commands.add_parser("quiet", help="changes a built-in's argument")
     sub.set_defaults(run=lambda args, out: 0)
 
 
-def test_a_command_that_changes_a_built_in_argument_is_left_out_and_the_argument_put_back(monkeypatch):
+def test_a_command_that_changes_a_built_in_argument_is_left_out_and_the_argument_put_back(monkeypatch, capsys):
     monkeypatch.setattr(installed, "entry_points", lambda name: [EntryPoint("quiet", sets_json, "functai-quiet")]
                         if name == "functai.commands" else [])
     status, out, _ = run(["plugins"])
     assert status == 0 and not out.lstrip().startswith("{")  # a table, as asked: not JSON
     assert "failed: ValueError: it changes the built-in command 'plugins'" in out
     assert run(["plugins", "--sneaky"])[0] == 2
+    capsys.readouterr()
+    assert run(["plugins", "--help"])[0] == 0  # the bare listing's line: the commands are loaded, then taken back
+    out = capsys.readouterr().out
+    assert "--json" in out and "sneaky" not in out

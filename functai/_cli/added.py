@@ -67,17 +67,23 @@ def add_installed(commands: Any) -> list[dict[str, Any]]:
     return results
 
 
-def _state(parser: Any) -> tuple[dict[str, Any], list[tuple[Any, Any]]]:
-    """What a register could change of a command's parser: its defaults, its arguments and theirs."""
-    return dict(parser._defaults), [(action, action.default) for action in parser._actions]
+def _state(parser: Any) -> tuple[dict[str, Any], list[tuple[Any, Any]], int, int]:
+    """What a register could change of a command's parser: its defaults, its arguments and theirs,
+    its groups of arguments (which its help lists)."""
+    return (dict(parser._defaults), [(action, action.default) for action in parser._actions],
+            len(parser._action_groups), len(parser._mutually_exclusive_groups))
 
 
-def _restore(parser: Any, state: tuple[dict[str, Any], list[tuple[Any, Any]]]) -> None:
-    defaults, actions = state
+def _restore(parser: Any, state: tuple[dict[str, Any], list[tuple[Any, Any]], int, int]) -> None:
+    defaults, actions, groups, exclusive = state
     parser._defaults = defaults
     for action, default in actions:
         action.default = default
-    for action in parser._actions[len(actions):]:  # arguments it added: taken back
+    for action in parser._actions[len(actions):]:  # arguments it added: taken back, from the help too
         parser._remove_action(action)
         for option in action.option_strings:
             parser._option_string_actions.pop(option, None)
+        for group in (*parser._action_groups, *parser._mutually_exclusive_groups):
+            if action in group._group_actions:
+                group._group_actions.remove(action)
+    del parser._action_groups[groups:], parser._mutually_exclusive_groups[exclusive:]
