@@ -389,3 +389,52 @@ def test_a_live_owner_in_another_pid_namespace_is_not_taken_for_gone():
         assert "ago" in leases.expired({"owner": who, "t": now - 120, "ttl": 60}, "c", now)
     same_space = {**missing, "ns": me["ns"]}
     assert "is gone" in leases.expired({"owner": same_space, "t": now, "ttl": 60}, "c", now)
+
+
+PAUSED = '''
+    import os, signal, sys
+    import functai, leased_app
+    from functai._conversations import leases
+    from functai.testing import ScriptedLM, tool_call
+    leases.TTL = 1.0  # its lease lapses a second after it stops
+
+    def model(request):
+        if len(request.messages) == 2:  # asked for the refund: stopped here, as by SIGSTOP, a debugger, a suspended VM
+            print("asking", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+            return tool_call("refund", {{"order": "A1"}})
+        return "done here"
+
+    functai.configure(client=ScriptedLM(reply=model))
+    try:
+        leased_app.support.conversation("c", store={store!r})("refund A1")
+    except functai.FunctAIError as error:
+        print(error.code, flush=True)
+'''
+
+
+def test_an_owner_paused_past_its_lease_does_not_run_the_tool_the_turn_ran_elsewhere(app, tmp_path):
+    """Its lease lapsed, another process resumed the turn and ran the tool; woken, the owner must not
+    run it a second time, nor end a turn that is not its own."""
+    store = str(tmp_path / "store")
+    proc = child(tmp_path, PAUSED.format(store=store), "", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == "asking\n"
+        deadline = time.monotonic() + 60
+        while open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "T":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1.5)  # past the lease's ttl
+        view = app.support.conversation("c", store=store)
+        turn = view.head
+        assert turn.state == "interrupted" and "last renewed" in turn.why
+        functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "refunded here"]))
+        assert turn.resume() == "refunded here"
+        assert ledger(tmp_path) == ["A1"]
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=120)
+    assert (out, proc.returncode) == ("turn-lost\n", 0), err
+    assert ledger(tmp_path) == ["A1"]  # once
+    again = app.support.conversation("c", store=store)
+    assert again.head.state == "done" and again.head.outputs == {"output": "refunded here"}

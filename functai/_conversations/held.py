@@ -95,6 +95,16 @@ def reap(history: History, store: Store, conversation: str) -> list[str]:
     return marked
 
 
+def lost(conversation: str, turn_id: str | None, turn: TurnData | None) -> FunctAIError:
+    """A running turn this process no longer holds: its lease expired while the process was paused
+    (stopped, in a debugger, a suspended machine), and another marked it interrupted or resumed it."""
+    state = "missing" if turn is None else turn.state
+    return FunctAIError(
+        f"turn {turn_id!r} of conversation {conversation!r} is no longer held by this process (it is {state} "
+        "now): its lease expired while the process was paused, so another process took it on; its tool was "
+        "not started here", code="turn-lost")
+
+
 def not_held(turn_id: str, turn: TurnData | None, doing: str) -> FunctAIError:
     state = "missing" if turn is None else turn.state
     return FunctAIError(

@@ -92,7 +92,7 @@ class Running:
              also_approve: tuple[Any, ...] = (), rerun: tuple[str, ...] = (), listen: bool = False) -> Steps[Any]:
         """Run a turn's call (a resumed one with its recorded inputs); ``claim`` is released once
         the turn waits or ends."""
-        scope = TurnScope(cast(Chat, self), data, also_approve, rerun)
+        scope = TurnScope(cast(Chat, self), data, claim, also_approve, rerun)
         token = current_scope.set(scope)  # turn_end runs inside the turn too: its calls are the turn's
         try:
             try:
@@ -109,6 +109,8 @@ class Running:
                     inputs=MappingProxyType(data.inputs), questions=questions))
                 raise
             except FunctAIError as error:
+                if error.code == "turn-lost":  # another process holds it now: its end is not ours to write
+                    raise
                 if error.code == "reconcile-failed":  # nothing is guessed and nothing ends: resume asks again
                     self._append({"kind": "interrupt", "turn": data.id, "claim": claim,
                                   "why": error.details.get("why") or f"{error.code}: {error.message[:200]}",

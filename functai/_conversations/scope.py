@@ -11,6 +11,7 @@ from .._models.request import Client, Reply, Request
 from .._models.toolcall import ToolCall
 from . import held
 from .history import History, TurnData
+from .turndata import FORMAT, RUNNING
 from .._stores.protocol import StoreConflict
 from .._stores.opening import store_reference
 
@@ -115,9 +116,11 @@ class Memory:
 class TurnScope:
     """A running turn, as the calls inside it see it (see `functai._calls.scope`)."""
 
-    def __init__(self, chat: Chat, data: TurnData, also_approve: tuple[Any, ...] = (),
+    def __init__(self, chat: Chat, data: TurnData, claim: str, also_approve: tuple[Any, ...] = (),
                  rerun: tuple[str, ...] = ()) -> None:
         self.chat = chat
+        #: This process's claim on the turn: a tool starts only while the turn is still held by it.
+        self.claim = claim
         self.program = chat.program
         self.layer = chat.layer
         self.conversation: str | None = chat.id
@@ -201,7 +204,26 @@ class TurnScope:
         if self.acts:  # a plugin recovered from a failure, or answered instead of the model
             saved.update(to_jsonable(self.acts))
             self.acts = None
-        self.chat._append({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
+        self._write({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
+
+    def _write(self, record: dict[str, Any], sync: bool = False) -> None:
+        """Append a record of the turn while this process still holds it: only if nobody wrote since
+        this view read (a compare-and-set), else read and look again. An owner paused past its lease
+        (stopped, in a debugger) finds the turn interrupted or resumed elsewhere: ``turn-lost``."""
+        chat = self.chat
+        for _ in held.attempts("record the turn", chat.id):
+            expect = chat._history.count
+            turn = chat._history.turns.get(self.turn or "")
+            if turn is None or turn.state != RUNNING or turn.claim != self.claim:
+                raise held.lost(chat.id, self.turn, turn)
+            try:
+                chat.store.append(chat.id, [{"functai_conversation": FORMAT, **record}], expect=expect, sync=sync)
+            except StoreConflict as conflict:
+                held.check_shrunk(conflict, expect, chat.id)
+                chat._refresh()
+                continue
+            chat._refresh()  # read back: the next write compares with a count that includes it
+            return
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
         return self.data.tools.get(site)
@@ -211,21 +233,17 @@ class TurnScope:
                   "entry": to_jsonable(dict(entry))}
         if changes:
             record["changes"] = to_jsonable(list(changes))
-        self.chat._append(
-            record,
-            sync=True,  # a crash while it runs must be visible
-            refresh=False,  # only a resume reads it, from the store: the tool starts one read sooner
-        )
+        self._write(record, sync=True)  # a crash while it runs must be visible
 
     def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
-        self.chat._append({"kind": "tool", "turn": self.turn, "site": site, "state": "suspended",
-                           "entry": to_jsonable(dict(entry))})
+        self._write({"kind": "tool", "turn": self.turn, "site": site, "state": "suspended",
+                     "entry": to_jsonable(dict(entry))})
 
     def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
         record = {"kind": "tool", "turn": self.turn, "site": site, "state": "done",
                   "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes)),
                   "after": {"calls": self.calls, "requests": self.requests}}
-        self.chat._append(record)
+        self._write(record)
 
     def skip_past(self, recorded: Mapping[str, Any]) -> None:
         """A finished tool reused on resume: what calls and model requests inside it used (an AI
