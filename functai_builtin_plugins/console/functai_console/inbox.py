@@ -156,7 +156,8 @@ def after_answer(console: Console, conversation: str, turn_id: str) -> str:
     turn = console.view(conversation).turn(turn_id)
     open_keys = [a["key"] for a in turn.approvals if a["key"] not in (turn.waits or [{}])[-1].get("answers", {})]
     if turn.state != "waiting" or open_keys:
-        return f"{len(open_keys)} more approval(s) of this turn wait" if open_keys else "answered"
+        return (f"{len(open_keys)} more approval(s) of this turn wait" if open_keys
+                else f"answered; it was resumed elsewhere (the turn is {turn.state})")
     if console.program(conversation) is None:
         return "waiting for the program to resume"
     try:

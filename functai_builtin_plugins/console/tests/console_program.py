@@ -1,5 +1,6 @@
 """A program that makes a waiting turn, then resumes it itself once a person has answered — as a
-real service would — and prints what the model was finally told. The browser tests run it."""
+real service would — and prints what the model was finally told. The browser tests run it, and
+tell it on stdin when to start looking for the answer."""
 
 import sys
 import time
@@ -27,6 +28,7 @@ try:
 except functai.Waiting as waiting:
     turn = waiting.turn
 print("waiting", turn.id, flush=True)
+sys.stdin.readline()  # the test says when to look: the console answers first, as a program polling slower would see
 deadline = time.time() + 120
 while time.time() < deadline:
     turn = chat.turn(turn.id)

@@ -79,13 +79,14 @@ class Program:
                  order: str = "A1") -> None:
         self.process = subprocess.Popen(
             [sys.executable, str(HERE / "console_program.py"), store, log, conversation, order, str(amount)],
-            env=environment(SHOP_LEDGER=str(ledger)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            env=environment(SHOP_LEDGER=str(ledger)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         assert line.startswith("waiting "), line + self.process.stderr.read()
         self.turn = line.split()[1]
 
     def finish(self) -> str:
-        out, err = self.process.communicate(timeout=60)
+        out, err = self.process.communicate("look\n", timeout=60)
         assert self.process.returncode == 0, err
         return out
 
