@@ -358,3 +358,40 @@ def test_an_edit_the_kept_schema_lets_through_but_the_types_refuse_runs_nothing_
     told = [m["content"] for m in lm.requests[1].messages if m["role"] == "tool"][0]
     assert told.startswith("The tool was not run: the inputs a person gave on approving it do not fit it (input "
                            "'parcel' must be Parcel")
+
+
+def test_an_edit_given_as_the_tools_own_types_is_taken_as_their_json_data(install, tmp_path):
+    """A person's code edits with the objects the tool takes (a pydantic model, a dataclass): they
+    are checked and recorded as the JSON data a model would write, and the tool gets its types."""
+    install(functai_approval.plugin)
+    RECEIVED.clear()
+    start = {"parcel": {"to": {"street": "1 Main St", "city": "Lyon"}, "grams": 300},
+             "tree": {"name": "root", "children": []}}
+
+    @tool(effects="changes")
+    def ship_now(parcel: Parcel, tree: Node) -> str:
+        """Ship a parcel now."""
+        RECEIVED.extend([parcel, tree])
+        return "shipped"
+
+    @ai(tools=[ship_now])
+    def send(request: str) -> str:
+        """Send the parcel."""
+
+    functai.configure(client=ScriptedLM([tool_call("ship_now", start), "Done."]))
+    chat = send.conversation("c", store=str(tmp_path / "s"), approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("ship it")
+    turn = info.value.turn
+    key = turn.approvals[0]["key"]
+    with pytest.raises(FunctAIError) as refused:
+        turn.approve(key, inputs={"parcel": Parcel(to=Address(street="2 Rue", city="Nice"), grams=1).model_copy(
+            update={"grams": -1})})
+    assert refused.value.code == "input-invalid" and "input 'parcel' must be Parcel" in refused.value.message
+    turn.approve(key, inputs={"parcel": Parcel(to=Address(street="2 Rue", city="Nice"), grams=5),
+                              "tree": Node("top", [])}, by="ana")
+    assert turn.answers[key]["inputs"] == {"parcel": {"to": {"street": "2 Rue", "city": "Nice"}, "grams": 5},
+                                           "tree": {"name": "top", "children": []}}
+    assert chat.turn(turn.id).resume() == "Done."
+    parcel, tree = RECEIVED
+    assert isinstance(parcel, Parcel) and parcel.to.city == "Nice" and parcel.grams == 5 and tree == Node("top", [])

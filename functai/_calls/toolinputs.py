@@ -100,8 +100,9 @@ def check_edit(inputs: Any, takes: ToolInputs | list[str] | None, name: str,
     if not isinstance(inputs, Mapping) or not inputs or not all(isinstance(k, str) for k in inputs):
         raise FunctAIError(f"inputs= on approving {name} must be a non-empty dict of the tool's inputs by name",
                            code="input-invalid")
-    try:
-        size = len(json.dumps(to_jsonable(dict(inputs)), ensure_ascii=False))
+    try:  # checked and kept as the JSON data a model would have written (a pydantic object as its dict)
+        inputs = to_jsonable(dict(inputs))
+        size = len(json.dumps(inputs, ensure_ascii=False))
     except (TypeError, ValueError, RecursionError, FunctAIError):  # not JSON data, or nested too deeply
         raise FunctAIError(f"inputs= on approving {name} must be JSON data (text, numbers, lists, dicts) nested "
                            "no deeper than it can be written", code="input-invalid") from None
