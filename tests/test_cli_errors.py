@@ -476,3 +476,14 @@ def test_a_folder_name_that_is_not_utf8_is_shown_escaped_on_a_strict_stdout(tmp_
     done = subprocess.run([sys.executable, "-m", "functai", "calls", str(folder)], capture_output=True, env=env)
     assert done.returncode == 0, done.stderr
     assert b"calls-\\udcff" in done.stdout and b"internal" not in done.stderr
+
+
+def test_approve_reads_an_input_as_text_where_the_tool_takes_text_and_not_the_json(world):
+    """`--input order=123` for a tool whose order is text: 123 is the order's name, not a number."""
+    store = str(world / "store")
+    view = functai.Conversation.open("c1", store=store)
+    (turn,) = [t for t in view.all_turns() if t.state == "waiting"]
+    functai.configure(client=ScriptedLM(["Refunded 123."]))
+    status, out, err = run(["approve", store, "c1", "--input", "order=123", "--by", "ana"])
+    assert (status, err) == (0, ""), err
+    assert f'{turn.id}: refund {{"order": "123"}} — approved (edited by ana)' in out.splitlines()

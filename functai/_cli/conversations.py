@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Mapping, TextIO
 
 from .._log import quiet
 from .._errors import FunctAIError, Waiting
@@ -33,7 +33,8 @@ def register(commands: Any) -> None:
     answer.add_argument("--deny", metavar="REASON", nargs="?", const="", help="refuse instead (with a reason)")
     answer.add_argument("--input", metavar="NAME=VALUE", action="append", default=[],
                         help="approve with this input of the tool changed (repeatable; VALUE is read as JSON when it "
-                             "is JSON, else as text); the one approval waiting, or the one --key names")
+                             "is JSON and the input takes it, else as text); the one approval waiting, or the one "
+                             "--key names")
     answer.add_argument("--extend", metavar="AMOUNT", type=float,
                         help="grant this much more to a question a plugin asked before a request (a budget's), "
                              "instead of what it offered")
@@ -219,9 +220,11 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
                        hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
     chat = open_chat(args, found, "answer in the program: chat.turn(TURN_ID).approve() (or .deny()), then .resume()")
     waiting = [turn for turn in chat.all_turns() if turn.state == "waiting" and only in (None, turn.id)]
-    inputs = _edit(args.input)
-    if args.key is not None or inputs is not None:
+    if args.key is not None or args.input:
         waiting = _the_one(waiting, args.key)
+    changes: Mapping[str, Any] = next((a for a in waiting[0].approvals if args.key in (None, a["key"])), {}) \
+        if waiting else {}
+    inputs = _edit(args.input, changes.get("parameters") or {})
     waits_again = False
     failures: list[tuple[str, str]] = []  # (message, code)
     for turn in waiting:
@@ -293,19 +296,25 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
-def _edit(given: list[str]) -> dict[str, Any] | None:
-    """``--input NAME=VALUE`` options as an edit: each value read as JSON when it is JSON, else as text."""
+def _edit(given: list[str], parameters: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``--input NAME=VALUE`` options as an edit: each value read as JSON when it is JSON, else as
+    text; where the tool's input is text, JSON that is not text is taken as written (``order=123``
+    names order "123", as ``order='"123"'`` does)."""
     if not given:
         return None
+    properties = parameters.get("properties") or {}
     edit: dict[str, Any] = {}
     for item in given:
         name, sep, text = item.partition("=")
-        if not sep or not name.strip():
+        name = name.strip()
+        if not sep or not name:
             raise CLIError(f"--input {item!r}: write NAME=VALUE", code="input-invalid")
         try:  # strict JSON: NaN and Infinity are text, as the console reads them
-            edit[name.strip()] = json.loads(text, parse_constant=_not_json)
+            value = json.loads(text, parse_constant=_not_json)
         except ValueError:
-            edit[name.strip()] = text
+            value = text
+        text_input = (properties.get(name) or {}).get("type") == "string"
+        edit[name] = text if text_input and not isinstance(value, str) else value
     return edit
 
 

@@ -71,10 +71,13 @@ def _json(text: str) -> Any:
     return json.loads(text, parse_constant=_refuse)
 
 
-def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any]) -> dict[str, Any] | None:
+def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any],
+              parameters: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The inputs a person changed in the approve form (``input.NAME`` fields), each read as JSON when
-    it is JSON, else as text; None when nothing changed. A field sent back as it was shown is no edit,
-    whatever line endings the browser sent it with (a form sends a text area's as CRLF)."""
+    it is JSON, else as text; where the tool's input is text (its ``parameters`` schema), JSON that is
+    not text is taken as typed. None when nothing changed. A field sent back as it was shown is no edit, whatever line endings
+    the browser sent it with (a form sends a text area's as CRLF)."""
+    properties = (parameters or {}).get("properties") or {}
     edit: dict[str, Any] = {}
     for field, text in form.items():
         if not field.startswith("input.") or not isinstance(text, str):
@@ -86,6 +89,8 @@ def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any]) -> dict[str, An
             value = _json(text)
         except ValueError:
             value = text
+        if not isinstance(value, str) and (properties.get(name) or {}).get("type") == "string":
+            value = text  # the tool takes text: 123 typed in is the text 123
         if name not in asked or value != asked[name]:
             edit[name] = value
     return edit or None
@@ -145,7 +150,7 @@ def answer(console: Console, form: Mapping[str, Any]) -> str:
         turn.approve(key, extend=granted.get("extend"), by=by)
         done = f"{_about(asked)} approved by {by}" + (f" with {granted['extend']} more" if "extend" in granted else "")
     else:
-        edit = read_edit(form, asked["input"])
+        edit = read_edit(form, asked["input"], asked.get("parameters"))
         turn.approve(key, inputs=edit, by=by)
         done = f"{asked['name']} approved by {by}" + (f" with {json.dumps(edit, ensure_ascii=False)}" if edit else "")
     return done + "; " + after_answer(console, conversation, turn_id)

@@ -294,3 +294,16 @@ def test_an_answer_given_in_the_console_is_heard_by_the_installed_plugins(tmp_pa
     post(client(store, log), "/inbox/answer", conversation="ticket-1", turn=turn.id, key=turn.approvals[0]["key"],
          by="ana", action="approve")
     assert heard == [(turn.id, True, "ana")]
+
+
+def test_a_number_typed_into_a_text_input_is_that_text(store, tmp_path, monkeypatch):
+    """The tool's order is text: 123 typed in names the order "123" (read as JSON, it was refused)."""
+    monkeypatch.setenv("SHOP_LEDGER", str(tmp_path / "ledger.txt"))
+    chat, turn, seen = waiting_turn(*store)
+    browser = client(*store)
+    key = turn.approvals[0]["key"]
+    page = post(browser, "/inbox/answer", conversation="ticket-1", turn=turn.id, key=key, by="ana",
+                action="approve", **{"input.order": "123", "input.amount": "400"})
+    assert "refund approved by ana with {&quot;order&quot;: &quot;123&quot;}" in page
+    assert chat.turn(turn.id).resume() == "done"
+    assert (tmp_path / "ledger.txt").read_text() == "123 400\n"
