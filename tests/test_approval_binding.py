@@ -214,8 +214,8 @@ def test_a_stream_approves_with_edited_inputs(bank, tmp_path, mode):
                 for event in stream:
                     seen.append(event)
                     if event.kind == "waiting":
-                        stream.approve(inputs={"amount": 70})
-                return seen
+                        stream.approve(inputs={"amount": 70}, by="ana")
+                return seen, stream.record
 
         async def collect():
             seen = []
@@ -223,16 +223,18 @@ def test_a_stream_approves_with_edited_inputs(bank, tmp_path, mode):
                 async for event in stream:
                     seen.append(event)
                     if event.kind == "waiting":
-                        stream.approve(inputs={"amount": 70})
-            return seen
+                        stream.approve(inputs={"amount": 70}, by="ana")
+            return seen, stream.record
 
         return asyncio.run(collect())
 
     with functai.settings(approve="changes"):
-        seen = events()
+        seen, record = events()
     assert [e.kind for e in seen].count("waiting") == 1  # the edited call was approved by the edit
     assert ledger(tmp_path) == ["A1 70"]
     assert [e.input for e in seen if e.kind == "tool_call"] == [{"order": "A1", "amount": 70}]
+    [edited] = [c for c in record.changes if c["hook"] == "tool_call" and "inputs" in c["change"]]
+    assert edited["by"] == "ana" and edited["change"] == {"inputs": {"amount": 70}}  # who changed it, kept
 
 
 def test_the_cli_approves_with_an_edited_input(bank, tmp_path):

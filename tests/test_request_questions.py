@@ -410,8 +410,10 @@ def test_in_a_turn_a_decide_functions_answer_carries_the_questions_key_and_event
     (lambda stream: stream.approve(), Answer(True, 5.0, key="request.1.asker")),
     (lambda stream: stream.approve(extend=7), Answer(True, 7, key="request.1.asker")),
     (lambda stream: stream.deny(reason="too much"), Answer(False, reason="too much", key="request.1.asker")),
+    (lambda stream: stream.approve(by="ana"), Answer(True, 5.0, by="ana", key="request.1.asker")),
+    (lambda stream: stream.deny(by="bo"), Answer(False, by="bo", key="request.1.asker")),
     (lambda stream: None, None),  # nobody answered: as in a plain call
-], ids=["the-offer", "more", "denied", "unanswered"])
+], ids=["the-offer", "more", "denied", "by", "denied-by", "unanswered"])
 def test_the_person_at_a_plain_stream_answers_a_request_question(mode, answer, expected):
     seen: list = []
     fn = _fn([_asker(seen)], ["fine"])

@@ -220,9 +220,9 @@ class Asker:
                 if given is None or self.at_stream is None:
                     self.at_stream = None
                     continue
-                allow, reason, extend = given
+                allow, reason, extend, by = given
                 self.at_stream[question["key"]] = Answer(
-                    allow, (question["extend"] if extend is None else extend) if allow else None, reason, None,
+                    allow, (question["extend"] if extend is None else extend) if allow else None, reason, by,
                     question["key"])
 
     def request_hook(self, request: Request, ordinal: int = 0,

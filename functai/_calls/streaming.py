@@ -72,7 +72,7 @@ class _Stream(Generic[V]):
         self._resume: tuple[bool, Any] = (False, None)
         self._asking: Mapping[str, Any] | None = None
         self._takes: ToolInputs | None = None  # the inputs of the tool the stream asks about
-        self._answer: tuple[bool, str | None, Any] | None = None
+        self._answer: tuple[bool, str | None, Any, str | None] | None = None
         self._answered_at: str | None = None
         self._finished = False
         self._keep: Any = None  # the turn that keeps a streamed reply
@@ -92,10 +92,11 @@ class _Stream(Generic[V]):
                 pass
 
     def approve(self, approval: Mapping[str, Any] | str | None = None, *,
-                inputs: Mapping[str, Any] | None = None, extend: float | None = None) -> None:
+                inputs: Mapping[str, Any] | None = None, extend: float | None = None, by: str | None = None) -> None:
         """Allow what the last ``"waiting"`` event asks about (before asking for the next event): a tool
         call — with ``inputs``, with these inputs changed (the handlers and the rule see the edit) — or
-        a question a plugin asked before a request — with ``extend``, that much more than it offered."""
+        a question a plugin asked before a request — with ``extend``, that much more than it offered.
+        ``by`` names who answered: kept with an edit, and given to the plugin that asked."""
         asking = self._asking or {}
         if asking.get("kind") == "request":
             if inputs is not None:
@@ -103,19 +104,21 @@ class _Stream(Generic[V]):
                                    "asked before a request: answer it with extend= instead", code="input-invalid")
             if extend is not None:
                 check_extension(extend)
-            self._give(approval, (True, None, extend))
+            self._give(approval, (True, None, extend, by))
             return
         if extend is not None:
             raise FunctAIError("approve(extend=...) answers a question a plugin asked before a request (a "
                                "budget's); the stream waits for a tool call", code="input-invalid")
-        self._give(approval, (True, None, inputs))
+        self._give(approval, (True, None, inputs, by))
 
-    def deny(self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None) -> None:
+    def deny(self, approval: Mapping[str, Any] | str | None = None, *, reason: str | None = None,
+             by: str | None = None) -> None:
         """Refuse what the last ``"waiting"`` event asks about: a tool call (the model is shown
-        ``reason``), or a question asked before a request (the plugin is given ``reason``)."""
-        self._give(approval, (False, reason, None))
+        ``reason``), or a question asked before a request (the plugin is given ``reason`` and ``by``)."""
+        self._give(approval, (False, reason, None, by))
 
-    def _give(self, approval: Mapping[str, Any] | str | None, answer: tuple[bool, str | None, Any]) -> None:
+    def _give(self, approval: Mapping[str, Any] | str | None,
+              answer: tuple[bool, str | None, Any, str | None]) -> None:
         asking = self._asking
         if asking is None:
             raise FunctAIError("nothing in this stream waits for an answer: approve or deny right after a "
@@ -126,7 +129,7 @@ class _Stream(Generic[V]):
                 raise FunctAIError(f"the stream waits for {asking['key']!r}, not {key!r}", code="turn-not-waiting")
         # an edit names the tool's own inputs: refused here, the stream still waiting
         if answer[2] is not None and asking.get("kind") != "request":
-            answer = (True, None, check_edit(answer[2], self._takes, asking["name"]))
+            answer = (True, None, check_edit(answer[2], self._takes, asking["name"]), answer[3])
         given = self._answer
         if given is not None and given[0] != answer[0]:
             first = {"allow": given[0], "reason": given[1], "at": self._answered_at}

@@ -44,12 +44,12 @@ class Asking:
     def _apply_inputs(self, plugin: Plugin, change: Change, event: ToolCallEvent) -> None: ...
 
     def _answered_at_stream(self, approval: dict[str, Any], edit: dict[str, Any] | None, allow: bool,
-                            reason: str | None, inputs: Any) -> dict[str, Any] | None:
+                            reason: str | None, inputs: Any, by: str | None) -> dict[str, Any] | None:
         """Keep an answer given at the stream; the edit the hook runs again with (inputs merged)."""
-        given: dict[str, Any] = {"allow": allow, "reason": reason, "approval": approval}
+        given: dict[str, Any] = {"allow": allow, "reason": reason, "approval": approval, "by": by}
         if allow and inputs is not None:  # checked by the stream when it was given
             given["inputs"] = inputs
-            edit = {"plugin": approval["plugin"], "by": None,
+            edit = {"plugin": approval["plugin"], "by": by,
                     "inputs": {**(edit["inputs"] if edit else {}), **inputs}}
         given["digest"] = edited_digest(approval, given.get("inputs"))
         self.answers[approval["key"]] = given
