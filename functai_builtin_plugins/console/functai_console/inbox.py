@@ -75,8 +75,8 @@ def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any],
               parameters: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The inputs a person changed in the approve form (``input.NAME`` fields), each read as JSON when
     it is JSON, else as text; where the tool's input is text (its ``parameters`` schema), JSON that is
-    not text is taken as typed. None when nothing changed. A field sent back as it was shown is no edit, whatever line endings
-    the browser sent it with (a form sends a text area's as CRLF)."""
+    not text is taken as typed. None when nothing changed. A field sent back as it was shown is no
+    edit, whatever line endings the browser sent it with (a form sends a text area's as CRLF)."""
     properties = (parameters or {}).get("properties") or {}
     edit: dict[str, Any] = {}
     for field, text in form.items():
