@@ -94,6 +94,8 @@ class Asker:
         self.model = model
         #: The model the call's settings were set for: their api_key, base_url, headers are its provider's.
         self.set_for = str(record.model)
+        #: The model a handler switched to, named in the record once it is asked.
+        self.switched: str | None = None
         self.listen = listen
         self.on_request = plan.handlers["request"]
         self.on_error = plan.handlers["model_error"]
@@ -126,6 +128,8 @@ class Asker:
                 attempt += 1
                 self.budget.spend(self.fn)
                 record.attempts += 1
+                if self.switched is not None:
+                    record.model, self.switched = self.switched, None
                 started = time.perf_counter()
                 if acts and self.scope is not None:
                     self.scope.acts = {"acts": acts}  # kept with the reply
@@ -149,6 +153,7 @@ class Asker:
                             info("model switched", plugin=plugin.name, call=record.id, error=error.code,
                                  to=change.lm, note=change.note or "")
                             request = self._switch(change.lm, request)
+                            self.switched = change.lm
                         else:
                             info("model request retried", plugin=plugin.name, call=record.id, error=error.code,
                                  after=f"{float(change.retry or 0):.2f}s", note=change.note or "")
@@ -187,7 +192,6 @@ class Asker:
         if values.get("client") is None and providers.split(lm)[0] != providers.split(self.set_for)[0]:
             values = {name: value for name, value in values.items() if name not in providers.PROVIDER_SETTINGS}
         self.client, self.model = choose_client(values, lm, self.fn)
-        self.record.model = lm
         return attrs.evolve(request, model=self.model)
 
     def _replayed(self, replayed: dict[str, Any], request: Request, reply: Reply) -> tuple[Reply, str | None]:
@@ -198,6 +202,7 @@ class Asker:
             self.record.changes.append(act)
             if "lm" in act["change"]:
                 self._switch(act["change"]["lm"], request)
+                self.record.model = act["change"]["lm"]  # the recorded reply is the one it asked
         answered = replayed.get("answered")
         if answered is None:
             return reply, None

@@ -166,6 +166,7 @@ def test_every_attempt_counts_against_max_requests(driver, tmp_path):
             call(driver, capital, "France", folder=tmp_path)
     assert failed.value.code == "max-requests"
     assert models_asked(lm) == ["a", "b"]  # c would be the third request
+    assert failed.value.record.model == "b"  # the last model asked: c never was
 
 
 def test_over_http_a_server_error_for_one_model_falls_back_to_another():
