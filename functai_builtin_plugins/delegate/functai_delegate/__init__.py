@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
+import typing
 from typing import Any
 
 import functai
@@ -57,9 +58,10 @@ class Delegate(functai.Tool):
         ask.__name__ = name or program.name
         ask.__doc__ = description or program.instruction
         ask.__signature__ = inspect.signature(program.fn).replace(return_annotation=inspect.Signature.empty)  # type: ignore[attr-defined]
+        # Typed as the program's inputs: what the model gives is read, and refused, by their types.
+        ask.__annotations__ = {k: v for k, v in typing.get_type_hints(program.fn).items() if k != "return"}
         # Undeclared, its effects are the program's own (derived from the program's tools).
         super().__init__(ask, effects=effects if effects is not None else program.effects)
-        self.parameters = functai.Tool(program.fn).parameters  # typed as the program's inputs
         self.program = program
 
     def answer(self, inputs: dict[str, Any]) -> Any:

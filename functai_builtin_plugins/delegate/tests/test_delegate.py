@@ -1,8 +1,9 @@
 """delegate: another AI function as a tool, remembering per branch."""
 
+import dataclasses
+
 import pytest
 import functai
-import pytest
 from functai import ai
 from functai.testing import ScriptedLM, tool_call
 from functai_delegate import delegate
@@ -177,3 +178,31 @@ def test_a_persons_edit_and_name_reach_the_delegated_approval(install_approval):
     sub = clerk.conversation("edits.clerk", store=chat.store)
     (answer,) = sub.all_turns()[0].answers.values()
     assert answer["inputs"] == {"order": "B2"} and answer["by"] == "ana"
+
+
+@dataclasses.dataclass
+class Span:
+    start: int
+    end: int
+
+
+def test_the_models_inputs_are_read_by_the_programs_types_and_refused_naming_them():
+    """A delegate is typed as its program: a wrong input is refused before it runs, naming the type,
+    and a dataclass input arrives as the dataclass."""
+    got = []
+
+    @ai(client=ScriptedLM(reply=lambda request: got.append(request.messages[-1]["content"]) or "ok"))
+    def measure(span: Span, unit: str) -> str:
+        """Measure the span."""
+
+    lm = ScriptedLM([tool_call("measure", {"span": {"start": 1, "end": "two"}}),
+                     tool_call("measure", {"span": {"start": 1, "end": 2}, "unit": "cm"}), "done"])
+
+    @ai(client=lm, tools=[delegate(measure)])
+    def ask(question: str) -> str:
+        """Ask."""
+
+    _, record = ask.run("q")
+    refused, ran = record.tool_calls
+    assert "input 'span' must be Span" in refused["output"] and "input 'unit' (str) is missing" in refused["output"]
+    assert "Any" not in refused["output"] and "output" in ran and got == ['span: {"start": 1, "end": 2}\nunit: cm']
