@@ -39,7 +39,7 @@ def selects(rule: Any, tool: Any) -> bool:
     if rule is None:
         return False
     if callable(rule) or rule == "changes":
-        return tool.effects != "reads"  # undeclared effects count as "changes"
+        return bool(tool.effects != "reads")  # undeclared effects count as "changes"
     if rule == "all":
         return True
     return matches(rule, tool.name, tool.path)

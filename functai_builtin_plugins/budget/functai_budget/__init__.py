@@ -432,7 +432,8 @@ def budget(
             allowed, found = at_once(event, after_asking)
         with books.lock:
             books.pending[event.call] = found
-        return allowed
+        change: Change | None = allowed
+        return change
 
     def reserve(event: Any, spent: dict[str, float], limit: dict[str, float], reply: int, cost: dict[str, float],
                 own: int | None, decision: str) -> tuple[Change, dict[str, Any]]:

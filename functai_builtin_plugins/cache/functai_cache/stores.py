@@ -107,7 +107,7 @@ def _checked(key: str, entry: object) -> Entry | None:
     if type(entry) is not dict or entry.get("key") != key:
         return None
     at, reply = entry.get("at"), entry.get("reply")
-    if type(at) not in (int, float) or not 0 <= at <= time.time() + SKEW or type(reply) is not dict:
+    if (type(at) is not int and type(at) is not float) or not 0 <= at <= time.time() + SKEW or type(reply) is not dict:
         return None  # (NaN fails the range too)
     text, finish, usage = reply.get("text"), reply.get("finish_reason"), reply.get("usage")
     if finish not in (None, "stop", "tool_calls") or (text is not None and type(text) is not str):

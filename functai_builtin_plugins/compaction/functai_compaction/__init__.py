@@ -32,8 +32,10 @@ def _summarizer(lm: str | None) -> Summarizer:
         turns said: facts, decisions, open questions, names and numbers that
         later turns may need. Be brief and concrete; write plain prose.
         """
+        raise NotImplementedError  # the model answers: the body never runs
 
-    program = functai.ai(**({"lm": lm} if lm else {}))(summarize_conversation)
+    settings: dict[str, Any] = {"lm": lm} if lm else {}
+    program = functai.ai(**settings)(summarize_conversation)
     return lambda earlier, rows: program(earlier_summary=earlier, turns=[dict(row) for row in rows])
 
 

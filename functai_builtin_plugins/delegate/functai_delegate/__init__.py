@@ -44,7 +44,7 @@ class Delegate(functai.Tool):
 
     def __init__(
         self,
-        program: functai.AIFunction,
+        program: functai.AIFunction[..., Any],
         name: str | None = None,
         description: str | None = None,
         effects: str | None = None,
@@ -101,14 +101,16 @@ class Delegate(functai.Tool):
     def _waiting_sub_turn(turn: Any, sub_id: str) -> str | None:
         """The sub-turn the asking turn waited on, if it is being resumed after such a wait."""
         for approval in turn.approvals:
-            head, _, rest = approval["key"].partition("/")
-            if head == sub_id and turn.answers.get(approval["key"]) is not None:
+            key: str = approval["key"]
+            head, _, rest = key.partition("/")
+            if head == sub_id and turn.answers.get(key) is not None:
                 return rest.partition("/")[0]
         return None
 
 
 def delegate(
-    program: functai.AIFunction, name: str | None = None, description: str | None = None, effects: str | None = None
+    program: functai.AIFunction[..., Any], name: str | None = None, description: str | None = None,
+    effects: str | None = None,
 ) -> Delegate:
     """Another AI function as a tool; see the module docstring.
 
