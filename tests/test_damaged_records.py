@@ -549,3 +549,39 @@ def test_a_resumed_turn_never_gives_a_recorded_tool_result_to_another_call(tmp_p
     path.write_text("\n".join(lines) + "\n")
     done = run("resume", "B2", "5")
     assert done.stdout == "resume-mismatch\n", done.stdout + done.stderr
+
+
+def test_an_approval_whose_shown_input_was_edited_is_not_put_to_anyone(tmp_path, install):
+    """The question shows the input a person approves; its digest is what runs. Edited by hand to show
+    another input (a refund of 8 shown for one of 8,000), approving it would run what nobody saw."""
+    import functai_approval
+
+    install(functai_approval.plugin)
+    ran = []
+
+    @functai.tool(effects="changes")
+    def pay(amount: int) -> str:
+        """Pay."""
+        ran.append(amount)
+        return "paid"
+
+    @ai(client=ScriptedLM([functai.testing.tool_call("pay", {"amount": 8000}), "done"]), tools=[pay])
+    def cashier(question: str) -> str:
+        """Pay what is asked."""
+
+    store = str(tmp_path / "store")
+    with pytest.raises(functai.Waiting):
+        cashier.conversation("c", store=store, approve="changes")("pay")
+    path = tmp_path / "store" / "c.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    [wait] = [record for record in records if record["kind"] == "wait"]
+    wait["approvals"][0]["input"] = {"amount": 8}
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    with log_events() as caught:
+        view = cashier.conversation("c", store=store, approve="changes")
+        turn = view.turns[-1]
+    assert turn.state == "interrupted" and turn.approvals == []  # nothing to approve: the question is damage
+    assert any("shows another call than the one asked" in message for message in caught.messages), caught.messages
+    with pytest.raises(functai.Waiting) as again:  # resumed, the call is asked about as it is
+        turn.resume()
+    assert again.value.approvals[0]["input"] == {"amount": 8000} and ran == []

@@ -16,7 +16,7 @@ from sys import maxsize
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from .._calls.approvals import edited_digest
+from .._calls.approvals import digest, edited_digest
 from .._models.request import Frozen
 from . import rows
 from .checks import END_STATES, QUICK, problem
@@ -206,6 +206,10 @@ class History:
         elif kind == "tool":
             turn.tools = {**turn.tools, record["site"]: dict(record)}
         elif kind == "wait":
+            edited = next((a for a in record.get("approvals") or [] if not _shows_asked(a)), None)
+            if edited is not None:
+                return (f"the approval {edited.get('key')!r} of turn {turn.id!r} shows another call than the one "
+                        "asked (its input was changed): it is not put to anyone")
             self._state(turn, WAITING)
             turn.approvals = [dict(a) for a in record.get("approvals") or []]
             turn.waited_with = {"approve": record.get("approve"), "plugins": list(record.get("plugins") or [])}
@@ -479,6 +483,17 @@ def _binds(answer: Mapping[str, Any], approvals: Sequence[Mapping[str, Any]]) ->
     try:
         return approved == edited_digest(asked, answer.get("inputs"))
     except (KeyError, TypeError, ValueError):  # a question edited by hand as well
+        return False
+
+
+def _shows_asked(approval: Mapping[str, Any]) -> bool:
+    """Whether a tool call's approval shows the call its digest names: a person approves what they are
+    shown, and the digest is what runs. No writer records another."""
+    if approval.get("digest") is None or approval.get("kind") == "request":
+        return True
+    try:
+        return bool(digest(approval["name"], approval["input"], approval.get("plugins") or []) == approval["digest"])
+    except (KeyError, TypeError, ValueError):  # not a question's shape
         return False
 
 
