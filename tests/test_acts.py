@@ -436,14 +436,30 @@ class Picked:
     a: int
 
 
+def _retyped(schema):
+    schema["properties"]["a"]["type"] = "string"
+
+
+def _reordered(schema):
+    items = list(schema.items())
+    schema.clear()
+    schema.update(reversed(items))  # the same keys and values, in another order
+
+
+def _zero_for_false(schema):
+    schema["additionalProperties"] = 0  # equal to False in Python, not on the wire
+
+
+@pytest.mark.parametrize("edit", [_retyped, _reordered, _zero_for_false])
 @pytest.mark.parametrize("hook", ["request", "reply"])
-def test_a_handler_that_changes_the_output_schema_in_place_is_refused_and_the_schema_kept(hook):
-    """The output schema is the function's own dict, sent by every later call."""
+def test_a_handler_that_changes_the_output_schema_in_place_is_refused_and_the_schema_kept(hook, edit):
+    """The output schema is the function's own dict, sent by every later call (of every function of
+    that output type): key order and JSON types count, as they do on the wire."""
     edits = [True]
 
     def sneaky(event):
         if edits.pop() if edits else False:
-            event.request.output_schema["properties"]["a"]["type"] = "string"
+            edit(event.request.output_schema)
 
     lm = ScriptedLM(['{"a": 1}', '{"a": 2}'])
 
@@ -452,13 +468,13 @@ def test_a_handler_that_changes_the_output_schema_in_place_is_refused_and_the_sc
         """Pick."""
         raise NotImplementedError
 
-    before = json.loads(json.dumps(pick.output_schema))
+    before = json.dumps(pick.output_schema)
     with pytest.raises(FunctAIError) as info:
         pick.run("q")
     assert info.value.code == "plugin-change" and "in place" in str(info.value)
-    assert pick.output_schema == before
+    assert json.dumps(pick.output_schema) == before
     assert pick.run("q")[0] == Picked(2 if hook == "reply" else 1)  # the next call sends the schema as it was
-    assert lm.requests[-1].output_schema == before
+    assert json.dumps(lm.requests[-1].output_schema) == before
 
 
 def test_a_request_retried_in_a_waiting_turn_is_not_paid_again_on_resume(tmp_path, install):

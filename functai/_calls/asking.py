@@ -9,7 +9,7 @@ sends directly): the hooks cost it nothing.
 
 from __future__ import annotations
 
-import copy
+import json
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -393,30 +393,22 @@ def _shape(reply: Reply) -> tuple[str, str]:
     return repr([call.input for call in reply.tool_calls]), repr(reply.usage)
 
 
-#: A copy of each output schema handlers were given, made once: schemas are cached per output type
-#: and shared by every call of it, so each is kept with its copy (its id is not reused).
-_copies: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+def _kept(schema: dict[str, Any] | None) -> str | None:
+    """The output schema as handlers are given it (the function's own dict, shared by its calls), as
+    JSON text: key order and ``False`` against ``0`` count, as they do on the wire."""
+    return None if schema is None else json.dumps(schema)
 
 
-def _kept(schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A copy of the output schema as handlers are given it: the function's own dict, shared by its calls."""
-    if schema is None:
-        return None
-    hit = _copies.get(id(schema))
-    if hit is not None and hit[0] is schema and hit[1] == schema:  # equal unless changed outside a handler
-        return hit[1]
-    if len(_copies) >= 256:
-        _copies.clear()
-    kept = copy.deepcopy(schema)
-    _copies[id(schema)] = (schema, kept)
-    return kept
-
-
-def _changed(schema: dict[str, Any] | None, kept: dict[str, Any] | None) -> bool:
+def _changed(schema: dict[str, Any] | None, kept: str | None) -> bool:
     """Whether a handler changed the output schema in place; if so, it is put back as it was, for the
     function's later calls."""
-    if schema is None or kept is None or schema == kept:
+    if schema is None or kept is None:
         return False
+    try:
+        if json.dumps(schema) == kept:
+            return False
+    except (TypeError, ValueError, RecursionError):  # made unwritable: changed too
+        pass
     schema.clear()
-    schema.update(copy.deepcopy(kept))
+    schema.update(json.loads(kept))
     return True
