@@ -496,11 +496,14 @@ def test_settings_a_request_handler_set_on_the_first_request_are_rebuilt_and_can
 
     _, record = define.run("a")
     assert [dict(request.settings) for request in lm.requests] == [{"max_tokens": 77}, {"max_tokens": 5}]
-    replayed = functai.replay(record, fn=define)
-    assert dict(replayed.recorded.settings) == {"max_tokens": 77}  # the first request's, not a later one's
-    without = functai.replay(record, fn=define, without=["cap"])
-    assert dict(without.rebuilt.settings) == {} and "settings" in without.differs
-    assert not any("changes nothing" in note for note in without.notes)
+    older = attrs.evolve(record, changes=[{k: v for k, v in entry.items() if k != "request"}
+                                          for entry in record.changes])  # as written before entries named their place
+    for recorded in (record, older):
+        replayed = functai.replay(recorded, fn=define)
+        assert dict(replayed.recorded.settings) == {"max_tokens": 77}  # the first request's, not a later one's
+        without = functai.replay(recorded, fn=define, without=["cap"])
+        assert dict(without.rebuilt.settings) == {} and "settings" in without.differs
+        assert not any("changes nothing" in note for note in without.notes)
 
 
 def test_settings_a_request_handler_set_only_on_a_later_request_are_not_put_on_the_first():

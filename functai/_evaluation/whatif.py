@@ -339,13 +339,24 @@ def _shapes_request(change: Mapping[str, Any]) -> bool:
 def _first_request_settings(record: CallRecord, out: Collection[str]) -> dict[str, Any]:
     """The settings ``request`` handlers set on the call's first request, as recorded (a budget's
     ``max_tokens``), but those of the plugins left ``out``. An entry names its request's place in
-    the call; one without (an older record) is taken as the first's only when the call sent one."""
+    the call; in an older record, which does not, a plugin's first entry before any reply or tool
+    call is its first request's."""
     settings: dict[str, Any] = {}
+    seen = set(out)
+    sending = True  # no reply or tool call recorded yet
     for entry in record.changes:
-        place = entry.get("request", 1 if record.attempts <= 1 else None)
-        if entry.get("hook") == "request" and place == 1 and entry.get("plugin") not in out and _shapes_request(entry):
+        hook, plugin, place = entry.get("hook"), entry.get("plugin"), entry.get("request")
+        sending = sending and hook in _BEFORE_SENDING
+        if hook != "request" or plugin in out or not _shapes_request(entry):
+            continue
+        if place == 1 or (place is None and sending and plugin not in seen):
+            seen.add(str(plugin))
             settings.update(entry["change"]["settings"])
     return settings
+
+
+#: Hooks whose changes come before the call's first request is sent (in an older record).
+_BEFORE_SENDING = frozenset({"turn_start", "context", "before_call", "request"})
 
 
 def _check_replayable(record: CallRecord) -> None:
