@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import decimal
 import json
 import os
 import subprocess
@@ -395,3 +397,41 @@ def test_an_edit_given_as_the_tools_own_types_is_taken_as_their_json_data(instal
     assert chat.turn(turn.id).resume() == "Done."
     parcel, tree = RECEIVED
     assert isinstance(parcel, Parcel) and parcel.to.city == "Nice" and parcel.grams == 5 and tree == Node("top", [])
+
+
+class Dated(pydantic.BaseModel):
+    when: datetime.date
+    amount: decimal.Decimal
+
+
+def test_an_edit_is_json_data_never_a_repr(install, tmp_path):
+    """A value JSON cannot write is refused, naming it: kept as its repr, a Decimal given for a text
+    input ran as the text "Decimal('12.50')". A pydantic object is its own JSON form (dates as ISO)."""
+    install(functai_approval.plugin)
+    got = []
+
+    @tool(effects="changes")
+    def note(text: str, dated: Dated) -> str:
+        """Write a note."""
+        got.append((text, dated))
+        return "ok"
+
+    @ai(tools=[note])
+    def clerk(request: str) -> str:
+        """Clerk."""
+
+    functai.configure(client=ScriptedLM([tool_call("note", {"text": "hi", "dated": {"when": "2024-01-02",
+                                                                                     "amount": "1.5"}}), "done"]))
+    chat = clerk.conversation("c", store=str(tmp_path / "s"), approve="changes")
+    with pytest.raises(Waiting) as info:
+        chat("go")
+    turn = info.value.turn
+    key = turn.approvals[0]["key"]
+    for bad in ({"text": decimal.Decimal("12.50")}, {"text": datetime.date(2024, 3, 4)},
+                {"dated": {"when": datetime.date(2024, 3, 4), "amount": "2"}}):
+        with pytest.raises(FunctAIError) as refused:
+            turn.approve(key, inputs=bad)
+        assert refused.value.code == "input-invalid" and "is not JSON data" in refused.value.message
+    turn.approve(key, inputs={"dated": Dated(when=datetime.date(2024, 3, 4), amount=decimal.Decimal("12.50"))})
+    assert chat.turn(turn.id).resume() == "done"
+    assert got == [("hi", Dated(when=datetime.date(2024, 3, 4), amount=decimal.Decimal("12.50")))]

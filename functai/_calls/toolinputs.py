@@ -8,13 +8,15 @@ read before any ``tool_call`` handler or approval sees them, so what is approved
 
 from __future__ import annotations
 
+import enum
 import inspect
 import json
 from typing import Any, Mapping
 
 from .._errors import FunctAIError
-from .outputs import describe, parameters_schema, to_jsonable
-from .outputs.kinds import Unsupported
+from .outputs import describe, parameters_schema
+from .outputs.jsonable import fields_of
+from .outputs.kinds import Unsupported, is_pydantic
 from .outputs.readers import Bad, reader_for
 from .outputs.schemacheck import schema_problem
 
@@ -79,6 +81,28 @@ class ToolInputs:
         return typed
 
 
+def _data(value: Any) -> Any:
+    """``value`` as the JSON data it stands for: a dataclass, attrs or pydantic object (pydantic's own
+    JSON form), an enum, a tuple as its data; TypeError for anything else, which a record could keep
+    only as its repr (an edit of a text input must not become ``"Decimal('12.50')"``)."""
+    if value is None or isinstance(value, (str, int, float)) and not isinstance(value, enum.Enum):
+        return value
+    if isinstance(value, enum.Enum):
+        return _data(value.value)
+    if isinstance(value, Mapping):
+        if not all(isinstance(key, str) for key in value):
+            raise TypeError("keys must be text")
+        return {key: _data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_data(item) for item in value]
+    if is_pydantic(type(value)):
+        return value.model_dump(mode="json")
+    fields = fields_of(value)
+    if fields is None:
+        raise TypeError(f"a {type(value).__name__} is not JSON data")
+    return _data(fields)
+
+
 def _non_finite(value: Any) -> str | None:
     """Where ``value`` holds NaN or an infinity (no JSON number, and no amount of anything), or None."""
     if isinstance(value, float):
@@ -101,11 +125,13 @@ def check_edit(inputs: Any, takes: ToolInputs | list[str] | None, name: str,
         raise FunctAIError(f"inputs= on approving {name} must be a non-empty dict of the tool's inputs by name",
                            code="input-invalid")
     try:  # checked and kept as the JSON data a model would have written (a pydantic object as its dict)
-        inputs = to_jsonable(dict(inputs))
+        inputs = _data(dict(inputs))
         size = len(json.dumps(inputs, ensure_ascii=False))
-    except (TypeError, ValueError, RecursionError, FunctAIError):  # not JSON data, or nested too deeply
-        raise FunctAIError(f"inputs= on approving {name} must be JSON data (text, numbers, lists, dicts) nested "
-                           "no deeper than it can be written", code="input-invalid") from None
+    except (TypeError, ValueError, RecursionError) as error:  # not JSON data, or nested too deeply
+        why = str(error) if isinstance(error, TypeError) else "nested too deeply"
+        raise FunctAIError(f"inputs= on approving {name} must be JSON data (text, numbers, lists, dicts; a "
+                           f"dataclass, attrs or pydantic object of them) nested no deeper than it can be written: "
+                           f"{why}", code="input-invalid") from None
     if size > MAX_EDIT:
         raise FunctAIError(f"inputs= on approving {name} holds {size:,} characters of JSON; an edit holds at most "
                            f"{MAX_EDIT:,}", code="input-invalid")
