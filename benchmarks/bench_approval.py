@@ -74,7 +74,10 @@ def approval_to_start(folder: str) -> Callable[[int], tuple[float, float]]:
     try:
         chat("refund A1")  # the offline test model asks for refund: the turn waits for a person
     except functai.Waiting as waiting:
-        scope = TurnScope(chat, chat._history.turns[waiting.turn.id])
+        turn = waiting.turn.approve()
+    resume = {"kind": "resume", "turn": turn.id, "was": "waiting", "rerun": [], "at": "2026-01-01T00:00:00Z"}
+    claim, _ = chat._claim(turn.id, "resume", lambda expect: ([{"functai_conversation": 1, **resume}], None))
+    scope = TurnScope(chat, chat._history.turns[turn.id], claim)  # as a resumed turn holds it
     count = [0]
 
     def start() -> None:

@@ -180,3 +180,40 @@ def test_a_rated_call_with_a_date_is_asked_again_as_it_was_shown(tmp_path):
     assert (result.score, result.skipped) == (1.0, [])
     assert shown[0] == shown[1] == 'day: "datetime.date(2025, 1, 6)"'
     assert [r.inputs for r in functai.read_calls(log)][-1] == {"day": "datetime.date(2025, 1, 6)"}
+
+
+def test_text_given_for_a_date_with_the_check_off_is_shown_as_before_after_a_resume(tmp_path, install):
+    """With the check off the text may have been given as text: it stays text (shown unquoted), not a
+    repr standing for a date."""
+    install(functai_approval.plugin)
+    shown = []
+
+    def model(request):
+        shown.append(request.messages[1]["content"])
+        return "done" if request.messages[-1]["role"] == "tool" else tool_call("ship", {"order": "1"})
+
+    @functai.ai(client=ScriptedLM(reply=model), tools=[ship], check_inputs=False)
+    def plan(day: datetime.date) -> str:
+        """Plan the day."""
+
+    with pytest.raises(functai.Waiting) as waiting:
+        plan.conversation("c", store=str(tmp_path), approve="changes")("2025-01-02")
+    waiting.value.turn.approve()
+    assert waiting.value.turn.resume() == "done"
+    assert shown == ["day: 2025-01-02", "day: 2025-01-02"]
+
+
+def test_an_input_a_turn_start_handler_changed_is_checked_before_it_is_sent(tmp_path):
+    """The conversation checks what it is given, before turn_start runs: what a handler puts instead is
+    checked by the call (else the turn was answered with it, and could never be resumed)."""
+    lm = ScriptedLM(["ok"])
+
+    @functai.ai(client=lm)
+    def count(n: int) -> str:
+        """Count."""
+
+    chat = count.conversation("c", store=str(tmp_path), plugins=[
+        functai.Plugin("bad", turn_start=lambda turn: functai.Change(inputs={"n": "seven"}))])
+    with pytest.raises(functai.FunctAIError) as refused:
+        chat(7)
+    assert refused.value.code == "input-invalid" and lm.requests == []

@@ -402,6 +402,8 @@ PAUSED = '''
         if len(request.messages) == 2:  # asked for the refund: stopped here, as by SIGSTOP, a debugger, a suspended VM
             print("asking", flush=True)
             os.kill(os.getpid(), signal.SIGSTOP)
+            if {fails}:
+                raise ConnectionError("read timed out")  # the request in flight did not survive the pause
             return tool_call("refund", {{"order": "A1"}})
         return "done here"
 
@@ -413,11 +415,22 @@ PAUSED = '''
 '''
 
 
-def test_an_owner_paused_past_its_lease_does_not_run_the_tool_the_turn_ran_elsewhere(app, tmp_path):
+@pytest.mark.parametrize("wakes", ["after", "during"])
+def test_an_owner_paused_past_its_lease_does_not_run_the_tool_the_turn_ran_elsewhere(app, tmp_path, wakes):
     """Its lease lapsed, another process resumed the turn and ran the tool; woken, the owner must not
-    run it a second time, nor end a turn that is not its own."""
+    run it a second time, nor end a turn that is not its own: woken after the other ended, it asks
+    for the tool; woken while the other runs, its request failed in the pause (a timeout), which
+    ended the turn failed over the other's."""
     store = str(tmp_path / "store")
-    proc = child(tmp_path, PAUSED.format(store=store), "", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = child(tmp_path, PAUSED.format(store=store, fails=wakes == "during"), "", stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE)
+    woken = []
+
+    def wake():
+        if not woken:
+            os.kill(proc.pid, signal.SIGCONT)
+            woken.append(proc.communicate(timeout=120))
+
     try:
         assert proc.stdout.readline() == "asking\n"
         deadline = time.monotonic() + 60
@@ -428,12 +441,20 @@ def test_an_owner_paused_past_its_lease_does_not_run_the_tool_the_turn_ran_elsew
         view = app.support.conversation("c", store=store)
         turn = view.head
         assert turn.state == "interrupted" and "last renewed" in turn.why
-        functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"}), "refunded here"]))
+
+        def model(request):
+            if request.messages[-1]["role"] != "tool":
+                return tool_call("refund", {"order": "A1"})
+            if wakes == "during":
+                wake()  # while this turn still runs here
+            return "refunded here"
+
+        functai.configure(client=ScriptedLM(reply=model))
         assert turn.resume() == "refunded here"
         assert ledger(tmp_path) == ["A1"]
     finally:
-        os.kill(proc.pid, signal.SIGCONT)
-    out, err = proc.communicate(timeout=120)
+        wake()
+    [(out, err)] = woken
     assert (out, proc.returncode) == ("turn-lost\n", 0), err
     assert ledger(tmp_path) == ["A1"]  # once
     again = app.support.conversation("c", store=store)

@@ -120,7 +120,7 @@ class AIFunction(Program, Generic[P, R]):
                     value = read_value(data[name], hints[name])
                 except TypeError:  # checked when first given; its recorded form is all there is
                     as_recorded.add(name)
-                    if isinstance(data[name], str):  # its repr: shown as before, not as text
+                    if check and isinstance(data[name], str):  # checked when given: its repr, shown as before
                         inputs[name] = Recorded(data[name])
                     continue
                 except ValueError as error:

@@ -342,7 +342,9 @@ class Conversation(Running):
             return (yield from self._made(made.turn_id, str(key)))
         self._tip = turn_id
         self._forked = True
-        return (yield from self._run(self._history.turns[turn_id], live_inputs, claim, listen=listen))
+        # checked when sent; turn_start handlers may have changed them since
+        return (yield from self._run(self._history.turns[turn_id], live_inputs, claim, listen=listen,
+                                     checked=live_inputs == inputs))
 
     def _parent(self) -> str | None:
         """The turn a new turn continues: this view's newest done turn (following the branch forward)."""

@@ -101,8 +101,8 @@ def lost(conversation: str, turn_id: str | None, turn: TurnData | None) -> Funct
     state = "missing" if turn is None else turn.state
     return FunctAIError(
         f"turn {turn_id!r} of conversation {conversation!r} is no longer held by this process (it is {state} "
-        "now): its lease expired while the process was paused, so another process took it on; its tool was "
-        "not started here", code="turn-lost")
+        "now): its lease expired while the process was paused, so another process took it on; nothing more of "
+        "it runs or is written here", code="turn-lost")
 
 
 def not_held(turn_id: str, turn: TurnData | None, doing: str) -> FunctAIError:

@@ -89,10 +89,13 @@ class Running:
         return lease["claim"], extra
 
     def _run(self, data: TurnData, inputs: Mapping[str, Any] | None, claim: str,
-             also_approve: tuple[Any, ...] = (), rerun: tuple[str, ...] = (), listen: bool = False) -> Steps[Any]:
+             also_approve: tuple[Any, ...] = (), rerun: tuple[str, ...] = (), listen: bool = False,
+             checked: bool = True) -> Steps[Any]:
         """Run a turn's call (a resumed one with its recorded inputs); ``claim`` is released once
-        the turn waits or ends."""
+        the turn waits or ends. ``checked``: its inputs were checked as they are (the call does not
+        check them again)."""
         scope = TurnScope(cast(Chat, self), data, claim, also_approve, rerun)
+        scope.inputs_checked = checked
         token = current_scope.set(scope)  # turn_end runs inside the turn too: its calls are the turn's
         try:
             try:
@@ -100,8 +103,8 @@ class Running:
                                                listen)
                 value = result.value
             except Waiting as waiting:
-                self._append({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, **self._ran_with(),
-                              "started": scope.call_started, "at": now_text()}, sync=True)
+                scope.write({"kind": "wait", "turn": data.id, "approvals": waiting.approvals, **self._ran_with(),
+                             "started": scope.call_started, "at": now_text()}, sync=True)
                 waiting.turn = self._turn(data.id)
                 questions = tuple(MappingProxyType(dict(asked)) for asked in waiting.approvals)
                 self._hear("turn_wait", data, lambda: TurnWaitEvent(
@@ -112,26 +115,29 @@ class Running:
                 if error.code == "turn-lost":  # another process holds it now: its end is not ours to write
                     raise
                 if error.code == "reconcile-failed":  # nothing is guessed and nothing ends: resume asks again
-                    self._append({"kind": "interrupt", "turn": data.id, "claim": claim,
-                                  "why": error.details.get("why") or f"{error.code}: {error.message[:200]}",
-                                  "at": now_text()}, sync=True)
+                    scope.write({"kind": "interrupt", "turn": data.id, "claim": claim,
+                                 "why": error.details.get("why") or f"{error.code}: {error.message[:200]}",
+                                 "at": now_text()}, sync=True)
                 else:
-                    self._end(data, FAILED, {}, error)
+                    self._end(scope, data, FAILED, {}, error)
                 raise
             except Exception as error:
-                self._end(data, FAILED, {}, error)
+                self._end(scope, data, FAILED, {}, error)
                 raise
             except BaseException as error:
-                self._end(data, STOPPED, {}, error)
+                self._end(scope, data, STOPPED, {}, error)
                 raise
-            self._end(data, DONE, outputs_of(value), None)
+            self._end(scope, data, DONE, outputs_of(value), None)
             return result
         finally:
             current_scope.reset(token)
             leases.release(claim)
 
-    def _end(self, data: TurnData, state: str, outputs: dict[str, Any], error: BaseException | None) -> None:
-        """Run turn_end (it only hears), then record the end, fsync'ed before it is reported."""
+    def _end(self, scope: TurnScope, data: TurnData, state: str, outputs: dict[str, Any],
+             error: BaseException | None) -> None:
+        """Run turn_end (it only hears), then record the end, fsync'ed before it is reported; an owner
+        that lost the turn (``turn-lost``) neither."""
+        scope.check_held()
         history = self._history
 
         def branch_turns() -> list[Any]:
@@ -151,7 +157,7 @@ class Running:
         elif error is not None:  # a client's own exception may quote the key it was given
             values = resolve(self.program.own, self.layer).values
             record["error"] = {"code": type(error).__name__, "message": without_secrets(str(error), values)}
-        self._append(record, sync=True)
+        scope.write(record, sync=True)
 
     def _made(self, turn_id: str, key: str) -> Steps[Any]:
         """What sending again under ``key`` gives, from the turn made under it: done, its answer;

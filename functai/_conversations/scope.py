@@ -204,18 +204,22 @@ class TurnScope:
         if self.acts:  # a plugin recovered from a failure, or answered instead of the model
             saved.update(to_jsonable(self.acts))
             self.acts = None
-        self._write({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
+        self.write({"kind": "reply", "turn": self.turn, "n": self.requests, "reply": saved})
 
-    def _write(self, record: dict[str, Any], sync: bool = False) -> None:
+    def check_held(self) -> None:
+        """``turn-lost`` unless the turn, as this view last read it, runs under this process's claim."""
+        turn = self.chat._history.turns.get(self.turn or "")
+        if turn is None or turn.state != RUNNING or turn.claim != self.claim:
+            raise held.lost(self.chat.id, self.turn, turn)
+
+    def write(self, record: dict[str, Any], sync: bool = False) -> None:
         """Append a record of the turn while this process still holds it: only if nobody wrote since
         this view read (a compare-and-set), else read and look again. An owner paused past its lease
         (stopped, in a debugger) finds the turn interrupted or resumed elsewhere: ``turn-lost``."""
         chat = self.chat
         for _ in held.attempts("record the turn", chat.id):
             expect = chat._history.count
-            turn = chat._history.turns.get(self.turn or "")
-            if turn is None or turn.state != RUNNING or turn.claim != self.claim:
-                raise held.lost(chat.id, self.turn, turn)
+            self.check_held()
             try:
                 chat.store.append(chat.id, [{"functai_conversation": FORMAT, **record}], expect=expect, sync=sync)
             except StoreConflict as conflict:
@@ -233,17 +237,17 @@ class TurnScope:
                   "entry": to_jsonable(dict(entry))}
         if changes:
             record["changes"] = to_jsonable(list(changes))
-        self._write(record, sync=True)  # a crash while it runs must be visible
+        self.write(record, sync=True)  # a crash while it runs must be visible
 
     def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
-        self._write({"kind": "tool", "turn": self.turn, "site": site, "state": "suspended",
+        self.write({"kind": "tool", "turn": self.turn, "site": site, "state": "suspended",
                      "entry": to_jsonable(dict(entry))})
 
     def tool_done(self, site: str, entry: Mapping[str, Any], changes: Sequence[Mapping[str, Any]]) -> None:
         record = {"kind": "tool", "turn": self.turn, "site": site, "state": "done",
                   "entry": to_jsonable(dict(entry)), "changes": to_jsonable(list(changes)),
                   "after": {"calls": self.calls, "requests": self.requests}}
-        self._write(record)
+        self.write(record)
 
     def skip_past(self, recorded: Mapping[str, Any]) -> None:
         """A finished tool reused on resume: what calls and model requests inside it used (an AI
