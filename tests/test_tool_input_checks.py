@@ -8,11 +8,13 @@ import asyncio
 import dataclasses
 import datetime
 import decimal
+import enum
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from typing import Literal, Optional
 
 import functai_approval
 import pydantic
@@ -435,3 +437,33 @@ def test_an_edit_is_json_data_never_a_repr(install, tmp_path):
     turn.approve(key, inputs={"dated": Dated(when=datetime.date(2024, 3, 4), amount=decimal.Decimal("12.50"))})
     assert chat.turn(turn.id).resume() == "done"
     assert got == [("hi", Dated(when=datetime.date(2024, 3, 4), amount=decimal.Decimal("12.50")))]
+
+
+class Size(str, enum.Enum):
+    ONE = "1"
+    TWO = "2"
+
+
+@pytest.mark.parametrize("tp, typed, read", [
+    (str, "123", "123"), (str, '"123"', "123"), (str, "abc", "abc"), (str, "NaN", "NaN"),
+    (Optional[str], "123", "123"), (Optional[str], "null", None), (Literal["1", "2"], "2", "2"),
+    (Size, "2", "2"), (int, "123", 123), (Optional[int], "null", None), (float, "NaN", "NaN"),
+    (list[str], '["a", 1]', ["a", 1]), (list[int], "[1, 2]", [1, 2]), (dict[str, int], "{}", {}),
+], ids=repr)
+def test_what_a_person_types_is_json_the_input_takes_else_the_text(tp, typed, read):
+    """`functai approve --input` and the console's form read a field so: 123 typed for an order that is
+    text (or text or None, or one of some texts) is the text "123"."""
+    from functai.cli import read_typed
+
+    parameters = functai.Tool(_typed_tool(tp)).parameters
+    assert read_typed(typed, "value", parameters) == read
+    assert read_typed(typed) == (typed if typed in ("abc", "NaN") else json.loads(typed))  # no schema: JSON
+
+
+def _typed_tool(tp):
+    def take(value):
+        """Take a value."""
+        return value
+
+    take.__annotations__ = {"value": tp, "return": str}
+    return take

@@ -81,6 +81,25 @@ class ToolInputs:
         return typed
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def read_typed(text: str, name: str | None = None, parameters: Mapping[str, Any] | None = None) -> Any:
+    """What a person typed for a tool's input ``name`` (a command-line option, a form's field): read
+    as strict JSON (``NaN`` is text) when that is JSON the input takes, else the text as typed — so
+    ``123`` for an order that is text (or ``str | None``, or one of some texts) is the text "123".
+    ``parameters``: the tool's input schema, as an approval's question keeps it."""
+    try:
+        value = json.loads(text, parse_constant=_not_json)
+    except ValueError:
+        return text
+    schema = ((parameters or {}).get("properties") or {}).get(name) if name is not None else None
+    if isinstance(value, str) or not isinstance(schema, Mapping) or schema_problem(schema, value, parameters) is None:
+        return value
+    return text if schema_problem(schema, text, parameters) is None else value
+
+
 def _data(value: Any) -> Any:
     """``value`` as the JSON data it stands for: a dataclass, attrs or pydantic object (pydantic's own
     JSON form), an enum, a tuple as its data; TypeError for anything else, which a record could keep

@@ -4,9 +4,9 @@ and ``functai resume`` (resume or abandon an interrupted turn)."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any, Mapping, TextIO
 
+from .._calls.toolinputs import read_typed
 from .._log import quiet
 from .._errors import FunctAIError, Waiting
 from .._runners import find_runner
@@ -292,29 +292,17 @@ def _conversation_of(store: str, turn_id: str) -> tuple[str, "History"] | None:
     return None
 
 
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
-
-
 def _edit(given: list[str], parameters: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``--input NAME=VALUE`` options as an edit: each value read as JSON when it is JSON, else as
-    text; where the tool's input is text, JSON that is not text is taken as written (``order=123``
-    names order "123", as ``order='"123"'`` does)."""
+    """``--input NAME=VALUE`` options as an edit, each read as `read_typed` reads it."""
     if not given:
         return None
-    properties = parameters.get("properties") or {}
     edit: dict[str, Any] = {}
     for item in given:
         name, sep, text = item.partition("=")
         name = name.strip()
         if not sep or not name:
             raise CLIError(f"--input {item!r}: write NAME=VALUE", code="input-invalid")
-        try:  # strict JSON: NaN and Infinity are text, as the console reads them
-            value = json.loads(text, parse_constant=_not_json)
-        except ValueError:
-            value = text
-        text_input = (properties.get(name) or {}).get("type") == "string"
-        edit[name] = text if text_input and not isinstance(value, str) else value
+        edit[name] = read_typed(text, name, parameters)
     return edit
 
 

@@ -11,6 +11,7 @@ import json
 from typing import Any, Mapping
 
 import functai
+from functai.cli import read_typed
 
 from .state import Console
 
@@ -73,11 +74,10 @@ def _json(text: str) -> Any:
 
 def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any],
               parameters: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-    """The inputs a person changed in the approve form (``input.NAME`` fields), each read as JSON when
-    it is JSON, else as text; where the tool's input is text (its ``parameters`` schema), JSON that is
-    not text is taken as typed. None when nothing changed. A field sent back as it was shown is no
-    edit, whatever line endings the browser sent it with (a form sends a text area's as CRLF)."""
-    properties = (parameters or {}).get("properties") or {}
+    """The inputs a person changed in the approve form (``input.NAME`` fields), each read as
+    `functai.cli.read_typed` reads it (JSON the input takes, else the text); None when nothing
+    changed. A field sent back as it was shown is no edit, whatever line endings the browser sent it
+    with (a form sends a text area's as CRLF)."""
     edit: dict[str, Any] = {}
     for field, text in form.items():
         if not field.startswith("input.") or not isinstance(text, str):
@@ -85,12 +85,7 @@ def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any],
         name = field[len("input."):]
         if name in asked and _lines(text) == _lines(as_field(asked[name])):
             continue
-        try:
-            value = _json(text)
-        except ValueError:
-            value = text
-        if not isinstance(value, str) and (properties.get(name) or {}).get("type") == "string":
-            value = text  # the tool takes text: 123 typed in is the text 123
+        value = read_typed(text, name, parameters)
         if name not in asked or value != asked[name]:
             edit[name] = value
     return edit or None
