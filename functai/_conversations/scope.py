@@ -12,7 +12,7 @@ from .._models.toolcall import ToolCall
 from . import held
 from .history import History, TurnData
 from .turndata import FORMAT, RUNNING
-from .._stores.protocol import StoreConflict
+from .._stores.protocol import StoreConflict, from_line, to_line
 from .._stores.opening import store_reference
 
 if TYPE_CHECKING:
@@ -121,6 +121,8 @@ class TurnScope:
         self.chat = chat
         #: This process's claim on the turn: a tool starts only while the turn is still held by it.
         self.claim = claim
+        #: The record this view wrote last and has not taken in yet, with the count it was written at.
+        self._written: tuple[int, dict[str, Any]] | None = None
         self.program = chat.program
         self.layer = chat.layer
         self.conversation: str | None = chat.id
@@ -212,22 +214,40 @@ class TurnScope:
         if turn is None or turn.state != RUNNING or turn.claim != self.claim:
             raise held.lost(self.chat.id, self.turn, turn)
 
-    def write(self, record: dict[str, Any], sync: bool = False) -> None:
+    def write(self, record: dict[str, Any], sync: bool = False, now: bool = True) -> None:
         """Append a record of the turn while this process still holds it: only if nobody wrote since
         this view read (a compare-and-set), else read and look again. An owner paused past its lease
-        (stopped, in a debugger) finds the turn interrupted or resumed elsewhere: ``turn-lost``."""
+        (stopped, in a debugger) finds the turn interrupted or resumed elsewhere: ``turn-lost``.
+        Not ``now``: the record is taken into this view at the next write (a tool starts sooner)."""
         chat = self.chat
+        written = {"functai_conversation": FORMAT, **record}
         for _ in held.attempts("record the turn", chat.id):
+            self._take_written()
             expect = chat._history.count
             self.check_held()
             try:
-                chat.store.append(chat.id, [{"functai_conversation": FORMAT, **record}], expect=expect, sync=sync)
+                chat.store.append(chat.id, [written], expect=expect, sync=sync)
             except StoreConflict as conflict:
                 held.check_shrunk(conflict, expect, chat.id)
                 chat._refresh()
                 continue
-            chat._refresh()  # read back: the next write compares with a count that includes it
+            self._written = (expect, written)
+            if now:
+                self._take_written()
             return
+
+    def _take_written(self) -> None:
+        """Take the record this view last wrote into it, as a read would give it back — without reading,
+        while the store holds what the view had read and then that record only."""
+        if self._written is None:
+            return
+        (expect, written), self._written = self._written, None
+        history = self.chat._history
+        with history.lock:
+            if history.count == expect and not history.partial:
+                history.apply_all((from_line(to_line(written)),))
+                return
+        self.chat._refresh()  # read meanwhile (another thread of this view, a plugin's entry)
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
         return self.data.tools.get(site)
@@ -237,7 +257,7 @@ class TurnScope:
                   "entry": to_jsonable(dict(entry))}
         if changes:
             record["changes"] = to_jsonable(list(changes))
-        self.write(record, sync=True)  # a crash while it runs must be visible
+        self.write(record, sync=True, now=False)  # a crash while it runs must be visible
 
     def tool_suspended(self, site: str, entry: Mapping[str, Any]) -> None:
         self.write({"kind": "tool", "turn": self.turn, "site": site, "state": "suspended",
