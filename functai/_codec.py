@@ -80,6 +80,12 @@ def loads(data: bytes | bytearray | str) -> Any:
         raise ValueError("JSON nested deeper than the parser reads") from None
 
 
+def reread(obj: Any) -> Any:
+    """``obj`` as `loads` gives back what ``dumps(obj, non_finite="text")`` wrote (a record as a store
+    that keeps its line reads it), without the warning that writing it gave."""
+    return loads(dumps(non_finite_as_text(obj, [])))
+
+
 def loads_lines(data: bytes | memoryview | str) -> list[Any]:
     """Every line of a JSON-lines buffer, decoded at once; ``ValueError`` when any line is not JSON
     (or is nested deeper than the parser reads)."""

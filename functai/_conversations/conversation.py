@@ -23,13 +23,14 @@ from .._calls.scope import current_turn as current_scope
 from .._calls.steps import Steps, adrive, drive
 from .._calls.toolinputs import check_edit
 from .._calls.tools import tool_inputs
+from .._codec import reread
 from .._errors import FunctAIError
 from .._hooks.events import TurnAnswerEvent
 from .._hooks.hear import hear
 from .._layers import EMPTY, Layer, resolve
 from .._log import warn
 from . import context as shown_context
-from . import held
+from . import held, rows
 from .context import ShownTurn, outputs_of, record_place
 from .history import DONE, FORMAT, HELD, WAITING, History, TurnData
 from .rules import all_turns, last_turns
@@ -148,6 +149,26 @@ class Conversation(Running):
             else:
                 history.load_branch(*self.store.read_branch(self.id, branch))  # type: ignore[attr-defined]
             damaged = history.damage[seen:]
+        self._report(damaged)
+
+    def _take_written(self, record: dict[str, Any], expect: int) -> None:
+        """Take a record this view appended at ``expect`` into it as a read would give it back, without
+        reading: while nothing else came in between and the store keeps records as their JSON lines
+        (the built-in stores; any other store is read)."""
+        history = self._history
+        with history.lock:
+            if history.count == expect and not history.partial and rows.row_reader(self.store) is not None:
+                seen = len(history.damage)
+                history.apply_all((reread(record),))
+                damaged = history.damage[seen:]
+            else:
+                damaged = None
+        if damaged is None:
+            self._refresh()
+        else:
+            self._report(damaged)
+
+    def _report(self, damaged: list[tuple[int, str]]) -> None:
         for index, reason in damaged:  # each damaged record is reported once per view
             warn("conversation record skipped", conversation=self.id, at=record_place(self.store, self.id, index),
                  reason=reason)

@@ -12,7 +12,7 @@ from .._models.toolcall import ToolCall
 from . import held
 from .history import History, TurnData
 from .turndata import FORMAT, RUNNING
-from .._stores.protocol import StoreConflict, from_line, to_line
+from .._stores.protocol import StoreConflict
 from .._stores.opening import store_reference
 
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ class Chat(Protocol):
     _history: History
 
     def remember(self, plugin: str, kind: str, data: Any, turn: str | None = None) -> None: ...
+
+    def _take_written(self, record: dict[str, Any], expect: int) -> None: ...
 
     def _read_all(self) -> None: ...
 
@@ -237,17 +239,10 @@ class TurnScope:
             return
 
     def _take_written(self) -> None:
-        """Take the record this view last wrote into it, as a read would give it back — without reading,
-        while the store holds what the view had read and then that record only."""
-        if self._written is None:
-            return
-        (expect, written), self._written = self._written, None
-        history = self.chat._history
-        with history.lock:
-            if history.count == expect and not history.partial:
-                history.apply_all((from_line(to_line(written)),))
-                return
-        self.chat._refresh()  # read meanwhile (another thread of this view, a plugin's entry)
+        """Take the record this view wrote last into it (see `Chat._take_written`)."""
+        if self._written is not None:
+            (expect, written), self._written = self._written, None
+            self.chat._take_written(written, expect)
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
         return self.data.tools.get(site)
