@@ -251,7 +251,9 @@ class Conversation(Running):
     def entries(self, plugin: str, kind: str) -> list[dict[str, Any]]:
         """``plugin``'s entries of ``kind`` on this view's branch, oldest first."""
         self._refresh()
-        return self._history.entries_on(self._history.entry_turns(self._tip), plugin, kind)
+        history = self._history
+        with history.lock:  # another thread of this view may be reading records into it
+            return history.entries_on(history.entry_turns(self._tip), plugin, kind)
 
     def _append(self, record: dict[str, Any], *, sync: bool = False, refresh: bool = True) -> None:
         record = {"functai_conversation": FORMAT, **record}

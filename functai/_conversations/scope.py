@@ -63,17 +63,22 @@ class Memory:
     def entries(self, plugin: str, kind: str, all_branches: bool = False) -> list[dict[str, Any]]:
         if all_branches:
             self.chat._read_all()  # a view opened at one branch (``at=``) reads the others too
-            return self.chat._history.entries_on(None, plugin, kind)
-        if self._branch is None:  # a turn's branch never changes: walked once per turn, not per read
-            self._branch = self.chat._history.entry_turns(self.turn_id)
-        return self.chat._history.entries_on(self._branch, plugin, kind)
+        history = self.chat._history
+        with history.lock:  # another thread of the view may be reading records into it
+            if all_branches:
+                return history.entries_on(None, plugin, kind)
+            if self._branch is None:  # a turn's branch never changes: walked once per turn, not per read
+                self._branch = history.entry_turns(self.turn_id)
+            return history.entries_on(self._branch, plugin, kind)
 
     def latest(self, plugin: str, kind: str, all_branches: bool = False, this_turn: bool = False,
                ) -> dict[str, Any] | None:
         if all_branches:
             self.chat._read_all()
         where = "all" if all_branches else "turn" if this_turn else "branch"
-        return self.chat._history.latest_on(self.turn_id, plugin, kind, where)
+        history = self.chat._history
+        with history.lock:
+            return history.latest_on(self.turn_id, plugin, kind, where)
 
     def remember(self, plugin: str, kind: str, data: Any) -> None:
         if self.turn_id is None:
