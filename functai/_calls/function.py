@@ -106,14 +106,15 @@ class AIFunction(Program, Generic[P, R]):
     def read_inputs(self, data: Mapping[str, Any], check: bool = True) -> dict[str, Any]:
         """Inputs as a record keeps them (JSON data) as the values a call takes: a resumed turn or a
         rated call asked again passes a model, a dataclass, an enum as it was first given. A type JSON
-        cannot give back (a date, a ``Decimal``) is passed as recorded: text as a `Recorded`, which
-        shows the model what it was shown before. TypeError when they do not bind; ValueError, when ``check`` (the
-        call's ``check_inputs``), when one does not fit its annotation."""
+        cannot give back (a date, a ``Decimal``) is passed as recorded; checked when given, its text is
+        a repr, passed as a `Recorded` that shows the model what it was shown before. TypeError when
+        they do not bind; with ``check`` (the call's ``check_inputs``), ValueError when one does not
+        fit its annotation."""
         from .outputs import read_value  # only a resume or an evaluation reads inputs back
 
         inputs = self.bind((), dict(data))
         hints = self._hints
-        as_recorded = set()
+        as_recorded: set[str] = set()
         for name in data:
             if name in hints:
                 try:
