@@ -561,3 +561,30 @@ def test_neither_a_stream_consumer_nor_the_tool_changes_the_recorded_input():
     assert ran == [("paris", ["a"])]
     assert stream.record.tool_calls[0]["input"] == {"query": "paris", "tags": ["a"]}
     assert [dict(seen) for seen in heard] == [{"query": "paris", "tags": ("a",)}]
+
+
+def test_a_reply_handler_that_masks_the_reasoning_is_what_the_record_keeps(run, tmp_path):
+    """The reasoning is kept as the reply handlers left it, as the text is: masked, the model's own
+    words reach neither the record nor the call log."""
+    secret = "4111 1111 1111 1111"
+
+    def mask(event):
+        reply = event.reply
+        return attrs.evolve(reply, text=reply.text.replace(secret, "[card]"),
+                            reasoning=reply.reasoning.replace(secret, "[card]"))
+
+    lm = ScriptedLM(reply=lambda request: Reply(text="paid", reasoning=f"the card is {secret}", finish_reason="stop"))
+    value, record = run(_fn(lm, [Plugin("mask", reply=mask)], log_calls=str(tmp_path)), "q")
+    assert record.reasoning == "the card is [card]"
+    assert record.changes[-1]["change"]["reply"]["reasoning"] == "the card is [card]"
+    assert secret not in (tmp_path / "calls.jsonl").read_text()
+
+
+def test_a_plugins_answer_keeps_its_reasoning_where_its_redactions_point(run):
+    """A guard redacts a plugin's answer's reasoning; the answer's entry keeps the reasoning it redacted."""
+    answer = Plugin("canned", request=lambda event: Reply(text="ok", reasoning="because 4111", finish_reason="stop"))
+    guard = Plugin("guard", chunk=lambda event: Change(text=event.text.replace("4111", "[card]"))
+                   if "4111" in event.text else None)
+    value, record = run(_fn(ScriptedLM([]), [answer, guard]), "q")
+    [answered] = [c for c in record.changes if c["hook"] == "request"]
+    assert answered["change"]["answer"]["reasoning"] == "because [card]"

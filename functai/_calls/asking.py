@@ -172,8 +172,6 @@ class Asker:
                 reply = yield from guards.whole(reply)
                 if entry is not None and entry is not None and entry["change"].get("answer") is not None:
                     entry["change"]["answer"] = reply_data(reply)  # the record keeps what was shown
-            if answered is None:
-                add_reasoning(record, reply)
             if answered is not None:
                 self.answered += 1
                 reply = self._kept_in_turn(sent, reply, acts, entry)
@@ -182,6 +180,8 @@ class Asker:
                     yield Note("text", text=reply.text)
             if self.on_reply:
                 reply = yield from self._reply_hook(sent, reply, seconds, answered, recorded)
+            if answered is None:  # as the reply handlers left it: a replacement that masks it is what is kept
+                add_reasoning(record, reply)
             return reply
 
     def _switch(self, lm: str, request: Request) -> Request:

@@ -232,10 +232,14 @@ class Change:
 
 
 def reply_data(reply: Reply) -> dict[str, Any]:
-    """A reply as a record keeps it: its text, tool calls, finish reason and usage."""
-    return {"text": reply.text,
+    """A reply as a record keeps it: its text, tool calls, finish reason and usage, and its reasoning
+    when it has some."""
+    data = {"text": reply.text,
             "tool_calls": [{"id": c.id, "name": c.name, "input": to_jsonable(dict(c.input))} for c in reply.tool_calls],
             "finish_reason": reply.finish_reason, "usage": dict(reply.usage)}
+    if reply.reasoning is not None:
+        data["reasoning"] = reply.reasoning
+    return data
 
 
 for _field in attrs.fields(Change):
