@@ -86,13 +86,19 @@ def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any],
         if name in asked and _lines(text) == _lines(as_field(asked[name])):
             continue
         value = read_typed(text, name, parameters)
-        if name not in asked or value != asked[name]:
+        if name not in asked or _json_text(value) != _json_text(asked[name]):  # True is not 1 here
             edit[name] = value
     return edit or None
 
 
+def _json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
 def _lines(text: str) -> str:
-    return text.replace("\r\n", "\n")
+    """Text as a form gives it back, whatever a browser does to it: its line ends as LF (a lone CR
+    too), a NUL as U+FFFD."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\0", "\ufffd")
 
 
 def as_field(value: Any) -> str:

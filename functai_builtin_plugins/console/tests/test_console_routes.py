@@ -307,3 +307,28 @@ def test_a_number_typed_into_a_text_input_is_that_text(store, tmp_path, monkeypa
     assert "refund approved by ana with {&quot;order&quot;: &quot;123&quot;}" in page
     assert chat.turn(turn.id).resume() == "done"
     assert (tmp_path / "ledger.txt").read_text() == "123 400\n"
+
+
+def test_true_typed_for_a_number_is_an_edit_refused_not_dropped(tmp_path, monkeypatch):
+    """In Python True == 1: compared so, `true` typed over 1 was no edit, and the original ran."""
+    monkeypatch.setenv("SHOP_LEDGER", str(tmp_path / "ledger.txt"))
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, _ = waiting_turn(store, log, amount=1)
+    page = post(client(store, log), "/inbox/answer", conversation="ticket-1", turn=turn.id,
+                key=turn.approvals[0]["key"], by="ana", action="approve", **{"input.amount": "true"})
+    assert "[input-invalid]" in page and "must be int" in page
+    assert chat.turn(turn.id).state == "waiting" and chat.turn(turn.id).answers == {}
+
+
+def test_text_a_browser_sends_back_changed_only_in_its_line_ends_is_no_edit(tmp_path, monkeypatch):
+    """A browser gives a text area's lone CR back as CRLF, a NUL as U+FFFD: approved as shown, the
+    model's input runs as it asked, and no edit is recorded."""
+    monkeypatch.setenv("SHOP_LEDGER", str(tmp_path / "ledger.txt"))
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, _ = waiting_turn(store, log, order="A1\rB\x00C")
+    page = post(client(store, log), "/inbox/answer", conversation="ticket-1", turn=turn.id,
+                key=turn.approvals[0]["key"], by="ana", action="approve",
+                **{"input.order": "A1\r\nB\ufffdC", "input.amount": "400"})
+    assert "refund approved by ana;" in page  # no "with {...}": nothing was edited
+    key = turn.approvals[0]["key"]
+    assert chat.turn(turn.id).waits[-1]["answers"][key].get("inputs") is None
