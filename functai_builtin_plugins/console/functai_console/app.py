@@ -139,7 +139,12 @@ def make_app(console: Console, token: str, hosts: Iterable[str] | None = None) -
         Route("/conversations", conversations),
         Route("/conversations/{conversation}", conversation),
     ]
-    return TokenGate(Starlette(routes=routes), token, hosts)
+    async def unreadable(request: Request, error: Exception) -> Response:
+        """A store or log that cannot be read now (a damaged file, a server gone): said on the page."""
+        assert isinstance(error, functai.FunctAIError)
+        return show(request, "Cannot read", f'<p class="bad">{e(_failure(error))}</p>', status=503)
+
+    return TokenGate(Starlette(routes=routes, exception_handlers={functai.FunctAIError: unreadable}), token, hosts)
 
 
 def _failure(error: functai.FunctAIError) -> str:

@@ -35,6 +35,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    import functai
     from functai.cli import CLIError
 
     args.token = args.token or os.environ.get("FUNCTAI_CONSOLE_TOKEN") or None
@@ -52,6 +53,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from .app import Console, make_app
 
     console = Console(args.store, log=args.log, imports=args.imports)
+    try:  # a store that cannot be read (not a database, a server that refuses) is said now, not on every page
+        console.conversations()
+    except functai.FunctAIError as error:
+        raise CLIError(error.message, code=error.code, status=1) from None
     token = args.token or secrets.token_urlsafe(24)
     app = make_app(console, token, hosts=_hosts(args.host))
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET

@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 
 import functai
 from functai._cli import main
+from functai._stores.opening import forget
 from functai.testing import ScriptedLM, tool_call
 from functai_console import Console, make_app
 from functai_console.security import csrf_token
@@ -185,10 +186,12 @@ def test_the_conversation_tree_shows_the_branch(store):
     (["nowhere/"], 2, "not-found"),  # never an empty store made by a typo
     (["sqlite:///nowhere.db"], 2, "not-found"),
     (["STORE", "--import", "no_such_module_here"], 1, "import-failed"),
+    (["sqlite:///garbage.db"], 1, "store-io"),  # there, but not a database: said at start, not on every page
 ])
 def test_the_command_refuses_in_one_coded_line(tmp_path, monkeypatch, argv, status, code):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "STORE").mkdir()
+    (tmp_path / "garbage.db").write_bytes(b"this is not a database" * 100)
     out, err = io.StringIO(), io.StringIO()
     assert main(["console", *argv], out, err) == status
     assert err.getvalue().startswith(f"functai: error [{code}]: ")
@@ -332,3 +335,17 @@ def test_text_a_browser_sends_back_changed_only_in_its_line_ends_is_no_edit(tmp_
     assert "refund approved by ana;" in page  # no "with {...}": nothing was edited
     key = turn.approvals[0]["key"]
     assert chat.turn(turn.id).waits[-1]["answers"][key].get("inputs") is None
+
+
+def test_a_store_that_cannot_be_read_now_is_said_on_the_page(tmp_path):
+    """Readable when the console started, then damaged (or its server gone): each page says why."""
+    path = tmp_path / "store.db"
+    store = "sqlite:///" + str(path)
+    functai.configure(client=ScriptedLM(["ok"]))
+    waiting_turn(store, str(tmp_path / "calls"))
+    browser = client(store, str(tmp_path / "calls"))
+    forget(store)
+    path.write_bytes(b"this is not a database" * 100)
+    for page in ("/", "/conversations", "/conversations/ticket-1"):
+        answer = browser.get(page)
+        assert answer.status_code == 503 and "[store-io]" in answer.text, (page, answer.text[:300])
