@@ -337,6 +337,24 @@ def test_the_cli_abandons_without_importing_the_function(app, tmp_path):
     assert [history.turns[t].state for t in history.order] == ["done", "abandoned"]
 
 
+def test_the_cli_abandons_a_waiting_turn_without_importing_the_function(app, tmp_path):
+    """Answering needs the function; a turn that waits for an answer nobody can give any more (its code
+    gone) holds its branch until it is abandoned."""
+    store = str(tmp_path / "store")
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"})]))
+    with pytest.raises(functai.Waiting):
+        app.support.conversation("c", store=store, approve="changes")("refund A1")
+    sys.modules.pop("leased_app", None)
+    os.remove(tmp_path / "leased_app.py")
+    status, out, err = run(["resume", store, "c", "--abandon", "the app is gone", "--by", "ops"])
+    assert (status, err) == (0, ""), err
+    history = History()
+    history.apply_all(records(store))
+    assert [history.turns[t].state for t in history.order] == ["abandoned"]
+    status, _, err = run(["resume", store, "c", "--abandon"])
+    assert status == 1 and "is interrupted or waiting" in err
+
+
 def test_an_abandoned_waiting_turn_logs_its_one_call_record(app, tmp_path):
     log = str(tmp_path / "calls")
     functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"})]), log_calls=log)

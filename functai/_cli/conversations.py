@@ -52,7 +52,8 @@ def register(commands: Any) -> None:
     _conversation_arguments(resume, by="who abandons (kept with the record)")
     how = resume.add_mutually_exclusive_group()
     how.add_argument("--abandon", metavar="REASON", nargs="?", const="",
-                     help="abandon them instead (with a reason); needs no model and no importable function")
+                     help="abandon them instead, and every turn that waits for an answer (with a reason); needs no "
+                          "model and no importable function")
     how.add_argument("--rerun", metavar="TOOL", action="append", default=[],
                      help="run this tool again: one that started without a recorded result, when it has no reconcile "
                           "or its reconcile says it had no effect (repeatable)")
@@ -344,16 +345,16 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     store = open_store(args.store)
     held.reap(found, store, args.id)
     interrupted = [turn_id for turn_id in found.order if found.turns[turn_id].state == "interrupted"]
-    ready = [turn_id for turn_id in found.order if found.turns[turn_id].state == "waiting"
-             and answered(found.turns[turn_id])]
-    if not interrupted and (not ready or args.abandon is not None):
-        raise CLIError(f"no turn of conversation {args.id!r} is interrupted"
-                       + ("" if args.abandon is not None else ", and none waits with its approvals answered"),
+    waiting = [turn_id for turn_id in found.order if found.turns[turn_id].state == "waiting"]
+    ready = [turn_id for turn_id in waiting if answered(found.turns[turn_id])]
+    if not interrupted and not (waiting if args.abandon is not None else ready):
+        also = " or waiting" if args.abandon is not None else ", and none waits with its approvals answered"
+        raise CLIError(f"no turn of conversation {args.id!r} is interrupted{also}",
                        code="nothing-interrupted", status=RUNTIME,
                        hint=f"`functai conversation {args.store} {args.id}` shows each turn's state; "
                             f"`functai approve {args.store} {args.id}` answers a waiting one")
     if args.abandon is not None:  # records only: works where the function cannot be imported
-        for turn_id in interrupted:
+        for turn_id in [t for t in found.order if t in interrupted or t in waiting]:
             held.abandon(found, store, args.id, turn_id, reason=args.abandon or None, by=args.by)
             print(f"{turn_id}: abandoned", file=out)
         return 0
