@@ -487,3 +487,18 @@ def test_approve_reads_an_input_as_text_where_the_tool_takes_text_and_not_the_js
     status, out, err = run(["approve", store, "c1", "--input", "order=123", "--by", "ana"])
     assert (status, err) == (0, ""), err
     assert f'{turn.id}: refund {{"order": "123"}} — approved (edited by ana)' in out.splitlines()
+
+
+def test_conversation_and_resume_show_an_approved_edit_as_it_will_run(world):
+    """What runs is the edit: `functai conversation` and `functai resume` show it, and who made it."""
+    store = str(world / "store")
+    view = functai.Conversation.open("c1", store=store)
+    (turn,) = [t for t in view.all_turns() if t.state == "waiting"]
+    turn.approve(turn.approvals[0]["key"], inputs={"order": "A2"}, by="ana")
+    status, out, err = run(["conversation", store, "c1"])
+    assert (status, err) == (0, ""), err
+    assert 'answered, to resume: refund {"order": "A2"} (approval) — approved, edited by ana' in out
+    functai.configure(client=ScriptedLM(["Refunded A2."]))
+    status, out, err = run(["resume", store, "c1"])
+    assert (status, err) == (0, ""), err
+    assert f'{turn.id}: resuming (answered: refund {{"order": "A2"}} — approved, edited by ana)' in out.splitlines()

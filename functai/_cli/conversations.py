@@ -83,7 +83,8 @@ def _state(turn: Any) -> tuple[str, str | None]:
     return turn.state, turn.why
 
 
-def _describe(turn: Any) -> str:
+def _describe(turn: Any, answered_with: Mapping[str, Any]) -> str:
+    """A turn's line in the tree; ``answered_with``: its answers' details by key (an edit, who gave it)."""
     what = short(dict(turn.inputs))
     state, why = _state(turn)
     if state == "interrupted":
@@ -91,7 +92,8 @@ def _describe(turn: Any) -> str:
     elif turn.state == "done":
         what += f"  → {short(turn.outputs.get('output', turn.outputs))}"
     elif turn.state == "waiting":
-        asks = ", ".join(f"{asked(a)} ({a['plugin']}){_given(turn.answers.get(a['key']))}" for a in turn.approvals)
+        asks = ", ".join(f"{asked(a, answered_with.get(a['key'], {}).get('inputs'))} ({a['plugin']})"
+                         f"{_given(turn.answers.get(a['key']), answered_with.get(a['key']))}" for a in turn.approvals)
         if answered(turn):
             what += f"  answered, to resume: {asks}"
         else:
@@ -106,11 +108,15 @@ def answered(turn: Any) -> bool:
     return bool(turn.approvals) and all(a["key"] in turn.answers for a in turn.approvals)
 
 
-def _given(answer: Any) -> str:
-    """An answer as `functai conversation` shows it beside its question ("" when none was given)."""
+def _given(answer: Any, details: Mapping[str, Any] | None = None) -> str:
+    """An answer as `functai conversation` shows it beside its question ("" when none was given);
+    an approval with an edit says who made it (the question is shown as edited)."""
     if answer is None:
         return ""
     allow, reason = (answer["allow"], answer.get("reason")) if isinstance(answer, dict) else answer
+    details = answer if isinstance(answer, dict) else details or {}
+    if allow and details.get("inputs"):
+        return f" — approved, edited by {details.get('by') or 'the approver'}"
     return " — approved" if allow else f" — denied{f' ({reason})' if reason else ''}"
 
 
@@ -136,7 +142,7 @@ def tree(found: "History", out: TextIO) -> None:
     while stack:
         turn_id, prefix, last = stack.pop()
         print(f"{prefix}{'└─ ' if last else '├─ '}{turn_id} {states[turn_id]:<{width}} "
-              f"{_describe(found.turns[turn_id])}", file=out)
+              f"{_describe(found.turns[turn_id], found.answered.get(turn_id, {}))}", file=out)
         stack += below(turn_id, prefix + ("   " if last else "│  "))
 
 
@@ -367,7 +373,9 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     for turn_id in [t for t in found.order if t in interrupted or t in ready]:
         turn = chat.turn(turn_id)
         if turn_id in ready:
-            given = ", ".join(asked(a) + _given(turn.answers.get(a["key"])) for a in turn.approvals)
+            answers = turn.answers
+            given = ", ".join(asked(a, (answers.get(a["key"]) or {}).get("inputs")) + _given(answers.get(a["key"]))
+                              for a in turn.approvals)
             print(f"{turn_id}: resuming (answered: {given})", file=out)
         else:
             print(f"{turn_id}: resuming (interrupted: {turn.why})", file=out)

@@ -71,7 +71,7 @@ def _row(item: dict[str, Any], csrf: str) -> str:
         e(item["function"] or "-"),
         conversation + turn,
         f"<b>{e(item['tool'])}</b>",
-        _inputs(item, form) if answer is None else short(item["input"]),
+        _inputs(item, form) if answer is None else short({**item["input"], **(answer.get("inputs") or {})}),
         why,
         _form(item, csrf, form) if answer is None else _answered(item, answer),
     ]

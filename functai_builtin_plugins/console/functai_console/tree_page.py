@@ -75,11 +75,14 @@ def _turn(turn: Any, entries: list[dict[str, Any]], log: bool) -> str:
     for wait in turn.waits:
         for approval in wait["approvals"]:
             answer = wait["answers"].get(approval["key"])
+            edit = (answer or {}).get("inputs") if (answer or {}).get("allow") else None
+            reason = f" ({e(answer['reason'])})" if answer is not None and answer.get("reason") else ""
             verdict = ("waiting " + e(waited(wait["at"])) if answer is None else
-                       f"{'approved' if answer['allow'] else 'denied'} by {e(answer.get('by') or 'someone')}"
-                       + (f" ({e(answer['reason'])})" if answer.get("reason") else ""))
-            about = (f"<b>{e(approval['name'])}</b> {short(approval['input'])}" if approval.get("kind") != "request"
-                     else e(approval.get("question") or ""))  # a question asked before a request (a budget's)
+                       f"{'approved' if answer['allow'] else 'denied'}{' with an edit' if edit else ''} by "
+                       f"{e(answer.get('by') or 'someone')}{reason}")
+            about = (f"<b>{e(approval['name'])}</b> {short({**approval['input'], **(edit or {})})}"
+                     if approval.get("kind") != "request"  # a question asked before a request (a budget's)
+                     else e(approval.get("question") or ""))
             parts.append(f"<div>asked ({e(approval.get('plugin'))}): {about} — {verdict}</div>")
     if entries:
         parts.append(_entries(entries))

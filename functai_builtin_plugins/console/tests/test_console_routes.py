@@ -95,7 +95,11 @@ def test_the_inbox_lists_a_waiting_turn_and_an_edited_approval_runs_once_with_th
     page = post(browser, "/inbox/answer", conversation="ticket-1", turn=turn.id, key=key, by="ana",
                 action="approve", **{"input.order": "A1", "input.amount": "300"})
     assert 'refund approved by ana with {&quot;amount&quot;: 300}; waiting for the program to resume' in page
-    assert "waiting for the program to resume" in browser.get("/inbox/rows").text
+    rows = browser.get("/inbox/rows").text
+    assert "waiting for the program to resume" in rows
+    assert "<td>{&quot;order&quot;: &quot;A1&quot;, &quot;amount&quot;: 300}</td>" in rows  # the input that will run
+    tree = browser.get("/conversations/ticket-1").text
+    assert "{&quot;order&quot;: &quot;A1&quot;, &quot;amount&quot;: 300} — approved with an edit by ana" in tree
     assert (tmp_path / "ledger.txt").exists() is False  # deciding is not running
     assert chat.turn(turn.id).resume() == "done"
     assert (tmp_path / "ledger.txt").read_text() == "A1 300\n"
