@@ -502,3 +502,14 @@ def test_conversation_and_resume_show_an_approved_edit_as_it_will_run(world):
     status, out, err = run(["resume", store, "c1"])
     assert (status, err) == (0, ""), err
     assert f'{turn.id}: resuming (answered: refund {{"order": "A2"}} — approved, edited by ana)' in out.splitlines()
+
+
+def test_approve_with_an_input_the_call_already_has_records_no_edit(world):
+    store = str(world / "store")
+    functai.configure(client=ScriptedLM(["Refunded A1."]))
+    status, out, err = run(["approve", store, "c1", "--input", "order=A1", "--by", "ana"])
+    assert (status, err) == (0, ""), err
+    view = functai.Conversation.open("c1", store=store)
+    [turn] = [t for t in view.all_turns() if t.waits]
+    [answer] = turn.waits[-1]["answers"].values()
+    assert "edited" not in out and answer.get("inputs") is None and answer["by"] == "ana"

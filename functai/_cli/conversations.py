@@ -4,6 +4,7 @@ and ``functai resume`` (resume or abandon an interrupted turn)."""
 from __future__ import annotations
 
 import argparse
+import json
 from typing import TYPE_CHECKING, Any, Mapping, TextIO
 
 from .._calls.toolinputs import read_typed
@@ -231,7 +232,7 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         waiting = _the_one(waiting, args.key)
     changes: Mapping[str, Any] = next((a for a in waiting[0].approvals if args.key in (None, a["key"])), {}) \
         if waiting else {}
-    inputs = _edit(args.input, changes.get("parameters") or {})
+    inputs = _edit(args.input, changes)
     waits_again = False
     failures: list[tuple[str, str]] = []  # (message, code)
     for turn in waiting:
@@ -299,18 +300,22 @@ def _conversation_of(store: str, turn_id: str) -> tuple[str, "History"] | None:
     return None
 
 
-def _edit(given: list[str], parameters: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``--input NAME=VALUE`` options as an edit, each read as `read_typed` reads it."""
+def _edit(given: list[str], approval: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``--input NAME=VALUE`` options as an edit of ``approval``'s call, each read as `read_typed` reads
+    it; a value the call already has is no edit (as in the console), and None when none is left."""
     if not given:
         return None
+    asked = approval.get("input") or {}
     edit: dict[str, Any] = {}
     for item in given:
         name, sep, text = item.partition("=")
         name = name.strip()
         if not sep or not name:
             raise CLIError(f"--input {item!r}: write NAME=VALUE", code="input-invalid")
-        edit[name] = read_typed(text, name, parameters)
-    return edit
+        value = read_typed(text, name, approval.get("parameters") or {})
+        if name not in asked or json.dumps(value, sort_keys=True) != json.dumps(asked[name], sort_keys=True):
+            edit[name] = value
+    return edit or None
 
 
 def _the_one(waiting: list[Any], key: str | None) -> list[Any]:
