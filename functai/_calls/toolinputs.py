@@ -104,10 +104,10 @@ def _data(value: Any) -> Any:
     """``value`` as the JSON data it stands for: a dataclass, attrs or pydantic object (pydantic's own
     JSON form), an enum, a tuple as its data; TypeError for anything else, which a record could keep
     only as its repr (an edit of a text input must not become ``"Decimal('12.50')"``)."""
-    if value is None or isinstance(value, (str, int, float)) and not isinstance(value, enum.Enum):
-        return value
     if isinstance(value, enum.Enum):
         return _data(value.value)
+    if value is None or isinstance(value, (str, int, float)):
+        return value
     if isinstance(value, Mapping):
         if not all(isinstance(key, str) for key in value):
             raise TypeError("keys must be text")

@@ -255,11 +255,10 @@ class Conversation(Running):
         with history.lock:  # another thread of this view may be reading records into it
             return history.entries_on(history.entry_turns(self._tip), plugin, kind)
 
-    def _append(self, record: dict[str, Any], *, sync: bool = False, refresh: bool = True) -> None:
-        record = {"functai_conversation": FORMAT, **record}
-        self.store.append(self.id, [record], sync=sync)
-        if refresh:
-            self._refresh()
+    def _append(self, record: dict[str, Any]) -> None:
+        """Append a record that is no turn's own (a turn's go through `TurnScope.write`), and read it."""
+        self.store.append(self.id, [{"functai_conversation": FORMAT, **record}])
+        self._refresh()
 
     def _append_entries(self, plugin: str, kept: list[tuple[str, Any]], turn: str, expect: int) -> None:
         """Write ``plugin``'s entries ``(kind, data)`` at ``turn`` in one append, only while the

@@ -92,7 +92,6 @@ def from_line(line: str | bytes) -> dict[str, Any]:
     return codec.loads(line)  # type: ignore[no-any-return]
 
 
-
 def from_lines(lines: Sequence[str | bytes]) -> list[dict[str, Any]]:
     """Lines known to be one JSON object each (a store's own), decoded in one go where the
     codec takes them all (an escaped lone surrogate, say, it leaves to `from_line`)."""
