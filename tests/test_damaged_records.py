@@ -327,19 +327,26 @@ def test_a_garbled_call_log_row_is_reported_by_every_log(durable_log):
     assert logged.named("log line skipped.*reason=not JSON")
 
 
-@pytest.mark.parametrize("value", ["x'80ff'", "42", "'[' || printf('%.*c', 100000, '[') || ']'"])
-def test_a_sql_row_that_is_not_readable_text_is_skipped_as_damage(tmp_path, value):
-    """SQLite keeps whatever a hand-written UPDATE gives it: bytes that are not UTF-8, a number,
-    JSON nested past the parser."""
+def _two_turns_edited(tmp_path, update: str) -> str:
+    """A SQLite store of conversation ``c`` with two turns, then ``update`` run on its records by hand;
+    the store's URL, forgotten by this process (opened again, it is read from the file)."""
+    from functai._stores.opening import forget
+
     _lm()
     store = "sqlite:///" + str(tmp_path / "s.db")
     chat = tutor.conversation("c", store=store)
     chat("q1")
     chat("q2")
-    raw_sql(store)(f"UPDATE functai_records SET data = {value} WHERE conversation = 'c' AND position = 1")
-    from functai._stores.opening import forget
-
+    raw_sql(store)(f"UPDATE functai_records SET {update}")
     forget(store)
+    return store
+
+
+@pytest.mark.parametrize("value", ["x'80ff'", "42", "'[' || printf('%.*c', 100000, '[') || ']'"])
+def test_a_sql_row_that_is_not_readable_text_is_skipped_as_damage(tmp_path, value):
+    """SQLite keeps whatever a hand-written UPDATE gives it: bytes that are not UTF-8, a number,
+    JSON nested past the parser."""
+    store = _two_turns_edited(tmp_path, f"data = {value} WHERE conversation = 'c' AND position = 1")
     with log_events() as caught:
         again = tutor.conversation("c", store=store)
         assert [turn.inputs["question"] for turn in again.turns] == ["q2"]  # q1's turn record is the damaged row
@@ -480,15 +487,9 @@ def test_a_call_record_edited_deep_inside_is_damage_to_replay_and_evaluate_not_a
 
 @pytest.mark.parametrize("position", ["2.5", "'x'", "1000000000000000"])
 def test_a_sql_row_whose_position_was_edited_is_store_unreadable(tmp_path, position):
-    _lm()
-    store = "sqlite:///" + str(tmp_path / "s.db")
-    chat = tutor.conversation("c", store=store)
-    chat("q1")
-    chat("q2")
-    raw_sql(store)(f"UPDATE functai_records SET position = {position} WHERE conversation = 'c' AND position = 2")
     from functai._stores.opening import forget
 
-    forget(store)
+    store = _two_turns_edited(tmp_path, f"position = {position} WHERE conversation = 'c' AND position = 2")
     with pytest.raises(FunctAIError) as info:
         tutor.conversation("c", store=store)("q3")
     assert info.value.code == "store-unreadable" and "edited by hand" in str(info.value)

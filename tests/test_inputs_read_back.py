@@ -75,45 +75,50 @@ def test_a_rated_call_is_asked_again_with_its_inputs_and_one_that_no_longer_fits
         "its inputs are parcel)"]
 
 
-def test_a_resumed_turn_shows_its_inputs_as_the_first_request_did(tmp_path, install):
-    """An int given for a float is recorded as 3 and shown as 3: read back as 3.0, the request after
-    the resume would show the turn's input otherwise than the one before it."""
-    install(functai_approval.plugin)
+def shown_across_a_resume(store, make, *args):
+    """What the model was shown of a turn's inputs before the turn waited and after it was resumed;
+    ``make(client)`` makes the AI function, which asks for the tool ``ship``."""
     shown = []
 
     def model(request):
         shown.append(request.messages[1]["content"])
         return "done" if request.messages[-1]["role"] == "tool" else tool_call("ship", {"order": "1"})
 
-    @functai.ai(client=ScriptedLM(reply=model), tools=[ship])
-    def weigh(kilos: float) -> str:
-        """Weigh."""
-
     with pytest.raises(functai.Waiting) as waiting:
-        weigh.conversation("c", store=str(tmp_path), approve="changes")(3)
+        make(ScriptedLM(reply=model)).conversation("c", store=store, approve="changes")(*args)
     waiting.value.turn.approve()
     assert waiting.value.turn.resume() == "done"
-    assert shown == ["kilos: 3", "kilos: 3"]
+    return shown
+
+
+def test_a_resumed_turn_shows_its_inputs_as_the_first_request_did(tmp_path, install):
+    """An int given for a float is recorded as 3 and shown as 3: read back as 3.0, the request after
+    the resume would show the turn's input otherwise than the one before it."""
+    install(functai_approval.plugin)
+
+    def weigh_with(client):
+        @functai.ai(client=client, tools=[ship])
+        def weigh(kilos: float) -> str:
+            """Weigh."""
+
+        return weigh
+
+    assert shown_across_a_resume(str(tmp_path), weigh_with, 3) == ["kilos: 3", "kilos: 3"]
 
 
 def test_an_input_json_cannot_give_back_is_resumed_as_recorded_and_shown_as_before(tmp_path, install):
     """A date is recorded as its text; the resumed turn is given that text, which shows the model
     exactly what the first request showed (it was refused resume-inputs: a turn with a date never resumed)."""
     install(functai_approval.plugin)
-    shown = []
 
-    def model(request):
-        shown.append(request.messages[1]["content"])
-        return "done" if request.messages[-1]["role"] == "tool" else tool_call("ship", {"order": "1"})
+    def plan_with(client):
+        @functai.ai(client=client, tools=[ship])
+        def plan(day: datetime.date, ids: dict[int, str]) -> str:
+            """Plan the day."""
 
-    @functai.ai(client=ScriptedLM(reply=model), tools=[ship])
-    def plan(day: datetime.date, ids: dict[int, str]) -> str:
-        """Plan the day."""
+        return plan
 
-    with pytest.raises(functai.Waiting) as waiting:
-        plan.conversation("c", store=str(tmp_path), approve="changes")(datetime.date(2025, 1, 2), {7: "a"})
-    waiting.value.turn.approve()
-    assert waiting.value.turn.resume() == "done"
+    shown = shown_across_a_resume(str(tmp_path), plan_with, datetime.date(2025, 1, 2), {7: "a"})
     assert shown[0] == shown[1] and "2025, 1, 2" in shown[0]
 
 
@@ -186,21 +191,15 @@ def test_text_given_for_a_date_with_the_check_off_is_shown_as_before_after_a_res
     """With the check off the text may have been given as text: it stays text (shown unquoted), not a
     repr standing for a date."""
     install(functai_approval.plugin)
-    shown = []
 
-    def model(request):
-        shown.append(request.messages[1]["content"])
-        return "done" if request.messages[-1]["role"] == "tool" else tool_call("ship", {"order": "1"})
+    def plan_with(client):
+        @functai.ai(client=client, tools=[ship], check_inputs=False)
+        def plan(day: datetime.date) -> str:
+            """Plan the day."""
 
-    @functai.ai(client=ScriptedLM(reply=model), tools=[ship], check_inputs=False)
-    def plan(day: datetime.date) -> str:
-        """Plan the day."""
+        return plan
 
-    with pytest.raises(functai.Waiting) as waiting:
-        plan.conversation("c", store=str(tmp_path), approve="changes")("2025-01-02")
-    waiting.value.turn.approve()
-    assert waiting.value.turn.resume() == "done"
-    assert shown == ["day: 2025-01-02", "day: 2025-01-02"]
+    assert shown_across_a_resume(str(tmp_path), plan_with, "2025-01-02") == ["day: 2025-01-02", "day: 2025-01-02"]
 
 
 def test_an_input_a_turn_start_handler_changed_is_checked_before_it_is_sent(tmp_path):
