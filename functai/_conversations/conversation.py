@@ -151,15 +151,15 @@ class Conversation(Running):
             damaged = history.damage[seen:]
         self._report(damaged)
 
-    def _take_written(self, record: dict[str, Any], expect: int) -> None:
-        """Take a record this view appended at ``expect`` into it as a read would give it back, without
+    def _take_written(self, records: list[dict[str, Any]], expect: int) -> None:
+        """Take records this view appended at ``expect`` into it as a read would give them back, without
         reading: while nothing else came in between and the store keeps records as their JSON lines
         (the built-in stores; any other store is read)."""
         history = self._history
         with history.lock:
             if history.count == expect and not history.partial and rows.row_reader(self.store) is not None:
                 seen = len(history.damage)
-                history.apply_all((reread(record),))
+                history.apply_all([reread(record) for record in records])
                 damaged = history.damage[seen:]
             else:
                 damaged = None
@@ -265,7 +265,7 @@ class Conversation(Running):
         conversation holds ``expect`` records (else `StoreConflict`)."""
         records = [{"functai_conversation": FORMAT, **self._entry(plugin, kind, data, turn)} for kind, data in kept]
         self.store.append(self.id, records, expect=expect)
-        self._refresh()
+        self._take_written(records, expect)
 
     def _header(self) -> dict[str, Any]:
         return {"functai_conversation": FORMAT, "kind": "conversation", "id": self.id,

@@ -39,7 +39,7 @@ class Chat(Protocol):
 
     def remember(self, plugin: str, kind: str, data: Any, turn: str | None = None) -> None: ...
 
-    def _take_written(self, record: dict[str, Any], expect: int) -> None: ...
+    def _take_written(self, records: list[dict[str, Any]], expect: int) -> None: ...
 
     def _read_all(self) -> None: ...
 
@@ -245,7 +245,7 @@ class TurnScope:
         """Take the record this view wrote last into it (see `Chat._take_written`)."""
         if self._written is not None:
             (expect, written), self._written = self._written, None
-            self.chat._take_written(written, expect)
+            self.chat._take_written([written], expect)
 
     def recorded_tool(self, site: str) -> Mapping[str, Any] | None:
         return self.data.tools.get(site)
