@@ -511,6 +511,7 @@ def test_a_resumed_turn_records_again_the_model_a_plugin_switched_to(install, tm
     assert turn.resume() == "Refunded." and ran == ["A1"]
     record = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])
     assert record["model"] == "b" and record["usage"] == {"output_tokens": 7}
+    assert record["attempts"] == 3  # a failed, b asked for the tool call, b asked after it
     assert [c["change"] for c in record["changes"] if c["hook"] == "model_error"] == [
         {"lm": "b", "error": "model-http"}]
 
@@ -532,6 +533,39 @@ def test_a_resumed_turn_records_a_plugins_answer_as_the_plugins(install, tmp_pat
     assert record["usage"] == {}  # the plugin's answer was never paid for, first run or resumed
     assert [(c["plugin"], c["hook"], c.get("note")) for c in record["changes"]] == [
         ("rescue", "model_error", "answered while the model was down")]
+    assert record["attempts"] == 2  # the model was asked twice: it failed, then it answered after the tool
+
+
+def test_a_resumed_turn_records_again_what_a_guard_did_to_the_error_a_plugin_answered(install, tmp_path):
+    def reply(request):
+        if request.messages[-1]["role"] == "tool":
+            return "Refunded."
+        raise ModelError("down, key sk-123", code="model-http", status=503)
+
+    guard = Plugin("guard", chunk=lambda c: Change(text=c.text.replace("sk-123", "[key]")) if "sk-123" in c.text
+                   else None)
+    answer = Plugin("rescue", model_error=lambda f: Reply(
+        tool_calls=tool_call("refund", {"order": "A1"}).tool_calls, finish_reason="tool_calls"))
+    functai.configure(log_calls=str(tmp_path))
+    turn, ran = _refund_turn(install, reply, [guard, answer])
+    turn.approve()
+    assert turn.resume() == "Refunded." and ran == ["A1"]
+    record = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])
+    assert [(c["plugin"], c["hook"]) for c in record["changes"]] == [("guard", "chunk"), ("rescue", "model_error")]
+
+
+def test_a_resumed_turn_counts_no_attempt_for_a_request_a_plugin_answered(install, tmp_path):
+    def reply(request):
+        return "Refunded."
+
+    answer = Plugin("canned", request=lambda f: None if f.request.messages[-1]["role"] == "tool" else Reply(
+        tool_calls=tool_call("refund", {"order": "A1"}).tool_calls, finish_reason="tool_calls"))
+    functai.configure(log_calls=str(tmp_path))
+    turn, ran = _refund_turn(install, reply, [answer])
+    turn.approve()
+    assert turn.resume() == "Refunded." and ran == ["A1"]
+    record = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])
+    assert record["attempts"] == 1  # only the request after the tool reached a model
 
 
 

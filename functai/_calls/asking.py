@@ -140,7 +140,9 @@ class Asker:
                         reply = yield GuardedSend(self.client, sent, self.scope, self.guards)
                 except FunctAIError as error:
                     if guards is not None and not isinstance(error, Waiting) and error.code != STOPPED:
+                        guarded = len(record.changes)
                         yield from guards.error(error)  # its message may quote the model's words
+                        acts.extend(record.changes[guarded:])  # kept with the reply a plugin may yet give
                     if not self.on_error or isinstance(error, Waiting) or error.code == STOPPED:
                         raise
                     acted = yield from self._model_error_hook(sent, error, attempt)
@@ -204,10 +206,13 @@ class Asker:
                 self._switch(act["change"]["lm"], request)
                 self.record.model = act["change"]["lm"]  # the recorded reply is the one it asked
         answered = replayed.get("answered")
+        # each model_error act followed a request that failed, as did an answer given in model_error; an answer
+        # given in request was not asked of a model: the attempts are counted as when the reply was first kept
+        self.record.attempts += sum(act["hook"] == "model_error" for act in replayed.get("acts", ())) - (
+            answered is not None and answered["hook"] != "model_error")
         if answered is None:
             return reply, None
         self.record.changes.append(answered)
-        self.record.attempts -= 1  # read from the record, and no model had been asked for it
         return reply, answered["plugin"]
 
     def _asked_at_stream(self, request: Request, ordinal: int,
