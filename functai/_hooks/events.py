@@ -521,7 +521,7 @@ class TurnEndEvent(_Remembers):
         return self.branch_turns() if self.branch_turns is not None else []
 
 
-class TurnWaitEvent(Event):
+class TurnWaitEvent(_Remembers):
     """``turn_wait``: a turn started waiting for a person."""
 
     _fields = ("conversation", "turn", "key", "parent", "inputs", "questions")

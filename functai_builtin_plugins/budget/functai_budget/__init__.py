@@ -183,22 +183,23 @@ def budget(
         with books.lock:
             return decide()
 
-    def mine(event: Any, entry: Mapping[str, Any]) -> bool:
+    def mine(event: Any, entry: Mapping[str, Any], outer: str) -> bool:
         if per == "call":  # a call and every call nested in it (a tool that is an AI function) share one budget
-            return bool(entry["data"].get("outer") == event.outer_call)
+            return bool(entry["data"].get("outer") == outer)
         if per == "turn":
             return bool(entry["turn"] == event.turn)
         return True
 
-    def entries(event: Any, kind: str) -> list[dict[str, Any]]:
+    def entries(event: Any, kind: str, outer: str) -> list[dict[str, Any]]:
         """This budget's entries of ``kind``: on every branch per conversation, else on this branch."""
-        return [e for e in event.entries(kind, all_branches=per == "conversation") if mine(event, e)]
+        return [e for e in event.entries(kind, all_branches=per == "conversation") if mine(event, e, outer)]
 
-    def scope(event: Any) -> str:
-        """Whose books an entry's running totals are: the conversation's, the branch's, a turn's or a call's."""
-        return per if per in ("conversation", "branch") else event.turn if per == "turn" else event.outer_call
+    def scope(event: Any, outer: str) -> str:
+        """Whose books an entry's running totals are: the conversation's, the branch's, a turn's or a call's
+        (``outer``: the outermost call of the request they are about; a turn's end has no call of its own)."""
+        return per if per in ("conversation", "branch") else event.turn if per == "turn" else outer
 
-    def books_of(event: Any) -> dict[str, Any]:
+    def books_of(event: Any, outer: str) -> dict[str, Any]:
         """The running books the conversation keeps for this budget: those of its newest entry (every
         entry carries them), found with one lookup per kind however long the conversation is."""
         newest: dict[str, Any] | None = None
@@ -215,33 +216,34 @@ def budget(
         # Entries without books kept since the newest books (or in its millisecond: times are to the millisecond):
         # summed once, and numbered on.
         if unkept and unkept >= at:
-            return {**summed(event), "n": newest["n"] if newest is not None else 0}
-        if newest is None or newest["scope"] != scope(event):
-            return {"n": 0, "scope": scope(event), "spent": [0.0, 0.0], "flight": {}, "extended": {}, "declined": []}
+            return {**summed(event, outer), "n": newest["n"] if newest is not None else 0}
+        if newest is None or newest["scope"] != scope(event, outer):
+            return {"n": 0, "scope": scope(event, outer), "spent": [0.0, 0.0], "flight": {}, "extended": {},
+                    "declined": []}
         return newest
 
-    def summed(event: Any) -> dict[str, Any]:
+    def summed(event: Any, outer: str) -> dict[str, Any]:
         """The books added up from every entry, as a version without running books kept them."""
-        settled = {e["data"]["reserved"] for e in entries(event, "released")}
+        settled = {e["data"]["reserved"] for e in entries(event, "released", outer)}
         spent = [0.0, 0.0]
-        for entry in entries(event, "spent"):
+        for entry in entries(event, "spent", outer):
             spent[0] += entry["data"]["tokens"]
             spent[1] += entry["data"]["dollars"]
             settled.add(entry["data"].get("reserved"))
-        flight = {e["data"]["id"]: [e["data"]["tokens"], e["data"]["dollars"]] for e in entries(event, "reserved")
-                  if e["data"]["id"] not in settled}  # in flight, in this process or another
+        flight = {e["data"]["id"]: [e["data"]["tokens"], e["data"]["dollars"]]
+                  for e in entries(event, "reserved", outer) if e["data"]["id"] not in settled}  # here or elsewhere
         extended: dict[str, float] = {}
-        for entry in entries(event, "extended"):
+        for entry in entries(event, "extended", outer):
             for unit, amount in entry["data"]["extend"].items():
                 extended[unit] = extended.get(unit, 0.0) + amount
-        return {"n": 0, "scope": scope(event), "spent": spent, "flight": flight, "extended": extended,
-                "declined": [entry["data"]["limits"] for entry in entries(event, "declined")]}
+        return {"n": 0, "scope": scope(event, outer), "spent": spent, "flight": flight, "extended": extended,
+                "declined": [entry["data"]["limits"] for entry in entries(event, "declined", outer)]}
 
     def advance(event: Any, kind: str, data: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> None:
         """Keep an entry carrying the books as it leaves them (inside `atomically`: nothing is kept between
-        reading the books and writing the next)."""
-        was = books_of(event)
-        ledger = {**was, "n": was["n"] + 1, "scope": scope(event), "spent": list(was["spent"]),
+        reading the books and writing the next); ``data`` names the request's outermost call."""
+        was = books_of(event, data["outer"])
+        ledger = {**was, "n": was["n"] + 1, "scope": scope(event, data["outer"]), "spent": list(was["spent"]),
                   "flight": dict(was["flight"]), "extended": dict(was["extended"]), "declined": list(was["declined"])}
         change(ledger)
         event.remember(kind, {**data, "books": ledger})
@@ -255,7 +257,7 @@ def budget(
         which more was declined."""
         extended = {unit: 0.0 for unit in limits}
         if kept_in(event):
-            ledger = books_of(event)
+            ledger = books_of(event, event.outer_call)
             spent = {"tokens": ledger["spent"][0], "dollars": ledger["spent"][1]}
             for tokens, dollars in ledger["flight"].values():
                 spent["tokens"] += tokens
@@ -462,18 +464,22 @@ def budget(
     def began(event: Any) -> None:
         if event.part != "text":  # an error's message, reasoning, a refusal: no reply's text began
             return
+        if event.final and not event.shown:  # a text fed whole, once (a reply not streamed, a plugin's answer)
+            return
         pending = books.pending.get(event.call)
         if pending is not None:
             pending["began"] = True
 
     @plugin.reply
     def count(event: Any) -> None:
-        if event.recorded or event.answered:  # read back, or answered by a plugin: no model was paid now
-            with books.lock:
+        if event.recorded or event.answered:  # read back, or answered by a plugin: no model was paid now,
+            with books.lock:                      # unless the attempt before the answer began to stream
                 pending = books.pending.pop(event.call, None)
                 books.reserved.pop(event.call, None)
+                if pending is not None and pending["turn"] is None and pending["began"]:
+                    add_spent(memory_key(event), pending["tokens"], pending["dollars"])
             if pending is not None and pending["turn"] is not None:
-                release(event, pending)
+                unspent(event, pending)
             return None
         request, usage = event.request, event.reply.usage
         price = find(priced, request.model) if "dollars" in limits else None
@@ -510,10 +516,12 @@ def budget(
                 for kept in (books.spent, books.extended, books.declined):
                     kept.pop(call, None)
 
+    @plugin.turn_wait
     @plugin.turn_end
     def settle(event: Any) -> None:
         """A request of the turn that never got its reply: released, or if its reply began to stream
-        and was stopped, counted as the most it could cost."""
+        and was stopped, counted as the most it could cost. At a wait too: another process may resume
+        the turn, and it never knew of the request."""
         with books.lock:
             stopped = {call: p for call, p in books.pending.items() if p["turn"] == event.turn}
             for call in stopped:

@@ -31,7 +31,7 @@ from functai_budget import budget, estimate
 
 import functai
 from functai import Plugin, Reply, ai
-from functai.testing import ScriptedLM
+from functai.testing import ScriptedLM, tool_call
 
 pytestmark = pytest.mark.usefixtures("functai_isolated")  # functai's pytest plugin
 
@@ -463,3 +463,95 @@ def test_what_a_stopped_turn_spent_is_counted_by_the_next_turn():
     assert chat.entries("budget", "spent")[0]["data"]["tokens"] == cost
     with pytest.raises(functai.Waiting):
         chat(QUESTION)  # two turns would pass ASK_AT of the budget
+
+
+def newest_books(chat: functai.Conversation) -> dict:
+    """The running books the budget's newest entry on the view's branch leaves."""
+    return max((entry["data"]["books"] for kind in ("reserved", "spent", "released")
+                for entry in chat.entries("budget", kind)), key=lambda books: books["n"])
+
+
+@pytest.mark.parametrize("per", ["call", "turn", "branch", "conversation"])
+def test_a_stopped_turn_is_counted_at_its_most_whatever_its_budget_is_per(per):
+    cost = turn_cost()
+    lm = ScriptedLM(reply=lambda request: spend_all(request, text="word " * 50))
+    chat = assistant.conversation("stopped", store=functai.MemoryStore(), client=lm, context=functai.last_turns(0),
+                                  plugins=[budget(tokens=10 * cost, per=per)])
+    with chat.stream(QUESTION) as stream:
+        next(event for event in stream if event.kind == "text")
+    assert spent(chat) == cost
+    assert newest_books(chat)["flight"] == {} and newest_books(chat)["spent"][0] == cost
+
+
+@pytest.mark.parametrize("per", ["turn", "conversation", "process"])
+def test_an_attempt_that_began_to_stream_is_paid_when_a_plugin_answers_after_it(per):
+    class Flaky(ScriptedLM):
+        """Its first stream sends some text, then the connection drops."""
+
+        def stream(self, request):
+            if not self.requests:
+                self.requests.append(request)
+                yield "partial "
+                raise functai.ModelError("the connection dropped", code="model-unreachable")
+            yield from super().stream(request)
+
+    cost = turn_cost()
+    canned = Plugin("canned", model_error=lambda failure: Reply(text="sorry, try later", finish_reason="stop"))
+    chat = assistant.conversation("answered", store=functai.MemoryStore(), client=Flaky(reply=spend_all),
+                                  context=functai.last_turns(0),
+                                  plugins=[budget(tokens=2.5 * cost, per=per, decide=lambda q: False), canned])
+    with chat.stream(QUESTION) as stream:
+        list(stream)
+    assert stream.value == "sorry, try later"
+    if per != "process":  # kept in the conversation: a spent entry, nothing left in flight
+        assert spent(chat) == cost and newest_books(chat)["flight"] == {}
+    if per != "turn":
+        chat(QUESTION)  # the failed attempt and this turn: two of two and a half
+        with pytest.raises(functai.FunctAIError, match="budget-exceeded"):
+            chat(QUESTION)
+
+
+def test_a_failed_nested_request_of_a_turn_resumed_elsewhere_is_not_left_in_flight(tmp_path):
+    @ai(max_tokens=500)
+    def worker(task: str) -> str:
+        """Do the task."""
+
+    @functai.tool(effects="reads")
+    def ask_worker(task: str) -> str:
+        """Ask a worker."""
+        try:
+            return worker(task)
+        except functai.FunctAIError as error:
+            return f"the worker failed: {error.code}"
+
+    @functai.tool(effects="changes")
+    def refund(order: str) -> str:
+        """Refund an order."""
+        return f"order {order} refunded"
+
+    @ai(tools=[ask_worker, refund], approve="changes", max_tokens=40)
+    def help_desk(question: str) -> str:
+        """Help the customer."""
+
+    def reply(request: functai.Request) -> Reply:
+        if request.messages[0]["content"].startswith("Do the task"):
+            raise functai.ModelError("the server is down", code="model-unavailable")
+        results = sum(message["role"] == "tool" for message in request.messages)
+        if results < 2:
+            asked = tool_call(*(("ask_worker", {"task": "look"}) if results == 0 else ("refund", {"order": "A1"})))
+            return Reply(tool_calls=asked.tool_calls, finish_reason="tool_calls",
+                         usage={"input_tokens": estimate(request), "output_tokens": 40})
+        return spend_all(request)
+
+    def opened() -> functai.Conversation:  # as each process opens it: a budget of its own
+        return help_desk.conversation("desk", store=str(tmp_path), client=ScriptedLM(reply=reply),
+                                      plugins=[functai_approval.plugin, budget(tokens=1e6, per="conversation")])
+
+    with pytest.raises(functai.Waiting) as waiting:
+        opened()(QUESTION)
+    elsewhere = opened().turn(waiting.value.turn.id)
+    elsewhere.approve()
+    assert elsewhere.resume() == "ok"
+    books = newest_books(opened())
+    assert books["flight"] == {}
+    assert len(opened().entries("budget", "released")) == 1  # the worker's request, which reached no model
