@@ -80,3 +80,44 @@ def test_latest_outside_a_conversation_is_none():
     with functai.settings(client=ScriptedLM(["ok"]), plugins=[plugin]):
         talk("hi")
     assert found == [None]
+
+
+def test_a_turn_that_fails_off_the_branch_while_a_turn_runs_is_in_that_turns_entries(tmp_path):
+    """A running turn walks its branch's turns once; a turn that failed off the branch meanwhile (its
+    entries are the branch's) is read again at the next read."""
+    seen: list = []
+    plugin = functai.Plugin("watch")
+
+    @plugin.request
+    def note(event):
+        seen.append(sorted(e["data"] for e in event.entries("mark")))
+        event.remember("mark", [m for m in event.request.messages if m["role"] == "user"][-1]["content"])
+
+    @functai.tool(effects="reads")
+    def sidestep() -> str:
+        """Meanwhile, a turn off the first one fails in another view."""
+        with pytest.raises(functai.FunctAIError):
+            talk_tools.conversation("c", store=store).continue_from(first)("fail here")
+        return "done"
+
+    @ai(tools=[sidestep])
+    def talk_tools(text: str) -> str:
+        """Answer."""
+        raise NotImplementedError
+
+    def answer(request):
+        if "fail" in request.messages[-1]["content"]:
+            raise functai.ModelError("refused", code="model-refused")
+        if request.messages[-1]["role"] == "user" and "two" in request.messages[-1]["content"]:
+            return functai.testing.tool_call("sidestep", {})
+        return "ok"
+
+    store = str(tmp_path)
+    functai.configure(client=ScriptedLM(reply=answer), plugins=[plugin])
+    chat = talk_tools.conversation("c", store=store)
+    chat("one")
+    first = chat.head
+    chat("two")
+    # the second request of turn two, after the tool: the failed turn's entry is the branch's now
+    assert seen[-1] == sorted(["text: one", "text: two", "text: fail here"])
+    assert seen[-2] == sorted(["text: one"])  # the failed turn's own request: its branch is the first turn

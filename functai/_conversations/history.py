@@ -58,6 +58,8 @@ class History:
         self._latest_at: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
         #: Ids of the turns in state running, for finding those whose owner is gone.
         self.running: set[str] = set()
+        #: How many turns ended without an answer: a branch's entries are those of such turns off it too.
+        self.dead_ends = 0
         #: The turn made under each key a turn was sent with (``chat(..., key=...)``).
         self.keyed: dict[str, str] = {}
         #: The answers' details by turn and key: ``{"allow", "reason", "by", "at"}``.
@@ -246,6 +248,7 @@ class History:
         return None
 
     def _end(self, turn: TurnData, state: str, outputs: dict[str, Any] | None, error: dict[str, Any] | None) -> None:
+        self.dead_ends += state in _DEAD_ENDS and turn.state not in _DEAD_ENDS
         turn.state = state
         self.running.discard(turn.id)
         turn.lease = None  # only a running turn's owner is ever asked after

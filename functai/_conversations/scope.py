@@ -56,7 +56,8 @@ class Memory:
     def __init__(self, chat: Chat, turn_id: str | None) -> None:
         self.chat = chat
         self.turn_id = turn_id
-        self._branch: frozenset[str] | None = None
+        #: The turns whose entries are the branch's (`History.entry_turns`), and the dead ends they were walked at.
+        self._branch: tuple[int, frozenset[str]] | None = None
 
     def entries(self, plugin: str, kind: str, all_branches: bool = False) -> list[dict[str, Any]]:
         if all_branches:
@@ -65,9 +66,10 @@ class Memory:
         with history.lock:  # another thread of the view may be reading records into it
             if all_branches:
                 return history.entries_on(None, plugin, kind)
-            if self._branch is None:  # a turn's branch never changes: walked once per turn, not per read
-                self._branch = history.entry_turns(self.turn_id)
-            return history.entries_on(self._branch, plugin, kind)
+            # a turn's branch never changes, but a turn may fail off it meanwhile: walked again only then
+            if self._branch is None or self._branch[0] != history.dead_ends:
+                self._branch = (history.dead_ends, history.entry_turns(self.turn_id))
+            return history.entries_on(self._branch[1], plugin, kind)
 
     def latest(self, plugin: str, kind: str, all_branches: bool = False, this_turn: bool = False,
                ) -> dict[str, Any] | None:

@@ -18,6 +18,9 @@ conversation's entries (kinds ``reserved``, ``spent``, ``released``,
 ``extended``, ``declined``), checked and reserved as one compare-and-set on the
 store (`functai` events' ``atomically``), so it holds across processes; per
 process, and outside a conversation, it is kept in memory under one lock.
+Each entry carries the running books it leaves, which a check reads in one step;
+per branch they are added up from the branch's entries (a turn that failed off
+the branch, whose entries are the branch's too, kept books of its own).
 """
 
 from __future__ import annotations
@@ -201,7 +204,10 @@ def budget(
 
     def books_of(event: Any, outer: str) -> dict[str, Any]:
         """The running books the conversation keeps for this budget: those of its newest entry (every
-        entry carries them), found with one lookup per kind however long the conversation is."""
+        entry carries them), found with one lookup per kind however long the conversation is. A branch's
+        are added up from its entries: a turn that failed off it kept books of another branch."""
+        if per == "branch":
+            return summed(event, outer)
         newest: dict[str, Any] | None = None
         at, unkept = "", ""
         for kind in KINDS:
@@ -223,21 +229,26 @@ def budget(
         return newest
 
     def summed(event: Any, outer: str) -> dict[str, Any]:
-        """The books added up from every entry, as a version without running books kept them."""
-        settled = {e["data"]["reserved"] for e in entries(event, "released", outer)}
+        """The books added up from every entry (numbered by how many there are), as a version without
+        running books kept them."""
+        released = entries(event, "released", outer)
+        settled = {e["data"]["reserved"] for e in released}
         spent = [0.0, 0.0]
-        for entry in entries(event, "spent", outer):
+        kept = entries(event, "spent", outer)
+        for entry in kept:
             spent[0] += entry["data"]["tokens"]
             spent[1] += entry["data"]["dollars"]
             settled.add(entry["data"].get("reserved"))
+        reserved, granted, declined = (entries(event, kind, outer) for kind in ("reserved", "extended", "declined"))
         flight = {e["data"]["id"]: [e["data"]["tokens"], e["data"]["dollars"]]
-                  for e in entries(event, "reserved", outer) if e["data"]["id"] not in settled}  # here or elsewhere
+                  for e in reserved if e["data"]["id"] not in settled}  # in flight, in this process or another
         extended: dict[str, float] = {}
-        for entry in entries(event, "extended", outer):
+        for entry in granted:
             for unit, amount in entry["data"]["extend"].items():
                 extended[unit] = extended.get(unit, 0.0) + amount
-        return {"n": 0, "scope": scope(event, outer), "spent": spent, "flight": flight, "extended": extended,
-                "declined": [entry["data"]["limits"] for entry in entries(event, "declined", outer)]}
+        return {"n": len(released) + len(kept) + len(reserved) + len(granted) + len(declined),
+                "scope": scope(event, outer), "spent": spent, "flight": flight, "extended": extended,
+                "declined": [entry["data"]["limits"] for entry in declined]}
 
     def advance(event: Any, kind: str, data: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> None:
         """Keep an entry carrying the books as it leaves them (inside `atomically`: nothing is kept between

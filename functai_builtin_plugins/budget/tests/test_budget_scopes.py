@@ -251,6 +251,35 @@ def test_per_branch_a_branch_does_not_pay_for_the_other_branchs_turns():
     assert spent(chat) == 2 * cost
 
 
+@pytest.mark.parametrize("store", ["memory", "folder"])
+def test_per_branch_a_turn_that_failed_off_an_earlier_turn_takes_nothing_off_the_branch(store, tmp_path):
+    def reply(request: functai.Request) -> Reply:
+        if request.messages[-1]["role"] == "user" and "side" not in request.messages[-1]["content"]:
+            return spend_all(request)
+        if any(message["role"] == "tool" for message in request.messages):
+            raise functai.ModelError("the server is down", code="model-unavailable")
+        asked = tool_call("lookup", {"order": "A1"})  # a cheap request: more entries than the branch kept since
+        return Reply(tool_calls=asked.tool_calls, finish_reason="tool_calls",
+                     usage={"input_tokens": 1, "output_tokens": 1})
+
+    probe = support.conversation("probe", store=functai.MemoryStore(), client=ScriptedLM(reply=spend_all),
+                                 context=functai.last_turns(0), plugins=[budget(tokens=1e9, per="branch")])
+    probe(QUESTION)
+    cost = spent(probe)  # a turn of the branch, which the model answers at once
+    chat = support.conversation("tree", store=functai.MemoryStore() if store == "memory" else str(tmp_path),
+                                client=ScriptedLM(reply=reply), context=functai.last_turns(0),
+                                plugins=[budget(tokens=2.5 * cost, per="branch", ask_at=1.0,
+                                                decide=lambda question: False)])
+    chat(QUESTION)
+    first = chat.head
+    chat(QUESTION)
+    with pytest.raises(functai.FunctAIError, match="model-unavailable"):
+        chat.continue_from(first)("a side question")  # two requests, the second failed: a dead end off the first
+    with pytest.raises(functai.FunctAIError, match="budget-exceeded"):
+        chat(QUESTION)  # the branch paid two turns and the side turn's requests: a third is past 2.5
+    assert spent(chat) == 2 * cost + 2  # the dead end's cheap reply is the branch's too
+
+
 # --- per process -------------------------------------------------------------------------------
 
 def test_per_process_calls_and_conversations_share_one_budget():
