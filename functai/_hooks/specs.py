@@ -274,7 +274,9 @@ def turn_wait(wait):  # type: ignore[no-untyped-def]
     call or the question asked).
 
     Hears only: a raising handler is reported and changes nothing. Something
-    that runs turns on workers learns here that this one holds none.
+    that runs turns on workers learns here that this one holds none; a handler
+    can keep entries at the turn (``remember``, ``atomically``), as at its end:
+    the process that resumes it may be another.
     """
 
 
