@@ -97,7 +97,9 @@ class LineFile:
             now = time.monotonic()
             if now - self.looked >= LOOK_EVERY:
                 self.looked = now
-                if not self._still_there():
+                if not self._still_there():  # closed, so that no writer holding this one writes there again
+                    os.close(fd)
+                    self.fd = -1
                     return False
             if self.locked:
                 return self._append_locked(line)

@@ -453,22 +453,27 @@ def test_the_call_log_survives_its_file_being_removed(tmp_path):
     assert [r.inputs["country"] for r in functai.read_calls(folder)] == ["y", "z"]
 
 
-def test_the_call_log_rotated_by_a_rename_goes_on_in_a_new_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("look_every", [0.0, 0.05])
+def test_the_call_log_rotated_by_a_rename_goes_on_in_a_new_file(tmp_path, monkeypatch, look_every):
     """As logrotate does by default: the file is renamed, and a call made once the writer looks again
-    (every LOOK_EVERY seconds; at once here) starts a new one."""
+    (every LOOK_EVERY seconds) starts a new one."""
+    import time
+
     from functai import _appendlog
 
-    monkeypatch.setattr(_appendlog, "LOOK_EVERY", 0.0)
+    monkeypatch.setattr(_appendlog, "LOOK_EVERY", look_every)
     scripted("a", "b", "c", "d")
     folder = tmp_path / "log"
-    functai.configure(log_calls=str(folder))
+    functai.configure(log_calls=str(folder))  # an absolute path: its file is found by the folder's name
     capital("x")
     capital("y")
     os.rename(folder / "calls.jsonl", folder / "calls.jsonl.1")
+    time.sleep(2 * look_every)  # the writer looks again at its next line
     capital("z")
     (rated,) = [r for r in functai.read_calls(folder) if r.inputs["country"] == "z"]
     functai.rate(rated, good=True, log=str(folder))
     os.rename(folder / "ratings.jsonl", folder / "ratings.jsonl.1")
+    time.sleep(2 * look_every)
     capital("w")
     assert [r.inputs["country"] for r in functai.read_calls(folder)] == ["z", "w"]
     assert [json.loads(line)["inputs"]["country"] for line in (folder / "calls.jsonl.1").read_text().splitlines()] \
