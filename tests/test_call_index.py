@@ -256,6 +256,22 @@ def test_a_damaged_or_foreign_index_file_is_made_again(big_log):
         == (len(list(functai.read_calls(big_log))),)
 
 
+def test_a_reader_never_finds_the_index_empty_while_another_process_makes_it_again(big_log):
+    expected = ids(big_log, newest=3)
+    [reader] = [index for index in logindex._indexes.values() if index.folder == str(big_log)]
+    other = logindex.LogIndex(reader.folder)  # another process, which finds the index stale
+    caught_up = reader._catch_up
+
+    def forgotten_meanwhile(conn, name):  # between the reader's look at the log and its query
+        caught_up(conn, name)
+        other._forget(other._connection())
+
+    reader._catch_up = forgotten_meanwhile
+    assert ids(big_log, newest=3) == expected
+    del reader._catch_up
+    assert ids(big_log, newest=3) == expected and ids(big_log, function="inner")
+
+
 def test_an_index_of_another_version_is_made_again(big_log):
     expected = ids(big_log, function="inner")
     logindex._indexes.clear()

@@ -165,10 +165,11 @@ class LogIndex:
         return memory_index()
 
     def _forget(self, conn: sqlite3.Connection) -> None:
-        """Drop what the index holds: the next read indexes the files from their start."""
+        """Have the next read index the files from their start. What the index holds is dropped only
+        then, in the same transaction: a reader in another process that found it current meanwhile
+        reads the old rows (each record checked against its line), never an empty index."""
         with _write(conn):
-            for name in _TABLES:
-                _clear(conn, name)
+            conn.execute("DELETE FROM files")
 
     def _catch_up(self, conn: sqlite3.Connection, name: str) -> None:
         try:
