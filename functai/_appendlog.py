@@ -21,6 +21,9 @@ from ._files import cut, make_folder, unwritable, write_all, write_out
 #: third to what logging a call costs; a rotated log's lines of that second stay in the rotated file.
 LOOK_EVERY = 1.0
 
+#: The most bytes of a last line without its newline read to tell whether it is a whole record.
+TAIL = 1 << 20
+
 #: File systems on which a single ``write`` to an ``O_APPEND`` file is appended whole,
 #: atomically with respect to other writers (local, in one kernel).
 LOCAL_FILE_SYSTEMS = frozenset({
@@ -103,6 +106,8 @@ class LineFile:
                     return False
             if self.locked:
                 return self._append_locked(line)
+            if self.end < 0 and self._tail_end() == b"\n":  # once, before this process's first line
+                self._write(b"\n")
             written = self._write(line)
             stat = os.fstat(fd)
             if stat.st_size - written == self.end and stat.st_nlink and written == len(line):
@@ -111,6 +116,20 @@ class LineFile:
             if not stat.st_nlink:
                 return False
             return self._check(line, written)
+
+    def _tail_end(self) -> bytes:
+        """What ends the file's last line, when it has no newline: a newline where it is a whole JSON
+        object (a newline an editor dropped), else a NUL and a newline (a line torn by a crash)."""
+        size = os.fstat(self.fd).st_size
+        if not size or os.pread(self.fd, 1, size - 1) == b"\n":
+            return b""
+        start = max(0, size - TAIL)
+        tail = os.pread(self.fd, size - start, start)
+        if b"\n" not in tail and start:
+            return b"\x00\n"
+        from ._logfiles import parse_line  # here, not at import: only a file left so is ever read back
+
+        return b"\n" if parse_line(tail[tail.rfind(b"\n") + 1:])[0] is not None else b"\x00\n"
 
     def _still_there(self) -> bool:
         try:
@@ -171,8 +190,8 @@ class LineFile:
             if stat.st_nlink == 0:
                 return False
             size = stat.st_size
-            if size and size != self.end and os.pread(self.fd, 1, size - 1) != b"\n":
-                line = b"\x00\n" + line  # end a torn last line (a crash mid-write) so this one stays whole
+            if size and size != self.end:
+                line = self._tail_end() + line  # so that this one stays whole
             try:
                 write_all(self.fd, line, size)
             except OSError as error:

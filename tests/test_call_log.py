@@ -174,6 +174,20 @@ def test_a_tail_torn_by_another_process_after_ours_is_not_glued_to_our_next_line
     assert skipped == [(f"{path}:2", CAUGHT)]  # the torn piece, with the first copy it caught
 
 
+@pytest.mark.parametrize("locked", [False, True], ids=["lock-free", "locked"])
+def test_a_last_record_left_without_its_newline_is_ended_not_lost(tmp_path, locked):
+    """An editor that drops the file's last newline: the record is whole, and the next line ends it."""
+    path = tmp_path / "calls.jsonl"
+    path.write_bytes(b'{"n": 0}\n{"n": 1}')
+    log = LineFile(str(path), "call log", locked=locked)
+    try:
+        assert log.append(b'{"n": 2}\n')
+        assert log.append(b'{"n": 3}\n')
+    finally:
+        log.close()
+    assert path.read_bytes() == b'{"n": 0}\n{"n": 1}\n{"n": 2}\n{"n": 3}\n'
+
+
 def test_a_line_file_opened_locked_keeps_the_old_protocol(tmp_path):
     path = tmp_path / "calls.jsonl"
     path.write_bytes(b'{"n": 0}\n{"torn')
