@@ -231,6 +231,25 @@ def test_a_log_written_by_16777cc_is_read_by_every_filter_and_indexed_without_lo
     check_every_filter(log)
 
 
+def test_calls_an_older_functai_logs_after_the_schema_moved_on_are_found_by_every_filter(tmp_path):
+    """A rolling upgrade: a process still on store schema 2 writes only each call's line after one on
+    schema 3 added the columns; a filtered read fills them (the log's order and filters see them)."""
+    log = old_log(tmp_path, "sqlite")
+    with functai.settings(client=ScriptedLM(reply=reply), log_calls=log):
+        inner("written by today's functai")  # brings the schema forward
+    db = sqlite3.connect(str(tmp_path / "old.db"))
+    newest = next(functai.read_calls(log, newest=1)).to_dict()
+    for n, function in enumerate(["inner", "outer"]):  # as schema 2 appends: the line, no columns
+        line = {**newest, "id": f"{n:016x}", "function": function, "started": f"2999-01-0{n + 1}T00:00:00.000+00:00"}
+        db.execute("INSERT INTO functai_calls (id, line) VALUES (?, ?)", (line["id"], json.dumps(line)))
+    db.execute("INSERT INTO functai_calls (id, line) VALUES ('x', 'not a record')")
+    db.commit()
+    assert [r.id for r in functai.read_calls(log, newest=2)] == [f"{1:016x}", f"{0:016x}"]
+    assert f"{0:016x}" in ids(log, function="inner") and f"{1:016x}" in ids(log, function="outer")
+    check_every_filter(log)
+    assert db.execute("SELECT COUNT(*) FROM functai_calls WHERE started IS NULL").fetchone() == (0,)
+
+
 # -- the index beside a folder log is never trusted over the log -----------------------------------
 
 

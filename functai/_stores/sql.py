@@ -293,6 +293,13 @@ class SQLStore:
         def work(conn: Any) -> Any:
             if self._tables != SCHEMA_VERSION:
                 return None
+            unfilled = conn.execute("SELECT seq, line FROM functai_calls WHERE started IS NULL").fetchall()
+            if unfilled:  # written by an older version since the columns were added (a rolling upgrade)
+                try:
+                    with self._transaction(conn):
+                        fill_columns(conn, self.marker, unfilled)
+                except self.errors:  # not to be written here (a user who may only read): read whole
+                    return None
             return [(seq, line) for seq, line in conn.execute(text, params).fetchall()]
 
         return self._run("read", work, [])  # type: ignore[no-any-return]
@@ -340,18 +347,23 @@ def prepare(conn: Any, tables: tuple[str, ...], marker: str, add_call_columns: t
     if found <= 2:  # schema 3: the call log's columns, filled from its lines, and their indexes
         for statement in add_call_columns:
             conn.execute(statement)
-        rows = conn.execute("SELECT seq, line FROM functai_calls").fetchall()
-        update = f"UPDATE functai_calls SET {', '.join(f'{name} = ?' for name in COLUMNS)} WHERE seq = ?"
-        execute_many(conn, update.replace("?", marker), [(*log_columns(line), seq) for seq, line in rows])
+        fill_columns(conn, marker, conn.execute("SELECT seq, line FROM functai_calls").fetchall())
         for statement in INDEXES:
             conn.execute(statement)
     conn.execute(f"UPDATE functai_meta SET value = {marker} WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
 
+def fill_columns(conn: Any, marker: str, rows: list[tuple[int, str]]) -> None:
+    """Fill the indexed columns of the call log's rows ``(seq, line)`` from their lines."""
+    update = f"UPDATE functai_calls SET {', '.join(f'{name} = ?' for name in COLUMNS)} WHERE seq = ?"
+    execute_many(conn, update.replace("?", marker), [(*log_columns(line), seq) for seq, line in rows])
+
+
 def log_columns(line: str) -> tuple[str | None, ...]:
-    """The indexed columns of a logged call's line (none for a line that is not a record)."""
+    """The indexed columns of a logged call's line; for a line that is not a record, none but an
+    empty ``started``, which says it was looked at (a row without one is filled on the next read)."""
     record = schema.record_of(line)
-    return columns(record) if record_problem(record) is None else (None,) * len(COLUMNS)
+    return columns(record) if record_problem(record) is None else ("", *(None,) * (len(COLUMNS) - 1))
 
 
 def execute_many(conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> None:
