@@ -29,7 +29,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "parent": (str, type(None)), "path": (str,), "module": (str,), "error": (dict, type(None)),
     "instruction": (str, dict, type(None)), "model": (str, type(None)), "settings": (dict,), "usage": (dict,),
     "seconds": (int, float, type(None)), "tool_calls": (list,), "conversation": (dict, type(None)),
-    "changes": (list,), "sections": (list,), "replayable": (bool,), "attempts": (int,),
+    "changes": (list,), "sections": (list,), "replayable": (bool,), "attempts": (int,), "heard": (list,),
 }
 
 
@@ -41,10 +41,16 @@ def record_problem(data: dict[str, Any]) -> str | None:
     for name, types in _FIELD_TYPES.items():
         if name in data and not isinstance(data[name], types):
             return f"{name!r} is a JSON {type(data[name]).__name__}, which a call record never holds there"
-    for name in ("tool_calls", "changes"):
+    for name in ("tool_calls", "changes", "heard"):
         if name in data and not all(isinstance(item, dict) for item in data[name]):
             return f"{name!r} holds something other than objects"
     return _nested_problem(data)
+
+
+def _timed(entry: dict[str, Any]) -> bool:
+    """Whether a change or a heard entry's time, where it has one, is a number (what timing sums)."""
+    spent = entry.get("µs", 0)
+    return type(spent) in (int, float)
 
 
 def _texts(value: Any) -> bool:
@@ -57,6 +63,10 @@ def _nested_problem(data: dict[str, Any]) -> str | None:
         if not (isinstance(change.get("plugin"), str) and isinstance(change.get("hook"), str)
                 and isinstance(change.get("change", {}), dict)):
             return "'changes' holds an entry without its plugin, hook or change as a record writes them"
+    if not all(_timed(entry) for entry in (*(data.get("changes") or ()), *(data.get("heard") or ()))):
+        return "'changes' or 'heard' holds a time ('µs') that is not a number"
+    if not all(isinstance(call.get("name"), str) for call in data.get("tool_calls") or ()):
+        return "'tool_calls' holds a call without its name"
     if not all(isinstance(section, (str, dict)) for section in data.get("sections") or ()):
         return "'sections' holds something other than text"
     conversation = data.get("conversation")

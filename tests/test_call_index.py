@@ -157,7 +157,8 @@ def test_a_wrong_filter_is_named_not_read_as_no_filter(tmp_path):
                          ({"function": print}, "function"), ({"function": 123}, "function"),
                          ({"function": ""}, "function"), ({"function": "module:"}, "function"),
                          ({"model": "a\x00b"}, "model"), ({"id": "\x00"}, "id"), ({"day": "2026-12"}, "day"),
-                         ({"day": "2026-12-7"}, "day"), ({"day": "2026-13-01"}, "day"), ({"day": "garbage"}, "day")]:
+                         ({"day": "2026-12-7"}, "day"), ({"day": "2026-13-01"}, "day"), ({"day": "garbage"}, "day"),
+                         ({"plugin": "cache fallback"}, "plugin"), ({"plugin": " brief"}, "plugin")]:
         with pytest.raises(functai.FunctAIError) as info:
             functai.read_calls(tmp_path, **wrong)  # at once, not when first read
         assert info.value.code == "bad-filter" and f"{named}=" in info.value.message

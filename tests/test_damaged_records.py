@@ -242,6 +242,30 @@ def test_the_call_log_reports_lines_it_skips(tmp_path, capsys):
     assert capsys.readouterr().err == ""  # the stream main() was given, not the process's stderr
 
 
+@pytest.mark.parametrize("damage, reason", [
+    ({"tool_calls": [{"input": {"q": 1}, "output": "x"}]}, "'tool_calls' holds a call without its name"),
+    ({"heard": None}, "'heard' is a JSON NoneType"),
+    ({"heard": [1]}, "'heard' holds something other than objects"),
+    ({"changes": [{"plugin": "p", "hook": "before_call", "change": {}, "µs": "fast"}]}, "a time ('µs') that is"),
+    ({"heard": [{"plugin": "p", "hook": "call_end", "µs": True}]}, "a time ('µs') that is"),
+])
+def test_a_logged_call_that_functai_show_could_not_show_is_skipped(tmp_path, damage, reason):
+    log = tmp_path / "calls"
+    _lm()
+    with functai.settings(log_calls=str(log), record_timing=True):
+        tutor("q1")
+    path = log / "calls.jsonl"
+    good = json.loads(path.read_text())
+    path.write_text(path.read_text() + json.dumps({**good, "id": "d" * 16, **damage}) + "\n")
+    skipped: list = []
+    assert [r.id for r in functai.read_calls(log, skipped=skipped)] == [good["id"]]
+    assert [where for where, _ in skipped] == [f"{path}:2"] and reason in skipped[0][1], skipped
+    for show in (["show", "d" * 16, "--log", str(log)], ["show", "d" * 16, "--log", str(log), "--timing"]):
+        out, err = io.StringIO(), io.StringIO()
+        assert main(show, out=out, err=err) != 0
+        assert "[not-found]" in err.getvalue() and "log line skipped" in err.getvalue(), err.getvalue()
+
+
 def test_damaged_ratings_are_skipped_and_reported(tmp_path):
     log = tmp_path / "calls"
     _lm()

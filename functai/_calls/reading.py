@@ -77,6 +77,9 @@ def _query(rated: bool, function: Any, model: Any, error: Any, parent: Any, id: 
             shown = given if name == "function" else value
             raise FunctAIError(f"read_calls({name}=...) takes a non-empty string without NUL characters"
                                + (" or True" if name == "error" else "") + f", not {shown!r}", code="bad-filter")
+    if plugin is not None and any(c.isspace() for c in plugin):  # the index keeps a call's plugins as one spaced text
+        raise FunctAIError(f"read_calls(plugin=...) takes one plugin's name, which has no spaces, not {plugin!r}",
+                           code="bad-filter")
     if day is not None and not _a_day(day):
         raise FunctAIError(f"read_calls(day=...) takes a date written YYYY-MM-DD, not {day!r}", code="bad-filter")
     if newest is not None and (type(newest) is not int or newest < 1):
