@@ -122,6 +122,44 @@ def test_a_clients_own_exception_quoting_its_key_is_kept_without_it(fresh_provid
     assert "gateway refused token ***" in kept and key not in kept
 
 
+def test_a_tools_ai_function_whose_client_quotes_its_key_fails_the_tool_without_it(fresh_providers, tmp_path):
+    """An AI function used as a tool: its client's exception becomes the tool's failure, which the
+    model is shown and the store and call log keep, with the key cut out as in the call's own record."""
+    key = "sk-LIVE-SECRET-0123456789"
+
+    class Refusing:
+        def __init__(self, key):
+            self.key = key
+
+        def complete(self, request):
+            if request.messages[0]["content"].startswith("Look"):
+                raise ConnectionError(f"gateway refused token {self.key}")
+            last = request.messages[-1]
+            if last["role"] == "tool":
+                return functai.Reply(text=last["content"], finish_reason="stop")
+            return functai.testing.tool_call("research", {"query": "x"})
+
+    class Gateway:
+        @functai.providerimpl
+        def functai_client(self, provider, model, settings):
+            return Refusing(settings.get("api_key")) if provider == "gw" else None
+
+    @functai.ai
+    def research(query: str) -> str:
+        """Look things up."""
+
+    @functai.ai(tools=[research])
+    def assistant(request: str) -> str:
+        """Help."""
+
+    functai.register_provider(Gateway())
+    with functai.settings(lm="gw/m", api_key=key, headers={"X-Key": key}, log_calls=str(tmp_path / "calls")):
+        shown = assistant.conversation("c", store=str(tmp_path / "store"))("go")
+    kept = (tmp_path / "calls" / "calls.jsonl").read_text() + (tmp_path / "store" / "c.jsonl").read_text()
+    assert "gateway refused token ***" in shown and key not in shown  # the tool's result, which the model read
+    assert "gateway refused token ***" in kept and key not in kept
+
+
 def test_two_provider_entry_points_of_one_name_load_the_first_not_a_failure(fresh_providers, monkeypatch):
     class Serves:
         def __init__(self, text):

@@ -19,6 +19,7 @@ from .._hooks.events import ToolCallEvent, ToolErrorEvent, ToolResultEvent, give
 from .._hooks.fold import deprecated, first_act, fold_part, record as record_change, refuse, resume
 from .._hooks.order import Plan
 from .._hooks.plugin import Plugin
+from .._models.keys import without_secrets
 from .._models.request import Reply
 from .._models.toolcall import ToolCall
 from .approvals import AskedAtStream
@@ -54,6 +55,8 @@ class ToolRunner(Asking):
         self.path = path
         # Plugins are trusted, but a key has no business in a tool event.
         self.settings = MappingProxyType({k: v for k, v in settings.items() if k not in SECRET_SETTINGS})
+        #: The keys a tool's own exception may quote (an AI function's client, given the call's key): cut out.
+        self.secrets = {k: settings[k] for k in ("api_key", "headers") if k in settings}
         self.plan = plan
         self.invocations = 0
         #: Tool calls whose inputs did not fit, in this call.
@@ -190,8 +193,8 @@ class ToolRunner(Asking):
             except RecursionError:
                 raise  # runaway nesting, not the tool's answer
             except Exception as error:
-                entry["error"] = f"{type(error).__name__}: {error}"
-                value, failure = f"The tool failed: {type(error).__name__}: {error}", error
+                entry["error"] = without_secrets(f"{type(error).__name__}: {error}", self.secrets)
+                value, failure = f"The tool failed: {entry['error']}", error
             if not self.plan.handlers["tool_error"]:
                 return value
             change = yield from self._tool_error_hook(found, event, entry, failure, attempt)
