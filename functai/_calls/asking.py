@@ -167,7 +167,7 @@ class Asker:
                     seconds = round(time.perf_counter() - started, 6)
                     replayed = self.scope.replayed if self.scope is not None else None
                     if replayed is not None:  # a resumed turn: what plugins did for this reply, recorded again
-                        reply, answered = self._replayed(replayed, request, reply)
+                        reply, answered, sent = self._replayed(replayed, sent, reply)
                     if answered is None:
                         add_usage(record, reply)
             if guards is not None:
@@ -196,14 +196,16 @@ class Asker:
         self.client, self.model = choose_client(values, lm, self.fn)
         return attrs.evolve(request, model=self.model)
 
-    def _replayed(self, replayed: dict[str, Any], request: Request, reply: Reply) -> tuple[Reply, str | None]:
+    def _replayed(self, replayed: dict[str, Any], request: Request,
+                  reply: Reply) -> tuple[Reply, str | None, Request]:
         """A reply a resumed turn read from its record: the changes plugins made for it are recorded
-        again (a model switched, a plugin's answer, which no model was paid for)."""
+        again (a model switched, a plugin's answer, which no model was paid for); and the request as
+        it was sent (to the model switched to)."""
         self.scope.replayed = None  # type: ignore[union-attr]
         for act in replayed.get("acts", ()):
             self.record.changes.append(act)
             if "lm" in act["change"]:
-                self._switch(act["change"]["lm"], request)
+                request = self._switch(act["change"]["lm"], request)
                 self.record.model = act["change"]["lm"]  # the recorded reply is the one it asked
         answered = replayed.get("answered")
         # each model_error act followed a request that failed, as did an answer given in model_error; an answer
@@ -211,9 +213,9 @@ class Asker:
         self.record.attempts += sum(act["hook"] == "model_error" for act in replayed.get("acts", ())) - (
             answered is not None and answered["hook"] != "model_error")
         if answered is None:
-            return reply, None
+            return reply, None, request
         self.record.changes.append(answered)
-        return reply, answered["plugin"]
+        return reply, answered["plugin"], request
 
     def _asked_at_stream(self, request: Request, ordinal: int,
                          recorded: bool) -> Steps[tuple[Request, Reply | None, str | None]]:

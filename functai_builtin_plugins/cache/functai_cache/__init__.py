@@ -148,6 +148,8 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
     @plugin.reply
     def keep_reply(event: Any) -> None:
         reply: Reply = event.reply
+        if event.recorded:  # read back by a resumed turn: kept when it was asked, for the request it answered
+            return
         if event.answered is not None or reply.finish_reason not in KEPT_FINISHES or reply.refusal:
             return
         if not event.log_content and not isinstance(where, MemoryCache):

@@ -413,6 +413,43 @@ def test_a_resumed_turn_reads_its_recorded_reply_not_the_cache(tmp_path, install
         {"input_tokens": 107, "output_tokens": 53}, 2)
 
 
+def test_a_resumed_turn_keeps_no_reply_under_a_request_that_did_not_ask_it(tmp_path, installed_plugins):
+    """Model "a" failed and the fallback asked "b", whose tool call waits for approval: resumed, the
+    turn reads b's reply back. It is not kept again, under the request as rebuilt (for "a", or for a
+    function changed since): a later call asking "a" is answered by "a", and runs no refund."""
+    import functai_approval
+
+    installed_plugins(functai_approval.plugin)
+
+    @ai(tools=[refund])
+    def desk(request: str) -> str:
+        """Help."""
+
+    seen = []
+
+    def model(request):
+        if request.model == "a":
+            raise functai.ModelError("a is down", code="model-http", status=503)
+        if request.messages[-1]["role"] == "tool":
+            return Reply(text="Done (b).", finish_reason="stop")
+        return Reply(tool_calls=tool_call("refund", {"order": "A1"}).tool_calls, finish_reason="tool_calls")
+
+    watch = Plugin("watch", reply=lambda event: seen.append((event.request.model, event.recorded)))
+    kept = cache(str(tmp_path / "cache"))
+    chat = desk.conversation("t", store=str(tmp_path / "store"), client=ScriptedLM(reply=model), lm="a",
+                             approve="changes", plugins=[functai.fallback(["b"]), kept, watch])
+    with pytest.raises(functai.Waiting) as waiting:
+        chat("refund A1")
+    waiting.value.turn.approve()
+    assert waiting.value.turn.resume() == "Done (b)."
+    assert seen == [("b", False), ("b", True), ("b", False)]  # the reply read back names the model that gave it
+
+    back = ScriptedLM(reply=lambda request: Reply(text=f"{request.model} answers", finish_reason="stop"))
+    with functai.settings(client=back, lm="a", plugins=[kept]):
+        assert desk("refund A1") == "a answers"
+    assert [request.model for request in back.requests] == ["a"]
+
+
 def test_replies_a_call_could_not_read_are_not_kept_and_the_model_is_asked_again(store_name):
     @ai
     def count(text: str) -> int:
