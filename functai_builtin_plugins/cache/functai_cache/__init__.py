@@ -17,7 +17,6 @@ import threading
 import time
 from collections import OrderedDict
 from typing import Any
-from urllib.parse import urlsplit
 
 from functai import FunctAIError, Plugin, Reply
 
@@ -68,12 +67,14 @@ def answer_of(entry: Entry) -> Reply:
 
 
 def _shown(store: str) -> str:
-    """The store as the plugin's description names it: a URL without its password or query."""
-    parts = urlsplit(store)
-    if "://" not in store or (parts.password is None and not parts.query):
+    """The store as the plugin's description names it: a URL without its password or query. All
+    before the last "@" may be the password ("#", "?" and "/" in it are the server's to read)."""
+    scheme, sep, rest = store.partition("://")
+    if not sep:
         return store
-    user = f"{parts.username}@" if parts.username else ""
-    return f"{parts.scheme}://{user}{parts.netloc.rpartition('@')[2]}{parts.path}"
+    before, at, after = rest.rpartition("@")
+    user = before.split(":", 1)[0].split("/", 1)[0] + "@" if at else ""
+    return f"{scheme}://{user}{after.split('?', 1)[0]}"
 
 
 def _checked_ttl(ttl: object) -> float | None:

@@ -483,3 +483,12 @@ def test_the_description_names_a_store_url_without_its_password():
     plugin = cache("postgresql://app:hunter2-secret@db.internal:5432/x?sslpassword=s3")
     assert "hunter2" not in plugin.describe() and "s3" not in plugin.describe()
     assert "postgresql://app@db.internal:5432/x" in plugin.describe()
+
+
+@pytest.mark.parametrize("url", ["postgresql://app:Hunter2#prod-pw@db.internal:5432/x",
+                                 "postgresql://app:Hunter2?prod-pw@db.internal:5432/x",
+                                 "postgresql://app:Hunter2/prod-pw@db.internal:5432/x"])
+def test_a_password_holding_what_ends_a_url_elsewhere_is_not_shown(url):
+    """The server's client reads the password up to the "@" ("#", "?" and "/" included)."""
+    shown = cache(url).describe()
+    assert "Hunter2" not in shown and "prod-pw" not in shown, shown
