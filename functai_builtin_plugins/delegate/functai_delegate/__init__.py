@@ -3,13 +3,15 @@
 A delegate is a tool whose body is another AI function. Inside a turn it
 answers in a sub-conversation, ``<conversation id>.<tool name>``, continuing
 from the sub-turn the asking branch last delegated to (kept as an entry of
-the plugin ``delegate``), so each branch has its own memory of it.
+the plugin ``delegate``), so each branch has its own memory of it; a turn
+that failed off the branch is no part of it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import logging
 import re
 import typing
 from typing import Any
@@ -17,6 +19,8 @@ from typing import Any
 import functai
 
 __version__ = "0.1.0"
+
+log = logging.getLogger("functai.delegate")
 
 #: The plugin name its entries are kept under, and their kind.
 ENTRIES = "delegate"
@@ -69,10 +73,9 @@ class Delegate(functai.Tool):
         if turn is None:
             return self.program(**inputs)  # outside a conversation: a plain call
         chat = turn.conversation
-        mine = [e["data"] for e in chat.entries(ENTRIES, ENTRIES) if e["data"].get("tool") == self.name]
         sub_id = sub_conversation_id(chat.id, self.name)
         sub = self.program.conversation(sub_id, store=chat.store)
-        waiting = self._waiting_sub_turn(turn, sub_id)
+        waiting = self._waiting_sub_turn(turn, sub_id, sub)
         try:
             if waiting is not None:  # the asking turn was resumed: answer and resume the sub-turn it waited on
                 sub_turn = sub.turn(waiting)
@@ -85,9 +88,9 @@ class Delegate(functai.Tool):
                         sub_turn.deny(approval, reason=given["reason"], by=given.get("by"))
                 value, asked = sub_turn.resume(), waiting
             else:
-                view = sub.continue_from(mine[-1]["turn"] if mine else None)
+                view = self._memory(turn, sub)
                 value = view(**inputs)
-                asked = view.head.id
+                asked = typing.cast(functai.Turn, view.head).id  # the turn it made just now
         except functai.Waiting as wait:  # the asking turn waits too; its answers come back here on resume
             prefix = f"{sub_id}/{wait.turn.id}/"
             raise functai.Waiting(
@@ -97,14 +100,36 @@ class Delegate(functai.Tool):
         chat.remember(ENTRIES, ENTRIES, {"tool": self.name, "conversation": sub_id, "turn": asked}, turn=turn)
         return value
 
+    def _memory(self, turn: Any, sub: functai.Conversation) -> functai.Conversation:
+        """The sub-conversation continued from the sub-turn this branch last delegated to: kept at a
+        turn of the branch itself (a turn that failed off it is not its memory), whole and still there,
+        else from nothing, said in a warning."""
+        chat = turn.conversation
+        on_branch = {t.id for t in chat.turns} | {turn.id}
+        mine = [e["data"] for e in chat.entries(ENTRIES, ENTRIES) if e["turn"] in on_branch
+                and isinstance(e["data"], dict) and e["data"].get("tool") == self.name]
+        if not mine:
+            return sub.continue_from(None)
+        try:
+            return sub.continue_from(mine[-1]["turn"])
+        except functai.FunctAIError as lost:  # its sub-turn is gone (the store edited): memory starts afresh
+            log.warning("delegate %r of conversation %r starts afresh: %s", self.name, chat.id, lost.message)
+            return sub.continue_from(None)
+
     @staticmethod
-    def _waiting_sub_turn(turn: Any, sub_id: str) -> str | None:
-        """The sub-turn the asking turn waited on, if it is being resumed after such a wait."""
+    def _waiting_sub_turn(turn: Any, sub_id: str, sub: functai.Conversation) -> str | None:
+        """The sub-turn the asking turn waited on and that still waits, if it is being resumed after
+        such a wait (a later delegation of the same turn asks anew)."""
         for approval in turn.approvals:
             key: str = approval["key"]
             head, _, rest = key.partition("/")
             if head == sub_id and turn.answers.get(key) is not None:
-                return rest.partition("/")[0]
+                waited = rest.partition("/")[0]
+                try:
+                    if sub.turn(waited).state == "waiting":
+                        return waited
+                except functai.FunctAIError:  # gone: nothing to resume
+                    pass
         return None
 
 

@@ -206,3 +206,82 @@ def test_the_models_inputs_are_read_by_the_programs_types_and_refused_naming_the
     refused, ran = record.tool_calls
     assert "input 'span' must be Span" in refused["output"] and "input 'unit' (str) is missing" in refused["output"]
     assert "Any" not in refused["output"] and "output" in ran and got == ['span: {"start": 1, "end": 2}\nunit: cm']
+
+
+def test_a_turn_that_failed_off_an_earlier_turn_is_not_the_branchs_memory(tmp_path):
+    lm = model()
+    failing = {"on": False}
+    plain = lm._reply
+
+    def reply(request):
+        if failing["on"] and request.messages[-1]["role"] == "tool":
+            raise functai.ModelError("the server is down", code="model-unavailable")
+        return plain(request)
+
+    lm._reply = reply
+    with functai.settings(client=lm):
+        chat = assistant.conversation("alex", store=str(tmp_path / "store"))
+        chat("first")
+        chat("second")
+        failing["on"] = True
+        with pytest.raises(functai.FunctAIError, match="model-unavailable"):
+            chat.continue_from(chat.turns[0])("elsewhere")  # delegated, then failed: a dead end off the first
+        failing["on"] = False
+        chat("third")
+    asked = [r for r in lm.requests if r.messages[0]["content"].startswith("Look")][-1]
+    assert research_history(asked) == [("user", "query: first"), ("assistant", "R1"), ("user", "query: second"),
+                                       ("assistant", "R2"), ("user", "query: third")]
+
+
+def test_a_second_delegation_in_a_resumed_turn_asks_anew(install_approval):
+    refunds.clear()
+
+    def two(request):
+        system, last = request.messages[0]["content"], request.messages[-1]
+        if system.startswith("Clerk"):
+            order = last["content"].split()[-1]
+            return "clerk done: " + last["content"] if last["role"] == "tool" else tool_call("refund", {"order": order})
+        results = [m["content"] for m in request.messages if m["role"] == "tool"]
+        if len(results) < 2:
+            return tool_call("clerk", {"request": f"refund {['A1', 'B2'][len(results)]}"})
+        return "front done: " + " | ".join(results)
+
+    with functai.settings(client=ScriptedLM(reply=two)):
+        chat = front.conversation("desk", store=functai.MemoryStore(), approve=["refund"])
+        with pytest.raises(functai.Waiting) as first:
+            chat("Refund A1 and B2")
+        first.value.turn.approve()
+        with pytest.raises(functai.Waiting) as second:  # the second delegation asks for its own refund
+            first.value.turn.resume()
+        assert [a["input"] for a in second.value.approvals] == [{"order": "B2"}]
+        second.value.turn.approve()
+        assert second.value.turn.resume() == "front done: clerk done: refunded A1 | clerk done: refunded B2"
+    assert refunds == ["A1", "B2"]
+
+
+@pytest.mark.parametrize("damage", ["data", "turn", "sub-conversation"])
+def test_a_damaged_memory_starts_the_delegate_afresh_with_a_warning(tmp_path, damage, caplog):
+    import json
+
+    lm = model()
+    store = tmp_path / "store"
+    with functai.settings(client=lm):
+        chat = assistant.conversation("alex", store=str(store))
+        chat("first")
+        path = store / "alex.jsonl"
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        for line in lines:
+            if line.get("kind") == "entry" and line.get("plugin") == "delegate":
+                if damage == "data":
+                    line["data"] = "garbage"
+                elif damage == "turn":
+                    line["data"]["turn"] = "nope"
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        if damage == "sub-conversation":
+            (store / "alex.research.jsonl").unlink()
+        assert assistant.conversation("alex", store=str(store))("second") == "done: R2"
+    asked = [r for r in lm.requests if r.messages[0]["content"].startswith("Look")][-1]
+    assert research_history(asked) == [("user", "query: second")]  # nothing it can continue from
+    if damage != "data":  # a damaged entry is skipped by itself; a lost sub-turn is said
+        said = [r.getMessage() for r in caplog.records if r.name == "functai.delegate"]
+        assert len(said) == 1 and "delegate 'research' of conversation 'alex' starts afresh" in said[0], said
