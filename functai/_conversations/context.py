@@ -40,6 +40,11 @@ class ShownTurn:
     def outputs(self) -> Mapping[str, Any]:
         return frozen(self._turn.outputs)  # type: ignore[no-any-return]
 
+    @property
+    def at(self) -> str | None:
+        """When the turn started (ISO 8601): a branch's turns started one after another."""
+        return self._turn.at
+
     def __repr__(self) -> str:
         return f"ShownTurn({self.id!r}, without={list(self.without)})"
 

@@ -90,7 +90,9 @@ def compaction(
             log.warning("plugin %r: the summarizer returned blank text; nothing was folded", name)
             return
         turns_so_far = (latest["turns"] if latest else 0) + len(folded)
-        turn.remember("summary", {"through": folded[-1].id, "text": text.strip(), "turns": turns_so_far})
+        kept = [t.id for t in unsummarized[len(folded):]]  # with "at", what follows "through" when it is not shown
+        turn.remember("summary", {"through": folded[-1].id, "at": folded[-1].at, "kept": kept, "text": text.strip(),
+                                  "turns": turns_so_far})
 
     @plugin.context
     def show_the_summary(context: Any) -> Change | None:
@@ -98,7 +100,13 @@ def compaction(
         if latest is None:
             return None
         ids = [t.id for t in context.turns]
-        after = ids[ids.index(latest["through"]) + 1 :] if latest["through"] in ids else ids
+        if latest["through"] in ids:
+            after = ids[ids.index(latest["through"]) + 1 :]
+        elif isinstance(latest.get("at"), str):  # left out by another handler: the turns after it
+            kept = set(latest.get("kept") or ())  # (those kept then: one may have started in its millisecond)
+            after = [t.id for t in context.turns if (t.at or "") > latest["at"] or t.id in kept]
+        else:  # a summary kept before it said when its last turn started
+            after = ids
         section = f"Earlier in this conversation ({latest['turns']} turns, summarized):\n{latest['text']}"
         return Change(keep=after, sections=[section])
 

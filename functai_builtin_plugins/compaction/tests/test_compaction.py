@@ -32,7 +32,9 @@ def test_the_worked_example():
             chat(f"Q{i}")
         entries = chat.entries("compaction", "summary")
         t = [turn.id for turn in chat.turns]
-        assert [e["data"] for e in entries] == [{"through": t[1], "text": "Q1/Q2", "turns": 2}]
+        at = {turn.id: turn.at for turn in chat.turns}  # when the last turn it folded started
+        assert [e["data"] for e in entries] == [
+            {"through": t[1], "at": at[t[1]], "kept": t[2:4], "text": "Q1/Q2", "turns": 2}]
         assert entries[0]["turn"] == t[3]  # kept at the turn whose end folded them
         chat("Q5")
         fifth = lm.requests[-1]
@@ -43,9 +45,10 @@ def test_the_worked_example():
         assert len(chat.entries("compaction", "summary")) == 1  # 3 unsummarized after turn 5: no fold
         chat("Q6")
         t = [turn.id for turn in chat.turns]
+        at = {turn.id: turn.at for turn in chat.turns}
         assert [e["data"] for e in chat.entries("compaction", "summary")] == [
-            {"through": t[1], "text": "Q1/Q2", "turns": 2},
-            {"through": t[3], "text": "Q1/Q2 + Q3/Q4", "turns": 4},
+            {"through": t[1], "at": at[t[1]], "kept": t[2:4], "text": "Q1/Q2", "turns": 2},
+            {"through": t[3], "at": at[t[3]], "kept": t[4:6], "text": "Q1/Q2 + Q3/Q4", "turns": 4},
         ]
         assert calls == [("", ["Q1", "Q2"]), ("Q1/Q2", ["Q3", "Q4"])]
         chat("Q7")
@@ -150,3 +153,21 @@ def test_a_summary_entry_edited_out_of_shape_is_left_out_and_replaced(tmp_path, 
     assert chat.entries("compaction", "summary")[-1]["data"]["text"] == "Q1/Q2/Q3"  # folded again from the start
     chat("Q6")
     assert "(3 turns, summarized):\nQ1/Q2/Q3" in lm.requests[-1].messages[0]["content"]
+
+
+def test_a_summary_through_a_turn_another_plugin_left_out_still_hides_what_it_folded():
+    """Another context handler drops the turn a summary ends at: the turns before it are summarized,
+    not shown again (nor is the dropped turn), and the turns after it are shown."""
+    def summarize(earlier, rows):
+        return (earlier + " + " if earlier else "") + "/".join(row["question"] for row in rows)
+
+    offtopic = Plugin("offtopic", context=lambda c: Change(
+        keep=[t.id for t in c.turns if "offtopic" not in t.inputs["question"]]))
+    lm = ScriptedLM(reply=lambda request: "A")
+    chat = tutor.conversation("o", store=functai.MemoryStore(), client=lm,
+                              plugins=[offtopic, compaction(keep=2, every=2, summarize=summarize)])
+    for question in ["Q1", "Q2 offtopic", "Q3", "Q4", "Q5"]:
+        chat(question)
+    messages = lm.requests[-1].messages
+    assert "summarized):\nQ1/Q2 offtopic" in messages[0]["content"]
+    assert [m["content"] for m in messages[1:-1] if m["role"] == "user"] == ["question: Q3", "question: Q4"]
