@@ -21,7 +21,7 @@ from typing import Any
 from functai import FunctAIError, Plugin, Reply
 
 from .key import KEY_VERSION, canonical, request_key
-from .stores import CacheStore, Entry, MemoryCache, open_cache_store
+from .stores import SWEEP_AT, CacheStore, Entry, MemoryCache, open_cache_store
 
 __version__ = "0.1.0"
 #: Where this plugin says what it survived: under functai's logger, silent until the application
@@ -103,6 +103,7 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
     # In memory, a text answer is built once and handed out again: a Reply is read-only.
     # (One with tool calls is built afresh each time: a tool may change its input.)
     built: dict[str, tuple[float, Reply]] | None = {} if isinstance(where, MemoryCache) else None
+    sweep = [SWEEP_AT]  # the size at which `built` is next swept
     # A call's replies, by call id, until the call ends done (`keep_when_done`).
     held: OrderedDict[str, list[Entry]] = OrderedDict()
     lock = threading.Lock()
@@ -143,8 +144,18 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
             failed("reading", error)
             return None
         if built is not None and not entry["reply"].get("tool_calls"):
-            built[key] = (entry["at"], answer)
+            keep_built(built, key, entry["at"], answer)
         return answer
+
+    def keep_built(built: dict[str, tuple[float, Reply]], key: str, at: float, answer: Reply) -> None:
+        """Keep ``answer`` to hand out again, letting those past the ttl go as the store does its entries."""
+        with lock:
+            built[key] = (at, answer)
+            if seconds is not None and len(built) >= sweep[0]:
+                cutoff = time.time() - seconds
+                for old in [k for k, (when, _) in built.items() if when < cutoff]:
+                    del built[old]
+                sweep[0] = max(SWEEP_AT, 2 * len(built))
 
     @plugin.reply
     def keep_reply(event: Any) -> None:

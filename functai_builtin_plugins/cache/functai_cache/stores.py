@@ -139,6 +139,16 @@ def _new_salt() -> str:
     return secrets.token_hex(SALT_BYTES)
 
 
+def _read_small(path: str) -> str:
+    """A small file's text, opened without blocking: a FIFO where the file should be would hold every
+    call forever. Anything but a file is an error (the call goes on without the cache)."""
+    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(handle, "rb") as file:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise OSError(f"{path} is not a file")
+        return file.read().decode("ascii", errors="replace")
+
+
 def _salt_of(text: object, where: str) -> bytes:
     """A kept salt as bytes; refuses one that is not what this plugin writes (a damaged store)."""
     if type(text) is not str or len(text) != 2 * SALT_BYTES:
@@ -222,8 +232,7 @@ class FolderCache:
         if self._salt is None:
             path = os.path.join(self.folder, SALT_FILE)
             try:
-                with open(path, encoding="ascii", errors="replace") as handle:
-                    text = handle.read()
+                text = _read_small(path)
             except FileNotFoundError:
                 _make_folder(self.folder)
                 temporary = self._write_temporary(self.folder, _new_salt().encode())
@@ -233,8 +242,7 @@ class FolderCache:
                     pass
                 finally:
                     os.unlink(temporary)
-                with open(path, encoding="ascii", errors="replace") as handle:
-                    text = handle.read()
+                text = _read_small(path)
             self._salt = _salt_of(text.strip(), path)
         return self._salt
 

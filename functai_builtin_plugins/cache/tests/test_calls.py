@@ -492,3 +492,24 @@ def test_a_password_holding_what_ends_a_url_elsewhere_is_not_shown(url):
     """The server's client reads the password up to the "@" ("#", "?" and "/" included)."""
     shown = cache(url).describe()
     assert "Hunter2" not in shown and "prod-pw" not in shown, shown
+
+
+def test_a_memory_cache_lets_the_answers_it_built_go_past_the_ttl(monkeypatch):
+    """In memory, a text answer is built once and handed out again; past the ttl it goes, as the
+    store's entries do (the built answers were kept for good)."""
+    import inspect
+
+    import functai_cache
+
+    now = [1000.0]
+    monkeypatch.setattr(functai_cache.time, "time", lambda: now[0])
+    kept = cache("memory:", ttl=10)
+    (handler,) = kept.handlers("request")
+    built = inspect.getclosurevars(handler).nonlocals["built"]
+    lm = ScriptedLM(reply=lambda request: Reply(text="ok", finish_reason="stop"))
+    with functai.settings(client=lm, plugins=[kept]):
+        for n in range(3000):
+            now[0] += 1.0  # a second between calls: at most ten answers are within the ttl
+            capital(f"country {n}")
+            capital(f"country {n}")  # a hit: its answer is built and kept
+    assert len(built) < 2100 and len(lm.requests) == 3000

@@ -202,6 +202,13 @@ def test_a_fifo_where_a_folder_entry_should_be_is_a_miss_not_a_hang(tmp_path):
     assert store.get(K1) is None
 
 
+def test_a_fifo_where_the_salt_should_be_is_an_error_not_a_hang(tmp_path):
+    (tmp_path / "c").mkdir()
+    os.mkfifo(tmp_path / "c" / ".salt")  # an open that waits for a writer waits forever
+    with pytest.raises(OSError, match="not a file"):
+        FolderCache(str(tmp_path / "c")).salt()  # the call goes on without the cache, with a warning
+
+
 def test_a_memory_cache_lets_entries_past_the_ttl_go():
     store = MemoryCache()
     for i in range(20_000):
