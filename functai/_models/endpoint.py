@@ -52,11 +52,32 @@ def sent_headers(headers: Mapping[str, str]) -> bytes:
     return "\n".join(lines).encode()
 
 
+#: What a provider plugin's client that does not say who it asks was made for (`named`), by its id;
+#: the client itself is held with it, so that its id is never another's.
+_named: dict[int, tuple[Any, Endpoint]] = {}
+
+
+def named(client: Any, provider: str, settings: Mapping[str, Any]) -> None:
+    """Name a provider plugin's ``client`` made with ``settings`` (revealed) when it has no `Endpoint`
+    of its own: its provider, base URL, and a stand-in for its key and headers."""
+    if not isinstance(getattr(client, "endpoint", None), Endpoint):
+        asked = {"api-key": str(settings.get("api_key") or ""), **(settings.get("headers") or {})}
+        _named[id(client)] = (client, Endpoint(provider, settings.get("base_url"), secret=sent_headers(asked)))
+
+
+def forget(client: Any) -> None:
+    _named.pop(id(client), None)
+
+
 def endpoint_of(client: Any) -> Endpoint:
-    """The client's `Endpoint` when it has one, else one naming its class (a client given by hand:
-    give it an ``endpoint`` to tell its servers or tenants apart)."""
+    """The client's `Endpoint` when it has one; for a provider plugin's client without one, what it was
+    made for; else one naming its class (a client given by hand: give it an ``endpoint`` to tell its
+    servers or tenants apart)."""
     found = getattr(client, "endpoint", None)
     if isinstance(found, Endpoint):
         return found
+    made = _named.get(id(client))
+    if made is not None and made[0] is client:
+        return made[1]
     kind = type(client)
     return Endpoint(f"{kind.__module__}.{kind.__qualname__}")

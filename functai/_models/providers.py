@@ -65,6 +65,11 @@ class _LRU:
             self.items.move_to_end(key)
             while len(self.items) > self.size:
                 evicted.append(self.items.popitem(last=False)[1])
+        if evicted:
+            from .endpoint import forget
+
+            for old in evicted:
+                forget(old)
         if self.close_evicted:  # each client is kept under one key only: one evicted is used no more
             for old in evicted:
                 _close(old)
@@ -74,6 +79,11 @@ class _LRU:
         with self.lock:
             items = list(self.items.values())
             self.items.clear()
+        if items:
+            from .endpoint import forget
+
+            for client in items:
+                forget(client)
         return items
 
 
@@ -194,8 +204,10 @@ def client_for(lm: str, settings: Mapping[str, Any]) -> tuple[Client, str]:
     key = (provider, model, *sorted((k, _hashable(v)) for k, v in wanted.items()))
     client = _clients.get(key)
     if client is None:
-        client = _ask_providers(provider, model, lm, wanted)
-        client = _clients.put(key, client)
+        from .endpoint import named  # with hmac: loaded when a client is first made
+
+        client = _clients.put(key, _ask_providers(provider, model, lm, wanted))
+        named(client, provider, wanted)  # who a provider plugin's client asks, when it does not say
     return client, model
 
 

@@ -99,6 +99,40 @@ def test_a_reply_from_one_endpoint_or_tenant_is_never_served_for_another(servers
         asked += 1
 
 
+def test_a_provider_plugins_clients_for_other_keys_or_servers_are_apart(monkeypatch):
+    """A provider plugin's client need not say who it asks (anything with ``complete``): functai names
+    it by its provider, base URL, key and headers, as its own clients are named."""
+    from functai._models import providers
+
+    monkeypatch.setattr(providers, "_manager", None)  # the provider registered here goes with the test
+    monkeypatch.setattr(providers, "_clients", providers._LRU(providers.MAX_CLIENTS, close_evicted=False))
+    class Gateway:
+        def __init__(self, settings):
+            self.settings = settings
+
+        def complete(self, request):
+            said = f"{self.settings.get('api_key')} at {self.settings.get('base_url')}"
+            return functai.Reply(text=said, finish_reason="stop")
+
+    class Provider:
+        @functai.providerimpl
+        def functai_client(self, provider, model, settings):
+            return Gateway(dict(settings)) if provider == "gateway" else None
+
+    functai.register_provider(Provider(), name="gateway")
+    kept = cache("memory:")
+    answers = {}
+    for key, url, headers in [(KEY_A, "http://a.example/v1", None), (KEY_B, "http://a.example/v1", None),
+                              (KEY_A, "http://b.example/v1", None), (KEY_A, "http://a.example/v1", {"X-T": "t"})]:
+        with functai.settings(lm="gateway/small", api_key=key, base_url=url, headers=headers, plugins=[kept]):
+            value, record = capital.run("France")
+        answers[(key, url, str(headers))] = (value, [c["plugin"] for c in record.changes])
+    assert [changes for _, changes in answers.values()] == [[], [], [], []]  # each asked its own server
+    with functai.settings(lm="gateway/small", api_key=KEY_A, base_url="http://a.example/v1", plugins=[kept]):
+        value, record = capital.run("France")
+    assert value == f"{KEY_A} at http://a.example/v1" and [c["plugin"] for c in record.changes] == ["cache"]
+
+
 def test_azure_endpoints_with_the_same_deployment_and_versions_are_apart(servers, tmp_path):
     one, two = servers
     store = str(tmp_path / "cache")
