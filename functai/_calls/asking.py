@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import attrs
 
@@ -96,6 +96,10 @@ class Asker:
         self.set_for = str(record.model)
         #: The model a handler switched to, named in the record once it is asked.
         self.switched: str | None = None
+        #: The model the call's messages are laid out for, and how to lay them out for another (set by
+        #: the call: a baked student reads only its inputs message, any other model the instruction too).
+        self.lm: str | None = None
+        self.relay: Callable[[Sequence[Any], str | None, str | None], Sequence[Any]] = _one_layout
         self.listen = listen
         self.on_request = plan.handlers["request"]
         self.on_error = plan.handlers["model_error"]
@@ -194,7 +198,8 @@ class Asker:
         if values.get("client") is None and providers.split(lm)[0] != providers.split(self.set_for)[0]:
             values = {name: value for name, value in values.items() if name not in providers.PROVIDER_SETTINGS}
         self.client, self.model = choose_client(values, lm, self.fn)
-        return attrs.evolve(request, model=self.model)
+        messages, self.lm = self.relay(request.messages, self.lm, lm), lm
+        return attrs.evolve(request, model=self.model, messages=messages)
 
     def _replayed(self, replayed: dict[str, Any], request: Request,
                   reply: Reply) -> tuple[Reply, str | None, Request]:
@@ -392,6 +397,10 @@ class Asker:
         scope.acts = {"acts": acts, "answered": entry}  # the answer's change
         scope.keep(reply)
         return reply
+
+
+def _one_layout(messages: Sequence[Any], was: str | None, now: str | None) -> Sequence[Any]:
+    return messages
 
 
 def _shape(reply: Reply) -> tuple[str, str]:

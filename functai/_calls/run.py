@@ -10,7 +10,7 @@ import os
 import time
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 from .._errors import FunctAIError, OutputError, Waiting
 from .._hooks.change import Change
@@ -97,6 +97,8 @@ def call_steps(
         runner: ToolRunner | None = None
         schemas = fn.tool_schemas(tools)
         asker = _asker(fn, record, resolved, scope, budget, client, model, listen)
+        if asker is not None:
+            asker.lm, asker.relay = lm, _relay(fn, inputs, record.instruction or "", turn)
         reasks = steps = 0
         while True:
             request = Request(model=model, messages=messages, tools=schemas, settings=model_settings,
@@ -109,7 +111,9 @@ def call_steps(
                 add_reasoning(record, reply)
             else:
                 reply = yield from asker.ask(request)
-                client, model = asker.client, asker.model  # a model_error handler may have switched them
+                # a model_error handler may have switched them (and the layout: a baked student's, or not)
+                client, model, messages = asker.client, asker.model, asker.relay(messages, lm, asker.lm)
+                lm = asker.lm
             problem = non_answer(reply, fn.output_schema is not None)
             if problem is not None:  # a refusal, a filter, a cut value, nothing: asking again would not help
                 raise problem
@@ -233,6 +237,21 @@ def _asker(fn: "Program", record: records.CallRecord, resolved: Resolved, scope:
     if acting["request"] or acting["model_error"] or acting["reply"] or acting["chunk"]:
         return Asker(fn, record, record.path, resolved.values, resolved.plan, scope, budget, client, model, listen)
     return None
+
+
+def _relay(fn: "Program", inputs: dict[str, Any], instruction: str,
+           turn: TurnScope | None) -> Callable[[Sequence[Any], str | None, str | None], Sequence[Any]]:
+    """How a call's messages, laid out for one model, are laid out for another it is switched to: the
+    first messages of the other's layout, then the tool steps and re-asks after them, as they were."""
+    history = turn.history if turn is not None else ()
+
+    def relay(messages: Sequence[Any], was: str | None, now: str | None) -> Sequence[Any]:
+        if isinstance(was, layouts.Baked) == isinstance(now, layouts.Baked):
+            return messages  # one layout for both
+        before = layouts.messages(fn.layout, was, instruction, inputs, history)
+        return [*layouts.messages(fn.layout, now, instruction, inputs, history), *messages[len(before):]]
+
+    return relay
 
 
 def _too_many_steps(fn: "Program", max_steps: int) -> FunctAIError:

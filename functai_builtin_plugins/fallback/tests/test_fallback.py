@@ -253,3 +253,26 @@ def test_another_providers_model_is_asked_without_the_first_ones_key_and_address
     assert [request.headers.get("authorization") for request in first.requests] == [f"Bearer {key}"]
     [asked] = second.requests
     assert asked.headers.get("authorization") is None and asked.headers.get("x-team") is None
+
+
+@pytest.mark.parametrize("first, then", [("baked", "plain"), ("plain", "baked")])
+def test_a_switch_to_or_from_a_baked_student_lays_the_messages_out_for_the_model_asked(first, then):
+    """A baked student reads only its inputs message; a model switched to reads what its own layout
+    gives, the tool steps after it kept: a general model is given the instruction, a student not."""
+    named = {"baked": functai.baked("student"), "plain": "teacher"}
+
+    def answer(request):
+        if request.model == str(named[first]):
+            raise ModelError("down", code="model-http", status=503)
+        if request.messages[-1]["role"] != "tool":
+            return tool_call("lookup", {"order": "A1"})
+        return "shipped"
+
+    lm = ScriptedLM(reply=answer)
+    with functai.settings(client=lm, lm=named[first], plugins=[fallback([named[then]])]):
+        assert support("where is A1?") == "shipped"
+    roles = [[m["role"] for m in request.messages] for request in lm.requests]
+    system = ["system"] if then == "plain" else []
+    assert roles == [["system", "user"] if first == "plain" else ["user"],
+                     [*system, "user"], [*system, "user", "assistant", "tool"]]
+    assert all(request.model == str(named[then]) for request in lm.requests[1:])
