@@ -2,6 +2,7 @@
 
 from ._stores import SCHEMA_VERSION, FolderStore, MemoryStore, Store, StoreConflict, open_store
 from ._stores.copy import copy_calls, copy_conversations
+from ._stores.urls import redact
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -12,4 +13,5 @@ __all__ = [
     "copy_calls",
     "copy_conversations",
     "open_store",
+    "redact",
 ]

@@ -75,7 +75,8 @@ def host_port(parts: SplitResult) -> str:
 
 
 def redact(url: "str | Hidden") -> str:
-    """The URL without its password, as records and messages may show it."""
+    """The URL without its password (in its user part or its query), as records, messages and pages
+    may show it; where the URL cannot be taken apart, all up to its host goes too."""
     if not isinstance(url, str):
         return url.shown  # a SecretURL: shown without its password already
     parts = split_url(url)

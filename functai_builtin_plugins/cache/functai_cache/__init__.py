@@ -19,6 +19,7 @@ from collections import OrderedDict
 from typing import Any
 
 from functai import FunctAIError, Plugin, Reply
+from functai.stores import redact
 
 from .key import KEY_VERSION, canonical, request_key
 from .stores import SWEEP_AT, CacheStore, Entry, MemoryCache, open_cache_store
@@ -67,14 +68,8 @@ def answer_of(entry: Entry) -> Reply:
 
 
 def _shown(store: str) -> str:
-    """The store as the plugin's description names it: a URL without its password or query. All
-    before the last "@" may be the password ("#", "?" and "/" in it are the server's to read)."""
-    scheme, sep, rest = store.partition("://")
-    if not sep:
-        return store
-    before, at, after = rest.rpartition("@")
-    user = before.split(":", 1)[0].split("/", 1)[0] + "@" if at else ""
-    return f"{scheme}://{user}{after.split('?', 1)[0]}"
+    """The store as the plugin's description names it: a URL without its password."""
+    return redact(store)
 
 
 def _checked_ttl(ttl: object) -> float | None:

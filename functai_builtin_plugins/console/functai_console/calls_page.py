@@ -185,6 +185,8 @@ def _rating(record: Any, csrf: str) -> str:
     now = (f"<p>rated {rating(record)} by {e(record.rating.get('by') or 'someone')}</p>" if record.rating else "")
     return now + (
         f'<form method="post" action="/calls/{quote(record.id)}/rate">{hidden(csrf=csrf)}'
+        # The form's default button, disabled: Enter in a field submits nothing (never a rating).
+        '<button type="submit" disabled hidden aria-hidden="true"></button>'
         '<input type="text" name="by" placeholder="your name" required aria-label="your name"> '
         '<input type="text" name="correction" placeholder="correction (optional)" aria-label="correction"> '
         '<button name="good" value="1">Good</button> <button name="good" value="0">Bad</button></form>')

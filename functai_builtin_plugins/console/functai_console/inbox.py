@@ -85,7 +85,7 @@ def read_edit(form: Mapping[str, Any], asked: Mapping[str, Any],
         name = field[len("input."):]
         if name in asked and _lines(text) == _lines(as_field(asked[name])):
             continue
-        value = read_typed(text, name, parameters)
+        value = read_typed(_lines(text), name, parameters)  # as typed: a browser sends line ends as CRLF
         if name not in asked or _json_text(value) != _json_text(asked[name]):  # True is not 1 here
             edit[name] = value
     return edit or None

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import functai
 from functai.cli import CLIError
-from functai.stores import open_store
+from functai.stores import open_store, redact
 
 
 class Console:
@@ -36,11 +36,11 @@ class Console:
 
     @property
     def where(self) -> str:
-        return _redact(self.store_name)
+        return redact(self.store_name)
 
     @property
     def log_where(self) -> str:
-        return _redact(self.log or "")
+        return redact(self.log or "")
 
     def view(self, conversation: str) -> functai.Conversation:
         """The conversation opened by id alone (no function needed), kept for the next request."""
@@ -126,8 +126,12 @@ class Console:
         """The calls made inside ``call`` (depth, record), depth first, in the order they started:
         one indexed read per call in the tree."""
         stack = [(1, record) for record in self._inside(call)]
+        seen = {call}  # a log edited so that calls name each other as parent: each is shown once
         while stack:
             depth, record = stack.pop()
+            if record.id in seen:
+                continue
+            seen.add(record.id)
             yield depth, record
             stack += [(depth + 1, child) for child in self._inside(record.id)]
 
@@ -137,15 +141,6 @@ class Console:
 
     def rate(self, call: str, *, good: bool, correction: str | None, by: str | None) -> None:
         functai.rate(call, good=good, correction=correction, by=by, log=self.log)
-
-
-def _redact(where: str) -> str:
-    """A URL without its password (a store URL may carry one)."""
-    if "://" not in where or "@" not in where:
-        return where
-    scheme, _, rest = where.partition("://")
-    user, _, host = rest.rpartition("@")
-    return f"{scheme}://{user.partition(':')[0]}:***@{host}" if ":" in user else where
 
 
 def waited(at: str | None, now: datetime | None = None) -> str:

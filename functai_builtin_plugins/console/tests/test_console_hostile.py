@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 from urllib.parse import urlsplit
 
+import functai
 from console_helpers import TOKEN
 from starlette.testclient import TestClient
 from test_console_routes import client, post, waiting_turn
@@ -153,3 +154,57 @@ def test_only_the_consoles_own_script_may_run(tmp_path):
     script = re.search(r"script-src ([^;]+);", policy).group(1)
     assert "unsafe-inline" not in script and script.startswith("'sha256-")
     assert page.text.count("<script>") == 1
+
+
+def test_an_edit_typed_over_lines_is_recorded_with_the_line_ends_typed(tmp_path, monkeypatch):
+    """A browser sends a text area's line ends as CRLF: the person typed LF, and that is what runs."""
+    monkeypatch.setenv("SHOP_LEDGER", str(tmp_path / "ledger.txt"))
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, _ = waiting_turn(store, log)
+    key = turn.approvals[0]["key"]
+    post(client(store, log), "/inbox/answer", conversation="ticket-1", turn=turn.id, key=key, by="ana",
+         action="approve", **{"input.order": "B2\r\nfragile", "input.amount": "400"})
+    assert chat.turn(turn.id).waits[-1]["answers"][key]["inputs"] == {"order": "B2\nfragile"}
+
+
+def logged_call(tmp_path, monkeypatch) -> tuple[str, str]:
+    """A store and a call log holding one turn's call, done."""
+    monkeypatch.setenv("SHOP_LEDGER", str(tmp_path / "ledger.txt"))
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, _ = waiting_turn(store, log)
+    turn.approve(by="ana")
+    assert turn.resume() == "done"
+    return store, log
+
+
+def test_calls_a_hand_edited_log_makes_each_others_parents_are_shown_once(tmp_path, monkeypatch):
+    """Two calls naming each other as parent (or one itself): the call's page ends, each shown once."""
+    import json
+    import pathlib
+
+    store, where = logged_call(tmp_path, monkeypatch)
+    log = pathlib.Path(where)
+    [line] = (log / "calls.jsonl").read_text().splitlines()[:1]
+    first = json.loads(line)
+    looped = [{**first, "id": "a" * 16, "parent": "b" * 16}, {**first, "id": "b" * 16, "parent": "a" * 16},
+              {**first, "id": "c" * 16, "parent": "c" * 16}]
+    with open(log / "calls.jsonl", "a") as out:
+        out.writelines(json.dumps(record) + "\n" for record in looped)
+    browser = client(store, str(log))
+    for call in ("a" * 16, "c" * 16):
+        page = browser.get(f"/calls/{call}")
+        assert page.status_code == 200 and page.text.count('href="/calls/') <= 4  # its parent and child once
+
+
+def test_a_store_url_is_shown_without_a_password_in_its_query(tmp_path):
+    console = Console(str(tmp_path / "store"), log="postgresql://app@db.internal/shop?password=hunter2-SECRET")
+    assert "hunter2" not in console.log_where and console.log_where == "postgresql://app@db.internal/shop"
+
+
+def test_enter_in_the_rating_form_submits_nothing(tmp_path, monkeypatch):
+    """Its default button is a disabled one: Enter in the correction field rates nothing."""
+    store, log = logged_call(tmp_path, monkeypatch)
+    call = next(functai.read_calls(log)).id
+    page = client(store, log).get(f"/calls/{call}").text
+    form = page[page.index('action="/calls/'):]
+    assert form.index("<button type=\"submit\" disabled") < form.index('name="good"')
