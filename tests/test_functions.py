@@ -431,6 +431,34 @@ def test_log_content_false_keeps_no_reply_text_in_errors(tmp_path):
     assert record.error["code"] == "output-invalid" and record.error["chars"] > 0
 
 
+def test_log_content_false_keeps_no_input_in_a_tools_error(tmp_path):
+    """A tool's error message may quote its input (and what it read): kept as its code and size."""
+    from functai.testing import tool_call
+
+    @functai.tool
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        raise ValueError(f"customer CONTENT-{order} not found")
+
+    @functai.tool
+    def count(n: int) -> str:
+        """Count."""
+        return "x"
+
+    @ai(tools=[lookup, count])
+    def support(question: str) -> str:
+        """Answer."""
+
+    functai.configure(log_calls=str(tmp_path), log_content=False, client=ScriptedLM(
+        [tool_call("lookup", {"order": "A1"}), tool_call("count", {"n": "CONTENT-NOT-INT"}), "ok"]))
+    assert support("q") == "ok"
+    assert "CONTENT" not in (tmp_path / "calls.jsonl").read_text()
+    (record,) = functai.read_calls(tmp_path)
+    assert [call["error"] for call in record.tool_calls] == [
+        {"code": "ValueError", "chars": len("ValueError: customer CONTENT-A1 not found")},
+        {"code": "input-invalid", "chars": record.tool_calls[1]["error"]["chars"]}]
+
+
 def test_an_interrupted_call_is_not_logged_as_a_success(tmp_path):
     scripted(KeyboardInterrupt())
     functai.configure(log_calls=str(tmp_path))

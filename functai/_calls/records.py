@@ -135,6 +135,8 @@ def without_content(record: CallRecord) -> None:
         for key in ("input", "output"):
             if key in call and call[key] is not None:
                 call[key] = {"chars": size(call[key])}
+        if isinstance(call.get("error"), str):  # "<code or exception type>: <message>", which may quote them
+            call["error"] = {"code": call["error"].partition(":")[0], "chars": len(call["error"])}
     conversation = record.conversation
     if conversation and conversation.get("waited"):  # what a person was asked and answered: input, question, edit
         conversation["waited"] = [

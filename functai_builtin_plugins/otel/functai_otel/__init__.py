@@ -452,8 +452,8 @@ def _tool_outcome(span: Any, entry: Mapping[str, Any] | None, content: bool) -> 
     if entry.get("refused"):
         span.set_attribute("functai.tool.refused", entry["refused"])
     error = entry.get("error") or (None if "output" in entry else "interrupted")  # no output: it never ended
-    if error:
-        kind = str(error).partition(":")[0]
+    if error:  # "<code or type>: <message>", or without content {"code", "chars"}
+        kind = str(error["code"] if isinstance(error, Mapping) else error).partition(":")[0]
         span.set_attribute(ERROR_TYPE, kind)
         span.set_status(Status(StatusCode.ERROR, str(error) if content else kind))
 
