@@ -63,8 +63,8 @@ _UNSEEN = object()
 class _Call:
     """A call span this plugin started and has not ended yet: the top of a stack of open spans."""
 
-    __slots__ = ("path", "span", "token", "below", "prefix", "model", "provider", "tools", "conversation", "chat",
-                 "requests")
+    __slots__ = ("path", "span", "token", "below", "prefix", "model", "provider", "tools", "conversation", "turn",
+                 "chat", "requests")
 
     def __init__(self, call: Any, span: Any, token: Any, below: Any, models: tuple[str, str | None, str | None]
                  ) -> None:
@@ -75,8 +75,8 @@ class _Call:
         #: What the model name sent starts with when the call names its provider ("openai/"),
         #: the model, the provider's name in the conventions (`_model_of`).
         self.prefix, self.model, self.provider = models
-        #: The conversation the call is a turn of, or None: its chat spans say so too.
-        self.conversation = call.conversation
+        #: The conversation the call is a turn of, or None: its chat spans say so too; and the turn.
+        self.conversation, self.turn = call.conversation, call.turn
         #: The chat span of the request being sent, its context token and the attributes it started
         #: with (None between requests).
         self.chat: tuple[Any, Any, dict[str, Any]] | None = None
@@ -238,9 +238,12 @@ class _Tracing:
             self._failed("request", error)
 
     def model_error(self, event: Any) -> None:
-        call = self._call_of(event.path)
-        if call is not None and call.chat is not None:
-            self._end_chat(call, event.error.code, _time_ns())
+        try:
+            call = self._call_of(event.path)
+            if call is not None and call.chat is not None:
+                self._end_chat(call, event.error.code, _time_ns())
+        except Exception as error:  # in a hook that recovers a raise would stop the call: report, go on
+            self._failed("model_error", error)
 
     def _end_chat(self, call: _Call, error: str, now: int) -> None:
         """End the chat span of a request that got no reply, as failed with ``error``."""
@@ -252,6 +255,12 @@ class _Tracing:
         span.end(end_time=now)
 
     def reply(self, event: Any) -> None:
+        try:
+            self._reply(event)
+        except Exception as error:  # in a hook that replaces a raise would stop the call: report, go on
+            self._failed("reply", error)
+
+    def _reply(self, event: Any) -> None:
         call = self._call_of(event.path)
         now = _time_ns()
         request, answer = event.request, event.reply
@@ -270,9 +279,12 @@ class _Tracing:
             attributes["functai.attempt"] = event.attempt
         if event.answered:  # a plugin answered instead of the model: the span says which
             attributes["functai.answered_by"] = event.answered
+        if event.recorded:  # read back by a resumed turn: paid for, and traced, when it was asked
+            attributes["functai.recorded"] = True
+        paid = not event.answered and not event.recorded
         if answer.finish_reason:
             attributes[FINISH_REASONS] = (answer.finish_reason,)
-        for key, count in answer.usage.items():
+        for key, count in answer.usage.items() if paid else ():
             name = USAGE.get(key)
             if name is not None:
                 attributes[name] = count
@@ -291,7 +303,7 @@ class _Tracing:
             span = self._tracer.start_span(f"chat {model}" if model else "chat", kind=_CLIENT, attributes=attributes,
                                            start_time=now - int((event.seconds or 0) * 1e9))
         span.end(end_time=now)
-        if not event.answered:  # a model was asked: what it took, and cost
+        if paid:  # a model was asked now: what it took, and cost
             self._measure({**started, **attributes}, event.seconds, answer.usage)
 
     def _measure(self, span: Mapping[str, Any], seconds: float | None, usage: Mapping[str, Any]) -> None:
@@ -356,7 +368,6 @@ class _Tracing:
 
     def call_end(self, event: Any) -> None:
         call = self._call_of(event.path)
-        record = event.record
         now = _time_ns()
         if call is None:  # the call ended before this plugin's before_call ran
             span = self._tracer.start_span(f"functai.call {event.function}", kind=_INTERNAL,
@@ -369,6 +380,14 @@ class _Tracing:
             self._open.set(call.below)
             otel_context.detach(call.token)
             span, tools = call.span, call.tools
+        try:
+            self._ended(span, tools, event, call, now)
+        finally:  # a record this plugin could not read (edited by hand) still ends the span
+            span.end(end_time=now)
+
+    def _ended(self, span: Any, tools: list[_Tool], event: Any, call: _Call | None, now: int) -> None:
+        """What the call's record adds to its span, and its tool spans ended."""
+        record = event.record
         attempts = record.attempts
         attributes: dict[str, Any] = {CALL_ID: record.id, "functai.function.version": record.version,
                                       "functai.attempts": attempts}
@@ -383,8 +402,8 @@ class _Tracing:
         changes = record.changes
         if changes:
             for item in changes:
-                data = {"functai.plugin": item["plugin"], "functai.plugin.version": item["version"],
-                        "functai.hook": item["hook"]}
+                data = {"functai.plugin": str(item.get("plugin")), "functai.plugin.version": str(item.get("version")),
+                        "functai.hook": str(item.get("hook"))}
                 if "change" in item:  # present only while the record keeps content
                     data["functai.change"] = json.dumps(_plain(item["change"]), ensure_ascii=False, default=str)
                 span.add_event("functai.change", data, timestamp=now)
@@ -394,7 +413,28 @@ class _Tracing:
         if event.error is not None:
             span.set_attribute(ERROR_TYPE, event.error)
             span.set_status(Status(StatusCode.ERROR, event.error))
-        span.end(end_time=now)
+
+    def turn_wait(self, event: Any) -> None:
+        """The turn waits for a person: its calls never reach ``call_end`` here (a resume, maybe in
+        another process, traces the rest). Their spans end now, and leave the context as it was."""
+        try:
+            top = self._open.get()
+            while top.__class__ is _Tool or (top.__class__ is _Call and top.turn == event.turn):
+                now = _time_ns()
+                if isinstance(top, _Tool):
+                    self._close_tool(top)
+                else:
+                    if top.chat is not None:
+                        self._end_chat(top, "waiting", now)
+                    otel_context.detach(top.token)
+                    for tool in top.tools:
+                        tool.span.end(end_time=tool.end)
+                    top.span.set_attribute("functai.turn.state", "waiting")
+                    top.span.end(end_time=now)
+                top = top.below
+                self._open.set(top)
+        except Exception as error:
+            self._failed("turn_wait", error)
 
     def _end_tools(self, parent: Any, tools: list[_Tool], recorded: Any, now: int) -> None:
         """End the call's tool spans with what the record says; add spans for tool calls no hook saw."""
@@ -490,6 +530,7 @@ def otel(tracer_provider: Any = None, *, meter_provider: Any = None, capture_con
         tool_call=tracing.tool_call,
         tool_result=tracing.tool_result,
         call_end=tracing.call_end,
+        turn_wait=tracing.turn_wait,
     )
 
 

@@ -100,4 +100,5 @@ def test_installed_functai_otel_traces_a_call_with_a_tool_and_a_nested_function(
     assert listing.returncode == 0, listing.stderr
     [otel] = [p for p in json.loads(listing.stdout)["plugins"] if p["name"] == "otel"]
     assert otel["state"] == "loaded" and otel["distribution"] == "functai-otel"
-    assert otel["hooks"] == ["before_call", "request", "model_error", "reply", "tool_call", "tool_result", "call_end"]
+    assert otel["hooks"] == ["before_call", "request", "model_error", "reply", "tool_call", "tool_result", "call_end",
+                             "turn_wait"]

@@ -212,7 +212,7 @@ def test_the_installed_plugin_uses_the_global_provider_and_has_its_hooks():
 
     assert functai_otel.plugin.name == "otel" and functai_otel.plugin.version == functai_otel.__version__
     assert functai_otel.plugin.hooks == ("before_call", "request", "model_error", "reply", "tool_call", "tool_result",
-                                         "call_end")
+                                         "call_end", "turn_wait")
 
 
 LATE_PROVIDER = '''
@@ -387,3 +387,110 @@ def test_a_tool_interrupted_before_it_ended_is_marked_failed(spans):
     tool_span = spans.one("execute_tool stop")
     assert tool_span.status.status_code == StatusCode.ERROR and tool_span.attributes["error.type"] == "interrupted"
     assert spans.one("functai.call tell").status.status_code == StatusCode.ERROR
+
+
+def test_a_turn_that_waits_ends_its_spans_and_leaves_no_context_behind(spans, installed_plugins, tmp_path):
+    """A waiting turn's call never reaches call_end: its spans end when it waits, and a later call is
+    a root again, not a child of a span that never ends."""
+    from opentelemetry import trace
+
+    installed_plugins("approval")
+
+    @tool(effects="changes")
+    def give_back(order: str) -> str:
+        """Refund an order."""
+        return f"order {order} refunded"
+
+    @ai(tools=[give_back])
+    def desk(question: str) -> str:
+        """Help."""
+
+    functai.configure(client=ScriptedLM([tool_call("give_back", {"order": "A1"}), "short"]),
+                      plugins=[spans.otel])
+    with pytest.raises(functai.Waiting):
+        desk.conversation("t", store=str(tmp_path), approve="changes")("refund A1")
+    assert not trace.get_current_span().get_span_context().is_valid  # nothing of the turn is current
+    call = spans.one("functai.call desk")
+    assert call.attributes["functai.turn.state"] == "waiting"
+    assert parent_of(spans.one("execute_tool give_back")) == call.context.span_id
+    summarize("later")
+    assert spans.one("functai.call summarize").parent is None
+
+
+def test_a_processor_that_raises_never_breaks_a_call(functai_isolated, caplog):
+    class Raising(SimpleSpanProcessor):
+        def on_end(self, span):
+            raise ConnectionError("the collector is down")
+
+    provider = TracerProvider()
+    provider.add_span_processor(Raising(InMemorySpanExporter()))
+    failing = functai.Plugin("down", model_error=lambda failure: Reply(text="from a plugin", finish_reason="stop"))
+    for plugins, lm in (([otel(provider)], ScriptedLM(["short"])),
+                        ([otel(provider), failing], ScriptedLM([functai.ModelError("down", code="model-http")]))):
+        functai.configure(client=lm, plugins=plugins)
+        with caplog.at_level("WARNING", logger="functai.otel"):
+            assert summarize("x") in ("short", "from a plugin")
+    assert "hook failed: plugin=otel" in caplog.text
+
+
+def test_a_reply_no_model_was_paid_for_now_carries_no_usage(spans, installed_plugins, tmp_path):
+    """A resumed turn's reply read back from its record, and a plugin's answer: no tokens on the
+    chat span or in the metrics (the reply was paid for when first asked, or never)."""
+    canned = Plugin("canned", request=lambda e: Reply(text="short", finish_reason="stop",
+                                                      usage={"input_tokens": 1000, "output_tokens": 9}))
+    functai.configure(client=ScriptedLM([]), plugins=[canned, spans.otel])
+    assert summarize("a long text") == "short"
+    assert "gen_ai.usage.input_tokens" not in spans.one("chat scripted").attributes
+
+    installed_plugins("approval")
+
+    @tool(effects="changes")
+    def give_back(order: str) -> str:
+        """Refund an order."""
+        return f"order {order} refunded"
+
+    @ai(tools=[give_back])
+    def desk(question: str) -> str:
+        """Help."""
+
+    paid = Reply(tool_calls=tool_call("give_back", {"order": "A1"}).tool_calls, finish_reason="tool_calls",
+                 usage={"input_tokens": 100, "output_tokens": 5})
+    functai.configure(client=ScriptedLM([paid, "done"]), plugins=[spans.otel])
+    with pytest.raises(functai.Waiting) as waiting:
+        desk.conversation("t", store=str(tmp_path), approve="changes")("refund A1")
+    waiting.value.turn.approve()
+    assert waiting.value.turn.resume() == "done"
+    paid_for = [s.attributes.get("gen_ai.usage.input_tokens") for s in spans.all() if s.name.startswith("chat")]
+    assert paid_for.count(100) == 1  # the first request, when it was sent; not again when read back
+
+
+def test_a_hand_edited_change_in_a_record_still_ends_the_calls_span(spans, installed_plugins, tmp_path):
+    """A change in a turn's record whose plugin version was edited away (the store's checks let it
+    through): the resumed call's span still ends, with the change named as it is."""
+    installed_plugins("approval")
+    topic = Plugin("topic", context=lambda c: Change(sections=["Be brief."]))
+
+    @tool(effects="changes")
+    def give_back(order: str) -> str:
+        """Refund an order."""
+        return f"order {order} refunded"
+
+    @ai(tools=[give_back])
+    def desk(question: str) -> str:
+        """Help."""
+
+    functai.configure(client=ScriptedLM([tool_call("give_back", {"order": "A1"}), "done"]),
+                      plugins=[topic, spans.otel])
+    with pytest.raises(functai.Waiting) as waiting:
+        desk.conversation("t", store=str(tmp_path), approve="changes")("refund A1")
+    path = tmp_path / "t.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for line in lines:
+        for change in line.get("changes") or ():
+            change.pop("version", None)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    turn = desk.conversation("t", store=str(tmp_path)).turn(waiting.value.turn.id)
+    turn.approve()
+    assert turn.resume() == "done"
+    ended = [s for s in spans.named("functai.call desk") if s.attributes.get("functai.turn.state") != "waiting"]
+    assert len(ended) == 1 and [e.attributes["functai.plugin"] for e in ended[0].events] == ["topic"]
