@@ -60,8 +60,8 @@ def _texts(value: Any) -> bool:
 def _nested_problem(data: dict[str, Any]) -> str | None:
     """What a reader asking the call again (replay, evaluation) would trip on, deeper in the record."""
     for change in data.get("changes") or ():
-        if not (isinstance(change.get("plugin"), str) and isinstance(change.get("hook"), str)
-                and isinstance(change.get("change", {}), dict)):
+        if not (isinstance(change.get("plugin"), str) and change["plugin"].strip()
+                and isinstance(change.get("hook"), str) and isinstance(change.get("change", {}), dict)):
             return "'changes' holds an entry without its plugin, hook or change as a record writes them"
     if not all(_timed(entry) for entry in (*(data.get("changes") or ()), *(data.get("heard") or ()))):
         return "'changes' or 'heard' holds a time ('µs') that is not a number"
@@ -83,7 +83,19 @@ def _nested_problem(data: dict[str, Any]) -> str | None:
     without = conversation.get("without", {})
     if not (isinstance(without, dict) and all(_texts(names) for names in without.values())):
         return "'conversation' has a 'without' that is not lists of input names"
+    waited = conversation.get("waited", [])
+    if not (isinstance(waited, list) and all(_a_wait(wait) for wait in waited)):
+        return "'conversation' has a 'waited' that is not its waits as a record writes them"
     return None
+
+
+def _a_wait(wait: Any) -> bool:
+    """Whether a wait kept in a turn's call record is one: its approvals and answers, objects."""
+    if not isinstance(wait, dict):
+        return False
+    approvals, answers = wait.get("approvals", []), wait.get("answers", {})
+    return (isinstance(approvals, list) and all(isinstance(approval, dict) for approval in approvals)
+            and isinstance(answers, dict) and all(isinstance(answer, dict) for answer in answers.values()))
 
 
 def is_log_line(data: Any) -> bool:

@@ -248,6 +248,14 @@ def test_the_call_log_reports_lines_it_skips(tmp_path, capsys):
     ({"heard": [1]}, "'heard' holds something other than objects"),
     ({"changes": [{"plugin": "p", "hook": "before_call", "change": {}, "µs": "fast"}]}, "a time ('µs') that is"),
     ({"heard": [{"plugin": "p", "hook": "call_end", "µs": True}]}, "a time ('µs') that is"),
+    ({"changes": [{"plugin": " ", "hook": "before_call", "change": {}}]}, "without its plugin"),
+    ({"conversation": {"id": "c", "turn": "t", "parent": None, "waited": "yes"}}, "'waited'"),
+    ({"conversation": {"id": "c", "turn": "t", "parent": None, "waited": [{"approvals": ["x"], "answers": {}}]}},
+     "'waited'"),
+    ({"conversation": {"id": "c", "turn": "t", "parent": None, "waited": [{"approvals": [], "answers": []}]}},
+     "'waited'"),
+    ({"conversation": {"id": "c", "turn": "t", "parent": None, "waited": [{"approvals": [], "answers": {"k": 1}}]}},
+     "'waited'"),
 ])
 def test_a_logged_call_that_functai_show_could_not_show_is_skipped(tmp_path, damage, reason):
     log = tmp_path / "calls"

@@ -22,9 +22,12 @@ def waiting(console: Console) -> list[dict[str, Any]]:
     for cid, view, why in console.readable():
         if view is None:
             unreadable.append({"conversation": cid, "unreadable": why})
-        else:
+            continue
+        try:
             items += _of(view, cid)
-    items.sort(key=lambda item: item["since"] or "", reverse=True)
+        except Exception as error:  # a store edited by hand: the rest of the inbox still shows, and this one why
+            unreadable.append({"conversation": cid, "unreadable": f"{type(error).__name__}: {error}"})
+    items.sort(key=lambda item: str(item["since"] or ""), reverse=True)
     return unreadable + items
 
 
@@ -56,8 +59,14 @@ def _about(approval: Mapping[str, Any]) -> str:
 def _offered(approval: Mapping[str, Any]) -> dict[str, Any]:
     """What a person may change before approving: a tool's input, or the extension a question offers."""
     if approval.get("kind") != "request":
-        return dict(approval["input"])
+        return tool_input(approval)
     return {} if approval.get("extend") is None else {"extend": approval["extend"]}
+
+
+def tool_input(approval: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool call's input an approval shows ({} where an older record, edited, holds none)."""
+    found = approval.get("input")
+    return dict(found) if isinstance(found, Mapping) else {}
 
 
 _JSON_STARTS = frozenset('[{"-0123456789tfn \t\n\r')

@@ -143,14 +143,17 @@ class Console:
         functai.rate(call, good=good, correction=correction, by=by, log=self.log)
 
 
-def waited(at: str | None, now: datetime | None = None) -> str:
-    """How long ago ``at`` (ISO 8601) was, as a person reads it: ``12 s``, ``5 min``, ``3 h``, ``2 d``."""
-    if not at:
+def waited(at: Any, now: datetime | None = None) -> str:
+    """How long ago ``at`` (ISO 8601; without an offset, UTC) was, as a person reads it: ``12 s``,
+    ``5 min``, ``3 h``, ``2 d``; ``-`` for what is no time (a record edited by hand)."""
+    if not at or not isinstance(at, str):
         return "-"
     try:
         then = datetime.fromisoformat(at)
     except ValueError:
         return "-"
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)
     seconds = max(0.0, ((now or datetime.now(timezone.utc)) - then).total_seconds())
     for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
         if seconds >= size:

@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .html import e, rows, short, state
+from .inbox import tool_input
 from .state import waited
 
 
@@ -80,7 +81,7 @@ def _turn(turn: Any, entries: list[dict[str, Any]], log: bool) -> str:
             verdict = ("waiting " + e(waited(wait["at"])) if answer is None else
                        f"{'approved' if answer['allow'] else 'denied'}{' with an edit' if edit else ''} by "
                        f"{e(answer.get('by') or 'someone')}{reason}")
-            about = (f"<b>{e(approval['name'])}</b> {short({**approval['input'], **(edit or {})})}"
+            about = (f"<b>{e(approval.get('name'))}</b> {short({**tool_input(approval), **(edit or {})})}"
                      if approval.get("kind") != "request"  # a question asked before a request (a budget's)
                      else e(approval.get("question") or ""))
             parts.append(f"<div>asked ({e(approval.get('plugin'))}): {about} — {verdict}</div>")

@@ -9,6 +9,8 @@ import http.client
 import os
 import re
 import shutil
+
+import pytest
 import sqlite3
 from urllib.parse import urlsplit
 
@@ -208,3 +210,31 @@ def test_enter_in_the_rating_form_submits_nothing(tmp_path, monkeypatch):
     page = client(store, log).get(f"/calls/{call}").text
     form = page[page.index('action="/calls/'):]
     assert form.index("<button type=\"submit\" disabled") < form.index('name="good"')
+
+
+@pytest.mark.parametrize("edit", ["wait at without offset", "wait at a number", "input a list", "input missing"])
+def test_a_waiting_turn_edited_by_hand_breaks_no_page(tmp_path, edit):
+    """functai still reads the turn as waiting: the inbox, and the conversation's page, still answer."""
+    import json
+    import pathlib
+
+    store, log = str(tmp_path / "store"), str(tmp_path / "calls")
+    chat, turn, _ = waiting_turn(store, log)
+    path = pathlib.Path(store) / "ticket-1.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for record in records:
+        if record.get("kind") == "wait":
+            if edit.startswith("wait at"):
+                record["at"] = "2026-12-08T00:24:32" if edit.endswith("offset") else 1796689472
+            for approval in record["approvals"]:
+                if edit.startswith("input"):
+                    approval.pop("digest", None)  # the older format, whose input no digest holds to
+                    if edit.endswith("list"):
+                        approval["input"] = ["A1"]
+                    else:
+                        approval.pop("input", None)
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    browser = client(store, log)
+    for page in ("/", "/inbox/rows", "/conversations", "/conversations/ticket-1"):
+        answer = browser.get(page)
+        assert answer.status_code == 200, (page, answer.text[-600:])
