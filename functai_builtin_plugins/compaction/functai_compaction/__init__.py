@@ -90,9 +90,11 @@ def compaction(
             log.warning("plugin %r: the summarizer returned blank text; nothing was folded", name)
             return
         turns_so_far = (latest["turns"] if latest else 0) + len(folded)
-        kept = [t.id for t in unsummarized[len(folded):]]  # with "at", what follows "through" when it is not shown
-        turn.remember("summary", {"through": folded[-1].id, "at": folded[-1].at, "kept": kept, "text": text.strip(),
-                                  "turns": turns_so_far})
+        turn.remember("summary", {"through": folded[-1].id, "text": text.strip(), "turns": turns_so_far})
+        # where the summary ends, when another context handler leaves its last turn out: when that turn
+        # started, and the turns then left unsummarized (one may have started in its millisecond)
+        turn.remember("folded", {"through": folded[-1].id, "at": folded[-1].at,
+                                 "kept": [t.id for t in unsummarized[len(folded):]]})
 
     @plugin.context
     def show_the_summary(context: Any) -> Change | None:
@@ -100,12 +102,14 @@ def compaction(
         if latest is None:
             return None
         ids = [t.id for t in context.turns]
+        folded = context.latest("folded")
+        where = folded["data"] if folded is not None and isinstance(folded["data"], dict) else {}
         if latest["through"] in ids:
             after = ids[ids.index(latest["through"]) + 1 :]
-        elif isinstance(latest.get("at"), str):  # left out by another handler: the turns after it
-            kept = set(latest.get("kept") or ())  # (those kept then: one may have started in its millisecond)
-            after = [t.id for t in context.turns if (t.at or "") > latest["at"] or t.id in kept]
-        else:  # a summary kept before it said when its last turn started
+        elif where.get("through") == latest["through"] and isinstance(where.get("at"), str):  # left out elsewhere
+            kept = set(where.get("kept") or ())
+            after = [t.id for t in context.turns if (t.at or "") > where["at"] or t.id in kept]
+        else:  # a summary kept before its "folded" entry was
             after = ids
         section = f"Earlier in this conversation ({latest['turns']} turns, summarized):\n{latest['text']}"
         return Change(keep=after, sections=[section])

@@ -32,9 +32,7 @@ def test_the_worked_example():
             chat(f"Q{i}")
         entries = chat.entries("compaction", "summary")
         t = [turn.id for turn in chat.turns]
-        at = {turn.id: turn.at for turn in chat.turns}  # when the last turn it folded started
-        assert [e["data"] for e in entries] == [
-            {"through": t[1], "at": at[t[1]], "kept": t[2:4], "text": "Q1/Q2", "turns": 2}]
+        assert [e["data"] for e in entries] == [{"through": t[1], "text": "Q1/Q2", "turns": 2}]
         assert entries[0]["turn"] == t[3]  # kept at the turn whose end folded them
         chat("Q5")
         fifth = lm.requests[-1]
@@ -45,10 +43,9 @@ def test_the_worked_example():
         assert len(chat.entries("compaction", "summary")) == 1  # 3 unsummarized after turn 5: no fold
         chat("Q6")
         t = [turn.id for turn in chat.turns]
-        at = {turn.id: turn.at for turn in chat.turns}
         assert [e["data"] for e in chat.entries("compaction", "summary")] == [
-            {"through": t[1], "at": at[t[1]], "kept": t[2:4], "text": "Q1/Q2", "turns": 2},
-            {"through": t[3], "at": at[t[3]], "kept": t[4:6], "text": "Q1/Q2 + Q3/Q4", "turns": 4},
+            {"through": t[1], "text": "Q1/Q2", "turns": 2},
+            {"through": t[3], "text": "Q1/Q2 + Q3/Q4", "turns": 4},
         ]
         assert calls == [("", ["Q1", "Q2"]), ("Q1/Q2", ["Q3", "Q4"])]
         chat("Q7")
