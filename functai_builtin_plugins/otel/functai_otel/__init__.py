@@ -344,6 +344,9 @@ class _Tracing:
 
     def tool_call(self, tool: Any) -> None:
         try:
+            top = self._open.get()
+            if top.__class__ is _Tool and top.path == tool.path and top.invocation == tool.invocation:
+                return  # asked again, with the answer a person gave at the stream: its span goes on
             self._settle(tool.path.rpartition("/")[0])
             attributes: dict[str, Any] = {
                 OPERATION: "execute_tool", TOOL_NAME: tool.name, TOOL_CALL_ID: tool.id, TOOL_TYPE: "function",

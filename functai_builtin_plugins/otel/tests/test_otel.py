@@ -494,3 +494,27 @@ def test_a_hand_edited_change_in_a_record_still_ends_the_calls_span(spans, insta
     assert turn.resume() == "done"
     ended = [s for s in spans.named("functai.call desk") if s.attributes.get("functai.turn.state") != "waiting"]
     assert len(ended) == 1 and [e.attributes["functai.plugin"] for e in ended[0].events] == ["topic"]
+
+
+def test_a_tool_call_approved_at_a_stream_has_one_span(spans, installed_plugins):
+    """Approved at the stream, the tool call's hook runs again with the answer: one span covers it."""
+    installed_plugins("approval")
+    ran = []
+
+    @tool(effects="changes")
+    def give_back(order: str) -> str:
+        """Refund an order."""
+        ran.append(order)
+        return "ok"
+
+    @ai(tools=[give_back])
+    def desk(question: str) -> str:
+        """Help."""
+
+    functai.configure(client=ScriptedLM([tool_call("give_back", {"order": "A1"}), "done"]), approve="changes",
+                      plugins=[spans.otel])
+    with desk.stream("q") as stream:
+        for event in stream:
+            if event.kind == "waiting":
+                stream.approve()
+    assert ran == ["A1"] and len(spans.named("execute_tool give_back")) == 1
