@@ -389,21 +389,27 @@ def test_a_tool_interrupted_before_it_ended_is_marked_failed(spans):
     assert spans.one("functai.call tell").status.status_code == StatusCode.ERROR
 
 
+given_back: list[str] = []
+
+
+@tool(effects="changes")
+def give_back(order: str) -> str:
+    """Refund an order."""
+    given_back.append(order)
+    return f"order {order} refunded"
+
+
+@ai(tools=[give_back])
+def desk(question: str) -> str:
+    """Help (a refund waits for a person's approval)."""
+
+
 def test_a_turn_that_waits_ends_its_spans_and_leaves_no_context_behind(spans, installed_plugins, tmp_path):
     """A waiting turn's call never reaches call_end: its spans end when it waits, and a later call is
     a root again, not a child of a span that never ends."""
     from opentelemetry import trace
 
     installed_plugins("approval")
-
-    @tool(effects="changes")
-    def give_back(order: str) -> str:
-        """Refund an order."""
-        return f"order {order} refunded"
-
-    @ai(tools=[give_back])
-    def desk(question: str) -> str:
-        """Help."""
 
     functai.configure(client=ScriptedLM([tool_call("give_back", {"order": "A1"}), "short"]),
                       plugins=[spans.otel])
@@ -444,15 +450,6 @@ def test_a_reply_no_model_was_paid_for_now_carries_no_usage(spans, installed_plu
 
     installed_plugins("approval")
 
-    @tool(effects="changes")
-    def give_back(order: str) -> str:
-        """Refund an order."""
-        return f"order {order} refunded"
-
-    @ai(tools=[give_back])
-    def desk(question: str) -> str:
-        """Help."""
-
     paid = Reply(tool_calls=tool_call("give_back", {"order": "A1"}).tool_calls, finish_reason="tool_calls",
                  usage={"input_tokens": 100, "output_tokens": 5})
     functai.configure(client=ScriptedLM([paid, "done"]), plugins=[spans.otel])
@@ -469,15 +466,6 @@ def test_a_hand_edited_change_in_a_record_still_ends_the_calls_span(spans, insta
     through): the resumed call's span still ends, with the change named as it is."""
     installed_plugins("approval")
     topic = Plugin("topic", context=lambda c: Change(sections=["Be brief."]))
-
-    @tool(effects="changes")
-    def give_back(order: str) -> str:
-        """Refund an order."""
-        return f"order {order} refunded"
-
-    @ai(tools=[give_back])
-    def desk(question: str) -> str:
-        """Help."""
 
     functai.configure(client=ScriptedLM([tool_call("give_back", {"order": "A1"}), "done"]),
                       plugins=[topic, spans.otel])
@@ -499,22 +487,11 @@ def test_a_hand_edited_change_in_a_record_still_ends_the_calls_span(spans, insta
 def test_a_tool_call_approved_at_a_stream_has_one_span(spans, installed_plugins):
     """Approved at the stream, the tool call's hook runs again with the answer: one span covers it."""
     installed_plugins("approval")
-    ran = []
-
-    @tool(effects="changes")
-    def give_back(order: str) -> str:
-        """Refund an order."""
-        ran.append(order)
-        return "ok"
-
-    @ai(tools=[give_back])
-    def desk(question: str) -> str:
-        """Help."""
-
+    given_back.clear()
     functai.configure(client=ScriptedLM([tool_call("give_back", {"order": "A1"}), "done"]), approve="changes",
                       plugins=[spans.otel])
     with desk.stream("q") as stream:
         for event in stream:
             if event.kind == "waiting":
                 stream.approve()
-    assert ran == ["A1"] and len(spans.named("execute_tool give_back")) == 1
+    assert given_back == ["A1"] and len(spans.named("execute_tool give_back")) == 1
