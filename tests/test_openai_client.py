@@ -350,6 +350,36 @@ def test_key_not_in_traceback_locals(server: LoopbackServer) -> None:
     assert seen
 
 
+@pytest.mark.parametrize("given", [{"api_key": "sk-proj-ABCDEFGH\u2013ijklmnop0123"},
+                                   {"api_key": "sk-test-SECRET-0123456789\n"},
+                                   {"headers": {"X-Api-Key": "tenant-\u00e9-SECRET-0123456789"}}])
+def test_a_key_no_http_header_can_carry_is_refused_without_showing_it(server: LoopbackServer, given) -> None:
+    """A non-ASCII character or a line break: refused at once with a code, never sent (the HTTP
+    library's own error quoted the key) and never retried."""
+    secret = next(iter(given.get("headers", {}).values()), given.get("api_key"))
+    with pytest.raises(FunctAIError) as info:
+        make(server, **{"api_key": KEY, **given})
+    assert info.value.code == "header-value" and server.requests == []
+    for text in (str(info.value), repr(info.value)):
+        assert secret.strip() not in text and "SECRET" not in text
+
+
+@pytest.mark.parametrize("url", ["proxyuser:hunter2-ABCDEFGH@127.0.0.1:1/v1", "http:/u:hunter2-ABCDEFGH@h/v1",
+                                 "http//u:hunter2-ABCDEFGH@h/v1", "http:u:hunter2-ABCDEFGH@h"])
+def test_a_base_url_that_is_no_url_and_holds_a_password_is_refused_without_it(url) -> None:
+    for make_it in (lambda: OpenAIClient(base_url=url), lambda: functai.configure(base_url=url)):
+        with pytest.raises(FunctAIError) as info:
+            make_it()
+        assert info.value.code == "base-url-credentials" and "hunter2" not in str(info.value)
+
+
+def test_an_error_body_nested_deeper_than_json_is_read_is_an_http_error(server: LoopbackServer) -> None:
+    server.script(Scripted(status=400, body="[" * 100_000 + "]" * 100_000))
+    with make(server) as client, pytest.raises(ModelError) as info:
+        client.complete(ask())
+    assert info.value.code == "model-http" and info.value.status == 400
+
+
 def test_base_url_without_scheme_fails_at_once() -> None:
     sleeps = Sleeps()
     with OpenAIClient(base_url="localhost:8000/v1", sleep=sleeps) as client:

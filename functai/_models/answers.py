@@ -175,7 +175,7 @@ class Reader:
         message: Any = None
         try:
             data = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than it is read
             data = None
         if isinstance(data, dict):
             error = data.get("error")

@@ -15,7 +15,8 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 __all__ = ["Key", "Secret", "SecretURL", "hide_key", "hide_headers", "hide_url", "reveal", "reveal_headers",
-           "refuse_url_credentials", "is_secret_header", "without_secrets", "echoes", "SECRET_HEADER", "MIN_SCRUB"]
+           "refuse_url_credentials", "refuse_unsendable", "is_secret_header", "without_secrets", "echoes",
+           "SECRET_HEADER", "MIN_SCRUB"]
 
 #: Secrets shorter than this are not scrubbed from text: it would mangle messages, and so short a key is no secret.
 MIN_SCRUB = 8
@@ -112,13 +113,15 @@ def refuse_url_credentials(url: str, where: str) -> None:
     """Refuse a base URL with ``user:password@``: a key belongs in ``api_key`` or ``headers``,
     where it is hidden and scrubbed."""
     from .._errors import ModelConfigError
-    from .._stores.urls import host_port, redact, split_url
+    from .._stores.urls import host_port, split_url
 
     parts = split_url(url)
-    if parts is None:
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         if "@" not in url:
             return  # not a URL: the client says why when it is used
-        shown = redact(url)  # a host or port that cannot be read: all of user, password and host left out
+        # a host or port that cannot be read, or no http(s)://host before the "@" (a scheme mistyped, left
+        # out): all up to the "@" may be a password, so none of the URL is shown
+        shown = "(not shown)"
     elif parts.username is None and parts.password is None:
         if parts.query or parts.fragment:  # a key given as ?key=, say: never shown, and never sent
             raise ModelConfigError(
@@ -138,6 +141,19 @@ def refuse_url_credentials(url: str, where: str) -> None:
         "headers={'Authorization': 'Basic <base64 of user:password>'}",
         code="base-url-credentials",
     )
+
+
+def refuse_unsendable(value: str, what: str) -> None:
+    """Refuse a key or header value no HTTP header can carry (a character that is not ASCII, a line
+    break), without showing it: sent, the HTTP library refused it in an error quoting the key."""
+    from .._errors import ModelConfigError
+
+    if not value.isascii() or "\r" in value or "\n" in value or "\0" in value:
+        raise ModelConfigError(
+            f"{what} holds a character an HTTP header cannot carry (one that is not ASCII, or a line break; "
+            "the value is not shown): give it as it was issued, without the character a copy and paste added",
+            code="header-value",
+        )
 
 
 def reveal(value: Any) -> Any:

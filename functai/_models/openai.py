@@ -29,7 +29,15 @@ from functai._log import info
 from functai._version import __version__
 from functai._models.answers import Assembler, Reader
 from functai._models.endpoint import Endpoint, sent_headers
-from functai._models.keys import Key, hide_headers, is_secret_header, refuse_url_credentials, reveal, reveal_headers
+from functai._models.keys import (
+    Key,
+    hide_headers,
+    is_secret_header,
+    refuse_unsendable,
+    refuse_url_credentials,
+    reveal,
+    reveal_headers,
+)
 from functai._models.loops import LoopClients
 from functai._models.catalog import PROVIDERS
 from functai._models.request import Reply, Request
@@ -120,6 +128,9 @@ class OpenAIClient:
             if name == "openai" and os.environ.get(variable):
                 sent[header] = os.environ[variable]
         sent.update(reveal_headers(headers or {}))  # yours win
+        for header, value in sent.items():
+            what = f"the API key ({self._key_from})" if key and key in value else f"the {header} header"
+            refuse_unsendable(value, what)
         self._asker = hashlib.sha256(sent_headers(sent)).digest()  # who asks, one way: for `endpoint`
         if not any(header.lower() == "user-agent" for header in sent):  # yours wins; ours is not part of who
             sent = {"User-Agent": f"functai/{__version__}", **sent}  # asks, so an upgrade keeps the cache's keys
