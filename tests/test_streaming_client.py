@@ -6,7 +6,7 @@ import pytest
 from loopback import LoopbackServer, Scripted, chunks, completion
 
 import functai
-from functai import FunctAIError, ai, tool
+from functai import FunctAIError, ModelError, ai, tool
 from functai._models.openai import OpenAIClient
 from functai._models.request import Reply, Request
 
@@ -155,3 +155,23 @@ def test_a_stream_is_read_by_the_sse_standard_however_it_is_framed(server, way):
     reply = items[-1]
     assert reply.text == "Hello there" and reply.finish_reason == "stop"
     assert reply.usage == {"input_tokens": 4, "output_tokens": 2}
+
+
+@pytest.mark.parametrize("way", ["sync", "async"])
+def test_an_sse_error_event_is_the_servers_error_not_the_end_of_the_answer(server, way):
+    """Text, then ``event: error`` whose data is the error alone, then [DONE]: no answer cut short."""
+    server.script(Scripted(raw_events=[
+        'data: {"choices": [{"index": 0, "delta": {"content": "The contract is "}, "finish_reason": null}]}\n\n',
+        'event: error\ndata: {"message": "upstream overloaded"}\n\n',
+        "data: [DONE]\n\n",
+    ]))
+    made = client(server)
+    with pytest.raises(ModelError) as info:
+        if way == "sync":
+            list(made.stream(request()))
+        else:
+            async def read():
+                return [item async for item in made.astream(request())]
+
+            asyncio.run(read())
+    assert "upstream overloaded" in str(info.value)

@@ -262,6 +262,7 @@ class Assembler:
         #: The response's ``id`` and ``model``, as the chunks give them.
         self.response: dict[str, str] = {}
         self._data: list[str] = []  # the ``data:`` lines of the event being read
+        self._event = ""  # its ``event:`` name ("error": the server's error, whatever its data's shape)
         self._started = False  # whether the stream's first line was read (a byte-order mark may lead it)
 
     def line(self, line: str) -> str | None:
@@ -276,7 +277,9 @@ class Assembler:
                 self._data.append(value[1:] if value.startswith(" ") else value)
             elif line == "data":
                 self._data.append("")
-            return None  # comments, event names, ids
+            elif line.startswith("event:"):
+                self._event = line[6:].strip()
+            return None  # comments, ids
         return self.end()
 
     def end(self) -> str | None:
@@ -284,6 +287,16 @@ class Assembler:
         if not self._data:
             return None
         payload, self._data = "\n".join(self._data).strip(), []
+        event, self._event = self._event, ""
+        if event == "error":
+            try:
+                said = json.loads(payload)
+            except ValueError:
+                said = payload
+            if isinstance(said, dict):
+                said = said.get("error", said)
+                said = said.get("message", said) if isinstance(said, dict) else said
+            raise StreamCut(f"the server reported an error mid-stream: {self.excerpt(str(said))}")
         if payload == "[DONE]":
             self.done = True
             return None
