@@ -226,6 +226,44 @@ def test_approve_with_nothing_waiting(world):
     assert status == 1 and err.startswith("functai: error [nothing-waiting]: nothing waits in conversation 'c1'")
 
 
+def test_approve_of_a_turn_that_is_not_waiting_says_so(world):
+    import support_app
+
+    done = support_app.support.conversation("c1", store=str(world / "store")).turns[0]
+    functai.configure(client=ScriptedLM(["Refunded."]))
+    for answer in ([], ["--deny", "no"]):
+        status, out, err = run(["approve", str(world / "store"), done.id, *answer])
+        assert status == 1 and err.startswith(f"functai: error [turn-not-waiting]: turn {done.id!r} is done"), err
+
+
+def test_an_edit_of_a_call_two_waiting_turns_ask_for_names_one_turn(world):
+    """The same tool call asked on two branches shares its key: an edit changes one call, refused here."""
+    import support_app
+
+    chat = support_app.support.conversation("c1", store=str(world / "store"), approve="changes")
+    first = chat.turns[0]
+    functai.configure(client=ScriptedLM([tool_call("refund", {"order": "A1"})]))
+    with pytest.raises(Waiting):
+        chat.continue_from(first)("refund A1")
+    waiting = [t for t in chat.all_turns() if t.state == "waiting"]
+    [key] = {approval["key"] for turn in waiting for approval in turn.approvals}
+    assert len(waiting) == 2
+    status, out, err = run(["approve", str(world / "store"), "c1", "--key", key, "--input", "order=B2"])
+    assert status == 2 and "[input-invalid]" in err and "2 waiting turns" in err, err
+    assert all(not t.answers for t in chat.all_turns() if t.state == "waiting")  # nothing recorded
+
+
+def test_a_copy_of_a_conversation_the_store_lacks_is_refused(world):
+    status, out, err = run(["store", "copy", str(world / "store"), str(world / "copy"), "--conversation", "c2"])
+    assert status != 0 and "[store-copy]" in err and not (world / "copy").exists(), err
+
+
+def test_a_function_whose_module_exits_at_import_is_an_import_failure(world):
+    (world / "exits.py").write_text("import sys\nsys.exit(0)\n")
+    status, out, err = run(["approve", str(world / "store"), "c1", "--function", "exits.py:f"])
+    assert status == 1 and "[import-failed]" in err and "SystemExit" in err, err
+
+
 def test_evaluate_without_a_model_exits_1_not_a_score_of_zero(world):
     functai.configure(client=ScriptedLM(["Lima"]), log_calls=str(world / "calls"))
     import support_app

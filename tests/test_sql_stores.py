@@ -88,6 +88,30 @@ def test_a_password_never_reaches_a_record_or_a_message():
         assert "s3cret" not in repr(PostgresStore(url))
 
 
+def test_a_schema_version_a_database_gives_as_bytes_is_read():
+    """PostgreSQL in SQL_ASCII gives text columns as bytes: b"3" is schema 3, not a newer one."""
+    from functai._stores.sql import version_of
+
+    assert version_of(b"3") == version_of("3") == 3 and version_of(b"x") > SCHEMA_VERSION
+
+
+def test_the_commands_hints_name_a_postgresql_store_without_its_password(postgres_url):
+    import io
+
+    from functai._cli import main
+
+    url = postgres_url + "&password=s3cret-hint"  # the test server trusts its users: the password is unused
+    functai.ai(lm="test")(_tutor).conversation("c", store=url)("q")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["approve", url, "c"], out, err) == 1
+    assert "[nothing-waiting]" in err.getvalue() and "functai conversation postgresql://" in err.getvalue()
+    assert "s3cret" not in err.getvalue() + out.getvalue()
+
+
+def _tutor(question: str) -> str:
+    """Tutor the student."""
+
+
 @both
 def test_a_row_removed_by_hand_is_damage_in_its_place_and_nothing_is_read_twice(sql_url):
     """The count is the next position: a removed row keeps its place as damage, so a later read

@@ -151,7 +151,7 @@ def ai_function(reference: str) -> Any:
             raise CLIError(f"no module named {module_name!r}", code="not-found",
                            hint="run this where the module is importable (its folder, or with PYTHONPATH)") from None
         raise CLIError(f"importing {module_name!r} failed: {error}", code="import-failed", status=RUNTIME) from error
-    except Exception as error:
+    except (Exception, SystemExit) as error:  # a script that exits at import (sys.exit, argparse) fails the same way
         raise CLIError(f"importing {module_name!r} failed: {type(error).__name__}: {error}",
                        code="import-failed", status=RUNTIME, hint="run it again with --debug to see where") from error
     for part in qualname.split("."):

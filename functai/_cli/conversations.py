@@ -12,6 +12,7 @@ from .._log import quiet
 from .._errors import FunctAIError, Waiting
 from .._runners import find_runner
 from .._stores.opening import open_store
+from .._stores.urls import redact
 from .common import RUNNER_HELP, RUNTIME, CLIError, ai_function, history, plural, require_model, short, store_folder
 
 if TYPE_CHECKING:
@@ -172,11 +173,11 @@ def cmd_conversation(args: argparse.Namespace, out: TextIO) -> int:
     tree(found, out)
     interrupted = sum(1 for turn in found.turns.values() if _state(turn)[0] == "interrupted")
     if interrupted:
-        print(f"{plural(interrupted, 'interrupted turn')}: `functai resume {args.store} {args.id}` resumes "
+        print(f"{plural(interrupted, 'interrupted turn')}: `functai resume {redact(args.store)} {args.id}` resumes "
               f"{'it' if interrupted == 1 else 'them'}, `--abandon` gives up", file=out)
     ready = sum(1 for turn in found.turns.values() if turn.state == "waiting" and answered(turn))
     if ready:
-        print(f"{plural(ready, 'answered waiting turn')}: `functai resume {args.store} {args.id}` resumes "
+        print(f"{plural(ready, 'answered waiting turn')}: `functai resume {redact(args.store)} {args.id}` resumes "
               f"{'it' if ready == 1 else 'them'}", file=out)
     if found.entries:
         print("entries:", file=out)
@@ -225,11 +226,15 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         only, args.id, found = args.id, located[0], located[1]
     if not any(turn.state == "waiting" for turn in found.turns.values()):
         raise CLIError(f"nothing waits in conversation {args.id!r}", code="nothing-waiting", status=RUNTIME,
-                       hint=f"`functai conversation {args.store} {args.id}` shows each turn's state")
+                       hint=f"`functai conversation {redact(args.store)} {args.id}` shows each turn's state")
     chat = open_chat(args, found, "answer in the program: chat.turn(TURN_ID).approve() (or .deny()), then .resume()")
     waiting = [turn for turn in chat.all_turns() if turn.state == "waiting" and only in (None, turn.id)]
+    if only is not None and not waiting:
+        raise CLIError(f"turn {only!r} is {found.turns[only].state}, not waiting: nothing to answer",
+                       code="turn-not-waiting", status=RUNTIME,
+                       hint=f"`functai conversation {redact(args.store)} {args.id}` shows each turn's state")
     if args.key is not None or args.input:
-        waiting = _the_one(waiting, args.key)
+        waiting = _the_one(waiting, args.key, bool(args.input))
     changes: Mapping[str, Any] = next((a for a in waiting[0].approvals if args.key in (None, a["key"])), {}) \
         if waiting else {}
     inputs = _edit(args.input, changes)
@@ -248,8 +253,8 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             if error.code != "approval-answered":
                 raise
             print(f"{turn.id}: not answered [approval-answered]", file=out)
-            failures.append((error.message + f"; `functai resume {args.store} {args.id}` goes on with the answer "
-                             "that holds", error.code))
+            failures.append((error.message + f"; `functai resume {redact(args.store)} {args.id}` goes on with "
+                             "the answer that holds", error.code))
             continue
         holding = chat.turn(turn.id).waits[-1]["answers"]  # as recorded: the first answer holds, and its author
         for approval in turn.approvals:
@@ -271,8 +276,8 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         except FunctAIError as error:
             if error.code == "resume-settings":  # answered, and left waiting: this process lacks its plugins
                 print(f"{turn.id}: answered, not resumed [{error.code}]: {error.message}; there, "
-                      f"`chat.turn({turn.id!r}).resume()` (or `functai resume {args.store} {args.id}` in a process "
-                      "that configures them) goes on", file=out)
+                      f"`chat.turn({turn.id!r}).resume()` (or `functai resume {redact(args.store)} {args.id}` in a "
+                      "process that configures them) goes on", file=out)
                 waits_again = True
                 continue
             ended = "stays interrupted" if error.code == "reconcile-failed" else "failed"
@@ -318,13 +323,18 @@ def _edit(given: list[str], approval: Mapping[str, Any]) -> dict[str, Any] | Non
     return edit or None
 
 
-def _the_one(waiting: list[Any], key: str | None) -> list[Any]:
-    """The waiting turn whose approval ``key`` names, or the one approval waiting (an edit changes one call)."""
+def _the_one(waiting: list[Any], key: str | None, edit: bool) -> list[Any]:
+    """The waiting turns whose approval ``key`` names (one only with an ``edit``: an edit changes one
+    call), or the one approval waiting."""
     if key is not None:
         chosen = [turn for turn in waiting if any(a["key"] == key for a in turn.approvals)]
         if not chosen:
             keys = [a["key"] for turn in waiting for a in turn.approvals]
             raise CLIError(f"no waiting turn waits for {key!r}; waiting: {', '.join(keys)}", code="turn-not-waiting")
+        if edit and len(chosen) > 1:  # the same call asked on two branches: each its own tool run
+            raise CLIError(f"--input changes one tool call, and {len(chosen)} waiting turns ask for {key!r} "
+                           f"({', '.join(turn.id for turn in chosen)}); name the turn: functai approve STORE TURN "
+                           "--key ... --input ...", code="input-invalid")
         return chosen
     if len(waiting) != 1 or len(waiting[0].approvals) != 1:
         keys = [a["key"] for turn in waiting for a in turn.approvals]
@@ -362,8 +372,8 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
         also = " or waiting" if args.abandon is not None else ", and none waits with its approvals answered"
         raise CLIError(f"no turn of conversation {args.id!r} is interrupted{also}",
                        code="nothing-interrupted", status=RUNTIME,
-                       hint=f"`functai conversation {args.store} {args.id}` shows each turn's state; "
-                            f"`functai approve {args.store} {args.id}` answers a waiting one")
+                       hint=f"`functai conversation {redact(args.store)} {args.id}` shows each turn's state; "
+                            f"`functai approve {redact(args.store)} {args.id}` answers a waiting one")
     if args.abandon is not None:  # records only: works where the function cannot be imported
         for turn_id in [t for t in found.order if t in interrupted or t in waiting]:
             held.abandon(found, store, args.id, turn_id, reason=args.abandon or None, by=args.by)
@@ -388,7 +398,7 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
             answer = runner.resume(chat, turn_id, rerun=args.rerun)
         except Waiting as again:
             print(f"{turn_id}: waits for {', '.join(asked(a) for a in again.approvals)}; "
-                  f"`functai approve {args.store} {args.id}` answers", file=out)
+                  f"`functai approve {redact(args.store)} {args.id}` answers", file=out)
             waits = True
             continue
         except FunctAIError as error:

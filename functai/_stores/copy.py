@@ -38,6 +38,10 @@ def copy_conversations(source: Any, target: Any, conversations: list[str] | None
         raise FunctAIError(f"{_name(source)} and {_name(target)} are the same store; copy to another one",
                            code="store-copy")
     names = src.conversations() if conversations is None else [check_conversation_id(c) for c in conversations]
+    missing = [name for name in names if not src.count(name)] if conversations is not None else []
+    if missing:  # a name mistyped: nothing is copied, and the copy says why rather than that it was done
+        raise FunctAIError(f"{_name(source)} has no conversation {', '.join(map(repr, missing))}; nothing was copied",
+                           code="store-copy")
     added: dict[str, int] = {}
     for name in names:
         records = src.read(name)

@@ -376,6 +376,8 @@ def execute_many(conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> None:
 
 
 def version_of(value: object) -> int:
+    if isinstance(value, bytes):  # a PostgreSQL database in SQL_ASCII gives text columns as bytes
+        value = value.decode("ascii", errors="replace")
     try:
         return int(str(value))
     except ValueError:
