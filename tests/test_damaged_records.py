@@ -271,7 +271,22 @@ def test_a_logged_call_that_functai_show_could_not_show_is_skipped(tmp_path, dam
     for show in (["show", "d" * 16, "--log", str(log)], ["show", "d" * 16, "--log", str(log), "--timing"]):
         out, err = io.StringIO(), io.StringIO()
         assert main(show, out=out, err=err) != 0
-        assert "[not-found]" in err.getvalue() and "log line skipped" in err.getvalue(), err.getvalue()
+        assert "[not-found]" in err.getvalue() and f"functai: skipped {path}:2: " in err.getvalue(), err.getvalue()
+
+
+def test_functai_show_says_a_damaged_line_once_as_calls_does(tmp_path):
+    log = tmp_path / "calls"
+    _lm()
+    with functai.settings(log_calls=str(log)):
+        tutor("q1")
+    path = log / "calls.jsonl"
+    path.write_text(path.read_text() + "{not json\n")
+    call = next(functai.read_calls(log, skipped=[])).id
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said by the command, not as a warning
+        assert main(["show", call[:6], "--log", str(log)], out=out, err=err) == 0
+    assert err.getvalue() == f"functai: skipped {path}:2: not JSON\n" and call in out.getvalue()
 
 
 def test_damaged_ratings_are_skipped_and_reported(tmp_path):

@@ -67,14 +67,20 @@ COPY.add_argument("source", metavar="SRC", help="the call log to copy from")
 COPY.add_argument("target", metavar="DST", help="the call log to copy into (made when missing)")
 
 
-def find(folder: str, prefix: str) -> CallRecord:
-    """The one logged call whose id starts with ``prefix`` (not empty: it starts every id)."""
+def find(folder: str, prefix: str, err: TextIO) -> CallRecord:
+    """The one logged call whose id starts with ``prefix`` (not empty: it starts every id); the log's
+    damaged lines it met said once each on ``err``, as `functai calls` says them."""
     if not prefix.strip():
         raise CLIError("the call id is empty", code="call-id",
                        hint=f"give a call id, or enough of its start to be unique: `functai calls {location(folder)}` "
                             "lists the recent ones")
-    found = (find_calls(folder, CallQuery(id=prefix, newest=1))  # a whole id, even where it starts a longer one
-             or find_calls(folder, CallQuery(id=prefix, prefix=True, newest=2)))  # a second one: not unique
+    skipped: list[tuple[str, str]] = []
+    try:
+        found = (find_calls(folder, CallQuery(id=prefix, newest=1), skipped)  # a whole id, even one starting another
+                 or find_calls(folder, CallQuery(id=prefix, prefix=True, newest=2), skipped))  # a second: not unique
+    finally:
+        for where, reason in dict.fromkeys(skipped):  # both reads met them: said once
+            print(f"functai: skipped {where}: {reason}", file=err)
     if not found:
         raise CLIError(f"no call with id {prefix!r} in {location(folder)}", code="not-found",
                        hint=f"`functai calls {location(folder)}` lists the recent ones")
@@ -85,7 +91,7 @@ def find(folder: str, prefix: str) -> CallRecord:
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    record = find(log_folder(args.log), args.id)
+    record = find(log_folder(args.log), args.id, args.err)
     if args.timing:
         render_timing(record, out)
     elif args.json:

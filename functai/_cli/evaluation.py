@@ -67,7 +67,7 @@ def cmd_rate(args: argparse.Namespace, out: TextIO) -> int:
     from .._evaluation import rate
 
     folder = log_folder(args.log)
-    record = find(folder, args.id)
+    record = find(folder, args.id, args.err)
     correction = None if args.correction is None else _correction(record, args.correction)
     rating = rate(record.id, good=args.good, correction=correction, by=args.by, log=folder)
     verdict = "good" if rating.good else "bad"

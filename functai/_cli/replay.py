@@ -41,7 +41,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from .._evaluation.whatif import rebuild
 
     folder = log_folder(args.log)
-    record = find(folder, args.id)
+    record = find(folder, args.id, args.err)
     reference = args.function or f"{record.module}:{record.function}"
     if not args.function and record.module in ("", "__main__"):
         raise CLIError(f"call {record.id} was made by a script run as a program, so its function is recorded as "
