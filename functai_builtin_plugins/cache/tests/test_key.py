@@ -91,6 +91,14 @@ def other_char(c: str, rng: random.Random) -> str:
             return new
 
 
+def sendable_change(text: str, rng: random.Random) -> str:
+    """`change_text`, to what an HTTP header can carry (ASCII, no line break)."""
+    while True:
+        new = change_text(text, rng)
+        if new != text and new.isascii() and not any(c in new for c in "\r\n\0"):
+            return new
+
+
 def change_text(text: str, rng: random.Random) -> str:
     i = rng.randrange(len(text))
     how = rng.randrange(3)
@@ -177,11 +185,11 @@ def mutate_endpoint(p, rng):
                                         "http://contoso.openai.azure.com", change_text(where["base_url"], rng)])
     elif how == 2:
         where["api_version"] = rng.choice(["2025-01-01-preview", "2024-10-01", change_text(where["api_version"], rng)])
-    elif how == 3:
-        where["api_key"] = change_text(where["api_key"], rng)
+    elif how == 3:  # a key and a header hold only what an HTTP header carries (the client refuses the rest)
+        where["api_key"] = sendable_change(where["api_key"], rng)
     elif how == 4:
         name = rng.choice(sorted(where["headers"]))
-        where["headers"][name] = change_text(where["headers"][name], rng)
+        where["headers"][name] = sendable_change(where["headers"][name], rng)
     else:
         name = rng.choice(["X-Tenant", "X-Region", "X-Extra"])
         if name in where["headers"]:

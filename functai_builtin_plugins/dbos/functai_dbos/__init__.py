@@ -338,9 +338,10 @@ class Runner:
     def worker(self, imports: Sequence[str]) -> int:
         """Serve until SIGTERM or Ctrl-C, then stop: the lease is given up, so this worker's waiting
         turns move to a live one at once."""
-        launch()
         stopping = threading.Event()
+        # before launching: a SIGTERM while it starts (its lease already taken) stops it cleanly too
         signal.signal(signal.SIGTERM, lambda number, frame: stopping.set())
+        launch()
         try:
             stopping.wait()  # DBOS's threads run the queue's turns meanwhile
         except KeyboardInterrupt:
