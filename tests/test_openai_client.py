@@ -328,6 +328,26 @@ def test_401_echoing_the_key_never_shows_the_key(server: LoopbackServer) -> None
     assert repr(client) == f"OpenAIClient(name='openai', base_url='{server.url}')"
 
 
+def test_a_key_echoed_in_utf16_or_escaped_is_scrubbed_from_the_reply_and_errors(server: LoopbackServer) -> None:
+    """A body in UTF-16 (JSON may be), a JSON body escaping ordinary characters (\\u002d for "-"), or a
+    percent-encoded echo: the key never reaches the reply or the error's message."""
+    from urllib.parse import quote
+
+    client = make(server)
+    server.script(Scripted(body=json.dumps(completion("your key is " + KEY)).encode("utf-16"),
+                           headers={"Content-Type": "application/json"}))
+    reply = client.complete(ask())
+    assert KEY not in (reply.text or "") and "***" in (reply.text or "")
+    escaped = KEY.replace("-", "\\u002d")
+    for status, body in ((422, '{"detail": [{"msg": "bad", "input": "%s"}]}' % escaped),
+                         (403, "<html>denied: authorization=" + quote("Bearer " + KEY, safe="") + "</html>")):
+        server.script(Scripted(status=status, body=body))
+        with pytest.raises(ModelError) as info:
+            client.complete(ask())
+        assert KEY not in str(info.value) and "SECRET" not in str(info.value), str(info.value)
+    client.close()
+
+
 def test_key_not_in_traceback_locals(server: LoopbackServer) -> None:
     # Rich/structlog tracebacks can print every frame's locals: none may show the key.
     server.script(Scripted(status=400, body=error_body("bad request")))

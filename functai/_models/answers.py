@@ -11,6 +11,7 @@ and consoles that no stream guard has seen. A malformed answer is described by i
 from __future__ import annotations
 
 import json
+from urllib.parse import quote, quote_plus
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
@@ -36,8 +37,10 @@ class Reader:
     def __init__(self, where: str, secrets: Iterable[str]) -> None:
         self.where = where
         forms = [form for secret in secrets for form in echoes(secret) if len(form) >= MIN_SCRUB]
-        # Each also as a JSON string escapes it: the form it takes inside a JSON answer.
-        texts = dict.fromkeys(text for form in forms for text in (form, json.dumps(form)[1:-1]))
+        # Each also as a JSON string escapes it (the form it takes inside a JSON answer) and as a URL
+        # encodes it (an echoed header in an error page).
+        texts = dict.fromkeys(text for form in forms
+                              for text in (form, json.dumps(form)[1:-1], quote(form, safe=""), quote_plus(form)))
         self._secrets = tuple(hide_key(text) for text in texts)
 
     def scrub(self, text: str) -> str:
@@ -72,8 +75,8 @@ class Reader:
         escapes any character, from the strings parsed too."""
         raw = self._scrub_json(response.content)
         try:
-            data = json.loads(raw)
-            return self._scrub_data(data) if self._secrets and b"\\" in raw else data
+            data = json.loads(raw)  # UTF-8, or UTF-16 or -32, which a scrub of the bytes as UTF-8 misses
+            return self._scrub_data(data) if self._secrets and (b"\\" in raw or b"\0" in raw) else data
         except (ValueError, RecursionError) as error:
             kind = response.headers.get("content-type", "no content-type")
             why = _json_error(error) if isinstance(error, ValueError) else "nested too deeply"
@@ -185,6 +188,8 @@ class Reader:
                 message = error
             if not isinstance(message, str):
                 message = data.get("message") or data.get("detail")
+        if not isinstance(message, str) and isinstance(data, (dict, list)):  # as parsed: no escape hides a key
+            message = json.dumps(message if message is not None else data, ensure_ascii=False)
         if not isinstance(message, str) or not message.strip():
             message = response.text or response.reason_phrase or "(empty body)"
         return self.excerpt(message)
