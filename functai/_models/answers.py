@@ -301,7 +301,7 @@ class Assembler:
             if isinstance(said, dict):
                 said = said.get("error", said)
                 said = said.get("message", said) if isinstance(said, dict) else said
-            raise StreamCut(f"the server reported an error mid-stream: {self.excerpt(str(said))}")
+            raise self._reported(said)
         if payload == "[DONE]":
             self.done = True
             return None
@@ -319,8 +319,7 @@ class Assembler:
                 self.response[key] = chunk[key]
         if isinstance(chunk.get("error"), (dict, str)):
             error = chunk["error"]
-            said = error.get("message") if isinstance(error, dict) else error
-            raise StreamCut(f"the server reported an error mid-stream: {self.excerpt(str(said))}")
+            raise self._reported(error.get("message") if isinstance(error, dict) else error)
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return None
@@ -341,6 +340,11 @@ class Assembler:
             self.text.append(content)
             return content
         return None
+
+    def _reported(self, said: Any) -> StreamCut:
+        """The error the server reported mid-stream (an ``error`` event, or a chunk holding one), its
+        words scrubbed and cut short."""
+        return StreamCut(f"the server reported an error mid-stream: {self.excerpt(str(said))}")
 
     def _tool_piece(self, piece: Any) -> None:
         if not isinstance(piece, dict):
