@@ -22,7 +22,7 @@ from functai import FunctAIError, Plugin, Reply
 from functai.stores import redact
 
 from .key import KEY_VERSION, canonical, request_key
-from .stores import SWEEP_AT, CacheStore, Entry, MemoryCache, open_cache_store
+from .stores import CacheStore, Entry, MemoryCache, Stamped, open_cache_store
 
 __version__ = "0.1.0"
 #: Where this plugin says what it survived: under functai's logger, silent until the application
@@ -97,8 +97,7 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
                     description=f"cache({shown!r}{'' if seconds is None else f', ttl={ttl}'})")
     # In memory, a text answer is built once and handed out again: a Reply is read-only.
     # (One with tool calls is built afresh each time: a tool may change its input.)
-    built: dict[str, tuple[float, Reply]] | None = {} if isinstance(where, MemoryCache) else None
-    sweep = [SWEEP_AT]  # the size at which `built` is next swept
+    built: Stamped[Reply] | None = Stamped() if isinstance(where, MemoryCache) else None
     # A call's replies, by call id, until the call ends done (`keep_when_done`).
     held: OrderedDict[str, list[Entry]] = OrderedDict()
     lock = threading.Lock()
@@ -139,18 +138,9 @@ def cache(store: str | os.PathLike[str] = "memory:", *, ttl: float | None = None
             failed("reading", error)
             return None
         if built is not None and not entry["reply"].get("tool_calls"):
-            keep_built(built, key, entry["at"], answer)
+            with lock:  # let go past the ttl, as the store's entries are
+                built.keep(key, entry["at"], answer, None if seconds is None else time.time() - seconds)
         return answer
-
-    def keep_built(built: dict[str, tuple[float, Reply]], key: str, at: float, answer: Reply) -> None:
-        """Keep ``answer`` to hand out again, letting those past the ttl go as the store does its entries."""
-        with lock:
-            built[key] = (at, answer)
-            if seconds is not None and len(built) >= sweep[0]:
-                cutoff = time.time() - seconds
-                for old in [k for k, (when, _) in built.items() if when < cutoff]:
-                    del built[old]
-                sweep[0] = max(SWEEP_AT, 2 * len(built))
 
     @plugin.reply
     def keep_reply(event: Any) -> None:

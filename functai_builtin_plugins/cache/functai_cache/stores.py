@@ -27,7 +27,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from functai import FunctAIError
@@ -185,14 +185,33 @@ def _make_folder(folder: str) -> None:
 SWEEP_AT = 1024
 
 
+V = TypeVar("V")
+
+
+class Stamped(dict[str, tuple[float, V]]):
+    """Values by key, each with when it was kept (``(at, value)``); `keep` lets those before a cutoff
+    go once they reach `SWEEP_AT`, then twice what was left: what a memory cache holds stays bounded
+    by its ttl. The caller holds its lock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._next_sweep = SWEEP_AT
+
+    def keep(self, key: str, at: float, value: V, cutoff: float | None) -> None:
+        self[key] = (at, value)
+        if cutoff is not None and len(self) >= self._next_sweep:  # past the ttl they answer nothing
+            for old in [k for k, (when, _) in self.items() if when < cutoff]:
+                del self[old]
+            self._next_sweep = max(SWEEP_AT, 2 * len(self))
+
+
 class MemoryCache:
     """Entries in a dict of this plugin instance, for this process only; kept as JSON text, like
     every store's, so a hit never shares objects with the reply it was kept from."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[float, str]] = {}
+        self._entries: Stamped[str] = Stamped()
         self._lock = threading.Lock()
-        self._next_sweep = SWEEP_AT
         self._salt = secrets.token_bytes(SALT_BYTES)
 
     def salt(self) -> bytes:
@@ -208,10 +227,7 @@ class MemoryCache:
         with self._lock:
             there = self._entries.get(key)
             if there is None or there[0] < cutoff or there[0] > time.time() + SKEW:
-                self._entries[key] = (entry["at"], text)
-                if len(self._entries) >= self._next_sweep:  # entries past the ttl answer nothing: let them go
-                    self._entries = {k: v for k, v in self._entries.items() if v[0] >= cutoff}
-                    self._next_sweep = max(SWEEP_AT, 2 * len(self._entries))
+                self._entries.keep(key, entry["at"], text, cutoff)
 
     def __repr__(self) -> str:
         return "MemoryCache()"
